@@ -1,0 +1,345 @@
+"""One partition's log: ordered segments, offsets, producer state, leader epochs, rolls.
+
+On disk a partition is a directory ``<topic>-<partition>`` (kafka-format.md §0) holding segments
+(``segment.py``), ``.snapshot`` producer-state files, ``leader-epoch-checkpoint`` and
+``partition.metadata``. This class is Kafka's ``UnifiedLog`` + ``LocalLog`` for a single replica
+that is always the leader: it validates and appends batches, rolls segments, keeps the last stable
+offset, and serves reads (``log_reader.py``). Opening and crash recovery live in ``log_loader.py``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from kafkatier.storage import wire
+from kafkatier.storage.config import LogConfig
+from kafkatier.storage.errors import OffsetOutOfRangeError, RecordTooLargeError
+from kafkatier.storage.leader_epoch import LeaderEpochFileCache
+from kafkatier.storage.log_validator import AppendRules, assign_offset, parse_incoming
+from kafkatier.storage.log_validator import prepare_for_log
+from kafkatier.storage.producer_state import (
+    AppendOrigin,
+    CompletedTxn,
+    ProducerAppendInfo,
+    ProducerStateManager,
+)
+from kafkatier.storage.records import RecordBatch, build_control_batch
+from kafkatier.storage.segment import BatchInfo, LogSegment
+from kafkatier.storage.txn_index import AbortedTxn
+
+Clock = Callable[[], int]
+
+
+def wall_clock_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def roll_jitter(jitter_ms: int, segment_ms: int) -> int:
+    """Kafka's per-segment ``rollJitterMs``: random in [0, min(segment.jitter.ms, segment.ms))."""
+    bound = min(jitter_ms, segment_ms)
+    return random.randrange(bound) if bound > 0 else 0
+
+
+@dataclass(frozen=True, slots=True)
+class LogAppendInfo:
+    """What an append did: the offsets it took, or the original ones of skipped duplicates."""
+
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    num_batches: int
+    num_records: int
+    duplicate_batches: int
+
+
+class Log:
+    """A partition directory's segments and state (see module docstring)."""
+
+    def __init__(
+        self,
+        directory: Path,
+        topic: str,
+        partition: int,
+        config: LogConfig,
+        segments: list[LogSegment],
+        producer_state: ProducerStateManager,
+        leader_epoch_cache: LeaderEpochFileCache,
+        *,
+        log_start_offset: int,
+        recovery_point: int,
+        clock: Clock = wall_clock_ms,
+    ) -> None:
+        self.directory = Path(directory)
+        self.topic = topic
+        self.partition = partition
+        self.config = config
+        self.segments = segments
+        self.producer_state = producer_state
+        self.leader_epoch_cache = leader_epoch_cache
+        self.log_start_offset = log_start_offset
+        self.recovery_point = recovery_point
+        self.clock = clock
+        self.leader_epoch = max(leader_epoch_cache.latest_epoch or 0, 0)
+
+    # ------------------------------------------------------------------ offsets
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self.segments[-1]
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.producer_state.map_end_offset
+
+    @property
+    def high_watermark(self) -> int:
+        """A single always-leader replica: everything appended is replicated."""
+        return self.log_end_offset
+
+    @property
+    def last_stable_offset(self) -> int:
+        first_unstable = self.producer_state.first_unstable_offset()
+        hw = self.high_watermark
+        return hw if first_unstable is None else min(first_unstable, hw)
+
+    @property
+    def size_in_bytes(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    def segment_for(self, offset: int) -> LogSegment:
+        """The segment whose base offset is the greatest one <= ``offset``."""
+        bases = [s.base_offset for s in self.segments]
+        i = bisect.bisect_right(bases, offset) - 1
+        if i < 0:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} is before the first segment", file=str(self.directory)
+            )
+        return self.segments[i]
+
+    def segments_from(self, offset: int) -> list[LogSegment]:
+        bases = [s.base_offset for s in self.segments]
+        i = max(bisect.bisect_right(bases, offset) - 1, 0)
+        return self.segments[i:]
+
+    # ------------------------------------------------------------------ appends
+
+    def _rules(self) -> AppendRules:
+        cfg = self.config
+        codec = None if cfg.compression_type == "producer" else wire.Codec.parse(cfg.compression_type)
+        return AppendRules(
+            max_message_bytes=cfg.max_message_bytes,
+            log_append_time=cfg.message_timestamp_type == "LogAppendTime",
+            compression=codec,
+            compression_level=cfg.compression_level(codec) if codec is not None else None,
+        )
+
+    def append(
+        self, data: bytes | bytearray | memoryview, *, origin: AppendOrigin = AppendOrigin.CLIENT
+    ) -> LogAppendInfo:
+        """Validate, assign offsets to and write the v2 batches in ``data`` (Kafka's leader append).
+
+        Validation (CRC, counts, producer epochs and sequences) happens for every batch before
+        anything is written, so a rejected append leaves the log untouched. Batches the producer
+        already appended (same producer, epoch and sequence range among its last five) are skipped.
+        """
+        incoming = parse_incoming(data, origin)
+        now = self.clock()
+        rules = self._rules()
+        placed: list[RecordBatch] = []
+        infos: dict[int, ProducerAppendInfo] = {}
+        completed: list[CompletedTxn] = []
+        duplicates: list[tuple[int, int]] = []
+        next_offset = self.log_end_offset
+        for batch in incoming:
+            if origin is AppendOrigin.CLIENT and batch.has_producer_id:
+                dup = self.producer_state.find_duplicate_batch(batch)
+                if dup is not None:
+                    duplicates.append((dup.first_offset, dup.last_offset))
+                    continue
+            buf = prepare_for_log(batch, rules, now)
+            assign_offset(buf, next_offset, self.leader_epoch)
+            out = RecordBatch(buf, 0, file=str(self.directory))
+            next_offset = out.next_offset
+            if out.has_producer_id:
+                info = infos.get(out.producer_id)
+                if info is None:
+                    info = infos[out.producer_id] = self.producer_state.prepare_update(
+                        out.producer_id, origin
+                    )
+                txn = info.append(out)
+                if txn is not None:
+                    completed.append(txn)
+            placed.append(out)
+        if not placed:
+            return self._duplicate_info(duplicates, len(incoming))
+        self._assign_leader_epoch(placed[0].base_offset)
+        self._write(placed)
+        self._commit_producer_state(list(infos.values()), completed, next_offset)
+        return LogAppendInfo(
+            first_offset=placed[0].base_offset,
+            last_offset=placed[-1].last_offset,
+            max_timestamp=max(b.max_timestamp for b in placed),
+            num_batches=len(placed),
+            num_records=sum(b.records_count for b in placed),
+            duplicate_batches=len(duplicates),
+        )
+
+    @staticmethod
+    def _duplicate_info(duplicates: list[tuple[int, int]], count: int) -> LogAppendInfo:
+        first = min(d[0] for d in duplicates) if duplicates else -1
+        last = max(d[1] for d in duplicates) if duplicates else -1
+        return LogAppendInfo(first, last, wire.NO_TIMESTAMP, 0, 0, count)
+
+    def _assign_leader_epoch(self, start_offset: int) -> None:
+        latest = self.leader_epoch_cache.latest_epoch
+        if latest is None or latest < self.leader_epoch:
+            self.leader_epoch_cache.assign(self.leader_epoch, start_offset)
+            self.leader_epoch_cache.flush()
+
+    def _commit_producer_state(
+        self, infos: Sequence[ProducerAppendInfo], completed: Sequence[CompletedTxn], end: int
+    ) -> None:
+        """Kafka's order: update entries, then index aborted txns with their LSO, then the end."""
+        for info in infos:
+            self.producer_state.update(info)
+        for txn in completed:
+            if txn.is_aborted:
+                lso = self.producer_state.last_stable_offset(txn)
+                self.segment_for(txn.last_offset).append_aborted_txn(
+                    AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, lso)
+                )
+            self.producer_state.complete_txn(txn)
+        self.producer_state.update_map_end_offset(end)
+
+    def _write(self, batches: Sequence[RecordBatch]) -> None:
+        """Append in chunks that fit the active segment, rolling between them (§9.2)."""
+        chunk: list[RecordBatch] = []
+        chunk_bytes = 0
+        for batch in batches:
+            if batch.size_in_bytes > self.config.segment_bytes:
+                raise RecordTooLargeError(
+                    f"batch of {batch.size_in_bytes} bytes exceeds segment.bytes="
+                    f"{self.config.segment_bytes}",
+                    file=str(self.directory),
+                    offset=batch.base_offset,
+                )
+            if chunk and self._needs_new_segment(chunk_bytes + batch.size_in_bytes, batch):
+                self._write_chunk(chunk)
+                chunk, chunk_bytes = [], 0
+            if not chunk:
+                self._maybe_roll(batch.size_in_bytes, batch)
+            chunk.append(batch)
+            chunk_bytes += batch.size_in_bytes
+        if chunk:
+            self._write_chunk(chunk)
+
+    def _needs_new_segment(self, chunk_bytes: int, batch: RecordBatch) -> bool:
+        active = self.active_segment
+        return (
+            active.size + chunk_bytes > self.config.segment_bytes
+            or not active.can_convert_to_relative_offset(batch.last_offset)
+        )
+
+    def _write_chunk(self, chunk: Sequence[RecordBatch]) -> None:
+        data = bytearray()
+        infos: list[BatchInfo] = []
+        for batch in chunk:
+            infos.append(
+                BatchInfo(len(data), batch.size_in_bytes, batch.last_offset, batch.max_timestamp)
+            )
+            data += batch.buffer
+        self.active_segment.append(data, infos)
+
+    def _maybe_roll(self, size: int, first: RecordBatch) -> None:
+        if self._should_roll(self.active_segment, size, first):
+            self.roll()
+
+    def _should_roll(self, seg: LogSegment, size: int, first: RecordBatch) -> bool:
+        cfg = self.config
+        if seg.size > cfg.segment_bytes - size:
+            return True
+        if seg.offset_index.is_full or seg.time_index.is_full:
+            return True
+        if not seg.can_convert_to_relative_offset(first.last_offset):
+            return True
+        if seg.size == 0:
+            return False
+        based = seg.rolling_based_timestamp
+        waited = (
+            first.max_timestamp - based
+            if based is not None and based >= 0
+            else self.clock() - seg.created_ms
+        )
+        return waited > cfg.max_segment_ms - seg.roll_jitter_ms
+
+    def roll(self) -> LogSegment:
+        """Close the active segment for appends and start a new one at the log end offset.
+
+        As Kafka: final time-index entry and trimmed indexes on the old segment, a producer
+        snapshot at the new base offset; we also flush the old segment at once, which moves the
+        recovery point (Kafka flushes it asynchronously)."""
+        new_base = self.log_end_offset
+        active = self.active_segment
+        if active.size == 0 and active.base_offset == new_base:
+            return active
+        active.on_become_inactive()
+        active.flush()
+        self.recovery_point = max(self.recovery_point, new_base)
+        self.producer_state.update_map_end_offset(new_base)
+        self.producer_state.take_snapshot()
+        segment = self.new_segment(new_base)
+        self.segments.append(segment)
+        return segment
+
+    def new_segment(self, base_offset: int, suffix: str = "") -> LogSegment:
+        return LogSegment(
+            self.directory,
+            base_offset,
+            index_interval_bytes=self.config.index_interval_bytes,
+            max_index_size=self.config.segment_index_bytes,
+            suffix=suffix,
+            created_ms=self.clock(),
+            roll_jitter_ms=roll_jitter(self.config.segment_jitter_ms, self.config.max_segment_ms),
+        )
+
+    def write_txn_marker(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        *,
+        commit: bool,
+        coordinator_epoch: int = 0,
+        timestamp: int | None = None,
+    ) -> LogAppendInfo:
+        """Append a COMMIT or ABORT marker, as the transaction coordinator would (§3)."""
+        marker = build_control_batch(
+            wire.ControlType.COMMIT if commit else wire.ControlType.ABORT,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            coordinator_epoch=coordinator_epoch,
+            timestamp=self.clock() if timestamp is None else timestamp,
+            partition_leader_epoch=self.leader_epoch,
+        )
+        return self.append(marker, origin=AppendOrigin.COORDINATOR)
+
+    # ------------------------------------------------------------------ durability
+
+    def flush(self) -> None:
+        """fsync every segment above the recovery point; the recovery point becomes the end."""
+        end = self.log_end_offset
+        for segment in self.segments_from(self.recovery_point):
+            segment.flush()
+        self.recovery_point = end
+
+    def close(self) -> None:
+        """Clean close: flush, producer snapshot at the end offset, trimmed indexes (§9.4)."""
+        self.flush()
+        self.producer_state.take_snapshot()
+        self.leader_epoch_cache.flush()
+        for segment in self.segments:
+            segment.close()
