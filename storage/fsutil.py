@@ -1,0 +1,84 @@
+"""Crash-safe file replacement, as Kafka does it for every checkpoint and metadata file.
+
+Kafka never rewrites a checkpoint in place: it writes ``<file>.tmp``, fsyncs it, renames it over
+the target (``Utils.atomicMoveWithFallback``) and fsyncs the parent directory so the rename itself
+survives a power loss. A crash therefore leaves either the old file or the new one, plus at worst a
+stray ``.tmp`` that the next write overwrites.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+from typing import Final
+
+TMP_SUFFIX: Final = ".tmp"
+"""Kafka appends this to the full target name: ``replication-offset-checkpoint.tmp``."""
+
+
+def temp_path(path: Path) -> Path:
+    """The temporary sibling Kafka writes before renaming over ``path``."""
+    return path.with_name(path.name + TMP_SUFFIX)
+
+
+def fsync_file(path: Path) -> None:
+    """Flush a file's data and metadata to stable storage."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def fsync_dir(path: Path) -> None:
+    """Make renames, creations and deletions inside ``path`` durable.
+
+    Platforms that cannot open a directory (Windows) make renames durable on their own, so the
+    failure to open one is not an error there.
+    """
+    flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0)
+    try:
+        fd = os.open(path, flags)
+    except (PermissionError, IsADirectoryError):
+        if os.name == "nt":
+            return
+        raise
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: Path, data: bytes, *, sync: bool = True) -> None:
+    """Replace ``path`` with ``data`` so that readers see the old or the new content, never a mix.
+
+    With ``sync=False`` the replacement is still atomic but may be lost in a crash (Kafka's
+    ``fsync=false`` writes of meta.properties). On any failure the temporary file is removed and
+    the target is left untouched.
+    """
+    tmp = temp_path(path)
+    try:
+        with open(tmp, "wb") as out:
+            out.write(data)
+            out.flush()
+            if sync:
+                os.fsync(out.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+    if sync:
+        fsync_dir(path.parent)
+
+
+def delete_if_exists(path: Path, *, sync: bool = True) -> bool:
+    """Remove ``path`` if present (Kafka's ``Files.deleteIfExists``); True if it was removed."""
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        return False
+    if sync:
+        fsync_dir(path.parent)
+    return True

@@ -1,0 +1,153 @@
+"""Kafka's default partitioner for keyed records (kafka-format.md §12).
+
+``partition = (murmur2(key) & 0x7fffffff) % num_partitions``: the mask (``Utils.toPositive``), not
+``abs``, and the topic's total partition count. murmur2 is ``Utils.murmur2``: MurmurHash2, 32-bit,
+seed 0x9747b28c, m 0x5bd1e995, r 24, little-endian 4-byte blocks, returned as a signed int32.
+
+:func:`partition_keys` hashes a whole Arrow column in one compiled loop over its offsets and data
+buffers, so a Spark partition of millions of keys costs no Python per key.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import numpy as np
+import pyarrow as pa
+from numba import njit
+
+SEED: Final = 0x9747B28C
+M: Final = 0x5BD1E995
+R: Final = 24
+_MASK32: Final = 0xFFFFFFFF
+NULL_KEY_PARTITION: Final = -1
+"""What :func:`partition_keys` returns for a null key; Kafka spreads those (sticky partitioner)."""
+
+
+def murmur2(data: bytes | bytearray | memoryview) -> int:
+    """Kafka's ``Utils.murmur2`` of ``data`` as a signed int32."""
+    raw = bytes(data)
+    length = len(raw)
+    h = (SEED ^ length) & _MASK32
+    blocks = length & ~3
+    for i in range(0, blocks, 4):
+        k = int.from_bytes(raw[i : i + 4], "little")
+        k = (k * M) & _MASK32
+        k ^= k >> R
+        k = (k * M) & _MASK32
+        h = ((h * M) & _MASK32) ^ k
+    tail = length & 3
+    if tail:
+        for j in range(tail - 1, -1, -1):  # tail bytes at shifts 16/8/0, as Java's switch
+            h ^= raw[blocks + j] << (8 * j)
+        h = (h * M) & _MASK32
+    h ^= h >> 13
+    h = (h * M) & _MASK32
+    h ^= h >> 15
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def to_positive(value: int) -> int:
+    """Kafka's ``Utils.toPositive``: clear the sign bit (``Integer.MIN_VALUE`` becomes 0)."""
+    return value & 0x7FFFFFFF
+
+
+def default_partition(key: bytes | bytearray | memoryview, num_partitions: int) -> int:
+    """The partition Kafka's producer picks for a non-null serialized key."""
+    if num_partitions < 1:
+        raise ValueError(f"num_partitions must be >= 1, got {num_partitions}")
+    return to_positive(murmur2(key)) % num_partitions
+
+
+@njit(cache=True, nogil=True)
+def _murmur2_span(data: Any, start: int, end: int) -> int:
+    """The unsigned 32-bit murmur2 of ``data[start:end]`` (uint64 arithmetic, masked)."""
+    mask = np.uint64(0xFFFFFFFF)
+    m = np.uint64(M)
+    length = end - start
+    h = (np.uint64(SEED) ^ np.uint64(length)) & mask
+    blocks = length - (length % 4)
+    for i in range(start, start + blocks, 4):
+        k = np.uint64(data[i]) | (np.uint64(data[i + 1]) << np.uint64(8))
+        k |= (np.uint64(data[i + 2]) << np.uint64(16)) | (np.uint64(data[i + 3]) << np.uint64(24))
+        k = (k * m) & mask
+        k ^= k >> np.uint64(R)
+        k = (k * m) & mask
+        h = ((h * m) & mask) ^ k
+    tail = length % 4
+    if tail > 0:
+        for j in range(tail - 1, -1, -1):
+            h ^= np.uint64(data[start + blocks + j]) << np.uint64(8 * j)
+        h = (h * m) & mask
+    h ^= h >> np.uint64(13)
+    h = (h * m) & mask
+    h ^= h >> np.uint64(15)
+    return int(h)
+
+
+@njit(cache=True, nogil=True)
+def _hash_all(data: Any, offsets: Any, valid: Any, num_partitions: int) -> Any:
+    """Per key: its partition (``num_partitions`` > 0) or signed murmur2 (0); nulls give -1."""
+    n = len(offsets) - 1
+    out = np.empty(n, dtype=np.int32)
+    for i in range(n):
+        if not valid[i]:
+            out[i] = NULL_KEY_PARTITION
+            continue
+        h = _murmur2_span(data, offsets[i], offsets[i + 1])
+        if num_partitions > 0:
+            out[i] = (h & 0x7FFFFFFF) % num_partitions
+        else:
+            out[i] = h - 4294967296 if h >= 2147483648 else h
+    return out
+
+
+_OFFSET_TYPES: Final = {
+    pa.binary(): np.int32,
+    pa.string(): np.int32,
+    pa.large_binary(): np.int64,
+    pa.large_string(): np.int64,
+}
+
+
+def _buffers(keys: pa.Array) -> tuple[Any, Any, Any]:
+    """(data bytes, this slice's offsets, validity) as numpy views of the Arrow buffers."""
+    offset_type = _OFFSET_TYPES.get(keys.type)
+    if offset_type is None:
+        raise TypeError(
+            f"keys must be binary, large_binary, string or large_string, not {keys.type}"
+        )
+    _, offsets_buf, data_buf = keys.buffers()
+    n = len(keys)
+    offsets = np.frombuffer(offsets_buf, dtype=offset_type, count=keys.offset + n + 1)
+    offsets = offsets[keys.offset :]
+    data = np.empty(0, np.uint8) if data_buf is None else np.frombuffer(data_buf, dtype=np.uint8)
+    if keys.null_count:
+        valid = keys.is_valid().to_numpy(zero_copy_only=False)
+    else:
+        valid = np.ones(n, dtype=np.bool_)
+    return data, offsets, valid
+
+
+def _run(keys: pa.Array | pa.ChunkedArray, num_partitions: int) -> np.ndarray[Any, Any]:
+    if isinstance(keys, pa.ChunkedArray):
+        parts = [_run(chunk, num_partitions) for chunk in keys.chunks]
+        return np.concatenate(parts) if parts else np.empty(0, dtype=np.int32)
+    result: np.ndarray[Any, Any] = _hash_all(*_buffers(keys), num_partitions)
+    return result
+
+
+def partition_keys(keys: pa.Array | pa.ChunkedArray, num_partitions: int) -> np.ndarray[Any, Any]:
+    """The default partition of every key as an int32 array; null keys give -1.
+
+    Accepts binary, large_binary, string and large_string arrays (strings hash their UTF-8
+    bytes, which is what Kafka's StringSerializer produces), sliced or not, and chunked arrays.
+    """
+    if num_partitions < 1:
+        raise ValueError(f"num_partitions must be >= 1, got {num_partitions}")
+    return _run(keys, num_partitions)
+
+
+def murmur2_keys(keys: pa.Array | pa.ChunkedArray) -> np.ndarray[Any, Any]:
+    """Signed murmur2 of every key as an int32 array (null keys give -1, like a real hash may)."""
+    return _run(keys, 0)
