@@ -1,0 +1,204 @@
+"""Numba kernels for record batch v2 -> Arrow (kafka-format.md §1.1, §1.4).
+
+Output columns are preallocated at upper bounds (a record takes at least 7 bytes, a header at
+least 2, key and value bytes never exceed the payload), so one pass parses and copies; unused
+tails stay untouched and so never become resident memory. Binary outputs are triples
+``(offsets int32[n+1], data uint8[], valid uint8[n])``; ``cursors`` holds the running counts
+(records, key bytes, value bytes, headers, header-key bytes, header-value bytes).
+
+Errors come back as codes (numba cannot raise the project's typed errors); the caller maps them
+to messages with :data:`ERRORS`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import numpy as np
+from numba import njit
+
+from kafkatier.storage._arrow_kernels import Array, get_varint
+from kafkatier.storage.wire import (
+    BATCH_HEADER_SIZE,
+    HEADER_SIZE_UP_TO_MAGIC,
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    MIN_LEGACY_RECORD_SIZE,
+)
+
+ERR_LENGTH, ERR_VARINT, ERR_OVERRUN, ERR_HEADER_COUNT, ERR_HEADER_KEY, ERR_SIZE, ERR_TRAILING = (
+    range(1, 8)
+)
+ERRORS: Final = {
+    ERR_LENGTH: "record length is negative or runs past the end of the batch",
+    ERR_VARINT: "malformed varint in a record",
+    ERR_OVERRUN: "key, value or header runs past the end of its record",
+    ERR_HEADER_COUNT: "invalid number of record headers",
+    ERR_HEADER_KEY: "invalid negative header key size",
+    ERR_SIZE: "record size does not match its declared length",
+    ERR_TRAILING: "incorrect declared batch size: bytes remain after the last record",
+}
+SCAN_SIZE, SCAN_MAGIC, SCAN_SMALL = 1, 2, 3
+_MAX_VARINT, _MAX_VARLONG = 5, 10
+_K, _V, _H, _HK, _HV = 1, 2, 3, 4, 5  # cursor slots
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _be_i32(buf: Array, p: int) -> int:
+    v = (np.int64(buf[p]) << 24) | (buf[p + 1] << 16) | (buf[p + 2] << 8) | buf[p + 3]
+    return v - (np.int64(1) << 32) if v >= (np.int64(1) << 31) else v
+
+
+@njit(cache=True, nogil=True)
+def scan_batches(buf: Array) -> tuple[Array, int, int]:
+    """Frame batches back to back (FileLogInputStream.nextBatch); stop at a partial tail.
+
+    Returns (positions, error code or 0, position reached).
+    """
+    n = len(buf)
+    positions = np.empty(n // BATCH_HEADER_SIZE + 1, np.int64)
+    p = 0
+    nb = 0
+    while n - p >= HEADER_SIZE_UP_TO_MAGIC:
+        size = _be_i32(buf, p + 8)
+        if size < MIN_LEGACY_RECORD_SIZE:
+            return positions[:nb], SCAN_SIZE, p
+        if p + LOG_OVERHEAD + size > n:
+            break
+        if buf[p + MAGIC_OFFSET] != 2:
+            return positions[:nb], SCAN_MAGIC, p
+        if size < BATCH_HEADER_SIZE - LOG_OVERHEAD:
+            return positions[:nb], SCAN_SMALL, p
+        positions[nb] = p
+        nb += 1
+        p += LOG_OVERHEAD + size
+    return positions[:nb], 0, p
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _take(
+    src: Array, p: int, end: int, col: tuple[Array, Array, Array], j: int,
+    cursors: Array, slot: int, emit: bool, nullable: bool,
+) -> int:
+    """Read one length-prefixed byte field; copy it to ``col`` row ``j`` when ``emit``."""
+    offsets, data, valid = col
+    n, p = get_varint(src, p, end, _MAX_VARINT)
+    if p < 0:
+        return -ERR_VARINT
+    c = cursors[slot]
+    if n < 0:
+        if not nullable:
+            return -ERR_HEADER_KEY
+        if emit:
+            valid[j] = 0
+            offsets[j + 1] = c
+        return p
+    if p + n > end:
+        return -ERR_OVERRUN
+    if emit:
+        data[c : c + n] = src[p : p + n]
+        cursors[slot] = c + n
+        offsets[j + 1] = c + n
+        if nullable:
+            valid[j] = 1
+    return p + n
+
+
+@njit(cache=True, nogil=True)
+def _take_headers(
+    src: Array, p: int, end: int, hdrs: tuple[Array, ...], j: int, cursors: Array, emit: bool
+) -> int:
+    list_off, list_valid, hk_off, hk_data, hv_off, hv_data, hv_valid = hdrs
+    count, p = get_varint(src, p, end, _MAX_VARINT)
+    if p < 0:
+        return -ERR_VARINT
+    if count < 0 or count > end - p:
+        return -ERR_HEADER_COUNT
+    h0 = cursors[_H]
+    for k in range(count):
+        p = _take(src, p, end, (hk_off, hk_data, hv_valid), h0 + k, cursors, _HK, emit, False)
+        if p < 0:
+            return p
+        p = _take(src, p, end, (hv_off, hv_data, hv_valid), h0 + k, cursors, _HV, emit, True)
+        if p < 0:
+            return p
+    if emit:
+        cursors[_H] = h0 + count
+        list_off[j + 1] = h0 + count
+        list_valid[j] = 1 if count > 0 else 0
+    return p
+
+
+@njit(cache=True, nogil=True)
+def _parse_record(
+    src: Array, p: int, end: int, batch: tuple[int, int, int, int], bounds: tuple[int, int],
+    outs: tuple[Array, Array, Array], keys: tuple[Array, Array, Array],
+    vals: tuple[Array, Array, Array], hdrs: tuple[Array, ...], cursors: Array,
+) -> int:
+    """Parse one record (DefaultRecord.readFrom); return the next position or -error."""
+    base_offset, base_ts, fixed_ts, ts_type = batch
+    length, p = get_varint(src, p, end, _MAX_VARINT)
+    if p < 0 or length < 1 or p + length > end:
+        return -ERR_LENGTH
+    rend = p + length
+    delta_ts, p = get_varint(src, p + 1, rend, _MAX_VARLONG)  # + 1: record attributes
+    if p < 0:
+        return -ERR_VARINT
+    delta_off, p = get_varint(src, p, rend, _MAX_VARINT)
+    if p < 0:
+        return -ERR_VARINT
+    offset = base_offset + delta_off
+    emit = bounds[0] <= offset < bounds[1]
+    j = cursors[0]
+    p = _take(src, p, rend, keys, j, cursors, _K, emit, True)
+    if p >= 0:
+        p = _take(src, p, rend, vals, j, cursors, _V, emit, True)
+    if p >= 0:
+        p = _take_headers(src, p, rend, hdrs, j, cursors, emit)
+    if p < 0 or p != rend:
+        return p if p < 0 else -ERR_SIZE
+    if emit:
+        outs[0][j] = offset
+        outs[1][j] = fixed_ts if ts_type == 1 else base_ts + delta_ts
+        outs[2][j] = ts_type
+        cursors[0] = j + 1
+    return p
+
+
+@njit(cache=True, nogil=True)
+def parse_batches(
+    src: Array, spans: Array, meta: Array, bounds: tuple[int, int],
+    outs: tuple[Array, Array, Array], keys: tuple[Array, Array, Array],
+    vals: tuple[Array, Array, Array], hdrs: tuple[Array, ...], cursors: Array,
+) -> tuple[int, int, int]:
+    """Parse the records of every batch; ``spans[b]`` = (start, end) of its records in ``src``,
+    ``meta[b]`` = (count, base offset, base timestamp, max timestamp, timestamp type).
+
+    Returns (error code or 0, batch index, record index within the batch).
+    """
+    for b in range(len(spans)):
+        p, end = spans[b, 0], spans[b, 1]
+        batch = (meta[b, 1], meta[b, 2], meta[b, 3], meta[b, 4])
+        for r in range(meta[b, 0]):
+            p = _parse_record(src, p, end, batch, bounds, outs, keys, vals, hdrs, cursors)
+            if p < 0:
+                return -p, b, r
+        if p != end:
+            return ERR_TRAILING, b, meta[b, 0]
+    return 0, -1, -1
+
+
+def empty_outputs(records: int, payload: int) -> tuple[Any, ...]:
+    """Output arrays sized by the upper bounds of ``records`` records in ``payload`` bytes."""
+    def binary(rows: int, nbytes: int) -> tuple[Array, Array, Array]:
+        offsets = np.empty(rows + 1, np.int32)
+        offsets[0] = 0
+        return offsets, np.empty(nbytes, np.uint8), np.empty(rows, np.uint8)
+
+    outs = (np.empty(records, np.int64), np.empty(records, np.int64), np.empty(records, np.int32))
+    headers = payload // 2
+    hk, hv = binary(headers, payload), binary(headers, payload)
+    list_off = np.empty(records + 1, np.int32)
+    list_off[0] = 0
+    hdrs = (list_off, np.empty(records, np.uint8), hk[0], hk[1], hv[0], hv[1], hv[2])
+    return outs, binary(records, payload), binary(records, payload), hdrs

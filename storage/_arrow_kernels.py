@@ -1,0 +1,253 @@
+"""Numba kernels for the Arrow -> record batch v2 encoder (kafka-format.md §1.4, §1.5).
+
+The encoder works on numpy views of Arrow buffers. A "binary column" is the triple
+``(offsets int64[n+1], data uint8[], valid uint8[])``: offsets index ``data`` absolutely (Arrow
+slices keep their original offsets), and an empty ``valid`` means "no nulls". Headers are
+``(list_offsets, list_valid, key_offsets, key_data, value_offsets, value_data, value_valid)``;
+an empty ``list_offsets`` means "no headers column".
+
+Record lengths, counts and deltas are zig-zag varints; a 64-bit zig-zag of a value in int32 range
+gives the same bytes as the 32-bit one, so one writer serves varint and varlong alike.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import numpy as np
+from numba import njit
+
+from kafkatier.storage.wire import BATCH_HEADER, BATCH_HEADER_SIZE
+
+Array = Any  # numpy arrays as seen by numba kernels; numba has no typing stubs
+
+_U7 = np.uint64(7)
+_U7F = np.uint64(0x7F)
+_U80 = np.uint64(0x80)
+_U1 = np.uint64(1)
+_U32MASK = np.uint64(0xFFFFFFFF)
+
+ERR_NONE = 0
+
+
+@njit(cache=True, nogil=True, inline="always")
+def zigzag(v: int) -> Any:
+    """int64 -> uint64 zig-zag, as ByteUtils.writeVarlong."""
+    return np.uint64((v << 1) ^ (v >> 63))
+
+
+@njit(cache=True, nogil=True, inline="always")
+def varint_size(v: int) -> int:
+    """Bytes taken by the zig-zag varint/varlong of ``v``."""
+    u = zigzag(v)
+    n = 1
+    while u >= _U80:
+        u >>= _U7
+        n += 1
+    return n
+
+
+@njit(cache=True, nogil=True, inline="always")
+def put_varint(buf: Array, p: int, v: int) -> int:
+    """Write the zig-zag varint of ``v`` at ``p``; return the position after it."""
+    u = zigzag(v)
+    while u >= _U80:
+        buf[p] = np.uint8((u & _U7F) | _U80)
+        u >>= _U7
+        p += 1
+    buf[p] = np.uint8(u)
+    return p + 1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def get_varint(buf: Array, p: int, end: int, max_bytes: int) -> tuple[int, int]:
+    """Read a zig-zag varint (``max_bytes`` 5) or varlong (10) ending before ``end``.
+
+    Returns ``(value, next position)``; the position is -1 when the bytes run out or the
+    number is too long. A varint keeps only its low 32 bits, as ByteUtils.readVarint does.
+    """
+    raw = np.uint64(0)
+    shift = np.uint64(0)
+    for _ in range(max_bytes):
+        if p >= end:
+            return 0, -1
+        b = np.uint64(buf[p])
+        p += 1
+        raw |= (b & _U7F) << shift
+        if b < _U80:
+            if max_bytes == 5:
+                raw &= _U32MASK
+            return np.int64(raw >> _U1) ^ -np.int64(raw & _U1), p
+        shift += _U7
+    return 0, -1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _is_valid(valid: Array, i: int) -> bool:
+    return len(valid) == 0 or valid[i] != 0
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _bytes_size(col: tuple[Array, Array, Array], i: int) -> int:
+    offsets, _, valid = col
+    if not _is_valid(valid, i):
+        return 1
+    n = offsets[i + 1] - offsets[i]
+    return varint_size(n) + n
+
+
+@njit(cache=True, nogil=True)
+def _headers_size(hdr: tuple[Array, ...], i: int) -> int:
+    list_off, list_valid, hk_off, _, hv_off, _, hv_valid = hdr
+    if len(list_off) == 0 or not _is_valid(list_valid, i):
+        return 1
+    first, last = list_off[i], list_off[i + 1]
+    size = varint_size(last - first)
+    for h in range(first, last):
+        kn = hk_off[h + 1] - hk_off[h]
+        size += varint_size(kn) + kn
+        if _is_valid(hv_valid, h):
+            vn = hv_off[h + 1] - hv_off[h]
+            size += varint_size(vn) + vn
+        else:
+            size += 1
+    return size
+
+
+@njit(cache=True, nogil=True)
+def payload_sizes(
+    n: int, key: tuple[Array, Array, Array], value: tuple[Array, Array, Array], hdr: tuple[Array, ...]
+) -> Array:
+    """Per record: bytes of key, value and headers, the parts that do not depend on the batch."""
+    out = np.empty(n, np.int64)
+    for i in range(n):
+        out[i] = _bytes_size(key, i) + _bytes_size(value, i) + _headers_size(hdr, i)
+    return out
+
+
+@njit(cache=True, nogil=True)
+def plan_batches(
+    payload: Array, ts: Array, max_bytes: int, max_records: int, overhead: int
+) -> tuple[Array, Array, Array, Array, int]:
+    """Cut records into batches of at most ``max_bytes`` (``overhead`` = header size).
+
+    A record's size depends on its batch (offset and timestamp deltas), so the cut is
+    sequential. Returns (first row of each batch + a final n, body length of each record,
+    batch sizes, batch max timestamps, row of a record too large for any batch or -1).
+    """
+    n = len(payload)
+    starts = np.empty(n + 1, np.int64)
+    sizes = np.empty(n, np.int64)
+    max_ts = np.empty(n, np.int64)
+    body = np.empty(n, np.int64)
+    nb = -1
+    first = 0
+    for i in range(n):
+        b = 1 + varint_size(ts[i] - ts[first]) + varint_size(i - first) + payload[i]
+        total = b + varint_size(b)
+        if nb < 0 or sizes[nb] + total > max_bytes or i - first >= max_records:
+            nb += 1
+            first = i
+            b = 3 + payload[i]  # attributes, timestamp delta 0, offset delta 0
+            total = b + varint_size(b)
+            if overhead + total > max_bytes:
+                return starts[:0], body, sizes[:0], max_ts[:0], i
+            starts[nb] = i
+            sizes[nb] = overhead
+            max_ts[nb] = ts[i]
+        body[i] = b
+        sizes[nb] += total
+        max_ts[nb] = max(max_ts[nb], ts[i])
+    starts[nb + 1] = n
+    return starts[: nb + 2], body, sizes[: nb + 1], max_ts[: nb + 1], -1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _put_raw(buf: Array, p: int, offsets: Array, data: Array, i: int) -> int:
+    s, e = offsets[i], offsets[i + 1]
+    p = put_varint(buf, p, e - s)
+    buf[p : p + e - s] = data[s:e]
+    return p + e - s
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _put_bytes(buf: Array, p: int, col: tuple[Array, Array, Array], i: int) -> int:
+    offsets, data, valid = col
+    if not _is_valid(valid, i):
+        buf[p] = 1  # zig-zag of -1: null
+        return p + 1
+    return _put_raw(buf, p, offsets, data, i)
+
+
+@njit(cache=True, nogil=True)
+def _put_headers(buf: Array, p: int, hdr: tuple[Array, ...], i: int) -> int:
+    list_off, list_valid, hk_off, hk_data, hv_off, hv_data, hv_valid = hdr
+    if len(list_off) == 0 or not _is_valid(list_valid, i):
+        buf[p] = 0
+        return p + 1
+    first, last = list_off[i], list_off[i + 1]
+    p = put_varint(buf, p, last - first)
+    for h in range(first, last):
+        p = _put_raw(buf, p, hk_off, hk_data, h)  # header keys are never null (validated)
+        p = _put_bytes(buf, p, (hv_off, hv_data, hv_valid), h)
+    return p
+
+
+@njit(cache=True, nogil=True)
+def write_records(
+    buf: Array,
+    positions: Array,
+    starts: Array,
+    body: Array,
+    ts: Array,
+    key: tuple[Array, Array, Array],
+    value: tuple[Array, Array, Array],
+    hdr: tuple[Array, ...],
+    overhead: int,
+) -> None:
+    """Write every batch's records after its (separately written) header."""
+    for b in range(len(starts) - 1):
+        p = positions[b] + overhead
+        first = starts[b]
+        for i in range(first, starts[b + 1]):
+            p = put_varint(buf, p, body[i])
+            buf[p] = 0  # record attributes: unused
+            p = put_varint(buf, p + 1, ts[i] - ts[first])
+            p = put_varint(buf, p, i - first)
+            p = _put_bytes(buf, p, key, i)
+            p = _put_bytes(buf, p, value, i)
+            p = _put_headers(buf, p, hdr, i)
+
+
+@njit(cache=True, nogil=True)
+def gather_rows(buf: Array, positions: Array, width: int) -> Array:
+    """Copy ``width`` bytes from each position into one row each (batch headers)."""
+    out = np.empty((len(positions), width), np.uint8)
+    for b in range(len(positions)):
+        out[b, :] = buf[positions[b] : positions[b] + width]
+    return out
+
+
+@njit(cache=True, nogil=True)
+def scatter_rows(buf: Array, positions: Array, rows: Array) -> None:
+    """Write row b of ``rows`` at ``positions[b]`` (batch headers, rebased offsets)."""
+    width = rows.shape[1]
+    for b in range(len(positions)):
+        buf[positions[b] : positions[b] + width] = rows[b, :]
+
+
+def _header_dtype() -> np.dtype[Any]:
+    """numpy's view of wire.BATCH_HEADER, so whole header arrays convert in one step."""
+    names = (
+        "base_offset", "batch_length", "partition_leader_epoch", "magic", "crc", "attributes",
+        "last_offset_delta", "base_timestamp", "max_timestamp", "producer_id", "producer_epoch",
+        "base_sequence", "records_count",
+    )  # fmt: skip
+    codes = {"q": ">i8", "i": ">i4", "b": "i1", "I": ">u4", "h": ">i2"}
+    fmt = BATCH_HEADER.format.lstrip(">")
+    dtype = np.dtype([(name, codes[c]) for name, c in zip(names, fmt, strict=True)])
+    assert dtype.itemsize == BATCH_HEADER_SIZE
+    return dtype
+
+
+BATCH_HEADER_DTYPE: Final = _header_dtype()
