@@ -58,7 +58,7 @@ class FixedEntryIndex(ABC):
         self._closed = False
         self._exists = True
         created = self._open_file()
-        self._length = self._length_of_map()
+        self._length = len(self._map) if self._map is not None else 0
         self.max_entries = self._length // self.ENTRY.size
         # A new file has no entries; an existing one is trusted slot by slot (Kafka's loader).
         self._entries = 0 if created else self.max_entries
@@ -87,9 +87,6 @@ class FixedEntryIndex(ABC):
             length = os.fstat(f.fileno()).st_size
             self._map = mmap.mmap(f.fileno(), length, access=access) if length else None
 
-    def _length_of_map(self) -> int:
-        return len(self._map) if self._map is not None else 0
-
     def _buffer(self) -> mmap.mmap | bytes:
         if self._closed:
             raise StorageError("index is closed", file=str(self._path))
@@ -115,11 +112,11 @@ class FixedEntryIndex(ABC):
         """Set the file length to ``new_size`` rounded down to whole entries and remap; Kafka uses
         it to trim on roll/close and to regrow the active segment's indexes on load."""
         with self._lock:
-            self._require_writable("resize")
             size = self.ENTRY.size
             rounded = size * (new_size // size)
             if rounded == self._length:
-                return False
+                return False  # also for a read-only index: trimming a trimmed file is a no-op
+            self._require_writable("resize")
             if rounded < self._entries * size:
                 raise ValueError(
                     f"cannot resize {self._path} to {rounded} bytes: {self._entries} entries in use"
@@ -130,7 +127,7 @@ class FixedEntryIndex(ABC):
                 self._map = None
             os.truncate(self._path, rounded)
             self._map_file()
-            self._length = self._length_of_map()
+            self._length = rounded
             self.max_entries = self._length // size
             self._entries_changed()
             return True
@@ -281,12 +278,20 @@ class FixedEntryIndex(ABC):
         return lo
 
     def truncate_to(self, offset: int) -> None:
-        """Drop every entry with offset >= ``offset``; a larger offset than any entry is a no-op."""
+        """Drop every entry with offset >= ``offset``; a larger offset than any entry is a no-op.
+
+        Time-index entries may share an offset (a larger timestamp for the same batch); Kafka's
+        search can land on any of them and keep the earlier ones, so an exact hit is walked back
+        to the first entry with that offset. With distinct offsets this is exactly Kafka's result.
+        """
         with self._lock:
-            slot = self._largest_lower_bound(offset, self.OFFSET_FIELD)
+            field = self.OFFSET_FIELD
+            slot = self._largest_lower_bound(offset, field)
             if slot < 0:
                 keep = 0
-            elif self._parse(slot)[self.OFFSET_FIELD] == offset:
+            elif self._parse(slot)[field] == offset:
+                while slot > 0 and self._parse(slot - 1)[field] == offset:
+                    slot -= 1
                 keep = slot
             else:
                 keep = slot + 1
@@ -299,6 +304,7 @@ class FixedEntryIndex(ABC):
     def reset(self) -> None:
         """Drop every entry and regrow the file to ``max_index_size`` (Kafka's ``reset``)."""
         with self._lock:
+            self._require_writable("reset")
             self._truncate_to_entries(0)
             self.resize(self.max_index_size)
 
