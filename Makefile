@@ -19,7 +19,7 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m ruff check .
-	$(PY) -m mypy storage sink tiering cli
+	bash .ci/mypy.sh
 	$(PY) -m pytest -q
 
 lint: $(STAMP)

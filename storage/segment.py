@@ -123,7 +123,7 @@ class LogSegment:
     def can_convert_to_relative_offset(self, offset: int) -> bool:
         return 0 <= offset - self.base_offset <= wire.INT32_MAX
 
-    def append(self, data: bytes | memoryview, batches: Sequence[BatchInfo]) -> None:
+    def append(self, data: bytes | bytearray | memoryview, batches: Sequence[BatchInfo]) -> None:
         """Write ``data`` (whole batches, offsets assigned) at the end and index it per batch.
 
         Indexing per batch (not per append, as Kafka 3.x does) keeps every offset-index entry
