@@ -63,6 +63,9 @@ def open_log(
         recover_from(log, first_to_recover)
     else:
         rebuild_producer_state(log)
+    active = log.active_segment
+    active.offset_index.resize(config.segment_index_bytes)  # Kafka's resizeIndexes at load:
+    active.time_index.resize(config.segment_index_bytes)  # trimmed files would look full
     end = log.log_end_offset
     cache.truncate_from_end(end)
     cache.truncate_from_start(log.log_start_offset)
