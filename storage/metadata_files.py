@@ -35,6 +35,7 @@ DIR_VARIANT_SUFFIXES: Final = ("-delete", "-future", "-stray")
 ZERO_UUID: Final = "AAAAAAAAAAAAAAAAAAAAAA"  # Uuid.ZERO_UUID: "no topic id"
 ONE_UUID: Final = "AAAAAAAAAAAAAAAAAAAAAQ"  # Uuid.ONE_UUID: the KRaft metadata topic
 _RESERVED_UUIDS: Final = frozenset({ZERO_UUID, ONE_UUID})
+_URL_SAFE_BASE64: Final = re.compile(r"[A-Za-z0-9_-]*={0,2}", re.ASCII)
 _PARTITION_METADATA_SEPARATOR: Final = re.compile(r":[ \t\n\x0b\f\r]+")
 
 
@@ -73,6 +74,8 @@ def uuid_from_str(text: str) -> bytes:
     """``Uuid.fromString``: the 16 bytes behind the base64 text; ValueError if it is not one."""
     if len(text) > 24:
         raise ValueError(f"too long to be a base64 Uuid: {text[:24]!r}...")
+    if not _URL_SAFE_BASE64.fullmatch(text):
+        raise ValueError(f"not URL-safe base64: {text!r}")
     try:
         raw = base64.b64decode(text + "=" * (-len(text) % 4), altchars=b"-_", validate=True)
     except (binascii.Error, ValueError):
@@ -203,7 +206,10 @@ class MetaProperties:
         except ValueError:
             raise CheckpointError(f"{id_key} is not a base-10 number", file=source,
                                   value=node_text) from None
-        return cls(version, props.get("cluster.id"), node_id, props.get("directory.id"))
+        try:
+            return cls(version, props.get("cluster.id"), node_id, props.get("directory.id"))
+        except CheckpointError as e:
+            raise CheckpointError(e.message, **{**e.context, "file": source}) from None
 
     def to_properties(self) -> dict[str, str]:
         props = {"version": str(self.version)}
