@@ -117,7 +117,8 @@ class CheckpointFile(Generic[T]):
         entries = [self._entry(line, number) for number, line in enumerate(lines[2:], start=3)]
         if len(entries) != expected:
             raise CheckpointError(
-                f"expected {expected} entries but found {len(entries)}", file=str(self.path)
+                f"expected {expected} entries but found {len(entries)}",
+                file=str(self.path), line=2,
             )
         return entries
 

@@ -106,6 +106,7 @@ def test_count_mismatch(tmp_path, text):
     with pytest.raises(CheckpointError, match="expected") as info:
         _checkpoint(tmp_path, text).read()
     assert info.value.file.endswith(RECOVERY_POINT_CHECKPOINT)
+    assert info.value.line == 2  # the count line
 
 
 def test_error_survives_pickling(tmp_path):
