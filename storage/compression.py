@@ -109,7 +109,7 @@ def _snappy_raw(block: Data) -> bytes:
     try:
         out = bytes(cramjam.snappy.decompress_raw(block))
     except cramjam.DecompressionError as exc:
-        raise CompressionError(f"snappy: {exc}", codec="snappy") from None
+        raise CompressionError(f"snappy: corrupt raw block ({exc})", codec="snappy") from None
     return out
 
 
