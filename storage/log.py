@@ -10,7 +10,6 @@ offset, and serves reads (``log_reader.py``). Opening and crash recovery live in
 from __future__ import annotations
 
 import bisect
-import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -20,8 +19,12 @@ from kafkatier.storage import wire
 from kafkatier.storage.config import LogConfig
 from kafkatier.storage.errors import OffsetOutOfRangeError, RecordTooLargeError
 from kafkatier.storage.leader_epoch import LeaderEpochFileCache
-from kafkatier.storage.log_validator import AppendRules, assign_offset, parse_incoming
-from kafkatier.storage.log_validator import prepare_for_log
+from kafkatier.storage.log_validator import (
+    AppendRules,
+    assign_offset,
+    parse_incoming,
+    prepare_for_log,
+)
 from kafkatier.storage.producer_state import (
     AppendOrigin,
     CompletedTxn,
@@ -37,12 +40,6 @@ Clock = Callable[[], int]
 
 def wall_clock_ms() -> int:
     return int(time.time() * 1000)
-
-
-def roll_jitter(jitter_ms: int, segment_ms: int) -> int:
-    """Kafka's per-segment ``rollJitterMs``: random in [0, min(segment.jitter.ms, segment.ms))."""
-    bound = min(jitter_ms, segment_ms)
-    return random.randrange(bound) if bound > 0 else 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,10 +127,10 @@ class Log:
 
     def _rules(self) -> AppendRules:
         cfg = self.config
-        codec = None if cfg.compression_type == "producer" else wire.Codec.parse(cfg.compression_type)
+        codec = cfg.codec
         return AppendRules(
             max_message_bytes=cfg.max_message_bytes,
-            log_append_time=cfg.message_timestamp_type == "LogAppendTime",
+            log_append_time=cfg.timestamp_type is wire.TimestampType.LOG_APPEND_TIME,
             compression=codec,
             compression_level=cfg.compression_level(codec) if codec is not None else None,
         )
@@ -304,7 +301,7 @@ class Log:
             max_index_size=self.config.segment_index_bytes,
             suffix=suffix,
             created_ms=self.clock(),
-            roll_jitter_ms=roll_jitter(self.config.segment_jitter_ms, self.config.max_segment_ms),
+            roll_jitter_ms=self.config.random_segment_jitter(),
         )
 
     def write_txn_marker(

@@ -2,10 +2,10 @@
 
 Root files (kafka-format.md §8): ``meta.properties`` (cluster and node identity),
 ``recovery-point-offset-checkpoint`` and ``log-start-offset-checkpoint`` (``topic partition offset``
-lines), ``cleaner-offset-checkpoint`` (the cleaner's, issue 3) and ``.kafka_cleanshutdown``, whose mere
-existence marks a clean shutdown. As a broker does, opening a log dir removes the marker first, so a
-crash while it is open makes the next open recover every partition from its recovery point; closing
-it flushes everything, writes the checkpoints and the marker last.
+lines), ``cleaner-offset-checkpoint`` (the cleaner's, issue 3) and ``.kafka_cleanshutdown``,
+whose mere existence marks a clean shutdown. As a broker does, opening a log dir removes the
+marker first, so a crash while it is open makes the next open recover every partition from its
+recovery point; closing it flushes everything, writes the checkpoints and the marker last.
 """
 
 from __future__ import annotations

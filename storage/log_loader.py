@@ -54,9 +54,16 @@ def open_log(
     if not segments:
         segments = [_new_segment(directory, log_start_offset, config, clock)]
     log = Log(
-        directory, topic, partition, config, segments, producer_state, cache,
+        directory,
+        topic,
+        partition,
+        config,
+        segments,
+        producer_state,
+        cache,
         log_start_offset=max(log_start_offset, segments[0].base_offset),
-        recovery_point=recovery_point, clock=clock,
+        recovery_point=recovery_point,
+        clock=clock,
     )
     first_to_recover = _first_to_recover(log, needs_recovery, clean_shutdown)
     if first_to_recover is not None:
@@ -161,7 +168,9 @@ def load_segments(
 def _first_to_recover(log: Log, needs: set[int], clean_shutdown: bool) -> int | None:
     candidates = [min(needs)] if needs else []
     if not clean_shutdown:
-        candidates.append(log.segment_for(max(log.recovery_point, log.segments[0].base_offset)).base_offset)
+        candidates.append(
+            log.segment_for(max(log.recovery_point, log.segments[0].base_offset)).base_offset
+        )
     return min(candidates) if candidates else None
 
 
@@ -244,8 +253,9 @@ def replay_batch(
             if completed.is_aborted and segment is not None:
                 lso = producer_state.last_stable_offset(completed)
                 segment.append_aborted_txn(
-                    AbortedTxn(completed.producer_id, completed.first_offset,
-                               completed.last_offset, lso)
+                    AbortedTxn(
+                        completed.producer_id, completed.first_offset, completed.last_offset, lso
+                    )
                 )
             producer_state.complete_txn(completed)
     producer_state.update_map_end_offset(batch.last_offset + 1)

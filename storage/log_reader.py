@@ -100,7 +100,7 @@ def read(
     bound = upper_bound(log, isolation)
     for segment in log.segments_from(start_offset):
         found = segment.translate_offset(start_offset)
-        if found is None or found.base_offset >= bound and found.last_offset >= bound:
+        if found is None or (found.base_offset >= bound and found.last_offset >= bound):
             continue
         end_pos = found.position
         for header in segment.scan_headers(found.position):

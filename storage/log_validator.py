@@ -14,7 +14,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import crc32c
-
 from kafkatier.storage import wire
 from kafkatier.storage.errors import InvalidRecordError, RecordTooLargeError
 from kafkatier.storage.legacy import LegacyBatch

@@ -4,9 +4,9 @@ On disk (kafka-format.md §1, §4-§6, §9): ``<base>.log`` holds batches back t
 padding; ``<base>.index`` maps a batch's last offset (relative to ``base``) to its start position,
 sparsely (a new entry once more than ``index.interval.bytes`` were appended since the last one);
 ``<base>.timeindex`` records the segment's running max timestamp with the last offset of the batch
-that carried it; ``<base>.txnindex`` lists aborted transactions whose ABORT marker is here. Names are
-the 20-digit base offset; ``suffix`` (``.cleaned``, ``.swap``, ``.deleted``) is appended after the
-normal extension during the cleaner's and retention's multi-file protocols.
+that carried it; ``<base>.txnindex`` lists aborted transactions whose ABORT marker is here.
+Names are the 20-digit base offset; ``suffix`` (``.cleaned``, ``.swap``, ``.deleted``) is
+appended after the normal extension during the cleaner's and retention's multi-file protocols.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from pathlib import Path
 
 from kafkatier.storage import wire
 from kafkatier.storage.errors import CorruptRecordError, InvalidRecordError, StorageError
+from kafkatier.storage.legacy import LegacyBatch
 from kafkatier.storage.offset_index import OffsetIndex
 from kafkatier.storage.records import RecordBatch, iter_batches
-from kafkatier.storage.legacy import LegacyBatch
 from kafkatier.storage.time_index import TimeIndex
 from kafkatier.storage.txn_index import AbortedTxn, TransactionIndex
 
@@ -52,7 +52,7 @@ class BatchPosition:
 
 
 class LogSegment:
-    """A ``.log`` file and its ``.index``, ``.timeindex`` and ``.txnindex`` (see module docstring)."""
+    """A ``.log`` file with its ``.index``, ``.timeindex`` and ``.txnindex`` (module docstring)."""
 
     def __init__(
         self,
@@ -145,7 +145,9 @@ class LogSegment:
         if written != len(data):
             raise StorageError("short write", file=str(self.log_path), position=start)
         for info in batches:
-            self._index_batch(start + info.position, info.size, info.last_offset, info.max_timestamp)
+            self._index_batch(
+                start + info.position, info.size, info.last_offset, info.max_timestamp
+            )
         self.size = start + len(data)
 
     def _index_batch(self, position: int, size: int, last_offset: int, max_ts: int) -> None:
@@ -234,7 +236,9 @@ class LogSegment:
                     return record.offset
         return None
 
-    def collect_aborted_txns(self, fetch_offset: int, upper_bound: int) -> tuple[list[AbortedTxn], bool]:
+    def collect_aborted_txns(
+        self, fetch_offset: int, upper_bound: int
+    ) -> tuple[list[AbortedTxn], bool]:
         return self.txn_index.collect_aborted_txns(fetch_offset, upper_bound)
 
     # ----------------------------------------------------------------- lifecycle
