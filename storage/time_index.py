@@ -66,7 +66,9 @@ class TimeIndex(FixedEntryIndex):
         backwards in offset or timestamp is an error, as in Kafka.
         """
         with self._lock:
-            self._check_can_append(not skip_full_check and self.is_full)
+            self._require_writable("append")
+            if not skip_full_check and self.is_full:
+                self._check_can_append(True)
             last_ts, last_offset = self._last
             if self._entries and offset < last_offset:
                 raise InvalidIndexEntryError(
@@ -81,6 +83,7 @@ class TimeIndex(FixedEntryIndex):
                     slot=self._entries,
                 )
             if timestamp > last_ts:
+                self._check_can_append(False)  # only a real write needs a free slot (as Java)
                 self._write((timestamp, self._relative_offset(offset)))
                 self._last = (timestamp, offset)
 
