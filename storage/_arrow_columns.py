@@ -12,10 +12,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from numpy.typing import NDArray
-
 from kafkatier.storage.errors import InvalidRecordError, StorageError
 from kafkatier.storage.wire import NO_TIMESTAMP
+from numpy.typing import NDArray
 
 BinaryColumn = tuple[NDArray[np.int64], NDArray[np.uint8], NDArray[np.uint8]]
 HeaderColumns = tuple[NDArray[Any], ...]
@@ -28,7 +27,7 @@ _EMPTY_U8: NDArray[np.uint8] = np.empty(0, np.uint8)
 _EMPTY_I64: NDArray[np.int64] = np.empty(0, np.int64)
 
 
-class ArrowSchemaError(StorageError, TypeError):
+class ArrowSchemaError(StorageError, TypeError):  # type: ignore[misc,unused-ignore]
     """An input column with a type the encoder does not accept; names the column and the types."""
 
 
@@ -99,10 +98,10 @@ def _header_children(arr: pa.Array, name: str) -> tuple[pa.Array, pa.Array]:
 
 
 def headers_column(arr: pa.Array, name: str) -> HeaderColumns:
-    """Headers as (list offsets, -, key offsets, key data, value offsets, value data, validity).
+    """Headers as (list offsets, key offsets, key data, value offsets, value data, validity).
 
-    Null lists become empty ones (Kafka has no null header list), so offsets are rebuilt over
-    the flattened headers and the list validity slot is always empty.
+    Null lists become empty ones (Kafka has no null header list), so list offsets are rebuilt
+    over the flattened headers.
     """
     keys, values = _header_children(arr, name)
     if not (pa.types.is_string(keys.type) or pa.types.is_large_string(keys.type)
@@ -117,12 +116,12 @@ def headers_column(arr: pa.Array, name: str) -> HeaderColumns:
     np.cumsum(lengths, out=offsets[1:])
     k_off, k_data, _ = binary_column(keys, f"{name}.key")
     v_off, v_data, v_valid = binary_column(values, f"{name}.value")
-    return offsets, _EMPTY_U8, k_off, k_data, v_off, v_data, v_valid
+    return offsets, k_off, k_data, v_off, v_data, v_valid
 
 
 def absent_headers() -> HeaderColumns:
     """No headers column: the kernels write a header count of 0 for every record."""
-    return _EMPTY_I64, _EMPTY_U8, _EMPTY_I64, _EMPTY_U8, _EMPTY_I64, _EMPTY_U8, _EMPTY_U8
+    return _EMPTY_I64, _EMPTY_I64, _EMPTY_U8, _EMPTY_I64, _EMPTY_U8, _EMPTY_U8
 
 
 def timestamps_column(arr: pa.Array | None, n: int, default: int, name: str) -> NDArray[np.int64]:

@@ -15,8 +15,6 @@ from typing import Any, Final
 import crc32c
 import numpy as np
 import pyarrow as pa
-from numpy.typing import NDArray
-
 from kafkatier.storage import _arrow_decode_kernels as D
 from kafkatier.storage._arrow_kernels import BATCH_HEADER_DTYPE, gather_rows
 from kafkatier.storage._arrow_table import SPARK_KAFKA_SCHEMA, build_table, parse
@@ -31,6 +29,7 @@ from kafkatier.storage.wire import (
     LOG_OVERHEAD,
     Codec,
 )
+from numpy.typing import NDArray
 
 GROUP_BYTES: Final = 256 << 20
 _MIN_RECORD_BYTES: Final = 7  # length, attributes, ts delta, offset delta, key, value, count
@@ -77,7 +76,9 @@ def _scan(src: _Source) -> tuple[NDArray[np.int64], NDArray[Any]]:
             magic=magic, **src.where(at),
         )
     if err:
-        raise CorruptRecordError("record batch size is smaller than a batch header", **src.where(at))
+        raise CorruptRecordError(
+            "record batch size is smaller than a batch header", **src.where(at)
+        )
     headers = gather_rows(src.array, positions, BATCH_HEADER_SIZE).view(BATCH_HEADER_DTYPE)
     return positions, headers.reshape(len(positions))
 
@@ -123,7 +124,7 @@ def _select(
     if batch_filter is not None:
         keep = [bool(batch_filter(_header(hdr[i], int(positions[i])))) for i in idx]
         idx = idx[np.asarray(keep, dtype=bool)]
-    return idx
+    return np.asarray(idx, np.intp)
 
 
 @dataclass(frozen=True)
@@ -145,7 +146,7 @@ def _records_bytes(src: _Source, hdr: NDArray[Any], position: int) -> bytes | me
     from kafkatier.storage.compression import decompress
 
     try:
-        return decompress(Codec(codec), body)
+        return bytes(decompress(Codec(codec), body))
     except CompressionError as exc:
         raise CompressionError(exc.message, **src.where(position)) from exc
 

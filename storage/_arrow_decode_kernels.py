@@ -15,9 +15,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 import numpy as np
-from numba import njit
-
-from kafkatier.storage._arrow_kernels import Array, get_varint
+from kafkatier.storage._arrow_kernels import Array, copy_bytes, get_varint
 from kafkatier.storage.wire import (
     BATCH_HEADER_SIZE,
     HEADER_SIZE_UP_TO_MAGIC,
@@ -25,6 +23,7 @@ from kafkatier.storage.wire import (
     MAGIC_OFFSET,
     MIN_LEGACY_RECORD_SIZE,
 )
+from numba import njit
 
 ERR_LENGTH, ERR_VARINT, ERR_OVERRUN, ERR_HEADER_COUNT, ERR_HEADER_KEY, ERR_SIZE, ERR_TRAILING = (
     range(1, 8)
@@ -46,7 +45,7 @@ _K, _V, _H, _HK, _HV = 1, 2, 3, 4, 5  # cursor slots
 @njit(cache=True, nogil=True, inline="always")
 def _be_i32(buf: Array, p: int) -> int:
     v = (np.int64(buf[p]) << 24) | (buf[p + 1] << 16) | (buf[p + 2] << 8) | buf[p + 3]
-    return v - (np.int64(1) << 32) if v >= (np.int64(1) << 31) else v
+    return int(v - (np.int64(1) << 32) if v >= (np.int64(1) << 31) else v)
 
 
 @njit(cache=True, nogil=True)
@@ -77,11 +76,10 @@ def scan_batches(buf: Array) -> tuple[Array, int, int]:
 
 @njit(cache=True, nogil=True, inline="always")
 def _take(
-    src: Array, p: int, end: int, col: tuple[Array, Array, Array], j: int,
+    src: Array, p: int, end: int, offsets: Array, data: Array, valid: Array, j: int,
     cursors: Array, slot: int, emit: bool, nullable: bool,
 ) -> int:
-    """Read one length-prefixed byte field; copy it to ``col`` row ``j`` when ``emit``."""
-    offsets, data, valid = col
+    """Read one length-prefixed byte field; copy it to row ``j`` when ``emit``."""
     n, p = get_varint(src, p, end, _MAX_VARINT)
     if p < 0:
         return -ERR_VARINT
@@ -96,73 +94,46 @@ def _take(
     if p + n > end:
         return -ERR_OVERRUN
     if emit:
-        data[c : c + n] = src[p : p + n]
+        copy_bytes(data, c, src, p, n)
         cursors[slot] = c + n
         offsets[j + 1] = c + n
         if nullable:
             valid[j] = 1
-    return p + n
+    return int(p + n)
 
 
 @njit(cache=True, nogil=True)
 def _take_headers(
-    src: Array, p: int, end: int, hdrs: tuple[Array, ...], j: int, cursors: Array, emit: bool
+    src: Array, p: int, end: int, count: int, hdrs: tuple[Array, ...], cursors: Array, emit: bool
 ) -> int:
-    list_off, list_valid, hk_off, hk_data, hv_off, hv_data, hv_valid = hdrs
-    count, p = get_varint(src, p, end, _MAX_VARINT)
-    if p < 0:
-        return -ERR_VARINT
-    if count < 0 or count > end - p:
-        return -ERR_HEADER_COUNT
-    h0 = cursors[_H]
-    for k in range(count):
-        p = _take(src, p, end, (hk_off, hk_data, hv_valid), h0 + k, cursors, _HK, emit, False)
+    """Read ``count`` headers; only records that have headers pay for this call."""
+    _, _, hk_off, hk_data, hv_off, hv_data, hv_valid = hdrs
+    h = cursors[_H]
+    for _ in range(count):
+        p = _take(src, p, end, hk_off, hk_data, hv_valid, h, cursors, _HK, emit, False)
         if p < 0:
             return p
-        p = _take(src, p, end, (hv_off, hv_data, hv_valid), h0 + k, cursors, _HV, emit, True)
+        p = _take(src, p, end, hv_off, hv_data, hv_valid, h, cursors, _HV, emit, True)
         if p < 0:
             return p
+        h += 1
     if emit:
-        cursors[_H] = h0 + count
-        list_off[j + 1] = h0 + count
-        list_valid[j] = 1 if count > 0 else 0
+        cursors[_H] = h
     return p
 
 
-@njit(cache=True, nogil=True)
-def _parse_record(
-    src: Array, p: int, end: int, batch: tuple[int, int, int, int], bounds: tuple[int, int],
-    outs: tuple[Array, Array, Array], keys: tuple[Array, Array, Array],
-    vals: tuple[Array, Array, Array], hdrs: tuple[Array, ...], cursors: Array,
-) -> int:
-    """Parse one record (DefaultRecord.readFrom); return the next position or -error."""
-    base_offset, base_ts, fixed_ts, ts_type = batch
+@njit(cache=True, nogil=True, inline="always")
+def _record_head(src: Array, p: int, end: int) -> tuple[int, int, int, int]:
+    """Length, timestamp delta and offset delta: (record end, ts delta, offset delta, next p)."""
     length, p = get_varint(src, p, end, _MAX_VARINT)
     if p < 0 or length < 1 or p + length > end:
-        return -ERR_LENGTH
+        return 0, 0, 0, -ERR_LENGTH
     rend = p + length
     delta_ts, p = get_varint(src, p + 1, rend, _MAX_VARLONG)  # + 1: record attributes
     if p < 0:
-        return -ERR_VARINT
+        return 0, 0, 0, -ERR_VARINT
     delta_off, p = get_varint(src, p, rend, _MAX_VARINT)
-    if p < 0:
-        return -ERR_VARINT
-    offset = base_offset + delta_off
-    emit = bounds[0] <= offset < bounds[1]
-    j = cursors[0]
-    p = _take(src, p, rend, keys, j, cursors, _K, emit, True)
-    if p >= 0:
-        p = _take(src, p, rend, vals, j, cursors, _V, emit, True)
-    if p >= 0:
-        p = _take_headers(src, p, rend, hdrs, j, cursors, emit)
-    if p < 0 or p != rend:
-        return p if p < 0 else -ERR_SIZE
-    if emit:
-        outs[0][j] = offset
-        outs[1][j] = fixed_ts if ts_type == 1 else base_ts + delta_ts
-        outs[2][j] = ts_type
-        cursors[0] = j + 1
-    return p
+    return rend, delta_ts, delta_off, (p if p >= 0 else -ERR_VARINT)
 
 
 @njit(cache=True, nogil=True)
@@ -171,18 +142,43 @@ def parse_batches(
     outs: tuple[Array, Array, Array], keys: tuple[Array, Array, Array],
     vals: tuple[Array, Array, Array], hdrs: tuple[Array, ...], cursors: Array,
 ) -> tuple[int, int, int]:
-    """Parse the records of every batch; ``spans[b]`` = (start, end) of its records in ``src``,
-    ``meta[b]`` = (count, base offset, base timestamp, max timestamp, timestamp type).
+    """Parse the records of every batch (DefaultRecord.readFrom); ``spans[b]`` = (start, end)
+    of its records in ``src``; ``meta[b]`` = (count, base offset, base timestamp, max
+    timestamp, timestamp type). Tuples are unpacked once here: per record, each unpacked
+    array costs a reference count update.
 
     Returns (error code or 0, batch index, record index within the batch).
     """
+    o_off, o_ts, o_type = outs
+    k_off, k_data, k_valid = keys
+    v_off, v_data, v_valid = vals
+    list_off, list_valid = hdrs[0], hdrs[1]
     for b in range(len(spans)):
         p, end = spans[b, 0], spans[b, 1]
-        batch = (meta[b, 1], meta[b, 2], meta[b, 3], meta[b, 4])
         for r in range(meta[b, 0]):
-            p = _parse_record(src, p, end, batch, bounds, outs, keys, vals, hdrs, cursors)
+            rend, delta_ts, delta_off, p = _record_head(src, p, end)
             if p < 0:
                 return -p, b, r
+            offset = meta[b, 1] + delta_off
+            emit = bounds[0] <= offset < bounds[1]
+            j = cursors[0]
+            p = _take(src, p, rend, k_off, k_data, k_valid, j, cursors, _K, emit, True)
+            if p >= 0:
+                p = _take(src, p, rend, v_off, v_data, v_valid, j, cursors, _V, emit, True)
+            count, p = get_varint(src, p, rend, _MAX_VARINT) if p >= 0 else (0, p)
+            if p >= 0 and (count < 0 or count > rend - p):
+                p = -ERR_HEADER_COUNT
+            if p >= 0 and count > 0:
+                p = _take_headers(src, p, rend, count, hdrs, cursors, emit)
+            if p != rend:
+                return (-p if p < 0 else ERR_SIZE), b, r
+            if emit:
+                o_off[j] = offset
+                o_ts[j] = meta[b, 3] if meta[b, 4] == 1 else meta[b, 2] + delta_ts
+                o_type[j] = meta[b, 4]
+                list_off[j + 1] = cursors[_H]
+                list_valid[j] = 1 if count > 0 else 0
+                cursors[0] = j + 1
         if p != end:
             return ERR_TRAILING, b, meta[b, 0]
     return 0, -1, -1

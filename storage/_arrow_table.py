@@ -6,9 +6,8 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-from numpy.typing import NDArray
-
 from kafkatier.storage._arrow_decode_kernels import empty_outputs, parse_batches
+from numpy.typing import NDArray
 
 HEADER_ENTRY = pa.struct([("key", pa.string()), ("value", pa.binary())])
 SPARK_KAFKA_SCHEMA = pa.schema(

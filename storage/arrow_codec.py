@@ -16,8 +16,6 @@ from typing import Any
 import crc32c
 import numpy as np
 import pyarrow as pa
-from numpy.typing import NDArray
-
 from kafkatier.storage import _arrow_kernels as K
 from kafkatier.storage._arrow_columns import ArrowSchemaError, Columns, extract
 from kafkatier.storage._arrow_decode import BatchHeader, decode
@@ -35,6 +33,7 @@ from kafkatier.storage.wire import (
     attributes,
     increment_sequence,
 )
+from numpy.typing import NDArray
 
 __all__ = [
     "SPARK_KAFKA_SCHEMA",
@@ -109,7 +108,9 @@ def _check_producer(producer_id: int, producer_epoch: int, base_sequence: int,
                     transactional: bool) -> None:
     """MemoryRecordsBuilder.validateProducerState's rules (kafka-format.md §1.6)."""
     if transactional and producer_id < 0:
-        raise InvalidRecordError("a transactional batch needs a producer id", producer_id=producer_id)
+        raise InvalidRecordError(
+            "a transactional batch needs a producer id", producer_id=producer_id
+        )
     if producer_id >= 0 and (producer_epoch < 0 or base_sequence < 0):
         raise InvalidRecordError(
             "a producer id needs a producer epoch and base sequence >= 0",
