@@ -29,6 +29,7 @@ from kafkatier.storage.metadata_files import (
     parse_partition_dir_name,
     partition_dir_name,
 )
+from kafkatier.storage.topic_config import TopicConfigStore
 
 META_PROPERTIES = "meta.properties"
 PARTITION_METADATA = "partition.metadata"
@@ -47,7 +48,8 @@ class LogDirectory:
         clock: Clock = wall_clock_ms,
     ) -> None:
         self.path = Path(path)
-        self.config_for: ConfigResolver = config_for or (lambda _topic: LogConfig())
+        self.topic_configs = TopicConfigStore(self.path)
+        self.config_for: ConfigResolver = config_for or self.topic_configs.get
         self.clock = clock
         self.logs: dict[TopicPartition, Log] = {}
         self.path.mkdir(parents=True, exist_ok=True)
