@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import crc32c
 from kafkatier.storage.compression import compress
-from kafkatier.storage.errors import InvalidRecordError
+from kafkatier.storage.errors import CompressionError, InvalidRecordError
 from kafkatier.storage.record_codec import Record, encode_record
 from kafkatier.storage.wire import (
     BATCH_HEADER,
@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
 _CRC = struct.Struct(">I")
 _INT64_MAX = 2**63 - 1
+_CODECS = frozenset(int(c) for c in Codec)
 
 
 def _check_range(name: str, value: int, low: int, high: int) -> None:
@@ -116,52 +117,48 @@ def _assemble(payload: bytes | bytearray, *fields: int) -> bytes:
     return bytes(header + payload)
 
 
-def _build(
-    records: Sequence[Record],
-    base_offset: int | None,
-    last_offset: int | None,
-    codec: Codec,
-    level: int | None,
-    timestamp_type: TimestampType,
-    log_append_time: int | None,
-    producer: tuple[int, int, int],
-    transactional: bool,
-    partition_leader_epoch: int,
-    delete_horizon_ms: int | None,
-    control: bool,
-) -> bytes:
-    if not records:
-        raise InvalidRecordError("a batch needs at least one record")
-    pid, epoch, seq = producer
-    _validate_producer(pid, epoch, seq, transactional, control)
-    _check_range("partition leader epoch", partition_leader_epoch, -(2**31), INT32_MAX)
+def _offsets(
+    records: Sequence[Record], base_offset: int | None, last_offset: int | None
+) -> tuple[int, int]:
     base = records[0].offset if base_offset is None else base_offset
     last = records[-1].offset if last_offset is None else last_offset
     _check_range("base offset", base, 0, _INT64_MAX)
     _check_range("last offset delta", last - base, 0, INT32_MAX)
+    return base, last
+
+
+def _build(
+    records: Sequence[Record],
+    offsets: tuple[int | None, int | None],
+    compression: tuple[Codec, int | None],
+    timestamp_type: TimestampType,
+    log_append_time: int | None,
+    producer: tuple[int, int, int, bool, bool],
+    partition_leader_epoch: int,
+    delete_horizon_ms: int | None,
+) -> bytes:
+    """``producer`` is (id, epoch, base sequence, transactional, control)."""
+    if not records:
+        raise InvalidRecordError("a batch needs at least one record")
+    pid, epoch, seq, transactional, control = producer
+    _validate_producer(pid, epoch, seq, transactional, control)
+    _check_range("partition leader epoch", partition_leader_epoch, -(2**31), INT32_MAX)
+    base, last = _offsets(records, *offsets)
     horizon = delete_horizon_ms is not None and delete_horizon_ms >= 0
     base_ts = (
-        delete_horizon_ms if horizon and delete_horizon_ms is not None else records[0].timestamp
+        records[0].timestamp if delete_horizon_ms is None or not horizon else delete_horizon_ms
     )
     body, max_ts = _encode_body(records, base, last, base_ts)
     if timestamp_type == TimestampType.LOG_APPEND_TIME:
         if log_append_time is None or log_append_time < 0:
             raise InvalidRecordError("LogAppendTime batches need a log_append_time >= 0")
         max_ts = log_append_time
+    codec, level = compression
     payload = body if codec == Codec.NONE else compress(codec, body, level)
     attrs = attributes(codec, timestamp_type, transactional, control, horizon)
+    ple, count = partition_leader_epoch, len(records)
     return _assemble(
-        payload,
-        base,
-        partition_leader_epoch,
-        attrs,
-        last - base,
-        base_ts,
-        max_ts,
-        pid,
-        epoch,
-        seq,
-        len(records),
+        payload, base, ple, attrs, last - base, base_ts, max_ts, pid, epoch, seq, count
     )
 
 
@@ -186,20 +183,12 @@ def build_batch(
     below lastOffsetDelta + 1. A ``delete_horizon_ms`` >= 0 sets attribute bit 6 and becomes
     baseTimestamp (record deltas are then relative to it); a negative one means none, as in
     Kafka. Record ``sequence`` fields are ignored: sequences follow from ``base_sequence``."""
-    return _build(
-        records,
-        base_offset,
-        last_offset,
-        Codec(codec),
-        level,
-        TimestampType(timestamp_type),
-        log_append_time,
-        (producer_id, producer_epoch, base_sequence),
-        transactional,
-        partition_leader_epoch,
-        delete_horizon_ms,
-        control=False,
-    )
+    if codec not in _CODECS:
+        raise CompressionError(f"unknown codec {codec!r}", codec=str(codec))
+    producer = (producer_id, producer_epoch, base_sequence, transactional, False)
+    return _build(records, (base_offset, last_offset), (Codec(codec), level),
+                  TimestampType(timestamp_type), log_append_time, producer,
+                  partition_leader_epoch, delete_horizon_ms)  # fmt: skip
 
 
 def build_control_batch(
@@ -225,20 +214,9 @@ def build_control_batch(
         key=CONTROL_KEY.pack(0, int(control_type)),
         value=END_TXN_MARKER_VALUE.pack(0, coordinator_epoch),
     )
-    return _build(
-        [record],
-        None,
-        None,
-        Codec.NONE,
-        None,
-        TimestampType.CREATE_TIME,
-        None,
-        (producer_id, producer_epoch, -1),
-        True,
-        partition_leader_epoch,
-        None,
-        control=True,
-    )
+    producer = (producer_id, producer_epoch, -1, True, True)
+    return _build([record], (None, None), (Codec.NONE, None), TimestampType.CREATE_TIME, None,
+                  producer, partition_leader_epoch, None)  # fmt: skip
 
 
 def build_empty_batch(batch: RecordBatch) -> bytes:

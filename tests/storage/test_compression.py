@@ -8,6 +8,7 @@ import os
 import struct
 import zlib
 from pathlib import Path
+from typing import cast
 
 import cramjam
 import lz4.block
@@ -16,7 +17,6 @@ import pytest
 import zstandard
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from kafkatier.storage import lz4_frame
 from kafkatier.storage.compression import SNAPPY_HEADER, compress, decompress
 from kafkatier.storage.errors import CompressionError
@@ -32,7 +32,8 @@ MIXED = os.urandom(70_000) + b"kafka " * 30_000
 
 def _lz4_blocks(frame: bytes, start: int = 7) -> list[tuple[bool, bytes]]:
     """(stored raw?, block bytes) of a frame with no checksums, read independently of our reader."""
-    blocks, pos = [], start
+    blocks: list[tuple[bool, bytes]] = []
+    pos = start
     while True:
         (word,) = struct.unpack_from("<I", frame, pos)
         pos += 4
@@ -77,9 +78,9 @@ def test_truncated_stream_is_an_error(codec: Codec) -> None:
 @pytest.mark.parametrize("codec_id", [5, 6, 7])
 def test_unknown_codec_ids(codec_id: int) -> None:
     with pytest.raises(CompressionError):
-        decompress(codec_id, b"abc")  # type: ignore[arg-type]
+        decompress(cast(Codec, codec_id), b"abc")
     with pytest.raises(CompressionError):
-        compress(codec_id, b"abc")  # type: ignore[arg-type]
+        compress(cast(Codec, codec_id), b"abc")
 
 
 @pytest.mark.parametrize(

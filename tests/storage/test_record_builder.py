@@ -8,13 +8,13 @@ import types
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import cramjam
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kafkatier.storage.errors import InvalidRecordError
+from kafkatier.storage.errors import CompressionError, InvalidRecordError
 from kafkatier.storage.records import (
     Record,
     RecordBatch,
@@ -282,6 +282,11 @@ def test_builder_rejects_what_memory_records_builder_rejects(
 ) -> None:
     with pytest.raises(InvalidRecordError, match=message):
         build_batch(records, **kwargs)
+
+
+def test_unknown_codec_is_a_compression_error() -> None:
+    with pytest.raises(CompressionError):
+        build_batch([Record(0, 0, None, None)], codec=cast(Codec, 5))
 
 
 def test_control_batch_needs_a_producer_and_a_marker_type() -> None:

@@ -133,7 +133,8 @@ def test_crc_excludes_base_offset_and_leader_epoch() -> None:
 
 
 def _plain() -> bytes:
-    return build_batch(RECORDS)
+    raw: bytes = build_batch(RECORDS)
+    return raw
 
 
 def _malformed() -> list[tuple[str, bytes, type[Exception], str]]:
