@@ -13,9 +13,9 @@ import sys
 from collections.abc import Sequence
 
 from kafkatier.cli import __version__
-from kafkatier.storage.errors import KafkaTierError
+from kafkatier.storage.errors import ConfigError, KafkaTierError
 
-COMMANDS: tuple[str, ...] = ()
+COMMANDS: tuple[str, ...] = ("produce",)
 """Subcommand modules of kafkatier.cli, in the order ``--help`` lists them."""
 
 
@@ -43,6 +43,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         result: int = args.func(args)
+    except ConfigError as exc:  # a bad setting or input column is a usage error
+        print(f"kafkatier {args.command}: error: {exc}", file=sys.stderr)
+        return 2
     except KafkaTierError as exc:
         print(f"kafkatier {args.command}: error: {exc}", file=sys.stderr)
         return 1

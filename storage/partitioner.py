@@ -151,3 +151,37 @@ def partition_keys(keys: pa.Array | pa.ChunkedArray, num_partitions: int) -> np.
 def murmur2_keys(keys: pa.Array | pa.ChunkedArray) -> np.ndarray[Any, Any]:
     """Signed murmur2 of every key as an int32 array (null keys give -1, like a real hash may)."""
     return _run(keys, 0)
+
+
+def assign_partitions(
+    keys: pa.Array | pa.ChunkedArray | None,
+    num_partitions: int,
+    *,
+    explicit: pa.Array | pa.ChunkedArray | None = None,
+    round_robin_start: int = 0,
+    column: str = "partition",
+) -> np.ndarray[Any, Any]:
+    """A partition per row, as a Kafka producer picks it: an explicit ``partition`` wins, keyed
+    rows go to ``murmur2(key)``'s partition, keyless rows are spread evenly (round robin from
+    ``round_robin_start``). An explicit value outside [0, num_partitions) is an error naming the
+    row and the column."""
+    rows = len(keys) if keys is not None else (len(explicit) if explicit is not None else 0)
+    if keys is not None:
+        parts = partition_keys(keys, num_partitions)
+    else:
+        parts = np.full(rows, -1, np.int32)
+    keyless = np.flatnonzero(parts < 0)
+    parts[keyless] = (round_robin_start + np.arange(len(keyless))) % num_partitions
+    if explicit is not None:
+        given = pa.chunked_array([explicit]) if isinstance(explicit, pa.Array) else explicit
+        chosen = given.to_numpy(zero_copy_only=False)
+        mask = ~np.asarray(given.is_null().to_numpy(zero_copy_only=False), bool)
+        bad = np.flatnonzero(mask & ((chosen < 0) | (chosen >= num_partitions)))
+        if len(bad):
+            row = int(bad[0])
+            raise ValueError(
+                f"column {column!r} row {row}: partition {int(chosen[row])} is outside "
+                f"[0, {num_partitions}); the topic has {num_partitions} partitions"
+            )
+        parts[mask] = chosen[mask].astype(np.int32)
+    return parts

@@ -1,0 +1,93 @@
+"""Record input files for ``kafkatier produce``: Parquet, JSON Lines or CSV, read in chunks.
+
+The columns are Spark's Kafka sink columns: ``value`` (required), ``key``, ``headers``
+(list of {key, value}), ``timestamp`` (epoch milliseconds or an ISO-8601 text) and ``partition``.
+Text columns are written as their UTF-8 bytes, as Kafka's StringSerializer does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+import pyarrow.json as pajson
+import pyarrow.parquet as pq
+
+from kafkatier.storage.errors import ConfigError
+
+FORMATS = ("parquet", "jsonl", "csv")
+_SUFFIXES = {".parquet": "parquet", ".pq": "parquet", ".jsonl": "jsonl", ".json": "jsonl",
+             ".ndjson": "jsonl", ".csv": "csv"}  # fmt: skip
+KNOWN_COLUMNS = ("key", "value", "headers", "timestamp", "partition", "topic")
+CHUNK_ROWS = 256 * 1024
+
+
+def detect_format(path: Path, given: str | None) -> str:
+    if given:
+        return given
+    found = _SUFFIXES.get(path.suffix.lower())
+    if found is None:
+        raise ConfigError(
+            f"cannot tell the format of {path.name}: name it .parquet, .jsonl or .csv, "
+            "or pass --format",
+            setting="--format",
+            source=str(path),
+        )
+    return found
+
+
+def read_chunks(path: Path, fmt: str) -> Iterator[pa.RecordBatch]:
+    """Record batches of about CHUNK_ROWS rows, normalised for ``encode_arrow``."""
+    if fmt == "parquet":
+        batches: Iterator[pa.RecordBatch] = pq.ParquetFile(path).iter_batches(CHUNK_ROWS)
+    elif fmt == "csv":
+        options = pacsv.ConvertOptions(
+            column_types={"key": pa.string(), "value": pa.string()}, strings_can_be_null=True
+        )
+        batches = iter(pacsv.open_csv(path, convert_options=options))
+    else:
+        batches = iter(pajson.read_json(path).to_batches(CHUNK_ROWS))
+    for batch in batches:
+        yield normalise(batch, str(path))
+
+
+def normalise(batch: pa.RecordBatch, source: str) -> pa.RecordBatch:
+    """Check the columns and bring ``timestamp`` and ``partition`` to the types we encode."""
+    names = batch.schema.names
+    if "value" not in names:
+        raise ConfigError(
+            f"input has no 'value' column (columns: {', '.join(names) or 'none'}); "
+            "add one: it holds the record payload",
+            setting="value",
+            source=source,
+        )
+    columns = {name: batch.column(name) for name in names if name in KNOWN_COLUMNS}
+    if "timestamp" in columns:
+        columns["timestamp"] = _timestamps(columns["timestamp"], source)
+    if "partition" in columns:
+        columns["partition"] = _cast(columns["partition"], pa.int32(), "partition", source)
+    return pa.RecordBatch.from_pydict(columns)
+
+
+def _timestamps(column: pa.Array, source: str) -> pa.Array:
+    if pa.types.is_timestamp(column.type) or pa.types.is_integer(column.type):
+        return column
+    if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+        return _cast(column, pa.timestamp("ms", tz="UTC"), "timestamp", source)
+    raise ConfigError(
+        f"column 'timestamp' has type {column.type}: use epoch milliseconds or ISO-8601 text",
+        setting="timestamp",
+        source=source,
+    )
+
+
+def _cast(column: pa.Array, target: pa.DataType, name: str, source: str) -> pa.Array:
+    try:
+        return pc.cast(column, target)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        raise ConfigError(
+            f"column {name!r} cannot be read as {target}: {exc}", setting=name, source=source
+        ) from None

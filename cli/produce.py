@@ -1,0 +1,162 @@
+"""``kafkatier produce``: append records from a file to a topic, as a Kafka producer would."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+from tqdm import tqdm
+
+from kafkatier.cli.inputs import FORMATS, detect_format, read_chunks
+from kafkatier.storage.checkpoints import is_valid_topic_name
+from kafkatier.storage.config import parse_overrides
+from kafkatier.storage.errors import ConfigError
+from kafkatier.storage.log import Log
+from kafkatier.storage.log_arrow import append_arrow
+from kafkatier.storage.log_dir import LogDirectory
+from kafkatier.storage.partitioner import assign_partitions
+
+EPILOG = """\
+examples:
+  kafkatier produce /data/kafka-logs --topic events --input events.parquet --partitions 8
+  kafkatier produce /data/kafka-logs --topic events --input more.jsonl --compression lz4
+  kafkatier produce /data/kafka-logs --topic users --input users.csv \\
+      --config cleanup.policy=compact --config segment.bytes=104857600
+
+Input columns (Spark's Kafka sink columns): value (required), key, headers (list of
+{key, value}), timestamp (epoch ms or ISO-8601), partition. Keyed records go to
+(murmur2(key) & 0x7fffffff) % partitions, exactly Kafka's default partitioner; keyless records
+are spread evenly; a partition column wins. --config settings use Kafka's topic config names and
+are saved in LOG_DIR/kafkatier-topic.<topic>.properties for every later tool.
+"""
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "produce",
+        help="append records from a Parquet, JSON Lines or CSV file to a topic",
+        description="Append records from a file into a topic's partitions in LOG_DIR, in "
+        "Kafka's own on-disk format (creating the topic if needed).",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("log_dir", metavar="LOG_DIR", type=Path, help="Kafka log directory")
+    parser.add_argument("--topic", required=True, help="topic to append to")
+    parser.add_argument("--input", required=True, type=Path, metavar="FILE", help="records file")
+    parser.add_argument("--format", choices=FORMATS, help="input format (default: from the name)")
+    parser.add_argument(
+        "--partitions", type=int, metavar="N", help="partition count of a new topic (default 1)"
+    )
+    parser.add_argument(
+        "--compression",
+        choices=("none", "gzip", "snappy", "lz4", "zstd"),
+        help="codec of the written batches (default: the topic's compression.type)",
+    )
+    parser.add_argument(
+        "--config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="topic setting with Kafka's name, e.g. segment.bytes=1048576 (repeatable)",
+    )
+    parser.set_defaults(func=run)
+
+
+@dataclass
+class Summary:
+    """Records and offsets written per partition."""
+
+    records: dict[int, int] = field(default_factory=dict)
+    ranges: dict[int, tuple[int, int]] = field(default_factory=dict)
+
+    def add(self, partition: int, first: int, last: int, count: int) -> None:
+        self.records[partition] = self.records.get(partition, 0) + count
+        low = self.ranges.get(partition, (first, last))[0]
+        self.ranges[partition] = (low, last)
+
+
+def run(args: argparse.Namespace) -> int:
+    if not args.input.is_file():
+        print(f"kafkatier produce: error: no such input file: {args.input}", file=sys.stderr)
+        return 2
+    if not is_valid_topic_name(args.topic):
+        print(
+            f"kafkatier produce: error: illegal topic name {args.topic!r} "
+            "(1-249 characters from a-z A-Z 0-9 . _ -)",
+            file=sys.stderr,
+        )
+        return 2
+    fmt = detect_format(args.input, args.format)
+    overrides = parse_overrides(args.config, source="--config")
+    with LogDirectory(args.log_dir) as log_dir:
+        logs = _partitions(log_dir, args.topic, args.partitions, overrides)
+        summary = _append_file(logs, args.input, fmt, args.compression)
+        log_dir.flush()
+    _print_summary(args.topic, summary)
+    return 0
+
+
+def _partitions(
+    log_dir: LogDirectory, topic: str, wanted: int | None, overrides: dict[str, str]
+) -> list[Log]:
+    """The topic's logs; an existing topic keeps its partition count (a mismatch is an error)."""
+    existing = log_dir.topics().get(topic)
+    if existing is not None and wanted is not None and wanted != existing:
+        raise ConfigError(
+            f"topic {topic!r} already has {existing} partitions on disk; kafkatier never "
+            "re-partitions a topic (omit --partitions or pass the same count)",
+            setting="--partitions",
+            value=wanted,
+        )
+    count = existing or wanted or 1
+    if count < 1:
+        raise ConfigError("--partitions must be at least 1", setting="--partitions", value=count)
+    config = log_dir.topic_configs.update(topic, overrides, source="--config")
+    logs = [log_dir.get_or_create(topic, p) for p in range(count)]
+    for log in logs:
+        log.config = config
+    return logs
+
+
+def _append_file(logs: list[Log], path: Path, fmt: str, compression: str | None) -> Summary:
+    summary = Summary()
+    keyless = 0
+    show = sys.stderr.isatty()
+    with tqdm(desc="records", unit="rec", disable=not show, file=sys.stderr) as progress:
+        for chunk in read_chunks(path, fmt):
+            names = chunk.schema.names
+            keys = chunk.column("key") if "key" in names else None
+            explicit = chunk.column("partition") if "partition" in names else None
+            parts = assign_partitions(keys, len(logs), explicit=explicit, round_robin_start=keyless)
+            keyless += len(chunk) if keys is None else int(keys.null_count)
+            _append_chunk(logs, chunk, parts, compression, summary)
+            progress.update(len(chunk))
+    return summary
+
+
+def _append_chunk(
+    logs: list[Log], chunk: pa.RecordBatch, parts: np.ndarray, compression: str | None,
+    summary: Summary,
+) -> None:  # fmt: skip
+    order = np.argsort(parts, kind="stable")
+    ordered = pa.Table.from_batches([chunk]).take(pa.array(order))
+    counts = np.bincount(parts, minlength=len(logs))
+    start = 0
+    for partition, count in enumerate(counts.tolist()):
+        if count:
+            info = append_arrow(logs[partition], ordered.slice(start, count), codec=compression)
+            summary.add(partition, info.first_offset, info.last_offset, info.num_records)
+        start += count
+
+
+def _print_summary(topic: str, summary: Summary) -> None:
+    total = sum(summary.records.values())
+    print(f"produced {total} records to {topic}")
+    for partition in sorted(summary.records):
+        first, last = summary.ranges[partition]
+        count = summary.records[partition]
+        print(f"  {topic}-{partition}: {count} records, offsets {first}..{last}")
