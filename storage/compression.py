@@ -21,6 +21,7 @@ from typing import Final
 
 import cramjam
 import zstandard
+
 from kafkatier.storage import lz4_frame
 from kafkatier.storage.errors import CompressionError
 from kafkatier.storage.wire import Codec

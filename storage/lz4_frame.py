@@ -24,6 +24,7 @@ from typing import Final
 
 import lz4.block
 import lz4.frame
+
 from kafkatier.storage.errors import CompressionError
 
 MAGIC: Final = b"\x04\x22\x4d\x18"

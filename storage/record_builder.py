@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import crc32c
+
 from kafkatier.storage.compression import compress
 from kafkatier.storage.errors import CompressionError, InvalidRecordError
 from kafkatier.storage.record_codec import Record, encode_record

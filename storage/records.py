@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from typing import Any, TypeVar
 
 import crc32c
+
 from kafkatier.storage.compression import decompress
 from kafkatier.storage.errors import (
     CompressionError,
@@ -19,6 +20,7 @@ from kafkatier.storage.errors import (
     KafkaTierError,
 )
 from kafkatier.storage.legacy import LegacyBatch
+from kafkatier.storage.record_builder import build_batch, build_control_batch, build_empty_batch
 from kafkatier.storage.record_codec import (
     Record,
     decode_records,
@@ -295,12 +297,6 @@ def set_partition_leader_epoch(buf: bytearray | memoryview, position: int, epoch
     """Rewrite partitionLeaderEpoch in place (not covered by the CRC)."""
     _I32.pack_into(buf, position + PLE_OFFSET, epoch)
 
-
-from kafkatier.storage.record_builder import (  # noqa: E402  (re-export; it imports RecordBatch)
-    build_batch,
-    build_control_batch,
-    build_empty_batch,
-)
 
 __all__ = [
     "Record",

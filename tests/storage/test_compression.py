@@ -17,6 +17,7 @@ import pytest
 import zstandard
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from kafkatier.storage import lz4_frame
 from kafkatier.storage.compression import SNAPPY_HEADER, compress, decompress
 from kafkatier.storage.errors import CompressionError

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import cramjam
 import pytest
+
 from kafkatier.storage import lz4_frame
 from kafkatier.storage.compression import compress
 from kafkatier.storage.errors import CompressionError, CorruptRecordError, InvalidRecordError

@@ -14,6 +14,7 @@ import cramjam
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from kafkatier.storage.errors import CompressionError, InvalidRecordError
 from kafkatier.storage.records import (
     Record,

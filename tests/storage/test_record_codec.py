@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from kafkatier.storage.errors import InvalidRecordError
 from kafkatier.storage.record_codec import (
     Record,

@@ -15,6 +15,7 @@ from typing import Any
 import cramjam
 import crc32c
 import pytest
+
 from kafkatier.storage.errors import CompressionError, CorruptRecordError, InvalidRecordError
 from kafkatier.storage.legacy import LegacyBatch
 from kafkatier.storage.records import (

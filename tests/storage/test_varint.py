@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from kafkatier.storage.errors import InvalidRecordError
 from kafkatier.storage.varint import (
     decode_unsigned_varint,
