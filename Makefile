@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 run: $(STAMP)
-	$(VENV)/bin/kafkatier demo
+	$(VENV)/bin/kafkatier demo --dir demo-logs
 
 test: $(STAMP)
 	$(PY) -m ruff check .
