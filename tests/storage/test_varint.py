@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,10 @@ from kafkatier.storage.varint import (
     size_of_varint,
     size_of_varlong,
 )
+
+with warnings.catch_warnings():  # kafka-python's import-time DeprecationWarnings
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from kafka.record import util as kafka_util
 
 VECTORS = json.loads(
     (Path(__file__).resolve().parents[1] / "data" / "vectors" / "varint.json").read_text()
@@ -116,8 +121,6 @@ def test_unsigned_varint_round_trip(value: int) -> None:
 @settings(max_examples=200)
 @given(INT32)
 def test_varint_matches_kafka_python(value: int) -> None:
-    from kafka.record import util as kafka_util
-
     theirs = bytearray()
     kafka_util.encode_varint(value, theirs.append)
     assert encode_varint(value) == bytes(theirs)
