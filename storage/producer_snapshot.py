@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import crc32c
+
 from kafkatier.storage.errors import CorruptSnapshotError
 from kafkatier.storage.fsutil import atomic_write
 from kafkatier.storage.wire import (

@@ -5,6 +5,7 @@ import random
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from kafkatier.storage.config import LONG_MAX, LogConfig, parse_overrides, read_properties
 from kafkatier.storage.errors import ConfigError
 from kafkatier.storage.wire import Codec, TimestampType

@@ -1,6 +1,7 @@
 import os
 
 import pytest
+
 from kafkatier.storage.fsutil import (
     atomic_write,
     delete_if_exists,

@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from kafkatier.storage.errors import ConfigError
 from kafkatier.storage.java_properties import (
     format_properties,

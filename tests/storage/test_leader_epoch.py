@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from kafkatier.storage.errors import CheckpointError, StorageError
 from kafkatier.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT, LeaderEpochFileCache
 

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from kafkatier.storage.errors import CheckpointError
 from kafkatier.storage.metadata_files import (
     CLEAN_SHUTDOWN_FILE,

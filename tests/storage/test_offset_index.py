@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.record.memory_records import MemoryRecords
+
 from kafkatier.storage.errors import CorruptIndexError, StorageError
 from kafkatier.storage.index_base import IndexFullError, InvalidIndexEntryError
 from kafkatier.storage.offset_index import OffsetIndex

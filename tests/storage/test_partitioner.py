@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.partitioner.default import murmur2 as kafka_python_murmur2
+
 from kafkatier.storage.partitioner import (
     NULL_KEY_PARTITION,
     default_partition,

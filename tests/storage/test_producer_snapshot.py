@@ -11,6 +11,7 @@ import crc32c
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from kafkatier.storage.errors import CorruptSnapshotError
 from kafkatier.storage.producer_snapshot import (
     SnapshotEntry,

@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.record import MemoryRecords
+
 from kafkatier.storage.errors import (
     InvalidProducerEpochError,
     InvalidRecordError,

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from kafkatier.storage.errors import CorruptIndexError
 from kafkatier.storage.txn_index import AbortedTxn, TransactionIndex
 
