@@ -12,9 +12,10 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from numpy.typing import NDArray
+
 from kafkatier.storage.errors import InvalidRecordError, StorageError
 from kafkatier.storage.wire import NO_TIMESTAMP
-from numpy.typing import NDArray
 
 BinaryColumn = tuple[NDArray[np.int64], NDArray[np.uint8], NDArray[np.uint8]]
 HeaderColumns = tuple[NDArray[Any], ...]
@@ -56,8 +57,12 @@ def _as_plain_bytes(arr: pa.Array, name: str) -> pa.Array:
         t = arr.type
     if pa.types.is_binary_view(t) or pa.types.is_string_view(t):
         return arr.cast(pa.large_binary())
-    if not (pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_string(t)
-            or pa.types.is_large_string(t)):
+    if not (
+        pa.types.is_binary(t)
+        or pa.types.is_large_binary(t)
+        or pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+    ):
         raise ArrowSchemaError(f"column {name!r} has type {t}; accepted: {BYTES_TYPES}")
     return arr
 
@@ -84,11 +89,18 @@ def absent_binary(n: int) -> BinaryColumn:
 
 def _header_children(arr: pa.Array, name: str) -> tuple[pa.Array, pa.Array]:
     t = arr.type
-    is_list = pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_list_view(t) or (
-        pa.types.is_large_list_view(t))
+    is_list = (
+        pa.types.is_list(t)
+        or pa.types.is_large_list(t)
+        or pa.types.is_list_view(t)
+        or (pa.types.is_large_list_view(t))
+    )
     inner = t.value_type if is_list else None
-    if inner is None or not pa.types.is_struct(inner) or {inner.field(i).name for i in range(
-            inner.num_fields)} != {"key", "value"}:
+    if (
+        inner is None
+        or not pa.types.is_struct(inner)
+        or {inner.field(i).name for i in range(inner.num_fields)} != {"key", "value"}
+    ):
         raise ArrowSchemaError(f"column {name!r} has type {t}; accepted: {HEADERS_TYPE}")
     flat = pc.list_flatten(arr)
     if flat.null_count:
@@ -104,8 +116,11 @@ def headers_column(arr: pa.Array, name: str) -> HeaderColumns:
     over the flattened headers.
     """
     keys, values = _header_children(arr, name)
-    if not (pa.types.is_string(keys.type) or pa.types.is_large_string(keys.type)
-            or pa.types.is_string_view(keys.type)):
+    if not (
+        pa.types.is_string(keys.type)
+        or pa.types.is_large_string(keys.type)
+        or pa.types.is_string_view(keys.type)
+    ):
         raise ArrowSchemaError(f"header keys in {name!r} have type {keys.type}; accepted: string")
     if keys.null_count:
         bad = int(np.flatnonzero(_validity(keys) == 0)[0])

@@ -15,6 +15,8 @@ from typing import Any, Final
 import crc32c
 import numpy as np
 import pyarrow as pa
+from numpy.typing import NDArray
+
 from kafkatier.storage import _arrow_decode_kernels as D
 from kafkatier.storage._arrow_kernels import BATCH_HEADER_DTYPE, gather_rows
 from kafkatier.storage._arrow_table import SPARK_KAFKA_SCHEMA, build_table, parse
@@ -29,7 +31,6 @@ from kafkatier.storage.wire import (
     LOG_OVERHEAD,
     Codec,
 )
-from numpy.typing import NDArray
 
 GROUP_BYTES: Final = 256 << 20
 _MIN_RECORD_BYTES: Final = 7  # length, attributes, ts delta, offset delta, key, value, count
@@ -73,7 +74,8 @@ def _scan(src: _Source) -> tuple[NDArray[np.int64], NDArray[Any]]:
         raise InvalidRecordError(
             f"record batch with magic {magic}: the Arrow reader handles magic 2 only; "
             "read legacy message sets (magic 0/1) with kafkatier.storage.records",
-            magic=magic, **src.where(at),
+            magic=magic,
+            **src.where(at),
         )
     if err:
         raise CorruptRecordError(
@@ -100,8 +102,12 @@ def _header(hdr: NDArray[Any], position: int) -> BatchHeader:
 
 
 def _select(
-    src: _Source, positions: NDArray[np.int64], hdr: NDArray[Any], bounds: tuple[int, int],
-    batch_filter: Callable[[Any], bool] | None, verify_crc: bool,
+    src: _Source,
+    positions: NDArray[np.int64],
+    hdr: NDArray[Any],
+    bounds: tuple[int, int],
+    batch_filter: Callable[[Any], bool] | None,
+    verify_crc: bool,
 ) -> NDArray[np.intp]:
     """Indices of the batches to decode: in range, CRC-checked, data (not control), wanted."""
     base = hdr["base_offset"].astype(np.int64)
@@ -209,8 +215,9 @@ def _joined(parts: list[bytes | memoryview], hdr: NDArray[Any], pos: NDArray[np.
     return _Group(payload, spans, _meta(hdr), pos)
 
 
-def _decode_group(src: _Source, group: _Group, bounds: tuple[int, int], topic: str,
-                  partition: int) -> pa.Table:
+def _decode_group(
+    src: _Source, group: _Group, bounds: tuple[int, int], topic: str, partition: int
+) -> pa.Table:
     _check_counts(src, group)
     (err, batch, record), outputs, cursors = parse(group.payload, group.spans, group.meta, bounds)
     if err:
@@ -219,9 +226,16 @@ def _decode_group(src: _Source, group: _Group, bounds: tuple[int, int], topic: s
 
 
 def decode(
-    buf: bytes | bytearray | memoryview, *, topic: str, partition: int, file: str | None,
-    start_offset: int, end_offset: int | None, batch_filter: Callable[[Any], bool] | None,
-    verify_crc: bool, base_position: int,
+    buf: bytes | bytearray | memoryview,
+    *,
+    topic: str,
+    partition: int,
+    file: str | None,
+    start_offset: int,
+    end_offset: int | None,
+    batch_filter: Callable[[Any], bool] | None,
+    verify_crc: bool,
+    base_position: int,
 ) -> pa.Table:
     """See :func:`kafkatier.storage.arrow_codec.decode_arrow`."""
     view = memoryview(buf).cast("B")

@@ -15,6 +15,8 @@ from __future__ import annotations
 from typing import Any, Final
 
 import numpy as np
+from numba import njit
+
 from kafkatier.storage._arrow_kernels import Array, copy_bytes, get_varint
 from kafkatier.storage.wire import (
     BATCH_HEADER_SIZE,
@@ -23,7 +25,6 @@ from kafkatier.storage.wire import (
     MAGIC_OFFSET,
     MIN_LEGACY_RECORD_SIZE,
 )
-from numba import njit
 
 ERR_LENGTH, ERR_VARINT, ERR_OVERRUN, ERR_HEADER_COUNT, ERR_HEADER_KEY, ERR_SIZE, ERR_TRAILING = (
     range(1, 8)
@@ -76,8 +77,17 @@ def scan_batches(buf: Array) -> tuple[Array, int, int]:
 
 @njit(cache=True, nogil=True, inline="always")
 def _take(
-    src: Array, p: int, end: int, offsets: Array, data: Array, valid: Array, j: int,
-    cursors: Array, slot: int, emit: bool, nullable: bool,
+    src: Array,
+    p: int,
+    end: int,
+    offsets: Array,
+    data: Array,
+    valid: Array,
+    j: int,
+    cursors: Array,
+    slot: int,
+    emit: bool,
+    nullable: bool,
 ) -> int:
     """Read one length-prefixed byte field; copy it to row ``j`` when ``emit``."""
     n, p = get_varint(src, p, end, _MAX_VARINT)
@@ -138,9 +148,15 @@ def _record_head(src: Array, p: int, end: int) -> tuple[int, int, int, int]:
 
 @njit(cache=True, nogil=True)
 def parse_batches(
-    src: Array, spans: Array, meta: Array, bounds: tuple[int, int],
-    outs: tuple[Array, Array, Array], keys: tuple[Array, Array, Array],
-    vals: tuple[Array, Array, Array], hdrs: tuple[Array, ...], cursors: Array,
+    src: Array,
+    spans: Array,
+    meta: Array,
+    bounds: tuple[int, int],
+    outs: tuple[Array, Array, Array],
+    keys: tuple[Array, Array, Array],
+    vals: tuple[Array, Array, Array],
+    hdrs: tuple[Array, ...],
+    cursors: Array,
 ) -> tuple[int, int, int]:
     """Parse the records of every batch (DefaultRecord.readFrom); ``spans[b]`` = (start, end)
     of its records in ``src``; ``meta[b]`` = (count, base offset, base timestamp, max
@@ -186,6 +202,7 @@ def parse_batches(
 
 def empty_outputs(records: int, payload: int) -> tuple[Any, ...]:
     """Output arrays sized by the upper bounds of ``records`` records in ``payload`` bytes."""
+
     def binary(rows: int, nbytes: int) -> tuple[Array, Array, Array]:
         offsets = np.empty(rows + 1, np.int32)
         offsets[0] = 0

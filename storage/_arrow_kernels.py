@@ -15,8 +15,9 @@ from __future__ import annotations
 from typing import Any, Final
 
 import numpy as np
-from kafkatier.storage.wire import BATCH_HEADER, BATCH_HEADER_SIZE
 from numba import njit
+
+from kafkatier.storage.wire import BATCH_HEADER, BATCH_HEADER_SIZE
 
 Array = Any  # numpy arrays as seen by numba kernels; numba has no typing stubs
 

@@ -6,8 +6,9 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-from kafkatier.storage._arrow_decode_kernels import empty_outputs, parse_batches
 from numpy.typing import NDArray
+
+from kafkatier.storage._arrow_decode_kernels import empty_outputs, parse_batches
 
 HEADER_ENTRY = pa.struct([("key", pa.string()), ("value", pa.binary())])
 SPARK_KAFKA_SCHEMA = pa.schema(
@@ -38,7 +39,9 @@ def _validity(valid: NDArray[np.uint8], n: int) -> tuple[pa.Buffer | None, int]:
 
 def _binary(
     col: tuple[NDArray[np.int32], NDArray[np.uint8], NDArray[np.uint8] | None],
-    n: int, nbytes: int, arrow_type: pa.DataType,
+    n: int,
+    nbytes: int,
+    arrow_type: pa.DataType,
 ) -> pa.Array:
     offsets, data, valid = col
     vbuf, nulls = (None, 0) if valid is None else _validity(valid, n)
@@ -89,7 +92,9 @@ def build_table(
 
 
 def parse(
-    payload: NDArray[np.uint8], spans: NDArray[np.int64], meta: NDArray[np.int64],
+    payload: NDArray[np.uint8],
+    spans: NDArray[np.int64],
+    meta: NDArray[np.int64],
     bounds: tuple[int, int],
 ) -> tuple[tuple[int, int, int], tuple[Any, ...], NDArray[np.int64]]:
     """Run the record parser over ``spans`` of ``payload``: (error, outputs, cursors)."""

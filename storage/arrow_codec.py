@@ -16,6 +16,8 @@ from typing import Any
 import crc32c
 import numpy as np
 import pyarrow as pa
+from numpy.typing import NDArray
+
 from kafkatier.storage import _arrow_kernels as K
 from kafkatier.storage._arrow_columns import ArrowSchemaError, Columns, extract
 from kafkatier.storage._arrow_decode import BatchHeader, decode
@@ -33,7 +35,6 @@ from kafkatier.storage.wire import (
     attributes,
     increment_sequence,
 )
-from numpy.typing import NDArray
 
 __all__ = [
     "SPARK_KAFKA_SCHEMA",
@@ -104,8 +105,9 @@ class EncodedBatches:
         )
 
 
-def _check_producer(producer_id: int, producer_epoch: int, base_sequence: int,
-                    transactional: bool) -> None:
+def _check_producer(
+    producer_id: int, producer_epoch: int, base_sequence: int, transactional: bool
+) -> None:
     """MemoryRecordsBuilder.validateProducerState's rules (kafka-format.md §1.6)."""
     if transactional and producer_id < 0:
         raise InvalidRecordError(
@@ -114,7 +116,9 @@ def _check_producer(producer_id: int, producer_epoch: int, base_sequence: int,
     if producer_id >= 0 and (producer_epoch < 0 or base_sequence < 0):
         raise InvalidRecordError(
             "a producer id needs a producer epoch and base sequence >= 0",
-            producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=base_sequence,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            base_sequence=base_sequence,
         )
 
 
@@ -132,36 +136,47 @@ def _plan(cols: Columns, limit: int, max_records: int) -> tuple[NDArray[np.int64
     return starts, body, sizes, max_ts
 
 
-def _write_headers(buf: NDArray[np.uint8], positions: NDArray[np.int64],
-                   fields: dict[str, Any]) -> NDArray[Any]:
+def _write_headers(
+    buf: NDArray[np.uint8], positions: NDArray[np.int64], fields: dict[str, Any]
+) -> NDArray[Any]:
     rows = np.zeros(len(positions), K.BATCH_HEADER_DTYPE)
     for name, value in fields.items():
         rows[name] = value
-    K.scatter_rows(buf, positions, rows.view(np.uint8).reshape(len(positions), -1))
+    K.scatter_rows(buf, positions, rows.view(np.uint8).reshape(-1, BATCH_HEADER_SIZE))
     return rows
 
 
 def _write_crcs(data: bytearray, positions: NDArray[np.int64], sizes: NDArray[np.int64]) -> None:
     view = memoryview(data)
     crcs = np.fromiter(
-        (crc32c.crc32c(view[p + CRC_START : p + s]) for p, s in zip(positions.tolist(),
-                                                                    sizes.tolist(), strict=True)),
-        ">u4", len(positions),
+        (
+            crc32c.crc32c(view[p + CRC_START : p + s])
+            for p, s in zip(positions.tolist(), sizes.tolist(), strict=True)
+        ),
+        ">u4",
+        len(positions),
     )
-    K.scatter_rows(np.frombuffer(data, np.uint8), positions + CRC_OFFSET,
-                   crcs.view(np.uint8).reshape(-1, 4))
+    K.scatter_rows(
+        np.frombuffer(data, np.uint8), positions + CRC_OFFSET, crcs.view(np.uint8).reshape(-1, 4)
+    )
 
 
 def _compress(
-    data: bytearray, positions: NDArray[np.int64], sizes: NDArray[np.int64], codec: Codec,
-    level: int | None, max_batch_bytes: int,
+    data: bytearray,
+    positions: NDArray[np.int64],
+    sizes: NDArray[np.int64],
+    codec: Codec,
+    level: int | None,
+    max_batch_bytes: int,
 ) -> tuple[bytearray, NDArray[np.int64], NDArray[np.int64]]:
     """Replace each batch's records by one compressed stream (§1.7); fix batchLength."""
     from kafkatier.storage.compression import compress
 
     view = memoryview(data)
-    parts = [compress(codec, view[p + BATCH_HEADER_SIZE : p + s], level=level)
-             for p, s in zip(positions.tolist(), sizes.tolist(), strict=True)]
+    parts = [
+        compress(codec, view[p + BATCH_HEADER_SIZE : p + s], level=level)
+        for p, s in zip(positions.tolist(), sizes.tolist(), strict=True)
+    ]
     new_sizes = np.fromiter((len(c) for c in parts), np.int64, len(parts)) + BATCH_HEADER_SIZE
     too_big = np.flatnonzero(new_sizes > max_batch_bytes)
     if len(too_big):
@@ -219,8 +234,12 @@ def encode_arrow(
         raise ValueError(f"max_batch_records must be >= 1, got {max_batch_records}")
     starts, body, sizes, max_ts = _plan(cols, limit, max_records)
     firsts, counts = starts[:-1], np.diff(starts)
-    sequences = np.asarray([increment_sequence(base_sequence, s) for s in firsts.tolist()]
-                           if base_sequence >= 0 else np.full(len(firsts), -1), np.int64)
+    sequences = np.asarray(
+        [increment_sequence(base_sequence, s) for s in firsts.tolist()]
+        if base_sequence >= 0
+        else np.full(len(firsts), -1),
+        np.int64,
+    )
     positions = np.cumsum(sizes) - sizes
     out = bytearray(int(sizes.sum()))
     fields = {
@@ -233,8 +252,17 @@ def encode_arrow(
     }  # fmt: skip
     buf = np.frombuffer(out, np.uint8)
     _write_headers(buf, positions, fields)
-    K.write_records(buf, positions, starts, body, cols.timestamps, cols.key, cols.value,
-                    cols.headers, BATCH_HEADER_SIZE)
+    K.write_records(
+        buf,
+        positions,
+        starts,
+        body,
+        cols.timestamps,
+        cols.key,
+        cols.value,
+        cols.headers,
+        BATCH_HEADER_SIZE,
+    )
     del buf  # release the export so ``out`` stays resizable
     if codec != Codec.NONE:
         out, positions, sizes = _compress(out, positions, sizes, codec, level, max_batch_bytes)
@@ -271,7 +299,13 @@ def decode_arrow(
     InvalidRecordError (kafkatier.storage.records reads them).
     """
     return decode(
-        buf, topic=topic, partition=partition, file=file, start_offset=start_offset,
-        end_offset=end_offset, batch_filter=batch_filter, verify_crc=verify_crc,
+        buf,
+        topic=topic,
+        partition=partition,
+        file=file,
+        start_offset=start_offset,
+        end_offset=end_offset,
+        batch_filter=batch_filter,
+        verify_crc=verify_crc,
         base_position=base_position,
     )
