@@ -1,0 +1,261 @@
+"""What Kafka derives from a partition's batches, recomputed and compared with the files that
+persist it: ``.snapshot`` producer state (kafka-format.md §7), ``.txnindex`` aborted transactions
+(§6) and the ``leader-epoch-checkpoint`` (§8.3).
+
+The replay is Kafka's own (``ProducerStateManager`` fed batch by batch, as
+``log_loader.replay_batch`` does at recovery), started from empty state at offset 0, or from the
+snapshot at the first segment's base offset when earlier segments are gone (retention), since
+producer state outlives the batches that built it.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+from dataclasses import fields
+from pathlib import Path
+
+from kafkatier.storage.checkpoints import CheckpointFile, parse_java_int, split_java_whitespace
+from kafkatier.storage.errors import CorruptSnapshotError, InvalidRecordError, ProducerStateError
+from kafkatier.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT_VERSION, EpochEntry
+from kafkatier.storage.producer_entry import ProducerStateEntry
+from kafkatier.storage.producer_snapshot import SnapshotEntry, read_snapshot
+from kafkatier.storage.producer_state import AppendOrigin, ProducerStateManager
+from kafkatier.storage.records import RecordBatch
+from kafkatier.storage.segment import AnyBatch
+from kafkatier.storage.txn_index import AbortedTxn
+from kafkatier.storage.verify_problem import Findings
+from kafkatier.storage.wire import SNAPSHOT_ENTRY, SNAPSHOT_HEADER
+
+_SNAPSHOT_FIELDS = [f.name for f in fields(SnapshotEntry)][1:]
+
+
+class StateReplay:
+    """Producer state replayed over a partition's batches, checked against its snapshots at their
+    offsets; the aborted transactions it completes are collected per segment."""
+
+    def __init__(
+        self, directory: Path, snapshots: dict[int, Path], first_base: int, found: Findings
+    ) -> None:
+        self.manager = ProducerStateManager(directory)
+        self.found = found
+        self.first_base = first_base
+        self.pending = sorted(snapshots.items())
+        self.aborted: dict[int, list[AbortedTxn]] = {}
+        self.segment_base = first_base
+        self.complete = first_base == 0 or self._start_from_snapshot(snapshots.get(first_base))
+        self.lost: str | None = None  # set once a missing file makes the state unknown
+
+    def _start_from_snapshot(self, path: Path | None) -> bool:
+        if path is None:
+            return False
+        try:
+            entries = read_snapshot(path)
+        except CorruptSnapshotError:
+            return False  # reported when its turn comes
+        for entry in entries:
+            self.manager.load_producer_entry(ProducerStateEntry.from_snapshot_entry(entry))
+        self.manager.update_map_end_offset(self.first_base)
+        return True
+
+    def lose_state(self, cause: str) -> None:
+        """Batches are missing from here on (a missing ``.log``): later comparisons are skipped."""
+        self.lost = self.lost or cause
+
+    def apply(self, batch: AnyBatch) -> None:
+        self._compare_due(batch.last_offset if batch.magic < 2 else batch.base_offset)
+        if isinstance(batch, RecordBatch) and batch.has_producer_id:
+            try:
+                self._apply_producer_batch(batch)
+            except (ProducerStateError, InvalidRecordError) as exc:
+                self.found.add(
+                    batch.file,
+                    batch.position,
+                    f"producer state replay fails here: {exc.message}",
+                    offset=batch.base_offset,
+                )
+        self.manager.update_map_end_offset(batch.last_offset + 1)
+
+    def _apply_producer_batch(self, batch: RecordBatch) -> None:
+        manager = self.manager
+        info = manager.prepare_update(batch.producer_id, AppendOrigin.REPLICATION)
+        completed = info.append(batch)
+        manager.update(info)
+        if completed is None:
+            return
+        if completed.is_aborted:
+            txn = AbortedTxn(
+                completed.producer_id,
+                completed.first_offset,
+                completed.last_offset,
+                manager.last_stable_offset(completed),
+            )
+            self.aborted.setdefault(self.segment_base, []).append(txn)
+        manager.complete_txn(completed)
+
+    def _compare_due(self, next_offset: int) -> None:
+        while self.pending and self.pending[0][0] <= next_offset:
+            self._compare(*self.pending.pop(0))
+
+    def finish(self, log_end: int | None) -> None:
+        """Compare the snapshots at the log end; report those beyond it."""
+        if log_end is None:
+            return
+        self._compare_due(log_end)
+        for offset, path in self.pending:
+            if self.lost is None:
+                self.found.add(
+                    path,
+                    None,
+                    f"snapshot at offset {offset} is beyond the log end "
+                    f"offset {log_end} (Kafka deletes it at startup)",
+                    offset=offset,
+                )
+
+    def _compare(self, offset: int, path: Path) -> None:
+        try:
+            entries = read_snapshot(path)
+        except CorruptSnapshotError as exc:
+            self.found.add(path, exc.context.get("position"), exc.message, offset=offset)
+            return
+        if self.lost is not None or offset < self.first_base:
+            return
+        stored: dict[int, tuple[int, SnapshotEntry]] = {}
+        for i, entry in enumerate(entries):
+            if entry.producer_id in stored:
+                self._entry_problem(path, i, f"producer {entry.producer_id} appears twice")
+            stored[entry.producer_id] = (i, entry)
+        expected = {pid: e.to_snapshot_entry() for pid, e in self.manager.producers.items()}
+        for pid, want in expected.items():
+            if pid in stored:
+                self._compare_entry(path, *stored[pid], want)
+            elif want.current_txn_first_offset >= 0:  # else it may have expired: not an error
+                self.found.add(
+                    path,
+                    None,
+                    f"producer {pid} is missing although its transaction "
+                    f"from offset {want.current_txn_first_offset} is open",
+                    offset=offset,
+                )
+        for pid, (i, entry) in stored.items():
+            if pid not in expected and (self.complete or entry.last_offset >= self.first_base):
+                self._entry_problem(
+                    path, i, f"producer {pid} has no batch in the log below offset {offset}"
+                )
+
+    def _compare_entry(self, path: Path, i: int, got: SnapshotEntry, want: SnapshotEntry) -> None:
+        diffs = [
+            f"{name} {getattr(got, name)} (the log says {getattr(want, name)})"
+            for name in _SNAPSHOT_FIELDS
+            if getattr(got, name) != getattr(want, name)
+        ]
+        if diffs:
+            self._entry_problem(path, i, f"producer {got.producer_id}: " + ", ".join(diffs))
+
+    def _entry_problem(self, path: Path, i: int, message: str) -> None:
+        self.found.add(path, SNAPSHOT_HEADER.size + i * SNAPSHOT_ENTRY.size, message)
+
+    def check_txn_index(self, base: int, path: Path, stored: list[AbortedTxn]) -> None:
+        """The segment's ``.txnindex`` must list exactly the aborted transactions whose ABORT
+        marker the replay met in this segment, with the LSO Kafka computed then."""
+        if self.lost is not None:
+            return
+        expected = self.aborted.get(base, [])
+        unknown_start = [t for t in stored if not self.complete and t.first_offset < base]
+        for i, txn in enumerate(stored):
+            if txn not in expected and txn not in unknown_start:
+                self.found.add(
+                    path,
+                    i * AbortedTxn.SIZE,
+                    f"entry {_txn(txn)} matches no aborted transaction in the log",
+                    offset=txn.last_offset,
+                )
+        for txn in expected:
+            if txn not in stored:
+                self.found.add(
+                    path,
+                    None,
+                    f"aborted transaction {_txn(txn)} is missing",
+                    offset=txn.last_offset,
+                )
+
+
+def _txn(txn: AbortedTxn) -> str:
+    return (
+        f"(producer {txn.producer_id}, first {txn.first_offset}, last {txn.last_offset}, "
+        f"LSO {txn.last_stable_offset})"
+    )
+
+
+# ------------------------------------------------------------------------------- leader epochs
+
+
+def _parse_epoch(line: str) -> EpochEntry | None:
+    parts = split_java_whitespace(line)
+    if len(parts) != 2:
+        return None
+    return EpochEntry(parse_java_int(parts[0]), parse_java_int(parts[1], (0, 2**63 - 1)))
+
+
+def read_epoch_checkpoint(path: Path, found: Findings) -> list[EpochEntry]:
+    """The entries as written (not as the cache would repair them), checked for order."""
+    file: CheckpointFile[EpochEntry] = CheckpointFile(
+        path,
+        LEADER_EPOCH_CHECKPOINT_VERSION,
+        lambda e: f"{e.epoch} {e.start_offset}",
+        _parse_epoch,
+    )
+    entries = file.read()  # CheckpointError is the caller's to report
+    for i, (previous, entry) in enumerate(itertools.pairwise(entries), start=4):
+        if entry.epoch <= previous.epoch or entry.start_offset <= previous.start_offset:
+            found.add(
+                path,
+                None,
+                f"line {i}: entry {entry.epoch} {entry.start_offset} does "
+                f"not follow {previous.epoch} {previous.start_offset}: epochs and start "
+                "offsets must increase",
+            )
+    if any(e.epoch < 0 for e in entries):
+        found.add(path, None, "negative leader epoch")
+    return entries
+
+
+class EpochCheck:
+    """Every v2 batch's partition leader epoch (when set, >= 0) must be the epoch the
+    checkpoint gives for its base offset; the first disagreement per segment is reported.
+    ``entries`` is None when the file is missing."""
+
+    def __init__(self, path: Path, entries: list[EpochEntry] | None, found: Findings) -> None:
+        self.path, self.found, self.missing = path, found, entries is None
+        self.starts = [e.start_offset for e in entries or ()]
+        self.epochs = [e.epoch for e in entries or ()]
+        self.reported: set[str | None] = set()
+
+    def apply(self, batch: AnyBatch) -> None:
+        epoch = batch.partition_leader_epoch
+        if epoch < 0 or batch.file in self.reported:
+            return
+        if self.missing:
+            self.missing = False
+            self.reported.add(batch.file)
+            self.found.add(
+                self.path,
+                None,
+                f"missing, although batches carry leader epochs "
+                f"(epoch {epoch} at {batch.file}:{batch.position})",
+                offset=batch.base_offset,
+            )
+            return
+        i = bisect.bisect_right(self.starts, batch.base_offset) - 1
+        if i < 0:
+            return  # below the cache's first entry: truncated from the start with the log start
+        if self.epochs[i] != epoch:
+            self.reported.add(batch.file)
+            self.found.add(
+                self.path,
+                None,
+                f"batch at {batch.file}:{batch.position} (offset "
+                f"{batch.base_offset}) has leader epoch {epoch}, but the checkpoint "
+                f"gives epoch {self.epochs[i]} from offset {self.starts[i]}",
+                offset=batch.base_offset,
+            )
