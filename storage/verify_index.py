@@ -129,7 +129,9 @@ def check_time_index(index: TimeIndex, facts: SegmentFacts, active: bool, found:
                 f"offset {offset}: the batch holding it has {facts.max_ts[at]}, the segment up "
                 f"to there {facts.running_max[at]}",
             )
-    if not active and facts.max_timestamp >= 0 and last_ts != facts.max_timestamp:
+    if active or facts.damaged:
+        return
+    if facts.max_timestamp >= 0 and last_ts != facts.max_timestamp:
         found.add(
             index.path,
             None,

@@ -50,42 +50,53 @@ def verify_partition(
     found.stats.partitions += 1
     found.stats.files += sum(len(f) for f in files.segments.values()) + len(files.snapshots)
     for path in files.leftovers:
-        found.add(
-            path,
-            None,
-            "left over from an interrupted delete, clean or swap (Kafka "
-            "completes or discards it at startup)",
-            severity="warning",
-        )
+        found.add(path, None, "left over from an interrupted delete, clean or swap (Kafka "
+                  "completes or discards it at startup)", severity="warning")  # fmt: skip
     _check_partition_metadata(files, found)
     epochs = _epoch_check(files, found)
     bases = sorted(files.segments)
-    first_base = bases[0] if bases else None
-    replay = StateReplay(directory, files.snapshots, first_base or 0, found)
-    previous: SegmentFacts | None = None
+    replay = StateReplay(directory, files.snapshots, bases[0] if bases else 0, found)
+    previous_next: int | None = None
+    last: SegmentFacts | None = None
     for base in bases:
-        if Kind.LOG not in files.segments[base]:
-            _report_missing_log(files, base, found)
-            replay.lose_state(str(directory / segment_file_name(base, ".log")))
-            _check_txn_file(files, base, replay, found)
-            continue
-        previous_next = previous.next_offset if previous is not None else None
-        if previous_next is not None:
-            _check_hole(files, previous_next, base, found)
-        replay.segment_base = base
-        facts = check_segment(
-            directory, base, base == bases[-1], previous_next, _both(replay, epochs), found
-        )
-        _check_txn_file(files, base, replay, found)
-        if progress is not None:
-            progress(facts.size)
-        previous = facts if facts.lasts or previous is None else previous
-    end = None
-    if bases and Kind.LOG in files.segments[bases[-1]]:
-        last_next = previous.next_offset if previous is not None else None
-        end = max(last_next or 0, bases[-1])
+        last = _partition_segment(files, base, base == bases[-1], previous_next, replay, epochs,
+                                  found)  # fmt: skip
+        if last is not None:
+            previous_next = last.next_offset if last.next_offset is not None else previous_next
+            if progress is not None:
+                progress(last.size)
+    end = None if last is None or last.damaged else max(previous_next or 0, bases[-1])
     replay.finish(end)
+    first_base = bases[0] if bases else None
     return PartitionRange(parse_partition_dir_name(directory.name), first_base, end)
+
+
+def _partition_segment(
+    files: PartitionFiles,
+    base: int,
+    active: bool,
+    previous_next: int | None,
+    replay: StateReplay,
+    epochs: EpochCheck,
+    found: Findings,
+) -> SegmentFacts | None:
+    """One segment within its partition; None when its ``.log`` is missing."""
+    log = files.directory / segment_file_name(base, ".log")
+    if Kind.LOG not in files.segments[base]:
+        _report_missing_log(files, base, found)
+        replay.lose_state(str(log))
+        _check_txn_file(files, base, replay, found)
+        return None
+    hole = _check_hole(files, previous_next, base, found)
+    if hole is not None:
+        replay.lose_state(str(hole))
+    replay.segment_base = base
+    facts = check_segment(files.directory, base, active, previous_next, _both(replay, epochs),
+                          found)  # fmt: skip
+    if facts.damaged:
+        replay.lose_state(str(log))
+    _check_txn_file(files, base, replay, found)
+    return facts
 
 
 def _both(replay: StateReplay, epochs: EpochCheck) -> BatchHook:
@@ -162,20 +173,25 @@ def _report_missing_log(files: PartitionFiles, base: int, found: Findings) -> No
     )
 
 
-def _check_hole(files: PartitionFiles, previous_next: int, base: int, found: Findings) -> None:
+def _check_hole(
+    files: PartitionFiles, previous_next: int | None, base: int, found: Findings
+) -> Path | None:
     """Offsets may jump between segments (compaction), but a snapshot inside the jump marks where
-    a rolled segment began: that segment is gone with all its files."""
-    if base <= previous_next:
-        return
+    a rolled segment began: that segment is gone with all its files. Returns its ``.log`` path."""
+    if previous_next is None or base <= previous_next:
+        return None
     lost = [s for s in files.snapshots if previous_next <= s < base and s not in files.segments]
-    if lost:
-        found.add(
-            files.directory / segment_file_name(lost[0], ".log"),
-            None,
-            f"segment missing: offsets jump from {previous_next - 1} to {base}, and the "
-            f"producer snapshot at {lost[0]} shows a segment began there",
-            offset=lost[0],
-        )
+    if not lost:
+        return None
+    log = files.directory / segment_file_name(lost[0], ".log")
+    found.add(
+        log,
+        None,
+        f"segment missing: offsets jump from {previous_next - 1} to {base}, and "
+        f"the producer snapshot at {lost[0]} shows a segment began there",
+        offset=lost[0],
+    )
+    return log
 
 
 def _check_partition_metadata(files: PartitionFiles, found: Findings) -> None:

@@ -37,6 +37,7 @@ class SegmentFacts:
     max_ts: list[int] = field(default_factory=list)
     running_max: list[int] = field(default_factory=list)
     end: int = 0
+    corrupt: int = 0
 
     def add(self, batch: AnyBatch, base: int) -> None:
         self.positions.append(batch.position)
@@ -45,6 +46,11 @@ class SegmentFacts:
         self.max_ts.append(batch.max_timestamp)
         before = self.running_max[-1] if self.running_max else wire.NO_TIMESTAMP
         self.running_max.append(max(before, batch.max_timestamp))
+
+    @property
+    def damaged(self) -> bool:
+        """Bytes that hold no sound batch: whatever Kafka derived from them cannot be checked."""
+        return self.corrupt > 0 or self.end < self.size
 
     @property
     def next_offset(self) -> int | None:
@@ -120,6 +126,7 @@ def _check_batch(
             f"the computed {batch.compute_crc()}",
         )
         facts.add(batch, batch.base_offset if batch.magic >= 2 else batch.last_offset)
+        facts.corrupt += 1
         return False
     first = _check_records(batch, log, found)
     base = batch.base_offset if batch.magic >= 2 or first is None else first

@@ -1,0 +1,371 @@
+"""kafkatier.storage.verify: a log dir written by the real writer verifies clean; each injected
+fault is reported alone, naming its file (and position); the Kafka corpus is reported truthfully
+(exactly the files its ``_MISSING.txt`` lists)."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import struct
+from collections.abc import Iterator
+from pathlib import Path
+
+import crc32c
+import pytest
+from kafka.record import MemoryRecords
+from kafka.record.default_records import DefaultRecordBatch
+from verify_fixtures import (
+    CORPUS,
+    TXN_A,
+    corpus_log_dirs,
+    snappy_for_kafka_python,
+    write_log_dir,
+)
+
+from kafkatier.storage.producer_snapshot import encode_snapshot, read_snapshot
+from kafkatier.storage.verify import NotKafkaPathError, Problem, VerifyStats, verify_paths
+from kafkatier.storage.wire import segment_file_name
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _kafka_python_snappy() -> Iterator[None]:
+    with snappy_for_kafka_python():
+        yield
+
+
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_log_dir(tmp_path_factory.mktemp("verify") / "logs")
+
+
+@pytest.fixture
+def logs(pristine: Path, tmp_path: Path) -> Path:
+    """A fresh copy to damage."""
+    return Path(shutil.copytree(pristine, tmp_path / "logs"))
+
+
+def seg(logs: Path, base: int, suffix: str, partition: int = 0) -> Path:
+    return logs / f"events-{partition}" / segment_file_name(base, suffix)
+
+
+def bases(logs: Path, partition: int = 0) -> list[int]:
+    return sorted(int(p.name[:20]) for p in (logs / f"events-{partition}").glob("*.log"))
+
+
+def batch_positions(log: Path) -> list[tuple[int, DefaultRecordBatch]]:
+    """(position, batch) of every batch, read with kafka-python (independent of kafkatier)."""
+    data, out, position = log.read_bytes(), [], 0
+    while position < len(data):
+        (length,) = struct.unpack_from(">i", data, position + 8)
+        out.append((position, DefaultRecordBatch(data[position : position + 12 + length])))
+        position += 12 + length
+    return out
+
+
+def only(problems: list[Problem]) -> Problem:
+    assert len(problems) == 1, "\n".join(map(str, problems))
+    return problems[0]
+
+
+# --------------------------------------------------------------------------------- clean
+
+
+def test_clean_log_dir_counts_every_batch_and_record(logs: Path) -> None:
+    stats = VerifyStats()
+    assert verify_paths([logs], stats=stats) == []
+    batches = records = 0
+    for log in logs.rglob("*.log"):
+        memory = MemoryRecords(log.read_bytes())
+        while memory.has_next():
+            batch = memory.next_batch()
+            batches += 1
+            records += sum(1 for _ in batch)
+    assert (stats.partitions, stats.segments) == (2, len(bases(logs)) + len(bases(logs, 1)))
+    assert (stats.batches, stats.records) == (batches, records)
+    assert len(bases(logs)) >= 4, "the fixture must give a middle segment to damage"
+
+
+def test_every_partition_and_file_verifies_alone(logs: Path) -> None:
+    for path in sorted(logs.rglob("*")):
+        assert verify_paths([path]) == [], path
+
+
+def test_verify_modifies_nothing(logs: Path) -> None:
+    def state() -> dict[str, tuple[str, int]]:
+        return {
+            str(p): (hashlib.sha256(p.read_bytes()).hexdigest(), p.stat().st_mtime_ns)
+            for p in logs.rglob("*")
+            if p.is_file()
+        }
+
+    before = state()
+    seg(logs, bases(logs)[-1], ".index").unlink()  # a missing index is not re-created either
+    del before[str(seg(logs, bases(logs)[-1], ".index"))]
+    verify_paths([logs])
+    assert state() == before
+
+
+def test_unusable_paths_raise(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError):
+        verify_paths([tmp_path / "nope"])
+    (tmp_path / "notes.txt").write_text("x")
+    with pytest.raises(NotKafkaPathError):
+        verify_paths([tmp_path / "notes.txt"])
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(NotKafkaPathError):
+        verify_paths([tmp_path / "empty"])
+
+
+# ------------------------------------------------------------------------ faults in .log
+
+
+def test_flipped_crc_byte(logs: Path) -> None:
+    log = seg(logs, bases(logs)[1], ".log")
+    position, _ = batch_positions(log)[1]
+    data = bytearray(log.read_bytes())
+    data[position + 17] ^= 0xFF
+    log.write_bytes(data)
+    problem = only(verify_paths([logs]))
+    assert (problem.file, problem.position) == (str(log), position)
+    assert "CRC" in problem.message
+
+
+@pytest.mark.parametrize("which", ["middle", "active"])
+def test_truncated_mid_batch(logs: Path, which: str) -> None:
+    base = bases(logs)[1] if which == "middle" else bases(logs)[-1]
+    log = seg(logs, base, ".log")
+    position, batch = batch_positions(log)[-1]
+    with open(log, "r+b") as f:
+        f.truncate(position + batch.size_in_bytes // 2)
+    problem = only(verify_paths([logs]))
+    assert (problem.file, problem.position) == (str(log), position)
+    assert "incomplete batch" in problem.message
+
+
+def test_records_that_do_not_decode(logs: Path) -> None:
+    """A batch whose CRC holds but whose record count lies (re-checksummed)."""
+    log = seg(logs, bases(logs)[2], ".log")
+    position, batch = batch_positions(log)[-1]
+    data = bytearray(log.read_bytes())
+    struct.pack_into(">i", data, position + 57, batch.records_count + 1)
+    end = position + batch.size_in_bytes
+    struct.pack_into(">I", data, position + 17, crc32c.crc32c(bytes(data[position + 21 : end])))
+    log.write_bytes(data)
+    problem = only(verify_paths([logs]))
+    assert (problem.file, problem.position) == (str(log), position)
+    assert "do not decode" in problem.message
+
+
+def test_offsets_going_backwards(logs: Path) -> None:
+    """baseOffset is outside the CRC: rewrite a segment's first batch to reuse old offsets."""
+    base = bases(logs)[2]
+    log = seg(logs, base, ".log")
+    data = bytearray(log.read_bytes())
+    struct.pack_into(">q", data, 0, base - 5)
+    log.write_bytes(data)
+    problems = [p for p in verify_paths([logs]) if p.file == str(log) and p.position == 0]
+    messages = " | ".join(p.message for p in problems)
+    assert "offsets go backwards" in messages and "below the segment's base offset" in messages
+
+
+def test_deleted_middle_log(logs: Path) -> None:
+    log = seg(logs, bases(logs)[1], ".log")
+    log.unlink()
+    problem = only(verify_paths([logs]))
+    assert problem.file == str(log) and problem.position is None
+    assert "segment data missing" in problem.message
+
+
+def test_deleted_middle_segment_with_all_its_index_files(logs: Path) -> None:
+    """Only the producer snapshot at its base is left to show the segment existed."""
+    base = bases(logs)[1]
+    for suffix in (".log", ".index", ".timeindex", ".txnindex"):
+        seg(logs, base, suffix).unlink(missing_ok=True)
+    problem = only(verify_paths([logs]))
+    assert problem.file == str(seg(logs, base, ".log"))
+    assert "segment missing" in problem.message
+
+
+# --------------------------------------------------------------------- faults in indexes
+
+
+@pytest.mark.parametrize("field", ["position", "offset"])
+def test_corrupt_offset_index_entry(logs: Path, field: str) -> None:
+    index = seg(logs, bases(logs)[0], ".index")
+    data = bytearray(index.read_bytes())
+    relative, position = struct.unpack_from(">ii", data, 8)
+    if field == "position":
+        position += 1
+    else:
+        relative -= 1
+    struct.pack_into(">ii", data, 8, relative, position)
+    index.write_bytes(data)
+    problem = only(verify_paths([logs]))
+    assert (problem.file, problem.position) == (str(index), 8)
+
+
+@pytest.mark.parametrize("suffix", [".index", ".timeindex"])
+@pytest.mark.parametrize("which", [0, -1])
+def test_deleted_index_file(logs: Path, suffix: str, which: int) -> None:
+    index = seg(logs, bases(logs)[which], suffix)
+    index.unlink()
+    problem = only(verify_paths([logs]))
+    assert problem.file == str(index) and "missing" in problem.message
+
+
+def test_untrimmed_index_of_a_rolled_segment(logs: Path) -> None:
+    index = seg(logs, bases(logs)[0], ".index")
+    size = index.stat().st_size
+    with open(index, "ab") as f:
+        f.write(bytes(8 * 100))
+    problem = only(verify_paths([logs]))
+    assert (problem.file, problem.position) == (str(index), size)
+    assert "zero-filled" in problem.message
+
+
+def test_preallocated_index_of_the_active_segment_is_fine(logs: Path) -> None:
+    for suffix, entry in ((".index", 8), (".timeindex", 12)):
+        with open(seg(logs, bases(logs)[-1], suffix), "ab") as f:
+            f.write(bytes(entry * 1000))
+    assert verify_paths([logs]) == []
+
+
+def test_time_index_missing_its_final_entry(logs: Path) -> None:
+    index = seg(logs, bases(logs)[1], ".timeindex")
+    with open(index, "r+b") as f:
+        f.truncate(index.stat().st_size - 12)
+    problem = only(verify_paths([logs]))
+    assert problem.file == str(index) and "largest timestamp" in problem.message
+
+
+def test_time_index_entry_with_a_wrong_timestamp(logs: Path) -> None:
+    index = seg(logs, bases(logs)[0], ".timeindex")
+    data = bytearray(index.read_bytes())
+    (timestamp,) = struct.unpack_from(">q", data, 0)
+    struct.pack_into(">q", data, 0, timestamp - 1)
+    index.write_bytes(data)
+    problem = only(verify_paths([logs]))
+    assert (problem.file, problem.position) == (str(index), 0)
+
+
+def test_wrong_txn_index_entry(logs: Path) -> None:
+    [index] = (logs / "events-0").glob("*.txnindex")
+    data = bytearray(index.read_bytes())
+    (lso,) = struct.unpack_from(">q", data, 26)
+    struct.pack_into(">q", data, 26, lso + 1)
+    index.write_bytes(data)
+    problem = only(verify_paths([logs]))
+    assert (problem.file, problem.position) == (str(index), 0)
+    assert f"producer {TXN_A}" in problem.message and "differs" in problem.message
+
+
+def test_missing_txn_index(logs: Path) -> None:
+    [index] = (logs / "events-0").glob("*.txnindex")
+    index.unlink()
+    problem = only(verify_paths([logs]))
+    assert problem.file == str(index) and "missing" in problem.message
+
+
+def test_txn_index_entry_in_the_wrong_segment(logs: Path) -> None:
+    [index] = (logs / "events-0").glob("*.txnindex")
+    other = seg(logs, bases(logs)[-1], ".txnindex")
+    shutil.move(index, other)
+    problems = verify_paths([logs])
+    assert {p.file for p in problems} == {str(index), str(other)}, problems
+
+
+# --------------------------------------------------------------------- snapshots, checkpoints
+
+
+def test_corrupt_snapshot_bytes(logs: Path) -> None:
+    snapshot = sorted((logs / "events-0").glob("*.snapshot"))[0]
+    data = bytearray(snapshot.read_bytes())
+    data[20] ^= 0x01
+    snapshot.write_bytes(data)
+    problem = only(verify_paths([logs]))
+    assert (problem.file, problem.position) == (str(snapshot), 2)
+    assert "CRC" in problem.message
+
+
+def test_snapshot_that_disagrees_with_the_log(logs: Path) -> None:
+    """A well-formed snapshot (valid CRC) whose state the log does not give."""
+    snapshot = sorted((logs / "events-0").glob("*.snapshot"))[1]
+    entries = read_snapshot(snapshot)
+    i = next(i for i, e in enumerate(entries) if e.producer_id == TXN_A)
+    entries[i] = type(entries[i])(**{**vars(entries[i]), "last_sequence": 77})
+    snapshot.write_bytes(encode_snapshot(entries))
+    problem = only(verify_paths([logs]))
+    assert (problem.file, problem.position) == (str(snapshot), 10 + 46 * i)
+    assert "last_sequence 77" in problem.message
+
+
+def test_snapshot_beyond_the_log_end(logs: Path) -> None:
+    last = sorted((logs / "events-0").glob("*.snapshot"))[-1]
+    beyond = last.with_name(segment_file_name(int(last.name[:20]) + 100, ".snapshot"))
+    shutil.copy(last, beyond)
+    problem = only(verify_paths([logs]))
+    assert problem.file == str(beyond) and "beyond the log end" in problem.message
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [("events 1 x", "line 4: malformed"), ("events 1 99999", "outside the partition's log")],
+)
+def test_bad_checkpoint_line(logs: Path, line: str, expected: str) -> None:
+    checkpoint = logs / "recovery-point-offset-checkpoint"
+    lines = checkpoint.read_text().splitlines()
+    lines[3] = line
+    checkpoint.write_text("\n".join(lines) + "\n")
+    problem = only(verify_paths([logs]))
+    assert problem.file == str(checkpoint) and expected in problem.message
+
+
+def test_leader_epoch_checkpoint_that_disagrees(logs: Path) -> None:
+    checkpoint = logs / "events-1" / "leader-epoch-checkpoint"
+    checkpoint.write_text("0\n1\n3 0\n")
+    problem = only(verify_paths([logs]))
+    assert problem.file == str(checkpoint) and "leader epoch 0" in problem.message
+
+
+def test_leader_epoch_checkpoint_out_of_order(logs: Path) -> None:
+    checkpoint = logs / "events-1" / "leader-epoch-checkpoint"
+    checkpoint.write_text("0\n2\n0 0\n0 5\n")
+    problem = only(verify_paths([logs]))
+    assert problem.file == str(checkpoint) and "line 4" in problem.message
+
+
+def test_garbled_metadata_files(logs: Path) -> None:
+    (logs / "events-1" / "partition.metadata").write_text("version: 0\ntopic_id: ???")
+    (logs / "meta.properties").unlink()
+    problems = verify_paths([logs])
+    assert sorted(p.file for p in problems) == sorted(
+        [str(logs / "events-1" / "partition.metadata"), str(logs / "meta.properties")]
+    )
+
+
+def test_leftover_of_an_interrupted_operation_is_a_warning(logs: Path) -> None:
+    log = seg(logs, bases(logs)[0], ".log")
+    shutil.copy(log, log.with_name(log.name + ".deleted"))
+    problem = only(verify_paths([logs]))
+    assert problem.severity == "warning"
+
+
+# --------------------------------------------------------------------------------- corpus
+
+
+def _missing(log_dir: Path) -> set[str]:
+    """The files ``_MISSING.txt`` lists inside this log dir."""
+    root = CORPUS / log_dir.relative_to(CORPUS).parts[0]
+    listed = [line.split("\t")[0] for line in (root / "_MISSING.txt").read_text().splitlines()]
+    return {str(root / name) for name in listed if name and (root / name).is_relative_to(log_dir)}
+
+
+@pytest.mark.skipif(not CORPUS.is_dir(), reason=f"Kafka corpus not found at {CORPUS}")
+@pytest.mark.parametrize("log_dir", corpus_log_dirs(), ids=lambda p: p.relative_to(CORPUS).parts[0])
+def test_corpus_problems_are_exactly_the_missing_files(log_dir: Path) -> None:
+    stats = VerifyStats()
+    problems = verify_paths([log_dir], stats=stats)
+    assert {p.file for p in problems} == _missing(log_dir)
+    assert all(p.severity == "error" and "missing" in p.message for p in problems)
+    assert len(problems) == len({p.file for p in problems})
+    assert stats.batches > 0
