@@ -140,16 +140,35 @@ class Log:
     ) -> LogAppendInfo:
         """Validate, assign offsets to and write the v2 batches in ``data`` (Kafka's leader append).
 
-        Validation (CRC, counts, producer epochs and sequences) happens for every batch before
-        anything is written, so a rejected append leaves the log untouched. Batches the producer
-        already appended (same producer, epoch and sequence range among its last five) are skipped.
+        Validation (CRC, counts, sizes, producer epochs and sequences) happens for every batch
+        before anything is written, so a rejected append leaves the log untouched. Batches the
+        producer already appended (same producer, epoch and sequence range among its last five)
+        are skipped.
         """
         incoming = parse_incoming(data, origin)
+        placed, duplicates = self._validate(incoming, origin)
+        if not placed:
+            return self._duplicate_info(duplicates, len(incoming))
+        self._assign_leader_epoch(placed[0].base_offset)
+        self._write(placed, origin)
+        return LogAppendInfo(
+            first_offset=placed[0].base_offset,
+            last_offset=placed[-1].last_offset,
+            max_timestamp=max(b.max_timestamp for b in placed),
+            num_batches=len(placed),
+            num_records=sum(b.records_count for b in placed),
+            duplicate_batches=len(duplicates),
+        )
+
+    def _validate(
+        self, incoming: Sequence[RecordBatch], origin: AppendOrigin
+    ) -> tuple[list[RecordBatch], list[tuple[int, int]]]:
+        """A dry run of the append: the batches as they will be written (offsets assigned) and
+        the duplicates skipped; raises on any rule broken, having changed nothing."""
         now = self.clock()
         rules = self._rules()
         placed: list[RecordBatch] = []
         infos: dict[int, ProducerAppendInfo] = {}
-        completed: list[CompletedTxn] = []
         duplicates: list[tuple[int, int]] = []
         next_offset = self.log_end_offset
         for batch in incoming:
@@ -161,6 +180,7 @@ class Log:
             buf = prepare_for_log(batch, rules, now)
             assign_offset(buf, next_offset, self.leader_epoch)
             out = RecordBatch(buf, 0, file=str(self.directory))
+            self._check_fits_segment(out)
             next_offset = out.next_offset
             if out.has_producer_id:
                 info = infos.get(out.producer_id)
@@ -168,23 +188,18 @@ class Log:
                     info = infos[out.producer_id] = self.producer_state.prepare_update(
                         out.producer_id, origin
                     )
-                txn = info.append(out)
-                if txn is not None:
-                    completed.append(txn)
+                info.append(out)
             placed.append(out)
-        if not placed:
-            return self._duplicate_info(duplicates, len(incoming))
-        self._assign_leader_epoch(placed[0].base_offset)
-        self._write(placed)
-        self._commit_producer_state(list(infos.values()), completed, next_offset)
-        return LogAppendInfo(
-            first_offset=placed[0].base_offset,
-            last_offset=placed[-1].last_offset,
-            max_timestamp=max(b.max_timestamp for b in placed),
-            num_batches=len(placed),
-            num_records=sum(b.records_count for b in placed),
-            duplicate_batches=len(duplicates),
-        )
+        return placed, duplicates
+
+    def _check_fits_segment(self, batch: RecordBatch) -> None:
+        if batch.size_in_bytes > self.config.segment_bytes:
+            raise RecordTooLargeError(
+                f"batch of {batch.size_in_bytes} bytes exceeds segment.bytes="
+                f"{self.config.segment_bytes}",
+                file=str(self.directory),
+                offset=batch.base_offset,
+            )
 
     @staticmethod
     def _duplicate_info(duplicates: list[tuple[int, int]], count: int) -> LogAppendInfo:
@@ -198,11 +213,22 @@ class Log:
             self.leader_epoch_cache.assign(self.leader_epoch, start_offset)
             self.leader_epoch_cache.flush()
 
-    def _commit_producer_state(
-        self, infos: Sequence[ProducerAppendInfo], completed: Sequence[CompletedTxn], end: int
-    ) -> None:
-        """Kafka's order: update entries, then index aborted txns with their LSO, then the end."""
-        for info in infos:
+    def _commit_producer_state(self, batches: Sequence[RecordBatch], origin: AppendOrigin) -> None:
+        """Kafka's order for the batches just written: update entries, then index aborted txns
+        with their LSO, then the end offset. Re-applies the checks :meth:`_validate` passed."""
+        infos: dict[int, ProducerAppendInfo] = {}
+        completed: list[CompletedTxn] = []
+        for batch in batches:
+            if batch.has_producer_id:
+                info = infos.get(batch.producer_id)
+                if info is None:
+                    info = infos[batch.producer_id] = self.producer_state.prepare_update(
+                        batch.producer_id, origin
+                    )
+                txn = info.append(batch)
+                if txn is not None:
+                    completed.append(txn)
+        for info in infos.values():
             self.producer_state.update(info)
         for txn in completed:
             if txn.is_aborted:
@@ -211,29 +237,24 @@ class Log:
                     AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, lso)
                 )
             self.producer_state.complete_txn(txn)
-        self.producer_state.update_map_end_offset(end)
+        self.producer_state.update_map_end_offset(batches[-1].next_offset)
 
-    def _write(self, batches: Sequence[RecordBatch]) -> None:
-        """Append in chunks that fit the active segment, rolling between them (§9.2)."""
+    def _write(self, batches: Sequence[RecordBatch], origin: AppendOrigin) -> None:
+        """Append in chunks that fit the active segment, rolling between them (§9.2). Each
+        chunk's producer state is committed before the next roll, so the new segment's base
+        offset and its producer snapshot both describe the log up to that chunk."""
         chunk: list[RecordBatch] = []
         chunk_bytes = 0
         for batch in batches:
-            if batch.size_in_bytes > self.config.segment_bytes:
-                raise RecordTooLargeError(
-                    f"batch of {batch.size_in_bytes} bytes exceeds segment.bytes="
-                    f"{self.config.segment_bytes}",
-                    file=str(self.directory),
-                    offset=batch.base_offset,
-                )
             if chunk and self._needs_new_segment(chunk_bytes + batch.size_in_bytes, batch):
-                self._write_chunk(chunk)
+                self._write_chunk(chunk, origin)
                 chunk, chunk_bytes = [], 0
             if not chunk:
                 self._maybe_roll(batch.size_in_bytes, batch)
             chunk.append(batch)
             chunk_bytes += batch.size_in_bytes
         if chunk:
-            self._write_chunk(chunk)
+            self._write_chunk(chunk, origin)
 
     def _needs_new_segment(self, chunk_bytes: int, batch: RecordBatch) -> bool:
         active = self.active_segment
@@ -242,7 +263,7 @@ class Log:
             or not active.can_convert_to_relative_offset(batch.last_offset)
         )
 
-    def _write_chunk(self, chunk: Sequence[RecordBatch]) -> None:
+    def _write_chunk(self, chunk: Sequence[RecordBatch], origin: AppendOrigin) -> None:
         data = bytearray()
         infos: list[BatchInfo] = []
         for batch in chunk:
@@ -251,6 +272,7 @@ class Log:
             )
             data += batch.buffer
         self.active_segment.append(data, infos)
+        self._commit_producer_state(chunk, origin)
 
     def _maybe_roll(self, size: int, first: RecordBatch) -> None:
         if self._should_roll(self.active_segment, size, first):
@@ -266,12 +288,7 @@ class Log:
             return True
         if seg.size == 0:
             return False
-        based = seg.rolling_based_timestamp
-        waited = (
-            first.max_timestamp - based
-            if based is not None and based >= 0
-            else self.clock() - seg.created_ms
-        )
+        waited = seg.time_waited_for_roll(self.clock(), first.max_timestamp)
         return waited > cfg.max_segment_ms - seg.roll_jitter_ms
 
     def roll(self) -> LogSegment:

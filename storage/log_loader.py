@@ -16,7 +16,7 @@ from pathlib import Path
 
 from kafkatier.storage import wire
 from kafkatier.storage.config import LogConfig
-from kafkatier.storage.errors import CorruptRecordError, InvalidRecordError
+from kafkatier.storage.errors import CorruptIndexError, CorruptRecordError, InvalidRecordError
 from kafkatier.storage.leader_epoch import LeaderEpochFileCache
 from kafkatier.storage.log import Clock, Log, wall_clock_ms
 from kafkatier.storage.metadata_files import parse_partition_dir_name
@@ -68,14 +68,15 @@ def open_log(
     first_to_recover = _first_to_recover(log, needs_recovery, clean_shutdown)
     if first_to_recover is not None:
         recover_from(log, first_to_recover)
-    else:
-        rebuild_producer_state(log)
+    rebuild_producer_state(log)  # as Kafka after recovery: drops stray snapshots, snapshots the end
     active = log.active_segment
     active.offset_index.resize(config.segment_index_bytes)  # Kafka's resizeIndexes at load:
     active.time_index.resize(config.segment_index_bytes)  # trimmed files would look full
     end = log.log_end_offset
     cache.truncate_from_end(end)
     cache.truncate_from_start(log.log_start_offset)
+    if cache.dirty:
+        cache.flush()
     log.leader_epoch = max(cache.latest_epoch or 0, 0)
     log.recovery_point = min(max(log.recovery_point, 0), end)
     return log
@@ -161,7 +162,12 @@ def load_segments(
         index = directory / wire.segment_file_name(base, ".index")
         if not index.exists():
             needs_recovery.add(base)
-        segments.append(_new_segment(directory, base, config, clock))
+        segment = _new_segment(directory, base, config, clock)
+        try:
+            segment.txn_index.sanity_check()
+        except CorruptIndexError:
+            needs_recovery.add(base)
+        segments.append(segment)
     return segments, needs_recovery
 
 
@@ -181,6 +187,7 @@ def recover_from(log: Log, first_base: int) -> None:
     for position in range(index, len(log.segments)):
         segment = log.segments[position]
         truncated = recover_segment(segment, log.producer_state, log.leader_epoch_cache)
+        log.producer_state.take_snapshot()  # Kafka: so later recoveries need not replay it again
         if truncated > 0:
             for later in log.segments[position + 1 :]:
                 later.delete()
@@ -280,4 +287,5 @@ def rebuild_producer_state(log: Log, up_to: int | None = None) -> None:
                 replay_batch(state, batch, None)
     state.update_map_end_offset(max(end, state.map_end_offset) if up_to is None else end)
     if up_to is None:
+        state.take_snapshot()
         state.remove_straggler_snapshots(s.base_offset for s in log.segments)

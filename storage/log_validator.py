@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import crc32c
+
 from kafkatier.storage import wire
 from kafkatier.storage.errors import InvalidRecordError, RecordTooLargeError
 from kafkatier.storage.legacy import LegacyBatch
@@ -75,20 +76,27 @@ def _check_client_batch(batch: RecordBatch, origin: AppendOrigin) -> None:
 
 
 def prepare_for_log(batch: RecordBatch, rules: AppendRules, now_ms: int) -> bytearray:
-    """The batch's bytes as they will be written: recompressed / stamped where the topic says."""
+    """The batch's bytes as they will be written: recompressed / stamped where the topic says.
+
+    Kafka checks ``max.message.bytes`` on the batch as received and again after recompression."""
+    _check_size(batch.size_in_bytes, rules, batch.position)
     if rules.compression is not None and batch.codec != rules.compression and not batch.is_control:
         out = bytearray(_recompress(batch, rules))
     else:
         out = bytearray(batch.buffer)
     if rules.log_append_time:
         _stamp_log_append_time(out, now_ms)
-    if len(out) > rules.max_message_bytes:
-        raise RecordTooLargeError(
-            f"batch of {len(out)} bytes exceeds max.message.bytes={rules.max_message_bytes}",
-            file="<append>",
-            position=batch.position,
-        )
+    _check_size(len(out), rules, batch.position)
     return out
+
+
+def _check_size(size: int, rules: AppendRules, position: int) -> None:
+    if size > rules.max_message_bytes:
+        raise RecordTooLargeError(
+            f"batch of {size} bytes exceeds max.message.bytes={rules.max_message_bytes}",
+            file="<append>",
+            position=position,
+        )
 
 
 def _recompress(batch: RecordBatch, rules: AppendRules) -> bytes:

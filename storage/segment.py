@@ -118,6 +118,20 @@ class LogSegment:
         if timestamp > self.max_timestamp:
             self._max_ts = (timestamp, last_offset)
 
+    def time_waited_for_roll(self, now_ms: int, message_timestamp: int) -> int:
+        """Kafka's ``timeWaitedForRoll``: by record timestamps when the segment's first batch has
+        one (read back from the file after a reopen, as ``loadFirstBatchTimestamp``), else by
+        the clock since this segment object was created."""
+        if self.rolling_based_timestamp is None:
+            first = self._header_at(0) if self.size else None
+            if first is not None:
+                batch = next(self.batches(0, end=first.size), None)
+                self.rolling_based_timestamp = None if batch is None else batch.max_timestamp
+        based = self.rolling_based_timestamp
+        if based is not None and based >= 0:
+            return message_timestamp - based
+        return now_ms - self.created_ms
+
     # ----------------------------------------------------------------- appends
 
     def can_convert_to_relative_offset(self, offset: int) -> bool:
@@ -152,7 +166,10 @@ class LogSegment:
 
     def _index_batch(self, position: int, size: int, last_offset: int, max_ts: int) -> None:
         self._track_max(max_ts, last_offset)
-        if self._bytes_since_last_index_entry > self.index_interval_bytes:
+        # An append of many batches may fill an index mid-way (Kafka indexes once per append
+        # and rolls before a full index); skipping entries only lengthens lookups' scans.
+        full = self.offset_index.is_full or self.time_index.is_full
+        if self._bytes_since_last_index_entry > self.index_interval_bytes and not full:
             self.offset_index.append(last_offset, position)
             ts, ts_offset = self.max_timestamp_and_offset
             self.time_index.maybe_append(ts, ts_offset)
