@@ -56,7 +56,7 @@ def check_offset_index(
     """Each entry ``(o, p)``: ``p`` starts a batch and ``o`` is the last offset of that batch or,
     since Kafka 3.x indexes a whole multi-batch append at once, of a later batch of the same
     append. Either way a lookup that starts scanning at ``p`` finds every offset >= ``o``, because
-    the batch before ``p`` ends below ``o``."""
+    the batch before ``p`` ends below ``o``. Entries strictly increase in both fields."""
     previous: tuple[int, int] | None = None
     for slot in range(_check_layout(index, active, found)):
         offset, position = index.entry(slot)
@@ -69,33 +69,30 @@ def check_offset_index(
                 f"(offset {previous[0]}, position {previous[1]}): entries must increase",
             )
         previous = (offset, position)
-        if position >= facts.end:
-            if facts.end == facts.size:
-                _add(
-                    found,
-                    where,
-                    f"entry points to position {position}, past the end of the "
-                    f"log ({facts.size} bytes)",
-                )
-            continue
-        at = facts.batch_at(position)
-        if at is None:
-            _add(
-                found,
-                where,
-                f"entry (offset {offset}, position {position}) does not point to "
-                "the start of a batch",
+        message = _offset_entry_problem(offset, position, facts)
+        if message is not None:
+            _add(found, where, message)
+
+
+def _offset_entry_problem(offset: int, position: int, facts: SegmentFacts) -> str | None:
+    if position >= facts.end:  # beyond a torn or corrupt end already reported: not checked
+        return (
+            None
+            if facts.end < facts.size
+            else (
+                f"entry points to position {position}, past the end of the log ({facts.size} bytes)"
             )
-            continue
-        ending = facts.batch_ending_at(offset)
-        if ending is None or ending < at:
-            _add(
-                found,
-                where,
-                f"entry offset {offset} is not the last offset of the batch at "
-                f"position {position} (offsets {facts.bases[at]}..{facts.lasts[at]}) or of a "
-                "later batch",
-            )
+        )
+    at = facts.batch_at(position)
+    if at is None:
+        return f"entry (offset {offset}, position {position}) does not point to a batch start"
+    ending = facts.batch_ending_at(offset)
+    if ending is None or ending < at:
+        return (
+            f"entry offset {offset} is not the last offset of the batch at position "
+            f"{position} (offsets {facts.bases[at]}..{facts.lasts[at]}) or of a later batch"
+        )
+    return None
 
 
 def check_time_index(index: TimeIndex, facts: SegmentFacts, active: bool, found: Findings) -> None:
@@ -116,22 +113,11 @@ def check_time_index(index: TimeIndex, facts: SegmentFacts, active: bool, found:
                 f"(timestamp {previous[0]}, offset {previous[1]}): timestamps must increase",
             )
         previous, last_ts = (timestamp, offset), timestamp
-        at = facts.batch_holding(offset)
-        if at is None:
-            if facts.end == facts.size or (facts.lasts and offset <= facts.lasts[-1]):
-                _add(found, where, f"entry offset {offset} is in no batch of the log")
-            continue
-        if facts.max_ts[at] != timestamp or facts.running_max[at] != timestamp:
-            _add(
-                found,
-                where,
-                f"entry timestamp {timestamp} is not the largest timestamp up to "
-                f"offset {offset}: the batch holding it has {facts.max_ts[at]}, the segment up "
-                f"to there {facts.running_max[at]}",
-            )
-    if active or facts.damaged:
-        return
-    if facts.max_timestamp >= 0 and last_ts != facts.max_timestamp:
+        message = _time_entry_problem(timestamp, offset, facts)
+        if message is not None:
+            _add(found, where, message)
+    largest = facts.max_timestamp
+    if not active and not facts.damaged and largest >= 0 and last_ts != largest:
         found.add(
             index.path,
             None,
@@ -139,6 +125,20 @@ def check_time_index(index: TimeIndex, facts: SegmentFacts, active: bool, found:
             f"largest timestamp {facts.max_timestamp}: a restarted broker would apply "
             "retention by the wrong time",
         )
+
+
+def _time_entry_problem(timestamp: int, offset: int, facts: SegmentFacts) -> str | None:
+    at = facts.batch_holding(offset)
+    if at is None:
+        beyond_damage = facts.damaged and (not facts.lasts or offset > facts.lasts[-1])
+        return None if beyond_damage else f"entry offset {offset} is in no batch of the log"
+    if facts.max_ts[at] != timestamp or facts.running_max[at] != timestamp:
+        return (
+            f"entry timestamp {timestamp} is not the largest timestamp up to offset {offset}: "
+            f"the batch holding it has {facts.max_ts[at]}, the segment up to there "
+            f"{facts.running_max[at]}"
+        )
+    return None
 
 
 def read_txn_index(index: TransactionIndex, found: Findings) -> list[AbortedTxn]:

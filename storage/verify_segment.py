@@ -119,49 +119,36 @@ def _check_batch(
     """Record one batch's facts and report what is wrong with it; False if its CRC fails."""
     found.stats.batches += 1
     if not batch.is_valid():
-        found.add(
-            log,
-            batch.position,
-            f"corrupt batch: stored CRC {batch.crc} does not match "
-            f"the computed {batch.compute_crc()}",
-        )
+        found.add(log, batch.position, f"corrupt batch: stored CRC {batch.crc} does not match "
+                  f"the computed {batch.compute_crc()}")  # fmt: skip
         facts.add(batch, batch.base_offset if batch.magic >= 2 else batch.last_offset)
         facts.corrupt += 1
         return False
     first = _check_records(batch, log, found)
     base = batch.base_offset if batch.magic >= 2 or first is None else first
     facts.add(batch, base)
-    if len(facts.bases) == 1 and base < facts.base_offset:
-        found.add(
-            log,
-            batch.position,
-            f"first batch starts at offset {base}, below the "
-            f"segment's base offset {facts.base_offset}",
-            offset=base,
-        )
-    if previous_next is not None and base < previous_next:
-        found.add(
-            log,
-            batch.position,
-            f"offsets go backwards: batch starts at {base} but "
-            f"offset {previous_next - 1} was already used",
-            offset=base,
-        )
-    if batch.last_offset < base:
-        found.add(
-            log,
-            batch.position,
-            f"last offset {batch.last_offset} is below the base offset {base}",
-            offset=base,
-        )
-    if batch.last_offset - facts.base_offset > wire.INT32_MAX:
-        found.add(
-            log,
-            batch.position,
-            f"offset {batch.last_offset} does not fit the segment's 32-bit relative offsets",
-            offset=base,
-        )
+    for message in _offset_problems(batch, base, facts, previous_next):
+        found.add(log, batch.position, message, offset=base)
     return True
+
+
+def _offset_problems(
+    batch: AnyBatch, base: int, facts: SegmentFacts, previous_next: int | None
+) -> list[str]:
+    """Offsets rise strictly from the segment's base offset and fit its relative range."""
+    problems = []
+    if len(facts.bases) == 1 and base < facts.base_offset:
+        problems.append(f"first batch starts at offset {base}, below the segment's base offset "
+                        f"{facts.base_offset}")  # fmt: skip
+    if previous_next is not None and base < previous_next:
+        problems.append(f"offsets go backwards: batch starts at {base} but offset "
+                        f"{previous_next - 1} was already used")  # fmt: skip
+    if batch.last_offset < base:
+        problems.append(f"last offset {batch.last_offset} is below the base offset {base}")
+    if batch.last_offset - facts.base_offset > wire.INT32_MAX:
+        problems.append(f"offset {batch.last_offset} does not fit the segment's 32-bit relative "
+                        "offsets")  # fmt: skip
+    return problems
 
 
 def _check_records(batch: AnyBatch, log: Path, found: Findings) -> int | None:

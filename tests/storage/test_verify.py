@@ -22,7 +22,10 @@ from verify_fixtures import (
     write_log_dir,
 )
 
+from kafkatier.storage.config import LogConfig
+from kafkatier.storage.log_dir import LogDirectory
 from kafkatier.storage.producer_snapshot import encode_snapshot, read_snapshot
+from kafkatier.storage.records import Record, build_batch
 from kafkatier.storage.verify import NotKafkaPathError, Problem, VerifyStats, verify_paths
 from kafkatier.storage.wire import segment_file_name
 
@@ -103,6 +106,26 @@ def test_verify_modifies_nothing(logs: Path) -> None:
     del before[str(seg(logs, bases(logs)[-1], ".index"))]
     verify_paths([logs])
     assert state() == before
+
+
+def test_unclean_writer_output_with_preallocated_active_indexes(tmp_path: Path) -> None:
+    """Flushed but never closed: the active segment keeps its 10 MiB zero-filled indexes."""
+    log_dir = LogDirectory(tmp_path / "logs", config_for=lambda _t: LogConfig(segment_bytes=2000))
+    log = log_dir.get_or_create("t", 0)
+    for i in range(40):
+        log.append(build_batch([Record(0, 1000 + i, b"k", b"v" * 30)], producer_id=5,
+                               producer_epoch=0, base_sequence=i))  # fmt: skip
+    log_dir.flush()
+    active = sorted((tmp_path / "logs" / "t-0").glob("*.index"))[-1]
+    assert active.stat().st_size == 10 * 1024 * 1024
+    assert verify_paths([tmp_path / "logs"]) == []
+
+
+def test_index_file_alone_without_its_log(logs: Path) -> None:
+    log = seg(logs, bases(logs)[1], ".log")
+    log.unlink()
+    problem = only(verify_paths([log.with_suffix(".index")]))
+    assert problem.file == str(log) and "segment data missing" in problem.message
 
 
 def test_unusable_paths_raise(tmp_path: Path) -> None:
