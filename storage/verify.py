@@ -46,6 +46,7 @@ from kafkatier.storage.verify_problem import (
 from kafkatier.storage.verify_state import read_epoch_checkpoint
 
 __all__ = [
+    "NotKafkaPathError",
     "Problem",
     "Severity",
     "VerifyStats",

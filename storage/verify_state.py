@@ -74,6 +74,7 @@ class StateReplay:
                     f"producer state replay fails here: {exc.message}",
                     offset=batch.base_offset,
                 )
+                self.lose_state(str(batch.file))  # what follows would only repeat the failure
         self.manager.update_map_end_offset(batch.last_offset + 1)
 
     def _apply_producer_batch(self, batch: RecordBatch) -> None:

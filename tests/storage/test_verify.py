@@ -191,6 +191,27 @@ def test_offsets_going_backwards(logs: Path) -> None:
     assert "offsets go backwards" in messages and "below the segment's base offset" in messages
 
 
+def test_batch_that_breaks_producer_state(logs: Path) -> None:
+    """A's second transactional batch, re-checksummed without its transactional bit: Kafka
+    rejects a plain batch while the producer's transaction is open."""
+    found = [
+        (log, position, batch)
+        for log in sorted((logs / "events-0").glob("*.log"))
+        for position, batch in batch_positions(log)
+        if batch.producer_id == TXN_A and not batch.is_control_batch
+    ]
+    log, position, batch = found[1]
+    data = bytearray(log.read_bytes())
+    (attributes,) = struct.unpack_from(">h", data, position + 21)
+    struct.pack_into(">h", data, position + 21, attributes & ~0x10)
+    end = position + batch.size_in_bytes
+    struct.pack_into(">I", data, position + 17, crc32c.crc32c(bytes(data[position + 21 : end])))
+    log.write_bytes(data)
+    problem = only(verify_paths([logs]))
+    assert (problem.file, problem.position) == (str(log), position)
+    assert "transaction is open" in problem.message
+
+
 def test_deleted_middle_log(logs: Path) -> None:
     log = seg(logs, bases(logs)[1], ".log")
     log.unlink()
