@@ -162,7 +162,10 @@ def load_segments(
         index = directory / wire.segment_file_name(base, ".index")
         if not index.exists():
             needs_recovery.add(base)
+        time_index_missing = not (directory / wire.segment_file_name(base, ".timeindex")).exists()
         segment = _new_segment(directory, base, config, clock)
+        if time_index_missing:  # Kafka's sanityCheck: a recreated time index starts empty
+            segment.time_index.resize(0)
         try:
             segment.txn_index.sanity_check()
         except CorruptIndexError:
