@@ -17,7 +17,7 @@ from numpy.typing import NDArray
 from kafkatier.storage.errors import InvalidRecordError, StorageError
 from kafkatier.storage.wire import NO_TIMESTAMP
 
-BinaryColumn = tuple[NDArray[np.int64], NDArray[np.uint8], NDArray[np.uint8]]
+BinaryColumn = tuple[NDArray[np.int64], NDArray[np.uint8], NDArray[np.int64]]
 HeaderColumns = tuple[NDArray[Any], ...]
 
 BYTES_TYPES = "binary, large_binary, string, large_string (or their view/dictionary forms)"
@@ -68,23 +68,27 @@ def _as_plain_bytes(arr: pa.Array, name: str) -> pa.Array:
 
 
 def binary_column(arr: pa.Array, name: str) -> BinaryColumn:
-    """Offsets (widened to int64, absolute into the data buffer), data bytes and validity."""
+    """Start of each value in the data buffer, the data bytes, and lengths (-1 for null)."""
     arr = _as_plain_bytes(arr, name)
     large = pa.types.is_large_binary(arr.type) or pa.types.is_large_string(arr.type)
     dtype = np.int64 if large else np.int32
     _, offsets_buf, data_buf = arr.buffers()
     n = len(arr)
     if offsets_buf is None:  # a zero-length array may come without buffers
-        offsets = np.zeros(n + 1, np.int64)
-    else:
-        offsets = np.frombuffer(offsets_buf, dtype, n + 1, arr.offset * np.dtype(dtype).itemsize)
+        return _EMPTY_I64, _EMPTY_U8, _EMPTY_I64
+    offsets = np.frombuffer(offsets_buf, dtype, n + 1, arr.offset * np.dtype(dtype).itemsize)
+    starts = offsets[:-1].astype(np.int64)
+    lengths = offsets[1:].astype(np.int64)
+    lengths -= starts
+    if arr.null_count:
+        lengths[_validity(arr) == 0] = -1
     data = _EMPTY_U8 if data_buf is None else np.frombuffer(data_buf, np.uint8)
-    return offsets.astype(np.int64), data, _validity(arr)
+    return starts, data, lengths
 
 
 def absent_binary(n: int) -> BinaryColumn:
     """A key column of ``n`` nulls, for tables without ``key``."""
-    return np.zeros(n + 1, np.int64), _EMPTY_U8, np.zeros(n, np.uint8)
+    return np.zeros(n, np.int64), _EMPTY_U8, np.full(n, -1, np.int64)
 
 
 def _header_children(arr: pa.Array, name: str) -> tuple[pa.Array, pa.Array]:
@@ -110,7 +114,7 @@ def _header_children(arr: pa.Array, name: str) -> tuple[pa.Array, pa.Array]:
 
 
 def headers_column(arr: pa.Array, name: str) -> HeaderColumns:
-    """Headers as (list offsets, key offsets, key data, value offsets, value data, validity).
+    """Headers as list offsets then the key and value binary columns of the flat headers.
 
     Null lists become empty ones (Kafka has no null header list), so list offsets are rebuilt
     over the flattened headers.
@@ -129,14 +133,12 @@ def headers_column(arr: pa.Array, name: str) -> HeaderColumns:
     lengths = pc.fill_null(pc.list_value_length(arr), 0).to_numpy(zero_copy_only=False)
     offsets = np.zeros(len(arr) + 1, np.int64)
     np.cumsum(lengths, out=offsets[1:])
-    k_off, k_data, _ = binary_column(keys, f"{name}.key")
-    v_off, v_data, v_valid = binary_column(values, f"{name}.value")
-    return offsets, k_off, k_data, v_off, v_data, v_valid
+    return (offsets, *binary_column(keys, f"{name}.key"), *binary_column(values, f"{name}.value"))
 
 
 def absent_headers() -> HeaderColumns:
     """No headers column: the kernels write a header count of 0 for every record."""
-    return _EMPTY_I64, _EMPTY_I64, _EMPTY_U8, _EMPTY_I64, _EMPTY_U8, _EMPTY_U8
+    return _EMPTY_I64, _EMPTY_I64, _EMPTY_U8, _EMPTY_I64, _EMPTY_I64, _EMPTY_U8, _EMPTY_I64
 
 
 def timestamps_column(arr: pa.Array | None, n: int, default: int, name: str) -> NDArray[np.int64]:
@@ -167,7 +169,9 @@ def _column(data: pa.Table | pa.RecordBatch, name: str) -> pa.Array | None:
     if name not in data.schema.names:
         return None
     col = data.column(name)
-    return col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    if not isinstance(col, pa.ChunkedArray):
+        return col
+    return col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()  # 1 chunk: no copy
 
 
 def extract(data: pa.Table | pa.RecordBatch, default_timestamp: int) -> Columns:

@@ -135,9 +135,13 @@ def _select(
 
 @dataclass(frozen=True)
 class _Group:
-    """Record bytes of some batches: ``spans[b]`` = (start, end) in ``payload``."""
+    """Some batches to parse: batch ``b``'s records are ``spans[b]`` of its chunk's payload.
 
-    payload: NDArray[np.uint8]
+    ``chunks`` pairs payloads with the batches they hold: the whole buffer for uncompressed
+    batches (parsed in place), one decompressed payload per compressed batch (no joining).
+    """
+
+    chunks: list[tuple[NDArray[np.uint8], slice]]
     spans: NDArray[np.int64]
     meta: NDArray[np.int64]  # count, base offset, base ts, max ts, timestamp type
     positions: NDArray[np.int64]
@@ -182,7 +186,7 @@ def _groups(
 ) -> Iterator[_Group]:
     """Yield the selected batches in groups of about GROUP_BYTES record bytes.
 
-    Uncompressed batches are parsed in place; compressed ones are decompressed and joined.
+    Uncompressed batches are parsed in place; compressed ones are decompressed one by one.
     """
     if not (hdr["attributes"][idx] & ATTR_CODEC_MASK).any():
         sizes = hdr["batch_length"][idx].astype(np.int64) + LOG_OVERHEAD
@@ -191,35 +195,34 @@ def _groups(
             pos = positions[sub]
             ends = pos + hdr["batch_length"][sub] + LOG_OVERHEAD
             spans = np.stack([pos + BATCH_HEADER_SIZE, ends], axis=1)
-            yield _Group(src.array, spans, _meta(hdr[sub]), pos)
+            yield _Group([(src.array, slice(0, len(sub)))], spans, _meta(hdr[sub]), pos)
         return
-    parts: list[bytes | memoryview] = []
+    parts: list[NDArray[np.uint8]] = []
     chosen: list[int] = []
     total = 0
     for i in idx:
-        parts.append(_records_bytes(src, hdr[i], int(positions[i])))
+        parts.append(np.frombuffer(_records_bytes(src, hdr[i], int(positions[i])), np.uint8))
         chosen.append(int(i))
         total += len(parts[-1])
         if total >= GROUP_BYTES:
-            yield _joined(parts, hdr[chosen], positions[chosen])
+            yield _per_batch(parts, hdr[chosen], positions[chosen])
             parts, chosen, total = [], [], 0
     if parts:
-        yield _joined(parts, hdr[chosen], positions[chosen])
+        yield _per_batch(parts, hdr[chosen], positions[chosen])
 
 
-def _joined(parts: list[bytes | memoryview], hdr: NDArray[Any], pos: NDArray[np.int64]) -> _Group:
-    lengths = np.fromiter((len(p) for p in parts), np.int64, len(parts))
-    ends = np.cumsum(lengths)
-    spans = np.stack([ends - lengths, ends], axis=1)
-    payload = np.frombuffer(b"".join(parts), np.uint8)
-    return _Group(payload, spans, _meta(hdr), pos)
+def _per_batch(parts: list[NDArray[np.uint8]], hdr: NDArray[Any], pos: NDArray[np.int64]) -> _Group:
+    spans = np.zeros((len(parts), 2), np.int64)
+    spans[:, 1] = [len(p) for p in parts]
+    chunks = [(p, slice(b, b + 1)) for b, p in enumerate(parts)]
+    return _Group(chunks, spans, _meta(hdr), pos)
 
 
 def _decode_group(
     src: _Source, group: _Group, bounds: tuple[int, int], topic: str, partition: int
 ) -> pa.Table:
     _check_counts(src, group)
-    (err, batch, record), outputs, cursors = parse(group.payload, group.spans, group.meta, bounds)
+    (err, batch, record), outputs, cursors = parse(group.chunks, group.spans, group.meta, bounds)
     if err:
         raise InvalidRecordError(D.ERRORS[err], record=record, **src.where(group.positions[batch]))
     return build_table(outputs, cursors, topic, partition)
@@ -238,7 +241,7 @@ def decode(
     base_position: int,
 ) -> pa.Table:
     """See :func:`kafkatier.storage.arrow_codec.decode_arrow`."""
-    view = memoryview(buf).cast("B")
+    view = memoryview(buf).cast("B").toreadonly()  # one numba specialisation for any input
     src = _Source(view, np.frombuffer(view, np.uint8), file, base_position)
     positions, hdr = _scan(src)
     bounds = (int(start_offset), _INT64_MAX if end_offset is None else int(end_offset))

@@ -2,9 +2,12 @@
 
 Output columns are preallocated at upper bounds (a record takes at least 7 bytes, a header at
 least 2, key and value bytes never exceed the payload), so one pass parses and copies; unused
-tails stay untouched and so never become resident memory. Binary outputs are triples
-``(offsets int32[n+1], data uint8[], valid uint8[n])``; ``cursors`` holds the running counts
-(records, key bytes, value bytes, headers, header-key bytes, header-value bytes).
+tails stay untouched and so never become resident memory. Binary outputs are pairs
+``(lengths int32[rows], data uint8[])`` with Kafka's lengths (negative = null): offsets and
+validity follow with numpy afterwards, which is cheaper than storing them here. Headers are
+``(count int32[records], key lengths, key data, value lengths, value data)``; ``cursors``
+holds the running counts (records, key bytes, value bytes, headers, header-key bytes,
+header-value bytes).
 
 Errors come back as codes (numba cannot raise the project's typed errors); the caller maps them
 to messages with :data:`ERRORS`.
@@ -77,39 +80,21 @@ def scan_batches(buf: Array) -> tuple[Array, int, int]:
 
 @njit(cache=True, nogil=True, inline="always")
 def _take(
-    src: Array,
-    p: int,
-    end: int,
-    offsets: Array,
-    data: Array,
-    valid: Array,
-    j: int,
-    cursors: Array,
-    slot: int,
-    emit: bool,
-    nullable: bool,
-) -> int:
-    """Read one length-prefixed byte field; copy it to row ``j`` when ``emit``."""
+    src: Array, p: int, end: int, lengths: Array, data: Array, j: int, c: int, emit: bool
+) -> tuple[int, int]:
+    """Read one length-prefixed byte field into row ``j`` at byte cursor ``c``.
+
+    Returns (next position or -error, cursor), the cursor advanced only when ``emit``; a skipped
+    record's bytes are copied anyway and overwritten by the next one (the outputs have room for
+    every record). The length is stored before the copy: after it, it cost a third more.
+    """
     n, p = get_varint(src, p, end, _MAX_VARINT)
-    if p < 0:
-        return -ERR_VARINT
-    c = cursors[slot]
-    if n < 0:
-        if not nullable:
-            return -ERR_HEADER_KEY
-        if emit:
-            valid[j] = 0
-            offsets[j + 1] = c
-        return p
-    if p + n > end:
-        return -ERR_OVERRUN
-    if emit:
-        copy_bytes(data, c, src, p, n)
-        cursors[slot] = c + n
-        offsets[j + 1] = c + n
-        if nullable:
-            valid[j] = 1
-    return int(p + n)
+    lengths[j] = n
+    size = max(n, 0)
+    if p < 0 or p + size > end:
+        return (-ERR_VARINT if p < 0 else -ERR_OVERRUN), c
+    copy_bytes(data, c, src, p, size)
+    return int(p + size), int(c + size * emit)
 
 
 @njit(cache=True, nogil=True)
@@ -117,18 +102,19 @@ def _take_headers(
     src: Array, p: int, end: int, count: int, hdrs: tuple[Array, ...], cursors: Array, emit: bool
 ) -> int:
     """Read ``count`` headers; only records that have headers pay for this call."""
-    _, _, hk_off, hk_data, hv_off, hv_data, hv_valid = hdrs
-    h = cursors[_H]
+    _, hk_len, hk_data, hv_len, hv_data = hdrs
+    h, kc, vc = cursors[_H], cursors[_HK], cursors[_HV]
     for _ in range(count):
-        p = _take(src, p, end, hk_off, hk_data, hv_valid, h, cursors, _HK, emit, False)
-        if p < 0:
-            return p
-        p = _take(src, p, end, hv_off, hv_data, hv_valid, h, cursors, _HV, emit, True)
+        p, kc = _take(src, p, end, hk_len, hk_data, h, kc, emit)
+        if p >= 0 and hk_len[h] < 0:
+            p = -ERR_HEADER_KEY
+        if p >= 0:
+            p, vc = _take(src, p, end, hv_len, hv_data, h, vc, emit)
         if p < 0:
             return p
         h += 1
     if emit:
-        cursors[_H] = h
+        cursors[_H], cursors[_HK], cursors[_HV] = h, kc, vc
     return p
 
 
@@ -153,8 +139,8 @@ def parse_batches(
     meta: Array,
     bounds: tuple[int, int],
     outs: tuple[Array, Array, Array],
-    keys: tuple[Array, Array, Array],
-    vals: tuple[Array, Array, Array],
+    keys: tuple[Array, Array],
+    vals: tuple[Array, Array],
     hdrs: tuple[Array, ...],
     cursors: Array,
 ) -> tuple[int, int, int]:
@@ -166,9 +152,10 @@ def parse_batches(
     Returns (error code or 0, batch index, record index within the batch).
     """
     o_off, o_ts, o_type = outs
-    k_off, k_data, k_valid = keys
-    v_off, v_data, v_valid = vals
-    list_off, list_valid = hdrs[0], hdrs[1]
+    k_len, k_data = keys
+    v_len, v_data = vals
+    h_count = hdrs[0]
+    j, kc, vc = cursors[0], cursors[_K], cursors[_V]
     for b in range(len(spans)):
         p, end = spans[b, 0], spans[b, 1]
         for r in range(meta[b, 0]):
@@ -177,10 +164,9 @@ def parse_batches(
                 return -p, b, r
             offset = meta[b, 1] + delta_off
             emit = bounds[0] <= offset < bounds[1]
-            j = cursors[0]
-            p = _take(src, p, rend, k_off, k_data, k_valid, j, cursors, _K, emit, True)
+            p, kc = _take(src, p, rend, k_len, k_data, j, kc, emit)
             if p >= 0:
-                p = _take(src, p, rend, v_off, v_data, v_valid, j, cursors, _V, emit, True)
+                p, vc = _take(src, p, rend, v_len, v_data, j, vc, emit)
             count, p = get_varint(src, p, rend, _MAX_VARINT) if p >= 0 else (0, p)
             if p >= 0 and (count < 0 or count > rend - p):
                 p = -ERR_HEADER_COUNT
@@ -192,9 +178,9 @@ def parse_batches(
                 o_off[j] = offset
                 o_ts[j] = meta[b, 3] if meta[b, 4] == 1 else meta[b, 2] + delta_ts
                 o_type[j] = meta[b, 4]
-                list_off[j + 1] = cursors[_H]
-                list_valid[j] = 1 if count > 0 else 0
-                cursors[0] = j + 1
+                h_count[j] = count
+                j += 1
+                cursors[0], cursors[_K], cursors[_V] = j, kc, vc
         if p != end:
             return ERR_TRAILING, b, meta[b, 0]
     return 0, -1, -1
@@ -203,15 +189,10 @@ def parse_batches(
 def empty_outputs(records: int, payload: int) -> tuple[Any, ...]:
     """Output arrays sized by the upper bounds of ``records`` records in ``payload`` bytes."""
 
-    def binary(rows: int, nbytes: int) -> tuple[Array, Array, Array]:
-        offsets = np.empty(rows + 1, np.int32)
-        offsets[0] = 0
-        return offsets, np.empty(nbytes, np.uint8), np.empty(rows, np.uint8)
+    def binary(rows: int) -> tuple[Array, Array]:
+        return np.empty(rows, np.int32), np.empty(payload, np.uint8)
 
     outs = (np.empty(records, np.int64), np.empty(records, np.int64), np.empty(records, np.int32))
     headers = payload // 2
-    hk, hv = binary(headers, payload), binary(headers, payload)
-    list_off = np.empty(records + 1, np.int32)
-    list_off[0] = 0
-    hdrs = (list_off, np.empty(records, np.uint8), hk[0], hk[1], hv[0], hv[1], hv[2])
-    return outs, binary(records, payload), binary(records, payload), hdrs
+    hdrs = (np.empty(records, np.int32), *binary(headers), *binary(headers))
+    return outs, binary(records), binary(records), hdrs

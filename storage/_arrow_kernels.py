@@ -1,10 +1,10 @@
 """Numba kernels for the Arrow -> record batch v2 encoder (kafka-format.md §1.4, §1.5).
 
 The encoder works on numpy views of Arrow buffers. A "binary column" is the triple
-``(offsets int64[n+1], data uint8[], valid uint8[])``: offsets index ``data`` absolutely (Arrow
-slices keep their original offsets), and an empty ``valid`` means "no nulls". Headers are
-``(list_offsets, key_offsets, key_data, value_offsets, value_data, value_valid)`` over the
-flattened headers (keys never null); an empty ``list_offsets`` means "no headers at all".
+``(starts int64[n], data uint8[], lengths int64[n])``: starts index ``data`` absolutely (Arrow
+slices keep their original offsets) and a null has length -1, which is also how Kafka writes it.
+Headers are ``(list_offsets int64[n+1], key starts, key data, key lengths, value starts, value
+data, value lengths)`` over the flattened headers; empty ``list_offsets`` means "no headers".
 
 Record lengths, counts and deltas are zig-zag varints; a 64-bit zig-zag of a value in int32 range
 gives the same bytes as the 32-bit one, so one writer serves varint and varlong alike.
@@ -83,46 +83,33 @@ def get_varint(buf: Array, p: int, end: int, max_bytes: int) -> tuple[int, int]:
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _is_valid(valid: Array, i: int) -> bool:
-    return len(valid) == 0 or valid[i] != 0
+def _field_size(lengths: Array, i: int) -> int:
+    """A length varint and the bytes; a null (length -1) is the single byte 0x01."""
+    n = lengths[i]
+    return int(varint_size(n) + max(n, 0))
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _bytes_size(offsets: Array, valid: Array, i: int) -> int:
-    if not _is_valid(valid, i):
-        return 1
-    n = offsets[i + 1] - offsets[i]
-    return int(varint_size(n) + n)
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _headers_size(list_off: Array, hk_off: Array, hv_off: Array, hv_valid: Array, i: int) -> int:
+@njit(cache=True, nogil=True)
+def _headers_size(hdr: tuple[Array, ...], i: int) -> int:
+    list_off, _, _, hk_len, _, _, hv_len = hdr
     first, last = list_off[i], list_off[i + 1]
     size = varint_size(last - first)
     for h in range(first, last):
-        kn = hk_off[h + 1] - hk_off[h]  # header keys are never null (validated)
-        size += varint_size(kn) + kn + _bytes_size(hv_off, hv_valid, h)
-    return size
+        size += _field_size(hk_len, h) + _field_size(hv_len, h)
+    return int(size)
 
 
 @njit(cache=True, nogil=True)
 def payload_sizes(
-    n: int,
-    key: tuple[Array, Array, Array],
-    value: tuple[Array, Array, Array],
-    hdr: tuple[Array, ...],
+    key: tuple[Array, Array, Array], value: tuple[Array, Array, Array], hdr: tuple[Array, ...]
 ) -> Array:
     """Per record: bytes of key, value and headers, the parts that do not depend on the batch."""
-    k_off, _, k_valid = key
-    v_off, _, v_valid = value
-    list_off, hk_off, _, hv_off, _, hv_valid = hdr
-    out = np.empty(n, np.int64)
-    for i in range(n):
-        out[i] = _bytes_size(k_off, k_valid, i) + _bytes_size(v_off, v_valid, i)
-        if len(list_off) == 0:
-            out[i] += 1
-        else:
-            out[i] += _headers_size(list_off, hk_off, hv_off, hv_valid, i)
+    k_len, v_len = key[2], value[2]
+    has_headers = len(hdr[0]) > 0
+    out = np.empty(len(v_len), np.int64)
+    for i in range(len(v_len)):
+        out[i] = _field_size(k_len, i) + _field_size(v_len, i)
+        out[i] += _headers_size(hdr, i) if has_headers else 1
     return out
 
 
@@ -165,38 +152,33 @@ def plan_batches(
 
 @njit(cache=True, nogil=True, inline="always")
 def copy_bytes(dst: Array, at: int, src: Array, start: int, n: int) -> None:
-    """A loop over two views: LLVM vectorises it, and for short fields it beats slice
-    assignment (a memmove call each) several times over."""
-    d = dst[at : at + n]
-    s = src[start : start + n]
-    for k in range(n):
-        d[k] = s[k]
+    """Copy ``n`` >= 0 bytes. Unsigned indices spare numba's negative-index wrap-around, so
+    LLVM vectorises the loop; slice assignment or views cost a call or reference counting per
+    field, several times the copy itself for short keys and values."""
+    a = np.uint64(at)
+    s = np.uint64(start)
+    for k in range(np.uint64(n)):
+        dst[a + k] = src[s + k]
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _put_raw(buf: Array, p: int, offsets: Array, data: Array, i: int) -> int:
-    s, e = offsets[i], offsets[i + 1]
-    p = put_varint(buf, p, e - s)
-    copy_bytes(buf, p, data, s, e - s)
-    return int(p + e - s)
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _put_bytes(buf: Array, p: int, offsets: Array, data: Array, valid: Array, i: int) -> int:
-    if not _is_valid(valid, i):
-        buf[p] = 1  # zig-zag of -1: null
-        return p + 1
-    return _put_raw(buf, p, offsets, data, i)
+def _put_field(buf: Array, p: int, starts: Array, data: Array, lengths: Array, i: int) -> int:
+    """Length varint, then the bytes; a null (length -1) copies nothing."""
+    n = lengths[i]
+    p = put_varint(buf, p, n)
+    n = max(n, 0)
+    copy_bytes(buf, p, data, starts[i], n)
+    return int(p + n)
 
 
 @njit(cache=True, nogil=True)
 def _put_headers(buf: Array, p: int, hdr: tuple[Array, ...], i: int) -> int:
-    list_off, hk_off, hk_data, hv_off, hv_data, hv_valid = hdr
+    list_off, hk_start, hk_data, hk_len, hv_start, hv_data, hv_len = hdr
     first, last = list_off[i], list_off[i + 1]
     p = put_varint(buf, p, last - first)
     for h in range(first, last):
-        p = _put_raw(buf, p, hk_off, hk_data, h)  # header keys are never null (validated)
-        p = _put_bytes(buf, p, hv_off, hv_data, hv_valid, h)
+        p = _put_field(buf, p, hk_start, hk_data, hk_len, h)
+        p = _put_field(buf, p, hv_start, hv_data, hv_len, h)
     return p
 
 
@@ -210,15 +192,18 @@ def write_records(
     key: tuple[Array, Array, Array],
     value: tuple[Array, Array, Array],
     hdr: tuple[Array, ...],
+    sizes: Array,
     overhead: int,
-) -> None:
+) -> int:
     """Write every batch's records after its (separately written) header.
 
     Tuples are unpacked once, outside the loops: unpacking per record costs a reference
-    count update per array, which dominated the run time.
+    count update per array, which dominated the run time. Returns the number of batches whose
+    records did not end exactly at the planned size (0 unless the planner and writer disagree).
     """
-    k_off, k_data, k_valid = key
-    v_off, v_data, v_valid = value
+    wrong = 0
+    k_start, k_data, k_len = key
+    v_start, v_data, v_len = value
     has_headers = len(hdr[0]) > 0
     for b in range(len(starts) - 1):
         p = positions[b] + overhead
@@ -228,13 +213,16 @@ def write_records(
             buf[p] = 0  # record attributes: unused
             p = put_varint(buf, p + 1, ts[i] - ts[first])
             p = put_varint(buf, p, i - first)
-            p = _put_bytes(buf, p, k_off, k_data, k_valid, i)
-            p = _put_bytes(buf, p, v_off, v_data, v_valid, i)
+            p = _put_field(buf, p, k_start, k_data, k_len, i)
+            p = _put_field(buf, p, v_start, v_data, v_len, i)
             if has_headers:
                 p = _put_headers(buf, p, hdr, i)
             else:
                 buf[p] = 0
                 p += 1
+        if p != positions[b] + sizes[b]:
+            wrong += 1
+    return wrong
 
 
 @njit(cache=True, nogil=True)

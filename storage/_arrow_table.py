@@ -30,28 +30,35 @@ elements are named "element", and ``headers`` is null for a record without heade
 _US_PER_MS = 1000
 
 
-def _validity(valid: NDArray[np.uint8], n: int) -> tuple[pa.Buffer | None, int]:
-    nulls = n - int(np.count_nonzero(valid[:n]))
+def _validity(valid: NDArray[np.bool_]) -> tuple[pa.Buffer | None, int]:
+    nulls = len(valid) - int(np.count_nonzero(valid))
     if nulls == 0:
         return None, 0
-    return pa.py_buffer(np.packbits(valid[:n], bitorder="little")), nulls
+    return pa.py_buffer(np.packbits(valid, bitorder="little")), nulls
+
+
+def _offsets(sizes: NDArray[Any]) -> pa.Buffer:
+    """int32 offsets from per-row sizes (decode groups keep every total under 2 GiB)."""
+    offsets = np.zeros(len(sizes) + 1, np.int32)
+    np.cumsum(sizes, out=offsets[1:])
+    return pa.py_buffer(offsets)
 
 
 def _binary(
-    col: tuple[NDArray[np.int32], NDArray[np.uint8], NDArray[np.uint8] | None],
-    n: int,
-    nbytes: int,
-    arrow_type: pa.DataType,
+    col: tuple[NDArray[np.int32], NDArray[np.uint8]], n: int, arrow_type: pa.DataType
 ) -> pa.Array:
-    offsets, data, valid = col
-    vbuf, nulls = (None, 0) if valid is None else _validity(valid, n)
-    buffers = [vbuf, pa.py_buffer(offsets[: n + 1]), pa.py_buffer(data[:nbytes])]
+    """Kafka lengths (negative = null) and the copied bytes -> an Arrow binary/string array."""
+    lengths = col[0][:n]
+    vbuf, nulls = _validity(lengths >= 0)
+    sizes = np.maximum(lengths, 0)
+    nbytes = int(sizes.sum())
+    buffers = [vbuf, _offsets(sizes), pa.py_buffer(col[1][:nbytes])]
     return pa.Array.from_buffers(arrow_type, n, buffers, null_count=nulls)
 
 
-def _header_keys(hk: tuple[Any, Any], count: int, nbytes: int) -> pa.Array:
+def _header_keys(col: tuple[NDArray[np.int32], NDArray[np.uint8]], count: int) -> pa.Array:
     """Header keys as strings; Kafka decodes invalid UTF-8 with replacement characters."""
-    keys = _binary((hk[0], hk[1], None), count, nbytes, pa.string())
+    keys = _binary(col, count, pa.string())
     try:
         keys.validate(full=True)
     except pa.ArrowInvalid:  # rare: fall back to Python's decoder, as Java's String does
@@ -61,14 +68,14 @@ def _header_keys(hk: tuple[Any, Any], count: int, nbytes: int) -> pa.Array:
 
 
 def _headers(hdrs: tuple[Any, ...], n: int, cursors: NDArray[np.int64]) -> pa.Array:
-    list_off, list_valid, hk_off, hk_data, hv_off, hv_data, hv_valid = hdrs
-    count = int(cursors[3])
-    keys = _header_keys((hk_off, hk_data), count, int(cursors[4]))
-    values = _binary((hv_off, hv_data, hv_valid), count, int(cursors[5]), pa.binary())
+    counts, hk_len, hk_data, hv_len, hv_data = hdrs
+    total = int(cursors[3])
+    keys = _header_keys((hk_len, hk_data), total)
+    values = _binary((hv_len, hv_data), total, pa.binary())
     entries = pa.StructArray.from_arrays([keys, values], fields=list(HEADER_ENTRY))
-    vbuf, nulls = _validity(list_valid, n)
+    vbuf, nulls = _validity(counts[:n] > 0)
     list_type = SPARK_KAFKA_SCHEMA.field("headers").type
-    buffers = [vbuf, pa.py_buffer(list_off[: n + 1])]
+    buffers = [vbuf, _offsets(counts[:n])]
     return pa.Array.from_buffers(list_type, n, buffers, null_count=nulls, children=[entries])
 
 
@@ -79,8 +86,8 @@ def build_table(
     (offsets, ts, ts_type), keys, values, hdrs = outputs
     n = int(cursors[0])
     columns = [
-        _binary(keys, n, int(cursors[1]), pa.binary()),
-        _binary(values, n, int(cursors[2]), pa.binary()),
+        _binary(keys, n, pa.binary()),
+        _binary(values, n, pa.binary()),
         pa.repeat(pa.scalar(topic, pa.string()), n),
         pa.repeat(pa.scalar(partition, pa.int32()), n),
         pa.array(offsets[:n]),
@@ -92,15 +99,23 @@ def build_table(
 
 
 def parse(
-    payload: NDArray[np.uint8],
+    chunks: list[tuple[NDArray[np.uint8], slice]],
     spans: NDArray[np.int64],
     meta: NDArray[np.int64],
     bounds: tuple[int, int],
 ) -> tuple[tuple[int, int, int], tuple[Any, ...], NDArray[np.int64]]:
-    """Run the record parser over ``spans`` of ``payload``: (error, outputs, cursors)."""
+    """Run the record parser over each chunk's batches into shared outputs.
+
+    Returns ((error code or 0, batch index, record index), outputs, cursors).
+    """
     records = int(meta[:, 0].sum())
     nbytes = int((spans[:, 1] - spans[:, 0]).sum())
     outputs = empty_outputs(records, nbytes)
     cursors = np.zeros(8, np.int64)
-    error = parse_batches(payload, spans, meta, bounds, *outputs, cursors)
-    return error, outputs, cursors
+    for payload, batches in chunks:
+        err, batch, record = parse_batches(
+            payload, spans[batches], meta[batches], bounds, *outputs, cursors
+        )
+        if err:
+            return (err, batches.start + batch, record), outputs, cursors
+    return (0, -1, -1), outputs, cursors

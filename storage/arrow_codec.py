@@ -19,10 +19,11 @@ import pyarrow as pa
 from numpy.typing import NDArray
 
 from kafkatier.storage import _arrow_kernels as K
+from kafkatier.storage._arrow_buffers import output_buffer
 from kafkatier.storage._arrow_columns import ArrowSchemaError, Columns, extract
 from kafkatier.storage._arrow_decode import BatchHeader, decode
 from kafkatier.storage._arrow_table import SPARK_KAFKA_SCHEMA
-from kafkatier.storage.errors import InvalidRecordError, RecordTooLargeError
+from kafkatier.storage.errors import InvalidRecordError, RecordTooLargeError, StorageError
 from kafkatier.storage.wire import (
     BATCH_HEADER_SIZE,
     CRC_OFFSET,
@@ -123,7 +124,7 @@ def _check_producer(
 
 
 def _plan(cols: Columns, limit: int, max_records: int) -> tuple[NDArray[np.int64], ...]:
-    payload = K.payload_sizes(cols.n, cols.key, cols.value, cols.headers)
+    payload = K.payload_sizes(cols.key, cols.value, cols.headers)
     starts, body, sizes, max_ts, too_large = K.plan_batches(
         payload, cols.timestamps, limit, max_records, BATCH_HEADER_SIZE
     )
@@ -187,7 +188,7 @@ def _compress(
     new_pos = np.cumsum(new_sizes) - new_sizes
     rows = K.gather_rows(np.frombuffer(data, np.uint8), positions, BATCH_HEADER_SIZE)
     rows.view(K.BATCH_HEADER_DTYPE)["batch_length"][:, 0] = new_sizes - LOG_OVERHEAD
-    out = bytearray(int(new_sizes.sum()))
+    out = output_buffer(int(new_sizes.sum()))
     K.scatter_rows(np.frombuffer(out, np.uint8), new_pos, rows)
     for p, part in zip(new_pos.tolist(), parts, strict=True):
         out[p + BATCH_HEADER_SIZE : p + BATCH_HEADER_SIZE + len(part)] = part
@@ -241,7 +242,7 @@ def encode_arrow(
         np.int64,
     )
     positions = np.cumsum(sizes) - sizes
-    out = bytearray(int(sizes.sum()))
+    out = output_buffer(int(sizes.sum()))
     fields = {
         "base_offset": base_offset + firsts, "batch_length": sizes - LOG_OVERHEAD,
         "partition_leader_epoch": partition_leader_epoch, "magic": 2,
@@ -252,17 +253,9 @@ def encode_arrow(
     }  # fmt: skip
     buf = np.frombuffer(out, np.uint8)
     _write_headers(buf, positions, fields)
-    K.write_records(
-        buf,
-        positions,
-        starts,
-        body,
-        cols.timestamps,
-        cols.key,
-        cols.value,
-        cols.headers,
-        BATCH_HEADER_SIZE,
-    )
+    args = (starts, body, cols.timestamps, cols.key, cols.value, cols.headers, sizes)
+    if K.write_records(buf, positions, *args, BATCH_HEADER_SIZE):
+        raise StorageError("internal error: encoded batch sizes differ from the plan")
     del buf  # release the export so ``out`` stays resizable
     if codec != Codec.NONE:
         out, positions, sizes = _compress(out, positions, sizes, codec, level, max_batch_bytes)
