@@ -18,6 +18,7 @@ from pathlib import Path
 from kafkatier.storage import wire
 from kafkatier.storage.config import LogConfig
 from kafkatier.storage.errors import OffsetOutOfRangeError, RecordTooLargeError
+from kafkatier.storage.fsutil import fsync_dir
 from kafkatier.storage.leader_epoch import LeaderEpochFileCache
 from kafkatier.storage.log_validator import (
     AppendRules,
@@ -344,10 +345,16 @@ class Log:
     # ------------------------------------------------------------------ durability
 
     def flush(self) -> None:
-        """fsync every segment above the recovery point; the recovery point becomes the end."""
+        """fsync every segment above the recovery point; the recovery point becomes the end.
+
+        As Kafka's ``LocalLog.flush``, the directory is fsynced too when a segment created since
+        the last flush is among them: its file names must survive a power loss with its data."""
         end = self.log_end_offset
-        for segment in self.segments_from(self.recovery_point):
+        segments = self.segments_from(self.recovery_point)
+        for segment in segments:
             segment.flush()
+        if any(s.base_offset >= self.recovery_point for s in segments):
+            fsync_dir(self.directory)
         self.recovery_point = end
 
     def close(self) -> None:

@@ -480,3 +480,25 @@ def test_transactions_survive_reopen(tmp_path: Path, clean: bool) -> None:
     log.write_txn_marker(A, 0, commit=False)
     assert _txn_entries(log)[-2:] == [(C, 4, 8, 7), (A, 7, 9, 10)]
     check_partition(log)
+
+
+def test_flush_syncs_the_directory_when_it_covers_new_segments(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kafka's LocalLog.flush: new segment files need their directory entry made durable."""
+    import kafkatier.storage.log as log_module
+
+    synced: list[Path] = []
+    monkeypatch.setattr(log_module, "fsync_dir", synced.append)
+    log = new_log(tmp_path, **{"segment.bytes": 500})
+    log.append(batch(1))
+    log.flush()  # segment 0 is new: created after recovery point 0
+    assert synced == [log.directory]
+    log.append(batch(1))
+    log.flush()  # nothing created since recovery point 1: data fsync only
+    assert len(synced) == 1
+    while len(log.segments) < 3:
+        log.append(batch(2, size=100))
+    log.flush()
+    assert synced == [log.directory] * 2
+    assert log.recovery_point == log.log_end_offset
