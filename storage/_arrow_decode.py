@@ -40,7 +40,8 @@ _INT64_MAX: Final = 2**63 - 1
 
 @dataclass(frozen=True, slots=True)
 class BatchHeader:
-    """The fields of one batch header that a reader filters on (``position`` is in the buffer)."""
+    """The fields of one batch header that a reader filters on; ``position`` is where the batch
+    starts (``base_position`` + its place in the decoded buffer)."""
 
     position: int
     base_offset: int
@@ -128,7 +129,8 @@ def _select(
         )
     idx = idx[(attrs & ATTR_CONTROL) == 0]
     if batch_filter is not None:
-        keep = [bool(batch_filter(_header(hdr[i], int(positions[i])))) for i in idx]
+        base = src.base_position
+        keep = [bool(batch_filter(_header(hdr[i], base + int(positions[i])))) for i in idx]
         idx = idx[np.asarray(keep, dtype=bool)]
     return np.asarray(idx, np.intp)
 
@@ -191,7 +193,8 @@ def _groups(
     if not (hdr["attributes"][idx] & ATTR_CODEC_MASK).any():
         sizes = hdr["batch_length"][idx].astype(np.int64) + LOG_OVERHEAD
         group_ids = (np.cumsum(sizes) - sizes) // GROUP_BYTES
-        for sub in np.split(idx, np.flatnonzero(np.diff(group_ids)) + 1):
+        splits = np.split(idx, np.flatnonzero(np.diff(group_ids)) + 1) if len(idx) else []
+        for sub in splits:
             pos = positions[sub]
             ends = pos + hdr["batch_length"][sub] + LOG_OVERHEAD
             spans = np.stack([pos + BATCH_HEADER_SIZE, ends], axis=1)

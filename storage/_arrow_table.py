@@ -70,11 +70,13 @@ def _header_keys(col: tuple[NDArray[np.int32], NDArray[np.uint8]], count: int) -
 def _headers(hdrs: tuple[Any, ...], n: int, cursors: NDArray[np.int64]) -> pa.Array:
     counts, hk_len, hk_data, hv_len, hv_data = hdrs
     total = int(cursors[3])
+    list_type = SPARK_KAFKA_SCHEMA.field("headers").type
+    if total == 0:
+        return pa.nulls(n, list_type)
     keys = _header_keys((hk_len, hk_data), total)
     values = _binary((hv_len, hv_data), total, pa.binary())
     entries = pa.StructArray.from_arrays([keys, values], fields=list(HEADER_ENTRY))
     vbuf, nulls = _validity(counts[:n] > 0)
-    list_type = SPARK_KAFKA_SCHEMA.field("headers").type
     buffers = [vbuf, _offsets(counts[:n])]
     return pa.Array.from_buffers(list_type, n, buffers, null_count=nulls, children=[entries])
 

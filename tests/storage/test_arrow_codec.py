@@ -24,7 +24,9 @@ from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch as KpBatch
 from kafka.record.default_records import DefaultRecordBatchBuilder as KpBuilder
 
+from kafkatier.storage import _arrow_decode
 from kafkatier.storage import _arrow_kernels as K
+from kafkatier.storage._arrow_buffers import output_buffer
 from kafkatier.storage.arrow_codec import (
     SPARK_KAFKA_SCHEMA,
     ArrowSchemaError,
@@ -458,9 +460,11 @@ def test_offset_range_and_batch_filter() -> None:
         seen.append(header)
         return not header.is_transactional
 
-    assert decode_arrow(data, batch_filter=committed).column("offset").to_pylist() == list(
-        range(10, 15)
-    )
+    table = decode_arrow(data, batch_filter=committed, base_position=1000)
+    assert table.column("offset").to_pylist() == list(range(10, 15))
+    assert [h.position for h in seen] == [1000 + p for p in txn.positions.tolist()] + [
+        1000 + len(txn.data)
+    ]
     assert [(h.base_offset, h.last_offset, h.producer_id) for h in seen] == [
         (0, 3, 4),
         (4, 7, 4),
@@ -477,6 +481,42 @@ def test_partial_tail_is_ignored_and_empty_input() -> None:
     assert empty.schema == SPARK_KAFKA_SCHEMA and empty.num_rows == 0
     none = encode_arrow(make_table([]))
     assert (len(none), len(none.data)) == (0, 0)
+
+
+def test_empty_batches_from_the_cleaner_decode_to_nothing() -> None:
+    """kafka-format.md §1.8: 61 bytes, recordsCount 0, baseTimestamp -1."""
+    enc = encode_arrow(make_table(sample_records(3)), base_offset=5)
+    empty = bytearray(enc.data[:61])
+    struct.pack_into(">i", empty, 8, 49)
+    struct.pack_into(">q", empty, 27, -1)
+    struct.pack_into(">i", empty, 57, 0)
+    struct.pack_into(">I", empty, 17, crc32c.crc32c(empty[21:]))
+    after = encode_arrow(make_table(sample_records(2)), base_offset=8)
+    table = decode_arrow(bytes(empty) + bytes(after.data))
+    assert table.column("offset").to_pylist() == [8, 9]
+
+
+def test_any_buffer_type_and_groups_of_batches(monkeypatch: pytest.MonkeyPatch) -> None:
+    records = sample_records(120)
+    for codec in (Codec.NONE, Codec.LZ4):
+        enc = encode_arrow(make_table(records), codec=codec, max_batch_records=7)
+        expected = arrow_rows(decode_arrow(bytes(enc.data)))
+        assert expected == input_rows(records)
+        assert arrow_rows(decode_arrow(enc.data)) == expected  # bytearray
+        assert arrow_rows(decode_arrow(memoryview(enc.data))) == expected
+        monkeypatch.setattr(_arrow_decode, "GROUP_BYTES", 500)
+        chunked = decode_arrow(bytes(enc.data))
+        monkeypatch.undo()
+        assert chunked.column("offset").num_chunks > 3
+        assert arrow_rows(chunked) == expected
+
+
+def test_output_buffer_is_a_writable_bytearray() -> None:
+    for size in (0, 10, 9 << 20):
+        buf = output_buffer(size)
+        assert isinstance(buf, bytearray) and len(buf) == size
+        buf[-1:] = b"x" if size else b""
+        assert buf[-1:] == (b"x" if size else b"")
 
 
 def test_invalid_utf8_header_keys_decode_with_replacement() -> None:
