@@ -129,8 +129,8 @@ def _select(
         )
     idx = idx[(attrs & ATTR_CONTROL) == 0]
     if batch_filter is not None:
-        base = src.base_position
-        keep = [bool(batch_filter(_header(hdr[i], base + int(positions[i])))) for i in idx]
+        at = src.base_position
+        keep = [bool(batch_filter(_header(hdr[i], at + int(positions[i])))) for i in idx]
         idx = idx[np.asarray(keep, dtype=bool)]
     return np.asarray(idx, np.intp)
 
