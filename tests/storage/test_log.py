@@ -7,10 +7,13 @@ rewrites (LogAppendTime, compression.type, max.message.bytes) and transactions o
 from __future__ import annotations
 
 import struct
+import tempfile
 from pathlib import Path
 
 import pytest
 from crash_writer import check_partition, read_partition
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch
 
 from kafkatier.storage.config import LogConfig
@@ -502,3 +505,56 @@ def test_flush_syncs_the_directory_when_it_covers_new_segments(
     log.flush()
     assert synced == [log.directory] * 2
     assert log.recovery_point == log.log_end_offset
+
+
+OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("idem"), st.integers(1, 3)),
+        st.tuples(st.just("plain"), st.integers(1, 3)),
+        st.tuples(st.just("txn"), st.sampled_from([B, C])),
+        st.tuples(st.just("end"), st.sampled_from([B, C]), st.booleans(), st.booleans()),
+        st.tuples(st.just("bump"), st.just(0)),
+        st.tuples(st.just("retry"), st.just(0)),
+        st.tuples(st.just("reopen"), st.booleans()),
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=OPS)
+def test_random_operations_keep_the_log_consistent(ops: list[tuple]) -> None:
+    """Any mix of appends, markers (some bumping the producer epoch, as a coordinator does on
+    abort), retries and reopens leaves a log whose every file agrees with a replay."""
+    with tempfile.TemporaryDirectory() as tmp:
+        log = new_log(Path(tmp), **{"segment.bytes": 800, "segment.index.bytes": 60,
+                                    "index.interval.bytes": 100})  # fmt: skip
+        epochs, seqs = {A: 0, B: 0, C: 0}, {A: 0, B: 0, C: 0}
+        last: tuple[bytes, int, int] | None = None
+        for op in ops:
+            kind = op[0]
+            if kind == "idem":
+                data = [batch(2, A, epochs[A], seqs[A] + 2 * i) for i in range(op[1])]
+                info = log.append(b"".join(data))
+                seqs[A] += 2 * op[1]
+                last = (data[-1], info.last_offset - 1, info.last_offset)
+            elif kind == "plain":
+                log.append(b"".join(batch(1) for _ in range(op[1])))
+            elif kind == "txn":
+                log.append(batch(1, op[1], epochs[op[1]], seqs[op[1]], txn=True))
+                seqs[op[1]] += 1
+            elif kind == "end":
+                _, pid, commit, bump = op
+                epochs[pid] += bump
+                seqs[pid] = 0 if bump else seqs[pid]
+                log.write_txn_marker(pid, epochs[pid], commit=commit)
+            elif kind == "bump":
+                epochs[A], seqs[A], last = epochs[A] + 1, 0, None
+            elif kind == "retry" and last is not None:
+                dup = log.append(last[0])
+                assert (dup.num_batches, dup.first_offset, dup.last_offset) == (0, *last[1:])
+            elif kind == "reopen":
+                log = reopen(log, clean=op[1])
+                check_partition(log)
+        check_partition(log)
+        log.close()
