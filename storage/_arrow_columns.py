@@ -184,10 +184,13 @@ def extract(data: pa.Table | pa.RecordBatch, default_timestamp: int) -> Columns:
     n = len(value)
     key = _column(data, "key")
     headers = _column(data, "headers")
-    return Columns(
+    cols = Columns(
         n=n,
         key=absent_binary(n) if key is None else binary_column(key, "key"),
         value=binary_column(value, "value"),
         headers=absent_headers() if headers is None else headers_column(headers, "headers"),
         timestamps=timestamps_column(_column(data, "timestamp"), n, default_timestamp, "timestamp"),
     )
+    for array in (*cols.key, *cols.value, *cols.headers, cols.timestamps):
+        array.flags.writeable = False  # one numba specialisation whatever the arrays came from
+    return cols

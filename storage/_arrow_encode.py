@@ -177,13 +177,18 @@ def _compress(
             batch=int(too_big[0]),
         )
     new_pos = np.cumsum(new_sizes) - new_sizes
-    rows = K.gather_rows(np.frombuffer(data, np.uint8), positions, BATCH_HEADER_SIZE)
+    rows = K.gather_rows(_readonly(data), positions, BATCH_HEADER_SIZE)
     rows.view(K.BATCH_HEADER_DTYPE)["batch_length"][:, 0] = new_sizes - LOG_OVERHEAD
     out = output_buffer(int(new_sizes.sum()))
     K.scatter_rows(np.frombuffer(out, np.uint8), new_pos, rows)
     for p, part in zip(new_pos.tolist(), parts, strict=True):
         out[p + BATCH_HEADER_SIZE : p + BATCH_HEADER_SIZE + len(part)] = part
     return out, new_pos, new_sizes
+
+
+def _readonly(data: bytearray) -> NDArray[np.uint8]:
+    """A read-only view, so gather_rows has the one numba specialisation the decoder uses."""
+    return np.frombuffer(memoryview(data).toreadonly(), np.uint8)
 
 
 def _codec_slack(limit: int) -> int:

@@ -282,6 +282,15 @@ def test_reference_readers_read_encoded_batches(codec: Codec) -> None:
     assert enc.record_count == len(records)
 
 
+def test_compression_level_reaches_the_codec() -> None:
+    records = [
+        {"value": b"abcdefgh" * 40 + bytes([i % 7]) * 30, "timestamp": 1} for i in range(200)
+    ]
+    fast, small = (encode_arrow(make_table(records), codec=Codec.GZIP, level=lv) for lv in (1, 9))
+    assert len(small.data) < len(fast.data)
+    assert reference_read(fast.data) == reference_read(small.data) == input_rows(records)
+
+
 def test_null_timestamps_use_the_given_default() -> None:
     table = pa.table({"value": [b"a", b"b"], "timestamp": pa.array([None, 7], pa.int64())})
     enc = encode_arrow(table, timestamp=123)
