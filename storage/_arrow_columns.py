@@ -191,6 +191,7 @@ def extract(data: pa.Table | pa.RecordBatch, default_timestamp: int) -> Columns:
         headers=absent_headers() if headers is None else headers_column(headers, "headers"),
         timestamps=timestamps_column(_column(data, "timestamp"), n, default_timestamp, "timestamp"),
     )
-    for array in (*cols.key, *cols.value, *cols.headers, cols.timestamps):
+    arrays: list[NDArray[Any]] = [*cols.key, *cols.value, *cols.headers, cols.timestamps]
+    for array in arrays:
         array.flags.writeable = False  # one numba specialisation whatever the arrays came from
     return cols
