@@ -204,69 +204,57 @@ def _line(name: str, seconds: float, n: int, ratio: float | None = None) -> str:
     return f"  {name:<44} {seconds * 1000:9.1f} ms {n / seconds / 1e6:8.2f} M rec/s{ratio_text}"
 
 
-def report(r: dict[str, Any]) -> None:
-    n, e, d = r["records"], r["encode"], r["decode"]
+def _header(r: dict[str, Any]) -> list[str]:
     m = r["machine"]
-    print(f"command: {r['command']}")
-    print(
+    lines = [
+        f"command: {r['command']}",
         f"machine: nproc={m['nproc']} usable={m['usable_cpus']} python {m['python']} "
-        f"{m['platform']}"
-    )
-    print(
-        f"records: {n:,} ({KEY_BYTES}-byte keys, {VALUE_BYTES}-byte values), best of "
-        f"{r['repeat']}; numba first call {r['numba_first_call_s']:.2f} s (excluded)"
-    )
-    if r["numba_cold_compile"]:
-        c = r["numba_cold_compile"]
-        print(
+        f"{m['platform']}",
+        f"records: {r['records']:,} ({KEY_BYTES}-byte keys, {VALUE_BYTES}-byte values), best of "
+        f"{r['repeat']}; numba first call {r['numba_first_call_s']:.2f} s (excluded)",
+    ]
+    if c := r["numba_cold_compile"]:
+        lines.append(
             f"numba cold compile (empty cache): import {c['import_s']:.2f} s, first encode "
             f"{c['encode_compile_s']:.2f} s, first decode {c['decode_compile_s']:.2f} s"
         )
-    print(
+    return lines
+
+
+def _comparisons(r: dict[str, Any]) -> list[str]:
+    n, e, d = r["records"], r["encode"], r["decode"]
+    return [
         f"\nencode, uncompressed ({e['batches']} batches, {e['bytes']:,} bytes, "
-        f"same batches as aiokafka: {e['same_batches']})"
-    )
-    print(_line("encode_arrow", e["ours_s"], n))
-    print(
-        _line("aiokafka builder (excl. Arrow->Python)", e["aiokafka_s"], n, e["ratio_vs_aiokafka"])
-    )
-    print(
-        _line(
-            "aiokafka builder (incl. Arrow->Python)",
-            e["aiokafka_with_conversion_s"],
-            n,
-            e["ratio_vs_aiokafka_with_conversion"],
-        )
-    )
-    print(f"\ndecode, uncompressed (same table as aiokafka: {d['same_table']})")
-    print(_line("decode_arrow", d["ours_s"], n))
-    print(
-        _line(
-            "aiokafka reader -> Arrow table",
-            d["aiokafka_to_arrow_s"],
-            n,
-            d["ratio_vs_aiokafka_to_arrow"],
-        )
-    )
-    print(
-        _line(
-            "aiokafka reader, bare iteration",
-            d["aiokafka_iterate_s"],
-            n,
-            d["ratio_vs_aiokafka_iterate"],
-        )
-    )
-    print("\ncompressed (ours vs the codec library alone on the same record bytes)")
+        f"same batches as aiokafka: {e['same_batches']})",
+        _line("encode_arrow", e["ours_s"], n),
+        _line("aiokafka builder (excl. Arrow->Python)", e["aiokafka_s"], n, e["ratio_vs_aiokafka"]),
+        _line("aiokafka builder (incl. Arrow->Python)", e["aiokafka_with_conversion_s"], n,
+              e["ratio_vs_aiokafka_with_conversion"]),
+        f"\ndecode, uncompressed (same table as aiokafka: {d['same_table']})",
+        _line("decode_arrow", d["ours_s"], n),
+        _line("aiokafka reader -> Arrow table", d["aiokafka_to_arrow_s"], n,
+              d["ratio_vs_aiokafka_to_arrow"]),
+        _line("aiokafka reader, bare iteration", d["aiokafka_iterate_s"], n,
+              d["ratio_vs_aiokafka_iterate"]),
+    ]  # fmt: skip
+
+
+def _codec_lines(r: dict[str, Any]) -> list[str]:
+    lines = ["\ncompressed (ours vs the codec library alone on the same record bytes)"]
     for c in r["codecs"]:
-        print(
+        lines.append(
             f"  {c['codec']:<6} {c['bytes']:>12,} B  encode {c['encode_s'] * 1000:7.1f} ms "
             f"(codec {c['codec_compress_s'] * 1000:7.1f} ms, x{c['encode_over_codec']:.2f})  "
             f"decode {c['decode_s'] * 1000:7.1f} ms (codec {c['codec_decompress_s'] * 1000:7.1f}"
             f" ms, x{c['decode_over_codec']:.2f})"
         )
-    print(
-        f"\ntarget (>= 2x aiokafka on encode and decode): {'MET' if r['target_met'] else 'NOT MET'}"
-    )
+    return lines
+
+
+def report(r: dict[str, Any]) -> None:
+    verdict = "MET" if r["target_met"] else "NOT MET"
+    lines = [*_header(r), *_comparisons(r), *_codec_lines(r)]
+    print("\n".join([*lines, f"\ntarget (>= 2x aiokafka on encode and decode): {verdict}"]))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -186,6 +186,23 @@ def _compress(
     return out, new_pos, new_sizes
 
 
+def _limits(codec: Codec, max_batch_bytes: int, max_batch_records: int | None) -> tuple[int, int]:
+    """Uncompressed bytes and records a batch may take (batchLength and counts are int32)."""
+    limit = min(max_batch_bytes, INT32_MAX + LOG_OVERHEAD)
+    limit -= _codec_slack(limit) if codec != Codec.NONE else 0
+    max_records = INT32_MAX if max_batch_records is None else max_batch_records
+    if max_records < 1:
+        raise ConfigError("max_batch_records must be >= 1", setting="max_batch_records")
+    return limit, max_records
+
+
+def _sequences(base_sequence: int, firsts: NDArray[np.int64]) -> NDArray[np.int64]:
+    """Each batch's base sequence: the records before it counted on, wrapping as Kafka does."""
+    if base_sequence < 0:
+        return np.full(len(firsts), -1, np.int64)
+    return np.asarray([increment_sequence(base_sequence, s) for s in firsts.tolist()], np.int64)
+
+
 def _readonly(data: bytearray) -> NDArray[np.uint8]:
     """A read-only view, so gather_rows has the one numba specialisation the decoder uses."""
     return np.frombuffer(memoryview(data).toreadonly(), np.uint8)
@@ -215,19 +232,9 @@ def encode(
     codec = Codec.parse(codec)
     _check_producer(producer_id, producer_epoch, base_sequence, transactional)
     cols = extract(data, int(time.time() * 1000) if timestamp is None else timestamp)
-    limit = min(max_batch_bytes, INT32_MAX + LOG_OVERHEAD)
-    limit -= _codec_slack(limit) if codec != Codec.NONE else 0
-    max_records = INT32_MAX if max_batch_records is None else max_batch_records
-    if max_records < 1:
-        raise ConfigError("max_batch_records must be >= 1", setting="max_batch_records")
-    starts, body, sizes, max_ts = _plan(cols, limit, max_records)
+    starts, body, sizes, max_ts = _plan(cols, *_limits(codec, max_batch_bytes, max_batch_records))
     firsts, counts = starts[:-1], np.diff(starts)
-    sequences = np.asarray(
-        [increment_sequence(base_sequence, s) for s in firsts.tolist()]
-        if base_sequence >= 0
-        else np.full(len(firsts), -1),
-        np.int64,
-    )
+    sequences = _sequences(base_sequence, firsts)
     positions = np.cumsum(sizes) - sizes
     out = output_buffer(int(sizes.sum()))
     fields = {
