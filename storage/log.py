@@ -33,6 +33,7 @@ from kafkatier.storage.producer_state import (
     ProducerStateManager,
 )
 from kafkatier.storage.records import RecordBatch, build_control_batch
+from kafkatier.storage.retention_pending import PendingDeletions
 from kafkatier.storage.segment import BatchInfo, LogSegment
 from kafkatier.storage.txn_index import AbortedTxn
 
@@ -83,6 +84,7 @@ class Log:
         self.recovery_point = recovery_point
         self.clock = clock
         self.leader_epoch = max(leader_epoch_cache.latest_epoch or 0, 0)
+        self.pending_deletions = PendingDeletions()  # ``.deleted`` files awaiting removal
 
     # ------------------------------------------------------------------ offsets
 

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from kafkatier.storage.checkpoints import (
+    CLEANER_OFFSET_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     OffsetCheckpointFile,
@@ -59,6 +60,10 @@ class LogDirectory:
         marker.remove()
         self._recovery_points = OffsetCheckpointFile(self.path / RECOVERY_POINT_CHECKPOINT).read()
         self._log_starts = OffsetCheckpointFile(self.path / LOG_START_OFFSET_CHECKPOINT).read()
+        self.cleaner_offsets: dict[TopicPartition, int] = OffsetCheckpointFile(
+            self.path / CLEANER_OFFSET_CHECKPOINT
+        ).read()
+        """First dirty offset per compacted partition (where the last cleaning ended)."""
         for child in sorted(self.path.iterdir()):
             parsed = parse_partition_dir_name(child.name) if child.is_dir() else None
             if parsed is not None:
@@ -115,8 +120,8 @@ class LogDirectory:
         return None
 
     def checkpoint(self) -> None:
-        """Write recovery points and log start offsets (only those above the first segment,
-        as Kafka's ``checkpointLogStartOffsetsInDir``)."""
+        """Write recovery points, log start offsets (only those above the first segment, as
+        Kafka's ``checkpointLogStartOffsetsInDir``) and, once there are any, cleaner offsets."""
         points = {tp: log.recovery_point for tp, log in self.logs.items()}
         starts = {
             tp: log.log_start_offset
@@ -125,6 +130,20 @@ class LogDirectory:
         }
         OffsetCheckpointFile(self.path / RECOVERY_POINT_CHECKPOINT).write(points)
         OffsetCheckpointFile(self.path / LOG_START_OFFSET_CHECKPOINT).write(starts)
+        cleaner = self.path / CLEANER_OFFSET_CHECKPOINT
+        if self.cleaner_offsets or cleaner.exists():
+            OffsetCheckpointFile(cleaner).write(
+                {tp: self.first_dirty_offset(tp) for tp in self.cleaner_offsets if tp in self.logs}
+            )
+
+    def first_dirty_offset(self, tp: TopicPartition) -> int:
+        """Where cleaning of ``tp`` resumes: the checkpoint, but the log start offset when the
+        checkpoint lies below it or beyond the log end (Kafka's ``cleanableOffsets``)."""
+        log = self.logs[tp]
+        offset = self.cleaner_offsets.get(tp, log.log_start_offset)
+        if offset < log.log_start_offset or offset > log.log_end_offset:
+            return log.log_start_offset
+        return offset
 
     def flush(self) -> None:
         """Durably persist every partition and then the checkpoints that describe them."""
