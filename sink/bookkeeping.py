@@ -1,0 +1,129 @@
+"""The sink's own durable state: one JSON file per sink at the log-dir root, plus a lock file.
+
+``<log dir>/kafkatier-sink.<sink id>.json`` (a file, never a directory, so a Kafka broker still
+loads the log dir; written with ``fsutil.atomic_write``: tmp file, fsync, rename, fsync dir)::
+
+    {"version": 1, "sink_id": "events", "producer_id": 123, "producer_epoch": 4,
+     "query_id": "<Spark query id>", "last_committed_batch": 17,
+     "inflight": {"batch_id": 18, "commit_decided": false, "partitions": [["events", 3], ...]}}
+
+``inflight`` is the transaction of the micro-batch being written (null between batches); its
+``commit_decided`` flag is the commit point of the sink's two-phase protocol. The producer id is
+derived from the sink id, so it is stable across restarts; the epoch is bumped by every new sink
+instance and fences the older ones (Kafka's ``InitProducerId`` with a ``transactional.id``).
+
+``<log dir>/kafkatier-sink.<sink id>.lock`` is an exclusive ``fcntl`` lock held for a whole
+micro-batch, so two instances of one sink never interleave their steps.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from kafkatier.storage.errors import CheckpointError, InvalidProducerEpochError
+from kafkatier.storage.fsutil import atomic_write
+
+FILE_PREFIX: Final = "kafkatier-sink."
+VERSION: Final = 1
+MAX_EPOCH: Final = 32767  # producer epochs are int16
+
+
+class ProducerFencedError(InvalidProducerEpochError):
+    """A newer instance of the same sink has started: this one must stop writing."""
+
+
+@dataclass
+class InFlight:
+    """The micro-batch transaction being written; ``commit_decided`` is the commit point."""
+
+    batch_id: int
+    commit_decided: bool = False
+    partitions: list[tuple[str, int]] = field(default_factory=list)
+
+
+@dataclass
+class SinkState:
+    """What ``kafkatier-sink.<sink id>.json`` holds (see the module docstring)."""
+
+    sink_id: str
+    producer_id: int
+    producer_epoch: int = -1
+    query_id: str | None = None
+    last_committed_batch: int = -1
+    inflight: InFlight | None = None
+
+    def to_json(self) -> bytes:
+        body: dict[str, Any] = {"version": VERSION, **asdict(self)}
+        return (json.dumps(body, indent=1, sort_keys=True) + "\n").encode("utf-8")
+
+    @classmethod
+    def from_json(cls, raw: bytes, path: Path) -> SinkState:
+        try:
+            body = json.loads(raw)
+            if body.pop("version") != VERSION:
+                raise ValueError("unknown version")
+            inflight = body.pop("inflight")
+            if inflight is not None:
+                inflight["partitions"] = [(t, int(p)) for t, p in inflight["partitions"]]
+                inflight = InFlight(**inflight)
+            return cls(**body, inflight=inflight)
+        except (ValueError, KeyError, TypeError) as exc:
+            raise CheckpointError(f"unreadable sink bookkeeping: {exc}", file=str(path)) from exc
+
+
+def derive_producer_id(sink_id: str) -> int:
+    """A stable, non-negative int64 producer id for ``sink_id`` (below 2**62, far from -1)."""
+    digest = hashlib.blake2b(sink_id.encode("utf-8"), digest_size=8).digest()
+    return int.from_bytes(digest, "big") & ((1 << 62) - 1)
+
+
+def state_path(log_dir: Path, sink_id: str) -> Path:
+    return Path(log_dir) / f"{FILE_PREFIX}{sink_id}.json"
+
+
+def lock_path(log_dir: Path, sink_id: str) -> Path:
+    return Path(log_dir) / f"{FILE_PREFIX}{sink_id}.lock"
+
+
+def load_state(log_dir: Path, sink_id: str) -> SinkState:
+    """The stored state, or a fresh one (epoch -1: no instance has started yet)."""
+    path = state_path(log_dir, sink_id)
+    if not path.exists():
+        return SinkState(sink_id=sink_id, producer_id=derive_producer_id(sink_id))
+    return SinkState.from_json(path.read_bytes(), path)
+
+
+def save_state(log_dir: Path, state: SinkState) -> None:
+    """Durably replace the bookkeeping file (rename + fsync of file and directory)."""
+    atomic_write(state_path(log_dir, state.sink_id), state.to_json())
+
+
+def bump_epoch(state: SinkState) -> None:
+    """A new sink instance: the next epoch, which fences every older instance."""
+    if state.producer_epoch + 1 >= MAX_EPOCH:
+        raise InvalidProducerEpochError(
+            "producer epoch exhausted; use a new sink_id",
+            producer_id=state.producer_id,
+            producer_epoch=state.producer_epoch,
+        )
+    state.producer_epoch += 1
+
+
+@contextlib.contextmanager
+def exclusive_lock(log_dir: Path, sink_id: str) -> Iterator[None]:
+    """Hold ``kafkatier-sink.<sink id>.lock`` exclusively (blocks until it is free)."""
+    path = lock_path(log_dir, sink_id)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock

@@ -1,0 +1,88 @@
+"""The driver's transaction steps on the log dir: topics, sequences, markers, recovery.
+
+The sink plays Kafka's transaction coordinator for its one producer: it appends COMMIT or ABORT
+markers (``Log.write_txn_marker``) to every partition where the producer has an open
+transaction. Which partitions those are is read from each partition's producer state (rebuilt
+from disk after a crash), not from the sink's bookkeeping, so a partition appended to just before
+a crash cannot be missed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from kafkatier.sink.schema import SinkSchemaError
+from kafkatier.storage.log import Log
+from kafkatier.storage.log_dir import LogDirectory
+from kafkatier.storage.wire import NO_SEQUENCE, increment_sequence
+
+CrashHook = Callable[[str], None]
+
+
+def topic_partitions(logs: LogDirectory, topic: str, partitions: int | None) -> int:
+    """The topic's partition count, creating its partitions if it is new.
+
+    An existing topic's count comes from disk; a different ``partitions`` is an error, never a
+    silent re-partitioning (keys would move to other partitions)."""
+    on_disk = logs.topics().get(topic)
+    if on_disk is not None:
+        if partitions is not None and partitions != on_disk:
+            raise SinkSchemaError(
+                f"topic {topic!r} has {on_disk} partitions in {logs.path}, not {partitions}; "
+                f"fix: pass partitions={on_disk} (or None), or write to a new topic",
+                topic=topic,
+            )
+        count = on_disk
+    elif partitions is None:
+        raise SinkSchemaError(
+            f"topic {topic!r} does not exist in {logs.path}; fix: pass partitions=N to create it",
+            topic=topic,
+        )
+    else:
+        count = partitions
+    if count < 1:
+        raise SinkSchemaError(f"partitions must be >= 1, got {count}", topic=topic)
+    for p in range(count):
+        logs.get_or_create(topic, p)
+    return count
+
+
+def next_sequences(
+    logs: LogDirectory, topic: str, count: int, producer_id: int, epoch: int
+) -> dict[int, int]:
+    """Per partition, the sequence the producer's next record must carry (0 in a new epoch)."""
+    result: dict[int, int] = {}
+    for p in range(count):
+        log = logs.get(topic, p)
+        entry = None if log is None else log.producer_state.last_entry(producer_id)
+        if entry is None or entry.producer_epoch != epoch or entry.last_seq == NO_SEQUENCE:
+            result[p] = 0
+        else:
+            result[p] = increment_sequence(entry.last_seq, 1)
+    return result
+
+
+def open_txn_logs(logs: LogDirectory, topics: Iterable[str], producer_id: int) -> list[Log]:
+    """The partitions of ``topics`` where ``producer_id`` has a transaction without a marker."""
+    wanted = set(topics)
+    found = []
+    for (topic, _partition), log in sorted(logs.logs.items()):
+        if topic not in wanted:
+            continue
+        entry = log.producer_state.last_entry(producer_id)
+        if entry is not None and entry.current_txn_first_offset is not None:
+            found.append(log)
+    return found
+
+
+def end_txn(
+    logs: Iterable[Log], producer_id: int, epoch: int, *, commit: bool, crash: CrashHook
+) -> int:
+    """Write a COMMIT or ABORT marker to each log; returns how many were written."""
+    written = 0
+    for log in logs:
+        if written:
+            crash("between-markers")
+        log.write_txn_marker(producer_id, epoch, commit=commit)
+        written += 1
+    return written
