@@ -1,0 +1,201 @@
+"""Read-only access to partition logs for the ``kafkatier`` data source: no recovery, no writes,
+no locks, so a reader may run beside the single writer (the sink) appending to the same log.
+
+A partition directory is opened as its ``<base>.log`` segments (files with a cleaner or
+retention suffix are ignored) through ``LogSegment(writable=False)``; missing indexes read as
+empty. The log start offset is the first segment's base, raised by the log dir's
+``log-start-offset-checkpoint`` when that says more.
+
+The last stable offset (LSO) lives in a writer's memory only, so :func:`scan_bounds` rebuilds it
+from the files: it takes the open transactions recorded in the newest producer snapshot
+(``<offset>.snapshot``, written at every roll, so usually at the active segment's base) and scans
+the batches from that offset to the end of the log, opening a transaction at a producer's first
+transactional data batch and closing it at its COMMIT/ABORT marker. LSO = the first offset of the
+earliest transaction still open, else the log end. Without a usable snapshot the scan starts at
+the log start. The ABORT markers seen in the scan are returned too: a writer appends the marker
+to the ``.log`` before it indexes the aborted transaction in ``.txnindex``, so a reader that
+trusted only the ``.txnindex`` could, for a moment, see the marker (and the LSO past it) but not
+the entry, and show aborted data as committed. Readers use both sources.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, cast
+
+from kafkatier.storage.checkpoints import LOG_START_OFFSET_CHECKPOINT, OffsetCheckpointFile
+from kafkatier.storage.errors import CorruptSnapshotError, StorageError
+from kafkatier.storage.log_reader import offset_for_timestamp
+from kafkatier.storage.metadata_files import parse_partition_dir_name
+from kafkatier.storage.producer_snapshot import list_snapshot_files, read_snapshot
+from kafkatier.storage.segment import AnyBatch, LogSegment
+from kafkatier.storage.txn_index import AbortedTxn
+from kafkatier.storage.wire import ControlType, offset_from_file_name
+
+if TYPE_CHECKING:
+    from kafkatier.storage.log import Log
+
+TopicPartition = tuple[str, int]
+_SEGMENT_NAME = re.compile(r"\d{20}\.log")
+
+
+def discover(
+    log_dir: Path, topics: Iterable[str] | None, pattern: str | None
+) -> list[TopicPartition]:
+    """Live partition directories of the named topics (or of topics matching ``pattern``)."""
+    wanted = None if topics is None else set(topics)
+    regex = None if pattern is None else re.compile(pattern)
+    found: list[TopicPartition] = []
+    for child in Path(log_dir).iterdir() if Path(log_dir).is_dir() else ():
+        parsed = parse_partition_dir_name(child.name) if child.is_dir() else None
+        if parsed is None:
+            continue
+        if (wanted is not None and parsed[0] in wanted) or (
+            regex is not None and regex.fullmatch(parsed[0])
+        ):
+            found.append(parsed)
+    return sorted(found)
+
+
+def checkpointed_log_starts(log_dir: Path) -> dict[TopicPartition, int]:
+    """The writer's last ``log-start-offset-checkpoint`` (empty when there is none)."""
+    try:
+        return OffsetCheckpointFile(Path(log_dir) / LOG_START_OFFSET_CHECKPOINT).read()
+    except (FileNotFoundError, StorageError):
+        return {}
+
+
+class ReadOnlyPartition:
+    """The segments of one ``<topic>-<partition>`` directory, opened read-only (module doc)."""
+
+    def __init__(self, log_dir: Path, topic: str, partition: int, log_start_hint: int = 0) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.directory = Path(log_dir) / f"{topic}-{partition}"
+        bases = sorted(
+            offset_from_file_name(p.name)
+            for p in self.directory.iterdir()
+            if _SEGMENT_NAME.fullmatch(p.name)
+        )
+        self.segments = [LogSegment(self.directory, b, writable=False) for b in bases]
+        first = bases[0] if bases else 0
+        self.log_start_offset = max(first, log_start_hint)
+
+    def close(self) -> None:
+        for segment in self.segments:
+            segment.close_handlers()
+
+    def __enter__(self) -> ReadOnlyPartition:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self.segments[-1]
+
+    def segments_from(self, offset: int) -> list[LogSegment]:
+        """The segment holding ``offset`` (the last with base <= offset) and every later one."""
+        before = [i for i, s in enumerate(self.segments) if s.base_offset <= offset]
+        return self.segments[before[-1] if before else 0 :]
+
+    def log_end_offset(self) -> int:
+        """The offset after the last whole batch on disk (a torn tail does not count)."""
+        if not self.segments:
+            return self.log_start_offset
+        return max(self.active_segment.read_next_offset(), self.log_start_offset)
+
+    def offset_for_timestamp(self, timestamp: int) -> int | None:
+        """Kafka's ListOffsets by time, via the engine's lookup: it only reads ``segments``,
+        ``active_segment`` and ``log_start_offset``, which this view has."""
+        if not self.segments:
+            return None
+        return offset_for_timestamp(cast("Log", self), timestamp)
+
+    def batches_from(self, offset: int) -> Iterator[AnyBatch]:
+        """Every whole batch whose last offset is >= ``offset``, in log order."""
+        for segment in self.segments_from(offset):
+            found = segment.translate_offset(offset)
+            if found is not None:
+                yield from segment.batches(found.position)
+
+    def aborted_txns(self, start: int, end: int) -> list[AbortedTxn]:
+        """``.txnindex`` entries overlapping [start, end) (Kafka's collectAbortedTransactions)."""
+        found: list[AbortedTxn] = []
+        for segment in self.segments_from(start):
+            txns, complete = segment.collect_aborted_txns(start, end)
+            found.extend(txns)
+            if complete:
+                break
+        return found
+
+
+@dataclass(frozen=True)
+class PartitionBounds:
+    """What a reader may read of one partition at one moment."""
+
+    log_start: int
+    high_watermark: int  # the log end offset: a single always-leader replica
+    last_stable: int
+    aborted: tuple[AbortedTxn, ...] = ()  # ABORT markers seen by the tail scan
+
+    def latest(self, committed: bool) -> int:
+        """Kafka's end offset for a consumer of that isolation level."""
+        return self.last_stable if committed else self.high_watermark
+
+    def aborted_in(self, start: int, end: int) -> tuple[AbortedTxn, ...]:
+        return tuple(t for t in self.aborted if t.last_offset >= start and t.first_offset < end)
+
+
+def scan_bounds(part: ReadOnlyPartition, committed: bool) -> PartitionBounds:
+    """Log start, high watermark and LSO of ``part``, read from the files (module docstring)."""
+    end = part.log_end_offset()
+    if not committed:
+        return PartitionBounds(part.log_start_offset, end, end)
+    start, ongoing = _snapshot_state(part, end)
+    aborted: list[AbortedTxn] = []
+    high = start
+    for batch in part.batches_from(start):
+        if batch.last_offset < start:
+            continue
+        high = batch.next_offset
+        if batch.is_transactional:
+            _track_txn(batch, ongoing, aborted)
+    high = max(high, end)
+    lso = min([high, *ongoing.values()])
+    return PartitionBounds(part.log_start_offset, high, lso, tuple(aborted))
+
+
+def _track_txn(batch: AnyBatch, ongoing: dict[int, int], aborted: list[AbortedTxn]) -> None:
+    pid = batch.producer_id
+    if not batch.is_control:
+        ongoing.setdefault(pid, batch.base_offset)
+        return
+    first = ongoing.pop(pid, None)
+    if first is not None and batch.control_record()[0] == ControlType.ABORT:  # type: ignore[union-attr]
+        lso = min([batch.last_offset + 1, *ongoing.values()])
+        aborted.append(AbortedTxn(pid, first, batch.last_offset, lso))
+
+
+def _snapshot_state(part: ReadOnlyPartition, end: int) -> tuple[int, dict[int, int]]:
+    """(offset, producer id -> first offset of its open transaction) from the newest readable
+    snapshot within the log, else (log start, nothing open)."""
+    usable = [
+        s for s in list_snapshot_files(part.directory) if part.log_start_offset <= s.offset <= end
+    ]
+    for snap in reversed(usable):
+        try:
+            entries = read_snapshot(snap.path)
+        except (FileNotFoundError, CorruptSnapshotError):
+            continue  # deleted by the writer meanwhile, or torn: an older one will do
+        ongoing = {
+            e.producer_id: e.current_txn_first_offset
+            for e in entries
+            if e.current_txn_first_offset >= 0
+        }
+        return snap.offset, ongoing
+    return part.log_start_offset, {}
