@@ -68,6 +68,8 @@ class LogDirectory:
             parsed = parse_partition_dir_name(child.name) if child.is_dir() else None
             if parsed is not None:
                 self.logs[parsed] = self._open(parsed)
+        for topic, partition in self.logs:  # a crash in get_or_create can leave a dir without it
+            self._ensure_partition_metadata(topic, partition)
 
     def _ensure_meta_properties(self) -> None:
         path = self.path / META_PROPERTIES
@@ -102,13 +104,17 @@ class LogDirectory:
         tp = (topic, partition)
         if tp in self.logs:
             return self.logs[tp]
-        directory = self.path / partition_dir_name(topic, partition)
-        directory.mkdir(parents=True, exist_ok=True)
-        metadata = PartitionMetadataFile(directory / PARTITION_METADATA)
-        if not metadata.exists():
-            metadata.write(self.topic_id(topic) or new_topic_id())
+        (self.path / partition_dir_name(topic, partition)).mkdir(parents=True, exist_ok=True)
+        self._ensure_partition_metadata(topic, partition)
         self.logs[tp] = self._open(tp)
         return self.logs[tp]
+
+    def _ensure_partition_metadata(self, topic: str, partition: int) -> None:
+        metadata = PartitionMetadataFile(
+            self.path / partition_dir_name(topic, partition) / PARTITION_METADATA
+        )
+        if not metadata.exists():
+            metadata.write(self.topic_id(topic) or new_topic_id())
 
     def topic_id(self, topic: str) -> str | None:
         """The id already given to ``topic`` by any of its partitions."""

@@ -165,3 +165,16 @@ def test_topic_settings_come_from_the_resolver_or_the_topic_config_files(tmp_pat
     custom = LogDirectory(tmp_path, config_for=small)
     assert custom.get("t", 0).config.segment_bytes == 600  # type: ignore[union-attr]
     custom.close()
+
+
+def test_a_partition_dir_left_without_metadata_gets_its_topics_id(tmp_path: Path) -> None:
+    """A crash between creating a partition dir and writing partition.metadata."""
+    log_dir = LogDirectory(tmp_path)
+    log_dir.get_or_create("t", 0)
+    log_dir.close()
+    (tmp_path / "t-1").mkdir()
+    (tmp_path / "u-0").mkdir()
+    reopened = LogDirectory(tmp_path)
+    texts = {n: (tmp_path / n / "partition.metadata").read_text() for n in ("t-0", "t-1", "u-0")}
+    assert texts["t-1"] == texts["t-0"] != texts["u-0"]
+    reopened.close()
