@@ -1,0 +1,116 @@
+"""The cleaner's offset map against a plain-Python transcription of Kafka's SkimpyOffsetMap."""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kafkatier.storage.offset_map import BYTES_PER_ENTRY, OffsetMap, hash_keys
+
+
+class KafkaSkimpyModel:
+    """SkimpyOffsetMap.java in Python: a bytearray of 24-byte entries, Java int arithmetic."""
+
+    def __init__(self, memory: int, load_factor: float) -> None:
+        self.slots = memory // 24
+        self.buf = bytearray(self.slots * 24)
+        self.size = 0
+        self.max_desired = int(self.slots * load_factor)
+
+    def _position(self, h: bytes, attempt: int) -> int:
+        probe = int.from_bytes(h[min(attempt, 12) : min(attempt, 12) + 4], "big", signed=True)
+        probe += max(0, attempt - 12)
+        probe = (probe + 2**31) % 2**32 - 2**31
+        probe = 0 if probe == -(2**31) else abs(probe)
+        return (probe % self.slots) * 24
+
+    def put(self, key: bytes, offset: int) -> None:
+        h = hashlib.md5(key).digest()
+        attempt = 0
+        pos = self._position(h, attempt)
+        while self.buf[pos : pos + 16] != bytes(16):
+            if self.buf[pos : pos + 16] == h:
+                self.buf[pos + 16 : pos + 24] = offset.to_bytes(8, "big")
+                return
+            attempt += 1
+            pos = self._position(h, attempt)
+        self.buf[pos : pos + 16] = h
+        self.buf[pos + 16 : pos + 24] = offset.to_bytes(8, "big")
+        self.size += 1
+
+    def get(self, key: bytes) -> int:
+        h = hashlib.md5(key).digest()
+        attempt = 0
+        while True:
+            pos = self._position(h, attempt)
+            if self.buf[pos : pos + 16] == bytes(16):
+                return -1
+            if self.buf[pos : pos + 16] == h:
+                return int.from_bytes(self.buf[pos + 16 : pos + 24], "big")
+            attempt += 1
+
+
+def test_memory_is_the_budget_at_24_bytes_per_slot() -> None:
+    m = OffsetMap(24 * 1000 + 23, 0.9)
+    assert m.slots == 1000
+    assert m.nbytes == 1000 * BYTES_PER_ENTRY
+    assert m.max_desired_size == 900
+    with pytest.raises(ValueError):
+        OffsetMap(23)
+
+
+def test_hash_keys_are_md5() -> None:
+    hashes = hash_keys([b"a", b""])
+    assert bytes(hashes[0]) == hashlib.md5(b"a").digest()
+    assert bytes(hashes[1]) == hashlib.md5(b"").digest()
+
+
+def test_later_put_wins_and_absent_is_minus_one() -> None:
+    m = OffsetMap(24 * 64)
+    assert m.put(b"k", 5) and m.put(b"k", 9)
+    assert m.get(b"k") == 9
+    assert m.get(b"other") == -1
+    assert m.size == 1
+
+
+def test_stops_at_load_factor_even_for_known_keys() -> None:
+    """Kafka checks the size before every put, so a full map refuses even an existing key."""
+    m = OffsetMap(24 * 10, 0.5)
+    keys = [b"k%d" % i for i in range(8)]
+    offsets = np.arange(8, dtype=np.int64)
+    assert m.put_hashes(hash_keys(keys), offsets) == 5
+    assert m.size == 5
+    assert not m.put(b"k0", 100)
+    assert m.get(b"k0") == 0
+
+
+def test_clear_forgets_everything() -> None:
+    m = OffsetMap(24 * 16)
+    m.put(b"a", 1)
+    m.update_latest_offset(7)
+    m.clear()
+    assert (m.get(b"a"), m.size, m.latest_offset) == (-1, 0, -1)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    slots=st.integers(1, 40),
+    ops=st.lists(st.tuples(st.binary(max_size=6), st.integers(0, 2**40)), max_size=60),
+)
+def test_same_slots_and_answers_as_kafkas_map(slots: int, ops: list[tuple[bytes, int]]) -> None:
+    ours, kafka = OffsetMap(slots * 24, 0.9), KafkaSkimpyModel(slots * 24, 0.9)
+    for key, offset in ops:
+        if kafka.size >= kafka.max_desired:
+            assert not ours.put(key, offset)
+            continue
+        kafka.put(key, offset)
+        assert ours.put(key, offset)
+    assert ours.size == kafka.size
+    raw = np.frombuffer(bytes(kafka.buf), dtype=np.uint8).reshape(slots, 24)
+    assert bytes(ours.hashes.tobytes()) == bytes(raw[:, :16].tobytes())
+    for key, _ in ops:
+        assert ours.get(key) == kafka.get(key)
