@@ -1,0 +1,189 @@
+"""``kafkatier clean``: one pass of retention and compaction over a log dir, as a broker would."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import mmap
+import sys
+from pathlib import Path
+
+from kafkatier.storage.config import LogConfig, parse_overrides
+from kafkatier.storage.errors import ConfigError, KafkaTierError
+from kafkatier.storage.log import wall_clock_ms
+from kafkatier.storage.log_dir import LogDirectory
+from kafkatier.storage.metadata_files import parse_partition_dir_name
+from kafkatier.storage.records import iter_batches
+from kafkatier.storage.retention_pass import (
+    COMPACTION_UNAVAILABLE,
+    Compactor,
+    PartitionSummary,
+    clean_log_dir,
+    total,
+)
+from kafkatier.storage.topic_config import TopicConfigStore
+from kafkatier.storage.verify_files import is_log_dir
+
+EPILOG = """\
+what a pass does, per partition (Kafka's rules, kafka-format.md §10-§11):
+  retention     segments wholly below the log start offset go (any cleanup.policy); with
+                cleanup.policy containing delete, then the oldest segments while the log
+                exceeds retention.bytes, then those whose newest record is older than
+                retention.ms. Deleted files are renamed .deleted and removed after
+                file.delete.delay.ms (those left at exit are removed the next time the log
+                dir is opened, as a broker does at startup).
+  compaction    with cleanup.policy containing compact: Kafka's log cleaner keeps the latest
+                record per key, from the cleaner-offset-checkpoint on.
+
+Settings come from LOG_DIR/kafkatier-topic.<topic>.properties (Kafka's names and defaults);
+--config overrides them for this run only. Every setting is checked before any file is
+touched, and so is that a compacted partition has keyed records.
+
+exit codes: 0 done, 1 failed (or compaction not available), 2 usage or configuration error.
+
+examples:
+  kafkatier clean /data/kafka-logs
+  kafkatier clean /data/kafka-logs --topic events --config retention.ms=86400000
+  kafkatier clean /data/kafka-logs --topic users --config cleanup.policy=compact --json
+"""
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "clean",
+        help="apply retention and compaction to a log dir once",
+        description="Run one pass of retention (cleanup.policy=delete) and compaction "
+        "(cleanup.policy=compact) over every partition in LOG_DIR, or one topic's.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("log_dir", metavar="LOG_DIR", type=Path, help="Kafka log directory")
+    parser.add_argument("--topic", help="only this topic's partitions")
+    parser.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
+                        help="a setting for this run only, Kafka's name (repeatable)")  # fmt: skip
+    parser.add_argument("--json", action="store_true",
+                        help="JSON Lines: an object per partition, then the totals")  # fmt: skip
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    path: Path = args.log_dir
+    if not path.is_dir() or not is_log_dir(path):
+        print(f"kafkatier clean: error: not a Kafka log dir: {path}", file=sys.stderr)
+        return 2
+    configs = resolve_configs(path, args.topic, parse_overrides(args.config, source="--config"))
+    selected = set(configs) if args.topic is None else {args.topic}
+    compacted = sorted(t for t in selected if configs[t].is_compacted)
+    check_keyed(path, compacted)
+    compactor = load_compactor() if compacted else None
+    with LogDirectory(path, config_for=configs.__getitem__) as log_dir:
+        summaries = clean_log_dir(
+            log_dir, now_ms=wall_clock_ms(), compactor=compactor, topics=selected
+        )
+    print_summaries(summaries, as_json=args.json)
+    missing = [
+        f"{s.topic}-{s.partition}" for s in summaries if s.compaction == COMPACTION_UNAVAILABLE
+    ]
+    if missing:
+        print("kafkatier clean: error: compaction is not available in this installation "
+              f"(kafkatier.storage.cleaner is missing); not compacted: {', '.join(missing)}",
+              file=sys.stderr)  # fmt: skip
+        return 1
+    return 0
+
+
+def topics_on_disk(path: Path) -> dict[str, list[Path]]:
+    found: dict[str, list[Path]] = {}
+    for child in sorted(path.iterdir()):
+        parsed = parse_partition_dir_name(child.name) if child.is_dir() else None
+        if parsed is not None:
+            found.setdefault(parsed[0], []).append(child)
+    return found
+
+
+def resolve_configs(
+    path: Path, topic: str | None, overrides: dict[str, str]
+) -> dict[str, LogConfig]:
+    """Every topic's settings (the selected ones with ``overrides``), all validated up front:
+    opening the log dir needs them all."""
+    store = TopicConfigStore(path)
+    on_disk = topics_on_disk(path)
+    if topic is not None and topic not in on_disk:
+        raise ConfigError(f"no partitions of topic {topic!r} in {path}", setting="--topic")
+    LogConfig().with_overrides(overrides, source="--config")  # checked even with no topics
+    configs = {}
+    for name in on_disk:
+        config = store.get(name)
+        if topic is None or name == topic:
+            config = config.with_overrides(overrides, source="--config")
+        configs[name] = config
+    return configs
+
+
+def check_keyed(path: Path, topics: list[str]) -> None:
+    """Compaction keeps the latest record per key and drops keyless ones: a compacted partition
+    holding records but no key at all would lose everything, which is a configuration error."""
+    on_disk = topics_on_disk(path)
+    for topic in topics:
+        for directory in on_disk[topic]:
+            if keyed_state(directory) is False:
+                raise ConfigError(
+                    f"cleanup.policy=compact, but {directory.name} has records and none has a "
+                    "key: compaction would remove them all (use cleanup.policy=delete)",
+                    setting="cleanup.policy", partition=directory.name,
+                )  # fmt: skip
+
+
+def keyed_state(directory: Path) -> bool | None:
+    """True once a data record with a key is found, False if there are records but no key,
+    None for a partition without data records. Reads ``.log`` files only, never writes."""
+    records = False
+    for log_file in sorted(directory.glob("*.log")):
+        size = log_file.stat().st_size
+        if size == 0:
+            continue
+        with log_file.open("rb") as f:  # the map outlives the file; batches are views into it
+            view = memoryview(mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ))
+        try:
+            for batch in iter_batches(view, 0, size, file=str(log_file)):
+                if batch.is_control:
+                    continue
+                for record in batch.records():
+                    if record.key is not None:
+                        return True
+                    records = True
+        except KafkaTierError:
+            pass  # damage: opening the log recovers it; judge the records before it
+    return False if records else None
+
+
+def load_compactor() -> Compactor | None:
+    """The log cleaner, imported only when a compacted topic needs it."""
+    try:
+        from kafkatier.storage.cleaner import compact_log
+    except ModuleNotFoundError as exc:
+        if exc.name != "kafkatier.storage.cleaner":
+            raise
+        return None
+    return compact_log
+
+
+def print_summaries(summaries: list[PartitionSummary], *, as_json: bool) -> None:
+    for s in summaries:
+        if as_json:
+            print(json.dumps(s.to_json()))
+            continue
+        print(f"{s.topic}-{s.partition} [{s.cleanup_policy}]: {s.bytes_before} -> "
+              f"{s.bytes_after} bytes, {s.segments_deleted} segments deleted, "
+              f"{s.records_removed} records removed, tombstones {s.tombstones_kept} kept / "
+              f"{s.tombstones_dropped} dropped, log start {s.log_start_before} -> "
+              f"{s.log_start_after}, compaction {s.compaction}")  # fmt: skip
+    sums = total(summaries)
+    if as_json:
+        print(json.dumps({"total": sums}))
+        return
+    count = sums["partitions"]
+    print(f"total: {count} partition{'' if count == 1 else 's'}, {sums['bytes_before']} -> "
+          f"{sums['bytes_after']} bytes, {sums['segments_deleted']} segments deleted, "
+          f"{sums['records_removed']} records removed, tombstones {sums['tombstones_kept']} kept / "
+          f"{sums['tombstones_dropped']} dropped")  # fmt: skip
