@@ -91,6 +91,7 @@ def delete_records(
     now = log.clock() if now_ms is None else now_ms
     result = _delete_where(log, _start_offset_breached(log), "log-start-offset", now)
     result.log_start_offset = log.log_start_offset
+    log.pending_deletions.run(now)
     return result
 
 
