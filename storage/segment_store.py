@@ -6,8 +6,9 @@ two-step write of cleaned segments (build one, then swap it in for the old ones)
 partition directories are :class:`LocalSegmentStore`; a tiered copy in S3 can implement the same
 protocol later. The local swap is Kafka's crash-safe protocol (kafka-format.md §11.4):
 ``.cleaned`` files, renamed to ``.swap``, old segments renamed to ``.deleted``, ``.swap`` renamed to
-the final names, directory fsynced; ``log_loader.complete_interrupted_operations`` finishes or
-undoes an interrupted swap when the partition is opened again.
+the final names, directory fsynced; then, as Kafka's ``UnifiedLog.replaceSegments``, the producer
+snapshots of old segments that got no cleaned successor are deleted. Opening the partition again
+(``log_loader.complete_interrupted_operations``) finishes or undoes an interrupted swap.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import os
 import signal
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
 from kafkatier.storage import wire
@@ -115,6 +117,7 @@ class LocalSegmentStore:
         self.io_buffer_size = max(io_buffer_size, wire.BATCH_HEADER_SIZE)
         self.hook = _CrashHook()
         self._deleted: list[LogSegment] = []
+        self._deleted_snapshots: list[Path] = []
 
     def _segment(self, base_offset: int) -> LogSegment:
         for segment in self.log.segments:
@@ -204,6 +207,11 @@ class LocalSegmentStore:
         fsync_dir(self.log.directory)
         self.hook.step()
         self._install(cleaned, old)
+        for segment in old:  # UnifiedLog.replaceSegments: snapshots of the segments that went
+            if segment.base_offset != cleaned.base_offset:
+                snapshot = self.log.producer_state.delete_snapshot(segment.base_offset)
+                if snapshot is not None:
+                    self._deleted_snapshots.append(snapshot)
 
     def _rename(self, segment: LogSegment, suffix: str) -> None:
         """Kafka's ``changeFileSuffixes``, one file at a time (``.log`` last), each a step."""
@@ -232,4 +240,7 @@ class LocalSegmentStore:
         after ``file.delete.delay.ms``; a crash leaves them for the loader to remove)."""
         for segment in self._deleted:
             segment.delete()
+        for snapshot in self._deleted_snapshots:
+            snapshot.unlink(missing_ok=True)
         self._deleted.clear()
+        self._deleted_snapshots.clear()
