@@ -1,0 +1,21 @@
+"""Typed errors of the tiering layer, rooted in kafkatier's error tree (picklable)."""
+
+from __future__ import annotations
+
+from kafkatier.storage.errors import KafkaTierError
+
+
+class TieringError(KafkaTierError):
+    """Root of errors from kafkatier.tiering (remote store, manifests, upload, restore)."""
+
+
+class PreconditionFailedError(TieringError):
+    """A conditional write lost: the object exists (If-None-Match) or changed (If-Match)."""
+
+
+class ObjectNotFoundError(TieringError):
+    """A remote object that should exist does not; ``key`` names it."""
+
+
+class RemoteVerifyError(TieringError):
+    """A remote or restored copy whose size or checksum differs from what the manifest records."""

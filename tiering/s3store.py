@@ -1,0 +1,243 @@
+"""The object-store contract (store.py) on S3 through boto3, configured the standard way.
+
+Endpoint, region and addressing style come from the caller (the sidecar config); credentials
+come from botocore's usual chain (environment, shared credentials/config files, profile,
+instance metadata) and are never read, printed or logged here. Uploads use s3transfer's managed
+transfer: a single PUT below ``multipart_threshold``, else a multipart upload of
+``multipart_chunksize`` parts sent ``max_concurrency`` at a time. Conditional puts send
+``If-None-Match: *`` / ``If-Match: <etag>`` on PutObject (SeaweedFS 4.x honours both and
+answers 412, as AWS S3 does), so a manifest update is a compare-and-swap without any fallback.
+
+The boto3 client is created lazily and dropped when pickling: the store travels in Spark
+closures and worker processes as its settings alone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import boto3
+import botocore.exceptions
+from boto3.s3.transfer import TransferConfig
+from botocore.config import Config
+
+from kafkatier.tiering.errors import ObjectNotFoundError, PreconditionFailedError
+from kafkatier.tiering.store import ObjectInfo, Progress
+
+MIB = 1 << 20
+
+
+class RateLimiter:
+    """A token bucket shared by every transfer thread: ``consume`` sleeps to hold the rate."""
+
+    def __init__(self, bytes_per_second: int) -> None:
+        self.rate = bytes_per_second
+        self._lock = threading.Lock()
+        self._next = time.monotonic()
+
+    def consume(self, n: int) -> None:
+        if self.rate <= 0 or n <= 0:
+            return
+        with self._lock:
+            now = time.monotonic()
+            start = max(self._next, now)
+            self._next = start + n / self.rate
+            wait = self._next - now
+        if wait > 0:
+            time.sleep(wait)
+
+
+class S3Store:
+    """An :class:`~kafkatier.tiering.store.ObjectStore` on one ``s3://bucket/prefix`` URL."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        endpoint_url: str | None = None,
+        region: str | None = None,
+        profile: str | None = None,
+        multipart_threshold: int = 8 * MIB,
+        multipart_chunksize: int = 8 * MIB,
+        max_concurrency: int = 4,
+        rate_limit_bps: int = 0,
+        max_attempts: int = 5,
+    ) -> None:
+        if not url.startswith("s3://"):
+            raise ValueError(f"not an s3:// URL: {url}")
+        self.url = url.rstrip("/")
+        bucket, _, prefix = self.url[len("s3://") :].partition("/")
+        self.bucket = bucket
+        self.prefix = prefix.strip("/")
+        self.settings: dict[str, Any] = {
+            "endpoint_url": endpoint_url,
+            "region": region,
+            "profile": profile,
+            "multipart_threshold": multipart_threshold,
+            "multipart_chunksize": multipart_chunksize,
+            "max_concurrency": max_concurrency,
+            "rate_limit_bps": rate_limit_bps,
+            "max_attempts": max_attempts,
+        }
+        self._client: Any = None
+        self._limiter = RateLimiter(rate_limit_bps)
+        self._client_lock = threading.Lock()
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"url": self.url, "settings": self.settings}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["url"], **state["settings"])  # type: ignore[misc]
+
+    def __repr__(self) -> str:  # settings only: credentials never live on this object
+        return f"S3Store({self.url!r}, endpoint_url={self.settings['endpoint_url']!r})"
+
+    @property
+    def client(self) -> Any:
+        with self._client_lock:
+            if self._client is None:
+                s = self.settings
+                session = boto3.session.Session(profile_name=s["profile"], region_name=s["region"])
+                config = Config(
+                    retries={"mode": "standard", "max_attempts": s["max_attempts"]},
+                    s3={"addressing_style": "path"},
+                    max_pool_connections=max(10, s["max_concurrency"] * 4),
+                )
+                self._client = session.client("s3", endpoint_url=s["endpoint_url"], config=config)
+            return self._client
+
+    def _key(self, key: str) -> str:
+        key = key.lstrip("/")
+        return f"{self.prefix}/{key}" if self.prefix else key
+
+    def _transfer_config(self) -> TransferConfig:
+        s = self.settings
+        return TransferConfig(
+            multipart_threshold=s["multipart_threshold"],
+            multipart_chunksize=s["multipart_chunksize"],
+            max_concurrency=s["max_concurrency"],
+            use_threads=s["max_concurrency"] > 1,
+        )
+
+    def _callback(self, progress: Progress | None) -> Progress:
+        def on_bytes(n: int) -> None:
+            self._limiter.consume(n)
+            if progress is not None:
+                progress(n)
+
+        return on_bytes
+
+    def put_file(self, key: str, path: Path, *, progress: Progress | None = None) -> ObjectInfo:
+        self.client.upload_file(
+            str(path), self.bucket, self._key(key),
+            Config=self._transfer_config(), Callback=self._callback(progress),
+        )
+        info = self.head(key)
+        if info is None:
+            raise ObjectNotFoundError("object missing right after upload", key=key)
+        return info
+
+    def put_bytes(
+        self, key: str, data: bytes, *, if_none_match: bool = False, if_match: str | None = None
+    ) -> str:
+        extra: dict[str, str] = {}
+        if if_none_match:
+            extra["IfNoneMatch"] = "*"
+        if if_match is not None:
+            extra["IfMatch"] = if_match
+        try:
+            response = self.client.put_object(
+                Bucket=self.bucket, Key=self._key(key), Body=data, **extra
+            )
+        except botocore.exceptions.ClientError as exc:
+            if _status(exc) in (409, 412):  # 409: a concurrent conditional write in flight
+                raise PreconditionFailedError("conditional put lost", key=key) from None
+            raise
+        return str(response["ETag"])
+
+    def get_bytes(self, key: str, start: int = 0, end: int | None = None) -> bytes:
+        """Bytes [start, end) as one ranged GET (``end`` None: to the end of the object)."""
+        extra: dict[str, str] = {}
+        if start or end is not None:
+            if end is not None and end <= start:
+                return b""
+            extra["Range"] = f"bytes={start}-{'' if end is None else end - 1}"
+        try:
+            response = self.client.get_object(Bucket=self.bucket, Key=self._key(key), **extra)
+        except botocore.exceptions.ClientError as exc:
+            if _status(exc) == 404:
+                raise ObjectNotFoundError("no such object", key=key) from None
+            raise
+        return bytes(response["Body"].read())
+
+    def get_with_etag(self, key: str) -> tuple[bytes, str] | None:
+        try:
+            response = self.client.get_object(Bucket=self.bucket, Key=self._key(key))
+        except botocore.exceptions.ClientError as exc:
+            if _status(exc) == 404:
+                return None
+            raise
+        return bytes(response["Body"].read()), str(response["ETag"])
+
+    def get_file(self, key: str, path: Path, *, progress: Progress | None = None) -> None:
+        try:
+            self.client.download_file(
+                self.bucket, self._key(key), str(path),
+                Config=self._transfer_config(), Callback=self._callback(progress),
+            )
+        except botocore.exceptions.ClientError as exc:
+            if _status(exc) == 404:
+                raise ObjectNotFoundError("no such object", key=key) from None
+            raise
+
+    def head(self, key: str) -> ObjectInfo | None:
+        try:
+            response = self.client.head_object(Bucket=self.bucket, Key=self._key(key))
+        except botocore.exceptions.ClientError as exc:
+            if _status(exc) == 404:
+                return None
+            raise
+        return ObjectInfo(key, int(response["ContentLength"]), str(response["ETag"]))
+
+    def list(self, prefix: str) -> list[ObjectInfo]:
+        strip = len(self.prefix) + 1 if self.prefix else 0
+        found: list[ObjectInfo] = []
+        paginator = self.client.get_paginator("list_objects_v2")
+        for page in paginator.paginate(Bucket=self.bucket, Prefix=self._key(prefix)):
+            for item in page.get("Contents", ()):
+                found.append(ObjectInfo(item["Key"][strip:], int(item["Size"]), item["ETag"]))
+        return found
+
+    def delete(self, key: str) -> None:
+        try:
+            self.client.delete_object(Bucket=self.bucket, Key=self._key(key))
+        except botocore.exceptions.ClientError as exc:
+            if _status(exc) != 404:
+                raise
+
+    def expected_etag(self, path: Path) -> str:
+        """The ETag S3 gives ``path`` uploaded with this store's part size: MD5 of the bytes for
+        a single PUT, else MD5 of the parts' MD5s with ``-<parts>``. Comparing it to the stored
+        ETag checks every byte arrived without downloading them again."""
+        s = self.settings
+        size = Path(path).stat().st_size
+        if size < s["multipart_threshold"]:
+            whole = hashlib.md5(usedforsecurity=False)
+            with open(path, "rb") as src:
+                while block := src.read(MIB):
+                    whole.update(block)
+            return f'"{whole.hexdigest()}"'
+        digests: list[bytes] = []
+        with open(path, "rb") as src:
+            while block := src.read(s["multipart_chunksize"]):
+                digests.append(hashlib.md5(block, usedforsecurity=False).digest())
+        combined = hashlib.md5(b"".join(digests), usedforsecurity=False).hexdigest()
+        return f'"{combined}-{len(digests)}"'
+
+
+def _status(exc: botocore.exceptions.ClientError) -> int:
+    return int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0))
