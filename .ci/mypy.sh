@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # mypy cannot follow setuptools' editable mapping (storage/ -> kafkatier.storage), so it checks a
-# copy laid out as installed: build/mypy-root/kafkatier/<pkg>/ (error paths point there).
+# copy laid out as installed, in a private temp dir (concurrent runs must not share one); error
+# paths look like kafkatier/storage/x.py.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-root=build/mypy-root
-rm -rf "$root" && mkdir -p "$root/kafkatier"
+repo=$PWD
+root=$(mktemp -d "${TMPDIR:-/tmp}/kafkatier-mypy.XXXXXX")
+trap 'rm -rf "$root"' EXIT
 for pkg in storage sink tiering cli; do
   mkdir -p "$root/kafkatier/$pkg"
   cp "$pkg"/*.py "$root/kafkatier/$pkg/"
 done
 cd "$root"
-exec ../../.venv/bin/python -m mypy --config-file ../../pyproject.toml --explicit-package-bases \
-  kafkatier "$@"
+"$repo/.venv/bin/python" -m mypy --config-file "$repo/pyproject.toml" --explicit-package-bases \
+  --cache-dir "$root/.mypy_cache" kafkatier "$@"
