@@ -122,7 +122,9 @@ class KafkaTierDataSource(DataSource):
 
 
 def _read(partition: InputPartition) -> Iterator[pa.RecordBatch]:
-    return read_task(partition.value)
+    """Spark reads one ``InputPartition(None)`` when a plan has no partitions: nothing to read."""
+    task = partition.value
+    return iter(()) if task is None else read_task(task)
 
 
 class KafkaTierBatchReader(DataSourceReader):
