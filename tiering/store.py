@@ -66,6 +66,8 @@ class ObjectStore(Protocol):
 
     def delete(self, key: str) -> None: ...
 
+    def expected_etag(self, path: Path) -> str: ...
+
 
 def md5_etag(data: bytes) -> str:
     return hashlib.md5(data, usedforsecurity=False).hexdigest()
@@ -190,6 +192,14 @@ class FsspecStore:
     def delete(self, key: str) -> None:
         with contextlib.suppress(FileNotFoundError):
             self._fs.rm_file(self._path(key))
+
+    def expected_etag(self, path: Path) -> str:
+        """The entity tag ``put_file(path)`` yields: the MD5 of the bytes."""
+        digest = hashlib.md5(usedforsecurity=False)
+        with open(path, "rb") as src:
+            while block := src.read(1 << 20):
+                digest.update(block)
+        return digest.hexdigest()
 
 
 def _protocols(fs: Any) -> tuple[str, ...]:

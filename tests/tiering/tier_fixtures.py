@@ -1,0 +1,56 @@
+"""Log dirs written by kafkatier's own writer for the tiering tests (imported by them).
+
+A tiered topic gets small segments (``segment.bytes``) of plain, idempotent and transactional
+batches (one aborted transaction, one committed), so every segment file kind exists: .log,
+.index, .timeindex, .txnindex (where the abort is indexed) and a producer snapshot per roll.
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+from kafkatier.storage.log import Log
+from kafkatier.storage.log_dir import LogDirectory
+from kafkatier.storage.records import Record, build_batch
+from kafkatier.storage.wire import Codec
+
+T0 = 1_700_000_000_000
+TIERED = {"remote.storage.enable": "true", "segment.bytes": "2000",
+          "index.interval.bytes": "300", "retention.ms": "-1"}
+
+
+def records(n: int, start: int) -> list[Record]:
+    return [Record(i, T0 + start + i, f"k{start + i}".encode(), b"v" * (40 + i % 9), ())
+            for i in range(n)]
+
+
+def fill(log: Log, steps: int, start: int = 0) -> None:
+    """Appends ``steps`` rounds: plain and idempotent batches, a transaction every 4th round
+    (aborted every 8th), cycling codecs."""
+    codecs = itertools.cycle(Codec)
+    for step in range(start, start + steps):
+        at = step * 10
+        log.append(build_batch(records(3, at), codec=next(codecs)))
+        if step % 4 == 3:
+            pid = 5000 + step
+            log.append(build_batch(records(2, at + 5), producer_id=pid, producer_epoch=0,
+                                   base_sequence=0, transactional=True))
+            log.write_txn_marker(pid, 0, commit=step % 8 != 7, timestamp=T0 + at + 8)
+
+
+def write_tiered(
+    path: Path, topic: str = "tiered", partitions: int = 1, steps: int = 40,
+    overrides: dict[str, str] | None = None,
+) -> Path:
+    """A cleanly closed log dir with ``partitions`` partitions of a tiered topic."""
+    with LogDirectory(path) as log_dir:
+        log_dir.topic_configs.update(topic, {**TIERED, **(overrides or {})}, "test")
+        for p in range(partitions):
+            fill(log_dir.get_or_create(topic, p), steps + p)
+    return path
+
+
+def append_more(path: Path, topic: str, partition: int, steps: int, start: int) -> None:
+    with LogDirectory(path) as log_dir:
+        fill(log_dir.get_or_create(topic, partition), steps, start)

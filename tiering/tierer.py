@@ -1,0 +1,111 @@
+"""One tiering pass over every partition of the configured log dirs.
+
+Per partition of a topic with ``remote.storage.enable=true``, in order: sweep orphans, upload
+each eligible segment not yet FINISHED remotely (oldest first, as Kafka's copier: the remote
+log stays a prefix-closed sequence), then apply local retention against the fresh manifest.
+Partitions run in parallel on a thread pool (``remote.log.manager.copier.thread.pool.size``);
+a failing partition is logged and counted, and the others carry on.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kafkatier.storage.errors import ConfigError
+from kafkatier.tiering.config import TieringConfig
+from kafkatier.tiering.local import LocalPartition, local_partitions
+from kafkatier.tiering.local_retention import delete_local, locally_deletable
+from kafkatier.tiering.manifest import ManifestStore, now_ms
+from kafkatier.tiering.orphans import sweep_orphans
+from kafkatier.tiering.store import ObjectStore
+from kafkatier.tiering.upload import Uploader, new_owner
+
+log = logging.getLogger("kafkatier.tiering")
+
+
+@dataclass
+class PartitionPass:
+    """What one pass did to one partition."""
+
+    topic: str
+    partition: int
+    uploaded_segments: int = 0
+    uploaded_bytes: int = 0
+    orphans_removed: int = 0
+    local_segments_deleted: int = 0
+    local_bytes_deleted: int = 0
+    error: str | None = None
+
+
+@dataclass
+class PassResult:
+    partitions: list[PartitionPass] = field(default_factory=list)
+
+    @property
+    def failures(self) -> int:
+        return sum(1 for p in self.partitions if p.error is not None)
+
+    def total(self, name: str) -> int:
+        return sum(int(getattr(p, name)) for p in self.partitions)
+
+
+class Tierer:
+    """Runs tiering passes for one configuration (one owner id per instance)."""
+
+    def __init__(self, config: TieringConfig, store: ObjectStore | None = None) -> None:
+        self.config = config
+        self.store = store if store is not None else config.open_store()
+        self.owner = new_owner()
+        self.uploader = Uploader(self.store, self.owner)
+        self._lock = threading.Lock()
+
+    def run_once(self) -> PassResult:
+        targets = [t for t in local_partitions(list(self.config.log_dirs)) if _tiered(*t)]
+        result = PassResult()
+        with ThreadPoolExecutor(max_workers=max(self.config.threads, 1)) as pool:
+            for outcome in pool.map(lambda t: self._partition(*t), targets):
+                result.partitions.append(outcome)
+        return result
+
+    def _partition(self, log_dir: Path, topic: str, partition: int) -> PartitionPass:
+        outcome = PartitionPass(topic, partition)
+        try:
+            with LocalPartition(log_dir, topic, partition) as part:
+                self._tier(part, outcome)
+        except Exception as exc:
+            log.exception("tiering %s-%d failed", topic, partition)
+            outcome.error = f"{type(exc).__name__}: {exc}"
+        return outcome
+
+    def _tier(self, part: LocalPartition, outcome: PartitionPass) -> None:
+        outcome.orphans_removed = sweep_orphans(
+            self.store, part.topic, part.partition,
+            owner=self.owner, grace_ms=self.config.orphan_grace_ms,
+        )
+        manifests = ManifestStore(self.store)
+        manifest, _ = manifests.load(part.topic, part.partition)
+        done = {s.base_offset for s in manifest.finished()}
+        for cand in part.candidates():
+            if cand.base_offset in done:
+                continue
+            entry = self.uploader.upload(part, cand)
+            if entry is not None:
+                outcome.uploaded_segments += 1
+                outcome.uploaded_bytes += sum(f.size for f in entry.files.values())
+        manifest, _ = manifests.load(part.topic, part.partition)
+        doomed = locally_deletable(part, manifest, now_ms())
+        outcome.local_segments_deleted = len(doomed)
+        outcome.local_bytes_deleted = delete_local(part, doomed)
+
+
+def _tiered(log_dir: Path, topic: str, partition: int) -> bool:
+    try:
+        with LocalPartition(log_dir, topic, partition) as part:
+            return part.config.remote_storage_enable
+    except ConfigError:
+        log.warning("bad topic config for %s in %s: not tiered", topic, log_dir)
+        return False
