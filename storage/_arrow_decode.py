@@ -20,7 +20,12 @@ from numpy.typing import NDArray
 from kafkatier.storage import _arrow_decode_kernels as D
 from kafkatier.storage._arrow_kernels import BATCH_HEADER_DTYPE, gather_rows
 from kafkatier.storage._arrow_table import SPARK_KAFKA_SCHEMA, build_table, parse
-from kafkatier.storage.errors import CompressionError, CorruptRecordError, InvalidRecordError
+from kafkatier.storage.errors import (
+    CompressionError,
+    CorruptRecordError,
+    InvalidRecordError,
+    KafkaTierError,
+)
 from kafkatier.storage.wire import (
     ATTR_CODEC_MASK,
     ATTR_CONTROL,
@@ -30,6 +35,7 @@ from kafkatier.storage.wire import (
     CRC_START,
     LOG_OVERHEAD,
     Codec,
+    ControlType,
 )
 
 GROUP_BYTES: Final = 256 << 20
@@ -41,7 +47,8 @@ _INT64_MAX: Final = 2**63 - 1
 @dataclass(frozen=True, slots=True)
 class BatchHeader:
     """The fields of one batch header that a reader filters on; ``position`` is where the batch
-    starts (``base_position`` + its place in the decoded buffer)."""
+    starts (``base_position`` + its place in the decoded buffer). Control batches reach the
+    filter too (read_committed must see ABORT markers go by) with their marker in ``control``."""
 
     position: int
     base_offset: int
@@ -53,6 +60,13 @@ class BatchHeader:
     is_control: bool
     records_count: int
     max_timestamp: int
+    control: tuple[ControlType, int] | None = None
+
+    def control_record(self) -> tuple[ControlType, int]:
+        """(type, coordinatorEpoch) of a control batch, as ``records.RecordBatch`` gives it."""
+        if self.control is None:
+            raise InvalidRecordError("not a control batch", position=self.position)
+        return self.control
 
 
 @dataclass(frozen=True)
@@ -86,10 +100,22 @@ def _scan(src: _Source) -> tuple[NDArray[np.int64], NDArray[Any]]:
     return positions, headers.reshape(len(positions))
 
 
-def _header(hdr: NDArray[Any], position: int) -> BatchHeader:
+def _control(src: _Source, position: int) -> tuple[ControlType, int]:
+    """A control batch's marker, through the general reader (one per transaction: rare)."""
+    from kafkatier.storage.records import RecordBatch
+
+    try:
+        kind, epoch = RecordBatch(src.view, position, file=src.file).control_record()
+        return ControlType(kind), int(epoch)
+    except KafkaTierError as exc:
+        raise type(exc)(exc.message, **src.where(position)) from exc
+
+
+def _header(src: _Source, hdr: NDArray[Any], position: int) -> BatchHeader:
     attrs = int(hdr["attributes"])
+    control = _control(src, position) if attrs & ATTR_CONTROL else None
     return BatchHeader(
-        position=position,
+        position=src.base_position + position,
         base_offset=int(hdr["base_offset"]),
         last_offset=int(hdr["base_offset"]) + int(hdr["last_offset_delta"]),
         producer_id=int(hdr["producer_id"]),
@@ -99,6 +125,7 @@ def _header(hdr: NDArray[Any], position: int) -> BatchHeader:
         is_control=bool(attrs & ATTR_CONTROL),
         records_count=int(hdr["records_count"]),
         max_timestamp=int(hdr["max_timestamp"]),
+        control=control,
     )
 
 
@@ -110,7 +137,9 @@ def _select(
     batch_filter: Callable[[Any], bool] | None,
     verify_crc: bool,
 ) -> NDArray[np.intp]:
-    """Indices of the batches to decode: in range, CRC-checked, data (not control), wanted."""
+    """Indices of the batches to decode: in range, CRC-checked, wanted, data (not control).
+
+    The filter sees every batch in range in offset order, control batches included."""
     base = hdr["base_offset"].astype(np.int64)
     last = base + hdr["last_offset_delta"]
     idx = np.flatnonzero((last >= bounds[0]) & (base < bounds[1]))
@@ -127,12 +156,11 @@ def _select(
             f"unknown compression codec id {int(attrs[bad[0]]) & ATTR_CODEC_MASK}",
             **src.where(positions[idx[bad[0]]]),
         )
-    idx = idx[(attrs & ATTR_CONTROL) == 0]
+    data = (attrs & ATTR_CONTROL) == 0
     if batch_filter is not None:
-        at = src.base_position
-        keep = [bool(batch_filter(_header(hdr[i], at + int(positions[i])))) for i in idx]
-        idx = idx[np.asarray(keep, dtype=bool)]
-    return np.asarray(idx, np.intp)
+        keep = [bool(batch_filter(_header(src, hdr[i], int(positions[i])))) for i in idx]
+        data &= np.asarray(keep, dtype=bool)
+    return np.asarray(idx[data], np.intp)
 
 
 @dataclass(frozen=True)

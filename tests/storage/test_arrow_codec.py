@@ -41,7 +41,7 @@ from kafkatier.storage.errors import (
     InvalidRecordError,
     RecordTooLargeError,
 )
-from kafkatier.storage.wire import ATTR_LOG_APPEND_TIME, BATCH_HEADER, Codec
+from kafkatier.storage.wire import ATTR_LOG_APPEND_TIME, BATCH_HEADER, Codec, ControlType
 
 VECTORS = json.loads(
     (Path(__file__).resolve().parents[1] / "data" / "vectors" / "arrow_codec.json").read_text()
@@ -480,6 +480,49 @@ def test_offset_range_and_batch_filter() -> None:
         (8, 9, 4),
         (10, 14, -1),
     ]
+
+
+def marker(kind: ControlType, offset: int, producer_id: int) -> bytes:
+    """The §13.7 end-transaction marker, moved to ``offset`` and ``producer_id``."""
+    data = bytearray.fromhex(VECTORS["end_txn_marker"]["hex"])
+    struct.pack_into(">q", data, 0, offset)
+    struct.pack_into(">q", data, 43, producer_id)
+    struct.pack_into(">h", data, 68, kind)  # the control key's type
+    struct.pack_into(">I", data, 17, crc32c.crc32c(data[21:]))
+    return bytes(data)
+
+
+def test_filter_sees_transaction_markers_like_a_read_committed_consumer() -> None:
+    txn = {"producer_id": 4, "producer_epoch": 0, "base_sequence": 0, "transactional": True}
+    aborted = encode_arrow(make_table(sample_records(3)), base_offset=0, **txn)
+    committed = encode_arrow(make_table(sample_records(2)), base_offset=4, **txn)
+    plain = encode_arrow(make_table(sample_records(2)), base_offset=7)
+    data = b"".join(
+        [
+            bytes(aborted.data),
+            marker(ControlType.ABORT, 3, 4),
+            bytes(committed.data),
+            marker(ControlType.COMMIT, 6, 4),
+            bytes(plain.data),
+        ]
+    )
+    aborted_pids, markers = {4}, []  # as if the transaction index listed pid 4 from offset 0
+
+    def read_committed(header: BatchHeader) -> bool:
+        if header.is_control:
+            kind, epoch = header.control_record()
+            markers.append((header.base_offset, kind, epoch))
+            if kind == ControlType.ABORT:
+                aborted_pids.discard(header.producer_id)
+            return False
+        return not (header.is_transactional and header.producer_id in aborted_pids)
+
+    table = decode_arrow(data, batch_filter=read_committed)
+    assert table.column("offset").to_pylist() == [4, 5, 7, 8]
+    assert markers == [(3, ControlType.ABORT, 0), (6, ControlType.COMMIT, 0)]
+    assert decode_arrow(data).column("offset").to_pylist() == [0, 1, 2, 4, 5, 7, 8]
+    with pytest.raises(InvalidRecordError, match="not a control batch"):
+        BatchHeader(0, 0, 0, -1, -1, -1, False, False, 1, 0).control_record()
 
 
 def test_partial_tail_is_ignored_and_empty_input() -> None:
