@@ -91,7 +91,9 @@ def decode_arrow(
 
     Stops quietly at a partial batch at the end (a segment being written). Skips control
     batches, batches for which ``batch_filter(BatchHeader)`` is false (read_committed drops
-    aborted transactions this way) and records outside ``[start_offset, end_offset)``.
+    aborted transactions this way; the filter sees every batch in range in offset order,
+    control batches included, with ``control_record()``) and records outside
+    ``[start_offset, end_offset)``.
     Compressed, LogAppendTime and compacted (offset gaps) batches are handled. Bad CRCs raise
     CorruptRecordError and malformed records InvalidRecordError, naming ``file`` and the
     position (``base_position`` + the batch's place in ``buf``); legacy magic 0/1 batches raise
