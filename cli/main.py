@@ -15,7 +15,9 @@ from collections.abc import Sequence
 from kafkatier.cli import __version__
 from kafkatier.storage.errors import ConfigError, KafkaTierError
 
-COMMANDS: tuple[str, ...] = ("produce", "dump", "verify", "clean", "demo")
+COMMANDS: tuple[str, ...] = (
+    "produce", "dump", "verify", "clean", "demo", "sidecar", "restore", "status"
+)
 """Subcommand modules of kafkatier.cli, in the order ``--help`` lists them."""
 
 

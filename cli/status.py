@@ -1,0 +1,48 @@
+"""``kafkatier status``: per partition, local and remote offset ranges, bytes and upload lag."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from kafkatier.tiering.config import TieringConfig
+from kafkatier.tiering.status import PartitionStatus, collect_status
+
+_HEADER = ("partition", "local offsets", "local bytes", "remote offsets", "remote bytes",
+           "lag segs", "lag bytes")  # fmt: skip
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "status",
+        help="local and remote ranges of tiered partitions",
+        description="Per partition: local and remote offset ranges ([start, end)), bytes, and "
+        "upload lag (closed local segments above the highest remote offset).",
+    )
+    parser.add_argument("--config", required=True, type=Path, help="sidecar configuration file")
+    parser.add_argument("--json", action="store_true", help="one JSON object per partition")
+    parser.set_defaults(func=run)
+
+
+def _range(start: int | None, end: int | None) -> str:
+    return "-" if start is None or end is None else f"[{start}, {end})"
+
+
+def _row(s: PartitionStatus) -> tuple[str, ...]:
+    return (f"{s.topic}-{s.partition}", _range(s.local_start, s.local_end), str(s.local_bytes),
+            _range(s.remote_start, s.remote_end), str(s.remote_bytes), str(s.lag_segments),
+            str(s.lag_bytes))  # fmt: skip
+
+
+def run(args: argparse.Namespace) -> int:
+    statuses = collect_status(TieringConfig.load(args.config))
+    if args.json:
+        for s in statuses:
+            print(json.dumps(s.to_json()))
+        return 0
+    rows = [_HEADER, *(_row(s) for s in statuses)]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(_HEADER))]
+    for row in rows:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+    return 0
