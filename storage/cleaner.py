@@ -125,11 +125,15 @@ class _Round:
     chunk_bytes: int
 
 
-def _clean_group(rnd: _Round, group: Sequence[SegmentInfo]) -> None:
-    """Kafka's ``cleanSegments``: one ``.cleaned`` segment from the group, then the swap."""
+def _clean_group(
+    rnd: _Round, group: Sequence[SegmentInfo], txn: CleanedTransactionMetadata
+) -> None:
+    """Kafka's ``cleanSegments``: one ``.cleaned`` segment from the group, then the swap.
+    ``txn`` spans the whole pass (a transaction's data and marker may be in different groups);
+    only the txn index that retained ABORT markers go to is the group's."""
     store = rnd.store
     cleaned = store.create_cleaned(group[0].base_offset)
-    txn = CleanedTransactionMetadata(on_retained_abort=cleaned.append_aborted_txn)
+    txn.on_retained_abort = cleaned.append_aborted_txn
     ctx = FilterContext(rnd.offset_map, rnd.now_ms, rnd.config.delete_retention_ms, txn,
                         rnd.last_records, rnd.upper_bound, rnd.stats)  # fmt: skip
     writer = _GroupWriter(cleaned, rnd.chunk_bytes)
@@ -152,15 +156,13 @@ def _clean_pass(rnd: _Round, ltc: LogToClean) -> int:
     build_offset_map(rnd.store, rnd.offset_map, ltc.first_dirty, ltc.first_uncleanable)
     end = rnd.offset_map.latest_offset + 1
     infos = rnd.store.segment_infos()
-    to_clean = [
-        info for i, info in enumerate(infos)
-        if info.base_offset < end
-    ]  # fmt: skip
+    to_clean = [info for info in infos if info.base_offset < end]
     cfg = rnd.config
+    txn = CleanedTransactionMetadata()
     for group in group_segments(
         to_clean, cfg.segment_bytes, cfg.segment_index_bytes, ltc.first_uncleanable
     ):
-        _clean_group(rnd, group)
+        _clean_group(rnd, group, txn)
     return end
 
 

@@ -149,7 +149,10 @@ def filter_batch(batch: AnyBatch, ctx: FilterContext) -> Output:
     if retention is BatchRetention.DELETE:
         return None
     records = list(batch.records())
-    kept = [] if discard else _select(batch, records, ctx)
+    if discard:
+        kept: list[Record] = []
+    else:  # control records never meet the map: Kafka's filter keeps them as they are
+        kept = records if batch.is_control else _select(batch, records, ctx)
     tombstones = sum(1 for r in kept if r.value is None) if not batch.is_control else 0
     stats.tombstones_kept += tombstones
     stats.records_retained += len(kept)

@@ -49,7 +49,7 @@ class CleanedTransactionMetadata:
     def _consume_up_to(self, offset: int) -> None:
         while self._queue and self._queue[0][0] <= offset:
             txn = heapq.heappop(self._queue)[2]
-            self._ongoing_aborted[txn.producer_id] = _AbortedTxnState(txn)
+            self._ongoing_aborted.setdefault(txn.producer_id, _AbortedTxnState(txn))
 
     def on_control_batch_read(self, batch: RecordBatch) -> bool:
         """True when the marker may be discarded (an already emptied marker always may)."""
