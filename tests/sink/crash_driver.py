@@ -1,0 +1,72 @@
+"""A Spark driver for the sink's crash tests, run as a subprocess and killed at will.
+
+    python crash_driver.py LOG_DIR CHECKPOINT LOCAL_DIR TARGET_BATCH ROWS_PER_BATCH
+
+Streams ``rate-micro-batch`` (batch ``b`` holds values ``b*R .. b*R+R-1``, the same on every
+replay, one input partition so input order is value order) through KafkaLogSink into topic
+``events`` (3 partitions, lz4), keys ``value % 13`` except every fourth row, which has none.
+Batches after TARGET_BATCH are not written; once the sink has committed TARGET_BATCH the driver
+stops the query and exits 0. ``KAFKATIER_SINK_CRASH`` (see kafkatier.sink.sink) makes it SIGKILL
+itself at a chosen point; the test also kills it from outside at random moments.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from conftest import spark_builder
+
+TOPIC = "events"
+PARTITIONS = 3
+SINK_ID = "events"
+
+
+def committed(log_dir: Path) -> int:
+    path = log_dir / f"kafkatier-sink.{SINK_ID}.json"
+    if not path.exists():
+        return -1
+    return int(json.loads(path.read_text())["last_committed_batch"])
+
+
+def main(log_dir: Path, checkpoint: str, local_dir: str, target: int, rows: int) -> int:
+    from kafkatier.sink import KafkaLogSink
+
+    spark = spark_builder("kafkatier-crash").config("spark.local.dir", local_dir).getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    source = (
+        spark.readStream.format("rate-micro-batch")
+        .option("rowsPerBatch", rows)
+        .option("numPartitions", 1)
+        .option("startTimestamp", 0)
+        .load()
+        .selectExpr(
+            "CAST(value AS STRING) AS value",
+            "CASE WHEN value % 4 = 0 THEN NULL ELSE CAST(value % 13 AS STRING) END AS key",
+        )
+    )
+    sink = KafkaLogSink(log_dir, topic=TOPIC, partitions=PARTITIONS, compression="lz4")
+
+    def write(df: Any, batch_id: int) -> None:
+        if batch_id <= target:
+            sink(df, batch_id)
+
+    query = source.writeStream.foreachBatch(write).option("checkpointLocation", checkpoint).start()
+    while committed(log_dir) < target:
+        if not query.isActive:
+            print(f"query stopped: {query.exception()}", file=sys.stderr)
+            return 1
+        time.sleep(0.2)
+    query.stop()
+    spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    log_dir, checkpoint, local_dir, target, rows = sys.argv[1:6]
+    sys.exit(main(Path(log_dir), checkpoint, local_dir, int(target), int(rows)))

@@ -1,0 +1,245 @@
+"""KafkaLogSink through a real local SparkSession: placement, content, replay, errors, fencing."""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from kafkatier.sink import KafkaLogSink
+from kafkatier.sink.bookkeeping import ProducerFencedError, derive_producer_id
+from kafkatier.sink.schema import SinkSchemaError
+from kafkatier.sink.sink import QUERY_ID_PROPERTY
+from kafkatier.storage.log_arrow import read_arrow
+from kafkatier.storage.log_dir import LogDirectory
+from kafkatier.storage.log_reader import IsolationLevel
+from kafkatier.storage.partitioner import default_partition
+from kafkatier.storage.topic_config import TopicConfigStore
+from kafkatier.storage.verify import verify_paths
+from kafkatier.storage.wire import Codec
+
+COMMITTED = IsolationLevel.READ_COMMITTED
+HEADER_TYPE = "array<struct<key: string, value: binary>>"
+
+
+def read_topic(log_dir: Path, topic: str, isolation: IsolationLevel = COMMITTED) -> pa.Table:
+    with LogDirectory(log_dir) as logs:
+        tables = [read_arrow(log, isolation=isolation) for log in logs if log.topic == topic]
+    return pa.concat_tables(tables) if tables else pa.table({})
+
+
+def end_offsets(log_dir: Path) -> dict[tuple[str, int], int]:
+    with LogDirectory(log_dir) as logs:
+        return {(log.topic, log.partition): log.log_end_offset for log in logs}
+
+
+def state(log_dir: Path, sink_id: str) -> dict[str, Any]:
+    result: dict[str, Any] = json.loads((log_dir / f"kafkatier-sink.{sink_id}.json").read_text())
+    return result
+
+
+def mixed_rows(spark: Any, n: int) -> Any:
+    """Keys on most rows (binary), none on every 5th, an explicit partition on every 7th."""
+    return spark.range(n).selectExpr(
+        "CAST(CONCAT('v', id) AS BINARY) AS value",
+        "CASE WHEN id % 5 = 0 THEN NULL ELSE CAST(CONCAT('k', id % 23) AS BINARY) END AS key",
+        "CASE WHEN id % 7 = 0 THEN CAST(id % 4 AS INT) END AS partition",
+        f"CAST(array(named_struct('key', 'h', 'value', CAST(id AS STRING))) AS {HEADER_TYPE})"
+        " AS headers",
+        "CASE WHEN id % 2 = 0 THEN timestamp_millis(1700000000000 + id) END AS timestamp",
+    )
+
+
+def test_rows_land_where_a_kafka_producer_puts_them(spark: Any, tmp_path: Path) -> None:
+    sink = KafkaLogSink(tmp_path, topic="events", partitions=4, compression="lz4")
+    before = int(time.time() * 1000)
+    sink(mixed_rows(spark, 600), 0)
+    after = int(time.time() * 1000)
+    assert verify_paths([tmp_path]) == []
+    table = read_topic(tmp_path, "events")
+    assert table.num_rows == 600
+    keyless_counts = [0, 0, 0, 0]
+    for row in table.to_pylist():
+        i = int(row["value"][1:])
+        assert row["headers"] == [{"key": "h", "value": str(i).encode()}]
+        if i % 2 == 0:
+            assert row["timestamp"] == datetime.fromtimestamp((1700000000000 + i) / 1000, UTC)
+        else:  # default: the batch's write time
+            assert before <= row["timestamp"].timestamp() * 1000 <= after
+        if i % 7 == 0:
+            assert row["partition"] == i % 4
+        elif i % 5:
+            assert row["partition"] == default_partition(f"k{i % 23}".encode(), 4)
+            assert row["key"] == f"k{i % 23}".encode()
+        else:
+            assert row["key"] is None
+            keyless_counts[row["partition"]] += 1
+    assert max(keyless_counts) - min(keyless_counts) <= 2  # spread evenly
+    with LogDirectory(tmp_path) as logs:
+        batches = [b for log in logs for s in log.segments for b in s.batches()]
+    data = [b for b in batches if not b.is_control]
+    assert {b.codec for b in data} == {Codec.LZ4} and all(b.is_transactional for b in data)
+    assert {b.producer_id for b in batches} == {derive_producer_id("events")}
+    assert sum(b.is_control for b in batches) == 4  # one COMMIT per partition
+
+
+def test_replayed_batch_id_is_skipped_and_sequences_continue(spark: Any, tmp_path: Path) -> None:
+    sink = KafkaLogSink(tmp_path, topic="t", partitions=2)
+    df = spark.range(50).selectExpr("CAST(id AS STRING) AS value")
+    sink(df, 0)
+    ends = end_offsets(tmp_path)
+    sink(df, 0)  # Spark's replay after a restart
+    assert end_offsets(tmp_path) == ends
+    sink(df, 1)
+    assert read_topic(tmp_path, "t").num_rows == 100
+    assert state(tmp_path, "t")["last_committed_batch"] == 1
+    assert state(tmp_path, "t")["inflight"] is None
+    assert verify_paths([tmp_path]) == []
+
+
+def test_a_newer_instance_fences_the_older_one(spark: Any, tmp_path: Path) -> None:
+    first = KafkaLogSink(tmp_path, topic="t", partitions=2)
+    second = KafkaLogSink(tmp_path, topic="t", partitions=2)
+    first(spark.range(10).selectExpr("CAST(id AS STRING) AS value"), 0)
+    second(spark.range(10, 30).selectExpr("CAST(id AS STRING) AS value"), 1)
+    with pytest.raises(ProducerFencedError, match="fenced: a newer instance started"):
+        first(spark.range(30, 40).selectExpr("CAST(id AS STRING) AS value"), 2)
+    second(spark.range(40, 45).selectExpr("CAST(id AS STRING) AS value"), 2)
+    values = sorted(int(v) for v in read_topic(tmp_path, "t").column("value").to_pylist())
+    assert values == [*range(30), *range(40, 45)]
+    assert state(tmp_path, "t")["producer_epoch"] == 1
+    assert verify_paths([tmp_path]) == []
+
+
+def test_routing_by_topic_column(spark: Any, tmp_path: Path) -> None:
+    sink = KafkaLogSink(tmp_path, partitions=3, sink_id="router")
+    df = spark.range(90).selectExpr(
+        "CAST(id AS STRING) AS value", "CAST(id AS STRING) AS key",
+        "CASE WHEN id % 3 = 0 THEN 'a' ELSE 'b' END AS topic",
+    )  # fmt: skip
+    sink(df, 0)
+    a = read_topic(tmp_path, "a").column("value").to_pylist()
+    b = read_topic(tmp_path, "b").column("value").to_pylist()
+    assert sorted(int(v) for v in a) == list(range(0, 90, 3))
+    assert sorted(int(v) for v in b) == [i for i in range(90) if i % 3]
+    with LogDirectory(tmp_path) as logs:
+        assert logs.topics() == {"a": 3, "b": 3}
+    assert verify_paths([tmp_path]) == []
+
+
+@pytest.mark.parametrize(
+    ("select", "match"),
+    [
+        (["CAST(id AS STRING) AS key"], "missing required column 'value'"),
+        (["CAST(id AS STRING) AS value", "id AS key"], "column 'key' has type bigint"),
+        (["CAST(id AS STRING) AS value", "id AS vaule"], "unexpected column 'vaule'"),
+        (["CAST(id AS STRING) AS value", "'x' AS partition"], "column 'partition' has type"),
+        (["CAST(id AS STRING) AS value", "array('a') AS headers"], "column 'headers'"),
+    ],
+)
+def test_schema_errors_name_the_column(
+    spark: Any, tmp_path: Path, select: list[str], match: str
+) -> None:
+    sink = KafkaLogSink(tmp_path, topic="t", partitions=2)
+    with pytest.raises(SinkSchemaError, match=match) as info:
+        sink(spark.range(3).selectExpr(*select), 0)
+    assert "fix:" in str(info.value)
+    assert end_offsets(tmp_path) == {}  # nothing written, not even partition directories
+
+
+def test_partition_out_of_range_fails_before_anything_is_written(
+    spark: Any, tmp_path: Path
+) -> None:
+    sink = KafkaLogSink(tmp_path, topic="t", partitions=2)
+    df = spark.range(20).selectExpr(
+        "CAST(id AS STRING) AS value", "CAST(id % 3 AS INT) AS partition"
+    )
+    with pytest.raises(Exception, match=r"column 'partition' row \d+: partition 2 is outside"):
+        sink(df, 0)
+    assert set(end_offsets(tmp_path).values()) == {0}
+    assert state(tmp_path, "t")["inflight"] is None
+    sink(spark.range(5).selectExpr("CAST(id AS STRING) AS value"), 0)  # the sink still works
+    assert read_topic(tmp_path, "t").num_rows == 5
+
+
+def test_topic_errors(spark: Any, tmp_path: Path) -> None:
+    df = spark.range(3).selectExpr("CAST(id AS STRING) AS value")
+    KafkaLogSink(tmp_path, topic="t", partitions=2)(df, 0)
+    with pytest.raises(SinkSchemaError, match=r"has 2 partitions .* not 3; fix: pass partitions=2"):
+        KafkaLogSink(tmp_path, topic="t", partitions=3)(df, 1)
+    KafkaLogSink(tmp_path, topic="t")(df, 1)  # count read from disk
+    with pytest.raises(SinkSchemaError, match=r"does not exist .* fix: pass partitions=N"):
+        KafkaLogSink(tmp_path, topic="new")(df, 0)
+    with pytest.raises(SinkSchemaError, match="no 'topic' column"):
+        KafkaLogSink(tmp_path, sink_id="r", partitions=2)(df, 0)
+    with pytest.raises(SinkSchemaError, match="needs sink_id"):
+        KafkaLogSink(tmp_path, partitions=2)
+    assert read_topic(tmp_path, "t").num_rows == 6
+
+
+def test_failed_batch_is_aborted_and_the_next_one_commits(spark: Any, tmp_path: Path) -> None:
+    """A record too large for the topic fails one partition's encoding after other partitions
+    may have been appended: the sink aborts them, so read_committed shows nothing of it."""
+    sink = KafkaLogSink(tmp_path, topic="t", partitions=4, config={"max.message.bytes": "4000"})
+    big = spark.range(40).selectExpr(
+        "CASE WHEN id = 39 THEN repeat('x', 9000) ELSE CAST(id AS STRING) END AS value",
+        "CAST(id AS INT) % 4 AS partition",
+    )
+    with pytest.raises(Exception, match=r"RecordTooLarge|more than a batch may take"):
+        sink(big, 0)
+    assert read_topic(tmp_path, "t").num_rows == 0
+    assert state(tmp_path, "t")["inflight"] is None
+    assert TopicConfigStore(tmp_path).get("t").max_message_bytes == 4000
+    sink(spark.range(8).selectExpr("CAST(id AS STRING) AS value"), 0)
+    assert read_topic(tmp_path, "t").num_rows == 8
+    assert verify_paths([tmp_path]) == []
+
+
+def test_another_query_on_the_same_sink_id_is_refused(spark: Any, tmp_path: Path) -> None:
+    sc = spark.sparkContext
+    df = spark.range(3).selectExpr("CAST(id AS STRING) AS value")
+    sink = KafkaLogSink(tmp_path, topic="t", partitions=1)
+    try:
+        sc.setLocalProperty(QUERY_ID_PROPERTY, "query-one")
+        sink(df, 0)
+        sc.setLocalProperty(QUERY_ID_PROPERTY, "query-two")
+        with pytest.raises(SinkSchemaError, match="reuse the original checkpointLocation"):
+            sink(df, 0)
+    finally:
+        sc.setLocalProperty(QUERY_ID_PROPERTY, None)
+    assert read_topic(tmp_path, "t").num_rows == 3
+
+
+def test_streaming_query_through_foreach_batch(spark: Any, tmp_path: Path) -> None:
+    """The documented usage, as is: ``writeStream.foreachBatch(sink)``."""
+    sink = KafkaLogSink(tmp_path / "logs", topic="events", partitions=2, compression="zstd")
+    stream = (
+        spark.readStream.format("rate-micro-batch").option("rowsPerBatch", 25)
+        .option("numPartitions", 1).option("startTimestamp", 0).load()
+        .selectExpr("CAST(value AS STRING) AS value", "CAST(value % 5 AS STRING) AS key")
+    )  # fmt: skip
+    query = (
+        stream.writeStream.foreachBatch(sink)
+        .option("checkpointLocation", str(tmp_path / "chk"))
+        .start()
+    )
+    deadline = time.monotonic() + 120
+    try:
+        while time.monotonic() < deadline:
+            path = tmp_path / "logs" / "kafkatier-sink.events.json"
+            if path.exists() and state(tmp_path / "logs", "events")["last_committed_batch"] >= 2:
+                break
+            time.sleep(0.2)
+    finally:
+        query.stop()
+    done = state(tmp_path / "logs", "events")
+    assert done["last_committed_batch"] >= 2 and done["query_id"] == str(query.id)
+    values = sorted(int(v) for v in read_topic(tmp_path / "logs", "events")["value"].to_pylist())
+    assert values[: 3 * 25] == list(range(3 * 25))
+    assert values == list(range(len(values)))
+    assert verify_paths([tmp_path / "logs"]) == []
