@@ -4,14 +4,15 @@ chunk by chunk into Arrow record batches in Spark's Kafka source schema.
 v2 batches go through the numba decoder (``arrow_codec.decode_arrow``) a chunk of whole batches
 at a time, so a task's memory is bounded by ``chunk_bytes`` of log plus its decoded rows,
 whatever the range. Legacy magic 0/1 message sets (Kafka before 0.11) take the per-record path.
-``read_committed`` drops control batches and the data of aborted transactions, known from the
-``.txnindex`` files and from the ABORT markers the planner saw (see ``source_log``).
+``read_committed`` drops control batches and the data of aborted transactions with the engine's
+``AbortedTransactionFilter`` (Kafka's consumer logic), one filter for the whole range so its state
+carries across chunks; the aborted transactions come from the ``.txnindex`` files and from the
+ABORT markers the planner saw (see ``source_log``).
 """
 
 from __future__ import annotations
 
-import bisect
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,12 +22,12 @@ import pyarrow as pa
 from kafkatier.sink.source_log import ReadOnlyPartition
 from kafkatier.storage.arrow_codec import SPARK_KAFKA_SCHEMA, decode_arrow
 from kafkatier.storage.errors import OffsetOutOfRangeError
+from kafkatier.storage.log_reader import AbortedTransactionFilter
 from kafkatier.storage.segment import LogSegment
 from kafkatier.storage.txn_index import AbortedTxn
 from kafkatier.storage.wire import NO_TIMESTAMP
 
 DEFAULT_CHUNK_BYTES = 16 * 1024 * 1024
-INT64_MAX = 2**63 - 1
 BatchFilter = Callable[[Any], bool]
 
 
@@ -95,34 +96,10 @@ def _checked_start(part: ReadOnlyPartition, task: ReadTask) -> int:
 def _batch_filter(part: ReadOnlyPartition, task: ReadTask, start: int) -> BatchFilter:
     if not task.committed:
         return lambda batch: not batch.is_control
-    return AbortedRanges([*part.aborted_txns(start, task.end), *task.aborted]).keep
-
-
-class AbortedRanges:
-    """read_committed by offset ranges: a transactional data batch is aborted when its producer
-    has an aborted transaction spanning it, from the transaction's first offset to its ABORT
-    marker (``AbortedTxn.last_offset``).
-
-    The engine's ``AbortedTransactionFilter`` (Kafka's consumer logic) must see the ABORT
-    markers go by to end a producer's aborted span, but ``decode_arrow`` drops control batches
-    before it calls a filter, so a producer's later committed transactions would be hidden too.
-    Ranges need no markers and no state, so any chunking works.
-    """
-
-    def __init__(self, txns: Iterable[AbortedTxn]) -> None:
-        spans: dict[int, set[tuple[int, int]]] = {}
-        for txn in txns:
-            spans.setdefault(txn.producer_id, set()).add((txn.first_offset, txn.last_offset))
-        self._spans = {pid: sorted(s) for pid, s in spans.items()}
-
-    def keep(self, batch: Any) -> bool:
-        if batch.is_control:
-            return False
-        spans = self._spans.get(batch.producer_id) if batch.is_transactional else None
-        if not spans:
-            return True
-        i = bisect.bisect_right(spans, (batch.base_offset, INT64_MAX)) - 1
-        return i < 0 or spans[i][1] < batch.base_offset
+    txns = {(t.producer_id, t.first_offset): t for t in part.aborted_txns(start, task.end)}
+    for txn in task.aborted:
+        txns.setdefault((txn.producer_id, txn.first_offset), txn)
+    return AbortedTransactionFilter.of(list(txns.values())).keep
 
 
 def _chunks(segment: LogSegment, position: int, task: ReadTask) -> Iterator[tuple[int, int, bool]]:

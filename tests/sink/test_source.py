@@ -195,6 +195,8 @@ def test_schema_is_spark_kafka_source_schema(spark_kt: Any, sample: Written) -> 
     assert with_headers.schema["headers"].dataType.simpleString() == (
         "array<struct<key:string,value:binary>>"
     )
+    by_load_path = spark_kt.read.format("kafkatier").option("subscribe", "events")
+    assert by_load_path.load(str(sample.path)).schema == kafka_schema(False)
 
 
 def test_read_committed_equals_input(spark_kt: Any, sample: Written) -> None:
