@@ -88,9 +88,7 @@ def final_time_entry(batches: list[bytes]) -> tuple[int, int]:
     interval=st.sampled_from([0, 100, 400, 4096]),
     seed=st.integers(0, 1000),
 )
-def test_sparse_indexes_follow_kafka_rules(
-    spec: list[list[int]], interval: int, seed: int
-) -> None:
+def test_sparse_indexes_follow_kafka_rules(spec: list[list[int]], interval: int, seed: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         seg = LogSegment(Path(tmp), BASE, index_interval_bytes=interval, max_index_size=4096)
         batches = fill(seg, spec, random.Random(seed))
