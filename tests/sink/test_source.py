@@ -434,3 +434,22 @@ def test_corpus_reads_like_kafka_python(spark_kt: Any, folder: str, pattern: str
     df = load(spark_kt, log_dir, subscribePattern=pattern, includeHeaders="true",
               isolationLevel="read_uncommitted")  # fmt: skip
     assert expected and rows_of(df) == expected
+
+
+TXN_CORPUS = "ItumelengMogase__Real-Time-Data-Pipeline-for-Patient-Admissions/kafka-data"
+
+
+@pytest.mark.skipif(not CORPUS.is_dir(), reason=f"Kafka corpus not found at {CORPUS}")
+def test_corpus_transaction_is_committed_and_visible() -> None:
+    """A transaction Kafka committed: the LSO reaches the log end and read_committed shows its
+    data as kafka-python reads it (the COMMIT marker itself never shows)."""
+    log_dir = CORPUS / TXN_CORPUS
+    topic = "_confluent-ksql-default__command_topic"
+    expected = [r[2:5] for r in kafka_python_rows(log_dir, re.escape(topic))]
+    with ReadOnlyPartition(log_dir, topic, 0) as part:
+        bounds = scan_bounds(part, committed=True)
+    assert bounds.last_stable == bounds.high_watermark == expected[-1][0] + 2  # + the marker
+    task = ReadTask(str(log_dir), topic, 0, bounds.log_start, bounds.last_stable)
+    rows = [tuple(r.values()) for b in read_task(task)
+            for r in b.select(["offset", "key", "value"]).to_pylist()]  # fmt: skip
+    assert expected and rows == expected
