@@ -271,3 +271,38 @@ def test_small_map_cleans_in_several_passes_with_the_same_result(tmp_path: Path)
     assert small.passes > 1 and large.passes == 1
     assert small.end_offset == large.end_offset == 120
     assert small_out == large_out
+
+
+def test_memory_stays_within_the_map_budget_plus_a_constant(tmp_path: Path) -> None:
+    """Thousands of keys through a 1,000-slot map: several passes, and the traced peak during
+    cleaning is the map plus a small constant, whatever the number of keys."""
+    import tracemalloc
+
+    budget = 24 * 1000
+    config = compact_config(segment_bytes=64 << 10, log_cleaner_dedupe_buffer_size=budget)
+    clock = ManualClock()
+    log_dir, log = open_log(tmp_path / "warm", config, clock)  # first calls load numba code
+    fill(log, clock, 20, 5)
+    log.roll()
+    compact_log(log, now_ms=clock.now, first_dirty_offset=None)
+    log_dir.close()
+    peaks = []
+    for keys in (2000, 4000):
+        log_dir, log = open_log(tmp_path / str(keys), config, clock)
+        for start in range(0, keys, 50):
+            batch = [(b"key-%07d" % i, b"v" * 40) for i in range(start, start + 50)]
+            append(log, batch, timestamp=clock.now)
+        append(log, [(b"key-%07d" % 0, b"new")], timestamp=clock.now)
+        log.roll()
+        tracemalloc.start()
+        try:
+            result = compact_log(log, now_ms=clock.now, first_dirty_offset=None)
+            peaks.append(tracemalloc.get_traced_memory()[1])
+        finally:
+            tracemalloc.stop()
+        assert result.passes == -(-(keys + 1) // 900)  # map capacity: 1000 slots x 0.9
+        survivors = latest_by_key(committed_records(log))
+        assert len(survivors) == keys and survivors[b"key-%07d" % 0] == (keys, b"new")
+        log_dir.close()
+    assert all(peak < budget + (2 << 20) for peak in peaks), peaks
+    assert peaks[1] - peaks[0] < 256 << 10, peaks  # twice the keys, not twice the memory
