@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from pathlib import Path
 
 from kafkatier.storage.producer_snapshot import list_snapshot_files
 from kafkatier.storage.retention_pending import DELETED_SUFFIX
@@ -79,15 +80,51 @@ def _uploaded(seg: LogSegment, next_base: int, manifest: PartitionManifest) -> b
     return sha256_file(seg.log_path) == meta.sha256
 
 
+def interrupted_deletes(part: LocalPartition, manifest: PartitionManifest) -> list[LogSegment]:
+    """Live segments a crash caught mid-deletion: some of their files already renamed
+    ``.deleted``. Only the oldest segments with a verified remote copy are ever deleted, so they
+    are finished off (as Kafka completes deletions at startup) if that still holds."""
+    found: list[LogSegment] = []
+    segs = part.segments
+    for i, seg in enumerate(segs[:-1]):
+        started = any(p.with_name(p.name + DELETED_SUFFIX).exists() for p in _files(seg))
+        if not started or not _uploaded(seg, segs[i + 1].base_offset, manifest):
+            break
+        found.append(seg)
+    return found
+
+
+def remove_deleted_leftovers(part: LocalPartition) -> int:
+    """Unlink ``.deleted`` files of segments no longer live (a crash between rename and unlink;
+    the engine's delayed deletions below the local start are due by then too)."""
+    live = {s.base_offset for s in part.segments}
+    removed = 0
+    for path in part.directory.iterdir():
+        if _is_stale_deleted(path.name, live):
+            path.unlink(missing_ok=True)
+            removed += 1
+    return removed
+
+
+def _is_stale_deleted(name: str, live: set[int]) -> bool:
+    """``<base>.<ext>.deleted`` of a segment or snapshot that is no longer live."""
+    if not (name.endswith(DELETED_SUFFIX) and name[:20].isdigit() and name.count(".") == 2):
+        return False
+    return int(name[:20]) not in live
+
+
+def _files(seg: LogSegment) -> list[Path]:
+    return [seg.offset_index.path, seg.time_index.path, seg.txn_index.path, seg.log_path]
+
+
 def delete_local(part: LocalPartition, doomed: list[LogSegment]) -> int:
     """Remove ``doomed`` (oldest first) and the snapshots below the new local start; returns
     the bytes freed."""
     freed = 0
     for seg in doomed:
         seg.close_handlers()
-        paths = [seg.offset_index.path, seg.time_index.path, seg.txn_index.path, seg.log_path]
         renamed = []
-        for path in paths:
+        for path in _files(seg):
             target = path.with_name(path.name + DELETED_SUFFIX)
             with contextlib.suppress(FileNotFoundError):
                 os.replace(path, target)
@@ -96,6 +133,7 @@ def delete_local(part: LocalPartition, doomed: list[LogSegment]) -> int:
         freed += seg.size
         for path in renamed:
             path.unlink(missing_ok=True)
+        crash_point("after-local-delete")
         part.view.segments.remove(seg)
     if doomed:
         first = part.view.segments[0].base_offset

@@ -50,6 +50,10 @@ class Metrics:
                 self.gauges["kafkatier_tier_upload_lag_segments"][tp] = s.lag_segments
                 self.gauges["kafkatier_tier_remote_size_bytes"][tp] = s.remote_bytes
 
+    def count_failure(self) -> None:
+        with self._lock:
+            self.counters["kafkatier_tier_upload_failures_total"] += 1
+
     def render(self) -> str:
         lines: list[str] = []
         with self._lock:

@@ -74,9 +74,14 @@ class Sidecar:
         try:
             while not self.stop_event.is_set():
                 self.wake_event.clear()
-                result = self.run_pass()
-                if on_pass is not None:
-                    on_pass(result)
+                try:
+                    result = self.run_pass()
+                except Exception:  # e.g. files vanishing under a concurrent writer: next pass
+                    log.exception("tiering pass failed; retrying at the next wake-up")
+                    self.metrics.count_failure()
+                else:
+                    if on_pass is not None:
+                        on_pass(result)
                 self.wake_event.wait(self.config.interval_ms / 1000)
                 if self.wake_event.is_set() and not self.stop_event.is_set():
                     self.stop_event.wait(DEBOUNCE_S)

@@ -15,10 +15,15 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kafkatier.storage.errors import ConfigError
+from kafkatier.storage.errors import ConfigError, StorageError
 from kafkatier.tiering.config import TieringConfig
 from kafkatier.tiering.local import LocalPartition, local_partitions
-from kafkatier.tiering.local_retention import delete_local, locally_deletable
+from kafkatier.tiering.local_retention import (
+    delete_local,
+    interrupted_deletes,
+    locally_deletable,
+    remove_deleted_leftovers,
+)
 from kafkatier.tiering.manifest import ManifestStore, now_ms
 from kafkatier.tiering.orphans import sweep_orphans
 from kafkatier.tiering.store import ObjectStore
@@ -97,9 +102,11 @@ class Tierer:
                 outcome.uploaded_segments += 1
                 outcome.uploaded_bytes += sum(f.size for f in entry.files.values())
         manifest, _ = manifests.load(part.topic, part.partition)
-        doomed = locally_deletable(part, manifest, now_ms())
+        doomed = interrupted_deletes(part, manifest)
+        doomed += locally_deletable(part, manifest, now_ms())[len(doomed):]
         outcome.local_segments_deleted = len(doomed)
         outcome.local_bytes_deleted = delete_local(part, doomed)
+        remove_deleted_leftovers(part)
 
 
 def _tiered(log_dir: Path, topic: str, partition: int) -> bool:
@@ -108,4 +115,7 @@ def _tiered(log_dir: Path, topic: str, partition: int) -> bool:
             return part.config.remote_storage_enable
     except ConfigError:
         log.warning("bad topic config for %s in %s: not tiered", topic, log_dir)
+        return False
+    except (OSError, StorageError) as exc:  # a partition being created or deleted right now
+        log.warning("skipping %s-%d this pass: %s", topic, partition, exc)
         return False
