@@ -93,6 +93,8 @@ class Uploader:
         overrides = part.topic_overrides()
 
         def add(manifest: PartitionManifest) -> bool:
+            if manifest.find(entry.attempt) is not None:
+                return False  # our earlier put landed though its answer was lost: retried
             manifest.topic_id = manifest.topic_id or topic_id
             manifest.topic_config = overrides
             manifest.log_start_offset = max(manifest.log_start_offset, _start_of(part))
@@ -129,6 +131,9 @@ class Uploader:
         def finish(manifest: PartitionManifest) -> bool:
             outcome.clear()
             mine = manifest.find(entry.attempt)
+            if mine is not None and mine.finished and mine.files == files:
+                outcome.append(mine)  # our earlier put landed though its answer was lost
+                return False
             if mine is None or mine.state is not SegmentState.COPY_SEGMENT_STARTED:
                 return False
             if manifest.finished_for(entry.base_offset) is not None:

