@@ -20,6 +20,7 @@ the entry, and show aborted data as committed. Readers use both sources.
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -31,7 +32,7 @@ from kafkatier.storage.errors import CorruptSnapshotError, StorageError
 from kafkatier.storage.log_reader import offset_for_timestamp
 from kafkatier.storage.metadata_files import parse_partition_dir_name
 from kafkatier.storage.producer_snapshot import list_snapshot_files, read_snapshot
-from kafkatier.storage.segment import AnyBatch, LogSegment
+from kafkatier.storage.segment import AnyBatch, BatchPosition, LogSegment
 from kafkatier.storage.txn_index import AbortedTxn
 from kafkatier.storage.wire import ControlType, offset_from_file_name
 
@@ -69,24 +70,31 @@ def checkpointed_log_starts(log_dir: Path) -> dict[TopicPartition, int]:
 
 
 class ReadOnlyPartition:
-    """The segments of one ``<topic>-<partition>`` directory, opened read-only (module doc)."""
+    """The segments of one ``<topic>-<partition>`` directory, opened read-only and lazily.
+
+    Index files are memory-mapped, and the writer trims the active segment's preallocated
+    indexes when it rolls or closes it: touching a mapped page past the new end of file would
+    kill the reader with SIGBUS. So segments open only when needed, and the last segment listed
+    (the one that may be active) is searched by scanning its batch headers with ``pread``,
+    never through its indexes (offset-by-timestamp lookups aside).
+    """
 
     def __init__(self, log_dir: Path, topic: str, partition: int, log_start_hint: int = 0) -> None:
         self.topic = topic
         self.partition = partition
         self.directory = Path(log_dir) / f"{topic}-{partition}"
-        bases = sorted(
+        self.bases = sorted(
             offset_from_file_name(p.name)
             for p in self.directory.iterdir()
             if _SEGMENT_NAME.fullmatch(p.name)
         )
-        self.segments = [LogSegment(self.directory, b, writable=False) for b in bases]
-        first = bases[0] if bases else 0
-        self.log_start_offset = max(first, log_start_hint)
+        self._opened: dict[int, LogSegment] = {}
+        self.log_start_offset = max(self.bases[0] if self.bases else 0, log_start_hint)
 
     def close(self) -> None:
-        for segment in self.segments:
+        for segment in self._opened.values():
             segment.close_handlers()
+        self._opened.clear()
 
     def __enter__(self) -> ReadOnlyPartition:
         return self
@@ -94,32 +102,52 @@ class ReadOnlyPartition:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def segment(self, base: int) -> LogSegment:
+        if base not in self._opened:
+            self._opened[base] = LogSegment(self.directory, base, writable=False)
+        return self._opened[base]
+
+    @property
+    def segments(self) -> list[LogSegment]:
+        return [self.segment(b) for b in self.bases]
+
     @property
     def active_segment(self) -> LogSegment:
-        return self.segments[-1]
+        return self.segment(self.bases[-1])
 
-    def segments_from(self, offset: int) -> list[LogSegment]:
+    def segments_from(self, offset: int) -> Iterator[LogSegment]:
         """The segment holding ``offset`` (the last with base <= offset) and every later one."""
-        before = [i for i, s in enumerate(self.segments) if s.base_offset <= offset]
-        return self.segments[before[-1] if before else 0 :]
+        first = max(bisect.bisect_right(self.bases, offset) - 1, 0)
+        for base in self.bases[first:]:
+            yield self.segment(base)
+
+    def locate(self, segment: LogSegment, offset: int) -> BatchPosition | None:
+        """The first batch of ``segment`` whose last offset is >= ``offset``."""
+        if segment.base_offset != self.bases[-1]:
+            return segment.translate_offset(offset)
+        return next((h for h in segment.scan_headers(0) if h.last_offset >= offset), None)
 
     def log_end_offset(self) -> int:
         """The offset after the last whole batch on disk (a torn tail does not count)."""
-        if not self.segments:
+        if not self.bases:
             return self.log_start_offset
-        return max(self.active_segment.read_next_offset(), self.log_start_offset)
+        last: BatchPosition | None = None
+        for last in self.active_segment.scan_headers(0):  # noqa: B007 - the last one counts
+            pass
+        end = self.bases[-1] if last is None else last.last_offset + 1
+        return max(end, self.log_start_offset)
 
     def offset_for_timestamp(self, timestamp: int) -> int | None:
         """Kafka's ListOffsets by time, via the engine's lookup: it only reads ``segments``,
         ``active_segment`` and ``log_start_offset``, which this view has."""
-        if not self.segments:
+        if not self.bases:
             return None
         return offset_for_timestamp(cast("Log", self), timestamp)
 
     def batches_from(self, offset: int) -> Iterator[AnyBatch]:
         """Every whole batch whose last offset is >= ``offset``, in log order."""
         for segment in self.segments_from(offset):
-            found = segment.translate_offset(offset)
+            found = self.locate(segment, offset)
             if found is not None:
                 yield from segment.batches(found.position)
 
