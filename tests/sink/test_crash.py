@@ -1,0 +1,130 @@
+"""SIGKILL the Spark driver at chosen and random points; every row must be committed once.
+
+Each run of crash_driver.py is one query (re)start on the same checkpoint: Spark replays the
+batch it was in, the sink completes or aborts the transaction the dead run left. Chosen points
+come from KAFKATIER_SINK_CRASH (the sink kills itself after an append, after the commit decision,
+between COMMIT markers, after the markers but before its bookkeeping); random ones kill the
+whole process group (driver and JVM) from outside after a random delay.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from kafkatier.sink.sink import CRASH_ENV
+from kafkatier.storage.log_arrow import read_arrow
+from kafkatier.storage.log_dir import LogDirectory
+from kafkatier.storage.log_reader import IsolationLevel
+from kafkatier.storage.partitioner import default_partition
+from kafkatier.storage.verify import verify_paths
+
+pytest.importorskip("pyspark", reason="pyspark is needed for the Spark sink crash test")
+
+DRIVER = Path(__file__).resolve().parent / "crash_driver.py"
+STATE = "kafkatier-sink.events.json"
+TARGET = 5  # batches 0..5
+ROWS = 40
+# each fires at its first occurrence in its run: the runs die in batches 0, 0 (replayed), 1, 2
+CHOSEN = ["after-append", "after-decide", "between-markers", "after-markers"]
+RUN_TIMEOUT = 300
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> int:
+    """SIGKILL the driver's whole process group (driver, JVM, Python workers) and reap it."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    rc = proc.wait()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(proc.pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.2)
+    return rc
+
+
+def _epoch(tmp: Path) -> int:
+    try:
+        return int(json.loads((tmp / "logs" / STATE).read_text())["producer_epoch"])
+    except (FileNotFoundError, ValueError, KeyError):
+        return -1
+
+
+def _run(tmp: Path, crash: str | None = None, kill_delay: float | None = None) -> int:
+    """One driver run; ``kill_delay``: SIGKILL it that long after its sink starts writing
+    (its first batch bumps the producer epoch)."""
+    env = {k: v for k, v in os.environ.items() if k != CRASH_ENV}
+    if crash:
+        env[CRASH_ENV] = crash
+    args = [str(tmp / "logs"), str(tmp / "chk"), str(tmp / "local"), str(TARGET), str(ROWS)]
+    epoch = _epoch(tmp)
+    with open(tmp / "driver.err", "ab") as err:
+        proc = subprocess.Popen(
+            [sys.executable, str(DRIVER), *args],
+            env=env,
+            start_new_session=True,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
+    deadline = time.monotonic() + RUN_TIMEOUT
+    while proc.poll() is None and time.monotonic() < deadline:
+        if kill_delay is not None and _epoch(tmp) > epoch:
+            time.sleep(kill_delay)
+            break
+        time.sleep(0.05)
+    rc = proc.poll()
+    killed = _kill_group(proc)  # also the JVM of a driver that killed itself
+    return killed if rc is None else rc
+
+
+def _state(tmp: Path) -> dict[str, Any]:
+    result: dict[str, Any] = json.loads((tmp / "logs" / STATE).read_text())
+    return result
+
+
+def _read(log_dir: Path, isolation: IsolationLevel) -> dict[int, pa.Table]:
+    with LogDirectory(log_dir) as logs:
+        return {log.partition: read_arrow(log, isolation=isolation) for log in logs}
+
+
+def test_sigkill_anywhere_commits_every_row_exactly_once(tmp_path: Path) -> None:
+    (tmp_path / "local").mkdir()
+    rng = random.Random(4)
+    for point in CHOSEN:
+        rc = _run(tmp_path, crash=point)
+        assert rc == -signal.SIGKILL, f"{point}: driver exited {rc}, see {tmp_path}/driver.err"
+        assert _state(tmp_path)["inflight"] is not None  # it died inside a transaction
+    for _ in range(2):
+        _run(tmp_path, kill_delay=rng.uniform(0.0, 4.0))
+    assert _run(tmp_path) == 0, (tmp_path / "driver.err").read_text()[-3000:]
+
+    state = _state(tmp_path)
+    assert state["last_committed_batch"] == TARGET and state["inflight"] is None
+    assert verify_paths([tmp_path / "logs"]) == []
+    committed = _read(tmp_path / "logs", IsolationLevel.READ_COMMITTED)
+    seen: list[int] = []
+    for partition, table in committed.items():
+        values = [int(v) for v in table.column("value").to_pylist()]
+        assert values == sorted(values), f"partition {partition} out of input order"
+        for key in table.column("key").to_pylist():
+            if key is not None:
+                assert default_partition(key, 3) == partition
+        seen.extend(values)
+    assert sorted(seen) == list(range((TARGET + 1) * ROWS))  # each row exactly once
+    uncommitted = _read(tmp_path / "logs", IsolationLevel.READ_UNCOMMITTED)
+    # the after-append crash left an aborted copy that read_uncommitted still shows
+    assert sum(t.num_rows for t in uncommitted.values()) > len(seen)
+    assert state["producer_epoch"] >= len(CHOSEN)  # every restart that wrote bumped it
