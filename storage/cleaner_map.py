@@ -11,17 +11,23 @@ from __future__ import annotations
 
 import numpy as np
 
+from kafkatier.storage import cleaner_fast
 from kafkatier.storage.cleaner_txn import CleanedTransactionMetadata
 from kafkatier.storage.legacy import LegacyBatch
 from kafkatier.storage.offset_map import OffsetMap, hash_keys
+from kafkatier.storage.records import RecordBatch
+from kafkatier.storage.segment import AnyBatch
 from kafkatier.storage.segment_store import SegmentStore
 
 
-def _map_batch_records(batch: object, offset_map: OffsetMap, start: int) -> bool:
+def _map_batch_records(batch: AnyBatch, offset_map: OffsetMap, start: int) -> bool:
     """Put the batch's keyed records; True when the map filled up before all fitted."""
+    scanned = cleaner_fast.scan(batch) if isinstance(batch, RecordBatch) else None
+    if scanned is not None:
+        return cleaner_fast.map_keys(scanned, offset_map, start)
     keys: list[bytes] = []
     offsets: list[int] = []
-    for record in batch.records():  # type: ignore[attr-defined]
+    for record in batch.records():
         if record.key is not None and record.offset >= start:
             keys.append(record.key)
             offsets.append(record.offset)

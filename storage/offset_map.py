@@ -15,6 +15,8 @@ import numba
 import numpy as np
 import numpy.typing as npt
 
+from kafkatier.storage.cleaner_kernels import md5_into
+
 BYTES_PER_ENTRY = 24
 HASH_SIZE = 16
 
@@ -52,6 +54,71 @@ def _slot_of(hashes: npt.NDArray[np.uint8], h: npt.NDArray[np.uint8], slots: int
 
 
 @numba.njit(cache=True, nogil=True)
+def _is_empty(hashes: npt.NDArray[np.uint8], slot: int) -> bool:
+    for i in range(HASH_SIZE):  # noqa: SIM110 - a plain loop is what numba compiles best
+        if hashes[slot, i] != 0:
+            return False
+    return True
+
+
+@numba.njit(cache=True, nogil=True)
+def _put_one(
+    hashes: npt.NDArray[np.uint8], offsets: npt.NDArray[np.int64], h: npt.NDArray[np.uint8],
+    offset: int,
+) -> int:  # fmt: skip
+    """Store ``offset`` for ``h``; returns 1 when the key was new."""
+    slot = _slot_of(hashes, h, offsets.shape[0])
+    new = 0
+    if _is_empty(hashes, slot):
+        hashes[slot, :] = h
+        new = 1
+    offsets[slot] = offset
+    return new
+
+
+@numba.njit(cache=True, nogil=True)
+def _get_one(hashes: npt.NDArray[np.uint8], offsets: npt.NDArray[np.int64],
+             h: npt.NDArray[np.uint8]) -> int:  # fmt: skip
+    slot = _slot_of(hashes, h, offsets.shape[0])
+    return -1 if _is_empty(hashes, slot) else int(offsets[slot])
+
+
+@numba.njit(cache=True, nogil=True)
+def _put_keys(
+    hashes: npt.NDArray[np.uint8], offsets: npt.NDArray[np.int64], buf: npt.NDArray[np.uint8],
+    positions: npt.NDArray[np.int64], lengths: npt.NDArray[np.int64],
+    key_offsets: npt.NDArray[np.int64], size: int, limit: int,
+) -> tuple[int, int]:  # fmt: skip
+    """``_put_many`` hashing each key slice of ``buf`` on the way (no digest array)."""
+    h = np.empty(HASH_SIZE, np.uint8)
+    scratch = np.empty(64, np.uint8)
+    state = np.empty(4, np.uint32)
+    m = np.empty(16, np.uint32)
+    for i in range(positions.shape[0]):
+        if size >= limit:
+            return i, size
+        md5_into(buf, positions[i], lengths[i], h, scratch, state, m)
+        size += _put_one(hashes, offsets, h, key_offsets[i])
+    return positions.shape[0], size
+
+
+@numba.njit(cache=True, nogil=True)
+def _get_keys(
+    hashes: npt.NDArray[np.uint8], offsets: npt.NDArray[np.int64], buf: npt.NDArray[np.uint8],
+    positions: npt.NDArray[np.int64], lengths: npt.NDArray[np.int64],
+) -> npt.NDArray[np.int64]:  # fmt: skip
+    out = np.empty(positions.shape[0], np.int64)
+    h = np.empty(HASH_SIZE, np.uint8)
+    scratch = np.empty(64, np.uint8)
+    state = np.empty(4, np.uint32)
+    m = np.empty(16, np.uint32)
+    for i in range(positions.shape[0]):
+        md5_into(buf, positions[i], lengths[i], h, scratch, state, m)
+        out[i] = _get_one(hashes, offsets, h)
+    return out
+
+
+@numba.njit(cache=True, nogil=True)
 def _put_many(
     hashes: npt.NDArray[np.uint8],
     offsets: npt.NDArray[np.int64],
@@ -61,15 +128,10 @@ def _put_many(
     limit: int,
 ) -> tuple[int, int]:
     """Insert in order until the map holds ``limit`` entries; returns (entries put, new size)."""
-    slots = offsets.shape[0]
     for i in range(keys.shape[0]):
         if size >= limit:
             return i, size
-        slot = _slot_of(hashes, keys[i], slots)
-        if offsets[slot] < 0:
-            size += 1
-            hashes[slot, :] = keys[i]
-        offsets[slot] = key_offsets[i]
+        size += _put_one(hashes, offsets, keys[i], key_offsets[i])
     return keys.shape[0], size
 
 
@@ -78,9 +140,8 @@ def _get_many(
     hashes: npt.NDArray[np.uint8], offsets: npt.NDArray[np.int64], keys: npt.NDArray[np.uint8]
 ) -> npt.NDArray[np.int64]:
     out = np.empty(keys.shape[0], np.int64)
-    slots = offsets.shape[0]
     for i in range(keys.shape[0]):
-        out[i] = offsets[_slot_of(hashes, keys[i], slots)]
+        out[i] = _get_one(hashes, offsets, keys[i])
     return out
 
 
@@ -91,8 +152,9 @@ def hash_keys(keys: list[bytes]) -> npt.NDArray[np.uint8]:
 
 
 class OffsetMap:
-    """Kafka's SkimpyOffsetMap: ``slots`` 24-byte entries in two preallocated numpy arrays
-    (``hashes`` (slots, 16) uint8 MD5 digests, ``offsets`` int64, -1 where empty)."""
+    """Kafka's SkimpyOffsetMap: ``slots`` 24-byte entries in two numpy arrays allocated once per
+    use (``hashes`` (slots, 16) uint8 MD5 digests, all zero where empty; ``offsets`` int64).
+    They come zeroed from the allocator, so only the slots used ever cost resident memory."""
 
     def __init__(self, memory_bytes: int, load_factor: float = 0.9) -> None:
         self.slots = memory_bytes // BYTES_PER_ENTRY
@@ -100,7 +162,7 @@ class OffsetMap:
             raise ValueError(f"dedupe buffer of {memory_bytes} bytes holds no 24-byte entry")
         self.max_desired_size = int(self.slots * load_factor)
         self.hashes = np.zeros((self.slots, HASH_SIZE), dtype=np.uint8)
-        self.offsets = np.full(self.slots, -1, dtype=np.int64)
+        self.offsets = np.zeros(self.slots, dtype=np.int64)
         self.size = 0
         self.latest_offset = -1
 
@@ -113,8 +175,13 @@ class OffsetMap:
         return self.size / self.slots
 
     def clear(self) -> None:
-        self.hashes.fill(0)
-        self.offsets.fill(-1)
+        """Empty again; fresh zeroed arrays (dropping the old ones first) rather than a fill,
+        which would make every page of the budget resident even for a few keys."""
+        if self.size:
+            shape = self.hashes.shape
+            del self.hashes, self.offsets
+            self.hashes = np.zeros(shape, dtype=np.uint8)
+            self.offsets = np.zeros(shape[0], dtype=np.int64)
         self.size = 0
         self.latest_offset = -1
 
@@ -125,6 +192,27 @@ class OffsetMap:
             self.hashes, self.offsets, hashes, offsets, self.size, self.max_desired_size
         )
         return int(done)
+
+    def put_keys(
+        self,
+        buf: npt.NDArray[np.uint8],
+        positions: npt.NDArray[np.int64],
+        lengths: npt.NDArray[np.int64],
+        offsets: npt.NDArray[np.int64],
+    ) -> int:
+        """:meth:`put_hashes` for the keys ``buf[positions[i] : positions[i] + lengths[i]]``."""
+        done, self.size = _put_keys(self.hashes, self.offsets, buf, positions, lengths, offsets,
+                                    self.size, self.max_desired_size)  # fmt: skip
+        return int(done)
+
+    def get_keys(
+        self, buf: npt.NDArray[np.uint8], positions: npt.NDArray[np.int64],
+        lengths: npt.NDArray[np.int64],
+    ) -> npt.NDArray[np.int64]:  # fmt: skip
+        """:meth:`get_hashes` for key slices of ``buf``."""
+        result: npt.NDArray[np.int64] = _get_keys(self.hashes, self.offsets, buf, positions,
+                                                  lengths)  # fmt: skip
+        return result
 
     def put(self, key: bytes, offset: int) -> bool:
         """One entry; False (nothing put) when the map is at its desired size."""

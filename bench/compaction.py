@@ -1,0 +1,222 @@
+"""Benchmark: key compaction (Kafka's LogCleaner, ``kafkatier.storage.cleaner``) against a plain
+read-and-rewrite of the same segments, in the same run.
+
+    python bench/compaction.py [--records N] [--keys K] [--dedupe-mb M] [--codec C] [--json]
+
+Writes a partition of N records over K distinct keys (16-byte keys, 100-byte values, 100
+records per batch, keys in random order) through ``Log.append``, then, each on a fresh copy:
+
+(a) plain rewrite: every batch read through the cleaner's segment store (bounded chunks) and
+    appended, indexed, to a new segment of the same size limits: the I/O and framing work of a
+    cleaning with nothing filtered;
+(b) compaction: ``compact_log`` with ``min.cleanable.dirty.ratio=0`` (map budget M MiB).
+
+Reports records/s and MB/s (of input) for both, their ratio (goal: compaction at least half as
+fast as the plain rewrite), and, in a fresh process, the resident set before compaction and its
+peak during compaction (``/proc/self/clear_refs`` resets the mark), against the map budget.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from kafkatier.storage.arrow_codec import encode_arrow
+from kafkatier.storage.cleaner import compact_log
+from kafkatier.storage.config import LogConfig
+from kafkatier.storage.log import Log
+from kafkatier.storage.log_dir import LogDirectory
+from kafkatier.storage.segment import BatchInfo
+from kafkatier.storage.segment_store import LocalSegmentStore
+
+TOPIC = "bench"
+NOW_MS = 1_700_000_000_000
+
+
+def config(dedupe_mb: float) -> LogConfig:
+    return LogConfig.from_properties(
+        {
+            "cleanup.policy": "compact",
+            "min.cleanable.dirty.ratio": "0",
+            "log.cleaner.dedupe.buffer.size": str(int(dedupe_mb * (1 << 20))),
+        },
+        source="bench",
+    )
+
+
+def build(path: Path, records: int, keys: int, codec: str, cfg: LogConfig) -> None:
+    rng = np.random.default_rng(7)
+    key_ids = rng.integers(0, keys, records)
+    letters = np.frombuffer(b"abcdefghijklmnopqrstuvwxyz012345", np.uint8)
+    with LogDirectory(path, config_for=lambda _t: cfg, clock=lambda: NOW_MS) as logs:
+        log = logs.get_or_create(TOPIC, 0)
+        step = 100_000
+        for start in range(0, records, step):
+            ids = key_ids[start : start + step]
+            n = len(ids)
+            key_col = pa.array([b"key-%012d" % k for k in ids.tolist()], pa.binary())
+            vals = letters[rng.integers(0, len(letters), n * 100)].tobytes()
+            value_col = pa.array([vals[i * 100 : (i + 1) * 100] for i in range(n)], pa.binary())
+            table = pa.table({"key": key_col, "value": value_col})
+            encoded = encode_arrow(table, codec=codec, timestamp=NOW_MS, max_batch_records=100)
+            log.append(bytes(encoded.data))
+        log.roll()
+
+
+def open_log(path: Path, cfg: LogConfig) -> tuple[LogDirectory, Log]:
+    logs = LogDirectory(path, config_for=lambda _t: cfg, clock=lambda: NOW_MS)
+    log = logs.get(TOPIC, 0)
+    assert log is not None
+    return logs, log
+
+
+def plain_rewrite(log: Log) -> tuple[int, int]:
+    """Every non-active segment read and written back whole; returns (records, bytes)."""
+    store = LocalSegmentStore(log, io_buffer_size=max(log.config.io_buffer_size // 2, 1 << 16))
+    records = size = 0
+    for info in store.segment_infos()[:-1]:
+        cleaned = store.create_cleaned(info.base_offset)
+        data, infos = bytearray(), []
+        for batch in store.read_batches(info.base_offset):
+            infos.append(BatchInfo(len(data), batch.size_in_bytes, batch.last_offset,
+                                   batch.max_timestamp))  # fmt: skip
+            data += batch.buffer
+            records += batch.records_count
+            if len(data) >= store.io_buffer_size:
+                cleaned.append_batches(bytes(data), infos)
+                data, infos = bytearray(), []
+        if infos:
+            cleaned.append_batches(bytes(data), infos)
+        cleaned.segment.on_become_inactive()
+        cleaned.segment.flush()
+        size += info.size
+        cleaned.segment.delete()
+    return records, size
+
+
+def timed(path: Path, cfg: LogConfig, work: str) -> dict[str, Any]:
+    logs, log = open_log(path, cfg)
+    start = time.perf_counter()
+    if work == "plain":
+        records, size = plain_rewrite(log)
+        extra: dict[str, Any] = {}
+    else:
+        result = compact_log(log, now_ms=NOW_MS, first_dirty_offset=None)
+        records, size = result.records_read, result.bytes_before - log.active_segment.size
+        extra = {"passes": result.passes, "bytes_after": result.bytes_after,
+                 "records_removed": result.records_removed}  # fmt: skip
+    seconds = time.perf_counter() - start
+    logs.close()
+    rates = {"records_per_s": records / seconds, "mb_per_s": size / seconds / 1e6}
+    return {"seconds": seconds, "records": records, "bytes": size, **rates, **extra}
+
+
+def _status_kib(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise RuntimeError(f"no {field} in /proc/self/status")
+
+
+def rss_child(path: Path, dedupe_mb: float) -> None:
+    """In a fresh process: open the log, reset the peak-RSS mark (``clear_refs`` 5), compact,
+    and print the resident set before and the peak during compaction (KiB)."""
+    warm = path.parent / "rss-warm"
+    build(warm, 2000, 100, "none", config(dedupe_mb))
+    timed(warm, config(1), "compact")  # numba code loaded before measuring, as a cleaner thread
+    logs, log = open_log(path, config(dedupe_mb))
+    before = _status_kib("VmRSS")
+    Path("/proc/self/clear_refs").write_text("5")
+    compact_log(log, now_ms=NOW_MS, first_dirty_offset=None)
+    peak = _status_kib("VmHWM")
+    logs.close()
+    print(before, peak)
+
+
+def peak_rss(path: Path, dedupe_mb: float) -> tuple[int, int]:
+    """(RSS before compaction, peak RSS during it), bytes, from :func:`rss_child`."""
+    argv = [sys.executable, __file__, "--rss-child", str(path), "--dedupe-mb", str(dedupe_mb)]
+    out = subprocess.run(argv, check=True, capture_output=True, text=True)
+    before, peak = out.stdout.split()[-2:]
+    return int(before) * 1024, int(peak) * 1024
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--keys", type=int, default=100_000)
+    parser.add_argument("--dedupe-mb", type=float, default=128.0)
+    parser.add_argument("--codec", default="none")
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--rss-child", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.rss_child is not None:
+        rss_child(args.rss_child, args.dedupe_mb)
+        return 0
+    cfg = config(args.dedupe_mb)
+    with tempfile.TemporaryDirectory(prefix="kafkatier-bench-") as tmp:
+        source = Path(tmp) / "source"
+        started = time.perf_counter()
+        build(source, args.records, args.keys, args.codec, cfg)
+        build_s = time.perf_counter() - started
+        started = time.perf_counter()
+        warm = Path(tmp) / "warm"
+        build(warm, 2000, 100, args.codec, cfg)
+        timed(warm, cfg, "compact")  # numba's first calls (cache load or compile), not timed
+        warm_s = time.perf_counter() - started
+        runs: dict[str, Any] = {}
+        for work in ("plain", "compact"):
+            copy = Path(tmp) / work
+            shutil.copytree(source, copy)
+            runs[work] = timed(copy, cfg, work)
+        rss_copy = Path(tmp) / "rss"
+        shutil.copytree(source, rss_copy)
+        rss_before, rss_peak = peak_rss(rss_copy, args.dedupe_mb)
+    ratio = runs["compact"]["records_per_s"] / runs["plain"]["records_per_s"]
+    report = {
+        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+        "records": args.records, "keys": args.keys, "codec": args.codec,
+        "dedupe_buffer_bytes": int(args.dedupe_mb * (1 << 20)), "build_seconds": build_s,
+        "warm_up_seconds": warm_s,
+        "plain": runs["plain"], "compact": runs["compact"], "speed_ratio": ratio,
+        "rss_before_compaction": rss_before, "peak_rss_during_compaction": rss_peak,
+        "cpu_count": os.cpu_count(), "goal_met": ratio >= 0.5,
+    }  # fmt: skip
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    mib = 1 << 20
+    print(f"command: {report['command']}")
+    print(f"input: {args.records:,} records, {args.keys:,} keys, codec {args.codec}, "
+          f"{runs['plain']['bytes'] / mib:.1f} MiB in segments (built in {build_s:.1f} s; numba "
+          f"warm-up {warm_s:.1f} s, not timed)")  # fmt: skip
+    for work in ("plain", "compact"):
+        r = runs[work]
+        print(f"{work:>8}: {r['seconds']:7.2f} s  {r['records_per_s']:>12,.0f} records/s  "
+              f"{r['mb_per_s']:8.1f} MB/s")  # fmt: skip
+    c = runs["compact"]
+    print(f"compaction: {c['passes']} pass(es), {c['records_removed']:,} records removed, "
+          f"{c['bytes_after'] / mib:.1f} MiB after")  # fmt: skip
+    verdict = "met" if ratio >= 0.5 else "NOT met"
+    print(f"speed ratio compact/plain: {ratio:.2f} (goal >= 0.5: {verdict})")
+    print(
+        f"RSS: {rss_before / mib:.0f} MiB before compaction (log open), peak "
+        f"{rss_peak / mib:.0f} MiB during it: +{(rss_peak - rss_before) / mib:.0f} MiB against "
+        f"a map budget of {args.dedupe_mb:g} MiB"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
