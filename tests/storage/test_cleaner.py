@@ -306,3 +306,59 @@ def test_memory_stays_within_the_map_budget_plus_a_constant(tmp_path: Path) -> N
         log_dir.close()
     assert all(peak < budget + (2 << 20) for peak in peaks), peaks
     assert peaks[1] - peaks[0] < 256 << 10, peaks  # twice the keys, not twice the memory
+
+
+def _varied_log(path: Path, clock: ManualClock, log_append_time: bool) -> tuple[object, Log]:
+    """Compressed and plain batches, headers, tombstones, keyless records, a transaction."""
+    import random
+
+    from kafkatier.storage.records import Record, build_batch
+    from kafkatier.storage.wire import Codec
+
+    settings = {"segment_bytes": 3000, "delete_retention_ms": 100}
+    if log_append_time:
+        settings["message_timestamp_type"] = "LogAppendTime"
+    log_dir, log = open_log(path, compact_config(**settings), clock)
+    rng = random.Random(5)
+    sequence = 0
+    for i in range(120):
+        records = [
+            Record(j, clock.now + rng.randint(-50, 50),
+                   None if rng.random() < 0.1 else b"key-%d" % rng.randint(0, 15),
+                   None if rng.random() < 0.2 else b"value-%d" % i * rng.randint(1, 4),
+                   (("h", b"x" * j),) if rng.random() < 0.2 else ())
+            for j in range(rng.randint(1, 6))
+        ]  # fmt: skip
+        codec = rng.choice(list(Codec))
+        txn = i % 17 == 3
+        log.append(build_batch(records, codec=codec, producer_id=4 if txn else -1,
+                               producer_epoch=0 if txn else -1,
+                               base_sequence=sequence if txn else -1,
+                               transactional=txn))  # fmt: skip
+        if txn:
+            sequence += len(records)
+            log.write_txn_marker(4, 0, commit=i % 2 == 0)
+        clock.now += 7
+    log.roll()
+    return log_dir, log
+
+
+@pytest.mark.parametrize("log_append_time", [False, True])
+def test_vectorised_path_writes_what_the_record_path_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, log_append_time: bool
+) -> None:
+    from kafkatier.storage import cleaner_fast
+
+    outputs = []
+    for fast in (True, False):
+        if not fast:
+            monkeypatch.setattr(cleaner_fast, "scan", lambda _batch: None)
+        clock = ManualClock()
+        log_dir, log = _varied_log(tmp_path / str(fast), clock, log_append_time)
+        results = [compact_log(log, now_ms=clock.now, first_dirty_offset=None)]
+        results.append(compact_log(log, now_ms=clock.now + 100, first_dirty_offset=0))
+        outputs.append(([s.log_path.read_bytes() for s in log.segments], results))
+        log_dir.close()
+        assert verify_paths([tmp_path / str(fast)]) == []
+    assert outputs[0] == outputs[1]
+    assert outputs[0][1][0].tombstones_kept > 0 and outputs[0][1][1].tombstones_dropped > 0

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kafkatier.storage.cleaner_kernels import md5_keys
 from kafkatier.storage.offset_map import BYTES_PER_ENTRY, OffsetMap, hash_keys
 
 
@@ -114,3 +115,27 @@ def test_same_slots_and_answers_as_kafkas_map(slots: int, ops: list[tuple[bytes,
     assert bytes(ours.hashes.tobytes()) == bytes(raw[:, :16].tobytes())
     for key, _ in ops:
         assert ours.get(key) == kafka.get(key)
+
+
+@settings(max_examples=40, deadline=None)
+@given(keys=st.lists(st.binary(max_size=150), max_size=20))
+def test_numba_md5_is_hashlibs(keys: list[bytes]) -> None:
+    buf = np.frombuffer(b"".join(keys) + b"\0", dtype=np.uint8)  # never an empty buffer
+    lengths = np.array([len(k) for k in keys], dtype=np.int64)
+    positions = (np.cumsum(lengths) - lengths).astype(np.int64)
+    digests = md5_keys(buf, positions, lengths)
+    assert [bytes(d) for d in digests] == [hashlib.md5(k).digest() for k in keys]
+
+
+def test_key_slice_puts_and_gets_match_digest_ones() -> None:
+    keys = [b"k%d" % (i % 13) for i in range(40)]
+    buf = np.frombuffer(b"".join(keys), dtype=np.uint8)
+    lengths = np.array([len(k) for k in keys], dtype=np.int64)
+    positions = (np.cumsum(lengths) - lengths).astype(np.int64)
+    offsets = np.arange(40, dtype=np.int64) * 3
+    by_slice, by_digest = OffsetMap(24 * 20, 0.5), OffsetMap(24 * 20, 0.5)
+    assert by_slice.put_keys(buf, positions, lengths, offsets) == 10  # stops at 20 x 0.5
+    assert by_digest.put_hashes(hash_keys(keys), offsets) == 10
+    assert np.array_equal(by_slice.hashes, by_digest.hashes)
+    got = by_slice.get_keys(buf, positions, lengths)
+    assert list(got) == list(by_digest.get_hashes(hash_keys(keys)))
