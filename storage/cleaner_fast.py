@@ -1,4 +1,5 @@
-"""The cleaner's per-record decisions for v2 data batches, vectorised (``cleaner_kernels``).
+"""The cleaner's per-record decisions for v2 data batches in numba (``cleaner_kernels``,
+``cleaner_batch_kernels``): one scan and one kernel call per batch.
 
 Same rules as the record-at-a-time path in ``cleaner_filter`` (which stays for control batches
 and for bytes the scan rejects, where it raises the precise error): a record past the map's
@@ -13,12 +14,9 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from kafkatier.storage.cleaner_batch_kernels import map_batch, select_batch
 from kafkatier.storage.cleaner_kernels import (
-    KEY_LEN,
-    KEY_POS,
-    OFF_DELTA,
     TS_DELTA,
-    VALUE_LEN,
     rebuild_records,
     scan_records,
 )
@@ -37,15 +35,6 @@ class ScannedBatch:
     payload: npt.NDArray[np.uint8]
     rows: npt.NDArray[np.int64]
 
-    @property
-    def offsets(self) -> npt.NDArray[np.int64]:
-        return self.batch.base_offset + self.rows[:, OFF_DELTA]
-
-    def key_slices(
-        self, mask: npt.NDArray[np.bool_]
-    ) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-        return self.payload, self.rows[mask, KEY_POS], self.rows[mask, KEY_LEN]
-
 
 def scan(batch: RecordBatch) -> ScannedBatch | None:
     """None when the record bytes do not parse (the slow reader reports why)."""
@@ -60,36 +49,25 @@ def scan(batch: RecordBatch) -> ScannedBatch | None:
 
 def map_keys(scanned: ScannedBatch, offset_map: OffsetMap, start: int) -> bool:
     """Put the keyed records at or after ``start``; True when the map filled up first."""
-    offsets = scanned.offsets
-    mask = (scanned.rows[:, KEY_LEN] >= 0) & (offsets >= start)
-    count = int(mask.sum())
-    if count == 0:
-        return False
-    return offset_map.put_keys(*scanned.key_slices(mask), offsets[mask]) < count
+    complete, offset_map.size = map_batch(
+        offset_map.hashes, offset_map.offsets, scanned.payload, scanned.rows,
+        scanned.batch.base_offset, start, offset_map.size, offset_map.max_desired_size,
+    )  # fmt: skip
+    return not complete
 
 
 def select(
     scanned: ScannedBatch, offset_map: OffsetMap, now_ms: int
-) -> tuple[npt.NDArray[np.int64], int]:
-    """(indexes of the records kept, tombstones dropped because their horizon passed)."""
-    rows, offsets = scanned.rows, scanned.offsets
-    latest = offset_map.latest_offset
-    keyed = rows[:, KEY_LEN] >= 0
-    mapped = keyed & (offsets <= latest)
-    found = np.full(len(rows), -1, dtype=np.int64)
-    if mapped.any():
-        found[mapped] = offset_map.get_keys(*scanned.key_slices(mapped))
+) -> tuple[npt.NDArray[np.int64], int, int]:
+    """(indexes of the records kept, tombstones dropped because their horizon passed,
+    tombstones kept)."""
     horizon = scanned.batch.delete_horizon_ms
     retain_deletes = horizon is None or now_ms < horizon
-    has_value = rows[:, VALUE_LEN] >= 0
-    newest = keyed & (offsets >= found)
-    keep = (offsets > latest) | (newest & (has_value | retain_deletes))
-    expired = 0 if retain_deletes else int((mapped & newest & ~has_value).sum())
-    return np.flatnonzero(keep).astype(np.int64), expired
-
-
-def tombstones(scanned: ScannedBatch, kept: npt.NDArray[np.int64]) -> int:
-    return int((scanned.rows[kept, VALUE_LEN] < 0).sum())
+    kept, expired, tombstones = select_batch(
+        offset_map.hashes, offset_map.offsets, scanned.payload, scanned.rows,
+        scanned.batch.base_offset, offset_map.latest_offset, retain_deletes,
+    )  # fmt: skip
+    return kept, int(expired), int(tombstones)
 
 
 def rebuild(scanned: ScannedBatch, kept: npt.NDArray[np.int64], horizon: int | None) -> bytes:

@@ -147,9 +147,8 @@ def _decide(batch: RecordBatch, ctx: FilterContext, discard: bool) -> tuple[int,
         return 0, batch.records_count, 0, lambda _h: b""
     scanned = cleaner_fast.scan(batch) if ctx.fast and not batch.is_control else None
     if scanned is not None:
-        kept_at, expired = cleaner_fast.select(scanned, ctx.offset_map, ctx.now_ms)
+        kept_at, expired, tombstones = cleaner_fast.select(scanned, ctx.offset_map, ctx.now_ms)
         ctx.stats.tombstones_dropped += expired
-        tombstones = cleaner_fast.tombstones(scanned, kept_at)
         return (
             len(kept_at),
             batch.records_count,
