@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -117,18 +118,28 @@ def _is_complete(path: Path, meta: RemoteFile) -> bool:
     return path.exists() and path.stat().st_size == meta.size and sha256_file(path) == meta.sha256
 
 
-def fetch(store: ObjectStore, item: Download, staging: Path, progress: Progress | None) -> int:
-    """Download ``item`` unless already in place; returns the bytes downloaded."""
+def fetch(
+    store: ObjectStore, item: Download, staging: Path, progress: Progress | None, attempts: int = 3
+) -> int:
+    """Download ``item`` unless already in place; returns the bytes downloaded. A copy that
+    fails its checksum is discarded and fetched again (a flipped bit in transit), up to
+    ``attempts`` times; a remote copy that is itself wrong is refused, never put in place."""
     if _is_complete(item.target, item.meta):
         return 0
     staging.mkdir(parents=True, exist_ok=True)
     temp = staging / item.target.name
-    store.get_file(item.key, temp, progress=progress)
-    if not _is_complete(temp, item.meta):
+    for attempt in range(attempts):
+        try:
+            store.get_file(item.key, temp, progress=progress)
+            if _is_complete(temp, item.meta):
+                os.replace(temp, item.target)
+                return item.meta.size
+        except RemoteVerifyError:
+            pass
         temp.unlink(missing_ok=True)
-        raise RemoteVerifyError("downloaded object differs from the manifest", key=item.key)
-    os.replace(temp, item.target)
-    return item.meta.size
+        if attempt + 1 < attempts:
+            time.sleep(0.05 * 2**attempt)
+    raise RemoteVerifyError("downloaded object differs from the manifest", key=item.key)
 
 
 def restore_partition(

@@ -25,10 +25,22 @@ import botocore.exceptions
 from boto3.s3.transfer import TransferConfig
 from botocore.config import Config
 
-from kafkatier.tiering.errors import ObjectNotFoundError, PreconditionFailedError
+from kafkatier.tiering.errors import (
+    ObjectNotFoundError,
+    PreconditionFailedError,
+    RemoteVerifyError,
+)
 from kafkatier.tiering.store import ObjectInfo, Progress
 
 MIB = 1 << 20
+_BODY_ERRORS = (
+    botocore.exceptions.ReadTimeoutError,
+    botocore.exceptions.ResponseStreamingError,
+    botocore.exceptions.ConnectionClosedError,
+    botocore.exceptions.IncompleteReadError,
+    botocore.exceptions.FlexibleChecksumError,
+    ConnectionError,
+)
 
 
 class RateLimiter:
@@ -66,6 +78,8 @@ class S3Store:
         max_concurrency: int = 4,
         rate_limit_bps: int = 0,
         max_attempts: int = 5,
+        connect_timeout: float = 10,
+        read_timeout: float = 60,
     ) -> None:
         if not url.startswith("s3://"):
             raise ValueError(f"not an s3:// URL: {url}")
@@ -82,6 +96,8 @@ class S3Store:
             "max_concurrency": max_concurrency,
             "rate_limit_bps": rate_limit_bps,
             "max_attempts": max_attempts,
+            "connect_timeout": connect_timeout,
+            "read_timeout": read_timeout,
         }
         self._client: Any = None
         self._limiter = RateLimiter(rate_limit_bps)
@@ -106,6 +122,8 @@ class S3Store:
                     retries={"mode": "standard", "max_attempts": s["max_attempts"]},
                     s3={"addressing_style": "path"},
                     max_pool_connections=max(10, s["max_concurrency"] * 4),
+                    connect_timeout=s["connect_timeout"],
+                    read_timeout=s["read_timeout"],
                 )
                 self._client = session.client("s3", endpoint_url=s["endpoint_url"], config=config)
             return self._client
@@ -166,22 +184,31 @@ class S3Store:
             if end is not None and end <= start:
                 return b""
             extra["Range"] = f"bytes={start}-{'' if end is None else end - 1}"
-        try:
-            response = self.client.get_object(Bucket=self.bucket, Key=self._key(key), **extra)
-        except botocore.exceptions.ClientError as exc:
-            if _status(exc) == 404:
-                raise ObjectNotFoundError("no such object", key=key) from None
-            raise
-        return bytes(response["Body"].read())
+        got = self._read(key, extra)
+        if got is None:
+            raise ObjectNotFoundError("no such object", key=key)
+        return got[0]
 
     def get_with_etag(self, key: str) -> tuple[bytes, str] | None:
-        try:
-            response = self.client.get_object(Bucket=self.bucket, Key=self._key(key))
-        except botocore.exceptions.ClientError as exc:
-            if _status(exc) == 404:
-                return None
-            raise
-        return bytes(response["Body"].read()), str(response["ETag"])
+        return self._read(key, {})
+
+    def _read(self, key: str, extra: dict[str, str]) -> tuple[bytes, str] | None:
+        """GetObject and its body; botocore retries the request but not a body cut short
+        (reset, timeout), so the whole GET is retried here, with backoff."""
+        attempts = self.settings["max_attempts"]
+        for attempt in range(attempts):
+            try:
+                response = self.client.get_object(Bucket=self.bucket, Key=self._key(key), **extra)
+                return bytes(response["Body"].read()), str(response["ETag"])
+            except botocore.exceptions.ClientError as exc:
+                if _status(exc) == 404:
+                    return None
+                raise
+            except _BODY_ERRORS:
+                if attempt + 1 == attempts:
+                    raise
+                time.sleep(min(0.05 * 2**attempt, 2.0))
+        raise AssertionError("unreachable")
 
     def get_file(self, key: str, path: Path, *, progress: Progress | None = None) -> None:
         try:
@@ -193,6 +220,8 @@ class S3Store:
             if _status(exc) == 404:
                 raise ObjectNotFoundError("no such object", key=key) from None
             raise
+        except botocore.exceptions.FlexibleChecksumError:
+            raise RemoteVerifyError("download failed its S3 checksum", key=key) from None
 
     def head(self, key: str) -> ObjectInfo | None:
         try:
