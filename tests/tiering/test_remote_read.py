@@ -55,7 +55,7 @@ def test_joined_read_returns_the_original_log(tiered) -> None:
 
 
 def test_remote_read_uses_ranged_gets(tiered) -> None:
-    _, store, batches, _ = tiered
+    _, store, _, _ = tiered
     reader = RemoteLogReader(store, "tiered", 0, chunk_bytes=256)
     seg = reader.segments[1]
     store.bytes_read = 0
