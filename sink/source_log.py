@@ -21,7 +21,9 @@ the entry, and show aborted data as committed. Readers use both sources.
 from __future__ import annotations
 
 import bisect
+import os
 import re
+import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,9 +34,9 @@ from kafkatier.storage.errors import CorruptSnapshotError, StorageError
 from kafkatier.storage.log_reader import offset_for_timestamp
 from kafkatier.storage.metadata_files import parse_partition_dir_name
 from kafkatier.storage.producer_snapshot import list_snapshot_files, read_snapshot
-from kafkatier.storage.segment import AnyBatch, BatchPosition, LogSegment
-from kafkatier.storage.txn_index import AbortedTxn
-from kafkatier.storage.wire import ControlType, offset_from_file_name
+from kafkatier.storage.segment import AnyBatch, LogSegment
+from kafkatier.storage.txn_index import AbortedTxn, TransactionIndex
+from kafkatier.storage.wire import ControlType, offset_from_file_name, segment_file_name
 
 if TYPE_CHECKING:
     from kafkatier.storage.log import Log
@@ -73,10 +75,11 @@ class ReadOnlyPartition:
     """The segments of one ``<topic>-<partition>`` directory, opened read-only and lazily.
 
     Index files are memory-mapped, and the writer trims the active segment's preallocated
-    indexes when it rolls or closes it: touching a mapped page past the new end of file would
-    kill the reader with SIGBUS. So segments open only when needed, and the last segment listed
-    (the one that may be active) is searched by scanning its batch headers with ``pread``,
-    never through its indexes (offset-by-timestamp lookups aside).
+    indexes when it rolls or closes it: a reader touching a mapped page past the new end of
+    file dies of SIGBUS. So the last segment listed (the one that may be active) is opened
+    without its indexes (:func:`open_without_indexes`) and searched by scanning its batch
+    headers with ``pread``. Earlier segments were trimmed before the next segment's file was
+    created, so their indexes no longer change.
     """
 
     def __init__(self, log_dir: Path, topic: str, partition: int, log_start_hint: int = 0) -> None:
@@ -104,7 +107,11 @@ class ReadOnlyPartition:
 
     def segment(self, base: int) -> LogSegment:
         if base not in self._opened:
-            self._opened[base] = LogSegment(self.directory, base, writable=False)
+            self._opened[base] = (
+                open_without_indexes(self.directory, base)
+                if base == self.bases[-1]
+                else LogSegment(self.directory, base, writable=False)
+            )
         return self._opened[base]
 
     @property
@@ -121,21 +128,11 @@ class ReadOnlyPartition:
         for base in self.bases[first:]:
             yield self.segment(base)
 
-    def locate(self, segment: LogSegment, offset: int) -> BatchPosition | None:
-        """The first batch of ``segment`` whose last offset is >= ``offset``."""
-        if segment.base_offset != self.bases[-1]:
-            return segment.translate_offset(offset)
-        return next((h for h in segment.scan_headers(0) if h.last_offset >= offset), None)
-
     def log_end_offset(self) -> int:
         """The offset after the last whole batch on disk (a torn tail does not count)."""
         if not self.bases:
             return self.log_start_offset
-        last: BatchPosition | None = None
-        for last in self.active_segment.scan_headers(0):  # noqa: B007 - the last one counts
-            pass
-        end = self.bases[-1] if last is None else last.last_offset + 1
-        return max(end, self.log_start_offset)
+        return max(self.active_segment.read_next_offset(), self.log_start_offset)
 
     def offset_for_timestamp(self, timestamp: int) -> int | None:
         """Kafka's ListOffsets by time, via the engine's lookup: it only reads ``segments``,
@@ -147,7 +144,7 @@ class ReadOnlyPartition:
     def batches_from(self, offset: int) -> Iterator[AnyBatch]:
         """Every whole batch whose last offset is >= ``offset``, in log order."""
         for segment in self.segments_from(offset):
-            found = self.locate(segment, offset)
+            found = segment.translate_offset(offset)
             if found is not None:
                 yield from segment.batches(found.position)
 
@@ -160,6 +157,21 @@ class ReadOnlyPartition:
             if complete:
                 break
         return found
+
+
+def open_without_indexes(directory: Path, base: int) -> LogSegment:
+    """``LogSegment(writable=False)`` of ``<base>.log`` whose offset and time indexes read as
+    empty (lookups fall back to scanning the batches): it is opened through a symlink in a
+    scratch directory that holds no index files, then pointed back at the real ``.log`` and
+    ``.txnindex`` paths. Nothing is created in ``directory``."""
+    name = segment_file_name(base, ".log")
+    with tempfile.TemporaryDirectory(prefix="kafkatier-read-") as scratch:
+        os.symlink(directory / name, Path(scratch) / name)
+        segment = LogSegment(Path(scratch), base, writable=False)
+    segment.directory = directory
+    segment.log_path = directory / name
+    segment.txn_index = TransactionIndex(directory / segment_file_name(base, ".txnindex"), base)
+    return segment
 
 
 @dataclass(frozen=True)

@@ -67,7 +67,7 @@ def read_task(task: ReadTask) -> Iterator[pa.RecordBatch]:
         for segment in part.segments_from(start):
             if segment.base_offset >= task.end:
                 break
-            found = part.locate(segment, start)
+            found = segment.translate_offset(start)
             if found is None:
                 continue
             for position, size, legacy in _chunks(segment, found.position, task):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -453,3 +454,43 @@ def test_corpus_transaction_is_committed_and_visible() -> None:
     rows = [tuple(r.values()) for b in read_task(task)
             for r in b.select(["offset", "key", "value"]).to_pylist()]  # fmt: skip
     assert expected and rows == expected
+
+
+def test_reads_during_appends_and_rolls_see_a_committed_prefix(tmp_path: Path) -> None:
+    """A writer thread appends plain rows and transactions (some aborted) with tiny segments, so
+    it rolls (and trims the old active segment's indexes) all the time; meanwhile every
+    read_committed read of [log start, LSO) equals the final committed view below that LSO:
+    no aborted row, no gap, whatever the interleaving."""
+    w = Written(tmp_path)
+    done = threading.Event()
+    errors: list[BaseException] = []
+
+    def write(log: Log) -> None:
+        try:
+            for i in range(60):
+                append(w, log, 2, pid=1 + i % 2)
+                append(w, log, 1)
+                end_txn(w, log, 1 + i % 2, commit=i % 3 != 0)
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+        finally:
+            done.set()
+
+    snapshots: list[tuple[int, list[int]]] = []
+    with LogDirectory(tmp_path) as ld:
+        ld.topic_configs.update("t", {"segment.bytes": "1000"}, source="test")
+        log = ld.get_or_create("t", 0)
+        writer = threading.Thread(target=write, args=(log,))
+        writer.start()
+        while not done.is_set() or not snapshots:
+            with ReadOnlyPartition(tmp_path, "t", 0) as part:
+                bounds = scan_bounds(part, committed=True)
+            task = ReadTask(str(tmp_path), "t", 0, 0, bounds.last_stable, aborted=bounds.aborted)
+            offsets = [o for b in read_task(task) for o in b.column("offset").to_pylist()]
+            snapshots.append((bounds.last_stable, offsets))
+        writer.join()
+        assert not errors and len(log.segments) > 8
+    final = [r[2] for r in w.visible()]
+    assert len(snapshots) > 3
+    for lso, offsets in snapshots:
+        assert offsets == [o for o in final if o < lso]
