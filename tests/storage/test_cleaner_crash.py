@@ -181,3 +181,66 @@ def test_crash_hook_env_is_read_per_cleaning(monkeypatch: pytest.MonkeyPatch) ->
     assert _CrashHook().target == 3
     monkeypatch.delenv(CRASH_ENV)
     assert _CrashHook().target == 0
+
+
+def _build_superseded_tail(path: Path) -> None:
+    """Segments A (keys a0..a18, a0 twice), B (keys k0..k19) and C (k0..k19 again, twice):
+    A and B form one group, C another; every record of B is superseded by C, so A+B's cleaned
+    segment ends before B's base offset."""
+    clock = ManualClock()
+    log_dir, log = open_log(path, CONFIG, clock)
+    for i in range(20):
+        append(log, [(b"a%d" % (i % 19), b"x" * 20)], timestamp=clock.now)  # A changes too
+    log.roll()
+    for i in range(20):
+        append(log, [(b"k%d" % i, b"old" * 7)], timestamp=clock.now)
+    log.roll()
+    for i in range(40):
+        append(log, [(b"k%d" % (i % 20), b"new%d" % i + b"-" * 10)], timestamp=clock.now)
+    log.roll()
+    log_dir.close()
+
+
+def test_kafkas_swap_window_leaves_only_superseded_records(tmp_path: Path) -> None:
+    """Kafka's loader completes a ``.swap`` over [its base, its next offset) only (§9.3), so a
+    kill after the ``.swap`` rename but before the old segments' ``.deleted`` renames keeps an
+    old segment lying past the cleaned one's end: only records superseded later in the log,
+    which a reader sees as before and the next cleaning removes. Every other step gives the old
+    or the new segments."""
+    base = tmp_path / "base"
+    _build_superseded_tail(base)
+    warm = OffsetMap(24 * 16)
+    warm.put(b"a", 1)
+    old = _layout(base)
+    clock = ManualClock()
+    log_dir, log = open_log(base, CONFIG, clock)
+    latest = latest_by_key(committed_records(log))
+    log_dir.close()
+    done = tmp_path / "done"
+    shutil.copytree(base, done)
+    assert _run(done) == 0
+    new = _layout(done)
+    assert len(old) == 4 and len(new) == 3 and new[0][0] == 0 and new[1][0] == old[2][0]
+    stale_window = 0
+    step = 1
+    while True:
+        work = tmp_path / f"step{step}"
+        shutil.copytree(base, work)
+        if _run(work, crash_after=step) == 0:
+            break
+        log_dir, log = open_log(work, CONFIG, clock)
+        assert latest_by_key(committed_records(log)) == latest, step
+        log_dir.close()
+        assert verify_compacted(work) == [], step
+        found = _layout(work)
+        if found not in (old, new) and not _is_old_or_new_per_group(found, old, new):
+            assert found == [new[0], old[1], *old[2:]], step  # cleaned A+B, stale B, old C
+            stale_window += 1
+            log_dir, log = open_log(work, CONFIG, clock)
+            compact_log(log, now_ms=clock.now, first_dirty_offset=None)
+            assert latest_by_key(committed_records(log)) == latest
+            assert old[1][0] not in [s.base_offset for s in log.segments]
+            log_dir.close()
+        shutil.rmtree(work)
+        step += 1
+    assert stale_window > 0
