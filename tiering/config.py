@@ -15,6 +15,7 @@ Keys (defaults in brackets)::
     remote.storage.multipart.part.bytes        [8388608]
     remote.log.manager.copier.thread.pool.size partitions uploaded in parallel [4]
     remote.log.manager.copy.max.bytes.per.second   upload rate limit, -1 = none [-1]
+                                           (across all of the process's uploads)
     remote.log.manager.task.interval.ms    periodic rescan [30000]
     remote.log.orphan.grace.ms             age before another owner's unfinished attempt is an
                                            orphan [60000]
@@ -104,4 +105,4 @@ class TieringConfig:
                 multipart_chunksize=self.multipart_part,
                 rate_limit_bps=max(self.rate_limit_bps, 0),
             )
-        return FsspecStore(self.remote_url)
+        return FsspecStore(self.remote_url, rate_limit_bps=max(self.rate_limit_bps, 0))

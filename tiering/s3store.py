@@ -30,7 +30,7 @@ from kafkatier.tiering.errors import (
     PreconditionFailedError,
     RemoteVerifyError,
 )
-from kafkatier.tiering.store import ObjectInfo, Progress
+from kafkatier.tiering.store import ObjectInfo, Progress, RateLimiter
 
 MIB = 1 << 20
 _BODY_ERRORS = (
@@ -41,26 +41,6 @@ _BODY_ERRORS = (
     botocore.exceptions.FlexibleChecksumError,
     ConnectionError,
 )
-
-
-class RateLimiter:
-    """A token bucket shared by every transfer thread: ``consume`` sleeps to hold the rate."""
-
-    def __init__(self, bytes_per_second: int) -> None:
-        self.rate = bytes_per_second
-        self._lock = threading.Lock()
-        self._next = time.monotonic()
-
-    def consume(self, n: int) -> None:
-        if self.rate <= 0 or n <= 0:
-            return
-        with self._lock:
-            now = time.monotonic()
-            start = max(self._next, now)
-            self._next = start + n / self.rate
-            wait = self._next - now
-        if wait > 0:
-            time.sleep(wait)
 
 
 class S3Store:

@@ -19,6 +19,7 @@ import contextlib
 import fcntl
 import hashlib
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +42,26 @@ class ObjectInfo:
     key: str
     size: int
     etag: str
+
+
+class RateLimiter:
+    """A token bucket shared by every transfer thread: ``consume`` sleeps to hold the rate."""
+
+    def __init__(self, bytes_per_second: int) -> None:
+        self.rate = bytes_per_second
+        self._lock = threading.Lock()
+        self._next = time.monotonic()
+
+    def consume(self, n: int) -> None:
+        if self.rate <= 0 or n <= 0:
+            return
+        with self._lock:
+            now = time.monotonic()
+            start = max(self._next, now)
+            self._next = start + n / self.rate
+            wait = self._next - now
+        if wait > 0:
+            time.sleep(wait)
 
 
 class ObjectStore(Protocol):
@@ -76,18 +97,22 @@ def md5_etag(data: bytes) -> str:
 class FsspecStore:
     """An :class:`ObjectStore` over any fsspec filesystem (module docstring)."""
 
-    def __init__(self, url: str, **storage_options: Any) -> None:
+    def __init__(self, url: str, *, rate_limit_bps: int = 0, **storage_options: Any) -> None:
         self.url = url.rstrip("/")
+        self.rate_limit_bps = rate_limit_bps
+        self._limiter = RateLimiter(rate_limit_bps)
         self.storage_options = storage_options
         fs, root = fsspec.core.url_to_fs(self.url, **storage_options)
         self._fs = fs
         self._root = root.rstrip("/")
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"url": self.url, "storage_options": self.storage_options}
+        return {"url": self.url, "rate": self.rate_limit_bps, "options": self.storage_options}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["url"], **state["storage_options"])  # type: ignore[misc]
+        self.__init__(  # type: ignore[misc]
+            state["url"], rate_limit_bps=state["rate"], **state["options"]
+        )
 
     def _path(self, key: str) -> str:
         return f"{self._root}/{key.lstrip('/')}"
@@ -102,6 +127,7 @@ class FsspecStore:
         digest = hashlib.md5(usedforsecurity=False)
         with open(path, "rb") as src, self._fs.open(target + ".part", "wb") as dst:
             while chunk := src.read(1 << 20):
+                self._limiter.consume(len(chunk))
                 dst.write(chunk)
                 digest.update(chunk)
                 if progress is not None:
