@@ -30,10 +30,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
 from kafkatier.storage.checkpoints import LOG_START_OFFSET_CHECKPOINT, OffsetCheckpointFile
-from kafkatier.storage.errors import CorruptSnapshotError, StorageError
+from kafkatier.storage.errors import CorruptSnapshotError, KafkaTierError, StorageError
 from kafkatier.storage.log_reader import offset_for_timestamp
 from kafkatier.storage.metadata_files import parse_partition_dir_name
 from kafkatier.storage.producer_snapshot import list_snapshot_files, read_snapshot
+from kafkatier.storage.records import iter_batches
 from kafkatier.storage.segment import AnyBatch, LogSegment
 from kafkatier.storage.txn_index import AbortedTxn, TransactionIndex
 from kafkatier.storage.wire import ControlType, offset_from_file_name, segment_file_name
@@ -43,6 +44,8 @@ if TYPE_CHECKING:
 
 TopicPartition = tuple[str, int]
 _SEGMENT_NAME = re.compile(r"\d{20}\.log")
+SCAN_BYTES = 8 * 1024 * 1024
+NO_END = 2**63 - 1
 
 
 def discover(
@@ -145,8 +148,10 @@ class ReadOnlyPartition:
         """Every whole batch whose last offset is >= ``offset``, in log order."""
         for segment in self.segments_from(offset):
             found = segment.translate_offset(offset)
-            if found is not None:
-                yield from segment.batches(found.position)
+            if found is None:
+                continue
+            for position, size, _ in byte_ranges(segment, found.position, NO_END, SCAN_BYTES):
+                yield from read_batches(segment, position, size)
 
     def aborted_txns(self, start: int, end: int) -> list[AbortedTxn]:
         """``.txnindex`` entries overlapping [start, end) (Kafka's collectAbortedTransactions)."""
@@ -157,6 +162,38 @@ class ReadOnlyPartition:
             if complete:
                 break
         return found
+
+
+def byte_ranges(
+    segment: LogSegment, position: int, end_offset: int, chunk_bytes: int
+) -> Iterator[tuple[int, int, bool]]:
+    """(position, size, legacy) of runs of whole batches from ``position`` up to the batch
+    holding ``end_offset - 1``, at most ``chunk_bytes`` each (one batch may exceed it), never
+    mixing v2 and legacy (magic 0/1) batches. Only headers are read."""
+    begin = end = position
+    legacy = False
+    for header in segment.scan_headers(position):
+        if header.base_offset >= end_offset:
+            break
+        is_legacy = header.magic < 2
+        if end > begin and (is_legacy != legacy or end + header.size - begin > chunk_bytes):
+            yield begin, end - begin, legacy
+            begin = end
+        legacy = is_legacy
+        end = header.position + header.size
+    if end > begin:
+        yield begin, end - begin, legacy
+
+
+def read_batches(segment: LogSegment, position: int, size: int) -> Iterator[AnyBatch]:
+    """The batches in ``size`` bytes at ``position``, read with ``pread``. Never through a map of
+    the ``.log``: a writer recovering from a crash truncates a torn tail, and a mapped page past
+    the end of file is SIGBUS. Framing errors name the file position."""
+    try:
+        yield from iter_batches(segment.read_bytes(position, size), file=str(segment.log_path))
+    except KafkaTierError as exc:
+        at = position + int(exc.context.get("position") or 0)
+        raise type(exc)(exc.message, **{**exc.context, "position": at}) from exc
 
 
 def open_without_indexes(directory: Path, base: int) -> LogSegment:

@@ -19,7 +19,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from kafkatier.sink.source_log import ReadOnlyPartition
+from kafkatier.sink.source_log import ReadOnlyPartition, byte_ranges, read_batches
 from kafkatier.storage.arrow_codec import SPARK_KAFKA_SCHEMA, decode_arrow
 from kafkatier.storage.errors import OffsetOutOfRangeError
 from kafkatier.storage.log_reader import AbortedTransactionFilter
@@ -70,7 +70,8 @@ def read_task(task: ReadTask) -> Iterator[pa.RecordBatch]:
             found = segment.translate_offset(start)
             if found is None:
                 continue
-            for position, size, legacy in _chunks(segment, found.position, task):
+            ranges = byte_ranges(segment, found.position, task.end, task.chunk_bytes)
+            for position, size, legacy in ranges:
                 table = (
                     _legacy_table(segment, position, size, start, task, keep)
                     if legacy
@@ -102,24 +103,6 @@ def _batch_filter(part: ReadOnlyPartition, task: ReadTask, start: int) -> BatchF
     return AbortedTransactionFilter.of(list(txns.values())).keep
 
 
-def _chunks(segment: LogSegment, position: int, task: ReadTask) -> Iterator[tuple[int, int, bool]]:
-    """Byte ranges of whole batches from ``position`` up to the batch holding ``task.end - 1``,
-    at most ``chunk_bytes`` each (one batch may exceed it), never mixing v2 and legacy."""
-    begin = end = position
-    legacy = False
-    for header in segment.scan_headers(position):
-        if header.base_offset >= task.end:
-            break
-        is_legacy = header.magic < 2
-        if end > begin and (is_legacy != legacy or end + header.size - begin > task.chunk_bytes):
-            yield begin, end - begin, legacy
-            begin = end
-        legacy = is_legacy
-        end = header.position + header.size
-    if end > begin:
-        yield begin, end - begin, legacy
-
-
 def _decode(
     segment: LogSegment, position: int, size: int, start: int, task: ReadTask, keep: BatchFilter
 ) -> pa.Table:
@@ -141,7 +124,7 @@ def _legacy_table(
     """Magic 0/1 messages, per record. As Kafka's consumer (and so Spark) reports them: v0 has
     no timestamp (-1) and timestamp type -1; v1 has its own."""
     rows: list[dict[str, Any]] = []
-    for batch in segment.batches(position, end=position + size):
+    for batch in read_batches(segment, position, size):
         if not keep(batch):
             continue
         ts_type = int(batch.timestamp_type) if batch.magic >= 1 else NO_TIMESTAMP
