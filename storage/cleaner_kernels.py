@@ -92,37 +92,29 @@ def scan_records(buf: U8, count: int) -> tuple[I64, bool]:
     return out, pos == end
 
 
-@numba.njit(cache=True, nogil=True)
-def _rotl(x: np.uint32, c: np.uint32) -> np.uint32:
-    return np.uint32((x << c) | (x >> np.uint32(32 - c)))
+@numba.njit(cache=True, nogil=True, inline="always")
+def _md5_step(a: np.uint32, b: np.uint32, f: np.uint32, k: np.uint32, w: np.uint32,
+              s: np.uint32) -> np.uint32:  # fmt: skip
+    x = np.uint32(a + f + k + w)
+    return np.uint32(b + np.uint32((x << s) | (x >> np.uint32(32 - s))))
 
 
 @numba.njit(cache=True, nogil=True)
-def _md5_block(block: U8, state: npt.NDArray[np.uint32], k: npt.NDArray[np.uint32],
-               s: npt.NDArray[np.uint32], m: npt.NDArray[np.uint32]) -> None:  # fmt: skip
-    for j in range(16):
-        m[j] = (np.uint32(block[4 * j]) | (np.uint32(block[4 * j + 1]) << np.uint32(8))
-                | (np.uint32(block[4 * j + 2]) << np.uint32(16))
-                | (np.uint32(block[4 * j + 3]) << np.uint32(24)))  # fmt: skip
+def _md5_compress(m: npt.NDArray[np.uint32], state: npt.NDArray[np.uint32]) -> None:
+    """One 64-byte block, given as 16 little-endian words, folded into ``state``."""
+    k, s = _MD5_K, _MD5_S
     a, b, c, d = state[0], state[1], state[2], state[3]
-    for i in range(64):
-        if i < 16:
-            f = (b & c) | (~b & d)
-            g = i
-        elif i < 32:
-            f = (d & b) | (~d & c)
-            g = (5 * i + 1) % 16
-        elif i < 48:
-            f = b ^ c ^ d
-            g = (3 * i + 5) % 16
-        else:
-            f = c ^ (b | ~d)
-            g = (7 * i) % 16
-        f = np.uint32(f + a + k[i] + m[g])
-        a = d
-        d = c
-        c = b
-        b = np.uint32(b + _rotl(f, s[i]))
+    for i in range(16):
+        a, b, c, d = d, _md5_step(a, b, (b & c) | (~b & d), k[i], m[i], s[i]), b, c
+    for i in range(16, 32):
+        g = (5 * i + 1) % 16
+        a, b, c, d = d, _md5_step(a, b, (d & b) | (~d & c), k[i], m[g], s[i]), b, c
+    for i in range(32, 48):
+        g = (3 * i + 5) % 16
+        a, b, c, d = d, _md5_step(a, b, b ^ c ^ d, k[i], m[g], s[i]), b, c
+    for i in range(48, 64):
+        g = (7 * i) % 16
+        a, b, c, d = d, _md5_step(a, b, c ^ (b | ~d), k[i], m[g], s[i]), b, c
     state[0] = np.uint32(state[0] + a)
     state[1] = np.uint32(state[1] + b)
     state[2] = np.uint32(state[2] + c)
@@ -130,27 +122,35 @@ def _md5_block(block: U8, state: npt.NDArray[np.uint32], k: npt.NDArray[np.uint3
 
 
 @numba.njit(cache=True, nogil=True)
+def _load_words(buf: U8, pos: int, n: int, m: npt.NDArray[np.uint32]) -> None:
+    """Words of ``buf[pos : pos + n]`` (n <= 64) into ``m``, zero-padded."""
+    for j in range(16):
+        m[j] = 0
+    for t in range(n):
+        m[t >> 2] |= np.uint32(buf[pos + t]) << np.uint32(8 * (t & 3))
+
+
+@numba.njit(cache=True, nogil=True)
 def md5_into(buf: U8, pos: int, n: int, out: U8, scratch: U8, state: npt.NDArray[np.uint32],
              m: npt.NDArray[np.uint32]) -> None:  # fmt: skip
-    """MD5 of ``buf[pos : pos + n]`` into ``out`` (16 bytes), using the caller's scratch arrays
-    (a 64-byte block, a 4-word state, 16 message words) so no call allocates."""
-    k, s, block = _MD5_K, _MD5_S, scratch
+    """MD5 (RFC 1321) of ``buf[pos : pos + n]`` into ``out`` (16 bytes), using the caller's
+    scratch arrays (a 4-word state, 16 message words) so no call allocates."""
     state[0], state[1], state[2], state[3] = 0x67452301, 0xEFCDAB89, 0x98BADCFE, 0x10325476
     full = n // 64
     for b in range(full):
-        block[:] = buf[pos + 64 * b : pos + 64 * b + 64]
-        _md5_block(block, state, k, s, m)
+        _load_words(buf, pos + 64 * b, 64, m)
+        _md5_compress(m, state)
     rest = n - 64 * full
-    block[:] = 0
-    block[:rest] = buf[pos + 64 * full : pos + n]
-    block[rest] = 0x80
+    _load_words(buf, pos + 64 * full, rest, m)
+    m[rest >> 2] |= np.uint32(0x80) << np.uint32(8 * (rest & 3))
     if rest >= 56:
-        _md5_block(block, state, k, s, m)
-        block[:] = 0
+        _md5_compress(m, state)
+        for j in range(16):
+            m[j] = 0
     bits = np.uint64(n) * np.uint64(8)
-    for j in range(8):
-        block[56 + j] = np.uint8((bits >> np.uint64(8 * j)) & np.uint64(0xFF))
-    _md5_block(block, state, k, s, m)
+    m[14] = np.uint32(bits & np.uint64(0xFFFFFFFF))
+    m[15] = np.uint32(bits >> np.uint64(32))
+    _md5_compress(m, state)
     for j in range(4):
         for t in range(4):
             out[4 * j + t] = np.uint8((state[j] >> np.uint32(8 * t)) & np.uint32(0xFF))
