@@ -152,18 +152,8 @@ def peak_rss(path: Path, dedupe_mb: float) -> tuple[int, int]:
     return int(before) * 1024, int(peak) * 1024
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--records", type=int, default=1_000_000)
-    parser.add_argument("--keys", type=int, default=100_000)
-    parser.add_argument("--dedupe-mb", type=float, default=128.0)
-    parser.add_argument("--codec", default="none")
-    parser.add_argument("--json", action="store_true")
-    parser.add_argument("--rss-child", type=Path, help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
-    if args.rss_child is not None:
-        rss_child(args.rss_child, args.dedupe_mb)
-        return 0
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    """Build the input, time both rewrites on copies, measure RSS; the report's figures."""
     cfg = config(args.dedupe_mb)
     with tempfile.TemporaryDirectory(prefix="kafkatier-bench-") as tmp:
         source = Path(tmp) / "source"
@@ -184,37 +174,56 @@ def main(argv: list[str] | None = None) -> int:
         shutil.copytree(source, rss_copy)
         rss_before, rss_peak = peak_rss(rss_copy, args.dedupe_mb)
     ratio = runs["compact"]["records_per_s"] / runs["plain"]["records_per_s"]
-    report = {
+    return {
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
         "records": args.records, "keys": args.keys, "codec": args.codec,
         "dedupe_buffer_bytes": int(args.dedupe_mb * (1 << 20)), "build_seconds": build_s,
-        "warm_up_seconds": warm_s,
-        "plain": runs["plain"], "compact": runs["compact"], "speed_ratio": ratio,
-        "rss_before_compaction": rss_before, "peak_rss_during_compaction": rss_peak,
-        "cpu_count": os.cpu_count(), "goal_met": ratio >= 0.5,
+        "warm_up_seconds": warm_s, "plain": runs["plain"], "compact": runs["compact"],
+        "speed_ratio": ratio, "rss_before_compaction": rss_before,
+        "peak_rss_during_compaction": rss_peak, "cpu_count": os.cpu_count(),
+        "goal_met": ratio >= 0.5,
     }  # fmt: skip
+
+
+def print_report(report: dict[str, Any]) -> None:
+    mib = 1 << 20
+    plain, compact = report["plain"], report["compact"]
+    print(f"command: {report['command']}")
+    print(f"input: {report['records']:,} records, {report['keys']:,} keys, codec "
+          f"{report['codec']}, {plain['bytes'] / mib:.1f} MiB in segments (built in "
+          f"{report['build_seconds']:.1f} s; numba warm-up {report['warm_up_seconds']:.1f} s, "
+          "not timed)")  # fmt: skip
+    for name, r in (("plain", plain), ("compact", compact)):
+        print(f"{name:>8}: {r['seconds']:7.2f} s  {r['records_per_s']:>12,.0f} records/s  "
+              f"{r['mb_per_s']:8.1f} MB/s")  # fmt: skip
+    print(f"compaction: {compact['passes']} pass(es), {compact['records_removed']:,} records "
+          f"removed, {compact['bytes_after'] / mib:.1f} MiB after")  # fmt: skip
+    ratio = report["speed_ratio"]
+    print(f"speed ratio compact/plain: {ratio:.2f} (goal >= 0.5: "
+          f"{'met' if report['goal_met'] else 'NOT met'})")  # fmt: skip
+    before, peak = report["rss_before_compaction"], report["peak_rss_during_compaction"]
+    print(f"RSS: {before / mib:.0f} MiB before compaction (log open), peak {peak / mib:.0f} MiB "
+          f"during it: +{(peak - before) / mib:.0f} MiB against a map budget of "
+          f"{report['dedupe_buffer_bytes'] / mib:g} MiB")  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--keys", type=int, default=100_000)
+    parser.add_argument("--dedupe-mb", type=float, default=128.0)
+    parser.add_argument("--codec", default="none")
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--rss-child", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.rss_child is not None:
+        rss_child(args.rss_child, args.dedupe_mb)
+        return 0
+    report = run(args)
     if args.json:
         print(json.dumps(report, indent=2))
-        return 0
-    mib = 1 << 20
-    print(f"command: {report['command']}")
-    print(f"input: {args.records:,} records, {args.keys:,} keys, codec {args.codec}, "
-          f"{runs['plain']['bytes'] / mib:.1f} MiB in segments (built in {build_s:.1f} s; numba "
-          f"warm-up {warm_s:.1f} s, not timed)")  # fmt: skip
-    for work in ("plain", "compact"):
-        r = runs[work]
-        print(f"{work:>8}: {r['seconds']:7.2f} s  {r['records_per_s']:>12,.0f} records/s  "
-              f"{r['mb_per_s']:8.1f} MB/s")  # fmt: skip
-    c = runs["compact"]
-    print(f"compaction: {c['passes']} pass(es), {c['records_removed']:,} records removed, "
-          f"{c['bytes_after'] / mib:.1f} MiB after")  # fmt: skip
-    verdict = "met" if ratio >= 0.5 else "NOT met"
-    print(f"speed ratio compact/plain: {ratio:.2f} (goal >= 0.5: {verdict})")
-    print(
-        f"RSS: {rss_before / mib:.0f} MiB before compaction (log open), peak "
-        f"{rss_peak / mib:.0f} MiB during it: +{(rss_peak - rss_before) / mib:.0f} MiB against "
-        f"a map budget of {args.dedupe_mb:g} MiB"
-    )
+    else:
+        print_report(report)
     return 0
 
 

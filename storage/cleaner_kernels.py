@@ -44,6 +44,23 @@ def _varint(buf: U8, pos: int, end: int, max_bytes: int) -> tuple[int, int]:
 
 
 @numba.njit(cache=True, nogil=True)
+def _skip_headers(buf: U8, p: int, stop: int) -> int:
+    """The position after a record's headers, or -1 when they do not fit."""
+    headers, p = _varint(buf, p, stop, 5)
+    if p < 0 or headers < 0:
+        return -1
+    for _ in range(headers):
+        hk, p = _varint(buf, p, stop, 5)
+        if p < 0 or hk < 0 or p + hk > stop:
+            return -1
+        hv, p = _varint(buf, p + hk, stop, 5)
+        if p < 0 or p + max(hv, 0) > stop:
+            return -1
+        p += max(hv, 0)
+    return p
+
+
+@numba.njit(cache=True, nogil=True)
 def scan_records(buf: U8, count: int) -> tuple[I64, bool]:
     """(count, 8) int64 rows: record start, end, body (key length) position, timestamp delta,
     offset delta, key position, key length (-1 null), value length (-1 null); False when the
@@ -72,17 +89,7 @@ def scan_records(buf: U8, count: int) -> tuple[I64, bool]:
         if p < 0 or p + max(vlen, 0) > stop:
             return out, False
         p += max(vlen, 0)
-        headers, p = _varint(buf, p, stop, 5)
-        if p < 0 or headers < 0:
-            return out, False
-        for _ in range(headers):
-            hk, p = _varint(buf, p, stop, 5)
-            if p < 0 or hk < 0 or p + hk > stop:
-                return out, False
-            hv, p = _varint(buf, p + hk, stop, 5)
-            if p < 0 or p + max(hv, 0) > stop:
-                return out, False
-            p += max(hv, 0)
+        p = _skip_headers(buf, p, stop)
         if p != stop:
             return out, False
         row = out[i]
