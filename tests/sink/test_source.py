@@ -25,7 +25,7 @@ from kafkatier.sink.source_log import ReadOnlyPartition, scan_bounds
 from kafkatier.sink.source_options import parse_options
 from kafkatier.sink.source_plan import rate_limit
 from kafkatier.sink.source_read import ReadTask, read_task
-from kafkatier.storage.errors import ConfigError
+from kafkatier.storage.errors import ConfigError, OffsetOutOfRangeError
 from kafkatier.storage.log import Log
 from kafkatier.storage.log_arrow import append_arrow
 from kafkatier.storage.log_dir import LogDirectory
@@ -494,3 +494,26 @@ def test_reads_during_appends_and_rolls_see_a_committed_prefix(tmp_path: Path) -
     assert len(snapshots) > 3
     for lso, offsets in snapshots:
         assert offsets == [o for o in final if o < lso]
+
+
+def test_fail_on_data_loss(tmp_path: Path) -> None:
+    """Offsets below the log start (segments deleted, as retention does) fail the read, unless
+    failOnDataLoss=false, which reads from the log start on."""
+    w = Written(tmp_path)
+    with LogDirectory(tmp_path) as ld:
+        ld.topic_configs.update("t", {"segment.bytes": "400"}, source="test")
+        log = ld.get_or_create("t", 0)
+        for _ in range(6):
+            append(w, log, 2)
+        bases = [s.base_offset for s in log.segments]
+    assert len(bases) >= 2
+    for suffix in (".log", ".index", ".timeindex"):
+        (tmp_path / "t-0" / f"{bases[0]:020d}{suffix}").unlink()
+    with ReadOnlyPartition(tmp_path, "t", 0) as part:
+        assert part.log_start_offset == bases[1]
+    task = ReadTask(str(tmp_path), "t", 0, 0, 12)
+    with pytest.raises(OffsetOutOfRangeError, match="failOnDataLoss"):
+        list(read_task(task))
+    lenient = replace(task, fail_on_data_loss=False)
+    offsets = [o for b in read_task(lenient) for o in b.column("offset").to_pylist()]
+    assert offsets == list(range(bases[1], 12))

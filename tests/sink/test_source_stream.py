@@ -97,6 +97,7 @@ def test_processing_time_query_follows_appends(spark_kt: Any, tmp_path: Path) ->
     w = Written(tmp_path / "logs")
     sink = Collector()
     with LogDirectory(w.path) as ld:
+        ld.topic_configs.update("live", {"segment.bytes": "600"}, source="test")  # rolls too
         p0 = ld.get_or_create("live", 0)
         append(w, p0, 4, codec="lz4")
         query = start(spark_kt, w.path, tmp_path / "chk", sink, {"processingTime": "1 second"},
@@ -115,6 +116,7 @@ def test_processing_time_query_follows_appends(spark_kt: Any, tmp_path: Path) ->
             append(w, p1, 3, headers=True)
             query.processAllAvailable()
             assert sink.sorted_rows() == w.visible() and len(w.visible()) == 12
+            assert len(p0.segments) > 1
         finally:
             query.stop()
     assert query.exception() is None
