@@ -362,3 +362,30 @@ def test_vectorised_path_writes_what_the_record_path_writes(
         assert verify_paths([tmp_path / str(fast)]) == []
     assert outputs[0] == outputs[1]
     assert outputs[0][1][0].tombstones_kept > 0 and outputs[0][1][1].tombstones_dropped > 0
+
+
+def test_not_cleanable_returns_cleaned_false_and_touches_nothing(tmp_path: Path) -> None:
+    clock = ManualClock()
+    log_dir, log = open_log(tmp_path, compact_config(min_cleanable_dirty_ratio=0.5), clock)
+    fill(log, clock, 30, 3)  # all in the active segment: nothing is cleanable
+    before = [s.log_path.read_bytes() for s in log.segments]
+    result = compact_log(log, now_ms=clock.now, first_dirty_offset=None)
+    assert not result.cleaned and result.passes == 0 and result.end_offset == 0
+    assert result.bytes_before == result.bytes_after == log.size_in_bytes
+    assert [s.log_path.read_bytes() for s in log.segments] == before
+    log_dir.close()
+
+
+def test_segment_store_reads_in_bounded_chunks_that_grow_for_big_batches(tmp_path: Path) -> None:
+    from kafkatier.storage.segment_store import LocalSegmentStore
+
+    clock = ManualClock()
+    log_dir, log = open_log(tmp_path, compact_config(), clock)
+    for i in range(12):
+        append(log, [(b"k%d" % i, b"v" * (40 if i % 3 else 3000))], timestamp=clock.now)
+    store = LocalSegmentStore(log, io_buffer_size=100)
+    base = log.segments[0].base_offset
+    got = [bytes(b.buffer) for b in store.read_batches(base)]
+    assert got == [bytes(b.buffer) for b in segment_batches(log.segments[0])]
+    assert next(b.base_offset for b in store.read_batches(base, 7)) <= 7
+    log_dir.close()
