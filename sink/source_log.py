@@ -9,8 +9,9 @@ empty. The log start offset is the first segment's base, raised by the log dir's
 The last stable offset (LSO) lives in a writer's memory only, so :func:`scan_bounds` rebuilds it
 from the files: it takes the open transactions recorded in the newest producer snapshot
 (``<offset>.snapshot``, written at every roll, so usually at the active segment's base) and scans
-the batches from that offset to the end of the log, opening a transaction at a producer's first
-transactional data batch and closing it at its COMMIT/ABORT marker. LSO = the first offset of the
+the batch headers from that offset to the end of the log (61 bytes each; only transaction markers
+are read whole), opening a transaction at a producer's first transactional data batch and closing
+it at its COMMIT/ABORT marker. LSO = the first offset of the
 earliest transaction still open, else the log end. Without a usable snapshot the scan starts at
 the log start. The ABORT markers seen in the scan are returned too: a writer appends the marker
 to the ``.log`` before it indexes the aborted transaction in ``.txnindex``, so a reader that
@@ -34,18 +35,24 @@ from kafkatier.storage.errors import CorruptSnapshotError, KafkaTierError, Stora
 from kafkatier.storage.log_reader import offset_for_timestamp
 from kafkatier.storage.metadata_files import parse_partition_dir_name
 from kafkatier.storage.producer_snapshot import list_snapshot_files, read_snapshot
-from kafkatier.storage.records import iter_batches
-from kafkatier.storage.segment import AnyBatch, LogSegment
+from kafkatier.storage.records import RecordBatch, iter_batches
+from kafkatier.storage.segment import AnyBatch, BatchPosition, LogSegment
 from kafkatier.storage.txn_index import AbortedTxn, TransactionIndex
-from kafkatier.storage.wire import ControlType, offset_from_file_name, segment_file_name
+from kafkatier.storage.wire import (
+    ATTR_CONTROL,
+    ATTR_TRANSACTIONAL,
+    BATCH_HEADER,
+    BATCH_HEADER_SIZE,
+    ControlType,
+    offset_from_file_name,
+    segment_file_name,
+)
 
 if TYPE_CHECKING:
     from kafkatier.storage.log import Log
 
 TopicPartition = tuple[str, int]
 _SEGMENT_NAME = re.compile(r"\d{20}\.log")
-SCAN_BYTES = 8 * 1024 * 1024
-NO_END = 2**63 - 1
 
 
 def discover(
@@ -144,15 +151,6 @@ class ReadOnlyPartition:
             return None
         return offset_for_timestamp(cast("Log", self), timestamp)
 
-    def batches_from(self, offset: int) -> Iterator[AnyBatch]:
-        """Every whole batch whose last offset is >= ``offset``, in log order."""
-        for segment in self.segments_from(offset):
-            found = segment.translate_offset(offset)
-            if found is None:
-                continue
-            for position, size, _ in byte_ranges(segment, found.position, NO_END, SCAN_BYTES):
-                yield from read_batches(segment, position, size)
-
     def aborted_txns(self, start: int, end: int) -> list[AbortedTxn]:
         """``.txnindex`` entries overlapping [start, end) (Kafka's collectAbortedTransactions)."""
         found: list[AbortedTxn] = []
@@ -236,26 +234,36 @@ def scan_bounds(part: ReadOnlyPartition, committed: bool) -> PartitionBounds:
     start, ongoing = _snapshot_state(part, end)
     aborted: list[AbortedTxn] = []
     high = start
-    for batch in part.batches_from(start):
-        if batch.last_offset < start:
-            continue
-        high = batch.next_offset
-        if batch.is_transactional:
-            _track_txn(batch, ongoing, aborted)
+    for segment in part.segments_from(start):
+        found = segment.translate_offset(start)
+        for header in segment.scan_headers(found.position) if found is not None else ():
+            high = header.last_offset + 1
+            if header.magic >= 2:
+                _track_txn(segment, header, ongoing, aborted)
     high = max(high, end)
     lso = min([high, *ongoing.values()])
     return PartitionBounds(part.log_start_offset, high, lso, tuple(aborted))
 
 
-def _track_txn(batch: AnyBatch, ongoing: dict[int, int], aborted: list[AbortedTxn]) -> None:
-    pid = batch.producer_id
-    if not batch.is_control:
-        ongoing.setdefault(pid, batch.base_offset)
+def _track_txn(
+    segment: LogSegment, at: BatchPosition, ongoing: dict[int, int], aborted: list[AbortedTxn]
+) -> None:
+    """Open or close a transaction from one batch's header: only the 61 header bytes are read,
+    and the whole batch for a transaction marker (small), never the data."""
+    fields = BATCH_HEADER.unpack(segment.read_bytes(at.position, BATCH_HEADER_SIZE))
+    attributes, pid = fields[5], fields[9]
+    if not attributes & ATTR_TRANSACTIONAL:
+        return
+    if not attributes & ATTR_CONTROL:
+        ongoing.setdefault(pid, at.base_offset)
         return
     first = ongoing.pop(pid, None)
-    if first is not None and batch.control_record()[0] == ControlType.ABORT:  # type: ignore[union-attr]
-        lso = min([batch.last_offset + 1, *ongoing.values()])
-        aborted.append(AbortedTxn(pid, first, batch.last_offset, lso))
+    if first is None:
+        return
+    marker = RecordBatch(segment.read_bytes(at.position, at.size), file=str(segment.log_path))
+    if marker.control_record()[0] == ControlType.ABORT:
+        lso = min([at.last_offset + 1, *ongoing.values()])
+        aborted.append(AbortedTxn(pid, first, at.last_offset, lso))
 
 
 def _snapshot_state(part: ReadOnlyPartition, end: int) -> tuple[int, dict[int, int]]:
