@@ -19,6 +19,7 @@ from kafkatier.storage.cleaner_filter import FilterContext, FilterStats, filter_
 from kafkatier.storage.cleaner_map import build_offset_map
 from kafkatier.storage.cleaner_txn import CleanedTransactionMetadata
 from kafkatier.storage.config import LogConfig
+from kafkatier.storage.errors import CorruptRecordError
 from kafkatier.storage.log import Log
 from kafkatier.storage.offset_map import OffsetMap
 from kafkatier.storage.records import read_batch
@@ -98,7 +99,8 @@ class _GroupWriter:
 
     def add(self, out: bytes | memoryview) -> None:
         head = read_batch(out)
-        assert head is not None
+        if head is None:  # the filter only ever returns whole batches
+            raise CorruptRecordError("cleaner produced a partial batch", offset=len(self.data))
         self.infos.append(BatchInfo(len(self.data), len(out), head.last_offset, head.max_timestamp))
         self.data += out
         if len(self.data) >= self.chunk_bytes:
