@@ -161,17 +161,18 @@ class KafkaTierStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         self._bounds: dict[TopicPartition, PartitionBounds] = {}
         self._target: Offsets | None = None
 
-    def _survey(self, known: Offsets) -> dict[TopicPartition, PartitionBounds]:
-        on_disk = set(topic_partitions(self.opts))
-        self._bounds = survey(self.opts, sorted(on_disk | (known.keys() & on_disk)))
+    def _survey(self) -> dict[TopicPartition, PartitionBounds]:
+        """Bounds of every subscribed partition on disk now, kept for :meth:`partitions`: its
+        ABORT markers must cover the offsets :meth:`latestOffset` handed out."""
+        self._bounds = survey(self.opts, topic_partitions(self.opts))
         return self._bounds
 
     def initialOffset(self) -> dict[str, Any]:
-        return to_json(starting_offsets(self.opts, self._survey({})))
+        return to_json(starting_offsets(self.opts, self._survey()))
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         begin = from_json(start)
-        bounds = self._survey(begin)
+        bounds = self._survey()
         starts = {tp: begin.get(tp, b.log_start) for tp, b in bounds.items()}
         ends = {tp: max(b.latest(self.opts.committed), starts[tp]) for tp, b in bounds.items()}
         if self._target is not None:
@@ -193,13 +194,13 @@ class KafkaTierStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         return to_json({tp: b.latest(self.opts.committed) for tp, b in self._bounds.items()})
 
     def prepareForTriggerAvailableNow(self) -> None:
-        self._target = {tp: b.latest(self.opts.committed) for tp, b in self._survey({}).items()}
+        self._target = {tp: b.latest(self.opts.committed) for tp, b in self._survey().items()}
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         begin, stop = from_json(start), from_json(end)
         bounds = self._bounds
         if not all(tp in bounds and bounds[tp].high_watermark >= e for tp, e in stop.items()):
-            bounds = self._survey(stop)  # a restart replays a logged batch before any latestOffset
+            bounds = self._survey()  # a restart replays a logged batch before any latestOffset
         stop = {tp: e for tp, e in stop.items() if tp in bounds}
         starts = {tp: begin.get(tp, bounds[tp].log_start) for tp in stop}
         return [KafkaTierPartition(t) for t in read_tasks(self.opts, starts, stop, bounds)]
