@@ -73,6 +73,8 @@ class LocalPartition:
         self.partition = partition
         self.view = ReadOnlyPartition(self.log_dir, topic, partition)
         self.directory = self.view.directory
+        self.segments: list[LogSegment] = list(self.view.segments)
+        """The segments at construction, oldest first; local retention removes from it."""
         self.config: LogConfig = TopicConfigStore(self.log_dir).get(topic)
 
     def close(self) -> None:
@@ -83,10 +85,6 @@ class LocalPartition:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    @property
-    def segments(self) -> list[LogSegment]:
-        return self.view.segments
 
     def recovery_point(self) -> int:
         try:
@@ -103,7 +101,7 @@ class LocalPartition:
 
     def candidates(self) -> list[Candidate]:
         """Eligible segments, oldest first (module docstring)."""
-        segs = self.view.segments
+        segs = self.segments
         if len(segs) < 2:
             return []
         bound = min(self.last_stable_offset(), self.recovery_point())

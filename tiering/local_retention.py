@@ -134,9 +134,9 @@ def delete_local(part: LocalPartition, doomed: list[LogSegment]) -> int:
         for path in renamed:
             path.unlink(missing_ok=True)
         crash_point("after-local-delete")
-        part.view.segments.remove(seg)
+        part.segments.remove(seg)
     if doomed:
-        first = part.view.segments[0].base_offset
+        first = part.segments[0].base_offset
         for snap in list_snapshot_files(part.directory):
             if snap.offset < first:
                 snap.delete_if_exists()

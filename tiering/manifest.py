@@ -119,6 +119,17 @@ class PartitionManifest:
         """FINISHED segments by base offset: what readers and restores may use."""
         return sorted((s for s in self.segments if s.finished), key=lambda s: s.base_offset)
 
+    def contiguous(self) -> list[RemoteSegment]:
+        """FINISHED segments from the first up to any gap in offsets: the remote log proper.
+        A gap is transient (a segment still uploading while a later one finished, or one
+        whose attempt died): what lies beyond it is served once the gap is filled."""
+        chain: list[RemoteSegment] = []
+        for seg in self.finished():
+            if chain and seg.base_offset != chain[-1].end_offset + 1:
+                break
+            chain.append(seg)
+        return chain
+
     def find(self, attempt: str) -> RemoteSegment | None:
         return next((s for s in self.segments if s.attempt == attempt), None)
 

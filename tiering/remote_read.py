@@ -43,7 +43,7 @@ class RemoteLogReader:
         self.partition = partition
         if manifest is None:
             manifest, _ = ManifestStore(store).load(topic, partition)
-        self.segments = manifest.finished()
+        self.segments = manifest.contiguous()
         self.log_start_offset = manifest.log_start_offset
         self.chunk_bytes = chunk_bytes
         self._indexes: dict[tuple[str, str], list[tuple[int, int]]] = {}
@@ -145,7 +145,21 @@ def joined_batches(
                 yield batch
                 offset = batch.next_offset
         if local_start is not None:
-            yield from local.batches_from(max(offset, local_start))
+            yield from _local_batches(local, max(offset, local_start))
+
+
+def _local_batches(local: ReadOnlyPartition, offset: int) -> Iterator[AnyBatch]:
+    """Whole local batches with last offset >= ``offset`` (the segment API only)."""
+    for seg in local.segments_from(offset):
+        position = 0
+        if seg.base_offset <= offset:
+            found = seg.translate_offset(offset)
+            if found is None:
+                continue
+            position = found.position
+        for batch in seg.batches(position):
+            if batch.last_offset >= offset:
+                yield batch
 
 
 def joined_offset_for_timestamp(

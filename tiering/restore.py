@@ -76,26 +76,13 @@ class RestoreResult:
 def select_segments(
     manifest: PartitionManifest, from_offset: int | None, from_timestamp: int | None
 ) -> list[RemoteSegment]:
-    """The contiguous FINISHED segments to restore (module docstring)."""
-    chain = _contiguous(manifest)
+    """The FINISHED segments to restore (module docstring), up to any gap in offsets."""
+    chain = manifest.contiguous()
     if from_offset is not None:
         return [s for s in chain if s.end_offset >= from_offset]
     if from_timestamp is not None:
         first = next((i for i, s in enumerate(chain) if s.max_timestamp >= from_timestamp), None)
         return [] if first is None else chain[first:]
-    return chain
-
-
-def _contiguous(manifest: PartitionManifest) -> list[RemoteSegment]:
-    """FINISHED segments from the first, stopping before any gap in offsets."""
-    chain: list[RemoteSegment] = []
-    for seg in manifest.finished():
-        if chain and seg.base_offset != chain[-1].end_offset + 1:
-            raise TieringError(
-                f"remote log has a gap before offset {seg.base_offset}",
-                topic=manifest.topic, partition=manifest.partition,
-            )
-        chain.append(seg)
     return chain
 
 
@@ -130,7 +117,7 @@ def fetch(
     temp = staging / item.target.name
     for attempt in range(attempts):
         try:
-            store.get_file(item.key, temp, progress=progress)
+            store.get_file(item.key, temp, progress=progress, size=item.meta.size)
             if _is_complete(temp, item.meta):
                 os.replace(temp, item.target)
                 return item.meta.size

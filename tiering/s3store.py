@@ -130,6 +130,16 @@ class S3Store:
         return on_bytes
 
     def put_file(self, key: str, path: Path, *, progress: Progress | None = None) -> ObjectInfo:
+        """One PutObject below the multipart threshold (its answer carries the ETag), else a
+        managed multipart upload followed by a HEAD for the ETag."""
+        size = Path(path).stat().st_size
+        if size < self.settings["multipart_threshold"]:
+            data = Path(path).read_bytes()
+            self._limiter.consume(len(data))
+            response = self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data)
+            if progress is not None:
+                progress(len(data))
+            return ObjectInfo(key, len(data), str(response["ETag"]))
         self.client.upload_file(
             str(path), self.bucket, self._key(key),
             Config=self._transfer_config(), Callback=self._callback(progress),
@@ -190,7 +200,18 @@ class S3Store:
                 time.sleep(min(0.05 * 2**attempt, 2.0))
         raise AssertionError("unreachable")
 
-    def get_file(self, key: str, path: Path, *, progress: Progress | None = None) -> None:
+    def get_file(
+        self, key: str, path: Path, *, progress: Progress | None = None, size: int | None = None
+    ) -> None:
+        """Download to ``path``: one GET when ``size`` says the object is small, else a managed
+        (ranged, parallel) download, which starts with a HEAD."""
+        if size is not None and size < self.settings["multipart_threshold"]:
+            data = self.get_bytes(key)
+            self._limiter.consume(len(data))
+            Path(path).write_bytes(data)
+            if progress is not None:
+                progress(len(data))
+            return
         try:
             self.client.download_file(
                 self.bucket, self._key(key), str(path),

@@ -79,7 +79,9 @@ class ObjectStore(Protocol):
 
     def get_with_etag(self, key: str) -> tuple[bytes, str] | None: ...
 
-    def get_file(self, key: str, path: Path, *, progress: Progress | None = None) -> None: ...
+    def get_file(
+        self, key: str, path: Path, *, progress: Progress | None = None, size: int | None = None
+    ) -> None: ...
 
     def head(self, key: str) -> ObjectInfo | None: ...
 
@@ -181,7 +183,10 @@ class FsspecStore:
             return None
         return data, md5_etag(data)
 
-    def get_file(self, key: str, path: Path, *, progress: Progress | None = None) -> None:
+    def get_file(
+        self, key: str, path: Path, *, progress: Progress | None = None, size: int | None = None
+    ) -> None:
+        """Download to ``path``; ``size`` (if known) is only a hint."""
         try:
             with self._fs.open(self._path(key), "rb") as src, open(path, "wb") as dst:
                 while chunk := src.read(1 << 20):

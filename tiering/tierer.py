@@ -30,6 +30,7 @@ from kafkatier.tiering.store import ObjectStore
 from kafkatier.tiering.upload import Uploader, new_owner
 
 log = logging.getLogger("kafkatier.tiering")
+SEGMENTS_IN_FLIGHT = 2
 
 
 @dataclass
@@ -94,13 +95,14 @@ class Tierer:
         manifests = ManifestStore(self.store)
         manifest, _ = manifests.load(part.topic, part.partition)
         done = {s.base_offset for s in manifest.finished()}
-        for cand in part.candidates():
-            if cand.base_offset in done:
-                continue
-            entry = self.uploader.upload(part, cand)
-            if entry is not None:
-                outcome.uploaded_segments += 1
-                outcome.uploaded_bytes += sum(f.size for f in entry.files.values())
+        pending = [c for c in part.candidates() if c.base_offset not in done]
+        # A few segments in flight per partition, oldest first: the remote log may have a
+        # short-lived gap, which readers treat as its end (PartitionManifest.contiguous).
+        with ThreadPoolExecutor(max_workers=SEGMENTS_IN_FLIGHT) as pool:
+            for entry in pool.map(lambda c: self.uploader.upload(part, c), pending):
+                if entry is not None:
+                    outcome.uploaded_segments += 1
+                    outcome.uploaded_bytes += sum(f.size for f in entry.files.values())
         manifest, _ = manifests.load(part.topic, part.partition)
         doomed = interrupted_deletes(part, manifest)
         doomed += locally_deletable(part, manifest, now_ms())[len(doomed):]

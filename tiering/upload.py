@@ -20,7 +20,9 @@ import os
 import socket
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 
 from kafkatier.tiering.crash import crash_point
 from kafkatier.tiering.errors import RemoteVerifyError
@@ -107,21 +109,28 @@ class Uploader:
     def _put_objects(
         self, part: LocalPartition, cand: Candidate, entry: RemoteSegment
     ) -> dict[str, RemoteFile]:
-        files: dict[str, RemoteFile] = {}
-        for kind, path in cand.files().items():
-            key = object_key(part.topic, part.partition, entry, kind)
-            sha = sha256_file(path)
-            expected = self.store.expected_etag(path)
-            size = path.stat().st_size
-            info = self.store.put_file(key, path, progress=self.progress)
-            if info.size != size or info.etag != expected:
-                raise RemoteVerifyError(
-                    f"uploaded object differs: size {info.size} vs {size}, etag {info.etag} vs "
-                    f"{expected}", key=key, file=str(path),
-                )
-            files[kind] = RemoteFile(size, sha, info.etag)
-            crash_point("mid-upload")
-        return files
+        """Upload and verify the attempt's objects, all of them at once (the small index and
+        snapshot objects ride along with the ``.log``)."""
+        files = cand.files()
+        with ThreadPoolExecutor(max_workers=len(files)) as pool:
+            done = pool.map(lambda kv: self._put_one(part, entry, *kv), files.items())
+            return dict(zip(files, done, strict=True))
+
+    def _put_one(
+        self, part: LocalPartition, entry: RemoteSegment, kind: str, path: Path
+    ) -> RemoteFile:
+        key = object_key(part.topic, part.partition, entry, kind)
+        sha = sha256_file(path)
+        expected = self.store.expected_etag(path)
+        size = path.stat().st_size
+        info = self.store.put_file(key, path, progress=self.progress)
+        if info.size != size or info.etag != expected:
+            raise RemoteVerifyError(
+                f"uploaded object differs: size {info.size} vs {size}, etag {info.etag} vs "
+                f"{expected}", key=key, file=str(path),
+            )
+        crash_point("mid-upload")
+        return RemoteFile(size, sha, info.etag)
 
     def _finish(
         self, part: LocalPartition, entry: RemoteSegment, files: dict[str, RemoteFile]

@@ -28,6 +28,7 @@ def _run(conf: Path, env: dict[str, str], crash: str | None) -> int:
     run_env = {**env, ENV: crash} if crash else {k: v for k, v in env.items() if k != ENV}
     done = subprocess.run(sidecar_cmd(conf, "--once"), env=run_env, capture_output=True,
                           text=True, timeout=180)
+    print(crash, done.returncode, done.stderr[-3000:])
     return done.returncode
 
 

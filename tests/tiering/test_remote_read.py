@@ -34,7 +34,7 @@ def tiered(tmp_path: Path):
     logs = write_tiered(tmp_path / "logs", steps=80,
                         overrides={"local.retention.bytes": "5000", "retention.bytes": "-1"})
     with ReadOnlyPartition(logs, "tiered", 0) as part:
-        batches = [(b.base_offset, bytes(b.buffer)) for b in part.batches_from(0)]
+        batches = [(b.base_offset, bytes(b.buffer)) for s in part.segments for b in s.batches()]
         by_time = {ts: part.offset_for_timestamp(ts) for ts in (T0 - 5, T0 + 7, T0 + 333,
                                                                   T0 + 555, T0 + 10**6)}
     store = CountingStore(f"file://{tmp_path / 'remote'}")
