@@ -179,7 +179,7 @@ def rows_of(df: Any) -> list[Row]:
 
 
 def no_headers(rows: list[Row]) -> list[Row]:
-    return [(*r[:7], ()) for r in rows]  # type: ignore[misc]
+    return [(*r[:7], ()) for r in rows]
 
 
 # ----------------------------------------------------------------------------- batch queries
