@@ -115,7 +115,7 @@ def parse(
     outputs = empty_outputs(records, nbytes)
     cursors = np.zeros(8, np.int64)
     for payload, batches in chunks:
-        err, batch, record = parse_batches(
+        err, batch, record = parse_batches(  # type: ignore[call-arg]  # numba dispatcher
             payload, spans[batches], meta[batches], bounds, *outputs, cursors
         )
         if err:
