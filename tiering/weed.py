@@ -102,7 +102,7 @@ def weed_server(root: Path, bucket: str = "kafkatier", timeout: float = 60) -> I
     finally:
         proc.terminate()
         try:
-            proc.wait(timeout=20)
+            proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
