@@ -123,23 +123,35 @@ def test_processing_time_query_follows_appends(spark_kt: Any, tmp_path: Path) ->
 
 
 def test_sink_round_trip(spark_kt: Any, tmp_path: Path) -> None:
-    """Rows written by KafkaLogSink in two micro-batches (and one replayed) read back exactly
-    once, with their keys, values, headers and timestamps; keyed rows share a partition."""
+    """Rows written by KafkaLogSink in three micro-batches (one replayed) read back exactly once,
+    with their keys, values, headers and timestamps, by a batch query and by a streaming query
+    running while the sink appends; keyed rows share a partition."""
     sink_mod = pytest.importorskip("kafkatier.sink.sink", reason="the sink is not there yet")
     log_dir = tmp_path / "logs"
     sink = sink_mod.KafkaLogSink(log_dir, topic="rt", partitions=3, compression="lz4")
     schema = "key binary, value binary, headers array<struct<key:string,value:binary>>, " \
              "timestamp timestamp"  # fmt: skip
-    inputs = []
-    for batch in range(2):
-        data = [(f"k{i % 5}".encode(), f"v{batch}-{i}".encode() * (i % 3 + 1),
-                 [("n", str(i).encode())] if i % 2 else None,
-                 pa.scalar(T0 + i, pa.timestamp("ms")).as_py()) for i in range(40)]  # fmt: skip
-        inputs.extend(data)
-        df = spark_kt.createDataFrame(data, schema)
-        sink(df, batch)
-        if batch == 0:
-            sink(df, 0)  # Spark replays a batch after a failure: no second copy
+    inputs: list[tuple[Any, ...]] = []
+    follower = Collector()
+    query = None
+    try:
+        for batch in range(3):
+            data = [(f"k{i % 5}".encode(), f"v{batch}-{i}".encode() * (i % 3 + 1),
+                     [("n", str(i).encode())] if i % 2 else None,
+                     pa.scalar(T0 + i, pa.timestamp("ms")).as_py()) for i in range(40)]  # fmt: skip
+            inputs.extend(data)
+            df = spark_kt.createDataFrame(data, schema)
+            sink(df, batch)
+            if batch == 0:
+                sink(df, 0)  # Spark replays a batch after a failure: no second copy
+                query = start(spark_kt, log_dir, tmp_path / "chk", follower,
+                              {"processingTime": "1 second"}, subscribe="rt",
+                              includeHeaders="true")  # fmt: skip
+        assert query is not None
+        query.processAllAvailable()
+    finally:
+        if query is not None:
+            query.stop()
     df = (
         spark_kt.read.format("kafkatier").option("path", str(log_dir)).option("subscribe", "rt")
         .option("includeHeaders", "true").load()
@@ -148,6 +160,7 @@ def test_sink_round_trip(spark_kt: Any, tmp_path: Path) -> None:
     got = sorted((r[3], r[4], r[7], r[5]) for r in rows)
     want = sorted((k, v, tuple(h or ()), T0 + i % 40) for i, (k, v, h, _) in enumerate(inputs))
     assert got == want
+    assert follower.sorted_rows() == rows
     partitions_of_key: dict[bytes | None, set[int]] = {}
     for r in rows:
         partitions_of_key.setdefault(r[3], set()).add(r[1])
