@@ -44,11 +44,23 @@ def survey(
 ) -> dict[TopicPartition, PartitionBounds]:
     """Bounds of each partition, read from its files now."""
     hints = checkpointed_log_starts(Path(opts.path))
-    found: dict[TopicPartition, PartitionBounds] = {}
-    for tp in tps:
-        with ReadOnlyPartition(Path(opts.path), *tp, hints.get(tp, 0)) as part:
-            found[tp] = scan_bounds(part, opts.committed)
-    return found
+    return {tp: _bounds(opts, tp, hints.get(tp, 0)) for tp in tps}
+
+
+def _bounds(opts: SourceOptions, tp: TopicPartition, hint: int) -> PartitionBounds:
+    """Retention or the cleaner may delete a segment (or a snapshot) between listing and opening
+    it: list again, twice at most."""
+    for _ in range(2):
+        try:
+            return _scan(opts, tp, hint)
+        except FileNotFoundError:
+            continue
+    return _scan(opts, tp, hint)
+
+
+def _scan(opts: SourceOptions, tp: TopicPartition, hint: int) -> PartitionBounds:
+    with ReadOnlyPartition(Path(opts.path), *tp, hint) as part:
+        return scan_bounds(part, opts.committed)
 
 
 def by_timestamp(
