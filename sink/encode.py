@@ -1,55 +1,55 @@
-"""The executor half of the sink: choose each row's Kafka partition, then encode record batches.
+"""The executor half of the sink: Kafka partitions per row, then record batches, with no shuffle.
 
-Two ``mapInArrow`` steps around a shuffle (built by :func:`encoded_chunks`):
+Two ``mapInArrow`` passes over the micro-batch, each task (Spark partition) reading its rows in
+the same order both times:
 
-1. ``assign``: each row gets its Kafka partition (``_kt_partition``): an explicit ``partition``
-   wins, a key goes to ``murmur2(key) % partitions`` (``storage.partitioner``), keyless rows are
-   spread round robin. Out-of-range partitions and unknown topics fail here, in the shuffle's map
-   stage, which Spark finishes before any encoded chunk reaches the driver: a bad batch fails
+1. ``Count`` (over the key, partition and topic columns only): how many rows each task sends to
+   each Kafka partition. An explicit ``partition`` wins, a key goes to ``murmur2(key) %
+   partitions`` (``storage.partitioner``), keyless rows go round robin from a start that depends
+   only on the task and the count of keyless rows before them, so both passes agree whatever
+   Arrow batch boundaries Spark picks. Out-of-range partitions and unknown topics fail here,
    before anything is written.
-2. ``encode``: after ``repartition`` by (topic, partition) and a sort by the original row order,
-   every Kafka partition of the batch lives in exactly one task, so that task numbers its records
-   with consecutive sequence numbers starting from the driver's ``next sequence`` for the
-   partition. It encodes transactional batches (producer id, epoch, sequences: all under the CRC)
-   with base offset 0; only the driver's :meth:`Log.append` assigns offsets, which the CRC does
-   not cover. Output: one row per chunk of whole batches of at most ``CHUNK_BYTES``.
+2. ``Encode``: the driver turns the counts into each task's first sequence number per Kafka
+   partition (the producer's next sequence + the rows of earlier tasks), so every task encodes
+   transactional batches (producer id, epoch, sequences: all under the CRC) independently, with
+   base offset 0; the driver appends the tasks' chunks in task order, and only ``Log.append``
+   assigns offsets, which the CRC does not cover. Within a Kafka partition, records keep the
+   input order (task, then row). Output: rows of whole batches, at most ``CHUNK_BYTES`` each.
 """
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from kafkatier.sink.schema import ORDER_COLUMN, PARTITION_COLUMN, SinkSchemaError
+from kafkatier.sink.schema import SinkSchemaError
 from kafkatier.storage.arrow_codec import EncodedBatches, encode_arrow
 from kafkatier.storage.partitioner import assign_partitions
 from kafkatier.storage.wire import Codec, increment_sequence
 
-if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
-
 CHUNK_BYTES: Final = 4 * 1024 * 1024
-CHUNK_SCHEMA: Final = "topic string, partition int, records long, data binary"
+FLUSH_BYTES: Final = 1024 * 1024  # rows buffered per Kafka partition before encoding them
+COUNT_SCHEMA: Final = "task int, topic string, partition int, records long"
+CHUNK_SCHEMA: Final = "task int, topic string, partition int, records long, data binary"
+TaskPartition = tuple[int, str, int]
 
 
 @dataclass(frozen=True)
 class TopicPlan:
-    """Per topic: its partition count, ``max.message.bytes`` and next sequence per partition."""
+    """Per topic: its partition count and ``max.message.bytes``."""
 
     partitions: int
     max_batch_bytes: int
-    next_sequence: Mapping[int, int]
 
 
 @dataclass(frozen=True)
 class EncodePlan:
-    """Everything the executors need, shipped with the tasks (small: a few ints per partition)."""
+    """Everything the executors need, shipped with the tasks (a few ints per partition)."""
 
     fixed_topic: str | None
     topics: Mapping[str, TopicPlan]
@@ -59,6 +59,7 @@ class EncodePlan:
     producer_id: int
     producer_epoch: int
     write_time_ms: int
+    first_sequences: Mapping[TaskPartition, int] | None = None  # set for pass 2
 
     def topic(self, name: str) -> TopicPlan:
         plan = self.topics.get(name, self.new_topic)
@@ -79,86 +80,123 @@ def _task_id() -> int:
     return ctx.partitionId() if ctx is not None else 0
 
 
-class Assign:
-    """``mapInArrow`` step 1: append ``_kt_partition`` to every batch."""
+class Partitioner:
+    """Kafka partitions of a task's rows, batch after batch (the same in both passes)."""
 
-    def __init__(self, plan: EncodePlan) -> None:
+    def __init__(self, plan: EncodePlan, task: int) -> None:
         self.plan = plan
+        self.spread: dict[str, int] = {}  # per topic: keyless rows so far, offset by the task
+        self.task = task
 
-    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        spread = _task_id()  # tasks start their keyless round robin at different partitions
-        for batch in batches:
-            parts = np.empty(batch.num_rows, np.int32)
-            for topic, rows in self._topic_rows(batch):
-                sub = batch.take(rows) if rows is not None else batch
-                parts_t = _assign(sub, self.plan.topic(topic).partitions, spread)
-                spread += sub.num_rows
-                if rows is None:
-                    parts = parts_t
-                else:
-                    parts[rows.to_numpy()] = parts_t
-            yield batch.append_column(PARTITION_COLUMN, pa.array(parts, pa.int32()))
-
-    def _topic_rows(self, batch: pa.RecordBatch) -> Iterator[tuple[str, pa.Array | None]]:
+    def topic_rows(self, batch: pa.RecordBatch) -> Iterator[tuple[str, Any]]:
+        """(topic, row indices or None for all rows) for each topic in the batch."""
         if self.plan.fixed_topic is not None:
             yield self.plan.fixed_topic, None
             return
         topics = batch.column("topic")
         if topics.null_count:
-            row = int(pc.index(topics.is_null(), True).as_py())
             raise SinkSchemaError(
                 "column 'topic' is null; fix: fill it, or pass KafkaLogSink(..., topic=...)",
                 column="topic",
-                row=row,
+                row=int(pc.index(topics.is_null(), True).as_py()),
             )
         for name in pc.unique(topics).to_pylist():
-            yield name, pc.indices_nonzero(pc.equal(topics, name))
+            yield name, pc.indices_nonzero(pc.equal(topics, name)).to_numpy()
+
+    def partitions(self, batch: pa.RecordBatch, topic: str) -> np.ndarray[Any, Any]:
+        names = batch.schema.names
+        count = self.plan.topic(topic).partitions
+        start = self.spread.get(topic, self.task)
+        keyless = np.ones(batch.num_rows, bool)
+        if "key" in names:
+            keyless &= batch.column("key").is_null().to_numpy(zero_copy_only=False)
+        if "partition" in names:
+            keyless &= batch.column("partition").is_null().to_numpy(zero_copy_only=False)
+        self.spread[topic] = start + int(keyless.sum())
+        if "key" not in names and "partition" not in names:
+            return ((start + np.arange(batch.num_rows)) % count).astype(np.int32)
+        return assign_partitions(
+            batch.column("key") if "key" in names else None,
+            count,
+            explicit=batch.column("partition") if "partition" in names else None,
+            round_robin_start=start,
+        )
+
+    def groups(self, batch: pa.RecordBatch) -> Iterator[tuple[str, int, pa.RecordBatch]]:
+        """The batch's rows per (topic, partition), each group in input order."""
+        for topic, rows in self.topic_rows(batch):
+            sub = batch if rows is None else batch.take(rows)
+            parts = self.partitions(sub, topic)
+            order = np.argsort(parts, kind="stable")
+            ordered = parts[order]
+            bounds = np.flatnonzero(np.diff(ordered)) + 1
+            for idx in np.split(order, bounds):
+                if len(idx):
+                    yield topic, int(parts[idx[0]]), sub.take(pa.array(idx))
 
 
-def _assign(batch: pa.RecordBatch, partitions: int, spread: int) -> np.ndarray[Any, Any]:
-    names = batch.schema.names
-    if "key" not in names and "partition" not in names:  # all keyless: round robin
-        return ((spread + np.arange(batch.num_rows)) % partitions).astype(np.int32)
-    return assign_partitions(
-        batch.column("key") if "key" in names else None,
-        partitions,
-        explicit=batch.column("partition") if "partition" in names else None,
-        round_robin_start=spread,
-    )
-
-
-class Encode:
-    """``mapInArrow`` step 2: record batches per (topic, partition), in row order."""
+class Count:
+    """``mapInArrow`` pass 1: rows per (task, topic, partition)."""
 
     def __init__(self, plan: EncodePlan) -> None:
         self.plan = plan
-        self.sequences: dict[tuple[str, int], int] = {}
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        task = _task_id()
+        partitioner = Partitioner(self.plan, task)
+        counts: dict[tuple[str, int], int] = {}
         for batch in batches:
-            for topic, partition, rows in self._runs(batch):
-                yield from self._encode(topic, partition, rows)
+            for topic, partition, rows in partitioner.groups(batch):
+                counts[(topic, partition)] = counts.get((topic, partition), 0) + rows.num_rows
+        keys = sorted(counts)
+        yield pa.RecordBatch.from_pydict(
+            {
+                "task": [task] * len(keys),
+                "topic": [t for t, _ in keys],
+                "partition": [p for _, p in keys],
+                "records": [counts[k] for k in keys],
+            },
+            schema=pa.schema(
+                [("task", pa.int32()), ("topic", pa.string()), ("partition", pa.int32()),
+                 ("records", pa.int64())]
+            ),
+        )  # fmt: skip
 
-    def _runs(self, batch: pa.RecordBatch) -> Iterator[tuple[str, int, pa.RecordBatch]]:
-        """Slices of equal (topic, partition): the sort made them contiguous."""
-        parts = batch.column(PARTITION_COLUMN).to_numpy()
-        keys = parts.astype(np.int64)
-        topics = None
-        if self.plan.fixed_topic is None:
-            topics = batch.column("topic").to_pylist()
-            codes = pc.dictionary_encode(batch.column("topic")).indices.to_numpy()
-            keys = keys + codes.astype(np.int64) * (1 << 32)
-        bounds = [0, *(np.flatnonzero(np.diff(keys)) + 1).tolist(), batch.num_rows]
-        for start, end in itertools.pairwise(bounds):
-            if end > start:
-                topic = self.plan.fixed_topic if topics is None else topics[start]
-                assert topic is not None
-                yield topic, int(parts[start]), batch.slice(start, end - start)
 
-    def _encode(self, topic: str, partition: int, rows: pa.RecordBatch) -> Iterator[pa.RecordBatch]:
-        tplan = self.plan.topic(topic)
-        tp = (topic, partition)
-        seq = self.sequences.get(tp, tplan.next_sequence.get(partition, 0))
+class Encode:
+    """``mapInArrow`` pass 2: transactional record batches per Kafka partition."""
+
+    def __init__(self, plan: EncodePlan) -> None:
+        self.plan = plan
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        task = _task_id()
+        partitioner = Partitioner(self.plan, task)
+        pending: dict[tuple[str, int], list[pa.RecordBatch]] = {}
+        sequences: dict[tuple[str, int], int] = {}
+        for batch in batches:
+            for topic, partition, rows in partitioner.groups(batch):
+                key = (topic, partition)
+                group = pending.setdefault(key, [])
+                group.append(rows)
+                if sum(b.nbytes for b in group) >= FLUSH_BYTES:
+                    yield from self._encode(task, key, pending.pop(key), sequences)
+        for key, group in sorted(pending.items()):
+            yield from self._encode(task, key, group, sequences)
+
+    def _encode(
+        self,
+        task: int,
+        key: tuple[str, int],
+        group: list[pa.RecordBatch],
+        sequences: dict[tuple[str, int], int],
+    ) -> Iterator[pa.RecordBatch]:
+        topic, partition = key
+        rows = pa.Table.from_batches(group).combine_chunks()
+        assert self.plan.first_sequences is not None
+        seq = sequences.get(key)
+        if seq is None:
+            seq = self.plan.first_sequences[(task, topic, partition)]
         encoded = encode_arrow(
             rows,
             codec=self.plan.codec,
@@ -168,21 +206,21 @@ class Encode:
             base_sequence=seq,
             transactional=True,
             timestamp=self.plan.write_time_ms,
-            max_batch_bytes=tplan.max_batch_bytes,
+            max_batch_bytes=self.plan.topic(topic).max_batch_bytes,
         )
-        self.sequences[tp] = increment_sequence(seq, rows.num_rows)
+        sequences[key] = increment_sequence(seq, rows.num_rows)
         for data, records in _chunks(encoded):
             yield pa.RecordBatch.from_pydict(
-                {"topic": [topic], "partition": [partition], "records": [records], "data": [data]},
-                schema=_chunk_arrow_schema(),
-            )
+                {"task": [task], "topic": [topic], "partition": [partition],
+                 "records": [records], "data": [data]},
+                schema=_CHUNK_ARROW,
+            )  # fmt: skip
 
 
-def _chunk_arrow_schema() -> pa.Schema:
-    return pa.schema(
-        [("topic", pa.string()), ("partition", pa.int32()), ("records", pa.int64()),
-         ("data", pa.binary())]
-    )  # fmt: skip
+_CHUNK_ARROW: Final = pa.schema(
+    [("task", pa.int32()), ("topic", pa.string()), ("partition", pa.int32()),
+     ("records", pa.int64()), ("data", pa.binary())]
+)  # fmt: skip
 
 
 def _chunks(encoded: EncodedBatches) -> Iterator[tuple[bytes, int]]:
@@ -202,16 +240,16 @@ def _chunks(encoded: EncodedBatches) -> Iterator[tuple[bytes, int]]:
         yield bytes(view[start : ends[-1]]), records
 
 
-def encoded_chunks(df: DataFrame, plan: EncodePlan, shuffle_partitions: int) -> DataFrame:
-    """The batch as encoded chunks (schema CHUNK_SCHEMA), each Kafka partition in one task."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import IntegerType, StructField, StructType
-
-    with_order = df.withColumn(ORDER_COLUMN, F.monotonically_increasing_id())
-    schema = StructType([*with_order.schema.fields, StructField(PARTITION_COLUMN, IntegerType())])
-    assigned = with_order.mapInArrow(Assign(plan), schema)
-    group = [PARTITION_COLUMN] if plan.fixed_topic is not None else ["topic", PARTITION_COLUMN]
-    shuffled = assigned.repartition(shuffle_partitions, *group).sortWithinPartitions(
-        *group, ORDER_COLUMN
-    )
-    return shuffled.mapInArrow(Encode(plan), CHUNK_SCHEMA)
+def first_sequences(
+    counts: Iterator[Any], next_sequence: Mapping[tuple[str, int], int]
+) -> dict[TaskPartition, int]:
+    """Each task's first sequence per Kafka partition: the producer's next one plus the rows
+    that earlier tasks send to the partition."""
+    running = dict(next_sequence)
+    result: dict[TaskPartition, int] = {}
+    for row in sorted(counts, key=lambda r: (r["task"], r["topic"], r["partition"])):
+        tp = (row["topic"], row["partition"])
+        seq = running.get(tp, 0)
+        result[(row["task"], *tp)] = seq
+        running[tp] = increment_sequence(seq, row["records"])
+    return result

@@ -60,7 +60,7 @@ def _headers_ok(dtype: DataType) -> bool:
     return (
         set(fields) == {"key", "value"}
         and isinstance(fields["key"], T.StringType)
-        and isinstance(fields["value"], T.BinaryType | T.StringType)
+        and isinstance(fields["value"], T.BinaryType)
     )
 
 

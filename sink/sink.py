@@ -18,8 +18,10 @@ runs entirely under the sink's exclusive lock file and is one Kafka transaction:
    with ABORT markers (which also index it in ``.txnindex``).
 3. ``batch_id <= last_committed_batch``: a Spark replay of a batch already committed; skip it.
 4. Record ``inflight = {batch_id, commit_decided: false}``; encode on executors
-   (:mod:`kafkatier.sink.encode`) with consecutive sequences per partition; stream the chunks
-   (``toLocalIterator``) into ``Log.append`` (client origin: sequence and epoch checks).
+   (:mod:`kafkatier.sink.encode`: a counting pass gives every task its first sequence number per
+   partition, so tasks encode in parallel without a shuffle); stream the chunks
+   (``toLocalIterator``) into ``Log.append`` task by task (client origin: sequence and epoch
+   checks), and check that each task sent exactly the rows it counted.
 5. fsync every partition (``LogDirectory.flush``), then durably set ``commit_decided``: this
    write is the commit point. Data is on disk before it, so an OS crash cannot leave a decided
    transaction with lost data.
@@ -33,10 +35,14 @@ A crash before (5) leaves a transaction the next start aborts, and Spark replays
 the same way at once. The Spark query id is recorded: a different query (a new checkpoint)
 replaying old batch ids through the same sink id is an error, not a silent skip.
 
-Driver memory: chunks are at most ``encode.CHUNK_BYTES``; Python holds one (plus Spark's
-prefetch of one partition's results). Testing hook: ``KAFKATIER_SINK_CRASH=<point>[:<batch>]``
-makes the driver SIGKILL itself at ``after-append``, ``after-decide``, ``between-markers`` or
-``after-markers``.
+Driver memory: the Python driver holds one encoded chunk (at most ``encode.CHUNK_BYTES``) plus
+Spark's prefetch; the driver JVM buffers one task's encoded output at a time (``toLocalIterator``
+over the encoded batch, which one parallel job first persists to executor disk): a share of one
+micro-batch, never the whole of it. The input must be deterministic on recompute (as Spark's
+replay requires anyway; the count check catches a violation and aborts the batch). Testing hook:
+``KAFKATIER_SINK_CRASH=<point>[:<batch>]`` makes the driver SIGKILL itself at ``after-append``,
+``after-decide``, ``between-markers`` or ``after-markers`` (the first time it gets there, or only
+in that batch).
 """
 
 from __future__ import annotations
@@ -45,7 +51,6 @@ import contextlib
 import logging
 import os
 import signal
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -59,10 +64,10 @@ from kafkatier.sink.bookkeeping import (
     load_state,
     save_state,
 )
-from kafkatier.sink.encode import EncodePlan, TopicPlan, encoded_chunks
+from kafkatier.sink.encode import EncodePlan
+from kafkatier.sink.plan import SinkSettings, build_plan, encoded_chunks
 from kafkatier.sink.schema import InputColumns, SinkSchemaError, check_schema, normalize
-from kafkatier.sink.txn import end_txn, next_sequences, open_txn_logs, topic_partitions
-from kafkatier.storage.config import LogConfig
+from kafkatier.sink.txn import end_txn, open_txn_logs, topic_partitions
 from kafkatier.storage.log import Log
 from kafkatier.storage.log_dir import LogDirectory
 from kafkatier.storage.topic_config import TopicConfigStore
@@ -109,8 +114,7 @@ class KafkaLogSink:
         self.log_dir = Path(log_dir)
         self.topic = topic
         self.partitions = partitions
-        self.codec = Codec.parse(compression)
-        self.compression_level = compression_level
+        self.settings = SinkSettings(topic, partitions, Codec.parse(compression), compression_level)
         self.config = dict(config or {})
         chosen = sink_id or topic
         if not chosen or "/" in chosen or chosen.startswith("."):
@@ -221,8 +225,9 @@ class KafkaLogSink:
         cols: InputColumns,
         query_id: str | None,
     ) -> None:
-        plan = self._plan(state)
+        plan = build_plan(self.logs, self.settings, state.producer_id, self._epoch_now())
         state.inflight = InFlight(batch_id)
+        state.query_id = query_id or state.query_id
         save_state(self.log_dir, state)
         touched = self._append_all(df, cols, plan, batch_id)
         self.logs.flush()  # data durable before the commit decision
@@ -241,19 +246,37 @@ class KafkaLogSink:
         self.logs.flush()
         state.last_committed_batch = batch_id
         state.inflight = None
-        state.query_id = query_id or state.query_id
         save_state(self.log_dir, state)
 
     def _append_all(
-        self, df: DataFrame, cols: InputColumns, plan: EncodePlan, batch_id: int
+        self,
+        df: DataFrame,
+        cols: InputColumns,
+        plan: tuple[EncodePlan, dict[tuple[str, int], int]],
+        batch_id: int,
     ) -> set[tuple[str, int]]:
-        chunks = encoded_chunks(normalize(df, cols), plan, self._shuffle_partitions(plan))
+        """Stream the encoded chunks into the logs, task by task (each task's chunks follow
+        the previous task's in every Kafka partition, as their sequence numbers do)."""
+        encoded, expected = encoded_chunks(normalize(df, cols), *plan)
         touched: set[tuple[str, int]] = set()
-        for row in chunks.toLocalIterator(prefetchPartitions=True):
-            target = self._log_for(row["topic"], row["partition"])
-            target.append(row["data"])
-            touched.add((target.topic, target.partition))
-            _crash_point("after-append", batch_id)
+        if encoded is None:
+            return touched
+        appended = dict.fromkeys(expected, 0)
+        try:
+            for row in encoded.toLocalIterator(prefetchPartitions=True):
+                target = self._log_for(row["topic"], row["partition"])
+                target.append(row["data"])
+                touched.add((target.topic, target.partition))
+                appended[(row["task"], row["topic"], row["partition"])] += row["records"]
+                _crash_point("after-append", batch_id)
+        finally:
+            encoded.unpersist()
+        if appended != expected:  # the input changed between the two passes
+            raise SinkSchemaError(
+                "the micro-batch gave different rows on recompute; fix: make it deterministic "
+                "(e.g. df.persist() before the sink)",
+                batch_id=batch_id,
+            )
         return touched
 
     def _log_for(self, topic: str, partition: int) -> Log:
@@ -263,38 +286,6 @@ class KafkaLogSink:
             found = self.logs.get(topic, partition)
         assert found is not None
         return found
-
-    def _plan(self, state: SinkState) -> EncodePlan:
-        epoch = self._epoch_now()
-        topics: dict[str, TopicPlan] = {}
-        wanted = [self.topic] if self.topic is not None else sorted(self.logs.topics())
-        for name in wanted:
-            count = topic_partitions(self.logs, name, self.partitions)
-            topics[name] = TopicPlan(
-                count,
-                self.logs.config_for(name).max_message_bytes,
-                next_sequences(self.logs, name, count, state.producer_id, epoch),
-            )
-        new_topic = None
-        if self.topic is None and self.partitions is not None:
-            new_topic = TopicPlan(self.partitions, LogConfig().max_message_bytes, {})
-        level = self.compression_level
-        if level is None and self.codec != Codec.NONE:
-            level = self._config_for_level().compression_level(self.codec)
-        return EncodePlan(
-            fixed_topic=self.topic, topics=topics, new_topic=new_topic, codec=self.codec,
-            level=level, producer_id=state.producer_id, producer_epoch=epoch,
-            write_time_ms=int(time.time() * 1000),
-        )  # fmt: skip
-
-    def _config_for_level(self) -> LogConfig:
-        return self.logs.config_for(self.topic) if self.topic is not None else LogConfig()
-
-    def _shuffle_partitions(self, plan: EncodePlan) -> int:
-        total = sum(t.partitions for t in plan.topics.values())
-        if plan.new_topic is not None:
-            total += plan.new_topic.partitions
-        return max(total, 1)
 
 
 def _noop(point: str) -> None:
