@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -80,6 +81,9 @@ def test_rows_land_where_a_kafka_producer_puts_them(spark: Any, tmp_path: Path) 
             assert row["key"] is None
             keyless_counts[row["partition"]] += 1
     assert max(keyless_counts) - min(keyless_counts) <= 2  # spread evenly
+    for partition in range(4):  # input order (two Spark tasks, in task order) per partition
+        ids = [int(r["value"][1:]) for r in table.to_pylist() if r["partition"] == partition]
+        assert ids == sorted(ids)
     with LogDirectory(tmp_path) as logs:
         batches = [b for log in logs for s in log.segments for b in s.batches()]
     data = [b for b in batches if not b.is_control]
@@ -243,3 +247,18 @@ def test_streaming_query_through_foreach_batch(spark: Any, tmp_path: Path) -> No
     assert values[: 3 * 25] == list(range(3 * 25))
     assert values == list(range(len(values)))
     assert verify_paths([tmp_path / "logs"]) == []
+
+
+def test_input_that_changes_on_recompute_is_aborted(spark: Any, tmp_path: Path) -> None:
+    """The counting and encoding passes must see the same rows; a batch that does not (a
+    filter on Python's random) fails and leaves nothing committed."""
+    from pyspark.sql import functions as F
+
+    coin = F.udf(lambda _: random.random() < 0.5, "boolean").asNondeterministic()
+    sink = KafkaLogSink(tmp_path, topic="t", partitions=2)
+    df = spark.range(2000).where(coin("id")).selectExpr("CAST(id AS STRING) AS value")
+    with pytest.raises(Exception, match=r"different rows on recompute|sequence"):
+        sink(df, 0)
+    assert read_topic(tmp_path, "t").num_rows == 0
+    assert state(tmp_path, "t")["inflight"] is None
+    assert verify_paths([tmp_path]) == []
