@@ -21,6 +21,7 @@ _COUNTERS = {
     "kafkatier_tier_local_segments_deleted_total": "local_segments_deleted",
     "kafkatier_tier_local_bytes_deleted_total": "local_bytes_deleted",
     "kafkatier_tier_orphans_removed_total": "orphans_removed",
+    "kafkatier_tier_remote_segments_expired_total": "remote_segments_expired",
 }
 
 

@@ -1,8 +1,8 @@
 """One tiering pass over every partition of the configured log dirs.
 
 Per partition of a topic with ``remote.storage.enable=true``, in order: sweep orphans, upload
-each eligible segment not yet FINISHED remotely (oldest first, as Kafka's copier: the remote
-log stays a prefix-closed sequence), then apply local retention against the fresh manifest.
+each eligible segment not yet FINISHED remotely (oldest first, as Kafka's copier), apply local
+retention against the fresh manifest, then total retention to the remote segments.
 Partitions run in parallel on a thread pool (``remote.log.manager.copier.thread.pool.size``);
 a failing partition is logged and counted, and the others carry on.
 """
@@ -26,6 +26,7 @@ from kafkatier.tiering.local_retention import (
 )
 from kafkatier.tiering.manifest import ManifestStore, now_ms
 from kafkatier.tiering.orphans import sweep_orphans
+from kafkatier.tiering.remote_retention import expire_remote
 from kafkatier.tiering.store import ObjectStore
 from kafkatier.tiering.upload import Uploader, new_owner
 
@@ -44,6 +45,7 @@ class PartitionPass:
     orphans_removed: int = 0
     local_segments_deleted: int = 0
     local_bytes_deleted: int = 0
+    remote_segments_expired: int = 0
     error: str | None = None
 
 
@@ -109,6 +111,11 @@ class Tierer:
         outcome.local_segments_deleted = len(doomed)
         outcome.local_bytes_deleted = delete_local(part, doomed)
         remove_deleted_leftovers(part)
+        highest = manifest.highest_offset
+        local_only = sum(s.size for s in part.segments if s.base_offset > highest)
+        outcome.remote_segments_expired = expire_remote(
+            self.store, part.topic, part.partition, part.config, now_ms(), local_only
+        )
 
 
 def _tiered(log_dir: Path, topic: str, partition: int) -> bool:

@@ -92,7 +92,8 @@ def test_outage_mid_segment_leaves_local_data_and_converges_after(
     direct = _store(s3_url, s3_env.endpoint)
     manifest, _ = ManifestStore(direct).load("tiered", 0)
     assert manifest.finished() == []
-    assert [s.state.value for s in manifest.segments] == ["COPY_SEGMENT_STARTED"]
+    states = {s.state.value for s in manifest.segments}
+    assert states == {"COPY_SEGMENT_STARTED"}  # abandoned attempts, whose cleanup failed too
     proxy.recover()
     assert _tier(logs, _store(s3_url, proxy.endpoint)).failures == 0
     _assert_remote_matches(direct, original)

@@ -211,3 +211,23 @@ def test_two_sidecars_racing_converge_without_duplicates(tmp_path, backend, requ
                  for s in manifest.segments for k in s.files}
         listed = {i.key for i in store.list(f"tiered-{p}/") if not i.key.endswith("manifest.json")}
         assert listed == named
+
+
+def test_total_retention_expires_remote_copies_and_moves_the_log_start(tmp_path, file_store):
+    logs = write_tiered(tmp_path / "logs", overrides={"retention.bytes": "5000",
+                                                      "local.retention.bytes": "3000"})
+    before = _local_segments(logs, "tiered", 0)
+    result = Tierer(_config(logs, file_store.url), file_store).run_once()
+    assert result.total("remote_segments_expired") > 0
+    manifest, _ = ManifestStore(file_store).load("tiered", 0)
+    remote = manifest.finished()
+    assert manifest.log_start_offset == remote[0].base_offset > 0
+    after = _local_segments(logs, "tiered", 0)
+    local_only = sum(len(d) for b, d in after if b > manifest.highest_offset)
+    total = sum(s.size for s in remote) + local_only
+    assert total >= 5000  # no more removed than the rule asks
+    assert total - remote[0].size < 5000  # and nothing more could go
+    gone = {b for b, _ in before} - {s.base_offset for s in remote} - {b for b, _ in after}
+    assert min(gone) == 0
+    listed = {i.key.split("/")[1] for i in file_store.list("tiered-0/")} - {"manifest.json"}
+    assert listed == {f"{s.base_offset:020d}-{s.attempt}" for s in remote}
