@@ -165,14 +165,18 @@ class ReadOnlyPartition:
 def byte_ranges(
     segment: LogSegment, position: int, end_offset: int, chunk_bytes: int
 ) -> Iterator[tuple[int, int, bool]]:
-    """(position, size, legacy) of runs of whole batches from ``position`` up to the batch
-    holding ``end_offset - 1``, at most ``chunk_bytes`` each (one batch may exceed it), never
-    mixing v2 and legacy (magic 0/1) batches. Only headers are read."""
+    """(position, size, legacy) of runs of whole batches from ``position`` until one holds
+    ``end_offset - 1`` or beyond, at most ``chunk_bytes`` each (one batch may exceed it), never
+    mixing v2 and legacy (magic 0/1) batches. Only headers are read; a legacy header gives only
+    its wrapper's last offset, so the stop is judged by the last offsets already covered (a
+    batch past the end may come along: readers filter records by offset)."""
     begin = end = position
     legacy = False
+    covered = -1
     for header in segment.scan_headers(position):
-        if header.base_offset >= end_offset:
+        if covered >= end_offset - 1:
             break
+        covered = header.last_offset
         is_legacy = header.magic < 2
         if end > begin and (is_legacy != legacy or end + header.size - begin > chunk_bytes):
             yield begin, end - begin, legacy
