@@ -3,26 +3,22 @@
 ``scan_records`` walks a v2 batch's (decompressed) record bytes (kafka-format.md §1.4: length,
 attributes, timestampDelta, offsetDelta, key, value, headers; zigzag varints) and returns where
 each record's fields sit; ``md5_keys`` hashes key slices as the offset map wants them (the MD5 of
-RFC 1321); ``rebuild_records`` writes the retained records again with timestamp deltas relative
-to a new base timestamp, copying key, value and headers byte for byte, as Kafka's
+RFC 1321, ``cleaner_md5``); ``rebuild_records`` writes the retained records again with timestamp
+deltas relative to a new base timestamp, copying key, value and headers byte for byte, as Kafka's
 ``MemoryRecordsBuilder`` re-encodes retained records.
 """
 
 from __future__ import annotations
 
-import math
-
 import numba
 import numpy as np
 import numpy.typing as npt
 
+from kafkatier.storage.cleaner_md5 import md5_into
+
 U8 = npt.NDArray[np.uint8]
 I64 = npt.NDArray[np.int64]
 
-_MD5_K = np.array([int(abs(math.sin(i + 1)) * 2**32) & 0xFFFFFFFF for i in range(64)], np.uint32)
-_MD5_S = np.array(
-    [7, 12, 17, 22] * 4 + [5, 9, 14, 20] * 4 + [4, 11, 16, 23] * 4 + [6, 10, 15, 21] * 4, np.uint32
-)
 FIELDS = 8  # scan_records' columns, below
 REC_START, REC_END, BODY, TS_DELTA, OFF_DELTA, KEY_POS, KEY_LEN, VALUE_LEN = range(FIELDS)
 
@@ -99,79 +95,12 @@ def scan_records(buf: U8, count: int) -> tuple[I64, bool]:
     return out, pos == end
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
-def _md5_step(a: np.uint32, b: np.uint32, f: np.uint32, k: np.uint32, w: np.uint32,
-              s: np.uint32) -> np.uint32:  # fmt: skip
-    x = np.uint32(a + f + k + w)
-    return np.uint32(b + np.uint32((x << s) | (x >> np.uint32(32 - s))))
-
-
-@numba.njit(cache=True, nogil=True)
-def _md5_compress(m: npt.NDArray[np.uint32], state: npt.NDArray[np.uint32]) -> None:
-    """One 64-byte block, given as 16 little-endian words, folded into ``state``."""
-    k, s = _MD5_K, _MD5_S
-    a, b, c, d = state[0], state[1], state[2], state[3]
-    for i in range(16):
-        a, b, c, d = d, _md5_step(a, b, (b & c) | (~b & d), k[i], m[i], s[i]), b, c
-    for i in range(16, 32):
-        g = (5 * i + 1) % 16
-        a, b, c, d = d, _md5_step(a, b, (d & b) | (~d & c), k[i], m[g], s[i]), b, c
-    for i in range(32, 48):
-        g = (3 * i + 5) % 16
-        a, b, c, d = d, _md5_step(a, b, b ^ c ^ d, k[i], m[g], s[i]), b, c
-    for i in range(48, 64):
-        g = (7 * i) % 16
-        a, b, c, d = d, _md5_step(a, b, c ^ (b | ~d), k[i], m[g], s[i]), b, c
-    state[0] = np.uint32(state[0] + a)
-    state[1] = np.uint32(state[1] + b)
-    state[2] = np.uint32(state[2] + c)
-    state[3] = np.uint32(state[3] + d)
-
-
-@numba.njit(cache=True, nogil=True)
-def _load_words(buf: U8, pos: int, n: int, m: npt.NDArray[np.uint32]) -> None:
-    """Words of ``buf[pos : pos + n]`` (n <= 64) into ``m``, zero-padded."""
-    for j in range(16):
-        m[j] = 0
-    for t in range(n):
-        m[t >> 2] |= np.uint32(buf[pos + t]) << np.uint32(8 * (t & 3))
-
-
-@numba.njit(cache=True, nogil=True)
-def md5_into(buf: U8, pos: int, n: int, out: U8, scratch: U8, state: npt.NDArray[np.uint32],
-             m: npt.NDArray[np.uint32]) -> None:  # fmt: skip
-    """MD5 (RFC 1321) of ``buf[pos : pos + n]`` into ``out`` (16 bytes), using the caller's
-    scratch arrays (a 4-word state, 16 message words) so no call allocates."""
-    state[0], state[1], state[2], state[3] = 0x67452301, 0xEFCDAB89, 0x98BADCFE, 0x10325476
-    full = n // 64
-    for b in range(full):
-        _load_words(buf, pos + 64 * b, 64, m)
-        _md5_compress(m, state)
-    rest = n - 64 * full
-    _load_words(buf, pos + 64 * full, rest, m)
-    m[rest >> 2] |= np.uint32(0x80) << np.uint32(8 * (rest & 3))
-    if rest >= 56:
-        _md5_compress(m, state)
-        for j in range(16):
-            m[j] = 0
-    bits = np.uint64(n) * np.uint64(8)
-    m[14] = np.uint32(bits & np.uint64(0xFFFFFFFF))
-    m[15] = np.uint32(bits >> np.uint64(32))
-    _md5_compress(m, state)
-    for j in range(4):
-        for t in range(4):
-            out[4 * j + t] = np.uint8((state[j] >> np.uint32(8 * t)) & np.uint32(0xFF))
-
-
 @numba.njit(cache=True, nogil=True)
 def md5_keys(buf: U8, positions: I64, lengths: I64) -> U8:
     """(n, 16) MD5 digests of ``buf[positions[i] : positions[i] + lengths[i]]``."""
     out = np.empty((positions.shape[0], 16), np.uint8)
-    scratch = np.empty(64, np.uint8)
-    state = np.empty(4, np.uint32)
-    m = np.empty(16, np.uint32)
     for i in range(positions.shape[0]):
-        md5_into(buf, positions[i], lengths[i], out[i], scratch, state, m)
+        md5_into(buf, positions[i], lengths[i], out[i])
     return out
 
 

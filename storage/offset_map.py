@@ -15,134 +15,112 @@ import numba
 import numpy as np
 import numpy.typing as npt
 
-from kafkatier.storage.cleaner_kernels import md5_into
+from kafkatier.storage.cleaner_md5 import md5_words
 
 BYTES_PER_ENTRY = 24
 HASH_SIZE = 16
+Table = npt.NDArray[np.uint64]
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _byte(lo: np.uint64, hi: np.uint64, k: int) -> int:
+    word = lo if k < 8 else hi
+    return int((word >> np.uint64(8 * (k & 7))) & np.uint64(0xFF))
 
 
 @numba.njit(cache=True, nogil=True)
-def _read_int(h: npt.NDArray[np.uint8], pos: int) -> int:
-    value = (np.int64(h[pos]) << 24) | (np.int64(h[pos + 1]) << 16)
-    value |= (np.int64(h[pos + 2]) << 8) | np.int64(h[pos + 3])
-    if value >= 2**31:
-        value -= 2**32
-    return int(value)
-
-
-@numba.njit(cache=True, nogil=True)
-def _slot_of(hashes: npt.NDArray[np.uint8], h: npt.NDArray[np.uint8], slots: int) -> int:
-    """The slot holding ``h``, or the empty slot where it belongs (Kafka's ``positionOf``)."""
+def _slot_of(table: Table, lo: np.uint64, hi: np.uint64) -> int:
+    """The slot holding the digest, or the empty slot where it belongs (Kafka's
+    ``positionOf``: a big-endian int read from the digest at ``min(attempt, 12)``, plus
+    ``max(0, attempt - 12)``, with Java's int overflow and ``Utils.abs``)."""
+    slots = table.shape[0]
     attempt = 0
     while True:
-        probe = _read_int(h, min(attempt, HASH_SIZE - 4)) + max(0, attempt - HASH_SIZE + 4)
+        p = min(attempt, HASH_SIZE - 4)
+        probe = (_byte(lo, hi, p) << 24) | (_byte(lo, hi, p + 1) << 16)
+        probe |= (_byte(lo, hi, p + 2) << 8) | _byte(lo, hi, p + 3)
+        probe += max(0, attempt - HASH_SIZE + 4)
         probe = (probe + 2**31) % 2**32 - 2**31  # int32 overflow, as Java's int addition
         if probe == -(2**31):  # Utils.abs maps Integer.MIN_VALUE to 0
             probe = 0
         slot = abs(probe) % slots
-        empty = True
-        same = True
-        for i in range(HASH_SIZE):
-            b = hashes[slot, i]
-            if b != 0:
-                empty = False
-            if b != h[i]:
-                same = False
-        if empty or same:
-            return slot
+        a, b = table[slot, 0], table[slot, 1]
+        if (a == lo and b == hi) or (a == 0 and b == 0):
+            return int(slot)
         attempt += 1
 
 
 @numba.njit(cache=True, nogil=True)
-def _is_empty(hashes: npt.NDArray[np.uint8], slot: int) -> bool:
-    for i in range(HASH_SIZE):  # noqa: SIM110 - a plain loop is what numba compiles best
-        if hashes[slot, i] != 0:
-            return False
-    return True
-
-
-@numba.njit(cache=True, nogil=True)
-def _put_one(
-    hashes: npt.NDArray[np.uint8], offsets: npt.NDArray[np.int64], h: npt.NDArray[np.uint8],
-    offset: int,
-) -> int:  # fmt: skip
-    """Store ``offset`` for ``h``; returns 1 when the key was new."""
-    slot = _slot_of(hashes, h, offsets.shape[0])
+def put_digest(table: Table, lo: np.uint64, hi: np.uint64, offset: int) -> int:
+    """Store ``offset`` for the digest; returns 1 when the key was new."""
+    slot = _slot_of(table, lo, hi)
     new = 0
-    if _is_empty(hashes, slot):
-        hashes[slot, :] = h
+    if table[slot, 0] == 0 and table[slot, 1] == 0:
+        table[slot, 0] = lo
+        table[slot, 1] = hi
         new = 1
-    offsets[slot] = offset
+    table[slot, 2] = np.uint64(offset)
     return new
 
 
 @numba.njit(cache=True, nogil=True)
-def _get_one(hashes: npt.NDArray[np.uint8], offsets: npt.NDArray[np.int64],
-             h: npt.NDArray[np.uint8]) -> int:  # fmt: skip
-    slot = _slot_of(hashes, h, offsets.shape[0])
-    return -1 if _is_empty(hashes, slot) else int(offsets[slot])
+def get_digest(table: Table, lo: np.uint64, hi: np.uint64) -> int:
+    """The offset stored for the digest, -1 when absent."""
+    slot = _slot_of(table, lo, hi)
+    if table[slot, 0] == 0 and table[slot, 1] == 0:
+        return -1
+    return int(np.int64(table[slot, 2]))
 
 
 @numba.njit(cache=True, nogil=True)
 def _put_keys(
-    hashes: npt.NDArray[np.uint8], offsets: npt.NDArray[np.int64], buf: npt.NDArray[np.uint8],
-    positions: npt.NDArray[np.int64], lengths: npt.NDArray[np.int64],
-    key_offsets: npt.NDArray[np.int64], size: int, limit: int,
+    table: Table, buf: npt.NDArray[np.uint8], positions: npt.NDArray[np.int64],
+    lengths: npt.NDArray[np.int64], key_offsets: npt.NDArray[np.int64], size: int, limit: int,
 ) -> tuple[int, int]:  # fmt: skip
     """``_put_many`` hashing each key slice of ``buf`` on the way (no digest array)."""
-    h = np.empty(HASH_SIZE, np.uint8)
-    scratch = np.empty(64, np.uint8)
-    state = np.empty(4, np.uint32)
-    m = np.empty(16, np.uint32)
     for i in range(positions.shape[0]):
         if size >= limit:
             return i, size
-        md5_into(buf, positions[i], lengths[i], h, scratch, state, m)
-        size += _put_one(hashes, offsets, h, key_offsets[i])
+        lo, hi = md5_words(buf, positions[i], lengths[i])
+        size += put_digest(table, lo, hi, key_offsets[i])
     return positions.shape[0], size
 
 
 @numba.njit(cache=True, nogil=True)
 def _get_keys(
-    hashes: npt.NDArray[np.uint8], offsets: npt.NDArray[np.int64], buf: npt.NDArray[np.uint8],
-    positions: npt.NDArray[np.int64], lengths: npt.NDArray[np.int64],
+    table: Table, buf: npt.NDArray[np.uint8], positions: npt.NDArray[np.int64],
+    lengths: npt.NDArray[np.int64],
 ) -> npt.NDArray[np.int64]:  # fmt: skip
     out = np.empty(positions.shape[0], np.int64)
-    h = np.empty(HASH_SIZE, np.uint8)
-    scratch = np.empty(64, np.uint8)
-    state = np.empty(4, np.uint32)
-    m = np.empty(16, np.uint32)
     for i in range(positions.shape[0]):
-        md5_into(buf, positions[i], lengths[i], h, scratch, state, m)
-        out[i] = _get_one(hashes, offsets, h)
+        lo, hi = md5_words(buf, positions[i], lengths[i])
+        out[i] = get_digest(table, lo, hi)
     return out
 
 
 @numba.njit(cache=True, nogil=True)
 def _put_many(
-    hashes: npt.NDArray[np.uint8],
-    offsets: npt.NDArray[np.int64],
-    keys: npt.NDArray[np.uint8],
-    key_offsets: npt.NDArray[np.int64],
-    size: int,
-    limit: int,
+    table: Table, words: Table, key_offsets: npt.NDArray[np.int64], size: int, limit: int
 ) -> tuple[int, int]:
     """Insert in order until the map holds ``limit`` entries; returns (entries put, new size)."""
-    for i in range(keys.shape[0]):
+    for i in range(words.shape[0]):
         if size >= limit:
             return i, size
-        size += _put_one(hashes, offsets, keys[i], key_offsets[i])
-    return keys.shape[0], size
+        size += put_digest(table, words[i, 0], words[i, 1], key_offsets[i])
+    return words.shape[0], size
 
 
 @numba.njit(cache=True, nogil=True)
-def _get_many(
-    hashes: npt.NDArray[np.uint8], offsets: npt.NDArray[np.int64], keys: npt.NDArray[np.uint8]
-) -> npt.NDArray[np.int64]:
-    out = np.empty(keys.shape[0], np.int64)
-    for i in range(keys.shape[0]):
-        out[i] = _get_one(hashes, offsets, keys[i])
+def _get_many(table: Table, words: Table) -> npt.NDArray[np.int64]:
+    out = np.empty(words.shape[0], np.int64)
+    for i in range(words.shape[0]):
+        out[i] = get_digest(table, words[i, 0], words[i, 1])
     return out
+
+
+def _words(digests: npt.NDArray[np.uint8]) -> Table:
+    """(n, 16) digests as (n, 2) little-endian uint64 words, the table's form."""
+    return np.ascontiguousarray(digests, dtype=np.uint8).view("<u8").reshape(-1, 2)
 
 
 def hash_keys(keys: list[bytes]) -> npt.NDArray[np.uint8]:
@@ -152,36 +130,45 @@ def hash_keys(keys: list[bytes]) -> npt.NDArray[np.uint8]:
 
 
 class OffsetMap:
-    """Kafka's SkimpyOffsetMap: ``slots`` 24-byte entries in two numpy arrays allocated once per
-    use (``hashes`` (slots, 16) uint8 MD5 digests, all zero where empty; ``offsets`` int64).
-    They come zeroed from the allocator, so only the slots used ever cost resident memory."""
+    """Kafka's SkimpyOffsetMap: ``slots`` 24-byte entries in one array allocated once per use,
+    ``table`` (slots, 3) uint64: the MD5 digest's bytes 0-7 and 8-15 as little-endian words (so
+    the slot's first 16 bytes are the digest, as in Kafka's buffer; all zero where empty), then
+    the offset. One slot is one contiguous 24 bytes, so a probe touches one cache line or two.
+    The array comes zeroed from the allocator, so only the pages used cost resident memory."""
 
     def __init__(self, memory_bytes: int, load_factor: float = 0.9) -> None:
         self.slots = memory_bytes // BYTES_PER_ENTRY
         if self.slots < 1:
             raise ValueError(f"dedupe buffer of {memory_bytes} bytes holds no 24-byte entry")
         self.max_desired_size = int(self.slots * load_factor)
-        self.hashes = np.zeros((self.slots, HASH_SIZE), dtype=np.uint8)
-        self.offsets = np.zeros(self.slots, dtype=np.int64)
+        self.table: Table = np.zeros((self.slots, 3), dtype=np.uint64)
         self.size = 0
         self.latest_offset = -1
 
     @property
+    def hashes(self) -> npt.NDArray[np.uint8]:
+        """The digests, (slots, 16) uint8 (a view)."""
+        return self.table.view(np.uint8).reshape(self.slots, BYTES_PER_ENTRY)[:, :HASH_SIZE]
+
+    @property
+    def offsets(self) -> npt.NDArray[np.int64]:
+        """The offsets, (slots,) int64 (a view)."""
+        return self.table[:, 2].view(np.int64)
+
+    @property
     def nbytes(self) -> int:
-        return int(self.hashes.nbytes + self.offsets.nbytes)
+        return int(self.table.nbytes)
 
     @property
     def utilization(self) -> float:
         return self.size / self.slots
 
     def clear(self) -> None:
-        """Empty again; fresh zeroed arrays (dropping the old ones first) rather than a fill,
+        """Empty again; a fresh zeroed array (dropping the old one first) rather than a fill,
         which would make every page of the budget resident even for a few keys."""
         if self.size:
-            shape = self.hashes.shape
-            del self.hashes, self.offsets
-            self.hashes = np.zeros(shape, dtype=np.uint8)
-            self.offsets = np.zeros(shape[0], dtype=np.int64)
+            del self.table
+            self.table = np.zeros((self.slots, 3), dtype=np.uint64)
         self.size = 0
         self.latest_offset = -1
 
@@ -189,7 +176,7 @@ class OffsetMap:
         """Put entries in order while the map is below its desired size (Kafka checks the size
         before every put, even of a key already present); returns how many were put."""
         done, self.size = _put_many(
-            self.hashes, self.offsets, hashes, offsets, self.size, self.max_desired_size
+            self.table, _words(hashes), offsets, self.size, self.max_desired_size
         )
         return int(done)
 
@@ -201,8 +188,8 @@ class OffsetMap:
         offsets: npt.NDArray[np.int64],
     ) -> int:
         """:meth:`put_hashes` for the keys ``buf[positions[i] : positions[i] + lengths[i]]``."""
-        done, self.size = _put_keys(self.hashes, self.offsets, buf, positions, lengths, offsets,
-                                    self.size, self.max_desired_size)  # fmt: skip
+        done, self.size = _put_keys(self.table, buf, positions, lengths, offsets, self.size,
+                                    self.max_desired_size)  # fmt: skip
         return int(done)
 
     def get_keys(
@@ -210,8 +197,7 @@ class OffsetMap:
         lengths: npt.NDArray[np.int64],
     ) -> npt.NDArray[np.int64]:  # fmt: skip
         """:meth:`get_hashes` for key slices of ``buf``."""
-        result: npt.NDArray[np.int64] = _get_keys(self.hashes, self.offsets, buf, positions,
-                                                  lengths)  # fmt: skip
+        result: npt.NDArray[np.int64] = _get_keys(self.table, buf, positions, lengths)
         return result
 
     def put(self, key: bytes, offset: int) -> bool:
@@ -220,7 +206,7 @@ class OffsetMap:
 
     def get_hashes(self, hashes: npt.NDArray[np.uint8]) -> npt.NDArray[np.int64]:
         """Each key's offset, -1 for a key not in the map."""
-        result: npt.NDArray[np.int64] = _get_many(self.hashes, self.offsets, hashes)
+        result: npt.NDArray[np.int64] = _get_many(self.table, _words(hashes))
         return result
 
     def get(self, key: bytes) -> int:
