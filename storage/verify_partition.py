@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from kafkatier.storage.checkpoints import CLEANER_OFFSET_CHECKPOINT, OffsetCheckpointFile
 from kafkatier.storage.errors import CheckpointError
 from kafkatier.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT
 from kafkatier.storage.metadata_files import PartitionMetadataFile, parse_partition_dir_name
@@ -55,7 +56,8 @@ def verify_partition(
     _check_partition_metadata(files, found)
     epochs = _epoch_check(files, found)
     bases = sorted(files.segments)
-    replay = StateReplay(directory, files.snapshots, bases[0] if bases else 0, found)
+    replay = StateReplay(directory, files.snapshots, bases[0] if bases else 0, found,
+                         _cleaner_checkpoint(directory))  # fmt: skip
     previous_next: int | None = None
     last: SegmentFacts | None = None
     for base in bases:
@@ -90,7 +92,7 @@ def _partition_segment(
     hole = _check_hole(files, previous_next, base, found)
     if hole is not None:
         replay.lose_state(str(hole))
-    replay.segment_base = base
+    replay.start_segment(base)
     facts = check_segment(files.directory, base, active, previous_next, _both(replay, epochs),
                           found)  # fmt: skip
     if facts.damaged:
@@ -192,6 +194,18 @@ def _check_hole(
         offset=lost[0],
     )
     return log
+
+
+def _cleaner_checkpoint(directory: Path) -> int | None:
+    """The log dir's record of where compaction of this partition ended (kafka-format.md §11.1);
+    a malformed file is reported with the log dir's checkpoints, not here."""
+    tp = parse_partition_dir_name(directory.name)
+    if tp is None:
+        return None
+    try:
+        return OffsetCheckpointFile(directory.parent / CLEANER_OFFSET_CHECKPOINT).read().get(tp)
+    except CheckpointError:
+        return None
 
 
 def _check_partition_metadata(files: PartitionFiles, found: Findings) -> None:

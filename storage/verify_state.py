@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import bisect
 import itertools
-from dataclasses import fields
 from pathlib import Path
 
 from kafkatier.storage.checkpoints import CheckpointFile, parse_java_int, split_java_whitespace
@@ -24,18 +23,31 @@ from kafkatier.storage.producer_state import AppendOrigin, ProducerStateManager
 from kafkatier.storage.records import RecordBatch
 from kafkatier.storage.segment import AnyBatch
 from kafkatier.storage.txn_index import AbortedTxn
+from kafkatier.storage.verify_compaction import (
+    BatchMap,
+    CleanedSection,
+    EntryCase,
+    Judge,
+    judge_entry,
+    judge_txn,
+    txn_text,
+)
 from kafkatier.storage.verify_problem import Findings
 from kafkatier.storage.wire import SNAPSHOT_ENTRY, SNAPSHOT_HEADER
 
-_SNAPSHOT_FIELDS = [f.name for f in fields(SnapshotEntry)][1:]
-
 
 class StateReplay:
-    """Producer state replayed over a partition's batches, checked against its snapshots at their
-    offsets; the aborted transactions it completes are collected per segment."""
+    """Producer state replayed over a partition's batches; its state at each snapshot's offset and
+    the aborted transactions it completes per segment are compared with the files once the whole
+    partition is read, when it is known how far compaction reached (``verify_compaction``)."""
 
     def __init__(
-        self, directory: Path, snapshots: dict[int, Path], first_base: int, found: Findings
+        self,
+        directory: Path,
+        snapshots: dict[int, Path],
+        first_base: int,
+        found: Findings,
+        cleaner_checkpoint: int | None = None,
     ) -> None:
         self.manager = ProducerStateManager(directory)
         self.found = found
@@ -45,6 +57,10 @@ class StateReplay:
         self.segment_base = first_base
         self.complete = first_base == 0 or self._start_from_snapshot(snapshots.get(first_base))
         self.lost: str | None = None  # set once a missing file makes the state unknown
+        self.section = CleanedSection(cleaner_checkpoint)
+        self.batches = BatchMap()
+        self.snapshot_cases: list[tuple[int, Path, list[EntryCase]]] = []
+        self.txn_indexes: list[tuple[int, Path, list[AbortedTxn], list[AbortedTxn]]] = []
 
     def _start_from_snapshot(self, path: Path | None) -> bool:
         if path is None:
@@ -62,8 +78,14 @@ class StateReplay:
         """Batches are missing from here on (a missing ``.log``): later comparisons are skipped."""
         self.lost = self.lost or cause
 
+    def start_segment(self, base: int) -> None:
+        self.segment_base = base
+        self.section.start_segment(base)
+
     def apply(self, batch: AnyBatch) -> None:
         self._compare_due(batch.last_offset if batch.magic < 2 else batch.base_offset)
+        self.section.see(batch)
+        self.batches.add(batch)
         if isinstance(batch, RecordBatch) and batch.has_producer_id:
             try:
                 self._apply_producer_batch(batch)
@@ -99,21 +121,36 @@ class StateReplay:
             self._compare(*self.pending.pop(0))
 
     def finish(self, log_end: int | None) -> None:
-        """Compare the snapshots at the log end; report those beyond it."""
-        if log_end is None:
-            return
-        self._compare_due(log_end)
-        for offset, path in self.pending:
-            if self.lost is None:
-                self.found.add(
-                    path,
-                    None,
-                    f"snapshot at offset {offset} is beyond the log end "
-                    f"offset {log_end} (Kafka deletes it at startup)",
-                    offset=offset,
-                )
+        """Compare the snapshots at the log end and report those beyond it; then judge every
+        comparison kept, now that it is known how far compaction reached."""
+        if log_end is not None:
+            self._compare_due(log_end)
+            for offset, path in self.pending:
+                if self.lost is None:
+                    self.found.add(
+                        path,
+                        None,
+                        f"snapshot at offset {offset} is beyond the log end "
+                        f"offset {log_end} (Kafka deletes it at startup)",
+                        offset=offset,
+                    )
+        judge = Judge(
+            self.section.finish(log_end),
+            self.first_base,
+            self.complete,
+            {pid: e.producer_epoch for pid, e in self.manager.producers.items()},
+        )
+        for offset, path, cases in self.snapshot_cases:
+            for case in cases:
+                message = judge_entry(case, offset, judge)
+                if message is not None:
+                    position = None if case.i is None else _entry_position(case.i)
+                    self.found.add(path, position, message, offset=offset)
+        for base, path, stored, expected in self.txn_indexes:
+            self._judge_txn_index(base, path, stored, expected, judge)
 
     def _compare(self, offset: int, path: Path) -> None:
+        """Keep the entries that differ from the replay's state here, to be judged at the end."""
         try:
             entries = read_snapshot(path)
         except CorruptSnapshotError as exc:
@@ -124,65 +161,57 @@ class StateReplay:
         stored: dict[int, tuple[int, SnapshotEntry]] = {}
         for i, entry in enumerate(entries):
             if entry.producer_id in stored:
-                self._entry_problem(path, i, f"producer {entry.producer_id} appears twice")
+                self.found.add(path, _entry_position(i),
+                               f"producer {entry.producer_id} appears twice")  # fmt: skip
             stored[entry.producer_id] = (i, entry)
-        expected = {pid: e.to_snapshot_entry() for pid, e in self.manager.producers.items()}
-        for pid, want in expected.items():
-            if pid in stored:
-                self._compare_entry(path, *stored[pid], want)
-            elif want.current_txn_first_offset >= 0:  # else it may have expired: not an error
-                self.found.add(
-                    path,
-                    None,
-                    f"producer {pid} is missing although its transaction "
-                    f"from offset {want.current_txn_first_offset} is open",
-                    offset=offset,
-                )
-        for pid, (i, entry) in stored.items():
-            if pid not in expected and (self.complete or entry.last_offset >= self.first_base):
-                self._entry_problem(
-                    path, i, f"producer {pid} has no batch in the log below offset {offset}"
-                )
-
-    def _compare_entry(self, path: Path, i: int, got: SnapshotEntry, want: SnapshotEntry) -> None:
-        diffs = [
-            f"{name} {getattr(got, name)} (the log says {getattr(want, name)})"
-            for name in _SNAPSHOT_FIELDS
-            if getattr(got, name) != getattr(want, name)
+        producers = self.manager.producers
+        cases = [
+            EntryCase(None, None, state.to_snapshot_entry(), None, None)
+            for pid, state in producers.items()
+            if pid not in stored
         ]
-        if diffs:
-            self._entry_problem(path, i, f"producer {got.producer_id}: " + ", ".join(diffs))
-
-    def _entry_problem(self, path: Path, i: int, message: str) -> None:
-        self.found.add(path, SNAPSHOT_HEADER.size + i * SNAPSHOT_ENTRY.size, message)
+        for pid, (i, entry) in stored.items():
+            want = producers[pid].to_snapshot_entry() if pid in producers else None
+            if want != entry:
+                at_last = self.batches.holding(entry.last_offset)
+                at_txn = self.batches.holding(entry.current_txn_first_offset)
+                cases.append(EntryCase(i, entry, want, at_last, at_txn))
+        if cases:
+            self.snapshot_cases.append((offset, path, cases))
 
     def check_txn_index(self, base: int, path: Path, stored: list[AbortedTxn]) -> None:
-        """The segment's ``.txnindex`` must list exactly the aborted transactions whose ABORT
-        marker the replay met in this segment, with the LSO Kafka computed then. Entries are
-        paired by producer and marker offset, so a wrong field is one problem."""
+        """Keep the segment's ``.txnindex`` entries and the aborted transactions whose ABORT
+        marker the replay met in this segment, to be compared at the end."""
         if self.lost is not None:
             return
-        expected = {(t.producer_id, t.last_offset): t for t in self.aborted.get(base, [])}
+        expected = self.aborted.get(base, [])
+        if stored or expected:
+            self.txn_indexes.append((base, path, stored, expected))
+
+    def _judge_txn_index(
+        self,
+        base: int,
+        path: Path,
+        stored: list[AbortedTxn],
+        expected_txns: list[AbortedTxn],
+        judge: Judge,
+    ) -> None:
+        """The index must list exactly the aborted transactions the replay completed in this
+        segment, with the LSO Kafka computed then. Entries are paired by producer and marker
+        offset, so a wrong field is one problem."""
+        expected = {(t.producer_id, t.last_offset): t for t in expected_txns}
         for i, txn in enumerate(stored):
             want = expected.pop((txn.producer_id, txn.last_offset), None)
-            if want == txn or (want is None and not self.complete and txn.first_offset < base):
-                continue  # as expected, or begun before the log start: unknowable
-            message = (
-                f"entry {_txn(txn)} matches no aborted transaction in the log"
-                if want is None
-                else f"entry {_txn(txn)} differs from the replay, which gives {_txn(want)}"
-            )
-            self.found.add(path, i * AbortedTxn.SIZE, message, offset=txn.last_offset)
+            message = judge_txn(txn, want, base, judge, self.batches)
+            if message is not None:
+                self.found.add(path, i * AbortedTxn.SIZE, message, offset=txn.last_offset)
         for txn in expected.values():
-            self.found.add(path, None, f"aborted transaction {_txn(txn)} is missing",
+            self.found.add(path, None, f"aborted transaction {txn_text(txn)} is missing",
                            offset=txn.last_offset)  # fmt: skip
 
 
-def _txn(txn: AbortedTxn) -> str:
-    return (
-        f"(producer {txn.producer_id}, first {txn.first_offset}, last {txn.last_offset}, "
-        f"LSO {txn.last_stable_offset})"
-    )
+def _entry_position(i: int) -> int:
+    return SNAPSHOT_HEADER.size + i * SNAPSHOT_ENTRY.size
 
 
 # ------------------------------------------------------------------------------- leader epochs
