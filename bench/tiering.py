@@ -44,6 +44,7 @@ from kafkatier.tiering.weed import weed_server
 MIB = 1 << 20
 PART = 8 * MIB
 CONCURRENCY = 4
+RESTORE_THREADS = int(os.environ.get("KT_RESTORE_THREADS", "4"))
 
 
 def write_topic(logs: Path, segments: int, segment_mb: int) -> None:
@@ -104,7 +105,7 @@ def bench_restore(tmp: Path, endpoint: str, bucket: str, run: int) -> tuple[floa
     plain = time.perf_counter() - t0
     size = sum(p.stat().st_size for p in out.iterdir())
     t0 = time.perf_counter()
-    restore_topic(store, "bench", tmp / f"restore-{run}", threads=CONCURRENCY)
+    restore_topic(store, "bench", tmp / f"restore-{run}", threads=RESTORE_THREADS)
     ours = time.perf_counter() - t0
     shutil.rmtree(out)
     shutil.rmtree(tmp / f"restore-{run}")
