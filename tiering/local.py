@@ -19,7 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kafkatier.sink.source_log import ReadOnlyPartition, scan_bounds
-from kafkatier.storage.checkpoints import RECOVERY_POINT_CHECKPOINT, OffsetCheckpointFile
+from kafkatier.storage.checkpoints import (
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    OffsetCheckpointFile,
+)
 from kafkatier.storage.config import LogConfig
 from kafkatier.storage.errors import StorageError
 from kafkatier.storage.leader_epoch import LeaderEpochFileCache
@@ -92,6 +96,17 @@ class LocalPartition:
         except (FileNotFoundError, StorageError):
             return 0
         return points.get((self.topic, self.partition), 0)
+
+    def log_start_offset(self) -> int:
+        """The partition's log start offset as the writer checkpointed it (DeleteRecords, its
+        own retention), 0 without an entry. Deliberately not the first local segment's base:
+        local retention moves only the local start, and the log start offset in the manifest
+        drives the expiry of remote copies."""
+        try:
+            starts = OffsetCheckpointFile(self.log_dir / LOG_START_OFFSET_CHECKPOINT).read()
+        except (FileNotFoundError, StorageError):
+            return 0
+        return starts.get((self.topic, self.partition), 0)
 
     def last_stable_offset(self) -> int:
         return scan_bounds(self.view, committed=True).last_stable

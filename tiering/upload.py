@@ -93,13 +93,14 @@ class Uploader:
         )
         topic_id = part.topic_id()
         overrides = part.topic_overrides()
+        log_start = part.log_start_offset()
 
         def add(manifest: PartitionManifest) -> bool:
             if manifest.find(entry.attempt) is not None:
                 return False  # our earlier put landed though its answer was lost: retried
             manifest.topic_id = manifest.topic_id or topic_id
             manifest.topic_config = overrides
-            manifest.log_start_offset = max(manifest.log_start_offset, _start_of(part))
+            manifest.log_start_offset = max(manifest.log_start_offset, log_start)
             manifest.segments.append(entry)
             return True
 
@@ -162,10 +163,6 @@ class Uploader:
             delete_attempt(self.store, self.manifests, part.topic, part.partition, entry.attempt)
         except Exception as exc:  # the orphan sweep will retry
             log.warning("could not clean attempt %s: %s", entry.attempt, exc)
-
-
-def _start_of(part: LocalPartition) -> int:
-    return part.view.log_start_offset
 
 
 def delete_attempt(

@@ -107,6 +107,12 @@ def test_local_retention_deletes_only_uploaded_segments_and_keeps_log_start(
     remote = {s.base_offset for s in manifest.finished()}
     assert {b for b, _ in before} - {b for b, _ in after} <= remote
     assert verify_paths([logs / "tiered-0"]) == []
+    append_more(logs, "tiered", 0, steps=20, start=100)  # the writer reopens above a local start
+    assert Tierer(_config(logs, file_store.url), file_store).run_once().failures == 0
+    manifest, _ = ManifestStore(file_store).load("tiered", 0)
+    assert manifest.log_start_offset == 0  # still: remote copies below the local start stay
+    assert remote < {s.base_offset for s in manifest.finished()}
+    assert verify_paths([logs]) == []
 
 
 def test_local_retention_waits_for_a_finished_copy(tmp_path) -> None:
