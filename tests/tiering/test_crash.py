@@ -72,7 +72,6 @@ def _setup(tmp_path: Path, s3_env, s3_url: str) -> tuple[Path, Path, dict[str, s
 
 
 @pytest.mark.parametrize("crashes", [
-    ["after-started"],
     ["mid-upload:3", "after-started:2"],
     ["before-finished:2"],
     ["after-finished:3", "mid-local-delete:2"],
