@@ -31,6 +31,9 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 
+PREFETCH_TASKS = 2  # toLocalIterator(prefetchPartitions=True): the current task and the next
+
+
 @dataclass(frozen=True)
 class SinkSettings:
     """The sink's constructor choices that shape every batch's plan."""
@@ -73,7 +76,8 @@ def encoded_chunks(
     df: DataFrame, plan: EncodePlan, sequences: Mapping[tuple[str, int], int]
 ) -> tuple[Any, dict[TaskPartition, int]]:
     """Pass 1 (counts, collected: a few rows per task) then pass 2 (the encoded chunks,
-    persisted to executor disk by one parallel job). The caller unpersists the result."""
+    which ``toLocalIterator`` computes two tasks at a time; with more tasks than that, one
+    parallel job first persists them to executor disk). The caller unpersists the result."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
@@ -84,6 +88,8 @@ def encoded_chunks(
     expected = {(r["task"], r["topic"], r["partition"]): r["records"] for r in counts}
     if not expected:
         return None, expected
-    encoded = df.mapInArrow(Encode(full), CHUNK_SCHEMA).persist(StorageLevel.DISK_ONLY)
-    encoded.count()
+    encoded = df.mapInArrow(Encode(full), CHUNK_SCHEMA)
+    if len({task for task, _, _ in expected}) > PREFETCH_TASKS:
+        encoded = encoded.persist(StorageLevel.DISK_ONLY)
+        encoded.count()
     return encoded, expected

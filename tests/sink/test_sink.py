@@ -45,8 +45,9 @@ def state(log_dir: Path, sink_id: str) -> dict[str, Any]:
 
 
 def mixed_rows(spark: Any, n: int) -> Any:
-    """Keys on most rows (binary), none on every 5th, an explicit partition on every 7th."""
-    return spark.range(n).selectExpr(
+    """Keys on most rows (binary), none on every 5th, an explicit partition on every 7th; five
+    Spark tasks (more than toLocalIterator prefetches, so the encoded batch is persisted)."""
+    return spark.range(0, n, 1, 5).selectExpr(
         "CAST(CONCAT('v', id) AS BINARY) AS value",
         "CASE WHEN id % 5 = 0 THEN NULL ELSE CAST(CONCAT('k', id % 23) AS BINARY) END AS key",
         "CASE WHEN id % 7 = 0 THEN CAST(id % 4 AS INT) END AS partition",
@@ -81,7 +82,7 @@ def test_rows_land_where_a_kafka_producer_puts_them(spark: Any, tmp_path: Path) 
             assert row["key"] is None
             keyless_counts[row["partition"]] += 1
     assert max(keyless_counts) - min(keyless_counts) <= 2  # spread evenly
-    for partition in range(4):  # input order (two Spark tasks, in task order) per partition
+    for partition in range(4):  # input order (the tasks' order, then rows) per partition
         ids = [int(r["value"][1:]) for r in table.to_pylist() if r["partition"] == partition]
         assert ids == sorted(ids)
     with LogDirectory(tmp_path) as logs:
