@@ -73,10 +73,12 @@ class Span:
     flags: int
 
     def describe(self) -> str:
-        kind = "ABORT marker" if self.flags & ABORT else "marker" if self.flags & CONTROL else (
-            "batch")  # fmt: skip
+        if self.flags & ABORT:
+            kind = "an ABORT marker"
+        else:
+            kind = "a marker" if self.flags & CONTROL else "a batch"
         owner = f"producer {self.producer_id}" if self.producer_id >= 0 else "no producer"
-        return f"a {kind} of {owner} (offsets {self.base}..{self.last})"
+        return f"{kind} of {owner} (offsets {self.base}..{self.last})"
 
 
 class BatchMap:

@@ -4,6 +4,7 @@ fault is reported alone, naming its file (and position); the Kafka corpus is rep
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import shutil
 import struct
@@ -12,6 +13,8 @@ from pathlib import Path
 
 import crc32c
 import pytest
+from cleaner_fixtures import TOPIC as COMPACTED
+from cleaner_fixtures import ManualClock, append, compact_config, open_log
 from kafka.record import MemoryRecords
 from kafka.record.default_records import DefaultRecordBatch
 from verify_fixtures import (
@@ -22,10 +25,12 @@ from verify_fixtures import (
     write_log_dir,
 )
 
+from kafkatier.storage.cleaner import compact_log
 from kafkatier.storage.config import LogConfig
 from kafkatier.storage.log_dir import LogDirectory
 from kafkatier.storage.producer_snapshot import encode_snapshot, read_snapshot
 from kafkatier.storage.records import Record, build_batch
+from kafkatier.storage.txn_index import TransactionIndex
 from kafkatier.storage.verify import NotKafkaPathError, Problem, VerifyStats, verify_paths
 from kafkatier.storage.wire import segment_file_name
 
@@ -413,3 +418,149 @@ def test_corpus_problems_are_exactly_the_missing_files(log_dir: Path) -> None:
     assert all(p.severity == "error" and "missing" in p.message for p in problems)
     assert len(problems) == len({p.file for p in problems})
     assert stats.batches > 0
+
+
+# ------------------------------------------------------------------------ compacted logs
+
+
+def _compacted_log_dir(path: Path) -> Path:
+    """Three segments, the first two compacted by Kafka's rules (kafka-format.md §11.3): the
+    first value of key q (idempotent producer 5) and producer 7's aborted batch are gone, so the
+    snapshot at 7 and the copied ABORT entry of segment 0 name batches that no longer exist;
+    producer 8's aborted batch, its last, is kept empty. Producer 6 writes the active segment."""
+    clock = ManualClock()
+    log_dir, log = open_log(path, compact_config(segment_bytes=600), clock)
+    t = clock.now
+    append(log, [(b"q", b"v1")], timestamp=t, producer=(5, 0, 0))
+    append(log, [(b"p7", b"a")], timestamp=t, producer=(7, 0, 0), transactional=True)
+    log.write_txn_marker(7, 0, commit=False)
+    append(log, [(b"p8", b"a")], timestamp=t, producer=(8, 0, 0), transactional=True)
+    for i in range(3):
+        append(log, [(b"plain%d" % i, b"x")], timestamp=t)
+    log.roll()
+    append(log, [(b"q", b"v2")], timestamp=t + 1, producer=(5, 0, 1))
+    append(log, [(b"p7", b"c")], timestamp=t + 1, producer=(7, 0, 1), transactional=True)
+    log.write_txn_marker(7, 0, commit=True)
+    log.write_txn_marker(8, 0, commit=False)
+    append(log, [(b"plain0", b"y")], timestamp=t + 1)
+    append(log, [(b"q", b"v3")], timestamp=t + 2, producer=(5, 0, 2))
+    append(log, [(b"plain1", b"z")], timestamp=t + 2)
+    log.roll()
+    append(log, [(b"active", b"a")], timestamp=t + 3, producer=(6, 0, 0))
+    result = compact_log(log, now_ms=clock.now, first_dirty_offset=None)
+    assert result.cleaned and result.end_offset == 14
+    log_dir.cleaner_offsets[(COMPACTED, 0)] = result.end_offset
+    log_dir.close()
+    return path
+
+
+@pytest.fixture(scope="module")
+def compacted_pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _compacted_log_dir(tmp_path_factory.mktemp("compacted") / "logs")
+
+
+@pytest.fixture
+def compacted(compacted_pristine: Path, tmp_path: Path) -> Path:
+    """A fresh copy of the compacted log dir to damage; returns its partition dir."""
+    return Path(shutil.copytree(compacted_pristine, tmp_path / "logs")) / f"{COMPACTED}-0"
+
+
+def _offsets_held(partition: Path) -> set[int]:
+    """Every offset some batch still spans, read with kafka-python."""
+    held: set[int] = set()
+    for log in partition.glob("*.log"):
+        for _, batch in batch_positions(log):
+            held.update(range(batch.base_offset, batch.base_offset + batch.last_offset_delta + 1))
+    return held
+
+
+def _rewrite_snapshot(path: Path, producer: int, **changes: int) -> int:
+    """Change one producer's entry (valid CRC); returns the entry's byte position."""
+    entries = read_snapshot(path)
+    i = next(i for i, e in enumerate(entries) if e.producer_id == producer)
+    entries[i] = dataclasses.replace(entries[i], **changes)
+    path.write_bytes(encode_snapshot(entries))
+    return 10 + 46 * i
+
+
+def _rewrite_txn_entry(path: Path, field: str, value: int) -> None:
+    data = bytearray(path.read_bytes())
+    struct.pack_into(">q", data, {"producer": 2, "first": 10, "last": 18}[field], value)
+    path.write_bytes(data)
+
+
+def test_compacted_log_verifies_clean(compacted: Path) -> None:
+    held = _offsets_held(compacted)
+    stale = {e.producer_id: e for e in read_snapshot(compacted / segment_file_name(7, ".snapshot"))}
+    assert stale[5].last_offset == 0 and 0 not in held  # the snapshot names a removed batch
+    [copied] = TransactionIndex(compacted / segment_file_name(0, ".txnindex"), 0).all_entries()
+    assert copied.first_offset == 1 and 1 not in held  # the ABORT entry was copied as it was
+    assert verify_paths([compacted.parent]) == []
+    (compacted.parent / "cleaner-offset-checkpoint").unlink()  # the batches alone show cleaning
+    assert verify_paths([compacted.parent]) == []
+    assert verify_paths([compacted]) == []
+
+
+@pytest.mark.parametrize(
+    ("producer", "changes", "expected"),
+    [
+        (5, {"last_offset": 6}, "holds that offset in a batch of no producer"),
+        (5, {"last_offset": 3}, "holds that offset in a batch of producer 8"),
+        (5, {"last_offset": 7}, "not below the snapshot's offset 7"),
+        (7, {"producer_epoch": 3}, "above the epoch 0"),
+        (8, {"current_txn_first_offset": 2}, "holds that offset in an ABORT marker of producer 7"),
+        (8, {"current_txn_first_offset": -1}, "open from 3"),
+    ],
+)
+def test_wrong_snapshot_entry_in_the_compacted_section(
+    compacted: Path, producer: int, changes: dict[str, int], expected: str
+) -> None:
+    snapshot = compacted / segment_file_name(7, ".snapshot")
+    position = _rewrite_snapshot(snapshot, producer, **changes)
+    problem = only(verify_paths([compacted.parent]))
+    assert (problem.file, problem.position) == (str(snapshot), position)
+    assert f"producer {producer}:" in problem.message and expected in problem.message
+
+
+def test_corrupt_snapshot_in_the_compacted_section(compacted: Path) -> None:
+    snapshot = compacted / segment_file_name(7, ".snapshot")
+    data = bytearray(snapshot.read_bytes())
+    data[20] ^= 0x01
+    snapshot.write_bytes(data)
+    problem = only(verify_paths([compacted.parent]))
+    assert (problem.file, problem.position) == (str(snapshot), 2) and "CRC" in problem.message
+
+
+def test_snapshot_above_the_compacted_section_is_compared_exactly(compacted: Path) -> None:
+    snapshot = compacted / segment_file_name(15, ".snapshot")
+    position = _rewrite_snapshot(snapshot, 6, last_sequence=9)
+    problem = only(verify_paths([compacted.parent]))
+    assert (problem.file, problem.position) == (str(snapshot), position)
+    assert "last_sequence 9 (the log says 0)" in problem.message
+
+
+@pytest.mark.parametrize(
+    ("base", "field", "value", "expected"),
+    [
+        (0, "producer", 9, "holds an ABORT marker of producer 7"),
+        (0, "last", 6, "holds a batch of no producer"),
+        (7, "first", 4, "not consistent with the replay"),
+    ],
+)
+def test_wrong_txn_index_entry_in_the_compacted_section(
+    compacted: Path, base: int, field: str, value: int, expected: str
+) -> None:
+    index = compacted / segment_file_name(base, ".txnindex")
+    _rewrite_txn_entry(index, field, value)
+    problem = only(verify_paths([compacted.parent]))
+    assert (problem.file, problem.position) == (str(index), 0)
+    assert expected in problem.message
+
+
+def test_missing_txn_index_in_the_compacted_section(compacted: Path) -> None:
+    """Producer 8's aborted batch is kept (emptied), so its ABORT entry must be too."""
+    index = compacted / segment_file_name(7, ".txnindex")
+    index.unlink()
+    problem = only(verify_paths([compacted.parent]))
+    assert problem.file == str(index) and "producer 8" in problem.message
+    assert "is missing" in problem.message
