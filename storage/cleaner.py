@@ -14,7 +14,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from kafkatier.storage import cleaner_fast
 from kafkatier.storage.cleaner_choose import LogToClean, cleanable
+from kafkatier.storage.cleaner_chunk import ChunkFilter, walk_segment
 from kafkatier.storage.cleaner_filter import FilterContext, FilterStats, filter_batch
 from kafkatier.storage.cleaner_map import build_offset_map
 from kafkatier.storage.cleaner_txn import CleanedTransactionMetadata
@@ -23,7 +25,7 @@ from kafkatier.storage.errors import CorruptRecordError
 from kafkatier.storage.log import Log
 from kafkatier.storage.offset_map import OffsetMap
 from kafkatier.storage.records import read_batch
-from kafkatier.storage.segment import BatchInfo
+from kafkatier.storage.segment import AnyBatch, BatchInfo
 from kafkatier.storage.segment_store import (
     CleanedSegment,
     LocalSegmentStore,
@@ -106,6 +108,15 @@ class _GroupWriter:
         if len(self.data) >= self.chunk_bytes:
             self.flush()
 
+    def add_many(self, data: bytes, infos: list[BatchInfo]) -> None:
+        """Whole batches at once (``cleaner_chunk``), their positions relative to ``data``."""
+        start = len(self.data)
+        self.infos.extend(BatchInfo(start + i.position, i.size, i.last_offset, i.max_timestamp)
+                          for i in infos)  # fmt: skip
+        self.data += data
+        if len(self.data) >= self.chunk_bytes:
+            self.flush()
+
     def flush(self) -> None:
         if self.infos:
             self.cleaned.append_batches(bytes(self.data), self.infos)
@@ -127,6 +138,23 @@ class _Round:
     chunk_bytes: int
 
 
+def _filter_into(batch: AnyBatch, ctx: FilterContext, writer: _GroupWriter) -> bool:
+    out = filter_batch(batch, ctx)
+    if out is not None:
+        writer.add(out)
+    return False
+
+
+def _add_chunk_stats(stats: FilterStats, chunks: ChunkFilter) -> None:
+    read, retained, bytes_read, kept, dropped = chunks.stats.tolist()
+    stats.records_read += read
+    stats.records_retained += retained
+    stats.bytes_read += bytes_read
+    stats.bytes_written += chunks.bytes_written
+    stats.tombstones_kept += kept
+    stats.tombstones_dropped += dropped
+
+
 def _clean_group(
     rnd: _Round, group: Sequence[SegmentInfo], txn: CleanedTransactionMetadata
 ) -> None:
@@ -139,17 +167,25 @@ def _clean_group(
     ctx = FilterContext(rnd.offset_map, rnd.now_ms, rnd.config.delete_retention_ms, txn,
                         rnd.last_records, rnd.upper_bound, rnd.stats)  # fmt: skip
     writer = _GroupWriter(cleaned, rnd.chunk_bytes)
+    chunks = None
+    if cleaner_fast.ENABLED:
+        facts = (rnd.now_ms, rnd.config.delete_retention_ms, rnd.upper_bound)
+        chunks = ChunkFilter(rnd.offset_map, facts, rnd.last_records, rnd.chunk_bytes)
+        chunks.add = writer.add_many
     for i, info in enumerate(group):
         upper = (
             group[i + 1].base_offset if i + 1 < len(group) else store.read_next_offset(
                 info.base_offset)
         )  # fmt: skip
         txn.add_aborted(store.aborted_txns(info.base_offset, upper))
-        for batch in store.read_batches(info.base_offset):
-            out = filter_batch(batch, ctx)
-            if out is not None:
-                writer.add(out)
+        if chunks is None:
+            for batch in store.read_batches(info.base_offset):
+                _filter_into(batch, ctx, writer)
+        else:
+            walk_segment(store, info, -1, chunks, lambda b: _filter_into(b, ctx, writer))
     writer.flush()
+    if chunks is not None:
+        _add_chunk_stats(rnd.stats, chunks)
     store.replace_segments(cleaned, [g.base_offset for g in group], group[-1].last_modified_ms)
 
 

@@ -26,6 +26,10 @@ from kafkatier.storage.record_builder import _assemble
 from kafkatier.storage.records import RecordBatch
 from kafkatier.storage.wire import BATCH_HEADER_SIZE, Codec, TimestampType, attributes
 
+ENABLED = True
+"""Whole chunks of plain batches in one numba call (``cleaner_chunk``); tests turn it off to
+compare with the per-batch calls here and with the record-at-a-time path."""
+
 
 @dataclass(frozen=True, slots=True)
 class ScannedBatch:

@@ -12,12 +12,13 @@ from __future__ import annotations
 import numpy as np
 
 from kafkatier.storage import cleaner_fast
+from kafkatier.storage.cleaner_chunk import map_plain, walk_segment
 from kafkatier.storage.cleaner_txn import CleanedTransactionMetadata
 from kafkatier.storage.legacy import LegacyBatch
 from kafkatier.storage.offset_map import OffsetMap, hash_keys
 from kafkatier.storage.records import RecordBatch
 from kafkatier.storage.segment import AnyBatch
-from kafkatier.storage.segment_store import SegmentStore
+from kafkatier.storage.segment_store import SegmentInfo, SegmentStore
 
 
 def _map_batch_records(batch: AnyBatch, offset_map: OffsetMap, start: int) -> bool:
@@ -37,24 +38,34 @@ def _map_batch_records(batch: AnyBatch, offset_map: OffsetMap, start: int) -> bo
     return put < len(keys)
 
 
+def _map_one(
+    batch: AnyBatch, offset_map: OffsetMap, start: int, txn: CleanedTransactionMetadata
+) -> bool:
+    """One batch; True when the map filled up."""
+    if isinstance(batch, LegacyBatch):
+        if _map_batch_records(batch, offset_map, start):
+            return True
+    elif batch.is_control:
+        txn.on_control_batch_read(batch)
+    elif not txn.on_batch_read(batch) and _map_batch_records(batch, offset_map, start):
+        return True
+    if batch.last_offset >= start:
+        offset_map.update_latest_offset(batch.last_offset)
+    return False
+
+
 def _map_segment(
     store: SegmentStore,
-    base_offset: int,
+    info: SegmentInfo,
     offset_map: OffsetMap,
     start: int,
     txn: CleanedTransactionMetadata,
 ) -> bool:
-    for batch in store.read_batches(base_offset, start):
-        if isinstance(batch, LegacyBatch):
-            if _map_batch_records(batch, offset_map, start):
-                return True
-        elif batch.is_control:
-            txn.on_control_batch_read(batch)
-        elif not txn.on_batch_read(batch) and _map_batch_records(batch, offset_map, start):
-            return True
-        if batch.last_offset >= start:
-            offset_map.update_latest_offset(batch.last_offset)
-    return False
+    if cleaner_fast.ENABLED:
+        return walk_segment(store, info, start, map_plain(offset_map, start),
+                            lambda batch: _map_one(batch, offset_map, start, txn))  # fmt: skip
+    return any(_map_one(b, offset_map, start, txn) for b in store.read_batches(info.base_offset,
+                                                                               start))  # fmt: skip
 
 
 def build_offset_map(store: SegmentStore, offset_map: OffsetMap, start: int, end: int) -> bool:
@@ -67,7 +78,7 @@ def build_offset_map(store: SegmentStore, offset_map: OffsetMap, start: int, end
         following = bases[i + 1] if i + 1 < len(bases) else None
         if info.base_offset >= end or (following is not None and following <= start):
             continue
-        if _map_segment(store, info.base_offset, offset_map, start, txn):
+        if _map_segment(store, info, offset_map, start, txn):
             return True
         if following is not None:
             offset_map.update_latest_offset(max(offset_map.latest_offset, following - 1))

@@ -58,9 +58,18 @@ class CleanedSegment(Protocol):
 class SegmentStore(Protocol):
     """The cleaner's view of one partition's segments (module docstring)."""
 
+    io_buffer_size: int
+    """How many bytes one read asks for."""
+
     def segment_infos(self) -> list[SegmentInfo]: ...
 
     def read_batches(self, base_offset: int, start_offset: int = -1) -> Iterator[AnyBatch]: ...
+
+    def start_position(self, base_offset: int, start_offset: int) -> int: ...
+
+    def read_chunk(self, base_offset: int, position: int, size: int) -> bytes: ...
+
+    def location(self, base_offset: int) -> str: ...
 
     def read_next_offset(self, base_offset: int) -> int: ...
 
@@ -156,6 +165,19 @@ class LocalSegmentStore:
                 continue
             position += consumed
             chunk_size = self.io_buffer_size
+
+    def start_position(self, base_offset: int, start_offset: int) -> int:
+        """Where reading for ``start_offset`` begins (its offset-index position; -1: 0)."""
+        segment = self._segment(base_offset)
+        return segment.offset_index.lookup(start_offset)[1] if start_offset >= 0 else 0
+
+    def read_chunk(self, base_offset: int, position: int, size: int) -> bytes:
+        """Up to ``size`` bytes of the segment's log from ``position``, one read."""
+        return self._segment(base_offset).read_bytes(position, size)
+
+    def location(self, base_offset: int) -> str:
+        """The segment's log file, as errors name it."""
+        return str(self._segment(base_offset).log_path)
 
     def read_next_offset(self, base_offset: int) -> int:
         return self._segment(base_offset).read_next_offset()

@@ -1,0 +1,82 @@
+"""The cleaner's whole-chunk numba path (``cleaner_chunk``) against the per-batch and
+record-at-a-time paths, on plain data where it does the work itself."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import crc32c as crc32c_ref
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kafkatier.storage import cleaner_fast
+from kafkatier.storage.cleaner import compact_log
+from kafkatier.storage.cleaner_chunk_kernels import crc32c
+from kafkatier.storage.log import Log
+from kafkatier.storage.log_dir import LogDirectory
+from kafkatier.storage.records import Record, build_batch
+from kafkatier.storage.verify import verify_paths
+
+from .cleaner_fixtures import ManualClock, compact_config, open_log
+
+
+@settings(max_examples=50, deadline=None)
+@given(data=st.binary(max_size=300), cut=st.integers(0, 300))
+def test_crc32c_is_the_crc32c_packages(data: bytes, cut: int) -> None:
+    start = min(cut, len(data))
+    buf = np.frombuffer(data + b"\0", dtype=np.uint8)  # never an empty buffer
+    assert crc32c(buf, start, len(data)) == crc32c_ref.crc32c(data[start:])
+
+
+def _plain_log(path: Path, clock: ManualClock, log_append_time: bool) -> tuple[LogDirectory, Log]:
+    """Uncompressed, non-transactional batches: idempotent producers (whose last batches must
+    stay, emptied), tombstones, keyless records, headers, timestamps out of order."""
+    settings_ = {"segment_bytes": 4000, "delete_retention_ms": 100,
+                 "log_cleaner_dedupe_buffer_size": 24 * 40}  # fmt: skip
+    if log_append_time:
+        settings_["message_timestamp_type"] = "LogAppendTime"
+    log_dir, log = open_log(path, compact_config(**settings_), clock)
+    rng = random.Random(11)
+    sequences = {7: 0, 8: 0}
+    for i in range(150):
+        records = [
+            Record(j, clock.now + rng.randint(-500, 500),
+                   None if rng.random() < 0.05 else b"k%d" % rng.randint(0, 60),
+                   None if rng.random() < 0.15 else b"v%d" % i * rng.randint(1, 3),
+                   (("h", b"x"),) if rng.random() < 0.1 else ())
+            for j in range(rng.randint(1, 8))
+        ]  # fmt: skip
+        pid = rng.choice([-1, -1, 7, 8])
+        log.append(build_batch(records, producer_id=pid, producer_epoch=0 if pid >= 0 else -1,
+                               base_sequence=sequences[pid] if pid >= 0 else -1))  # fmt: skip
+        if pid >= 0:
+            sequences[pid] += len(records)
+        clock.now += 5
+    log.roll()
+    return log_dir, log
+
+
+@pytest.mark.parametrize("log_append_time", [False, True])
+def test_chunk_path_writes_what_the_other_paths_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, log_append_time: bool
+) -> None:
+    outputs = []
+    for path in ("chunks", "batches", "records"):
+        if path != "chunks":
+            monkeypatch.setattr(cleaner_fast, "ENABLED", False)
+        if path == "records":
+            monkeypatch.setattr(cleaner_fast, "scan", lambda _batch: None)
+        clock = ManualClock()
+        log_dir, log = _plain_log(tmp_path / path, clock, log_append_time)
+        results = [compact_log(log, now_ms=clock.now, first_dirty_offset=None)]
+        results.append(compact_log(log, now_ms=clock.now + 1000, first_dirty_offset=0))
+        outputs.append(([s.log_path.read_bytes() for s in log.segments], results))
+        log_dir.close()
+        assert verify_paths([tmp_path / path]) == []
+    assert outputs[0] == outputs[1] == outputs[2]
+    first, second = outputs[0][1]
+    assert first.passes > 1  # a map of 40 slots: several passes, each map filling part-way
+    assert first.tombstones_kept > 0 and second.tombstones_dropped > 0
