@@ -260,10 +260,16 @@ def _txn_start_diffs(case: EntryCase, got: SnapshotEntry, judge: Judge) -> list[
 
 
 def judge_txn(
-    txn: AbortedTxn, want: AbortedTxn | None, base: int, judge: Judge, batches: BatchMap
+    txn: AbortedTxn,
+    want: AbortedTxn | None,
+    segment: tuple[int, int],
+    judge: Judge,
+    batches: BatchMap,
 ) -> str | None:
-    """The problem with one ``.txnindex`` entry (paired with the replay's by producer and
-    marker offset), None if Kafka could have written it."""
+    """The problem with one ``.txnindex`` entry of the segment spanning offsets
+    ``[base, end)`` (paired with the replay's by producer and marker offset), None if Kafka
+    could have written it."""
+    base, end = segment
     if want == txn or (want is None and not judge.complete and txn.first_offset < base):
         return None  # as expected, or begun before the log start: unknowable
     if judge.untouched(txn.first_offset):
@@ -272,6 +278,9 @@ def judge_txn(
         return f"entry {txn_text(txn)} differs from the replay, which gives {txn_text(want)}"
     # Its transaction began in the compacted section: data batches may be gone, the marker not.
     if want is None:
+        if txn.last_offset >= end:
+            return (f"entry {txn_text(txn)} names an ABORT marker beyond this segment, which "
+                    f"ends before offset {end}")  # fmt: skip
         if batches.has_abort_marker(txn.producer_id, txn.last_offset):
             return None
         span = batches.holding(txn.last_offset)

@@ -35,6 +35,9 @@ from kafkatier.storage.verify_compaction import (
 from kafkatier.storage.verify_problem import Findings
 from kafkatier.storage.wire import SNAPSHOT_ENTRY, SNAPSHOT_HEADER
 
+_TxnIndexCheck = tuple[tuple[int, int], Path, list[AbortedTxn], list[AbortedTxn]]
+"""A segment's offset range, its ``.txnindex``, the entries stored and those the replay gives."""
+
 
 class StateReplay:
     """Producer state replayed over a partition's batches; its state at each snapshot's offset and
@@ -60,7 +63,7 @@ class StateReplay:
         self.section = CleanedSection(cleaner_checkpoint)
         self.batches = BatchMap()
         self.snapshot_cases: list[tuple[int, Path, list[EntryCase]]] = []
-        self.txn_indexes: list[tuple[int, Path, list[AbortedTxn], list[AbortedTxn]]] = []
+        self.txn_indexes: list[_TxnIndexCheck] = []
 
     def _start_from_snapshot(self, path: Path | None) -> bool:
         if path is None:
@@ -146,8 +149,8 @@ class StateReplay:
                 if message is not None:
                     position = None if case.i is None else _entry_position(case.i)
                     self.found.add(path, position, message, offset=offset)
-        for base, path, stored, expected in self.txn_indexes:
-            self._judge_txn_index(base, path, stored, expected, judge)
+        for segment, path, stored, expected in self.txn_indexes:
+            self._judge_txn_index(segment, path, stored, expected, judge)
 
     def _compare(self, offset: int, path: Path) -> None:
         """Keep the entries that differ from the replay's state here, to be judged at the end."""
@@ -185,12 +188,13 @@ class StateReplay:
         if self.lost is not None:
             return
         expected = self.aborted.get(base, [])
+        end = self.batches.lasts[-1] + 1 if self.batches.lasts else base
         if stored or expected:
-            self.txn_indexes.append((base, path, stored, expected))
+            self.txn_indexes.append(((base, max(base, end)), path, stored, expected))
 
     def _judge_txn_index(
         self,
-        base: int,
+        segment: tuple[int, int],
         path: Path,
         stored: list[AbortedTxn],
         expected_txns: list[AbortedTxn],
@@ -202,7 +206,7 @@ class StateReplay:
         expected = {(t.producer_id, t.last_offset): t for t in expected_txns}
         for i, txn in enumerate(stored):
             want = expected.pop((txn.producer_id, txn.last_offset), None)
-            message = judge_txn(txn, want, base, judge, self.batches)
+            message = judge_txn(txn, want, segment, judge, self.batches)
             if message is not None:
                 self.found.add(path, i * AbortedTxn.SIZE, message, offset=txn.last_offset)
         for txn in expected.values():

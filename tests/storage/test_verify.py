@@ -564,3 +564,12 @@ def test_missing_txn_index_in_the_compacted_section(compacted: Path) -> None:
     problem = only(verify_paths([compacted.parent]))
     assert problem.file == str(index) and "producer 8" in problem.message
     assert "is missing" in problem.message
+
+
+def test_txn_index_entry_moved_to_an_earlier_compacted_segment(compacted: Path) -> None:
+    first, second = (compacted / segment_file_name(b, ".txnindex") for b in (0, 7))
+    first.write_bytes(first.read_bytes() + second.read_bytes())
+    second.unlink()
+    problems = verify_paths([compacted.parent])
+    assert sorted(p.file for p in problems) == [str(first), str(second)], problems
+    assert any("beyond this segment" in p.message for p in problems)
