@@ -3,10 +3,11 @@
 Nothing is modified: segments and indexes are opened read-only. What is checked, per file kind
 (kafka-format.md §4-§9): every batch's framing, CRC and records; offsets strictly increasing
 within and across segments; offset and time indexes against the batches they point to; producer
-snapshots and transaction indexes against a replay of producer state; the leader-epoch
-checkpoint against the batches' leader epochs; ``partition.metadata``; and in a log dir
-``meta.properties`` and the four offset checkpoints, whose offsets must lie within each
-partition's log. Missing files are reported by path, never a crash.
+snapshots and transaction indexes against a replay of producer state (as far as compaction left
+them checkable, see ``verify_compaction``); the leader-epoch checkpoint against the batches'
+leader epochs; ``partition.metadata``; and in a log dir ``meta.properties`` and the four offset
+checkpoints, whose offsets must lie within each partition's log. Missing files are reported by
+path, never a crash.
 """
 
 from __future__ import annotations

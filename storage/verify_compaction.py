@@ -34,7 +34,8 @@ class CleanedSection:
     A segment showing it was rewritten whole, so the section reaches that segment's end."""
 
     def __init__(self, checkpoint: int | None) -> None:
-        self.end = checkpoint if checkpoint is not None else 0
+        self.checkpoint = checkpoint
+        self.end = 0  # as far as the batches show
         self._segment: int | None = None
         self._marked = False
         self._next: int | None = None
@@ -58,8 +59,13 @@ class CleanedSection:
         self._next = batch.last_offset + 1
 
     def finish(self, log_end: int | None) -> int:
+        """The cleaned end; a checkpoint beyond the log end is ignored, as Kafka resets it (and
+        the log dir's check reports it)."""
+        end = log_end if log_end is not None else self._next or 0
         if self._marked:
-            self.end = max(self.end, log_end if log_end is not None else self._next or 0)
+            self.end = max(self.end, end)
+        if self.checkpoint is not None and self.checkpoint <= end:
+            self.end = max(self.end, self.checkpoint)
         return self.end
 
 
@@ -272,31 +278,38 @@ def judge_txn(
     base, end = segment
     if want == txn or (want is None and not judge.complete and txn.first_offset < base):
         return None  # as expected, or begun before the log start: unknowable
-    if judge.untouched(txn.first_offset):
-        if want is None:
-            return f"entry {txn_text(txn)} matches no aborted transaction in the log"
-        return f"entry {txn_text(txn)} differs from the replay, which gives {txn_text(want)}"
-    # Its transaction began in the compacted section: data batches may be gone, the marker not.
     if want is None:
-        if txn.last_offset >= end:
-            return (f"entry {txn_text(txn)} names an ABORT marker beyond this segment, which "
-                    f"ends before offset {end}")  # fmt: skip
-        if batches.has_abort_marker(txn.producer_id, txn.last_offset):
-            return None
-        span = batches.holding(txn.last_offset)
-        held = "no batch" if span is None else span.describe()
-        return (f"entry {txn_text(txn)} names an ABORT marker at {txn.last_offset}, but the log "
-                f"holds {held} there")  # fmt: skip
-    lso_ok = (
-        txn.last_stable_offset == want.last_stable_offset
-        if judge.untouched(txn.last_stable_offset)
-        else txn.last_stable_offset <= want.last_stable_offset
-    )
-    if txn.first_offset <= want.first_offset and lso_ok:
+        if judge.untouched(txn.first_offset):
+            return f"entry {txn_text(txn)} matches no aborted transaction in the log"
+        return _marker_problem(txn, end, batches)  # its data may all have been compacted away
+    if _not_before(txn.first_offset, want.first_offset, judge) and _not_before(
+        txn.last_stable_offset, want.last_stable_offset, judge
+    ):
         return None
+    if judge.untouched(txn.first_offset) and judge.untouched(txn.last_stable_offset):
+        return f"entry {txn_text(txn)} differs from the replay, which gives {txn_text(want)}"
     return (f"entry {txn_text(txn)} is not consistent with the replay, which gives "
             f"{txn_text(want)} (compaction only removes the transaction's first batches and "
             "the LSO's earlier transactions)")  # fmt: skip
+
+
+def _not_before(stored: int, replayed: int, judge: Judge) -> bool:
+    """A transaction's first offset, or an LSO (the first offset of the earliest other open
+    transaction), as stored against the replay's: equal where the batch it names is untouched;
+    in the compacted section that batch may be gone, so the replay's may only be later."""
+    return stored == replayed if judge.untouched(stored) else stored <= replayed
+
+
+def _marker_problem(txn: AbortedTxn, end: int, batches: BatchMap) -> str | None:
+    if txn.last_offset >= end:
+        return (f"entry {txn_text(txn)} names an ABORT marker beyond this segment, which ends "
+                f"before offset {end}")  # fmt: skip
+    if batches.has_abort_marker(txn.producer_id, txn.last_offset):
+        return None
+    span = batches.holding(txn.last_offset)
+    held = "no batch" if span is None else span.describe()
+    return (f"entry {txn_text(txn)} names an ABORT marker at {txn.last_offset}, but the log "
+            f"holds {held} there")  # fmt: skip
 
 
 def txn_text(txn: AbortedTxn) -> str:

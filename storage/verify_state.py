@@ -5,7 +5,8 @@ persist it: ``.snapshot`` producer state (kafka-format.md §7), ``.txnindex`` ab
 The replay is Kafka's own (``ProducerStateManager`` fed batch by batch, as
 ``log_loader.replay_batch`` does at recovery), started from empty state at offset 0, or from the
 snapshot at the first segment's base offset when earlier segments are gone (retention), since
-producer state outlives the batches that built it.
+producer state outlives the batches that built it. Where compaction rewrote the log, what the
+files may still be asked to agree with is decided in ``verify_compaction``.
 """
 
 from __future__ import annotations
