@@ -573,3 +573,29 @@ def test_txn_index_entry_moved_to_an_earlier_compacted_segment(compacted: Path) 
     problems = verify_paths([compacted.parent])
     assert sorted(p.file for p in problems) == [str(first), str(second)], problems
     assert any("beyond this segment" in p.message for p in problems)
+
+
+def test_untouched_abort_entry_whose_lso_names_a_compacted_batch(tmp_path: Path) -> None:
+    """Producer 2 aborts in the active (never cleaned) segment while producer 1's transaction,
+    begun in the cleaned segment, is open: the entry's LSO is that transaction's first offset,
+    whose batch compaction then removed (its key recurs). Only the LSO may trail the replay."""
+    clock = ManualClock()
+    log_dir, log = open_log(tmp_path, compact_config(), clock)
+    append(log, [(b"k", b"1")], timestamp=clock.now, producer=(1, 0, 0), transactional=True)
+    append(log, [(b"k", b"2")], timestamp=clock.now, producer=(1, 0, 1), transactional=True)
+    log.roll()
+    append(log, [(b"b", b"x")], timestamp=clock.now, producer=(2, 0, 0), transactional=True)
+    log.write_txn_marker(2, 0, commit=False)
+    log.write_txn_marker(1, 0, commit=True)
+    assert compact_log(log, now_ms=clock.now, first_dirty_offset=None).end_offset == 2
+    log_dir.close()
+    partition = tmp_path / f"{COMPACTED}-0"
+    [entry] = TransactionIndex(partition / segment_file_name(2, ".txnindex"), 2).all_entries()
+    assert (entry.first_offset, entry.last_stable_offset) == (2, 0)
+    assert 0 not in _offsets_held(partition)
+    assert verify_paths([tmp_path]) == []
+    index = partition / segment_file_name(2, ".txnindex")
+    _rewrite_txn_entry(index, "first", 3)  # its own transaction is untouched: compared exactly
+    problem = only(verify_paths([tmp_path]))
+    assert (problem.file, problem.position) == (str(index), 0)
+    assert "(producer 2, first 3," in problem.message and "first 2" in problem.message
