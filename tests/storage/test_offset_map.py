@@ -139,3 +139,18 @@ def test_key_slice_puts_and_gets_match_digest_ones() -> None:
     assert np.array_equal(by_slice.hashes, by_digest.hashes)
     got = by_slice.get_keys(buf, positions, lengths)
     assert list(got) == list(by_digest.get_hashes(hash_keys(keys)))
+
+
+@settings(max_examples=40, deadline=None)
+@given(keys=st.lists(st.one_of(st.none(), st.binary(max_size=80)), max_size=23))
+def test_four_lane_md5_is_hashlibs(keys: list[bytes | None]) -> None:
+    from kafkatier.storage.cleaner_md5 import md5_many
+
+    buf = np.frombuffer(b"".join(k or b"" for k in keys) + b"\0", dtype=np.uint8)
+    lengths = np.array([-1 if k is None else len(k) for k in keys], dtype=np.int64)
+    positions = (np.cumsum(np.maximum(lengths, 0)) - np.maximum(lengths, 0)).astype(np.int64)
+    out = np.zeros((len(keys), 2), dtype=np.uint64)
+    md5_many(buf, positions, lengths, out)
+    for k, words in zip(keys, out, strict=True):
+        expected = b"\0" * 16 if k is None else hashlib.md5(k).digest()
+        assert words.astype("<u8").tobytes() == expected
