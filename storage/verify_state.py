@@ -24,15 +24,8 @@ from kafkatier.storage.producer_state import AppendOrigin, ProducerStateManager
 from kafkatier.storage.records import RecordBatch
 from kafkatier.storage.segment import AnyBatch
 from kafkatier.storage.txn_index import AbortedTxn
-from kafkatier.storage.verify_compaction import (
-    BatchMap,
-    CleanedSection,
-    EntryCase,
-    Judge,
-    judge_entry,
-    judge_txn,
-    txn_text,
-)
+from kafkatier.storage.verify_cleaned import BatchMap, CleanedSection
+from kafkatier.storage.verify_compaction import EntryCase, Judge, judge_entry, judge_txn, txn_text
 from kafkatier.storage.verify_problem import Findings
 from kafkatier.storage.wire import SNAPSHOT_ENTRY, SNAPSHOT_HEADER
 
