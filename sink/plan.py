@@ -31,7 +31,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 
-PREFETCH_TASKS = 2  # toLocalIterator(prefetchPartitions=True): the current task and the next
+PARALLEL_FETCH_TASKS = 1  # toLocalIterator computes one task at a time (prefetch overlaps it with
+# the driver consuming the previous one, not with another task)
 
 
 @dataclass(frozen=True)
@@ -76,8 +77,8 @@ def encoded_chunks(
     df: DataFrame, plan: EncodePlan, sequences: Mapping[tuple[str, int], int]
 ) -> tuple[Any, dict[TaskPartition, int]]:
     """Pass 1 (counts, collected: a few rows per task) then pass 2 (the encoded chunks,
-    which ``toLocalIterator`` computes two tasks at a time; with more tasks than that, one
-    parallel job first persists them to executor disk). The caller unpersists the result."""
+    which ``toLocalIterator`` would compute one task at a time: with several tasks, one parallel
+    job first persists them to executor disk). The caller unpersists the result."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
@@ -89,7 +90,7 @@ def encoded_chunks(
     if not expected:
         return None, expected
     encoded = df.mapInArrow(Encode(full), CHUNK_SCHEMA)
-    if len({task for task, _, _ in expected}) > PREFETCH_TASKS:
+    if len({task for task, _, _ in expected}) > PARALLEL_FETCH_TASKS:
         encoded = encoded.persist(StorageLevel.DISK_ONLY)
         encoded.count()
     return encoded, expected

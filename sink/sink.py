@@ -36,8 +36,8 @@ the same way at once. The Spark query id is recorded: a different query (a new c
 replaying old batch ids through the same sink id is an error, not a silent skip.
 
 Driver memory: the Python driver holds one encoded chunk (at most ``encode.CHUNK_BYTES``) plus
-Spark's prefetch; the driver JVM buffers one task's encoded output at a time (``toLocalIterator``;
-with more than two tasks, one parallel job first persists them to executor disk): a share of one
+Spark's prefetch; the driver JVM buffers one task's encoded output at a time (``toLocalIterator``
+over the encoded batch, which one parallel job first persists to executor disk): a share of one
 micro-batch, never the whole of it. The input must be deterministic on recompute (as Spark's
 replay requires anyway; the count check catches a violation and aborts the batch). Testing hook:
 ``KAFKATIER_SINK_CRASH=<point>[:<batch>]`` makes the driver SIGKILL itself at ``after-append``,

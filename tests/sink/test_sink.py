@@ -46,7 +46,7 @@ def state(log_dir: Path, sink_id: str) -> dict[str, Any]:
 
 def mixed_rows(spark: Any, n: int) -> Any:
     """Keys on most rows (binary), none on every 5th, an explicit partition on every 7th; five
-    Spark tasks (more than toLocalIterator prefetches, so the encoded batch is persisted)."""
+    Spark tasks (the encoded batch is persisted, then fetched task by task)."""
     return spark.range(0, n, 1, 5).selectExpr(
         "CAST(CONCAT('v', id) AS BINARY) AS value",
         "CASE WHEN id % 5 = 0 THEN NULL ELSE CAST(CONCAT('k', id % 23) AS BINARY) END AS key",
