@@ -17,7 +17,7 @@ def test_demo_reads_back_every_committed_row_and_verifies(
     assert main(["demo", "--dir", str(tmp_path / "logs"), "--records", str(rows)]) == 0
     out = capsys.readouterr().out
     committed = [int(n) for n in re.findall(r"(\d+) records read_committed", out)]
-    uncommitted = [int(n) for n in re.findall(r"(\d+) records read_uncommitted", out)]
+    uncommitted = [int(n) for n in re.findall(r"(\d+) read_uncommitted", out)]
     assert len(committed) == 3
     # every sample row plus one committed 5-row transaction per partition; aborted rows only
     # in read_uncommitted
