@@ -23,7 +23,7 @@ from kafkatier.storage.cleaner_txn import CleanedTransactionMetadata
 from kafkatier.storage.config import LogConfig
 from kafkatier.storage.errors import CorruptRecordError
 from kafkatier.storage.log import Log
-from kafkatier.storage.offset_map import OffsetMap
+from kafkatier.storage.offset_map import MURMUR3, OffsetMap
 from kafkatier.storage.records import read_batch
 from kafkatier.storage.segment import AnyBatch, BatchInfo
 from kafkatier.storage.segment_store import (
@@ -225,7 +225,7 @@ def compact_log(log: Log, *, now_ms: int, first_dirty_offset: int | None) -> Com
     cfg = log.config
     store = LocalSegmentStore(log, io_buffer_size=max(cfg.io_buffer_size // 2, 1 << 16))
     offset_map = OffsetMap(min(cfg.dedupe_buffer_size, MAX_DEDUPE_BUFFER),
-                           cfg.dedupe_buffer_load_factor)  # fmt: skip
+                           cfg.dedupe_buffer_load_factor, MURMUR3)  # fmt: skip
     stats = FilterStats()
     ratio = ltc.cleanable_ratio
     passes, end = 0, ltc.first_dirty

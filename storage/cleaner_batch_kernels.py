@@ -8,25 +8,23 @@ import numpy as np
 import numpy.typing as npt
 
 from kafkatier.storage.cleaner_kernels import KEY_LEN, KEY_POS, OFF_DELTA, VALUE_LEN
-from kafkatier.storage.cleaner_md5 import md5_many
-from kafkatier.storage.offset_map import Table, get_digest, put_digest
+from kafkatier.storage.offset_map import Table, digest_words, get_digest, put_digest
 
 U8 = npt.NDArray[np.uint8]
 I64 = npt.NDArray[np.int64]
 
 
 @numba.njit(cache=True, nogil=True)
-def _hash_keys(buf: U8, rows: I64, lengths: I64) -> Table:
-    """The MD5 words of each record's key whose ``lengths`` entry is not negative, computed
-    before any map access so the hashing runs four keys at a time (``md5_many``)."""
-    words = np.empty((rows.shape[0], 2), np.uint64)
-    md5_many(buf, np.ascontiguousarray(rows[:, KEY_POS]), lengths, words)
-    return words
+def _hash_keys(buf: U8, rows: I64, lengths: I64, digest: int) -> Table:
+    """The digest words of each record's key whose ``lengths`` entry is not negative, computed
+    before any map access (MD5 then runs four keys at a time, ``md5_many``)."""
+    return digest_words(buf, np.ascontiguousarray(rows[:, KEY_POS]), lengths, digest)
 
 
 @numba.njit(cache=True, nogil=True)
 def map_batch(
     table: Table, buf: U8, rows: I64, base_offset: int, start: int, size: int, limit: int,
+    digest: int,
 ) -> tuple[bool, int]:  # fmt: skip
     """Put every keyed record at or after ``start``, checking the size before each put as Kafka
     does; (False, size) as soon as the map is full, else (True, size)."""
@@ -34,7 +32,7 @@ def map_batch(
     for i in range(rows.shape[0]):
         if base_offset + rows[i, OFF_DELTA] < start:
             lengths[i] = -1
-    words = _hash_keys(buf, rows, lengths)
+    words = _hash_keys(buf, rows, lengths, digest)
     for i in range(rows.shape[0]):
         if lengths[i] < 0:
             continue
@@ -47,6 +45,7 @@ def map_batch(
 @numba.njit(cache=True, nogil=True)
 def select_batch(
     table: Table, buf: U8, rows: I64, base_offset: int, latest: int, retain_deletes: bool,
+    digest: int,
 ) -> tuple[I64, int, int]:  # fmt: skip
     """(indexes kept, tombstones dropped as expired, tombstones kept): Kafka's
     ``shouldRetainRecord`` for each record of a data batch."""
@@ -56,7 +55,7 @@ def select_batch(
     for i in range(rows.shape[0]):
         if base_offset + rows[i, OFF_DELTA] > latest:
             lengths[i] = -1
-    words = _hash_keys(buf, rows, lengths)
+    words = _hash_keys(buf, rows, lengths, digest)
     for i in range(rows.shape[0]):
         offset = base_offset + rows[i, OFF_DELTA]
         has_value = rows[i, VALUE_LEN] >= 0

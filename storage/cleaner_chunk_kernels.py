@@ -93,7 +93,7 @@ def plain_batch_size(buf: U8, pos: int) -> int:
 
 @numba.njit(cache=True, nogil=True)
 def map_chunk(
-    table: Table, buf: U8, pos: int, start: int, size: int, limit: int, latest: int
+    table: Table, buf: U8, pos: int, start: int, size: int, limit: int, latest: int, digest: int
 ) -> tuple[int, bool, int, int]:  # fmt: skip
     """Map the plain batches from ``pos``: (where it stopped, map full, size, latest offset).
     A full map stops at the batch that did not fit, its latest offset not taken (as Python)."""
@@ -106,7 +106,7 @@ def map_chunk(
         if not ok:
             return pos, False, size, latest
         base = _be(buf, pos, 8)
-        complete, size = map_batch(table, payload, rows, base, start, size, limit)
+        complete, size = map_batch(table, payload, rows, base, start, size, limit, digest)
         if not complete:
             return pos, True, size, latest
         last = base + _be(buf, pos + 23, 4)
@@ -160,7 +160,7 @@ def _filter_one(
     out: U8, at: int, stats: I64,
 ) -> tuple[bool, int, int]:  # fmt: skip
     """One plain batch: (handled, bytes written to ``out[at:]``, max timestamp written).
-    ``ctx`` = (map latest offset, now, delete retention, upper bound)."""
+    ``ctx`` = (map latest offset, now, delete retention, upper bound, digest)."""
     count = _be(buf, pos + 57, 4)
     payload = buf[pos + BATCH_HEADER_SIZE : pos + n]
     rows, ok = scan_records(payload, count)
@@ -175,7 +175,8 @@ def _filter_one(
     has_horizon = _be(buf, pos + 21, 2) & ATTR_DELETE_HORIZON != 0
     horizon = _be(buf, pos + 27, 8) if has_horizon else -1
     retain_deletes = not has_horizon or ctx[1] < horizon
-    kept, expired, tombstones = select_batch(table, payload, rows, base, ctx[0], retain_deletes)
+    kept, expired, tombstones = select_batch(table, payload, rows, base, ctx[0], retain_deletes,
+                                             ctx[4])  # fmt: skip
     if kept.shape[0] == 0 and retain_empty:
         return False, 0, 0  # a 61-byte empty batch: the Python path builds it
     stats[0] += count

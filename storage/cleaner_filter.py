@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from kafkatier.storage import cleaner_fast
 from kafkatier.storage.cleaner_txn import CleanedTransactionMetadata
 from kafkatier.storage.legacy import LegacyBatch
-from kafkatier.storage.offset_map import OffsetMap, hash_keys
+from kafkatier.storage.offset_map import OffsetMap
 from kafkatier.storage.record_builder import _build, build_batch, build_empty_batch
 from kafkatier.storage.record_codec import Record
 from kafkatier.storage.records import RecordBatch
@@ -97,7 +97,8 @@ def _select(batch: RecordBatch, records: list[Record], ctx: FilterContext) -> li
     """Kafka's ``shouldRetainRecord`` for every record, with one vectorised map lookup."""
     latest = ctx.offset_map.latest_offset
     keyed = [i for i, r in enumerate(records) if r.offset <= latest and r.key is not None]
-    found = ctx.offset_map.get_hashes(hash_keys([records[i].key or b"" for i in keyed]))
+    digests = ctx.offset_map.digests([records[i].key or b"" for i in keyed])
+    found = ctx.offset_map.get_hashes(digests)
     found_at = dict(zip(keyed, found.tolist(), strict=True))
     horizon = batch.delete_horizon_ms
     retain_deletes = horizon is None or ctx.now_ms < horizon

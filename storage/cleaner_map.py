@@ -15,7 +15,7 @@ from kafkatier.storage import cleaner_fast
 from kafkatier.storage.cleaner_chunk import map_plain, walk_segment
 from kafkatier.storage.cleaner_txn import CleanedTransactionMetadata
 from kafkatier.storage.legacy import LegacyBatch
-from kafkatier.storage.offset_map import OffsetMap, hash_keys
+from kafkatier.storage.offset_map import OffsetMap
 from kafkatier.storage.records import RecordBatch
 from kafkatier.storage.segment import AnyBatch
 from kafkatier.storage.segment_store import SegmentInfo, SegmentStore
@@ -34,7 +34,7 @@ def _map_batch_records(batch: AnyBatch, offset_map: OffsetMap, start: int) -> bo
             offsets.append(record.offset)
     if not keys:
         return False
-    put = offset_map.put_hashes(hash_keys(keys), np.array(offsets, dtype=np.int64))
+    put = offset_map.put_hashes(offset_map.digests(keys), np.array(offsets, dtype=np.int64))
     return put < len(keys)
 
 

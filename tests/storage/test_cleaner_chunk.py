@@ -15,8 +15,10 @@ from hypothesis import strategies as st
 from kafkatier.storage import cleaner_fast
 from kafkatier.storage.cleaner import compact_log
 from kafkatier.storage.cleaner_chunk_kernels import crc32c
+from kafkatier.storage.cleaner_murmur import KEY_SEED, murmur3_words
 from kafkatier.storage.log import Log
 from kafkatier.storage.log_dir import LogDirectory
+from kafkatier.storage.offset_map import MD5, MURMUR3, OffsetMap, hash_keys
 from kafkatier.storage.records import Record, build_batch
 from kafkatier.storage.verify import verify_paths
 
@@ -80,3 +82,49 @@ def test_chunk_path_writes_what_the_other_paths_write(
     first, second = outputs[0][1]
     assert first.passes > 1  # a map of 40 slots: several passes, each map filling part-way
     assert first.tombstones_kept > 0 and second.tombstones_dropped > 0
+
+
+def test_murmur3_passes_smhashers_verification() -> None:
+    """SMHasher's VerificationTest (KeySetTest.cpp): key i = bytes 0..i-1 hashed with seed
+    256 - i, the 256 digests hashed with seed 0; the first 4 bytes, little-endian, must be
+    MurmurHash3_x64_128's published verification value 0x6384BA69 (SMHasher main.cpp)."""
+    key = np.arange(256, dtype=np.uint8)
+    digests = b"".join(
+        int(h).to_bytes(8, "little")
+        for i in range(256)
+        for h in murmur3_words(key, 0, i, 256 - i)
+    )
+    h1, _ = murmur3_words(np.frombuffer(digests, dtype=np.uint8), 0, len(digests), 0)
+    assert int(h1) & 0xFFFFFFFF == 0x6384BA69
+
+
+@settings(max_examples=30, deadline=None)
+@given(keys=st.lists(st.binary(max_size=40), max_size=12).map(lambda ks: [b"", *ks]))
+def test_murmur3_map_keys_match_its_digests(keys: list[bytes]) -> None:
+    by_key = OffsetMap(24 * 64, 0.9, MURMUR3)
+    offsets = np.arange(len(keys), dtype=np.int64)
+    by_key.put_hashes(hash_keys(keys, MURMUR3), offsets)
+    for key in keys:
+        h1, h2 = murmur3_words(np.frombuffer(key + b"\0", dtype=np.uint8), 0, len(key), KEY_SEED)
+        digest = int(h1).to_bytes(8, "little") + int(h2).to_bytes(8, "little")
+        assert bytes(hash_keys([key], MURMUR3)[0]) == digest
+        assert by_key.get(key) == max(i for i, k in enumerate(keys) if k == key)
+
+
+def test_output_is_the_same_with_kafkas_md5_digest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The digest only places keys in the in-memory map: MD5 (Kafka's) and MurmurHash3 (ours)
+    clean to the same bytes (no collisions among so few keys)."""
+    from kafkatier.storage import cleaner
+
+    outputs = []
+    for digest in (MURMUR3, MD5):
+        monkeypatch.setattr(cleaner, "MURMUR3", digest)
+        clock = ManualClock()
+        log_dir, log = _plain_log(tmp_path / str(digest), clock, False)
+        results = [compact_log(log, now_ms=clock.now, first_dirty_offset=None)]
+        results.append(compact_log(log, now_ms=clock.now + 1000, first_dirty_offset=0))
+        outputs.append(([s.log_path.read_bytes() for s in log.segments], results))
+        log_dir.close()
+    assert outputs[0] == outputs[1]
