@@ -83,10 +83,12 @@ class Span:
 
 
 class BatchMap:
-    """Every batch replayed, 25 bytes each, to ask which batch (if any) still holds an offset."""
+    """Every batch replayed, 27 bytes each, to ask which batch (if any) still holds an offset
+    and which producer epochs the log shows after a given offset."""
 
     def __init__(self) -> None:
         self.bases, self.lasts, self.pids = array("q"), array("q"), array("q")
+        self.epochs = array("h")
         self.flags = bytearray()
 
     def add(self, batch: AnyBatch) -> None:
@@ -98,6 +100,7 @@ class BatchMap:
         self.bases.append(batch.base_offset if batch.magic >= 2 else batch.last_offset)
         self.lasts.append(batch.last_offset)
         self.pids.append(batch.producer_id)
+        self.epochs.append(batch.producer_epoch)
         self.flags.append(flags)
 
     def holding(self, offset: int) -> Span | None:
@@ -109,6 +112,27 @@ class BatchMap:
     def has_abort_marker(self, producer_id: int, offset: int) -> bool:
         span = self.holding(offset)
         return span is not None and span.producer_id == producer_id and bool(span.flags & ABORT)
+
+    def later_epochs(self, queries: set[tuple[int, int]]) -> dict[tuple[int, int], int]:
+        """For each ``(offset, producer)``: the lowest epoch of that producer's batches (empty
+        ones too) starting at or after ``offset``; absent when there are none. A producer's
+        epoch never goes down within a log, so no earlier state may name a higher one."""
+        found: dict[tuple[int, int], int] = {}
+        pending = sorted(queries, reverse=True)
+        lowest: dict[int, int] = {}
+        watched = {pid for _, pid in queries}
+        q = 0
+        for i in range(len(self.bases) - 1, -2, -1):
+            start = self.bases[i] if i >= 0 else -1
+            while q < len(pending) and pending[q][0] > start:
+                offset, pid = pending[q]
+                if pid in lowest:
+                    found[offset, pid] = lowest[pid]
+                q += 1
+            if i >= 0 and self.pids[i] in watched:
+                pid = self.pids[i]
+                lowest[pid] = min(lowest.get(pid, self.epochs[i]), self.epochs[i])
+        return found
 
 
 def _is_abort(batch: RecordBatch) -> bool:

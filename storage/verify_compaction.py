@@ -39,7 +39,8 @@ class Judge:
     cleaned_end: int
     first_base: int
     complete: bool
-    final_epochs: dict[int, int]
+    later_epochs: dict[tuple[int, int], int]
+    """(snapshot offset, producer) -> the lowest epoch of its batches from that offset on."""
 
     def untouched(self, offset: int) -> bool:
         return offset >= self.cleaned_end
@@ -102,10 +103,10 @@ def _compacted_diffs(
     ):
         diffs.append(f"last_offset {last}, but the log holds that offset in "
                      f"{case.at_last.describe()}")  # fmt: skip
-    final = judge.final_epochs.get(got.producer_id)
-    if final is not None and got.producer_epoch > final:
-        diffs.append(f"producer_epoch {got.producer_epoch} is above the epoch {final} the log "
-                     "gives the producer later")  # fmt: skip
+    later = judge.later_epochs.get((offset, got.producer_id))
+    if later is not None and got.producer_epoch > later:
+        diffs.append(f"producer_epoch {got.producer_epoch} is above the epoch {later} of its "
+                     f"batch at or after offset {offset}")  # fmt: skip
     diffs += _txn_start_diffs(case, got, judge)
     if want is None:
         return diffs

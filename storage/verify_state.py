@@ -135,7 +135,7 @@ class StateReplay:
             self.section.finish(log_end),
             self.first_base,
             self.complete,
-            {pid: e.producer_epoch for pid, e in self.manager.producers.items()},
+            self.batches.later_epochs(self._epoch_questions()),
         )
         for offset, path, cases in self.snapshot_cases:
             for case in cases:
@@ -145,6 +145,14 @@ class StateReplay:
                     self.found.add(path, position, message, offset=offset)
         for segment, path, stored, expected in self.txn_indexes:
             self._judge_txn_index(segment, path, stored, expected, judge)
+
+    def _epoch_questions(self) -> set[tuple[int, int]]:
+        return {
+            (offset, case.got.producer_id)
+            for offset, _, cases in self.snapshot_cases
+            for case in cases
+            if case.got is not None
+        }
 
     def _compare(self, offset: int, path: Path) -> None:
         """Keep the entries that differ from the replay's state here, to be judged at the end."""
