@@ -599,3 +599,36 @@ def test_untouched_abort_entry_whose_lso_names_a_compacted_batch(tmp_path: Path)
     problem = only(verify_paths([tmp_path]))
     assert (problem.file, problem.position) == (str(index), 0)
     assert "(producer 2, first 3," in problem.message and "first 2" in problem.message
+
+
+def test_compacted_log_whose_epoch_bump_survives_only_in_an_emptied_marker(
+    tmp_path: Path,
+) -> None:
+    """The coordinator aborts producer 2's second transaction with a bumped epoch; cleaning
+    drops the aborted data and later empties the marker (§1.8), which the replay ignores (§7.4),
+    so the replay's state keeps epoch 0 while the snapshot says 1: still a log Kafka writes."""
+    clock = ManualClock()
+    log_dir, log = open_log(tmp_path, compact_config(delete_retention_ms=0), clock)
+    append(log, [(b"keep", b"1")], timestamp=clock.now, producer=(2, 0, 0), transactional=True)
+    log.write_txn_marker(2, 0, commit=True)
+    append(log, [(b"k", b"1")], timestamp=clock.now, producer=(2, 0, 1), transactional=True)
+    log.write_txn_marker(2, 1, commit=False)
+    log.roll()
+    checkpoint = None
+    for i in range(3):
+        append(log, [(b"x%d" % i, b"y")], timestamp=clock.now)
+        log.roll()
+        checkpoint = compact_log(log, now_ms=clock.now, first_dirty_offset=checkpoint).end_offset
+        clock.now += 10
+    log_dir.close()
+    partition = tmp_path / f"{COMPACTED}-0"
+    [snapshot] = partition.glob("*.snapshot")
+    assert [e.producer_epoch for e in read_snapshot(snapshot)] == [1]
+    epochs = {
+        (batch.producer_epoch, batch.records_count)
+        for log_file in partition.glob("*.log")
+        for _, batch in batch_positions(log_file)
+        if batch.producer_id == 2
+    }
+    assert epochs == {(0, 1), (1, 0)}  # epoch 1 only in the emptied ABORT marker
+    assert verify_paths([tmp_path]) == []
