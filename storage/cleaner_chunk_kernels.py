@@ -37,27 +37,42 @@ STATS = 5  # filter_chunk's counters: records read, retained, bytes read, tombst
 INFO = 4  # filter_chunk's rows per written batch: position, size, last offset, max timestamp
 
 
-def _crc_table() -> npt.NDArray[np.uint32]:
-    table = np.zeros(256, np.uint32)
+def _crc_tables() -> npt.NDArray[np.uint32]:
+    """Slicing-by-8 tables of the reflected Castagnoli polynomial: row 0 the byte table, row k
+    the CRC of a byte followed by k zero bytes."""
+    tables = np.zeros((8, 256), np.uint32)
     for i in range(256):
         c = i
         for _ in range(8):
             c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
-        table[i] = c
-    return table
+        tables[0, i] = c
+    for k in range(1, 8):
+        for i in range(256):
+            prev = int(tables[k - 1, i])
+            tables[k, i] = (prev >> 8) ^ int(tables[0, prev & 0xFF])
+    return tables
 
 
-_CRC_TABLE = _crc_table()
+_CRC_TABLES = _crc_tables()
 
 
 @numba.njit(cache=True, nogil=True)
 def crc32c(buf: U8, start: int, end: int) -> int:
-    """CRC-32C (Castagnoli) of ``buf[start:end]``, as the v2 batch CRC."""
-    table = _CRC_TABLE
-    c = 0xFFFFFFFF
-    for i in range(start, end):
-        c = int(table[(c ^ int(buf[i])) & 0xFF]) ^ (c >> 8)
-    return c ^ 0xFFFFFFFF
+    """CRC-32C (Castagnoli) of ``buf[start:end]``, as the v2 batch CRC; eight bytes a step."""
+    t = _CRC_TABLES
+    c = np.int64(0xFFFFFFFF)
+    i = start
+    while i + 8 <= end:
+        w = c ^ (np.int64(buf[i]) | (np.int64(buf[i + 1]) << 8) | (np.int64(buf[i + 2]) << 16)
+                 | (np.int64(buf[i + 3]) << 24))  # fmt: skip
+        c = np.int64(t[7, w & 0xFF]) ^ np.int64(t[6, (w >> 8) & 0xFF])
+        c ^= np.int64(t[5, (w >> 16) & 0xFF]) ^ np.int64(t[4, w >> 24])
+        c ^= np.int64(t[3, buf[i + 4]]) ^ np.int64(t[2, buf[i + 5]])
+        c ^= np.int64(t[1, buf[i + 6]]) ^ np.int64(t[0, buf[i + 7]])
+        i += 8
+    for j in range(i, end):
+        c = np.int64(t[0, (c ^ np.int64(buf[j])) & 0xFF]) ^ (c >> 8)
+    return int(c ^ 0xFFFFFFFF)
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
