@@ -79,7 +79,10 @@ def murmur3_words(buf: U8, pos: int, n: int, seed: int = 0) -> tuple[np.uint64, 
 def murmur3_many(buf: U8, positions: npt.NDArray[np.int64], lengths: npt.NDArray[np.int64],
                  out: npt.NDArray[np.uint64]) -> None:  # fmt: skip
     """``out[i]`` = :func:`murmur3_words` of key ``i`` with :data:`KEY_SEED` (length < 0: left
-    as it is)."""
+    as it is). An all-zero digest (the key ``b"\\x00"`` has one under seed 1) would read as an
+    empty map slot, so it becomes (1, 0) - one more 128-bit value to collide with, as any digest."""
     for i in range(positions.shape[0]):
         if lengths[i] >= 0:
             out[i, 0], out[i, 1] = murmur3_words(buf, positions[i], lengths[i], KEY_SEED)
+            if out[i, 0] == 0 and out[i, 1] == 0:
+                out[i, 0] = 1
