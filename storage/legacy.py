@@ -27,14 +27,12 @@ from typing import Final
 from kafkatier.storage import lz4_frame
 from kafkatier.storage.compression import decompress
 from kafkatier.storage.errors import (
-    CompressionError,
     CorruptRecordError,
     InvalidRecordError,
     KafkaTierError,
 )
-from kafkatier.storage.record_codec import Record
+from kafkatier.storage.record_codec import Record, codec_of
 from kafkatier.storage.wire import (
-    ATTR_CODEC_MASK,
     ATTR_LOG_APPEND_TIME,
     LOG_OVERHEAD,
     MIN_LEGACY_RECORD_SIZE,
@@ -158,15 +156,7 @@ class LegacyBatch:
 
     @property
     def codec(self) -> Codec:
-        codec_id = self.attributes & ATTR_CODEC_MASK
-        if codec_id > Codec.ZSTD:
-            raise CompressionError(
-                f"unknown compression codec id {codec_id}",
-                codec=codec_id,
-                file=self.file,
-                position=self.position,
-            )
-        return Codec(codec_id)
+        return codec_of(self.attributes, self.file, self.position)
 
     @property
     def timestamp_type(self) -> TimestampType:

@@ -19,8 +19,8 @@ from kafkatier.storage.log import Log, LogAppendInfo
 from kafkatier.storage.log_reader import (
     IsolationLevel,
     batch_filter,
-    check_offset,
-    upper_bound,
+    segment_starts,
+    visible_range,
 )
 from kafkatier.storage.records import Record
 from kafkatier.storage.segment import LogSegment
@@ -67,17 +67,9 @@ def iter_arrow(
     chunk_bytes: int = CHUNK_BYTES,
 ) -> Iterator[pa.Table]:
     """Tables of the visible data records in [start, end), about ``chunk_bytes`` of log each."""
-    start = log.log_start_offset if start_offset is None else start_offset
-    check_offset(log, start)
-    bound = upper_bound(log, isolation)
-    stop = bound if end_offset is None else min(end_offset, bound)
+    start, stop = visible_range(log, start_offset, end_offset, isolation)
     keep = batch_filter(log, start, stop, isolation)
-    for segment in log.segments_from(start):
-        if segment.base_offset >= stop:
-            return
-        found = segment.translate_offset(start)
-        if found is None:
-            continue
+    for segment, found in segment_starts(log, start, stop):
         if found.magic < 2:
             yield _legacy_table(log, segment, found.position, start, stop, keep)
             continue

@@ -17,6 +17,7 @@ from pathlib import Path
 from kafkatier.storage import wire
 from kafkatier.storage.config import LogConfig
 from kafkatier.storage.errors import CorruptIndexError, CorruptRecordError, InvalidRecordError
+from kafkatier.storage.fsutil import fsync_dir
 from kafkatier.storage.leader_epoch import LeaderEpochFileCache
 from kafkatier.storage.log import Clock, Log, wall_clock_ms
 from kafkatier.storage.metadata_files import parse_partition_dir_name
@@ -120,7 +121,7 @@ def complete_interrupted_operations(directory: Path) -> None:
             path.unlink()
     for path in swaps:
         os.replace(path, path.with_name(path.name[: -len(".swap")]))
-    _fsync_dir(directory)
+    fsync_dir(directory)
 
 
 def _swap_range(directory: Path, log_swaps: Iterable[Path]) -> tuple[int, int]:
@@ -137,14 +138,6 @@ def _swap_range(directory: Path, log_swaps: Iterable[Path]) -> tuple[int, int]:
 
 def _is_segment_file(name: str) -> bool:
     return name[:20].isdigit() and name[20:] in (".log", *INDEX_SUFFIXES)
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def load_segments(

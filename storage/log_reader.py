@@ -18,7 +18,7 @@ from typing import Any
 from kafkatier.storage.errors import OffsetOutOfRangeError
 from kafkatier.storage.log import Log
 from kafkatier.storage.records import Record
-from kafkatier.storage.segment import AnyBatch
+from kafkatier.storage.segment import AnyBatch, BatchPosition, LogSegment
 from kafkatier.storage.txn_index import AbortedTxn
 from kafkatier.storage.wire import ControlType
 
@@ -131,6 +131,27 @@ def _aborted(log: Log, start: int, bound: int) -> tuple[AbortedTxn, ...]:
     return tuple(found)
 
 
+def visible_range(
+    log: Log, start_offset: int | None, end_offset: int | None, isolation: IsolationLevel
+) -> tuple[int, int]:
+    """[start, stop) of a read: start defaults to the log start (and must be in range), stop is
+    ``end_offset`` capped by the isolation level's bound (HW or LSO)."""
+    start = log.log_start_offset if start_offset is None else start_offset
+    check_offset(log, start)
+    bound = upper_bound(log, isolation)
+    return start, bound if end_offset is None else min(end_offset, bound)
+
+
+def segment_starts(log: Log, start: int, stop: int) -> Iterator[tuple[LogSegment, BatchPosition]]:
+    """Each segment a read of [start, stop) touches, with its first batch at or after ``start``."""
+    for segment in log.segments_from(start):
+        if segment.base_offset >= stop:
+            return
+        found = segment.translate_offset(start)
+        if found is not None:
+            yield segment, found
+
+
 def iter_batches(
     log: Log,
     start_offset: int | None = None,
@@ -138,16 +159,8 @@ def iter_batches(
     isolation: IsolationLevel = IsolationLevel.READ_UNCOMMITTED,
 ) -> Iterator[AnyBatch]:
     """Stored batches overlapping [start, min(end, bound)), control batches included."""
-    start = log.log_start_offset if start_offset is None else start_offset
-    check_offset(log, start)
-    bound = upper_bound(log, isolation)
-    stop = bound if end_offset is None else min(end_offset, bound)
-    for segment in log.segments_from(start):
-        if segment.base_offset >= stop:
-            return
-        found = segment.translate_offset(start)
-        if found is None:
-            continue
+    start, stop = visible_range(log, start_offset, end_offset, isolation)
+    for segment, found in segment_starts(log, start, stop):
         for batch in segment.batches(found.position):
             if batch.base_offset >= stop:
                 return
@@ -161,9 +174,7 @@ def iter_records(
     isolation: IsolationLevel = IsolationLevel.READ_UNCOMMITTED,
 ) -> Iterator[Record]:
     """Data records in [start, end) visible at ``isolation`` (the slow, per-record path)."""
-    start = log.log_start_offset if start_offset is None else start_offset
-    bound = upper_bound(log, isolation)
-    stop = bound if end_offset is None else min(end_offset, bound)
+    start, stop = visible_range(log, start_offset, end_offset, isolation)
     keep = batch_filter(log, start, stop, isolation)
     for batch in iter_batches(log, start, stop, isolation):
         if not keep(batch):

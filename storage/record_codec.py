@@ -20,11 +20,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from kafkatier.storage.errors import InvalidRecordError
+from kafkatier.storage.errors import CompressionError, InvalidRecordError
 from kafkatier.storage.varint import decode_varint, decode_varlong, encode_varint, encode_varlong
 from kafkatier.storage.wire import (
+    ATTR_CODEC_MASK,
     CONTROL_KEY,
     END_TXN_MARKER_VALUE,
+    Codec,
     ControlType,
     increment_sequence,
 )
@@ -193,3 +195,13 @@ def parse_end_txn_marker(value: bytes | None) -> int:
     if version < 0:
         raise InvalidRecordError(f"invalid end transaction marker version {version}")
     return int(coordinator_epoch)
+
+
+def codec_of(attributes: int, file: str | None, position: int) -> Codec:
+    """The codec in attribute bits 0-2; ids 5-7 are unknown to Kafka (``CompressionType.forId``)."""
+    codec_id = attributes & ATTR_CODEC_MASK
+    if codec_id > Codec.ZSTD:
+        raise CompressionError(
+            f"unknown compression codec id {codec_id}", codec=codec_id, file=file, position=position
+        )
+    return Codec(codec_id)

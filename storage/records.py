@@ -14,7 +14,6 @@ import crc32c
 
 from kafkatier.storage.compression import decompress
 from kafkatier.storage.errors import (
-    CompressionError,
     CorruptRecordError,
     InvalidRecordError,
     KafkaTierError,
@@ -23,12 +22,12 @@ from kafkatier.storage.legacy import LegacyBatch
 from kafkatier.storage.record_builder import build_batch, build_control_batch, build_empty_batch
 from kafkatier.storage.record_codec import (
     Record,
+    codec_of,
     decode_records,
     parse_control_key,
     parse_end_txn_marker,
 )
 from kafkatier.storage.wire import (
-    ATTR_CODEC_MASK,
     ATTR_CONTROL,
     ATTR_DELETE_HORIZON,
     ATTR_LOG_APPEND_TIME,
@@ -155,15 +154,7 @@ class RecordBatch:
 
     @property
     def codec(self) -> Codec:
-        codec_id = self.attributes & ATTR_CODEC_MASK
-        if codec_id > Codec.ZSTD:
-            raise CompressionError(
-                f"unknown compression codec id {codec_id}",
-                codec=codec_id,
-                file=self.file,
-                position=self.position,
-            )
-        return Codec(codec_id)
+        return codec_of(self.attributes, self.file, self.position)
 
     @property
     def timestamp_type(self) -> TimestampType:
