@@ -55,10 +55,11 @@ class FixedEntryIndex(ABC):
         self.writable = writable
         self._lock = threading.RLock()
         self._map: mmap.mmap | None = None
+        self._snapshot = b""  # a read-only index's bytes, read once (see _map_file)
         self._closed = False
         self._exists = True
         created = self._open_file()
-        self._length = len(self._map) if self._map is not None else 0
+        self._length = len(self._map) if self._map is not None else len(self._snapshot)
         self.max_entries = self._length // self.ENTRY.size
         # A new file has no entries; an existing one is trusted slot by slot (Kafka's loader).
         self._entries = 0 if created else self.max_entries
@@ -82,15 +83,20 @@ class FixedEntryIndex(ABC):
         return True
 
     def _map_file(self) -> None:
-        mode, access = ("r+b", mmap.ACCESS_WRITE) if self.writable else ("rb", mmap.ACCESS_READ)
-        with open(self._path, mode) as f:
+        """Writable: a shared map. Read-only: the bytes read once, never a map, because the
+        writer trims the active segment's preallocated index at roll and close, and touching a
+        mapped page past the new end kills the reader with SIGBUS (indexes are small)."""
+        if not self.writable:
+            self._snapshot = self._path.read_bytes()
+            return
+        with open(self._path, "r+b") as f:
             length = os.fstat(f.fileno()).st_size
-            self._map = mmap.mmap(f.fileno(), length, access=access) if length else None
+            self._map = mmap.mmap(f.fileno(), length, access=mmap.ACCESS_WRITE) if length else None
 
     def _buffer(self) -> mmap.mmap | bytes:
         if self._closed:
             raise StorageError("index is closed", file=str(self._path))
-        return self._map if self._map is not None else b""
+        return self._map if self._map is not None else self._snapshot
 
     def close_handler(self) -> None:
         """Unmap without trimming (Kafka's ``closeHandler``, used before deletion)."""

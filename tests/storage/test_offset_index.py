@@ -350,3 +350,22 @@ def test_every_corpus_offset_index(tmp_path: Path) -> None:
             checked += 1
         idx.close()
     assert checked > 100
+
+
+def test_read_only_view_survives_the_writer_trimming_the_file(tmp_path: Path) -> None:
+    """A reader's view of an active segment's preallocated index must not be a map: the writer
+    trims the file at roll/close, and a mapped page past the new end would SIGBUS the reader."""
+    path = tmp_path / "00000000000000000000.index"
+    writer = OffsetIndex(path, 0, max_index_size=64 * 1024)
+    for i in range(1, 11):
+        writer.append(i * 10, i * 100)
+    reader = OffsetIndex(path, 0, max_index_size=64 * 1024, writable=False)
+    assert reader.entries == 64 * 1024 // 8  # Kafka trusts every slot of an untrimmed file
+    before = [reader.lookup(t) for t in (0, 55, 10_000)]
+    writer.trim_to_valid_size()
+    assert path.stat().st_size == 10 * 8
+    # its own copy: the far end is still readable (no SIGBUS) and answers do not change
+    assert reader.entry(reader.entries - 1) == (0, 0)
+    assert reader.entry(4) == (50, 500)
+    assert [reader.lookup(t) for t in (0, 55, 10_000)] == before
+    writer.close()
