@@ -10,7 +10,6 @@ from the topic's ``compression.type`` (unless that is ``producer``).
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 import crc32c
@@ -131,9 +130,3 @@ def assign_offset(buf: bytearray, base_offset: int, leader_epoch: int) -> None:
     _I64.pack_into(buf, 0, base_offset)
     struct.pack_into(">i", buf, wire.PLE_OFFSET, leader_epoch)
 
-
-def iter_prepared(
-    batches: list[RecordBatch], rules: AppendRules, now_ms: int
-) -> Iterator[tuple[RecordBatch, bytearray]]:
-    for batch in batches:
-        yield batch, prepare_for_log(batch, rules, now_ms)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kafkatier.storage import wire
-from kafkatier.storage.errors import CorruptRecordError, InvalidRecordError, StorageError
+from kafkatier.storage.errors import CorruptRecordError, StorageError
 from kafkatier.storage.legacy import LegacyBatch
 from kafkatier.storage.offset_index import OffsetIndex
 from kafkatier.storage.records import RecordBatch, iter_batches
@@ -347,7 +347,3 @@ class LogSegment:
     def last_modified_ms(self) -> int:
         return int(self.log_path.stat().st_mtime * 1000)
 
-
-def recover_error_types() -> tuple[type[Exception], ...]:
-    """The errors that end a recovery scan at the current byte (Kafka: Corrupt/InvalidRecord)."""
-    return (CorruptRecordError, InvalidRecordError)
