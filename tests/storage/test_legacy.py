@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import gzip
 import struct
-import types
 import warnings
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
-import cramjam
 import pytest
+from verify_fixtures import snappy_for_kafka_python
 
 from kafkatier.storage import lz4_frame
 from kafkatier.storage.compression import compress
@@ -23,7 +22,6 @@ from kafkatier.storage.wire import Codec, TimestampType
 
 with warnings.catch_warnings():  # kafka-python's import-time DeprecationWarnings
     warnings.simplefilter("ignore", DeprecationWarning)
-    import kafka.codec
     from kafka.record import MemoryRecords
     from kafka.record.legacy_records import LegacyRecordBatchBuilder
 
@@ -34,17 +32,8 @@ FILE = "/logs/old-0/00000000000000000000.log"
 
 @pytest.fixture(scope="module", autouse=True)
 def kafka_python_snappy() -> Iterator[None]:
-    """kafka-python does snappy through python-snappy, which is not installed; give it cramjam's
-    raw-block functions (kafka-python still does the xerial framing itself)."""
-    if kafka.codec.snappy is not None:
-        yield
-        return
-    shim = types.SimpleNamespace(
-        compress=lambda b: bytes(cramjam.snappy.compress_raw(b)),
-        decompress=lambda b: bytes(cramjam.snappy.decompress_raw(b)),
-    )
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(kafka.codec, "snappy", shim)
+    """kafka-python needs python-snappy (not installed): the shared cramjam shim."""
+    with snappy_for_kafka_python():
         yield
 
 

@@ -4,16 +4,15 @@ builder rules, and everything written read back by kafka-python and aiokafka."""
 from __future__ import annotations
 
 import json
-import types
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, cast
 
-import cramjam
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from verify_fixtures import snappy_for_kafka_python
 
 from kafkatier.storage.errors import CompressionError, InvalidRecordError
 from kafkatier.storage.records import (
@@ -33,10 +32,10 @@ from kafkatier.storage.wire import (
 
 with warnings.catch_warnings():  # kafka-python's import-time DeprecationWarnings
     warnings.simplefilter("ignore", DeprecationWarning)
-    import kafka.codec
     from aiokafka.codec import has_zstd as aiokafka_has_zstd
     from aiokafka.record.default_records import DefaultRecordBatch as AioBatch
     from kafka.record.default_records import DefaultRecordBatch as KafkaPythonBatch
+
 
 VECTORS = Path(__file__).resolve().parents[1] / "data" / "vectors"
 BATCHES = json.loads((VECTORS / "record_batches.json").read_text())
@@ -45,14 +44,8 @@ MARKERS = json.loads((VECTORS / "end_txn_marker.json").read_text())
 
 @pytest.fixture(scope="module", autouse=True)
 def kafka_python_snappy() -> Iterator[None]:
-    """kafka-python reads snappy through python-snappy, which is not installed; give it the same
-    raw-block function from cramjam (kafka-python still parses the xerial framing itself)."""
-    if kafka.codec.snappy is not None:
-        yield
-        return
-    shim = types.SimpleNamespace(decompress=lambda b: bytes(cramjam.snappy.decompress_raw(b)))
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(kafka.codec, "snappy", shim)
+    """kafka-python needs python-snappy (not installed): the shared cramjam shim."""
+    with snappy_for_kafka_python():
         yield
 
 

@@ -5,16 +5,15 @@ from __future__ import annotations
 
 import json
 import struct
-import types
 import warnings
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import cramjam
 import crc32c
 import pytest
+from verify_fixtures import snappy_for_kafka_python
 
 from kafkatier.storage.errors import CompressionError, CorruptRecordError, InvalidRecordError
 from kafkatier.storage.legacy import LegacyBatch
@@ -32,8 +31,8 @@ from kafkatier.storage.wire import Codec, ControlType, TimestampType
 
 with warnings.catch_warnings():  # kafka-python's import-time DeprecationWarnings
     warnings.simplefilter("ignore", DeprecationWarning)
-    import kafka.codec
     from kafka.record import MemoryRecords
+
 
 VECTORS = Path(__file__).resolve().parents[1] / "data" / "vectors"
 CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "kafka-corpus"
@@ -265,14 +264,8 @@ def test_read_batch_dispatches_legacy_magic() -> None:
 
 @pytest.fixture(scope="module")
 def kafka_python_snappy() -> Iterator[None]:
-    """kafka-python reads snappy through python-snappy, which is not installed; give it the same
-    raw-block function from cramjam (kafka-python still parses the xerial framing itself)."""
-    if kafka.codec.snappy is not None:
-        yield
-        return
-    shim = types.SimpleNamespace(decompress=lambda b: bytes(cramjam.snappy.decompress_raw(b)))
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(kafka.codec, "snappy", shim)
+    """kafka-python needs python-snappy (not installed): the shared cramjam shim."""
+    with snappy_for_kafka_python():
         yield
 
 

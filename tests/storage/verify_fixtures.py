@@ -39,7 +39,10 @@ def snappy_for_kafka_python() -> Iterator[None]:
     if kafka.codec.snappy is not None:
         yield
         return
-    shim = types.SimpleNamespace(decompress=lambda b: bytes(cramjam.snappy.decompress_raw(b)))
+    shim = types.SimpleNamespace(
+        compress=lambda b: bytes(cramjam.snappy.compress_raw(b)),
+        decompress=lambda b: bytes(cramjam.snappy.decompress_raw(b)),
+    )
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(kafka.codec, "snappy", shim)
         yield
