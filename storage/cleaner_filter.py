@@ -18,7 +18,7 @@ from kafkatier.storage import cleaner_fast
 from kafkatier.storage.cleaner_txn import CleanedTransactionMetadata
 from kafkatier.storage.legacy import LegacyBatch
 from kafkatier.storage.offset_map import OffsetMap
-from kafkatier.storage.record_builder import _build, build_batch, build_empty_batch
+from kafkatier.storage.record_builder import _build, build_empty_batch, rebuild_batch
 from kafkatier.storage.record_codec import Record
 from kafkatier.storage.records import RecordBatch
 from kafkatier.storage.segment import AnyBatch
@@ -123,20 +123,7 @@ def _rebuild(batch: RecordBatch, kept: list[Record], horizon: int | None) -> byt
         return _build(kept, (batch.base_offset, batch.last_offset), (batch.codec, None),
                       batch.timestamp_type, batch.max_timestamp if log_append else None,
                       producer, batch.partition_leader_epoch, horizon)  # fmt: skip
-    return build_batch(
-        kept,
-        base_offset=batch.base_offset,
-        last_offset=batch.last_offset,
-        codec=Codec(batch.codec),
-        timestamp_type=batch.timestamp_type,
-        log_append_time=batch.max_timestamp if log_append else None,
-        producer_id=batch.producer_id,
-        producer_epoch=batch.producer_epoch,
-        base_sequence=batch.base_sequence,
-        transactional=batch.is_transactional,
-        partition_leader_epoch=batch.partition_leader_epoch,
-        delete_horizon_ms=horizon,
-    )
+    return rebuild_batch(batch, kept, codec=Codec(batch.codec), delete_horizon_ms=horizon)
 
 
 Rebuild = Callable[[int | None], bytes]

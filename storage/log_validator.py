@@ -18,7 +18,8 @@ from kafkatier.storage import wire
 from kafkatier.storage.errors import InvalidRecordError, RecordTooLargeError
 from kafkatier.storage.legacy import LegacyBatch
 from kafkatier.storage.producer_state import AppendOrigin
-from kafkatier.storage.records import RecordBatch, build_batch, iter_batches
+from kafkatier.storage.record_builder import rebuild_batch
+from kafkatier.storage.records import RecordBatch, iter_batches
 
 _I64 = struct.Struct(">q")
 _I16 = struct.Struct(">h")
@@ -100,18 +101,8 @@ def _check_size(size: int, rules: AppendRules, position: int) -> None:
 
 def _recompress(batch: RecordBatch, rules: AppendRules) -> bytes:
     assert rules.compression is not None
-    return build_batch(
-        list(batch.records()),
-        base_offset=batch.base_offset,
-        last_offset=batch.last_offset,
-        codec=rules.compression,
-        level=rules.compression_level,
-        timestamp_type=batch.timestamp_type,
-        producer_id=batch.producer_id,
-        producer_epoch=batch.producer_epoch,
-        base_sequence=batch.base_sequence,
-        transactional=batch.is_transactional,
-        partition_leader_epoch=batch.partition_leader_epoch,
+    return rebuild_batch(
+        batch, list(batch.records()), codec=rules.compression, level=rules.compression_level
     )
 
 

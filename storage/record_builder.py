@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import crc32c
 
@@ -237,4 +237,58 @@ def build_empty_batch(batch: RecordBatch) -> bytes:
         batch.producer_epoch,
         batch.base_sequence,
         0,
+    )
+
+
+class _StoredBatch(Protocol):
+    """The header fields a rebuild keeps (storage.records.RecordBatch has them)."""
+
+    @property
+    def base_offset(self) -> int: ...
+    @property
+    def last_offset(self) -> int: ...
+    @property
+    def max_timestamp(self) -> int: ...
+    @property
+    def producer_id(self) -> int: ...
+    @property
+    def producer_epoch(self) -> int: ...
+    @property
+    def base_sequence(self) -> int: ...
+    @property
+    def partition_leader_epoch(self) -> int: ...
+    @property
+    def codec(self) -> Codec: ...
+    @property
+    def timestamp_type(self) -> TimestampType: ...
+    @property
+    def is_transactional(self) -> bool: ...
+
+
+def rebuild_batch(
+    batch: _StoredBatch,
+    records: Sequence[Record],
+    *,
+    codec: Codec | None = None,
+    level: int | None = None,
+    delete_horizon_ms: int | None = None,
+) -> bytes:
+    """``records`` as a data batch with ``batch``'s header kept: offsets (gaps allowed), timestamp
+    type (a LogAppendTime batch keeps its append time), producer fields, transactional flag and
+    leader epoch. The leader recompresses this way and the cleaner writes partial batches."""
+    log_append = batch.timestamp_type is TimestampType.LOG_APPEND_TIME
+    return build_batch(
+        records,
+        base_offset=batch.base_offset,
+        last_offset=batch.last_offset,
+        codec=batch.codec if codec is None else codec,
+        level=level,
+        timestamp_type=batch.timestamp_type,
+        log_append_time=batch.max_timestamp if log_append else None,
+        producer_id=batch.producer_id,
+        producer_epoch=batch.producer_epoch,
+        base_sequence=batch.base_sequence,
+        transactional=batch.is_transactional,
+        partition_leader_epoch=batch.partition_leader_epoch,
+        delete_horizon_ms=delete_horizon_ms,
     )
