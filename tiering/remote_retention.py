@@ -12,6 +12,7 @@ them), then each copy goes through DELETE_SEGMENT_STARTED -> objects removed -> 
 from __future__ import annotations
 
 from kafkatier.storage.config import LogConfig
+from kafkatier.tiering.local import LocalPartition
 from kafkatier.tiering.manifest import ManifestStore, PartitionManifest, RemoteSegment
 from kafkatier.tiering.store import ObjectStore
 from kafkatier.tiering.upload import delete_attempt
@@ -42,10 +43,10 @@ def expired_segments(
 
 
 def expire_remote(
-    store: ObjectStore, topic: str, partition: int, config: LogConfig, now_ms: int,
-    local_only_bytes: int,
+    store: ObjectStore, part: LocalPartition, now_ms: int, local_only_bytes: int
 ) -> int:
     """Delete the expired remote segments (module docstring); returns how many."""
+    topic, partition, config = part.topic, part.partition, part.config
     manifests = ManifestStore(store)
     manifest, _ = manifests.load(topic, partition)
     doomed = expired_segments(manifest, config, now_ms, local_only_bytes)

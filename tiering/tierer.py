@@ -113,9 +113,7 @@ class Tierer:
         remove_deleted_leftovers(part)
         highest = manifest.highest_offset
         local_only = sum(s.size for s in part.segments if s.base_offset > highest)
-        outcome.remote_segments_expired = expire_remote(
-            self.store, part.topic, part.partition, part.config, now_ms(), local_only
-        )
+        outcome.remote_segments_expired = expire_remote(self.store, part, now_ms(), local_only)
 
 
 def _tiered(log_dir: Path, topic: str, partition: int) -> bool:
