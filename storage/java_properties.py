@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final
@@ -35,22 +36,44 @@ _MONTHS: Final = ("Jan", "Feb", "Mar", "Apr", "May", "Jun",
                   "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 
 
+@dataclass(frozen=True)
+class Located:
+    """A setting's value and the (first natural) line it was read from, for error messages."""
+
+    value: str
+    line: int
+
+
 def read_properties(path: Path) -> dict[str, str]:
     """Parse a ``.properties`` file; UTF-8 as Kafka writes it, Latin-1 (Java's reader) otherwise."""
-    raw = path.read_bytes()
+    return parse_properties(_decode(path.read_bytes()), source=str(path))
+
+
+def read_properties_located(path: Path) -> dict[str, Located]:
+    """:func:`read_properties` keeping each value's line number (config errors name file:line)."""
+    return parse_properties_located(_decode(path.read_bytes()), source=str(path))
+
+
+def _decode(raw: bytes) -> str:
     try:
-        text = raw.decode("utf-8")
+        return raw.decode("utf-8")
     except UnicodeDecodeError:
-        text = raw.decode("latin-1")
-    return parse_properties(text, source=str(path))
+        return raw.decode("latin-1")
 
 
 def parse_properties(text: str, *, source: str) -> dict[str, str]:
     """Parse ``.properties`` text; a repeated key keeps its last value, as in Java."""
-    result: dict[str, str] = {}
+    return {k: v.value for k, v in parse_properties_located(text, source=source).items()}
+
+
+def parse_properties_located(text: str, *, source: str) -> dict[str, Located]:
+    """:func:`parse_properties` with line numbers; a repeated key keeps its last value and line."""
+    result: dict[str, Located] = {}
     for line_no, line in _logical_lines(text):
         key, value = _split_key_value(line)
-        result[_unescape(key, source, line_no)] = _unescape(value, source, line_no)
+        result[_unescape(key, source, line_no)] = Located(
+            _unescape(value, source, line_no), line_no
+        )
     return result
 
 

@@ -80,3 +80,15 @@ def test_store_format():
 @given(st.dictionaries(st.text(max_size=12), st.text(max_size=20), max_size=6))
 def test_store_then_load_round_trips(props):
     assert parse_properties(format_properties(props), source="t") == props
+
+
+def test_located_values_keep_their_first_natural_line(tmp_path):
+    from kafkatier.storage.java_properties import Located, read_properties_located
+
+    text = "# comment\n\na=1\nb=two\\\n   lines\r\nc=3\n  a = again\n"
+    path = tmp_path / "x.properties"
+    path.write_text(text)
+    found = read_properties_located(path)
+    # a repeated key keeps its last value and that value's line, as Java keeps the last value
+    assert found == {"a": Located("again", 7), "b": Located("twolines", 4), "c": Located("3", 6)}
+    assert {k: v.value for k, v in found.items()} == read_properties(path)
