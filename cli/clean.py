@@ -1,4 +1,5 @@
-"""``kafkatier clean``: one pass of retention and compaction over a log dir, as a broker would."""
+"""``kafkatier clean``: one pass of retention and compaction over a log dir, as a broker would;
+with ``--remote``, one pass of compaction over the tiered copies in the remote store."""
 
 from __future__ import annotations
 
@@ -35,6 +36,14 @@ what a pass does, per partition (Kafka's rules, kafka-format.md §10-§11):
   compaction    with cleanup.policy containing compact: Kafka's log cleaner keeps the latest
                 record per key, from the cleaner-offset-checkpoint on.
 
+  --remote      compaction of the tiered copy instead (the sidecar's remote pass, by hand):
+                for each compacted topic with remote.storage.enable=true in the log dirs
+                of the sidecar properties file given as --config FILE (and each partition
+                only the remote store still has), the segments that exist only remotely
+                are compacted with the same cleaner, rewritten under new object keys and
+                swapped in by one conditional manifest update; leftovers of killed runs are
+                swept first. LOG_DIR is not given then.
+
 Settings come from LOG_DIR/kafkatier-topic.<topic>.properties (Kafka's names and defaults);
 --config overrides them for this run only. Every setting is checked before any file is
 touched, and so is that a compacted partition has keyed records.
@@ -45,6 +54,7 @@ examples:
   kafkatier clean /data/kafka-logs
   kafkatier clean /data/kafka-logs --topic events --config retention.ms=86400000
   kafkatier clean /data/kafka-logs --topic users --config cleanup.policy=compact --json
+  kafkatier clean --remote --config /etc/kafkatier/sidecar.properties --topic users
 """
 
 
@@ -57,17 +67,26 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("log_dir", metavar="LOG_DIR", type=Path, help="Kafka log directory")
+    parser.add_argument("log_dir", metavar="LOG_DIR", type=Path, nargs="?",
+                        help="Kafka log directory (not with --remote)")  # fmt: skip
     parser.add_argument("--topic", help="only this topic's partitions")
     parser.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
-                        help="a setting for this run only, Kafka's name (repeatable)")  # fmt: skip
+                        help="a setting for this run only, Kafka's name (repeatable); with "
+                        "--remote, also the sidecar properties FILE")  # fmt: skip
+    parser.add_argument("--remote", action="store_true",
+                        help="compact the tiered copies in the remote store (see below)")
     parser.add_argument("--json", action="store_true",
                         help="JSON Lines: an object per partition, then the totals")  # fmt: skip
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    path: Path = args.log_dir
+    if args.remote:
+        return run_remote(args)
+    path: Path | None = args.log_dir
+    if path is None:
+        print("kafkatier clean: error: LOG_DIR is required (or --remote)", file=sys.stderr)
+        return 2
     if not path.is_dir() or not is_log_dir(path):
         print(f"kafkatier clean: error: not a Kafka log dir: {path}", file=sys.stderr)
         return 2
@@ -90,6 +109,35 @@ def run(args: argparse.Namespace) -> int:
               file=sys.stderr)  # fmt: skip
         return 1
     return 0
+
+
+def run_remote(args: argparse.Namespace) -> int:
+    """``--remote``: one remote-compaction pass for the sidecar configuration named by the
+    ``--config`` value that is a file; the ``KEY=VALUE`` ones override topic settings."""
+    from kafkatier.tiering.config import TieringConfig
+    from kafkatier.tiering.remote_pass import RemotePass
+
+    files = [v for v in args.config if Path(v).is_file()]
+    settings = [v for v in args.config if v not in files]
+    if args.log_dir is not None or len(files) != 1:
+        print("kafkatier clean: error: --remote takes no LOG_DIR and exactly one --config FILE "
+              "(the sidecar properties)", file=sys.stderr)  # fmt: skip
+        return 2
+    config = TieringConfig.load(Path(files[0]))
+    overrides = parse_overrides(settings, source="--config")
+    LogConfig().with_overrides(overrides, source="--config")
+    outcomes = RemotePass(config, config.open_store(), overrides).run(args.topic)
+    for o in outcomes:
+        r = o.result
+        if args.json:
+            print(json.dumps(o.to_json()))
+        else:
+            state = f"error: {o.error}" if o.error else ("compacted" if r.cleaned else
+                                                         "not due (dirty ratio / lag)")  # fmt: skip
+            print(f"{o.topic}-{o.partition} [remote]: {r.bytes_before} -> {r.bytes_after} bytes, "
+                  f"{r.segments_before} -> {r.segments_after} segments, {r.records_removed} "
+                  f"records removed, {o.orphans_removed} orphans swept, {state}")  # fmt: skip
+    return 1 if any(o.error for o in outcomes) else 0
 
 
 def topics_on_disk(path: Path) -> dict[str, list[Path]]:

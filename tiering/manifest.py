@@ -13,6 +13,7 @@ overwrites an object another attempt (or a reader) may be using. The manifest is
 
     {"version": 1, "topic": ..., "partition": ..., "topic_id": ..., "log_start_offset": ...,
      "topic_config": {Kafka name: value, ...},
+     "cleaner_checkpoint": first dirty offset of remote compaction (absent: never compacted),
      "segments": [{"base_offset", "end_offset" (last offset, inclusive, as Kafka's
                    RemoteLogSegmentMetadata), "max_timestamp", "size", "state", "attempt",
                    "owner", "updated_ms", "leader_epochs": [[epoch, start_offset], ...],
@@ -114,6 +115,9 @@ class PartitionManifest:
     segments: list[RemoteSegment] = field(default_factory=list)
     topic_config: dict[str, str] = field(default_factory=dict)
     """The topic's overrides (``kafkatier-topic.<topic>.properties``), restored with the data."""
+    cleaner_checkpoint: int | None = None
+    """Remote compaction's cleaner-offset-checkpoint (first dirty offset of the remote copy);
+    None: never compacted. Written only once set, so older manifests read unchanged."""
 
     def finished(self) -> list[RemoteSegment]:
         """FINISHED segments by base offset: what readers and restores may use."""
@@ -142,7 +146,7 @@ class PartitionManifest:
         return max((s.end_offset for s in self.finished()), default=-1)
 
     def to_bytes(self) -> bytes:
-        body = {
+        body: dict[str, Any] = {
             "version": MANIFEST_VERSION,
             "topic": self.topic,
             "partition": self.partition,
@@ -151,6 +155,8 @@ class PartitionManifest:
             "topic_config": self.topic_config,
             "segments": [s.to_json() for s in sorted(self.segments, key=_order)],
         }
+        if self.cleaner_checkpoint is not None:
+            body["cleaner_checkpoint"] = self.cleaner_checkpoint
         return json.dumps(body, indent=1, sort_keys=True).encode()
 
     @classmethod
@@ -166,9 +172,14 @@ class PartitionManifest:
                 log_start_offset=int(raw.get("log_start_offset", 0)),
                 segments=[RemoteSegment.from_json(s) for s in raw.get("segments", [])],
                 topic_config={str(k): str(v) for k, v in raw.get("topic_config", {}).items()},
+                cleaner_checkpoint=_optional_int(raw.get("cleaner_checkpoint")),
             )
         except (ValueError, KeyError, TypeError) as exc:
             raise TieringError(f"malformed manifest: {exc}", key=key) from None
+
+
+def _optional_int(value: object) -> int | None:
+    return None if value is None else int(str(value))
 
 
 def _order(segment: RemoteSegment) -> tuple[int, str]:

@@ -2,7 +2,10 @@
 
 Per partition of a topic with ``remote.storage.enable=true``, in order: sweep orphans, upload
 each eligible segment not yet FINISHED remotely (oldest first, as Kafka's copier), apply local
-retention against the fresh manifest, then total retention to the remote segments.
+retention against the fresh manifest, then total retention to the remote segments, then, for
+topics whose ``cleanup.policy`` contains ``compact``, key compaction of the segments that exist
+only remotely (``remote_compaction``: it cleans only when the topic's dirty ratio or
+``max.compaction.lag.ms`` says so, as the local cleaner).
 Partitions run in parallel on a thread pool (``remote.log.manager.copier.thread.pool.size``);
 a failing partition is logged and counted, and the others carry on.
 """
@@ -26,12 +29,15 @@ from kafkatier.tiering.local_retention import (
 )
 from kafkatier.tiering.manifest import ManifestStore, now_ms
 from kafkatier.tiering.orphans import sweep_orphans
+from kafkatier.tiering.remote_compaction import compact_remote
 from kafkatier.tiering.remote_retention import expire_remote
 from kafkatier.tiering.store import ObjectStore
 from kafkatier.tiering.upload import Uploader, new_owner
 
 log = logging.getLogger("kafkatier.tiering")
 SEGMENTS_IN_FLIGHT = 2
+COMPACTION_GRACE_MS = 1000
+"""How long replaced remote segments outlive their swap, for readers holding the old manifest."""
 
 
 @dataclass
@@ -46,6 +52,10 @@ class PartitionPass:
     local_segments_deleted: int = 0
     local_bytes_deleted: int = 0
     remote_segments_expired: int = 0
+    remote_compactions: int = 0
+    remote_records_removed: int = 0
+    remote_bytes_before_compaction: int = 0
+    remote_bytes_after_compaction: int = 0
     error: str | None = None
 
 
@@ -69,6 +79,7 @@ class Tierer:
         self.store = store if store is not None else config.open_store()
         self.owner = new_owner()
         self.uploader = Uploader(self.store, self.owner)
+        self.compaction_grace_ms = COMPACTION_GRACE_MS
         self._lock = threading.Lock()
 
     def run_once(self) -> PassResult:
@@ -114,6 +125,18 @@ class Tierer:
         highest = manifest.highest_offset
         local_only = sum(s.size for s in part.segments if s.base_offset > highest)
         outcome.remote_segments_expired = expire_remote(self.store, part, now_ms(), local_only)
+        if part.config.is_compacted:
+            self._compact(part, outcome)
+
+    def _compact(self, part: LocalPartition, outcome: PartitionPass) -> None:
+        done = compact_remote(self.store, part.topic, part.partition, config=part.config,
+                              local=part, now_ms=now_ms(), owner=self.owner,
+                              grace_ms=self.compaction_grace_ms)  # fmt: skip
+        if done.cleaned:
+            outcome.remote_compactions += 1
+            outcome.remote_records_removed += done.records_removed
+            outcome.remote_bytes_before_compaction += done.bytes_before
+            outcome.remote_bytes_after_compaction += done.bytes_after
 
 
 def _tiered(log_dir: Path, topic: str, partition: int) -> bool:

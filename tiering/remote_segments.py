@@ -1,0 +1,227 @@
+"""The cleaner's :class:`~kafkatier.storage.segment_store.SegmentStore` over a tiered partition.
+
+Reads cover the whole log (:mod:`kafkatier.tiering.remote_view`): the FINISHED segments that
+exist only remotely, read by ranged GETs of ``io_buffer_size`` bytes with the offset index and
+the ``txnindex`` fetched once per segment (both small), then the local segments, read with
+``pread`` beside the writer. So the offset map the cleaner builds over the dirty section holds
+keys written locally too, and a key overwritten locally is removed from the remote copy.
+
+Writes go to the remote part only: a cleaned segment is built in a local scratch directory (one
+group at a time, so local disk holds at most one ``segment.bytes`` output), then handed to
+:class:`~kafkatier.tiering.remote_swap.GroupReplacer`, which uploads it under a new attempt and
+swaps it into the manifest; the scratch files go right after. Local segments are the writer's:
+they are never rewritten here.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from kafkatier.storage import wire
+from kafkatier.storage.config import LogConfig
+from kafkatier.storage.errors import StorageError
+from kafkatier.storage.segment import AnyBatch, BatchInfo, LogSegment
+from kafkatier.storage.segment_store import CleanedSegment, SegmentInfo
+from kafkatier.storage.txn_index import AbortedTxn
+from kafkatier.storage.wire import OFFSET_INDEX_ENTRY
+from kafkatier.tiering.manifest import RemoteSegment, object_key
+from kafkatier.tiering.remote_swap import GroupReplacer
+from kafkatier.tiering.remote_view import RemoteSegmentFile, chunked_batches
+from kafkatier.tiering.store import ObjectStore
+
+
+class _Cleaned:
+    """A cleaned segment being written in the scratch directory."""
+
+    def __init__(self, segment: LogSegment) -> None:
+        self.segment = segment
+        self.base_offset = segment.base_offset
+
+    @property
+    def size(self) -> int:
+        return self.segment.size
+
+    def append_batches(self, data: bytes, infos: Sequence[BatchInfo]) -> None:
+        self.segment.append(data, infos)
+
+    def append_aborted_txn(self, txn: AbortedTxn) -> None:
+        self.segment.append_aborted_txn(txn)
+
+
+class RemoteSegmentStore:
+    """Remote-only segments (rewritten) then local ones (read only); module docstring."""
+
+    def __init__(
+        self,
+        store: ObjectStore,
+        topic: str,
+        partition: int,
+        remote: Sequence[RemoteSegment],
+        local: Sequence[LogSegment],
+        *,
+        config: LogConfig,
+        replacer: GroupReplacer,
+        scratch: Path,
+        io_buffer_size: int = 256 << 10,
+    ) -> None:
+        self.store = store
+        self.topic = topic
+        self.partition = partition
+        self.remote = [RemoteSegmentFile(store, topic, partition, s) for s in remote]
+        self.local = list(local)
+        self.config = config
+        self.replacer = replacer
+        self.scratch = scratch
+        self.io_buffer_size = max(io_buffer_size, wire.BATCH_HEADER_SIZE)
+        self.groups_replaced = 0
+        self.bytes_written = 0
+        self._cache: dict[tuple[str, str], bytes] = {}
+        self._lock = threading.Lock()
+
+    # ----------------------------------------------------------------- reading
+
+    def _all(self) -> list[RemoteSegmentFile | LogSegment]:
+        return [*self.remote, *self.local]
+
+    def _find(self, base_offset: int) -> RemoteSegmentFile | LogSegment:
+        for seg in self._all():
+            if seg.base_offset == base_offset:
+                return seg
+        raise KeyError(f"no segment with base {base_offset} in {self.topic}-{self.partition}")
+
+    def _object(self, seg: RemoteSegmentFile, kind: str) -> bytes:
+        """A small per-segment object (index, txnindex), fetched once."""
+        key = (seg.remote.attempt, kind)
+        with self._lock:
+            found = self._cache.get(key)
+        if found is None:
+            found = b""
+            if kind in seg.remote.files:
+                found = self.store.get_bytes(object_key(self.topic, self.partition, seg.remote,
+                                                        kind))  # fmt: skip
+            with self._lock:
+                self._cache[key] = found
+        return found
+
+    def segment_infos(self) -> list[SegmentInfo]:
+        infos = []
+        for seg in self.remote:
+            files = seg.remote.files
+            infos.append(SegmentInfo(
+                seg.base_offset, seg.size,
+                files["index"].size if "index" in files else 0,
+                files["timeindex"].size if "timeindex" in files else 0,
+                max(seg.remote.max_timestamp, 0),
+            ))  # fmt: skip
+        for local in self.local:
+            infos.append(SegmentInfo(local.base_offset, local.size, local.offset_index.valid_bytes,
+                                     local.time_index.valid_bytes, local.last_modified_ms))
+        return infos
+
+    def start_position(self, base_offset: int, start_offset: int) -> int:
+        seg = self._find(base_offset)
+        if start_offset < 0:
+            return 0
+        if isinstance(seg, LogSegment):
+            return seg.offset_index.lookup(start_offset)[1]
+        data = self._object(seg, "index")
+        usable = len(data) - len(data) % OFFSET_INDEX_ENTRY.size
+        entries = [(base_offset + rel, pos) for rel, pos in OFFSET_INDEX_ENTRY.iter_unpack(
+            data[:usable])]  # fmt: skip
+        i = bisect.bisect_right(entries, (start_offset, 2**63)) - 1
+        return entries[i][1] if i >= 0 else 0
+
+    def read_chunk(self, base_offset: int, position: int, size: int) -> bytes:
+        return self._find(base_offset).read_bytes(position, size)
+
+    def read_batches(self, base_offset: int, start_offset: int = -1) -> Iterator[AnyBatch]:
+        seg = self._find(base_offset)
+        position = self.start_position(base_offset, start_offset)
+        yield from chunked_batches(seg.read_bytes, seg.size, position, self.io_buffer_size,
+                                   self.location(base_offset))  # fmt: skip
+
+    def location(self, base_offset: int) -> str:
+        seg = self._find(base_offset)
+        return seg.key if isinstance(seg, RemoteSegmentFile) else str(seg.log_path)
+
+    def read_next_offset(self, base_offset: int) -> int:
+        """A remote segment's upper bound (its range is kept whatever cleaning removed)."""
+        seg = self._find(base_offset)
+        if isinstance(seg, LogSegment):
+            return seg.read_next_offset()
+        return seg.remote.end_offset + 1
+
+    def aborted_txns(self, start_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """Kafka's ``collectAbortedTransactions`` over remote then local segments."""
+        found: list[AbortedTxn] = []
+        segments = self._all()
+        bases = [s.base_offset for s in segments]
+        for seg in segments[max(bisect.bisect_right(bases, start_offset) - 1, 0):]:
+            if isinstance(seg, LogSegment):
+                txns, complete = seg.collect_aborted_txns(start_offset, upper_bound)
+            else:
+                txns, complete = self._remote_aborted(seg, start_offset, upper_bound)
+            found.extend(txns)
+            if complete:
+                break
+        return found
+
+    def _remote_aborted(
+        self, seg: RemoteSegmentFile, start: int, upper: int
+    ) -> tuple[list[AbortedTxn], bool]:
+        data = self._object(seg, "txnindex")
+        found: list[AbortedTxn] = []
+        for pos in range(0, len(data) - AbortedTxn.SIZE + 1, AbortedTxn.SIZE):
+            txn = AbortedTxn.unpack(data, pos, file=seg.key)
+            if txn.last_offset >= start and txn.first_offset < upper:
+                found.append(txn)
+            if txn.last_stable_offset >= upper:
+                return found, True
+        return found, False
+
+    # ----------------------------------------------------------------- writing
+
+    def create_cleaned(self, base_offset: int) -> _Cleaned:
+        for ext in (".log", ".index", ".timeindex", ".txnindex"):  # a stale earlier group
+            (self.scratch / wire.segment_file_name(base_offset, ext)).unlink(missing_ok=True)
+        segment = LogSegment(self.scratch, base_offset,
+                             index_interval_bytes=self.config.index_interval_bytes,
+                             max_index_size=self.config.segment_index_bytes)  # fmt: skip
+        return _Cleaned(segment)
+
+    def replace_segments(self, new: CleanedSegment, old_bases: Sequence[int],
+                         last_modified_ms: int) -> None:  # fmt: skip
+        """Upload the group's cleaned segment and swap it in (``remote_swap``); the scratch
+        files are removed whatever happens."""
+        assert isinstance(new, _Cleaned)
+        cleaned = new.segment
+        try:
+            old = [self._find(b) for b in old_bases]
+            if not all(isinstance(o, RemoteSegmentFile) for o in old):
+                raise StorageError("a cleaning group reached the local segments",
+                                   file=str(cleaned.log_path))  # fmt: skip
+            olds = [o.remote for o in old if isinstance(o, RemoteSegmentFile)]
+            cleaned.on_become_inactive()
+            cleaned.flush()
+            entry = self.replacer.replace(cleaned, olds)
+        finally:
+            cleaned.delete()
+            for path in self.scratch.glob("*.snapshot"):
+                path.unlink(missing_ok=True)
+        if entry is None:
+            raise StorageError("remote segments changed while they were compacted",
+                               file=self.location(old_bases[0]))  # fmt: skip
+        self._install(entry, old_bases)
+
+    def _install(self, entry: RemoteSegment, old_bases: Sequence[int]) -> None:
+        first = next(i for i, s in enumerate(self.remote) if s.base_offset == old_bases[0])
+        new = RemoteSegmentFile(self.store, self.topic, self.partition, entry)
+        self.remote[first: first + len(old_bases)] = [new]
+        self.groups_replaced += 1
+        self.bytes_written += new.size
+
+    def finish(self) -> None:
+        """Replaced objects are deleted by the caller after its grace (``delete_replaced``)."""
