@@ -16,6 +16,16 @@ raised). The renamed files are removed after ``file.delete.delay.ms`` by
 :class:`~kafkatier.storage.retention_pending.PendingDeletions`. Checkpoints are the log
 directory's business (``LogDirectory.checkpoint``); until it runs, the partition's files alone
 give the same log start offset on reopen, since the loader takes the first segment's base.
+
+Tiered topics (``remote.storage.enable=true``): this code deletes no segment, and DeleteRecords
+only moves the log start offset (in memory, and through ``persist_start`` in the checkpoint).
+Local segments may go only once their remote copy is FINISHED and verified, which only the
+tiering sidecar knows (tiering/local_retention.py applies ``local.retention.*``); total
+retention and the log start offset span the remote log too (tiering/remote_retention.py). The
+sidecar reads the new log start from ``log-start-offset-checkpoint``, commits it to the remote
+manifest, and only then deletes the local segments below it: deleting them here first would
+let the log dir's next checkpoint drop the entry (it names only starts above the first
+segment) before the remote side ever saw it. Local readers honour the checkpoint meanwhile.
 """
 
 from __future__ import annotations
@@ -58,6 +68,9 @@ def delete_old_segments(log: Log, *, now_ms: int | None = None) -> RetentionResu
     ``.deleted`` files whose ``file.delete.delay.ms`` has passed."""
     now = log.clock() if now_ms is None else now_ms
     result = RetentionResult(log.log_start_offset)
+    if log.config.remote_storage_enable:  # the tiering sidecar's (module docstring)
+        log.pending_deletions.run(now)
+        return result
     result.merge(_delete_where(log, _start_offset_breached(log), "log-start-offset", now))
     if log.config.is_delete:
         result.merge(_delete_where(log, _size_breached(log), "retention.bytes", now))
@@ -89,6 +102,8 @@ def delete_records(
     if persist_start is not None:
         persist_start()
     now = log.clock() if now_ms is None else now_ms
+    if log.config.remote_storage_enable:  # the tiering sidecar deletes (module docstring)
+        return RetentionResult(log.log_start_offset)
     result = _delete_where(log, _start_offset_breached(log), "log-start-offset", now)
     result.log_start_offset = log.log_start_offset
     log.pending_deletions.run(now)

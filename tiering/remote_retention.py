@@ -1,28 +1,49 @@
 """Total retention of tiered partitions: expiring remote segments, Kafka's RLM expiration task.
 
-With tiered storage ``retention.ms`` / ``retention.bytes`` apply to the whole log, remote plus
-local. As Kafka's ``RLMExpirationTask``: oldest remote segments first, those wholly below the
-log start offset, then while the total size (remote bytes plus the local bytes not yet remote)
-stays at or above ``retention.bytes`` without them, then those whose max timestamp is older than
-``retention.ms``; each rule stops at the first segment that does not qualify. The partition's log
-start offset in the manifest moves past them first (readers and restores no longer ask for
-them), then each copy goes through DELETE_SEGMENT_STARTED -> objects removed -> entry dropped.
+With tiered storage ``retention.ms`` / ``retention.bytes`` and the log start offset apply to the
+whole log, remote plus local. As Kafka's ``RLMExpirationTask``: oldest remote segments first,
+those wholly below the log start offset, then while the total size (remote bytes plus the local
+bytes not yet remote) stays at or above ``retention.bytes`` without them, then those whose max
+timestamp is older than ``retention.ms``; each rule stops at the first segment that does not
+qualify. The log start offset is the larger of the manifest's and the local
+``log-start-offset-checkpoint`` (where the writer's DeleteRecords puts it).
+
+Order of the steps, each idempotent and each redone by the next pass from the manifest alone:
+
+1. the manifest's log start offset moves past the expired segments (the commit point: readers
+   and restores no longer ask for them);
+2. the local files follow (``remote_retention_local``: checkpoints, leader epochs, segments
+   wholly below the new start), so local readers agree;
+3. each expired copy goes through DELETE_SEGMENT_STARTED -> objects removed -> entry dropped
+   (a copy left DELETE_SEGMENT_STARTED by a crash is finished by the orphan sweep).
+
+A FINISHED entry therefore never names a deleted object.
 """
 
 from __future__ import annotations
 
+import logging
+
 from kafkatier.storage.config import LogConfig
+from kafkatier.tiering.crash import crash_point
 from kafkatier.tiering.local import LocalPartition
 from kafkatier.tiering.manifest import ManifestStore, PartitionManifest, RemoteSegment
+from kafkatier.tiering.remote_retention_local import align_local_start
 from kafkatier.tiering.store import ObjectStore
 from kafkatier.tiering.upload import delete_attempt
 
+log = logging.getLogger("kafkatier.tiering")
+
 
 def expired_segments(
-    manifest: PartitionManifest, config: LogConfig, now_ms: int, local_only_bytes: int
+    manifest: PartitionManifest, config: LogConfig, now_ms: int, local_only_bytes: int,
+    log_start: int | None = None,
 ) -> list[RemoteSegment]:
+    """The oldest contiguous FINISHED segments that go (module docstring); ``log_start``
+    defaults to the manifest's."""
     chain = manifest.contiguous()
-    count = sum(1 for s in chain if s.end_offset < manifest.log_start_offset)
+    start = manifest.log_start_offset if log_start is None else log_start
+    count = sum(1 for s in chain if s.end_offset < start)
     if config.is_delete and config.retention_bytes >= 0:
         breach = sum(s.size for s in chain) + local_only_bytes - config.retention_bytes
         by_size = 0
@@ -45,22 +66,34 @@ def expired_segments(
 def expire_remote(
     store: ObjectStore, part: LocalPartition, now_ms: int, local_only_bytes: int
 ) -> int:
-    """Delete the expired remote segments (module docstring); returns how many."""
-    topic, partition, config = part.topic, part.partition, part.config
+    """Apply total retention to ``part`` (module docstring); returns how many remote segments
+    were deleted."""
     manifests = ManifestStore(store)
-    manifest, _ = manifests.load(topic, partition)
-    doomed = expired_segments(manifest, config, now_ms, local_only_bytes)
-    if not doomed:
-        return 0
-    new_start = doomed[-1].end_offset + 1
+    manifest, etag = manifests.load(part.topic, part.partition)
+    start = max(manifest.log_start_offset, part.log_start_offset())
+    doomed = expired_segments(manifest, part.config, now_ms, local_only_bytes, start)
+    if doomed:
+        start = max(start, doomed[-1].end_offset + 1)
+    if etag is not None and start > manifest.log_start_offset:
+        start = raise_log_start(manifests, part.topic, part.partition, start)
+        crash_point("after-remote-start")
+    align_local_start(part, start)
+    for seg in doomed:
+        delete_attempt(store, manifests, part.topic, part.partition, seg.attempt)
+    if doomed:
+        log.info("expired %d remote segments of %s-%d; log start offset now %d",
+                 len(doomed), part.topic, part.partition, start)
+    return len(doomed)
+
+
+def raise_log_start(manifests: ManifestStore, topic: str, partition: int, offset: int) -> int:
+    """Commit the manifest's log start offset as at least ``offset``; returns it as committed
+    (a concurrent writer may have moved it further)."""
 
     def move_start(m: PartitionManifest) -> bool:
-        if m.log_start_offset >= new_start:
+        if m.log_start_offset >= offset:
             return False
-        m.log_start_offset = new_start
+        m.log_start_offset = offset
         return True
 
-    manifests.update(topic, partition, move_start)
-    for seg in doomed:
-        delete_attempt(store, manifests, topic, partition, seg.attempt)
-    return len(doomed)
+    return manifests.update(topic, partition, move_start).log_start_offset
