@@ -101,8 +101,11 @@ def plan_downloads(
     return plan
 
 
-def _is_complete(path: Path, meta: RemoteFile) -> bool:
-    return path.exists() and path.stat().st_size == meta.size and sha256_file(path) == meta.sha256
+def _is_complete(path: Path, meta: RemoteFile, sha256: str | None = None) -> bool:
+    """``path`` holds the manifest's bytes (``sha256``: their digest, when already known)."""
+    if not path.exists() or path.stat().st_size != meta.size:
+        return False
+    return (sha256 or sha256_file(path)) == meta.sha256
 
 
 def fetch(
@@ -110,15 +113,16 @@ def fetch(
 ) -> int:
     """Download ``item`` unless already in place; returns the bytes downloaded. A copy that
     fails its checksum is discarded and fetched again (a flipped bit in transit), up to
-    ``attempts`` times; a remote copy that is itself wrong is refused, never put in place."""
+    ``attempts`` times; a remote copy that is itself wrong is refused, never put in place.
+    The digest is the one the store computed while writing the copy, else a read of it."""
     if _is_complete(item.target, item.meta):
         return 0
     staging.mkdir(parents=True, exist_ok=True)
     temp = staging / item.target.name
     for attempt in range(attempts):
         try:
-            store.get_file(item.key, temp, progress=progress, size=item.meta.size)
-            if _is_complete(temp, item.meta):
+            digest = store.get_file(item.key, temp, progress=progress, size=item.meta.size)
+            if _is_complete(temp, item.meta, digest):
                 os.replace(temp, item.target)
                 return item.meta.size
         except RemoteVerifyError:

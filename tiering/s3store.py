@@ -2,33 +2,43 @@
 
 Endpoint, region and addressing style come from the caller (the sidecar config); credentials
 come from botocore's usual chain (environment, shared credentials/config files, profile,
-instance metadata) and are never read, printed or logged here. Uploads use s3transfer's managed
-transfer: a single PUT below ``multipart_threshold``, else a multipart upload of
-``multipart_chunksize`` parts sent ``max_concurrency`` at a time. Conditional puts send
+instance metadata) and are never read, printed or logged here. Transfers are the same requests
+as boto3's managed ``upload_file``/``download_file`` (one PUT or GET below
+``multipart_threshold``, else ``multipart_chunksize`` parts, ``max_concurrency`` in flight) but
+stream through s3parts.py, which hashes and verifies on the way. Conditional puts send
 ``If-None-Match: *`` / ``If-Match: <etag>`` on PutObject (SeaweedFS 4.x honours both and
 answers 412, as AWS S3 does), so a manifest update is a compare-and-swap without any fallback.
 
-The boto3 client is created lazily and dropped when pickling: the store travels in Spark
-closures and worker processes as its settings alone.
+The boto3 client and the part pool are created lazily and dropped when pickling: the store
+travels in Spark closures and worker processes as its settings alone.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import boto3
 import botocore.exceptions
-from boto3.s3.transfer import TransferConfig
 from botocore.config import Config
 
 from kafkatier.tiering.errors import (
     ObjectNotFoundError,
     PreconditionFailedError,
     RemoteVerifyError,
+)
+from kafkatier.tiering.s3parts import (
+    Sent,
+    md5_etag,
+    multipart_etag,
+    receive_parts,
+    same_etag,
+    send_parts,
 )
 from kafkatier.tiering.store import ObjectInfo, Progress, RateLimiter
 
@@ -80,6 +90,7 @@ class S3Store:
             "read_timeout": read_timeout,
         }
         self._client: Any = None
+        self._pool: ThreadPoolExecutor | None = None
         self._limiter = RateLimiter(rate_limit_bps)
         self._client_lock = threading.Lock()
 
@@ -112,42 +123,68 @@ class S3Store:
         key = key.lstrip("/")
         return f"{self.prefix}/{key}" if self.prefix else key
 
-    def _transfer_config(self) -> TransferConfig:
-        s = self.settings
-        return TransferConfig(
-            multipart_threshold=s["multipart_threshold"],
-            multipart_chunksize=s["multipart_chunksize"],
-            max_concurrency=s["max_concurrency"],
-            use_threads=s["max_concurrency"] > 1,
-        )
-
-    def _callback(self, progress: Progress | None) -> Progress:
-        def on_bytes(n: int) -> None:
-            self._limiter.consume(n)
-            if progress is not None:
-                progress(n)
-
-        return on_bytes
-
     def put_file(self, key: str, path: Path, *, progress: Progress | None = None) -> ObjectInfo:
-        """One PutObject below the multipart threshold (its answer carries the ETag), else a
-        managed multipart upload followed by a HEAD for the ETag."""
+        """Upload ``path``, read once: one PutObject below the multipart threshold, else a
+        multipart upload of ``multipart_chunksize`` parts, ``max_concurrency`` in flight. The
+        server's entity tags are checked against the MD5s of the bytes sent (s3parts.py), so
+        the returned info (with the SHA-256 of those bytes) describes a verified copy."""
         size = Path(path).stat().st_size
-        if size < self.settings["multipart_threshold"]:
-            data = Path(path).read_bytes()
+        if size < self.settings["multipart_threshold"] or size == 0:
+            return self._put_small(key, Path(path).read_bytes(), progress)
+        full = self._key(key)
+        upload_id = self.client.create_multipart_upload(Bucket=self.bucket, Key=full)["UploadId"]
+        try:
+            sent = self._send_parts(key, full, upload_id, Path(path), progress)
+            response = self.client.complete_multipart_upload(
+                Bucket=self.bucket, Key=full, UploadId=upload_id,
+                MultipartUpload={"Parts": [{"PartNumber": n, "ETag": f'"{md5.hex()}"'}
+                                           for n, md5 in enumerate(sent.md5s, 1)]},
+            )  # fmt: skip
+        except BaseException:
+            with contextlib.suppress(Exception):  # no stray parts left behind
+                self.client.abort_multipart_upload(Bucket=self.bucket, Key=full,
+                                                   UploadId=upload_id)  # fmt: skip
+            raise
+        etag = str(response["ETag"])
+        if sent.size != size or not same_etag(etag, multipart_etag(sent.md5s)):
+            raise RemoteVerifyError(f"uploaded object differs: etag {etag}, {sent.size} bytes "
+                                    f"sent of {size}", key=key, file=str(path))  # fmt: skip
+        return ObjectInfo(key, sent.size, etag, sent.sha256)
+
+    def _put_small(self, key: str, data: bytes, progress: Progress | None) -> ObjectInfo:
+        self._limiter.consume(len(data))
+        response = self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data)
+        etag = str(response["ETag"])
+        if not same_etag(etag, md5_etag(data)):
+            raise RemoteVerifyError(f"uploaded object differs: etag {etag}", key=key)
+        if progress is not None:
+            progress(len(data))
+        return ObjectInfo(key, len(data), etag, hashlib.sha256(data).hexdigest())
+
+    def _send_parts(
+        self, key: str, full: str, upload_id: str, path: Path, progress: Progress | None
+    ) -> Sent:
+        def send(number: int, data: bytes) -> str:
             self._limiter.consume(len(data))
-            response = self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data)
+            response = self.client.upload_part(Bucket=self.bucket, Key=full, UploadId=upload_id,
+                                               PartNumber=number, Body=data)  # fmt: skip
             if progress is not None:
                 progress(len(data))
-            return ObjectInfo(key, len(data), str(response["ETag"]))
-        self.client.upload_file(
-            str(path), self.bucket, self._key(key),
-            Config=self._transfer_config(), Callback=self._callback(progress),
-        )
-        info = self.head(key)
-        if info is None:
-            raise ObjectNotFoundError("object missing right after upload", key=key)
-        return info
+            return str(response["ETag"])
+
+        s = self.settings
+        return send_parts(path, s["multipart_chunksize"], s["max_concurrency"], self.pool, send,
+                          key)  # fmt: skip
+
+    @property
+    def pool(self) -> ThreadPoolExecutor:
+        """The part transfers' workers, shared by every transfer of this store, so that
+        ``max_concurrency`` bounds the part requests in flight however many files move."""
+        with self._client_lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max(self.settings["max_concurrency"], 1),
+                                                thread_name_prefix="kt-s3-part")  # fmt: skip
+            return self._pool
 
     def put_bytes(
         self, key: str, data: bytes, *, if_none_match: bool = False, if_match: str | None = None
@@ -202,27 +239,34 @@ class S3Store:
 
     def get_file(
         self, key: str, path: Path, *, progress: Progress | None = None, size: int | None = None
-    ) -> None:
-        """Download to ``path``: one GET when ``size`` says the object is small, else a managed
-        (ranged, parallel) download, which starts with a HEAD."""
-        if size is not None and size < self.settings["multipart_threshold"]:
+    ) -> str:
+        """Download to ``path`` and return the SHA-256 of the bytes written (hashed as they
+        arrive). ``size``, when known, saves a HEAD: one GET below the multipart threshold,
+        else ranged GETs of part size through the shared pool (s3parts.py); an object whose
+        size differs from ``size`` fails with :class:`RemoteVerifyError`."""
+        if size is None:
+            info = self.head(key)
+            if info is None:
+                raise ObjectNotFoundError("no such object", key=key)
+            size = info.size
+        if size < self.settings["multipart_threshold"]:
             data = self.get_bytes(key)
+            if len(data) != size:
+                raise RemoteVerifyError(f"object has {len(data)} bytes, expected {size}", key=key)
             self._limiter.consume(len(data))
             Path(path).write_bytes(data)
             if progress is not None:
                 progress(len(data))
-            return
-        try:
-            self.client.download_file(
-                self.bucket, self._key(key), str(path),
-                Config=self._transfer_config(), Callback=self._callback(progress),
-            )
-        except botocore.exceptions.ClientError as exc:
-            if _status(exc) == 404:
-                raise ObjectNotFoundError("no such object", key=key) from None
-            raise
-        except botocore.exceptions.FlexibleChecksumError:
-            raise RemoteVerifyError("download failed its S3 checksum", key=key) from None
+            return hashlib.sha256(data).hexdigest()
+
+        def get(start: int, end: int | None) -> bytes:
+            data = self.get_bytes(key, start, end)
+            self._limiter.consume(len(data))
+            return data
+
+        s = self.settings
+        return receive_parts(Path(path), size, s["multipart_chunksize"], s["max_concurrency"],
+                             self.pool, get, key, progress)  # fmt: skip
 
     def head(self, key: str) -> ObjectInfo | None:
         try:
@@ -251,22 +295,17 @@ class S3Store:
 
     def expected_etag(self, path: Path) -> str:
         """The ETag S3 gives ``path`` uploaded with this store's part size: MD5 of the bytes for
-        a single PUT, else MD5 of the parts' MD5s with ``-<parts>``. Comparing it to the stored
-        ETag checks every byte arrived without downloading them again."""
+        a single PUT, else MD5 of the parts' MD5s with ``-<parts>`` (put_file checks it while
+        uploading; this reads the file, for callers holding only a path)."""
         s = self.settings
         size = Path(path).stat().st_size
-        if size < s["multipart_threshold"]:
-            whole = hashlib.md5(usedforsecurity=False)
-            with open(path, "rb") as src:
-                while block := src.read(MIB):
-                    whole.update(block)
-            return f'"{whole.hexdigest()}"'
+        if size < s["multipart_threshold"] or size == 0:
+            return md5_etag(Path(path).read_bytes())
         digests: list[bytes] = []
         with open(path, "rb") as src:
             while block := src.read(s["multipart_chunksize"]):
                 digests.append(hashlib.md5(block, usedforsecurity=False).digest())
-        combined = hashlib.md5(b"".join(digests), usedforsecurity=False).hexdigest()
-        return f'"{combined}-{len(digests)}"'
+        return multipart_etag(digests)
 
 
 def _status(exc: botocore.exceptions.ClientError) -> int:

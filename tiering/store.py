@@ -42,6 +42,9 @@ class ObjectInfo:
     key: str
     size: int
     etag: str
+    sha256: str = ""
+    """Set by ``put_file`` only: the SHA-256 of the bytes sent, hashed as they were read, when
+    the store has also checked the stored copy (size, entity tag) against those bytes."""
 
 
 class RateLimiter:
@@ -81,7 +84,8 @@ class ObjectStore(Protocol):
 
     def get_file(
         self, key: str, path: Path, *, progress: Progress | None = None, size: int | None = None
-    ) -> None: ...
+    ) -> str | None:
+        """Returns the SHA-256 of the bytes written when the store hashed them on the way."""
 
     def head(self, key: str) -> ObjectInfo | None: ...
 
@@ -126,16 +130,18 @@ class FsspecStore:
     def put_file(self, key: str, path: Path, *, progress: Progress | None = None) -> ObjectInfo:
         target = self._path(key)
         self._fs.makedirs(target.rsplit("/", 1)[0], exist_ok=True)
-        digest = hashlib.md5(usedforsecurity=False)
+        digest, sha, size = hashlib.md5(usedforsecurity=False), hashlib.sha256(), 0
         with open(path, "rb") as src, self._fs.open(target + ".part", "wb") as dst:
             while chunk := src.read(1 << 20):
                 self._limiter.consume(len(chunk))
                 dst.write(chunk)
                 digest.update(chunk)
+                sha.update(chunk)
+                size += len(chunk)
                 if progress is not None:
                     progress(len(chunk))
-        self._fs.mv(target + ".part", target)
-        return ObjectInfo(key, Path(path).stat().st_size, digest.hexdigest())
+        self._fs.mv(target + ".part", target)  # the copy is the bytes this process wrote
+        return ObjectInfo(key, size, digest.hexdigest(), sha.hexdigest())
 
     def put_bytes(
         self, key: str, data: bytes, *, if_none_match: bool = False, if_match: str | None = None
@@ -185,16 +191,19 @@ class FsspecStore:
 
     def get_file(
         self, key: str, path: Path, *, progress: Progress | None = None, size: int | None = None
-    ) -> None:
-        """Download to ``path``; ``size`` (if known) is only a hint."""
+    ) -> str:
+        """Download to ``path``, returning the bytes' SHA-256; ``size`` is only a hint."""
+        sha = hashlib.sha256()
         try:
             with self._fs.open(self._path(key), "rb") as src, open(path, "wb") as dst:
                 while chunk := src.read(1 << 20):
                     dst.write(chunk)
+                    sha.update(chunk)
                     if progress is not None:
                         progress(len(chunk))
         except FileNotFoundError:
             raise ObjectNotFoundError("no such object", key=key) from None
+        return sha.hexdigest()
 
     def head(self, key: str) -> ObjectInfo | None:
         try:

@@ -2,9 +2,10 @@
 
 1. Commit a COPY_SEGMENT_STARTED entry naming a fresh attempt id (the intent; readers skip it).
 2. Upload the attempt's objects (``log`` first, then the indexes and the producer snapshot).
-3. Verify each object: its size and entity tag as listed by the store must equal the local
+3. Verify each object: its size and entity tag as the store answered must equal the local
    file's size and the tag computed locally (MD5, or S3's multipart MD5-of-MD5s), so every byte
-   is known to have arrived without reading it back.
+   is known to have arrived without reading it back. Stores that hash while sending
+   (``ObjectInfo.sha256`` set) do that check per part as the bytes go, reading the file once.
 4. Commit COPY_SEGMENT_FINISHED with sizes and SHA-256 checksums, on condition that the entry is
    still STARTED (an orphan sweep may have claimed it) and that no other attempt finished the
    same segment first. Otherwise the attempt's objects are deleted and the entry dropped.
@@ -121,10 +122,12 @@ class Uploader:
         self, part: LocalPartition, entry: RemoteSegment, kind: str, path: Path
     ) -> RemoteFile:
         key = object_key(part.topic, part.partition, entry, kind)
-        sha = sha256_file(path)
-        expected = self.store.expected_etag(path)
         size = path.stat().st_size
         info = self.store.put_file(key, path, progress=self.progress)
+        if info.sha256:  # hashed while sent, the copy checked against those bytes by the store
+            sha, expected = info.sha256, info.etag
+        else:
+            sha, expected = sha256_file(path), self.store.expected_etag(path)
         if info.size != size or info.etag != expected:
             raise RemoteVerifyError(
                 f"uploaded object differs: size {info.size} vs {size}, etag {info.etag} vs "
