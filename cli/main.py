@@ -16,7 +16,7 @@ from kafkatier.cli import __version__
 from kafkatier.storage.errors import ConfigError, KafkaTierError
 
 COMMANDS: tuple[str, ...] = (
-    "produce", "dump", "verify", "clean", "demo", "sidecar", "restore", "status"
+    "produce", "dump", "verify", "clean", "demo", "run", "sidecar", "restore", "status"
 )
 """Subcommand modules of kafkatier.cli, in the order ``--help`` lists them."""
 

@@ -8,11 +8,13 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from kafkatier.tiering.config import TieringConfig
+from kafkatier.cli.config import load_config
+from kafkatier.cli.config_remote import remote_storage
 from kafkatier.tiering.restore import RestoreResult, restore_topic
+from kafkatier.tiering.store import ObjectStore
 
 EPILOG = """\
-The remote store and its settings come from the sidecar's configuration file (--config); the
+The remote store and its settings come from the configuration file (--config); the
 credentials from the usual AWS chain (environment, ~/.aws, profile). Only segments whose copy
 is COPY_SEGMENT_FINISHED are restored, with their original offsets, indexes, transaction index
 and producer snapshot; then leader-epoch-checkpoint, partition.metadata, the topic's settings
@@ -36,7 +38,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--config", required=True, type=Path, help="sidecar configuration file")
+    parser.add_argument("--config", required=True, type=Path,
+                        help="configuration file (conf/kafkatier.properties or a sidecar file)")
     parser.add_argument("--topic", required=True)
     parser.add_argument("--partition", type=int, action="append",
                         help="only this partition (repeatable; default: all)")  # fmt: skip
@@ -53,8 +56,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(args: argparse.Namespace) -> int:
-    config = TieringConfig.load(args.config)
-    store = config.open_store()
+    with remote_storage(load_config(args.config)) as tiering:
+        return _restore(args, tiering.open_store())
+
+
+def _restore(args: argparse.Namespace, store: ObjectStore) -> int:
     bar = tqdm(unit="B", unit_scale=True, desc=f"restore {args.topic}",
                disable=args.quiet or not sys.stderr.isatty())  # fmt: skip
 

@@ -9,7 +9,8 @@ import sys
 import time
 from pathlib import Path
 
-from kafkatier.tiering.config import TieringConfig
+from kafkatier.cli.config import load_config
+from kafkatier.cli.config_remote import remote_storage
 from kafkatier.tiering.sidecar import Sidecar
 
 EPILOG = """\
@@ -20,7 +21,10 @@ COPY_SEGMENT_FINISHED in the partition's remote manifest; then local.retention.m
 local segments whose remote copy is finished. A pass runs on file-system events (inotify) and
 every remote.log.manager.task.interval.ms. SIGTERM/SIGINT stop after the current pass.
 
-Credentials come from the usual AWS chain, never from the configuration file.
+The configuration is conf/kafkatier.properties' format (a file with only the sidecar's keys,
+like conf/sidecar.properties, works too); its topic.<name>.<setting> lines are written to the
+log dir's topic files first. With remote.storage.embedded=true the local S3 server is started
+for as long as the sidecar runs. Credentials come from the usual AWS chain, never from the file.
 
 exit codes: 0 stopped cleanly (--once: every partition tiered), 1 a partition failed (--once),
 2 usage or configuration error.
@@ -68,7 +72,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--config", required=True, type=Path, help="sidecar configuration file")
+    parser.add_argument("--config", required=True, type=Path,
+                        help="configuration file (conf/kafkatier.properties or a sidecar file)")
     parser.add_argument("--once", action="store_true", help="one pass, then exit")
     parser.add_argument("--log-format", choices=("text", "json"), default="text")
     parser.add_argument("--log-level", default="info")
@@ -77,9 +82,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def run(args: argparse.Namespace) -> int:
     setup_logging(args.log_format, args.log_level)
-    sidecar = Sidecar(TieringConfig.load(args.config))
-    if args.once:
-        return 1 if sidecar.run_pass().failures else 0
-    sidecar.install_signal_handlers()
-    sidecar.run()
+    config = load_config(args.config)
+    config.write_topic_configs()  # the file's topic.* settings are what the passes apply
+    with remote_storage(config) as tiering:
+        sidecar = Sidecar(tiering)
+        if args.once:
+            return 1 if sidecar.run_pass().failures else 0
+        sidecar.install_signal_handlers()
+        sidecar.run()
     return 0

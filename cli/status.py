@@ -6,7 +6,8 @@ import argparse
 import json
 from pathlib import Path
 
-from kafkatier.tiering.config import TieringConfig
+from kafkatier.cli.config import load_config
+from kafkatier.cli.config_remote import remote_storage
 from kafkatier.tiering.status import PartitionStatus, collect_status
 
 _HEADER = ("partition", "local offsets", "local bytes", "remote offsets", "remote bytes",
@@ -20,7 +21,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description="Per partition: local and remote offset ranges ([start, end)), bytes, and "
         "upload lag (closed local segments above the highest remote offset).",
     )
-    parser.add_argument("--config", required=True, type=Path, help="sidecar configuration file")
+    parser.add_argument("--config", required=True, type=Path,
+                        help="configuration file (conf/kafkatier.properties or a sidecar file)")
     parser.add_argument("--json", action="store_true", help="one JSON object per partition")
     parser.set_defaults(func=run)
 
@@ -36,7 +38,8 @@ def _row(s: PartitionStatus) -> tuple[str, ...]:
 
 
 def run(args: argparse.Namespace) -> int:
-    statuses = collect_status(TieringConfig.load(args.config))
+    with remote_storage(load_config(args.config)) as tiering:
+        statuses = collect_status(tiering)
     if args.json:
         for s in statuses:
             print(json.dumps(s.to_json()))

@@ -22,15 +22,20 @@ Keys (defaults in brackets)::
     remote.log.metrics.port                Prometheus port, -1 = none [-1]
 
 Credentials are never in this file: the AWS chain provides them.
+
+The same file may be the unified ``kafkatier.properties`` of ``kafkatier run``: its ``topic.*``,
+``run.*`` and ``remote.storage.embedded*`` keys belong to that loader (kafkatier.cli.config),
+which validates them; here they are skipped, every other unknown key is an error.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from kafkatier.storage.errors import ConfigError
-from kafkatier.storage.java_properties import read_properties
+from kafkatier.storage.java_properties import read_properties_located
 from kafkatier.tiering.s3store import S3Store
 from kafkatier.tiering.store import FsspecStore, ObjectStore
 
@@ -43,6 +48,18 @@ _INT_KEYS = {
     "remote.log.orphan.grace.ms": ("orphan_grace_ms", 60_000),
     "remote.log.metrics.port": ("metrics_port", -1),
 }
+_RANGES = {  # attr: (low, high) inclusive, with -1 allowed where it means "off"
+    "multipart_threshold": (1, None),
+    "multipart_part": (5 << 20, 5 << 30),  # S3's part size limits
+    "threads": (1, 1024),
+    "rate_limit_bps": (1, None),
+    "interval_ms": (1, None),
+    "orphan_grace_ms": (0, None),
+    "metrics_port": (0, 65535),
+}
+_OFF_ALLOWED = {"rate_limit_bps", "metrics_port"}
+FOREIGN_PREFIXES = ("topic.", "run.", "remote.storage.embedded")
+"""Keys of the unified configuration (kafkatier.cli.config) that this loader leaves alone."""
 _STR_KEYS = {
     "remote.storage.s3.endpoint.url": "endpoint_url",
     "remote.storage.s3.region": "region",
@@ -69,24 +86,34 @@ class TieringConfig:
 
     @classmethod
     def load(cls, path: Path) -> TieringConfig:
-        return cls.from_properties(read_properties(Path(path)), source=str(path))
+        located = read_properties_located(Path(path))
+        return cls.from_properties(
+            {k: v.value for k, v in located.items()}, source=str(path),
+            lines={k: v.line for k, v in located.items()},
+        )
 
     @classmethod
-    def from_properties(cls, props: dict[str, str], *, source: str) -> TieringConfig:
+    def from_properties(
+        cls, props: Mapping[str, str], *, source: str, lines: Mapping[str, int] | None = None
+    ) -> TieringConfig:
+        """Parse and check the sidecar's keys; errors name ``source`` (and the line, if known)."""
+
+        def where(key: str) -> str:
+            line = (lines or {}).get(key)
+            return source if line is None else f"{source}:{line}"
+
         known = {"log.dirs", "remote.storage.url", *_INT_KEYS, *_STR_KEYS}
         for key in props:
-            if key not in known:
-                raise ConfigError("unknown sidecar setting", setting=key, source=source)
+            if key not in known and not key.startswith(FOREIGN_PREFIXES):
+                raise ConfigError(f"unknown sidecar setting {key!r}", setting=key,
+                                  source=where(key))  # fmt: skip
         for key in ("log.dirs", "remote.storage.url"):
             if not props.get(key, "").strip():
-                raise ConfigError("required setting missing", setting=key, source=source)
+                raise ConfigError("required setting missing", setting=key, source=where(key))
         values: dict[str, object] = {}
         for key, (attr, _default) in _INT_KEYS.items():
             if key in props:
-                try:
-                    values[attr] = int(props[key].strip())
-                except ValueError:
-                    raise ConfigError("not an integer", setting=key, source=source) from None
+                values[attr] = _int_value(key, attr, props[key], where(key))
         for key, attr in _STR_KEYS.items():
             if props.get(key, "").strip():
                 values[attr] = props[key].strip()
@@ -106,3 +133,19 @@ class TieringConfig:
                 rate_limit_bps=max(self.rate_limit_bps, 0),
             )
         return FsspecStore(self.remote_url, rate_limit_bps=max(self.rate_limit_bps, 0))
+
+
+def _int_value(key: str, attr: str, text: str, where: str) -> int:
+    try:
+        value = int(text.strip())
+    except ValueError:
+        raise ConfigError("not an integer", setting=key, value=text, source=where) from None
+    low, high = _RANGES[attr]
+    if value == -1 and attr in _OFF_ALLOWED:
+        return value
+    if value < low or (high is not None and value > high):
+        valid = f"{low}..{high}" if high is not None else f">= {low}"
+        if attr in _OFF_ALLOWED:
+            valid += " or -1 (off)"
+        raise ConfigError(f"out of range ({valid})", setting=key, value=value, source=where)
+    return value

@@ -1,0 +1,138 @@
+"""The steps of ``kafkatier run`` (see kafkatier.cli.run): imported only when it runs, since
+it brings in pyspark."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import threading
+import time
+from typing import Any
+
+from kafkatier.cli.config import KafkatierConfig
+from kafkatier.cli.run_checks import run_checks
+from kafkatier.cli.run_job import BatchWriter, start_query, stop_query, wait_for_end
+from kafkatier.cli.run_report import Outcome, pass_totals
+from kafkatier.sink.sink import KafkaLogSink
+from kafkatier.sink.txn import topic_partitions
+from kafkatier.storage.errors import ConfigError
+from kafkatier.storage.log_dir import LogDirectory
+from kafkatier.tiering.config import TieringConfig
+from kafkatier.tiering.metrics import serve_metrics
+from kafkatier.tiering.sidecar import Sidecar
+from kafkatier.tiering.status import collect_status
+from kafkatier.tiering.store import ObjectStore
+from kafkatier.tiering.tierer import PassResult
+
+FINAL_PASSES = 3
+log = logging.getLogger("kafkatier.run")
+
+
+def say(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+def prepare(config: KafkatierConfig) -> None:
+    """Reset (if asked), persist the topics' settings and create their partitions."""
+    run = config.run
+    if run.reset:
+        if config.embedded_dir is None:
+            raise ConfigError(f"{config.source}: run.reset=true wipes the job's state, but the "
+                              "remote store is not the embedded one (kafkatier never deletes "
+                              "a real bucket's data); set run.reset=false",
+                              setting="run.reset")  # fmt: skip
+        for folder in (*config.tiering.log_dirs, run.checkpoint_dir, run.work_dir,
+                       config.embedded_dir):  # fmt: skip
+            shutil.rmtree(folder, ignore_errors=True)
+        say("reset: wiped " + ", ".join(str(p) for p in (*config.tiering.log_dirs,
+            run.checkpoint_dir, run.work_dir, config.embedded_dir)))  # fmt: skip
+    config.write_topic_configs()
+    with LogDirectory(config.log_dir) as logs:
+        for name in (run.events_topic, run.state_topic):
+            topic = config.topics.get(name)
+            topic_partitions(logs, name, topic.partitions if topic and topic.partitions else 1)
+
+
+def _codec(config: KafkatierConfig) -> str:
+    """The sink's codec: the topics' compression.type when both name the same codec."""
+    kinds = {t.config.compression_type for n, t in config.topics.items()
+             if n in (config.run.events_topic, config.run.state_topic)}  # fmt: skip
+    kind = kinds.pop() if len(kinds) == 1 else "producer"
+    return "none" if kind in ("producer", "uncompressed") else kind
+
+
+class SidecarThread:
+    """The sidecar's passes in a thread of this process, every
+    ``remote.log.manager.task.interval.ms`` (no file watcher: the job writes all the time, so
+    the timer alone keeps passes regular), keeping every pass's result for the report."""
+
+    def __init__(self, tiering: TieringConfig, store: ObjectStore) -> None:
+        self.sidecar = Sidecar(tiering, store)
+        self.passes: list[PassResult] = []
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._loop, name="sidecar", daemon=True)
+
+    def _loop(self) -> None:
+        server = serve_metrics(self.sidecar.metrics, self.sidecar.config.metrics_port)
+        try:
+            while not self.stopping.is_set():
+                try:
+                    self._record(self.sidecar.run_pass())
+                except Exception:  # a file vanishing under the writer: the next pass
+                    log.exception("sidecar pass failed; retrying at the next one")
+                self.stopping.wait(self.sidecar.config.interval_ms / 1000)
+        finally:
+            if server is not None:
+                server.shutdown()
+
+    def _record(self, result: PassResult) -> None:
+        self.passes.append(result)
+        t = pass_totals([result])
+        if t["uploaded_segments"] or t["local_segments_deleted"]:
+            say(f"sidecar: {t['uploaded_segments']} segments uploaded, "
+                f"{t['local_segments_deleted']} local segments deleted")  # fmt: skip
+
+    def stop(self) -> None:
+        self.stopping.set()
+        if self.thread.is_alive():
+            self.thread.join(timeout=300)
+
+    def final_passes(self) -> None:
+        """Tier what the last batches closed, until a pass has nothing left to do."""
+        for _ in range(FINAL_PASSES):
+            result = self.sidecar.run_pass()
+            self._record(result)
+            if not any(pass_totals([result]).values()):
+                break
+
+
+def pipeline(config: KafkatierConfig, tiering: TieringConfig, spark: Any) -> Outcome:
+    run, store = config.run, tiering.open_store()
+    topics = (run.events_topic, run.state_topic)
+    sink = KafkaLogSink(config.log_dir, compression=_codec(config), sink_id="kafkatier-run")
+    writer = BatchWriter(sink, topics, run.batches, say)
+    sidecar = SidecarThread(tiering, store) if run.sidecar else None
+    if sidecar is not None:
+        sidecar.thread.start()
+    query = start_query(spark, run, writer)
+    say(f"streaming {run.input} -> {', '.join(topics)} in {config.log_dir}")
+    stopped_by = "interrupted"
+    try:
+        stopped_by = wait_for_end(query, run, writer)
+    finally:
+        stop_query(query, writer)
+        sink.logs.close()
+        if sidecar is not None:
+            sidecar.stop()
+    say(f"stream stopped ({stopped_by}); final sidecar passes")
+    outcome = Outcome(writer.stats)
+    writer.stats.stopped_by = stopped_by
+    if sidecar is not None:
+        sidecar.final_passes()
+        outcome.passes = sidecar.passes
+    outcome.statuses = collect_status(tiering, store)
+    outcome.bytes_written = sum(s.local_bytes for s in outcome.statuses if s.topic in topics) \
+        + pass_totals(outcome.passes)["local_bytes_deleted"]  # fmt: skip
+    if run.verify:
+        outcome.checks = run_checks(config, tiering, store, spark, outcome.statuses, say)
+    return outcome
