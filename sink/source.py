@@ -7,6 +7,8 @@ source would read them from a broker, in batch and streaming queries.
 
 Rows have exactly the Kafka source's schema (``key, value, topic, partition, offset, timestamp,
 timestampType`` and, with ``includeHeaders=true``, ``headers``). Options: ``source_options``.
+With the tiering sidecar's remote options (``remote.storage.url`` ... or ``kafkatier.config``),
+a topic whose older segments exist only in the remote store reads whole: ``source_remote``.
 One Spark task reads one partition's offset range (``source_read``), on the executors, without
 touching the files; the driver only looks at the log's tail to find its bounds (``source_log``).
 Streaming offsets are Spark's Kafka offset JSON, ``{"topic": {"0": 42}}``: each micro-batch
@@ -138,9 +140,10 @@ class KafkaTierBatchReader(DataSourceReader):
         if self.opts.topics is not None:
             missing = sorted(set(self.opts.topics) - {t for t, _ in tps})
             if missing:
+                remote = "" if self.opts.remote is None else f" or in {self.opts.remote.url}"
                 raise ConfigError(
                     f"kafkatier option 'subscribe': no partitions of {', '.join(missing)} "
-                    f"under {self.opts.path}",
+                    f"under {self.opts.path}{remote}",
                     setting="subscribe",
                 )
         bounds = survey(self.opts, tps)

@@ -5,6 +5,12 @@ Offsets use Spark's forms: ``earliest``, ``latest`` or JSON ``{"topic":{"0":23,"
 -2 means earliest and -1 latest. Batch queries default to earliest..latest and refuse a
 ``latest`` start or an ``earliest`` end; streaming queries start at ``latest`` by default and take
 no ending options, as in Spark.
+
+The remote options name where the tiering sidecar copied the segments, with the sidecar's own
+property names (``remote.storage.url``, ``remote.storage.s3.endpoint.url``,
+``remote.storage.s3.region``, ``remote.storage.s3.profile``) or its properties file
+(``kafkatier.config``, which also supplies ``path`` when it names one log dir): see
+``source_remote``.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafkatier.sink.source_read import DEFAULT_CHUNK_BYTES
+from kafkatier.sink.source_remote import REMOTE_OPTIONS, RemoteSettings, parse_remote
 from kafkatier.storage.errors import ConfigError
 from kafkatier.storage.log_reader import IsolationLevel
 
@@ -28,7 +35,7 @@ KNOWN_OPTIONS = (
     "path", "subscribe", "subscribePattern", "assign", "startingOffsets", "endingOffsets",
     "startingTimestamp", "endingTimestamp", "startingOffsetsByTimestampStrategy",
     "includeHeaders", "isolationLevel", "failOnDataLoss", "maxOffsetsPerTrigger",
-    "readChunkBytes",
+    "readChunkBytes", *REMOTE_OPTIONS,
 )  # fmt: skip
 _CANONICAL = {name.lower(): name for name in KNOWN_OPTIONS}
 _JSON_EXAMPLE = '{"topicA":{"0":23,"1":-1},"topicB":{"0":-2}}'
@@ -52,6 +59,7 @@ class SourceOptions:
     fail_on_data_loss: bool = True
     max_offsets_per_trigger: int | None = None
     chunk_bytes: int = DEFAULT_CHUNK_BYTES
+    remote: RemoteSettings | None = None  # where the tiering sidecar copied the segments
 
 
 def _error(option: str, problem: str) -> ConfigError:
@@ -66,7 +74,10 @@ def parse_options(options: Mapping[str, Any], *, streaming: bool | None) -> Sour
         if key not in _CANONICAL:
             raise _error(key, f"unknown option; known options: {', '.join(KNOWN_OPTIONS)}")
     opts = {_CANONICAL[k]: v for k, v in given.items()}
+    remote = parse_remote(opts)
     path = opts.get("path", "").strip()
+    if not path and remote is not None and len(remote.log_dirs) == 1:
+        path = remote.log_dirs[0]  # the sidecar's one log dir
     if not path:
         raise _error("path", "required: the Kafka log dir (a log.dirs entry) to read")
     topics, pattern, assign = _subscription(opts)
@@ -86,6 +97,7 @@ def parse_options(options: Mapping[str, Any], *, streaming: bool | None) -> Sour
         fail_on_data_loss=_bool(opts, "failOnDataLoss", True),
         max_offsets_per_trigger=_int(opts, "maxOffsetsPerTrigger", minimum=1),
         chunk_bytes=_int(opts, "readChunkBytes", minimum=1) or DEFAULT_CHUNK_BYTES,
+        remote=remote,
     )
 
 

@@ -4,7 +4,9 @@ of each, and one :class:`~kafkatier.sink.source_read.ReadTask` per non-empty ran
 Offsets resolve as Spark's Kafka source resolves them: earliest is the log start offset, latest
 the last stable offset (``read_committed``) or the high watermark (``read_uncommitted``), a JSON
 offset map must name every subscribed partition, and a timestamp resolves to the earliest
-offset whose record timestamp is at or after it.
+offset whose record timestamp is at or after it. With the remote options, partitions, bounds and
+timestamps cover the remote segments too, and earliest is the remote log start
+(``source_remote``).
 """
 
 from __future__ import annotations
@@ -23,28 +25,55 @@ from kafkatier.sink.source_log import (
 )
 from kafkatier.sink.source_options import EARLIEST, LATEST, OffsetSpec, SourceOptions
 from kafkatier.sink.source_read import ReadTask
+from kafkatier.sink.source_remote import (
+    joined_bounds,
+    remote_partitions,
+    remote_reader,
+    store_for,
+)
 from kafkatier.storage.errors import ConfigError, OffsetOutOfRangeError
+from kafkatier.storage.metadata_files import partition_dir_name
+from kafkatier.tiering.store import ObjectStore
 
 Offsets = dict[TopicPartition, int]
 
 
 def topic_partitions(opts: SourceOptions) -> list[TopicPartition]:
-    """The subscribed partitions that exist on disk now."""
+    """The subscribed partitions that exist now, on disk or (with the remote options) only
+    in the remote store. Without a local log dir, a remote store is enough."""
     log_dir = Path(opts.path)
-    if not log_dir.is_dir():
+    if not log_dir.is_dir() and opts.remote is None:
         raise ConfigError(f"kafkatier option 'path': {log_dir} is not a directory", setting="path")
+    topics = opts.topics if opts.assign is None else {t for t, _ in opts.assign}
+    pattern = opts.pattern if opts.assign is None else None
+    found = set(discover(log_dir, topics, pattern))
+    if opts.remote is not None:
+        found |= set(remote_partitions(opts.remote, _store(opts), topics, pattern))
     if opts.assign is not None:
-        on_disk = set(discover(log_dir, {t for t, _ in opts.assign}, None))
-        return [tp for tp in opts.assign if tp in on_disk]
-    return discover(log_dir, opts.topics, opts.pattern)
+        return [tp for tp in opts.assign if tp in found]
+    return sorted(found)
+
+
+def _store(opts: SourceOptions) -> ObjectStore:
+    assert opts.remote is not None
+    return store_for(opts.remote)
 
 
 def survey(
     opts: SourceOptions, tps: Iterable[TopicPartition]
 ) -> dict[TopicPartition, PartitionBounds]:
-    """Bounds of each partition, read from its files now."""
+    """Bounds of each partition, read from its files (and remote manifest) now."""
     hints = checkpointed_log_starts(Path(opts.path))
-    return {tp: _bounds(opts, tp, hints.get(tp, 0)) for tp in tps}
+    if opts.remote is None:
+        return {tp: _bounds(opts, tp, hints.get(tp, 0)) for tp in tps}
+    found: dict[TopicPartition, PartitionBounds] = {}
+    for tp in tps:
+        local = None
+        if (Path(opts.path) / partition_dir_name(*tp)).is_dir():
+            local = _bounds(opts, tp, hints.get(tp, 0))
+        remote = remote_reader(opts.remote, _store(opts), tp, opts.chunk_bytes)
+        found[tp] = joined_bounds(local, remote)
+    return found
 
 
 def _bounds(opts: SourceOptions, tp: TopicPartition, hint: int) -> PartitionBounds:
@@ -69,8 +98,14 @@ def by_timestamp(
     hints = checkpointed_log_starts(Path(opts.path))
     found: dict[TopicPartition, int | None] = {}
     for tp in tps:
-        with ReadOnlyPartition(Path(opts.path), *tp, hints.get(tp, 0)) as part:
-            found[tp] = part.offset_for_timestamp(ts)
+        found[tp] = None
+        if opts.remote is not None:
+            remote = remote_reader(opts.remote, _store(opts), tp, opts.chunk_bytes)
+            with opts.remote.errors():
+                found[tp] = remote.offset_for_timestamp(ts)
+        if found[tp] is None and (Path(opts.path) / partition_dir_name(*tp)).is_dir():
+            with ReadOnlyPartition(Path(opts.path), *tp, hints.get(tp, 0)) as part:
+                found[tp] = part.offset_for_timestamp(ts)
     return found
 
 
@@ -186,6 +221,8 @@ def read_tasks(
                 log_start_hint=b.log_start,
                 aborted=b.aborted_in(start, end),
                 chunk_bytes=opts.chunk_bytes,
+                remote=opts.remote,
+                store=None if opts.remote is None else _store(opts),
             )
         )
     return tasks

@@ -12,10 +12,10 @@ ABORT markers the planner saw (see ``source_log``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -23,9 +23,13 @@ from kafkatier.sink.source_log import ReadOnlyPartition, byte_ranges, read_batch
 from kafkatier.storage.arrow_codec import SPARK_KAFKA_SCHEMA, decode_arrow
 from kafkatier.storage.errors import OffsetOutOfRangeError
 from kafkatier.storage.log_reader import AbortedTransactionFilter
-from kafkatier.storage.segment import LogSegment
+from kafkatier.storage.segment import AnyBatch, LogSegment
 from kafkatier.storage.txn_index import AbortedTxn
 from kafkatier.storage.wire import NO_TIMESTAMP
+
+if TYPE_CHECKING:
+    from kafkatier.sink.source_remote import RemoteSettings
+    from kafkatier.tiering.store import ObjectStore
 
 DEFAULT_CHUNK_BYTES = 16 * 1024 * 1024
 BatchFilter = Callable[[Any], bool]
@@ -33,7 +37,8 @@ BatchFilter = Callable[[Any], bool]
 
 @dataclass(frozen=True)
 class ReadTask:
-    """One Spark task: offsets [start, end) of ``topic``-``partition`` under ``log_dir``."""
+    """One Spark task: offsets [start, end) of ``topic``-``partition`` under ``log_dir``, and
+    below the local log start from ``store`` when the topic is tiered (``source_remote``)."""
 
     log_dir: str
     topic: str
@@ -46,6 +51,8 @@ class ReadTask:
     log_start_hint: int = 0
     aborted: tuple[AbortedTxn, ...] = ()
     chunk_bytes: int = DEFAULT_CHUNK_BYTES
+    remote: RemoteSettings | None = None
+    store: ObjectStore | None = None  # pickled with the task: settings only, no credentials
 
 
 def output_schema(include_headers: bool) -> pa.Schema:
@@ -59,46 +66,59 @@ def read_task(task: ReadTask) -> Iterator[pa.RecordBatch]:
     """The visible records of the task's range, as record batches in ``output_schema``."""
     if task.start >= task.end:
         return
+    if task.store is not None:
+        from kafkatier.sink.source_read_remote import read_joined  # it builds on this module
+
+        yield from read_joined(task)
+        return
     with ReadOnlyPartition(
         Path(task.log_dir), task.topic, task.partition, task.log_start_hint
     ) as part:
-        start = _checked_start(part, task)
-        keep = _batch_filter(part, task, start)
-        for segment in part.segments_from(start):
-            if segment.base_offset >= task.end:
-                break
-            found = segment.translate_offset(start)
-            if found is None:
-                continue
-            ranges = byte_ranges(segment, found.position, task.end, task.chunk_bytes)
-            for position, size, legacy in ranges:
-                table = (
-                    _legacy_table(segment, position, size, start, task, keep)
-                    if legacy
-                    else _decode(segment, position, size, start, task, keep)
-                )
-                yield from _project(table, task.include_headers).to_batches()
+        start = checked_start(task, task.start, part.log_start_offset, str(part.directory))
+        keep = batch_filter(task, [*part.aborted_txns(start, task.end), *task.aborted])
+        for table in local_tables(part, task, start, keep):
+            yield from project(table, task.include_headers).to_batches()
 
 
-def _checked_start(part: ReadOnlyPartition, task: ReadTask) -> int:
+def local_tables(
+    part: ReadOnlyPartition, task: ReadTask, start: int, keep: BatchFilter
+) -> Iterator[pa.Table]:
+    """The decoded rows of [start, task.end) in the local segments, chunk by chunk."""
+    for segment in part.segments_from(start):
+        if segment.base_offset >= task.end:
+            break
+        found = segment.translate_offset(start)
+        if found is None:
+            continue
+        ranges = byte_ranges(segment, found.position, task.end, task.chunk_bytes)
+        for position, size, legacy in ranges:
+            yield (
+                legacy_table(read_batches(segment, position, size), start, task, keep)
+                if legacy
+                else _decode(segment, position, size, start, task, keep)
+            )
+
+
+def checked_start(task: ReadTask, start: int, log_start: int, where: str) -> int:
     """Kafka's failOnDataLoss: a range starting below the log start (deleted by retention or
     never there) fails, or starts at the log start when data loss is accepted."""
-    if task.start >= part.log_start_offset:
-        return task.start
+    if start >= log_start:
+        return start
     if task.fail_on_data_loss:
         raise OffsetOutOfRangeError(
-            f"offset {task.start} of {task.topic}-{task.partition} is gone: the log starts at "
-            f"{part.log_start_offset} (set failOnDataLoss=false to read from there on)",
-            file=str(part.directory),
+            f"offset {start} of {task.topic}-{task.partition} is gone: the log starts at "
+            f"{log_start} (set failOnDataLoss=false to read from there on)",
+            file=where,
         )
-    return part.log_start_offset
+    return log_start
 
 
-def _batch_filter(part: ReadOnlyPartition, task: ReadTask, start: int) -> BatchFilter:
+def batch_filter(task: ReadTask, aborted: Iterable[AbortedTxn]) -> BatchFilter:
+    """What ``task``'s isolation level lets through; ``aborted`` may repeat a transaction."""
     if not task.committed:
         return lambda batch: not batch.is_control
-    txns = {(t.producer_id, t.first_offset): t for t in part.aborted_txns(start, task.end)}
-    for txn in task.aborted:
+    txns: dict[tuple[int, int], AbortedTxn] = {}
+    for txn in aborted:
         txns.setdefault((txn.producer_id, txn.first_offset), txn)
     return AbortedTransactionFilter.of(list(txns.values())).keep
 
@@ -118,13 +138,13 @@ def _decode(
     )
 
 
-def _legacy_table(
-    segment: LogSegment, position: int, size: int, start: int, task: ReadTask, keep: BatchFilter
+def legacy_table(
+    batches: Iterable[AnyBatch], start: int, task: ReadTask, keep: BatchFilter
 ) -> pa.Table:
     """Magic 0/1 messages, per record. As Kafka's consumer (and so Spark) reports them: v0 has
     no timestamp (-1) and timestamp type -1; v1 has its own."""
     rows: list[dict[str, Any]] = []
-    for batch in read_batches(segment, position, size):
+    for batch in batches:
         if not keep(batch):
             continue
         ts_type = int(batch.timestamp_type) if batch.magic >= 1 else NO_TIMESTAMP
@@ -148,5 +168,5 @@ def _row(task: ReadTask, offset: int, timestamp: int, ts_type: int, record: Any)
     }
 
 
-def _project(table: pa.Table, include_headers: bool) -> pa.Table:
+def project(table: pa.Table, include_headers: bool) -> pa.Table:
     return table if include_headers else table.drop_columns(["headers"])

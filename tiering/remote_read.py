@@ -16,21 +16,56 @@ a topic whose older segments exist only remotely.
 from __future__ import annotations
 
 import bisect
+import struct
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 from kafkatier.sink.source_log import ReadOnlyPartition
 from kafkatier.storage.records import RecordBatch, iter_batches
 from kafkatier.storage.segment import AnyBatch
+from kafkatier.storage.txn_index import AbortedTxn
 from kafkatier.storage.wire import (
     LOG_OVERHEAD,
+    MAGIC_OFFSET,
     OFFSET_AND_LENGTH,
     OFFSET_INDEX_ENTRY,
     TIME_INDEX_ENTRY,
 )
+from kafkatier.tiering.errors import TieringError
 from kafkatier.tiering.manifest import ManifestStore, PartitionManifest, RemoteSegment, object_key
 from kafkatier.tiering.store import ObjectStore
+
+_LAST_OFFSET_DELTA = struct.Struct(">i")
+_LAST_OFFSET_DELTA_AT = 23  # BATCH_HEADER: baseOffset, length, epoch, magic, crc, attributes
+
+
+class BatchSpan(NamedTuple):
+    """Where one whole batch lies in a buffer, from its header alone."""
+
+    position: int
+    size: int
+    last_offset: int
+    legacy: bool  # magic 0/1: its offset field is the wrapper's (last) offset
+
+
+def batch_spans(data: bytes) -> list[BatchSpan]:
+    """The whole batches at the start of ``data`` (a partial batch at the end is left out)."""
+    spans: list[BatchSpan] = []
+    pos = 0
+    while pos + MAGIC_OFFSET + 1 <= len(data):
+        offset, length = OFFSET_AND_LENGTH.unpack_from(data, pos)
+        size = LOG_OVERHEAD + length
+        if length <= 0 or pos + size > len(data):
+            break
+        legacy = data[pos + MAGIC_OFFSET] < 2
+        last = offset
+        if not legacy:
+            last += _LAST_OFFSET_DELTA.unpack_from(data, pos + _LAST_OFFSET_DELTA_AT)[0]
+        spans.append(BatchSpan(pos, size, last, legacy))
+        pos += size
+    return spans
 
 
 class RemoteLogReader:
@@ -86,35 +121,78 @@ class RemoteLogReader:
             return None
         return i
 
+    @property
+    def first_offset(self) -> int | None:
+        """The first readable remote offset (None: nothing remote): retention moves the
+        manifest's log start past the start of the first segment it has not deleted yet."""
+        if not self.segments:
+            return None
+        return max(self.log_start_offset, self.segments[0].base_offset)
+
     def batches_from(self, offset: int, end: int | None = None) -> Iterator[RecordBatch]:
         """Whole batches with last offset >= ``offset`` (and base offset < ``end``)."""
-        start = self._segment_index(offset)
-        if start is None:
-            return
-        for seg in self.segments[start:]:
-            position = self._position(seg, offset) if seg.base_offset <= offset else 0
-            for batch in self._segment_batches(seg, position):
+        for key, _, data in self.byte_runs(offset, end):
+            for batch in iter_batches(data, file=key):
                 if end is not None and batch.base_offset >= end:
                     return
                 if batch.last_offset >= offset:
                     yield batch  # type: ignore[misc]
 
-    def _segment_batches(self, seg: RemoteSegment, position: int) -> Iterator[AnyBatch]:
+    def byte_runs(self, offset: int, end: int | None = None) -> Iterator[tuple[str, int, bytes]]:
+        """(object key, position, bytes) of runs of whole batches, each one ranged GET of at
+        most ``chunk_bytes`` (or one batch), from the batch the offset index places at or before
+        ``offset`` until a batch covering ``end - 1`` or beyond. Readers filter by offset."""
+        start = self._segment_index(offset)
+        if start is None:
+            return
+        for seg in self.segments[start:]:
+            if end is not None and seg.base_offset >= end:
+                return
+            position = self._position(seg, offset) if seg.base_offset <= offset else 0
+            for key, at, data in self._segment_runs(seg, position):
+                last = None if end is None else end - 1
+                stop = next((s for s in batch_spans(data) if last is not None
+                             and s.last_offset >= last), None)
+                if stop is not None:
+                    yield key, at, data[: stop.position + stop.size]
+                    return
+                yield key, at, data
+
+    def _segment_runs(self, seg: RemoteSegment, position: int) -> Iterator[tuple[str, int, bytes]]:
         key = object_key(self.topic, self.partition, seg, "log")
         size = seg.files["log"].size
         while position < size:
             data = self.store.get_bytes(key, position, min(position + self.chunk_bytes, size))
-            consumed = 0
-            for batch in iter_batches(data, file=key):
-                consumed += batch.size_in_bytes
-                yield batch
-            if consumed == 0:  # one batch larger than the chunk: fetch exactly it
+            spans = batch_spans(data)
+            if not spans:  # one batch larger than the chunk: fetch exactly it
                 _, length = OFFSET_AND_LENGTH.unpack_from(data, 0)
                 data = self.store.get_bytes(key, position, position + LOG_OVERHEAD + length)
-                for batch in iter_batches(data, file=key):
-                    consumed += batch.size_in_bytes
-                    yield batch
-            position += consumed
+                spans = batch_spans(data)
+                if not spans:
+                    raise TieringError("truncated batch in remote segment", key=key,
+                                       position=position)
+            used = spans[-1].position + spans[-1].size
+            yield key, position, data[:used]
+            position += used
+
+    def aborted_txns(self, start: int, end: int) -> tuple[list[AbortedTxn], bool]:
+        """The remote ``.txnindex`` entries overlapping [start, end), and whether the search is
+        complete (Kafka's collectAbortedTransactions: an entry whose LSO reaches ``end``
+        means no later segment holds one); incomplete means: go on with the local segments."""
+        first = self._segment_index(start)
+        found: list[AbortedTxn] = []
+        for seg in self.segments[first:] if first is not None else ():
+            if "txnindex" not in seg.files:
+                continue
+            key = object_key(self.topic, self.partition, seg, "txnindex")
+            data = self.store.get_bytes(key)
+            for pos in range(0, len(data) - len(data) % AbortedTxn.SIZE, AbortedTxn.SIZE):
+                txn = AbortedTxn.unpack(data, pos, file=key)
+                if txn.last_offset >= start and txn.first_offset < end:
+                    found.append(txn)
+                if txn.last_stable_offset >= end:
+                    return found, True
+        return found, False
 
     def offset_for_timestamp(self, timestamp: int) -> int | None:
         """Offset of the first record with timestamp >= ``timestamp`` (None: none remote)."""

