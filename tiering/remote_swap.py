@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import cast
@@ -38,13 +39,16 @@ from kafkatier.tiering.manifest import (
     RemoteFile,
     RemoteSegment,
     SegmentState,
+    attempt_prefix,
     now_ms,
     object_key,
+    partition_prefix,
 )
 from kafkatier.tiering.store import ObjectStore
 from kafkatier.tiering.upload import Uploader, delete_attempt
 
 log = logging.getLogger("kafkatier.tiering")
+DELETE_THREADS = 8
 
 
 @dataclass(frozen=True)
@@ -73,7 +77,7 @@ class GroupReplacer:
     topic: str
     partition: int
     owner: str
-    replaced: list[str] = field(default_factory=list)
+    replaced: list[RemoteSegment] = field(default_factory=list)
     swapped_at: float = 0.0
 
     @property
@@ -99,7 +103,7 @@ class GroupReplacer:
             self._abandon(entry.attempt)
             return None
         crash_point("compact-after-swap")
-        self.replaced.extend(o.attempt for o in old)
+        self.replaced.extend(old)
         self.swapped_at = time.monotonic()
         entry.state, entry.files = SegmentState.COPY_SEGMENT_FINISHED, files
         return entry
@@ -162,18 +166,34 @@ class GroupReplacer:
             log.warning("could not clean compaction attempt %s: %s", attempt, exc)
 
     def delete_replaced(self, grace_ms: int) -> int:
-        """Step 4 once ``grace_ms`` passed since the last swap; returns how many went."""
+        """Step 4 once ``grace_ms`` passed since the last swap; returns how many attempts went.
+        The entries are DELETE_SEGMENT_STARTED since the swap: objects first (one listing, the
+        deletes in parallel), then one manifest update drops them all."""
         if not self.replaced:
             return 0
         wait = self.swapped_at + grace_ms / 1000 - time.monotonic()
         if wait > 0:
             time.sleep(wait)
-        done = 0
-        for attempt in self.replaced:
-            delete_attempt(self.store, self.manifests, self.topic, self.partition, attempt)
-            done += 1
+        prefixes = tuple(attempt_prefix(self.topic, self.partition, s.base_offset, s.attempt)
+                         for s in self.replaced)  # fmt: skip
+        listed = self.store.list(partition_prefix(self.topic, self.partition))
+        keys = [i.key for i in listed if i.key.startswith(prefixes)]
+        first = [k for k in keys if k.startswith(prefixes[0])]
+        for key in first:
+            self.store.delete(key)
+        crash_point("compact-mid-delete")
+        with ThreadPoolExecutor(max_workers=DELETE_THREADS) as pool:
+            list(pool.map(self.store.delete, [k for k in keys if k not in first]))
+        doomed = {s.attempt for s in self.replaced}
+
+        def drop(manifest: PartitionManifest) -> bool:
+            before = len(manifest.segments)
+            manifest.segments = [s for s in manifest.segments if s.attempt not in doomed]
+            return len(manifest.segments) != before
+
+        self.manifests.update(self.topic, self.partition, drop)
         self.replaced.clear()
-        return done
+        return len(doomed)
 
 
 def _add(manifest: PartitionManifest, entry: RemoteSegment) -> bool:

@@ -34,6 +34,7 @@ from kafkatier.storage.wire import BATCH_HEADER_SIZE, NO_TIMESTAMP, OFFSET_AND_L
 from kafkatier.tiering.manifest import RemoteSegment, object_key
 from kafkatier.tiering.store import ObjectStore
 
+HEAD_BYTES = 16 << 10
 _MAGIC_AT = 16  # baseOffset(8) batchLength(4) partitionLeaderEpoch(4), then magic
 
 
@@ -46,6 +47,7 @@ class RemoteSegmentFile:
         self.key = object_key(topic, partition, seg, "log")
         self.base_offset = seg.base_offset
         self.size = seg.files["log"].size if "log" in seg.files else 0
+        self._head = b""
 
     @property
     def largest_timestamp(self) -> int:
@@ -55,9 +57,20 @@ class RemoteSegmentFile:
         end = min(position + size, self.size)
         return self.store.get_bytes(self.key, position, end) if end > position else b""
 
+    def _read_head(self, size: int) -> bytes:
+        """The segment's first ``size`` bytes; up to ``HEAD_BYTES`` fetched once and kept: the
+        choice rules ask for the first batch on every pass."""
+        if size > HEAD_BYTES:
+            return self.read_bytes(0, size)
+        if len(self._head) < min(size, self.size):
+            self._head = self.read_bytes(0, HEAD_BYTES)
+        return self._head[:size]
+
     def scan_headers(self, position: int = 0) -> Iterator[BatchPosition]:
-        """Only the first batch's position (all the choice rules ask for): one small GET."""
-        head = self.read_bytes(position, BATCH_HEADER_SIZE)
+        """Only the first batch's position (all the choice rules ask for)."""
+        if position != 0:
+            raise ValueError("a remote segment is scanned from its start only")
+        head = self._read_head(BATCH_HEADER_SIZE)
         if len(head) < BATCH_HEADER_SIZE:
             return
         base, length = OFFSET_AND_LENGTH.unpack_from(head, 0)
@@ -66,7 +79,9 @@ class RemoteSegmentFile:
     def batches(self, position: int = 0, *, end: int | None = None) -> Iterator[AnyBatch]:
         stop = self.size if end is None else min(end, self.size)
         if stop > position:
-            yield from iter_batches(self.read_bytes(position, stop - position), file=self.key)
+            data = self._read_head(stop)[position:] if position == 0 else self.read_bytes(
+                position, stop - position)  # fmt: skip
+            yield from iter_batches(data, file=self.key)
 
 
 class _EndMarker:

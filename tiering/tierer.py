@@ -80,6 +80,8 @@ class Tierer:
         self.owner = new_owner()
         self.uploader = Uploader(self.store, self.owner)
         self.compaction_grace_ms = COMPACTION_GRACE_MS
+        self.remote_compaction = True
+        """False: upload and retention only (tests comparing compactions at one instant)."""
         self._lock = threading.Lock()
 
     def run_once(self) -> PassResult:
@@ -125,7 +127,7 @@ class Tierer:
         highest = manifest.highest_offset
         local_only = sum(s.size for s in part.segments if s.base_offset > highest)
         outcome.remote_segments_expired = expire_remote(self.store, part, now_ms(), local_only)
-        if part.config.is_compacted:
+        if part.config.is_compacted and self.remote_compaction:
             self._compact(part, outcome)
 
     def _compact(self, part: LocalPartition, outcome: PartitionPass) -> None:
