@@ -3,8 +3,10 @@ remote store, the rest from the local files (``source_remote`` has the design).
 
 The join point is the local log start *when the task runs*: the sidecar deletes a local segment
 only after its remote copy is FINISHED, so whatever is no longer local is remote. A segment the
-sidecar deletes while the task reads it (``FileNotFoundError``) makes the task start over from
-the offset after the last row it produced, which then reads remotely.
+sidecar deletes while the task reads it (``FileNotFoundError``), or a remote object that remote
+retention or compaction removed after the task read the manifest (``ObjectNotFoundError``),
+makes the task start over, with a fresh listing and manifest, from the offset after the last
+row it produced.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from kafkatier.sink.source_remote import RemoteSettings, remote_reader
 from kafkatier.storage.arrow_codec import decode_arrow
 from kafkatier.storage.records import iter_batches
 from kafkatier.storage.txn_index import AbortedTxn
+from kafkatier.tiering.errors import ObjectNotFoundError
 from kafkatier.tiering.remote_read import RemoteLogReader, batch_spans
 
 ATTEMPTS = 3
@@ -44,7 +47,7 @@ def read_joined(task: ReadTask) -> Iterator[pa.RecordBatch]:
                     next_offset = int(table.column("offset")[-1].as_py()) + 1
                 yield from project(table, task.include_headers).to_batches()
             return
-        except FileNotFoundError:
+        except (FileNotFoundError, ObjectNotFoundError):
             if attempt + 1 == ATTEMPTS:
                 raise
 

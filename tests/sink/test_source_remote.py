@@ -25,7 +25,7 @@ from kafkatier.sink.source_plan import (
     survey,
     topic_partitions,
 )
-from kafkatier.sink.source_read import read_task
+from kafkatier.sink.source_read import ReadTask, read_task
 from kafkatier.storage.errors import ConfigError, OffsetOutOfRangeError
 from kafkatier.storage.log_dir import LogDirectory
 from kafkatier.storage.verify import verify_paths
@@ -94,14 +94,22 @@ def rows_of_table(table: pa.Table) -> list[Row]:
     return sorted(out)
 
 
-def read(path: Path, **options: str) -> list[Row]:
-    """What the data source returns for a batch query, planned and read in this process."""
+def plan(path: Path, **options: str) -> list[ReadTask]:
+    """The tasks the data source plans for a batch query (the driver's part)."""
     opts = parse_options({"path": str(path), "includeHeaders": "true", **options},
                          streaming=False)  # fmt: skip
     bounds = survey(opts, topic_partitions(opts))
-    tasks = read_tasks(opts, starting_offsets(opts, bounds), ending_offsets(opts, bounds), bounds)
+    return read_tasks(opts, starting_offsets(opts, bounds), ending_offsets(opts, bounds), bounds)
+
+
+def execute(tasks: list[ReadTask]) -> list[Row]:
+    """The executors' part: each task pickled and unpickled, as Spark ships it."""
     batches = [b for t in tasks for b in read_task(pickle.loads(pickle.dumps(t)))]
     return rows_of_table(pa.Table.from_batches(batches)) if batches else []
+
+
+def read(path: Path, **options: str) -> list[Row]:
+    return execute(plan(path, **options))
 
 
 class Tiered:
@@ -112,7 +120,14 @@ class Tiered:
                        for c in ("read_committed", "read_uncommitted")}  # fmt: skip
         with ReadOnlyPartition(self.logs, "rt", 0) as part:
             self.stamps = {o: part.offset_for_timestamp(o) for o in self._probe_times()}
+        (root / "remote").mkdir()
         self.store = FsspecStore(f"file://{root / 'remote'}")
+        remote = {"remote.storage.url": self.store.url}
+        self.early = plan(self.logs, subscribe="rt,ro", **remote)
+        # read_uncommitted: no .txnindex lookups, so the later segments are not open yet
+        self.reading = read_task(plan(self.logs, assign='{"rt":[1]}', readChunkBytes="100",
+                                      isolationLevel="read_uncommitted", **remote)[0])  # fmt: skip
+        self.first = next(self.reading)  # from the first local segment
         tier(self.logs, self.store)
         self.remote = {"remote.storage.url": self.store.url}
 
@@ -141,6 +156,19 @@ def test_joined_read_equals_the_full_log(tiered: Tiered, isolation: str) -> None
     assert got == tiered.before[isolation]
     local_only = read(tiered.logs, subscribe="rt,ro", isolationLevel=isolation)
     assert len(local_only) < len(got) // 2  # most of it is remote only now
+
+
+def test_tasks_planned_before_the_local_deletes_read_remotely(tiered: Tiered) -> None:
+    """The join point is the local log start when a task runs, not when it was planned."""
+    assert all(t.store is not None for t in tiered.early)
+    assert execute(tiered.early) == tiered.before["read_committed"]
+
+
+def test_a_read_losing_its_local_segments_goes_on_remotely(tiered: Tiered) -> None:
+    """The sidecar deleted the segments after the task had started reading them."""
+    table = pa.Table.from_batches([tiered.first, *tiered.reading])
+    expected = [r for r in tiered.before["read_uncommitted"] if r[:2] == ("rt", 1)]
+    assert rows_of_table(table) == expected
 
 
 def test_small_chunks_and_pattern_read_the_same(tiered: Tiered) -> None:
