@@ -2,7 +2,7 @@
 read-and-rewrite of the same segments, in the same run.
 
     python bench/compaction.py [--records N] [--keys K] [--dedupe-mb M] [--codec C]
-                               [--repeat R] [--json]
+                               [--rounds R] [--json]
 
 Writes a partition of N records over K distinct keys (16-byte keys, 100-byte values, 100
 records per batch, keys in random order) through ``Log.append``, then, each on a fresh copy:
@@ -12,10 +12,12 @@ records per batch, keys in random order) through ``Log.append``, then, each on a
     cleaning with nothing filtered;
 (b) compaction: ``compact_log`` with ``min.cleanable.dirty.ratio=0`` (map budget M MiB).
 
-Reports records/s and MB/s (of input) for both, best of R alternating runs, their ratio (goal:
-compaction at least half as fast as the plain rewrite), and, in a fresh process, the resident
-set before compaction and its peak during compaction (``/proc/self/clear_refs`` resets the
-mark), against the map budget.
+R rounds, each timing both back to back on fresh copies (the order alternating), so both see
+the same machine load. Reports, per round, wall and CPU seconds of both and their ratio
+(compaction speed over plain speed = plain time over compaction time; goal: at least 0.5), the
+median and worst ratio over the rounds and the ratio of the best times, records/s and MB/s (of
+input) of the best runs, and, in a fresh process, the resident set before compaction and its
+peak during compaction (``/proc/self/clear_refs`` resets the mark), against the map budget.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -107,9 +110,15 @@ def plain_rewrite(log: Log) -> tuple[int, int]:
     return records, size
 
 
+def _cpu_seconds() -> float:
+    """User + system CPU time of this process (page faults and syscalls count)."""
+    t = os.times()
+    return t.user + t.system
+
+
 def timed(path: Path, cfg: LogConfig, work: str) -> dict[str, Any]:
     logs, log = open_log(path, cfg)
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), _cpu_seconds()
     if work == "plain":
         records, size = plain_rewrite(log)
         extra: dict[str, Any] = {}
@@ -118,10 +127,27 @@ def timed(path: Path, cfg: LogConfig, work: str) -> dict[str, Any]:
         records, size = result.records_read, result.bytes_before - log.active_segment.size
         extra = {"passes": result.passes, "bytes_after": result.bytes_after,
                  "records_removed": result.records_removed}  # fmt: skip
-    seconds = time.perf_counter() - start
+    seconds, cpu = time.perf_counter() - start, _cpu_seconds() - cpu
     logs.close()
     rates = {"records_per_s": records / seconds, "mb_per_s": size / seconds / 1e6}
-    return {"seconds": seconds, "records": records, "bytes": size, **rates, **extra}
+    return {"seconds": seconds, "cpu_seconds": cpu, "records": records, "bytes": size, **rates,
+            **extra}  # fmt: skip
+
+
+def one_round(tmp: Path, source: Path, cfg: LogConfig, index: int) -> dict[str, Any]:
+    """Both rewrites on fresh copies, back to back; the order alternates between rounds so
+    neither always runs first. Dirty pages of the copy are written back before timing."""
+    order = ("plain", "compact") if index % 2 == 0 else ("compact", "plain")
+    out: dict[str, Any] = {"order": list(order)}
+    for work in order:
+        copy = tmp / f"{work}{index}"
+        shutil.copytree(source, copy)
+        os.sync()
+        out[work] = timed(copy, cfg, work)
+        shutil.rmtree(copy)
+    out["ratio"] = out["plain"]["seconds"] / out["compact"]["seconds"]
+    out["cpu_ratio"] = out["plain"]["cpu_seconds"] / out["compact"]["cpu_seconds"]
+    return out
 
 
 def _status_kib(field: str) -> int:
@@ -154,8 +180,22 @@ def peak_rss(path: Path, dedupe_mb: float) -> tuple[int, int]:
     return int(before) * 1024, int(peak) * 1024
 
 
+def summarize(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per-round ratios (compaction speed over plain speed, i.e. plain time over compaction
+    time, both from the same round), their median and worst, and the ratio of best times."""
+    best = {w: min(rounds, key=lambda r: r[w]["seconds"])[w] for w in ("plain", "compact")}
+    ratios = [r["ratio"] for r in rounds]
+    cpu = [r["cpu_ratio"] for r in rounds]
+    return {
+        "plain": best["plain"], "compact": best["compact"], "ratios": ratios,
+        "median_ratio": statistics.median(ratios), "worst_ratio": min(ratios),
+        "best_times_ratio": best["plain"]["seconds"] / best["compact"]["seconds"],
+        "cpu_ratios": cpu, "median_cpu_ratio": statistics.median(cpu),
+    }  # fmt: skip
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    """Build the input, time both rewrites on copies, measure RSS; the report's figures."""
+    """Build the input, time both rewrites on copies round by round, measure RSS."""
     cfg = config(args.dedupe_mb)
     with tempfile.TemporaryDirectory(prefix="kafkatier-bench-") as tmp:
         source = Path(tmp) / "source"
@@ -167,27 +207,18 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         build(warm, 2000, 100, args.codec, cfg)
         timed(warm, cfg, "compact")  # numba's first calls (cache load or compile), not timed
         warm_s = time.perf_counter() - started
-        runs: dict[str, Any] = {}
-        for attempt in range(args.repeat):  # best of K: the machine is shared and noisy
-            for work in ("plain", "compact"):
-                copy = Path(tmp) / f"{work}{attempt}"
-                shutil.copytree(source, copy)
-                run_ = timed(copy, cfg, work)
-                shutil.rmtree(copy)
-                if work not in runs or run_["seconds"] < runs[work]["seconds"]:
-                    runs[work] = run_
+        rounds = [one_round(Path(tmp), source, cfg, i) for i in range(args.rounds)]
         rss_copy = Path(tmp) / "rss"
         shutil.copytree(source, rss_copy)
         rss_before, rss_peak = peak_rss(rss_copy, args.dedupe_mb)
-    ratio = runs["compact"]["records_per_s"] / runs["plain"]["records_per_s"]
+    summary = summarize(rounds)
     return {
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
-        "records": args.records, "keys": args.keys, "codec": args.codec, "repeat": args.repeat,
+        "records": args.records, "keys": args.keys, "codec": args.codec, "rounds": rounds,
         "dedupe_buffer_bytes": int(args.dedupe_mb * (1 << 20)), "build_seconds": build_s,
-        "warm_up_seconds": warm_s, "plain": runs["plain"], "compact": runs["compact"],
-        "speed_ratio": ratio, "rss_before_compaction": rss_before,
+        "warm_up_seconds": warm_s, **summary, "rss_before_compaction": rss_before,
         "peak_rss_during_compaction": rss_peak, "cpu_count": os.cpu_count(),
-        "goal_met": ratio >= 0.5,
+        "load_average": os.getloadavg(), "goal_met": summary["median_ratio"] >= 0.5,
     }  # fmt: skip
 
 
@@ -199,19 +230,28 @@ def print_report(report: dict[str, Any]) -> None:
           f"{report['codec']}, {plain['bytes'] / mib:.1f} MiB in segments (built in "
           f"{report['build_seconds']:.1f} s; numba warm-up {report['warm_up_seconds']:.1f} s, "
           "not timed)")  # fmt: skip
-    print(f"best of {report['repeat']} runs each:")
+    print("round  first    plain s  compact s  ratio   (CPU s: plain compact ratio)")
+    for i, r in enumerate(report["rounds"]):
+        p, c = r["plain"], r["compact"]
+        print(f"{i:5}  {r['order'][0]:>7}  {p['seconds']:7.3f}  {c['seconds']:9.3f}  "
+              f"{r['ratio']:5.2f}   ({p['cpu_seconds']:.3f} {c['cpu_seconds']:.3f} "
+              f"{r['cpu_ratio']:.2f})")  # fmt: skip
+    print(f"best of {len(report['rounds'])} rounds each:")
     for name, r in (("plain", plain), ("compact", compact)):
-        print(f"{name:>8}: {r['seconds']:7.2f} s  {r['records_per_s']:>12,.0f} records/s  "
+        print(f"{name:>8}: {r['seconds']:7.3f} s  {r['records_per_s']:>12,.0f} records/s  "
               f"{r['mb_per_s']:8.1f} MB/s")  # fmt: skip
     print(f"compaction: {compact['passes']} pass(es), {compact['records_removed']:,} records "
           f"removed, {compact['bytes_after'] / mib:.1f} MiB after")  # fmt: skip
-    ratio = report["speed_ratio"]
-    print(f"speed ratio compact/plain: {ratio:.2f} (goal >= 0.5: "
-          f"{'met' if report['goal_met'] else 'NOT met'})")  # fmt: skip
+    print(f"speed ratio compact/plain (plain time / compaction time, same round): median "
+          f"{report['median_ratio']:.2f}, worst {report['worst_ratio']:.2f}; best times "
+          f"{report['best_times_ratio']:.2f}; CPU-time median {report['median_cpu_ratio']:.2f} "
+          f"(goal: median >= 0.5: {'met' if report['goal_met'] else 'NOT met'})")  # fmt: skip
     before, peak = report["rss_before_compaction"], report["peak_rss_during_compaction"]
     print(f"RSS: {before / mib:.0f} MiB before compaction (log open), peak {peak / mib:.0f} MiB "
           f"during it: +{(peak - before) / mib:.0f} MiB against a map budget of "
           f"{report['dedupe_buffer_bytes'] / mib:g} MiB")  # fmt: skip
+    load = ", ".join(f"{x:.1f}" for x in report["load_average"])
+    print(f"machine: {report['cpu_count']} CPUs, load average {load} at the end")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -220,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keys", type=int, default=100_000)
     parser.add_argument("--dedupe-mb", type=float, default=128.0)
     parser.add_argument("--codec", default="none")
-    parser.add_argument("--repeat", type=int, default=3, help="best of this many runs each")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds of both rewrites")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--rss-child", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)

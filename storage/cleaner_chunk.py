@@ -63,7 +63,8 @@ def map_plain(offset_map: OffsetMap, start: int) -> Plain:
     def plain(array: U8, pos: int) -> tuple[int, bool]:
         pos, full, offset_map.size, offset_map.latest_offset = map_chunk(
             offset_map.table, array, pos, start, offset_map.size, offset_map.max_desired_size,
-            offset_map.latest_offset, offset_map.digest,
+            offset_map.latest_offset, offset_map.digest, offset_map.superseded,
+            offset_map.superseded_start,
         )  # fmt: skip
         return int(pos), bool(full)
 
@@ -81,7 +82,8 @@ class ChunkFilter:
         now_ms, delete_retention_ms, upper_bound = facts
         self.offset_map = offset_map
         self.ctx = np.array([offset_map.latest_offset, now_ms, delete_retention_ms, upper_bound,
-                             offset_map.digest], dtype=np.int64)  # fmt: skip
+                             offset_map.digest, offset_map.superseded_start],
+                            dtype=np.int64)  # fmt: skip
         known = sorted((pid, last) for pid, (last, _) in last_records.items() if last is not None)
         self.pids = np.array([p for p, _ in known], dtype=np.int64)
         self.last_offsets = np.array([o for _, o in known], dtype=np.int64)
@@ -94,8 +96,8 @@ class ChunkFilter:
 
     def __call__(self, array: U8, pos: int) -> tuple[int, bool]:
         pos, size, count = filter_chunk(
-            self.offset_map.table, array, pos, self.ctx, self.pids, self.last_offsets, self.out,
-            self.infos, self.stats,
+            self.offset_map.table, self.offset_map.superseded, array, pos, self.ctx, self.pids,
+            self.last_offsets, self.out, self.infos, self.stats,
         )  # fmt: skip
         if count:
             rows = self.infos[:count].tolist()

@@ -18,7 +18,7 @@ import numpy.typing as npt
 
 from kafkatier.storage.cleaner_batch_kernels import map_batch, select_batch
 from kafkatier.storage.cleaner_kernels import TS_DELTA, rebuild_records, scan_records
-from kafkatier.storage.offset_map import Table
+from kafkatier.storage.offset_map import Bits, Table
 from kafkatier.storage.wire import (
     ATTR_CODEC_MASK,
     ATTR_CONTROL,
@@ -108,7 +108,8 @@ def plain_batch_size(buf: U8, pos: int) -> int:
 
 @numba.njit(cache=True, nogil=True)
 def map_chunk(
-    table: Table, buf: U8, pos: int, start: int, size: int, limit: int, latest: int, digest: int
+    table: Table, buf: U8, pos: int, start: int, size: int, limit: int, latest: int, digest: int,
+    sup: Bits, sup_start: int,
 ) -> tuple[int, bool, int, int]:  # fmt: skip
     """Map the plain batches from ``pos``: (where it stopped, map full, size, latest offset).
     A full map stops at the batch that did not fit, its latest offset not taken (as Python)."""
@@ -121,7 +122,8 @@ def map_chunk(
         if not ok:
             return pos, False, size, latest
         base = _be(buf, pos, 8)
-        complete, size = map_batch(table, payload, rows, base, start, size, limit, digest)
+        complete, size = map_batch(table, payload, rows, base, start, size, limit, digest, sup,
+                                   sup_start)  # fmt: skip
         if not complete:
             return pos, True, size, latest
         last = base + _be(buf, pos + 23, 4)
@@ -171,11 +173,12 @@ def _write_rebuilt(
 
 @numba.njit(cache=True, nogil=True)
 def _filter_one(
-    table: Table, buf: U8, pos: int, n: int, ctx: I64, pids: I64, last_offsets: I64,
+    table: Table, sup: Bits, buf: U8, pos: int, n: int, ctx: I64, pids: I64, last_offsets: I64,
     out: U8, at: int, stats: I64,
 ) -> tuple[bool, int, int]:  # fmt: skip
     """One plain batch: (handled, bytes written to ``out[at:]``, max timestamp written).
-    ``ctx`` = (map latest offset, now, delete retention, upper bound, digest)."""
+    ``ctx`` = (map latest offset, now, delete retention, upper bound, digest, ``sup``'s first
+    offset)."""
     count = _be(buf, pos + 57, 4)
     payload = buf[pos + BATCH_HEADER_SIZE : pos + n]
     rows, ok = scan_records(payload, count)
@@ -191,7 +194,7 @@ def _filter_one(
     horizon = _be(buf, pos + 27, 8) if has_horizon else -1
     retain_deletes = not has_horizon or ctx[1] < horizon
     kept, expired, tombstones = select_batch(table, payload, rows, base, ctx[0], retain_deletes,
-                                             ctx[4])  # fmt: skip
+                                             ctx[4], sup, ctx[5])  # fmt: skip
     if kept.shape[0] == 0 and retain_empty:
         return False, 0, 0  # a 61-byte empty batch: the Python path builds it
     stats[0] += count
@@ -212,7 +215,7 @@ def _filter_one(
 
 @numba.njit(cache=True, nogil=True)
 def filter_chunk(
-    table: Table, buf: U8, pos: int, ctx: I64, pids: I64, last_offsets: I64, out: U8,
+    table: Table, sup: Bits, buf: U8, pos: int, ctx: I64, pids: I64, last_offsets: I64, out: U8,
     infos: I64, stats: I64,
 ) -> tuple[int, int, int]:  # fmt: skip
     """Filter the plain batches from ``pos`` into ``out``, one ``infos`` row per batch written:
@@ -226,8 +229,8 @@ def filter_chunk(
         count = _be(buf, pos + 57, 4)
         if at + n + 10 * count + 64 > out.shape[0]:  # ts deltas grow to at most 10 bytes
             return pos, at, written
-        handled, size, max_ts = _filter_one(table, buf, pos, n, ctx, pids, last_offsets, out, at,
-                                            stats)  # fmt: skip
+        handled, size, max_ts = _filter_one(table, sup, buf, pos, n, ctx, pids, last_offsets, out,
+                                            at, stats)  # fmt: skip
         if not handled:
             return pos, at, written
         if size:

@@ -55,7 +55,8 @@ def map_keys(scanned: ScannedBatch, offset_map: OffsetMap, start: int) -> bool:
     """Put the keyed records at or after ``start``; True when the map filled up first."""
     complete, offset_map.size = map_batch(
         offset_map.table, scanned.payload, scanned.rows, scanned.batch.base_offset, start,
-        offset_map.size, offset_map.max_desired_size, offset_map.digest,
+        offset_map.size, offset_map.max_desired_size, offset_map.digest, offset_map.superseded,
+        offset_map.superseded_start,
     )  # fmt: skip
     return not complete
 
@@ -69,7 +70,8 @@ def select(
     retain_deletes = horizon is None or now_ms < horizon
     kept, expired, tombstones = select_batch(
         offset_map.table, scanned.payload, scanned.rows, scanned.batch.base_offset,
-        offset_map.latest_offset, retain_deletes, offset_map.digest,
+        offset_map.latest_offset, retain_deletes, offset_map.digest, offset_map.superseded,
+        offset_map.superseded_start,
     )  # fmt: skip
     return kept, int(expired), int(tombstones)
 

@@ -70,7 +70,7 @@ def _map_segment(
 
 def build_offset_map(store: SegmentStore, offset_map: OffsetMap, start: int, end: int) -> bool:
     """Fill ``offset_map`` from the dirty segments in [start, end); True if it filled up."""
-    offset_map.clear()
+    offset_map.clear(max_keys=max(end - start, 0), start=start)  # no more keys than offsets
     txn = CleanedTransactionMetadata(store.aborted_txns(start, end))
     infos = store.segment_infos()
     bases = [i.base_offset for i in infos]

@@ -9,8 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kafkatier.storage.cleaner_kernels import md5_keys
-from kafkatier.storage.offset_map import BYTES_PER_ENTRY, OffsetMap, hash_keys
+from kafkatier.storage.cleaner_batch_kernels import map_batch
+from kafkatier.storage.cleaner_kernels import FIELDS, KEY_LEN, KEY_POS, OFF_DELTA, md5_keys
+from kafkatier.storage.offset_map import BYTES_PER_ENTRY, MURMUR3, OffsetMap, hash_keys
 
 
 class KafkaSkimpyModel:
@@ -154,3 +155,46 @@ def test_four_lane_md5_is_hashlibs(keys: list[bytes | None]) -> None:
     for k, words in zip(keys, out, strict=True):
         expected = b"\0" * 16 if k is None else hashlib.md5(k).digest()
         assert words.astype("<u8").tobytes() == expected
+
+
+def test_clear_sizes_the_table_to_the_offsets_but_keeps_kafkas_capacity() -> None:
+    """A map for 100 offsets needs at most 100 keys: a table of 100 / 0.9 + 2 rows holds them
+    without filling up, while the budget's capacity (Kafka's) is what the size check uses
+    once the table has the budget's slots again."""
+    m = OffsetMap(24 * 10_000, 0.9, MURMUR3)
+    m.clear(max_keys=100, start=50)
+    assert m.table.shape[0] == int(100 / 0.9) + 2
+    assert m.max_desired_size >= 100
+    assert m.superseded.shape[0] == 13 and m.superseded_start == 50  # one bit per offset
+    keys = [b"k%d" % i for i in range(100)]
+    assert m.put_hashes(hash_keys(keys, MURMUR3), np.arange(50, 150, dtype=np.int64)) == 100
+    assert [m.get(k) for k in keys] == list(range(50, 150))
+    m.clear(max_keys=1_000_000)
+    assert m.table.shape[0] == m.slots == 10_000
+    assert m.max_desired_size == m.desired_size == 9000
+    assert m.superseded.shape[0] == 0  # no room left in the budget for the bits
+    m.clear()
+    assert m.table.shape[0] == 10_000
+
+
+@settings(max_examples=40, deadline=None)
+@given(keys=st.lists(st.integers(0, 15), max_size=80))
+def test_superseded_bits_are_the_records_below_their_keys_entry(keys: list[int]) -> None:
+    """Through the cleaner's put kernel: a record's bit is set exactly when a later record of
+    the same key was put, i.e. when its offset is below the key's entry."""
+    start = 1000
+    m = OffsetMap(24 * 4096, 0.9, MURMUR3)
+    m.clear(max_keys=len(keys), start=start)
+    raw = [b"key-%d" % k for k in keys]
+    buf = np.frombuffer(b"".join(raw) + b"\0", dtype=np.uint8)
+    lengths = np.array([len(k) for k in raw], dtype=np.int64)
+    rows = np.zeros((len(keys), FIELDS), dtype=np.int64)
+    rows[:, KEY_POS] = np.cumsum(lengths) - lengths
+    rows[:, KEY_LEN] = lengths
+    rows[:, OFF_DELTA] = np.arange(len(keys))
+    complete, m.size = map_batch(m.table, buf, rows, start, start, m.size, m.max_desired_size,
+                                 m.digest, m.superseded, m.superseded_start)  # fmt: skip
+    assert complete
+    for i, key in enumerate(raw):
+        marked = bool(m.superseded[i >> 3] >> (i & 7) & 1)
+        assert marked == (start + i < m.get(key))
