@@ -110,14 +110,18 @@ def parse_remote(opts: dict[str, str]) -> RemoteSettings | None:
     for name, attr in _SETTINGS.items():
         if opts.get(name, "").strip():
             values[attr] = opts[name].strip()
-    if not values.get("url"):
+    url = values.get("url")
+    if not url:
         if any(name in opts for name in _SETTINGS):
             raise ConfigError(
                 f"kafkatier option {URL_OPTION!r}: required with {', '.join(_SETTINGS)}",
                 setting=URL_OPTION,
             )
         return None
-    return RemoteSettings(origin=origin, log_dirs=log_dirs, **values)  # type: ignore[arg-type]
+    return RemoteSettings(
+        url, values.get("endpoint_url"), values.get("region"), values.get("profile"),
+        origin=origin, log_dirs=log_dirs,
+    )  # fmt: skip
 
 
 def remote_partitions(
