@@ -4,7 +4,8 @@ deletes, and after the objects went but before the entry was dropped.
 
 Right after each kill: no FINISHED entry names a missing object, and a restore verifies clean.
 After the next pass: no orphan, the remote and local log starts are where Kafka's rule puts
-them (computed here from the segment sizes), and the log dir verifies clean.
+them (computed here from the segment sizes), and the log dir verifies clean. Last, a
+DeleteRecords inside a segment, killed while the local segments below it are being deleted.
 
 Run as a script, this file is the killed process: one pass over LOG_DIR whose store passes
 through the named crash point ``remote-object-delete`` before each object delete.
@@ -21,6 +22,8 @@ from pathlib import Path
 from tier_fixtures import write_tiered
 
 from kafkatier.sink.source_log import ReadOnlyPartition, checkpointed_log_starts
+from kafkatier.storage.log_dir import LogDirectory
+from kafkatier.storage.retention import delete_records
 from kafkatier.storage.topic_config import TopicConfigStore
 from kafkatier.storage.verify import verify_paths
 from kafkatier.tiering.config import TieringConfig
@@ -68,17 +71,19 @@ def _named_objects_exist(store: S3Store) -> None:
             assert info is not None and info.size == meta.size, (seg, kind)
 
 
-def _converged(store: S3Store, logs: Path, expected: int) -> None:
+def _converged(store: S3Store, logs: Path, expected: int, first_base: int | None = None) -> None:
+    """Converged with the log start at ``expected``, inside the segment at ``first_base``."""
+    first_base = expected if first_base is None else first_base
     manifest, _ = ManifestStore(store).load(*TP)
     assert all(s.state is SegmentState.COPY_SEGMENT_FINISHED for s in manifest.segments)
     named = {object_key(*TP, s, k) for s in manifest.segments for k in s.files}
     listed = {i.key for i in store.list("tiered-0/") if not i.key.endswith(MANIFEST_NAME)}
     assert listed == named  # no orphan, nothing named missing
     assert manifest.log_start_offset == expected
-    assert manifest.finished()[0].base_offset == expected
+    assert manifest.finished()[0].base_offset == first_base
     assert checkpointed_log_starts(logs)[TP] == expected
     with ReadOnlyPartition(logs, *TP) as part:
-        assert part.segments[0].base_offset == expected
+        assert part.segments[0].base_offset == first_base
     assert verify_paths([logs]) == []
 
 
@@ -86,7 +91,7 @@ def test_sigkill_at_each_step_of_remote_retention(tmp_path, s3_env, s3_url) -> N
     logs = write_tiered(tmp_path / "logs", steps=90, overrides={"retention.bytes": "-1"})
     with ReadOnlyPartition(logs, *TP) as part:
         sizes = [(s.base_offset, s.size) for s in part.segments]
-    assert len(sizes) >= len(CRASHES) + 3
+    assert len(sizes) >= len(CRASHES) + 5
     env = {**os.environ, **s3_env.env}
     store = S3Store(s3_url, endpoint_url=s3_env.endpoint, region="us-east-1")
     assert _pass(logs, s3_url, s3_env.endpoint) == 0  # everything closed is uploaded
@@ -103,6 +108,15 @@ def test_sigkill_at_each_step_of_remote_retention(tmp_path, s3_env, s3_url) -> N
             assert restored[0].log_start_offset == expected
         assert _pass(logs, s3_url, s3_env.endpoint) == 0
         _converged(store, logs, expected)
+    # DeleteRecords inside a segment: killed while deleting the local segments below it
+    target = sizes[len(CRASHES) + 3][0] + 2
+    with LogDirectory(logs) as log_dir:
+        delete_records(log_dir.logs[TP], target, persist_start=log_dir.checkpoint)
+    assert _killed_pass(logs, s3_url, env, s3_env.endpoint, "mid-local-delete") == -signal.SIGKILL
+    _named_objects_exist(store)
+    assert ManifestStore(store).load(*TP)[0].log_start_offset == target
+    assert _pass(logs, s3_url, s3_env.endpoint) == 0
+    _converged(store, logs, target, sizes[len(CRASHES) + 3][0])
 
 
 if __name__ == "__main__":
