@@ -238,15 +238,15 @@ def _conflict(name: str, value: object, source: str, reason: str) -> ConfigError
 
 
 def _check_combination(cfg: LogConfig, source: str) -> None:
-    """Kafka's cross-setting rules (``LogConfig.validateValues`` and the tiered-storage ones)."""
+    """Kafka's cross-setting rules (``LogConfig.validateValues`` and the tiered-storage ones,
+    except the refusal of compacted tiered topics)."""
     if cfg.min_compaction_lag_ms > cfg.max_compaction_lag_ms:
         raise _conflict("min.compaction.lag.ms", cfg.min_compaction_lag_ms, source,
                         f"must not exceed max.compaction.lag.ms ({cfg.max_compaction_lag_ms})")
     if not cfg.remote_storage_enable:
         return
-    if cfg.cleanup_policy not in ((), ("delete",)):
-        raise _conflict("cleanup.policy", ",".join(cfg.cleanup_policy), source,
-                        "remote storage requires cleanup.policy=delete (or empty)")
+    # Kafka refuses remote.storage.enable with cleanup.policy=compact (its remote compaction,
+    # KIP-1272, is a proposal); kafkatier's sidecar compacts the tiered copy, so it is allowed.
     for local_name, local, total_name, total, off in (
         ("local.retention.bytes", cfg.local_retention_bytes, "retention.bytes",
          cfg.retention_bytes, cfg.retention_bytes <= -1),

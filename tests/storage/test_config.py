@@ -191,8 +191,6 @@ def test_compaction_lags_must_be_ordered():
         ({"local.retention.ms": "604800001"}, "local.retention.ms"),
         ({"retention.bytes": "100", "local.retention.bytes": "-1"}, "local.retention.bytes"),
         ({"retention.bytes": "100", "local.retention.bytes": "101"}, "local.retention.bytes"),
-        ({"cleanup.policy": "compact"}, "cleanup.policy"),
-        ({"cleanup.policy": "delete,compact"}, "cleanup.policy"),
     ],
 )
 def test_tiered_storage_rules(props, setting):
@@ -200,6 +198,15 @@ def test_tiered_storage_rules(props, setting):
         LogConfig.from_properties({"remote.storage.enable": "true", **props}, source="s")
     assert info.value.setting == setting and info.value.source == "s"
     LogConfig.from_properties(props, source="s")  # the rules apply only with remote storage
+
+
+@pytest.mark.parametrize("policy", ["compact", "delete,compact", "compact,delete"])
+def test_compacted_topics_may_be_tiered_unlike_in_kafka(policy):
+    """Kafka refuses this combination; kafkatier's sidecar compacts the tiered copy (issue 6)."""
+    cfg = LogConfig.from_properties(
+        {"remote.storage.enable": "true", "cleanup.policy": policy}, source="s"
+    )
+    assert cfg.remote_storage_enable and cfg.is_compacted
 
 
 def test_tiered_storage_effective_local_retention():
