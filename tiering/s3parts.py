@@ -1,12 +1,16 @@
 """Streaming part transfers for :class:`~kafkatier.tiering.s3store.S3Store`: every byte is read
-from disk (upload) or received (download) exactly once, and hashed on the way.
+from disk (upload) or received (download) exactly once, and checked on the way.
 
 Upload (:func:`send_parts`): the calling thread reads the file one part at a time and feeds the
-file's SHA-256 in order; worker threads compute each part's MD5 and send the part. S3 defines a
-part's entity tag as the MD5 of its bytes, and the tag of the assembled object as the MD5 of the
-parts' MD5s with ``-<parts>`` (:func:`multipart_etag`); both answers are compared with the
-local digests, so the stored object is proven to be the bytes read, without reading the file a
-second time (to precompute the tag) or sending a HEAD.
+file's SHA-256 in order; worker threads send the parts, each with its CRC32C
+(``x-amz-checksum-crc32c``, hardware-computed). S3 recomputes the checksum over the bytes it
+received, refuses a part that differs (``BadDigest``) and echoes the checksum it stored, which
+must equal ours (:func:`check_answer`). A server that echoes no checksum is checked the older
+way: the part's entity tag must be the MD5 of the bytes sent. The assembled object's entity tag
+must be S3's MD5 of the acknowledged parts' tags with ``-<parts>`` (:func:`multipart_etag`) and
+its composite checksum the CRC32C of the parts' CRC32Cs (:func:`check_complete`). So the stored
+object is proven to be the bytes read, with no second read of the file, no HEAD, and no MD5 pass
+over the data unless the server needs it.
 
 Download (:func:`receive_parts`): ranged GETs of one part each run on the workers, at most
 ``window`` parts ahead of the calling thread, which writes them in order and feeds SHA-256: the
@@ -18,29 +22,52 @@ by all its transfers, so the store's ``max_concurrency`` bounds the requests in 
 
 from __future__ import annotations
 
+import base64
 import hashlib
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
+
+import crc32c
 
 from kafkatier.tiering.errors import RemoteVerifyError
 
-SendPart = Callable[[int, bytes], str]
-"""Uploads part ``number`` (1-based) and returns the entity tag the server answered."""
+SendPart = Callable[[int, bytes, str], Mapping[str, Any]]
+"""Uploads part ``number`` (1-based) with its base64 CRC32C; returns the server's answer."""
 GetRange = Callable[[int, int | None], bytes]
 """Bytes [start, end) of the object; ``end`` None: to its end."""
 
 
 @dataclass(frozen=True)
-class Sent:
-    """What :func:`send_parts` sent: the parts' MD5s, the file's SHA-256 and size."""
+class Proof:
+    """One part (or small object) as the server acknowledged it."""
 
-    md5s: list[bytes]
+    etag: str
+    crc32c: str
+    """Base64 CRC32C of the bytes sent."""
+
+
+@dataclass(frozen=True)
+class Sent:
+    """What :func:`send_parts` sent: the acknowledged parts, the file's SHA-256 and size."""
+
+    parts: list[Proof]
     sha256: str
     size: int
+
+
+def crc32c_b64(data: bytes) -> str:
+    """``x-amz-checksum-crc32c``: the big-endian CRC32C, base64."""
+    return base64.b64encode(crc32c.crc32c(data).to_bytes(4, "big")).decode()
+
+
+def composite_crc32c(parts: list[Proof]) -> str:
+    """S3's composite checksum of a multipart object: the CRC32C of the parts' CRC32Cs."""
+    raw = b"".join(base64.b64decode(p.crc32c) for p in parts)
+    return f"{crc32c_b64(raw)}-{len(parts)}"
 
 
 def md5_etag(data: bytes) -> str:
@@ -54,18 +81,51 @@ def multipart_etag(md5s: list[bytes]) -> str:
     return f'"{combined}-{len(md5s)}"'
 
 
+def file_etag(path: Path, threshold: int, part_size: int) -> str:
+    """The entity tag S3 gives ``path`` uploaded with this threshold and part size."""
+    if path.stat().st_size < threshold or path.stat().st_size == 0:
+        return md5_etag(path.read_bytes())
+    md5s: list[bytes] = []
+    with open(path, "rb") as src:
+        while block := src.read(part_size):
+            md5s.append(hashlib.md5(block, usedforsecurity=False).digest())
+    return multipart_etag(md5s)
+
+
 def same_etag(answer: str, expected: str) -> bool:
     """Entity tags compared as S3 servers send them (some leave the quotes off)."""
     return answer.strip('"') == expected.strip('"')
 
 
-def _checked_part(send: SendPart, number: int, data: bytes, key: str) -> bytes:
-    digest = hashlib.md5(data, usedforsecurity=False).digest()
-    answer = send(number, data)
-    if not same_etag(answer, digest.hex()):
-        raise RemoteVerifyError(f"part {number} differs: etag {answer} vs {digest.hex()}",
-                                key=key)  # fmt: skip
-    return digest
+def check_answer(answer: Mapping[str, Any], data: bytes, crc: str, key: str, what: str) -> Proof:
+    """The server's answer to a PUT of ``data`` (module docstring)."""
+    etag = str(answer["ETag"])
+    echoed = answer.get("ChecksumCRC32C")
+    if echoed is not None:
+        if echoed != crc:
+            raise RemoteVerifyError(f"{what} differs: CRC32C {echoed} vs {crc}", key=key)
+    elif not same_etag(etag, md5_etag(data)):
+        raise RemoteVerifyError(f"{what} differs: etag {etag} vs {md5_etag(data)}", key=key)
+    return Proof(etag, crc)
+
+
+def check_complete(answer: Mapping[str, Any], parts: list[Proof], key: str) -> str:
+    """The assembled object is the acknowledged parts, in order; returns its entity tag."""
+    etag = str(answer["ETag"])
+    try:
+        expected = multipart_etag([bytes.fromhex(p.etag.strip('"')) for p in parts])
+    except ValueError:
+        raise RemoteVerifyError(f"part etags are not MD5s: {parts[0].etag}", key=key) from None
+    echoed = answer.get("ChecksumCRC32C")
+    if not same_etag(etag, expected) or echoed not in (None, composite_crc32c(parts)):
+        raise RemoteVerifyError(f"assembled object differs: etag {etag} vs {expected}, "
+                                f"checksum {echoed}", key=key)  # fmt: skip
+    return etag
+
+
+def _checked_part(send: SendPart, number: int, data: bytes, key: str) -> Proof:
+    crc = crc32c_b64(data)
+    return check_answer(send(number, data, crc), data, crc, key, f"part {number}")
 
 
 def send_parts(
@@ -74,8 +134,8 @@ def send_parts(
     """Read ``path`` once, part by part, and send every part through ``pool`` (module
     docstring). On any failure the parts not yet started are cancelled and the error raised."""
     sha = hashlib.sha256()
-    flight: deque[Future[bytes]] = deque()
-    md5s: list[bytes] = []
+    flight: deque[Future[Proof]] = deque()
+    parts: list[Proof] = []
     size = 0
     try:
         with open(path, "rb") as src:
@@ -83,15 +143,15 @@ def send_parts(
                 sha.update(chunk)
                 size += len(chunk)
                 if len(flight) >= max(window, 1):
-                    md5s.append(flight.popleft().result())
-                number = len(md5s) + len(flight) + 1
+                    parts.append(flight.popleft().result())
+                number = len(parts) + len(flight) + 1
                 flight.append(pool.submit(_checked_part, send, number, chunk, key))
         while flight:
-            md5s.append(flight.popleft().result())
+            parts.append(flight.popleft().result())
     finally:
         for future in flight:
             future.cancel()
-    return Sent(md5s, sha.hexdigest(), size)
+    return Sent(parts, sha.hexdigest(), size)
 
 
 def receive_parts(

@@ -34,10 +34,11 @@ from kafkatier.tiering.errors import (
 )
 from kafkatier.tiering.s3parts import (
     Sent,
-    md5_etag,
-    multipart_etag,
+    check_answer,
+    check_complete,
+    crc32c_b64,
+    file_etag,
     receive_parts,
-    same_etag,
     send_parts,
 )
 from kafkatier.tiering.store import ObjectInfo, Progress, RateLimiter
@@ -125,52 +126,57 @@ class S3Store:
 
     def put_file(self, key: str, path: Path, *, progress: Progress | None = None) -> ObjectInfo:
         """Upload ``path``, read once: one PutObject below the multipart threshold, else a
-        multipart upload of ``multipart_chunksize`` parts, ``max_concurrency`` in flight. The
-        server's entity tags are checked against the MD5s of the bytes sent (s3parts.py), so
-        the returned info (with the SHA-256 of those bytes) describes a verified copy."""
+        multipart upload of ``multipart_chunksize`` parts, ``max_concurrency`` in flight. Every
+        answer is checked against the bytes sent (s3parts.py), so the returned info (with the
+        SHA-256 of those bytes) describes a verified copy."""
         size = Path(path).stat().st_size
         if size < self.settings["multipart_threshold"] or size == 0:
             return self._put_small(key, Path(path).read_bytes(), progress)
         full = self._key(key)
-        upload_id = self.client.create_multipart_upload(Bucket=self.bucket, Key=full)["UploadId"]
+        upload_id = self.client.create_multipart_upload(
+            Bucket=self.bucket, Key=full, ChecksumAlgorithm="CRC32C"
+        )["UploadId"]
         try:
             sent = self._send_parts(key, full, upload_id, Path(path), progress)
             response = self.client.complete_multipart_upload(
                 Bucket=self.bucket, Key=full, UploadId=upload_id,
-                MultipartUpload={"Parts": [{"PartNumber": n, "ETag": f'"{md5.hex()}"'}
-                                           for n, md5 in enumerate(sent.md5s, 1)]},
+                MultipartUpload={"Parts": [
+                    {"PartNumber": n, "ETag": p.etag, "ChecksumCRC32C": p.crc32c}
+                    for n, p in enumerate(sent.parts, 1)]},
             )  # fmt: skip
+            etag = check_complete(response, sent.parts, key)
         except BaseException:
             with contextlib.suppress(Exception):  # no stray parts left behind
                 self.client.abort_multipart_upload(Bucket=self.bucket, Key=full,
                                                    UploadId=upload_id)  # fmt: skip
             raise
-        etag = str(response["ETag"])
-        if sent.size != size or not same_etag(etag, multipart_etag(sent.md5s)):
-            raise RemoteVerifyError(f"uploaded object differs: etag {etag}, {sent.size} bytes "
-                                    f"sent of {size}", key=key, file=str(path))  # fmt: skip
+        if sent.size != size:
+            raise RemoteVerifyError(f"{sent.size} bytes sent of {size}", key=key, file=str(path))
         return ObjectInfo(key, sent.size, etag, sent.sha256)
 
     def _put_small(self, key: str, data: bytes, progress: Progress | None) -> ObjectInfo:
         self._limiter.consume(len(data))
-        response = self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data)
-        etag = str(response["ETag"])
-        if not same_etag(etag, md5_etag(data)):
-            raise RemoteVerifyError(f"uploaded object differs: etag {etag}", key=key)
+        crc = crc32c_b64(data)
+        response = self.client.put_object(
+            Bucket=self.bucket, Key=self._key(key), Body=data, ChecksumCRC32C=crc
+        )
+        proof = check_answer(response, data, crc, key, "uploaded object")
         if progress is not None:
             progress(len(data))
-        return ObjectInfo(key, len(data), etag, hashlib.sha256(data).hexdigest())
+        return ObjectInfo(key, len(data), proof.etag, hashlib.sha256(data).hexdigest())
 
     def _send_parts(
         self, key: str, full: str, upload_id: str, path: Path, progress: Progress | None
     ) -> Sent:
-        def send(number: int, data: bytes) -> str:
+        def send(number: int, data: bytes, crc: str) -> dict[str, Any]:
             self._limiter.consume(len(data))
-            response = self.client.upload_part(Bucket=self.bucket, Key=full, UploadId=upload_id,
-                                               PartNumber=number, Body=data)  # fmt: skip
+            response: dict[str, Any] = self.client.upload_part(
+                Bucket=self.bucket, Key=full, UploadId=upload_id, PartNumber=number, Body=data,
+                ChecksumCRC32C=crc,
+            )  # fmt: skip
             if progress is not None:
                 progress(len(data))
-            return str(response["ETag"])
+            return response
 
         s = self.settings
         return send_parts(path, s["multipart_chunksize"], s["max_concurrency"], self.pool, send,
@@ -298,14 +304,7 @@ class S3Store:
         a single PUT, else MD5 of the parts' MD5s with ``-<parts>`` (put_file checks it while
         uploading; this reads the file, for callers holding only a path)."""
         s = self.settings
-        size = Path(path).stat().st_size
-        if size < s["multipart_threshold"] or size == 0:
-            return md5_etag(Path(path).read_bytes())
-        digests: list[bytes] = []
-        with open(path, "rb") as src:
-            while block := src.read(s["multipart_chunksize"]):
-                digests.append(hashlib.md5(block, usedforsecurity=False).digest())
-        return multipart_etag(digests)
+        return file_etag(Path(path), s["multipart_threshold"], s["multipart_chunksize"])
 
 
 def _status(exc: botocore.exceptions.ClientError) -> int:

@@ -100,9 +100,9 @@ def weed_server(root: Path, bucket: str = "kafkatier", timeout: float = 60) -> I
             time.sleep(0.2)
         yield server
     finally:
-        proc.terminate()
+        proc.terminate()  # the data is throwaway: no long wait for a graceful stop
         try:
-            proc.wait(timeout=5)
+            proc.wait(timeout=2)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()

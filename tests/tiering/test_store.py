@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import pickle
 import threading
 import uuid
 from pathlib import Path
+from typing import Any
 
+import botocore.exceptions
 import pytest
 
-from kafkatier.tiering.errors import ObjectNotFoundError, PreconditionFailedError
+from kafkatier.tiering.errors import ObjectNotFoundError, PreconditionFailedError, RemoteVerifyError
 from kafkatier.tiering.s3store import S3Store
 from kafkatier.tiering.store import FsspecStore, ObjectStore
 
@@ -114,9 +117,127 @@ def test_s3_multipart_upload_etag_matches_local_computation(
 
 
 def test_s3_rejects_a_wrong_secret(s3_env, s3_url, monkeypatch: pytest.MonkeyPatch) -> None:
-    import botocore.exceptions
-
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "wrong-secret")
     store = S3Store(s3_url, endpoint_url=s3_env.endpoint, region="us-east-1", max_attempts=1)
     with pytest.raises(botocore.exceptions.ClientError):
         store.put_bytes("x", b"y")
+
+
+def test_put_file_reports_the_sha256_it_sent_and_get_file_the_one_it_wrote(
+    store: ObjectStore, tmp_path: Path
+) -> None:
+    data = os.urandom(200_000)
+    src = tmp_path / "src.bin"
+    src.write_bytes(data)
+    info = store.put_file("h/seg.log", src)
+    assert info.sha256 == hashlib.sha256(data).hexdigest()
+    out = tmp_path / "out.bin"
+    assert store.get_file("h/seg.log", out, size=len(data)) == hashlib.sha256(data).hexdigest()
+    assert out.read_bytes() == data
+
+
+def test_s3_ranged_download_streams_parts_in_order(s3_store: S3Store, tmp_path: Path) -> None:
+    data = os.urandom((11 << 20) + 12345)  # two full 5 MiB parts and a short one
+    src = tmp_path / "big.bin"
+    src.write_bytes(data)
+    info = s3_store.put_file("big/seg.log", src)
+    assert info.sha256 == hashlib.sha256(data).hexdigest() and info.size == len(data)
+    seen: list[int] = []
+    out = tmp_path / "out.bin"
+    digest = s3_store.get_file("big/seg.log", out, size=len(data), progress=seen.append)
+    assert digest == hashlib.sha256(data).hexdigest() and out.read_bytes() == data
+    assert sum(seen) == len(data) and len(seen) == 3
+    assert s3_store.get_file("big/seg.log", tmp_path / "nosize.bin") == digest  # HEAD first
+    for wrong in (len(data) - 1, len(data) + 1):  # the object is not the size the caller said
+        with pytest.raises(RemoteVerifyError):
+            s3_store.get_file("big/seg.log", tmp_path / "wrong.bin", size=wrong)
+
+
+class _Tamper:
+    """The store's boto3 client with one operation altered on its way: ``request`` edits the
+    call's arguments after the store computed its checksums (a flip the transport does not
+    catch), ``answer`` edits the server's reply (a server that echoes another checksum, or
+    none). Every other call goes to the real client."""
+
+    def __init__(self, client: Any, op: str, request: Any = None, answer: Any = None) -> None:
+        self._client, self._op, self._request, self._answer = client, op, request, answer
+
+    def __getattr__(self, name: str) -> Any:
+        real = getattr(self._client, name)
+        if name != self._op:
+            return real
+
+        def call(**kwargs: Any) -> Any:
+            if self._request is not None:
+                kwargs = self._request(dict(kwargs))
+            got = real(**kwargs)
+            return got if self._answer is None else self._answer(dict(got))
+
+        return call
+
+
+def _flip(kwargs: dict[str, Any]) -> dict[str, Any]:
+    body = bytearray(kwargs["Body"])
+    body[len(body) // 2] ^= 0x10
+    kwargs["Body"] = bytes(body)
+    return kwargs
+
+
+def _no_crc(kwargs: dict[str, Any]) -> dict[str, Any]:
+    kwargs.pop("ChecksumCRC32C", None)
+    return kwargs
+
+
+def _tampered(s3_store: S3Store, op: str, request: Any = None, answer: Any = None) -> S3Store:
+    s3_store._client = _Tamper(s3_store.client, op, request, answer)
+    return s3_store
+
+
+def _no_upload_left(store: S3Store, key: str) -> None:
+    full = store._key(key)
+    assert store.head(key) is None
+    uploads = store.client.list_multipart_uploads(Bucket=store.bucket, Prefix=full)
+    assert not uploads.get("Uploads"), uploads  # aborted: no stray parts
+
+
+def test_s3_part_flipped_in_transit_is_refused_and_the_upload_aborted(
+    s3_store: S3Store, tmp_path: Path
+) -> None:
+    src = tmp_path / "big.bin"
+    src.write_bytes(os.urandom(11 << 20))
+    store = _tampered(s3_store, "upload_part", request=_flip)
+    with pytest.raises(botocore.exceptions.ClientError, match="BadDigest"):
+        store.put_file("flip/seg.log", src)  # S3 recomputed the CRC32C we sent
+    _no_upload_left(store, "flip/seg.log")
+
+
+def test_s3_answer_naming_another_checksum_is_refused(s3_store: S3Store, tmp_path: Path) -> None:
+    src = tmp_path / "big.bin"
+    src.write_bytes(os.urandom(11 << 20))
+
+    def other(answer: dict[str, Any]) -> dict[str, Any]:
+        answer["ChecksumCRC32C"] = "AAAAAA=="
+        return answer
+
+    with pytest.raises(RemoteVerifyError, match="part 1 differs"):
+        _tampered(s3_store, "upload_part", answer=other).put_file("echo/seg.log", src)
+    _no_upload_left(s3_store, "echo/seg.log")
+
+
+def test_s3_without_checksum_echo_falls_back_to_the_md5_etag(
+    s3_store: S3Store, tmp_path: Path
+) -> None:
+    """A server that ignores ``x-amz-checksum-crc32c``: the entity tag must be the MD5 of the
+    bytes sent, which catches a flip it stored without complaint."""
+    src = tmp_path / "small.bin"
+    src.write_bytes(os.urandom(100_000))
+
+    def silent(answer: dict[str, Any]) -> dict[str, Any]:
+        answer.pop("ChecksumCRC32C", None)
+        return answer
+
+    store = _tampered(s3_store, "put_object", request=_no_crc, answer=silent)
+    assert store.put_file("quiet/ok", src).etag == s3_store.expected_etag(src)
+    store = _tampered(s3_store, "put_object", request=lambda k: _flip(_no_crc(k)), answer=silent)
+    with pytest.raises(RemoteVerifyError, match="etag"):
+        store.put_file("quiet/flipped", src)
