@@ -20,6 +20,8 @@ Keys (defaults in brackets)::
     remote.log.orphan.grace.ms             age before another owner's unfinished attempt is an
                                            orphan [60000]
     remote.log.metrics.port                Prometheus port, -1 = none [-1]
+    remote.log.metrics.bind.address        address it listens on [127.0.0.1]; 0.0.0.0 in a
+                                           container whose port is published
 
 Credentials are never in this file: the AWS chain provides them.
 
@@ -64,6 +66,7 @@ _STR_KEYS = {
     "remote.storage.s3.endpoint.url": "endpoint_url",
     "remote.storage.s3.region": "region",
     "remote.storage.s3.profile": "profile",
+    "remote.log.metrics.bind.address": "metrics_host",
 }
 
 
@@ -83,6 +86,7 @@ class TieringConfig:
     interval_ms: int = 30_000
     orphan_grace_ms: int = 60_000
     metrics_port: int = -1
+    metrics_host: str | None = None
 
     @classmethod
     def load(cls, path: Path) -> TieringConfig:

@@ -67,8 +67,11 @@ class Metrics:
         return "\n".join(lines) + "\n"
 
 
-def serve_metrics(metrics: Metrics, port: int) -> ThreadingHTTPServer | None:
-    """Serve ``/metrics`` on 127.0.0.1:``port`` in a daemon thread (None when port < 0)."""
+def serve_metrics(
+    metrics: Metrics, port: int, host: str | None = None
+) -> ThreadingHTTPServer | None:
+    """Serve ``/metrics`` on ``host`` (127.0.0.1 unless given: a container needs 0.0.0.0):``port``
+    in a daemon thread (None when port < 0)."""
     if port < 0:
         return None
 
@@ -84,6 +87,6 @@ def serve_metrics(metrics: Metrics, port: int) -> ThreadingHTTPServer | None:
         def log_message(self, format: str, *args: object) -> None:
             return
 
-    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    server = ThreadingHTTPServer((host or "127.0.0.1", port), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server

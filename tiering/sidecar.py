@@ -65,7 +65,9 @@ class Sidecar:
         return result
 
     def run(self, *, on_pass: Callable[[PassResult], None] | None = None) -> None:
-        server = serve_metrics(self.metrics, self.config.metrics_port)
+        server = serve_metrics(
+            self.metrics, self.config.metrics_port, self.config.metrics_host
+        )
         observer = Observer()
         for log_dir in self.config.log_dirs:
             if log_dir.is_dir():

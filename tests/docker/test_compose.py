@@ -88,5 +88,7 @@ def test_credentials_come_from_a_secret_or_the_environment(compose: dict[str, An
 def test_the_sidecar_metrics_port_is_published(compose: dict[str, Any]) -> None:
     sidecar = compose["services"]["sidecar"]
     host = next(v.split(":")[0] for v in sidecar["volumes"] if v.startswith("./"))
-    port = load_config(DOCKER / host).tiering.metrics_port
+    tiering = load_config(DOCKER / host).tiering
+    port = tiering.metrics_port
+    assert tiering.metrics_host == "0.0.0.0", "127.0.0.1 in a container is unreachable from outside"
     assert f"{port}:{port}" in sidecar["ports"]
