@@ -115,20 +115,24 @@ class CombinedLog:
         last_stable_offset: int,
         log_end_offset: int,
     ) -> None:
-        self.segments: list[ViewSegment] = [*remote, *local]
+        end = remote[-1].remote.end_offset + 1 if remote else log_start_offset
+        # As a log always has an active segment: without a local part, an empty one at the end
+        # (so that, as in Kafka, the segment holding the log end offset is the active one).
+        self.active_segment: ViewSegment | _EndMarker = local[-1] if local else _EndMarker(end)
+        self.segments: list[ViewSegment | _EndMarker] = [*remote, *local]
+        if not local:
+            self.segments.append(self.active_segment)
         self.config = config
         self.log_start_offset = log_start_offset
         self.last_stable_offset = last_stable_offset
         self.log_end_offset = log_end_offset
-        end = remote[-1].remote.end_offset + 1 if remote else log_start_offset
-        self.active_segment: ViewSegment | _EndMarker = local[-1] if local else _EndMarker(end)
         self._bases = [s.base_offset for s in self.segments]
 
     @property
     def size_in_bytes(self) -> int:
         return sum(s.size for s in self.segments)
 
-    def segments_from(self, offset: int) -> list[ViewSegment]:
+    def segments_from(self, offset: int) -> list[ViewSegment | _EndMarker]:
         first = max(bisect.bisect_right(self._bases, offset) - 1, 0)
         return self.segments[first:]
 

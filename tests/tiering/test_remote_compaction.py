@@ -184,3 +184,26 @@ def test_sidecar_pass_compacts_on_schedule(tmp_path, s3_store):
     restore_partition(s3_store, TOPIC, 0, target)
     assert verify_paths([target / f"{TOPIC}-0"]) == []
     shutil.rmtree(target)
+
+
+def test_partition_only_in_s3_matches_local_compaction(tmp_path, s3_store):
+    """No log dir at all (``clean --remote`` for a partition only the store holds): the log ends
+    at the remote end, producers come from the last segment's snapshot."""
+    logs, copy = tmp_path / "logs", tmp_path / "copy"
+    config = settings(3000, 0, **{"min.cleanable.dirty.ratio": "0.01"})
+    append(logs, Workload(13, keys=15), 200, 0, config)
+    append(copy, Workload(13, keys=15), 200, 0, config)
+    tier(logs, s3_store)
+    end = local_start(logs)
+    with LocalPartition(logs, TOPIC, 0) as part:
+        cfg = part.config
+        assert [s.size for s in part.segments] == [0]  # nothing but the empty active segment
+    shutil.rmtree(logs)
+    done = compact_remote(s3_store, TOPIC, 0, config=cfg, local=None, now_ms=T0 + 10_000,
+                          owner="t")  # fmt: skip
+    with LogDirectory(copy) as log_dir:
+        local = compact_log(log_dir.get_or_create(TOPIC, 0), now_ms=T0 + 10_000,
+                            first_dirty_offset=None)  # fmt: skip
+    assert (done.cleaned, done.checkpoint, done.records_removed) == (
+        True, local.end_offset, local.records_removed)
+    check(tmp_path, s3_store, copy, end)
