@@ -8,11 +8,13 @@ exactly its offset range exists, and here additionally its ``.log`` has the size
 manifest recorded (verified, not assumed). The active segment is never deleted.
 
 Only the *local* log start moves: the partition's log start offset stays in the manifest, where
-readers and restores find it. The engine's retention (storage/retention.py) works on a writer's
-in-memory ``Log``; the sidecar is a separate process beside the writer, so it deletes as that
-code does, on the files: the four segment files are renamed ``.deleted`` (the ``.log`` last, so
-a crash leaves a recognisable segment or none) and then unlinked; producer snapshots below the
-new local start go too.
+readers and restores find it. Segments wholly below that log start offset go whether uploaded or
+not, once the manifest has it (remote_retention_local.py, with this module's ``delete_local``).
+The engine's retention (storage/retention.py) works on a writer's in-memory ``Log`` (and leaves
+tiered partitions to the sidecar); the sidecar is a separate process beside the writer, so it
+deletes as that code does, on the files: the four segment files are renamed ``.deleted`` (the
+``.log`` last, so a crash leaves a recognisable segment or none) and then unlinked; producer
+snapshots below the new local start go too.
 """
 
 from __future__ import annotations

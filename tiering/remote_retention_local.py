@@ -69,7 +69,9 @@ def align_local_start(part: LocalPartition, log_start: int) -> LocalStartMove:
     moved = LocalStartMove(log_start)
     if log_start <= 0 or not part.segments:
         return moved
-    end = part.log_end_offset()
+    end = part.segments[0].base_offset  # cheap bound first; the log end costs a tail scan
+    if log_start > end:
+        end = part.log_end_offset()
     if log_start > end:  # the local log is behind the remote one (recreated?): leave it be
         log.warning("%s-%d: log start %d is beyond the local log end %d; local files left",
                     part.topic, part.partition, log_start, end)
