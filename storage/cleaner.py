@@ -18,6 +18,7 @@ from kafkatier.storage import cleaner_fast
 from kafkatier.storage.cleaner_choose import LogToClean, cleanable
 from kafkatier.storage.cleaner_chunk import ChunkFilter, walk_segment
 from kafkatier.storage.cleaner_filter import FilterContext, FilterStats, filter_batch
+from kafkatier.storage.cleaner_legacy import legacy_delete_horizon
 from kafkatier.storage.cleaner_map import build_offset_map
 from kafkatier.storage.cleaner_txn import CleanedTransactionMetadata
 from kafkatier.storage.config import LogConfig
@@ -136,6 +137,8 @@ class _Round:
     upper_bound: int
     stats: FilterStats
     chunk_bytes: int
+    legacy_horizon: int = 0
+    """Kafka's ``legacyDeleteHorizonMs`` (``cleaner_legacy``)."""
 
 
 def _filter_into(batch: AnyBatch, ctx: FilterContext, writer: _GroupWriter) -> bool:
@@ -178,6 +181,7 @@ def _clean_group(
                 info.base_offset)
         )  # fmt: skip
         txn.add_aborted(store.aborted_txns(info.base_offset, upper))
+        ctx.retain_legacy_deletes = info.last_modified_ms > rnd.legacy_horizon
         if chunks is None:
             for batch in store.read_batches(info.base_offset):
                 _filter_into(batch, ctx, writer)
@@ -191,11 +195,12 @@ def _clean_group(
 
 def _clean_pass(rnd: _Round, ltc: LogToClean) -> int:
     """Map the dirty section, rewrite [log start, end) group by group; returns ``end``."""
+    cfg = rnd.config
+    infos = rnd.store.segment_infos()
+    rnd.legacy_horizon = legacy_delete_horizon(infos, ltc.first_dirty, cfg.delete_retention_ms)
     build_offset_map(rnd.store, rnd.offset_map, ltc.first_dirty, ltc.first_uncleanable)
     end = rnd.offset_map.latest_offset + 1
-    infos = rnd.store.segment_infos()
     to_clean = [info for info in infos if info.base_offset < end]
-    cfg = rnd.config
     txn = CleanedTransactionMetadata()
     for group in group_segments(
         to_clean, cfg.segment_bytes, cfg.segment_index_bytes, ltc.first_uncleanable

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from kafkatier.storage import cleaner_fast
+from kafkatier.storage.cleaner_legacy import build_legacy, select_legacy
 from kafkatier.storage.cleaner_txn import CleanedTransactionMetadata
 from kafkatier.storage.legacy import LegacyBatch
 from kafkatier.storage.offset_map import OffsetMap
@@ -60,6 +61,9 @@ class FilterContext:
     stats: FilterStats = field(default_factory=FilterStats)
     fast: bool = True
     """Vectorised record decisions (``cleaner_fast``); False: record at a time (tests compare)."""
+    retain_legacy_deletes: bool = True
+    """Whether legacy (magic 0/1) tombstones survive in the segment being cleaned: its
+    last-modified time is after the legacy delete horizon (``cleaner_legacy``)."""
 
 
 def _is_last_of_producer(batch: RecordBatch, ctx: FilterContext) -> bool:
@@ -150,16 +154,37 @@ def _decide(batch: RecordBatch, ctx: FilterContext, discard: bool) -> tuple[int,
     return len(kept), len(records), tombstones, lambda horizon: _rebuild(batch, kept, horizon)
 
 
+def _filter_legacy(batch: LegacyBatch, ctx: FilterContext) -> Output:
+    """A legacy set: the records Kafka keeps (``cleaner_legacy``), the original bytes when all
+    survive. Kafka cannot keep an emptied legacy set where it would keep an empty batch (the
+    last batch of the round: ``filterTo`` throws, and that log is not cleaned); the original
+    bytes are kept there instead."""
+    ctx.txn.on_batch_read(batch)  # advances the aborted-transaction queue, as for any batch
+    records = list(batch.records())
+    kept, dropped = select_legacy(records, ctx.offset_map, ctx.retain_legacy_deletes)
+    if not kept and batch.next_offset == ctx.upper_bound:
+        kept = records
+    ctx.stats.tombstones_dropped += dropped
+    ctx.stats.tombstones_kept += sum(1 for r in kept if r.value is None)
+    ctx.stats.records_retained += len(kept)
+    out: Output = None
+    if len(kept) == len(records):
+        out = batch.buffer
+    elif kept:
+        out = build_legacy(batch, kept)
+    if out is not None:
+        ctx.stats.bytes_written += len(out)
+    return out
+
+
 def filter_batch(batch: AnyBatch, ctx: FilterContext) -> Output:
     """The bytes to write for ``batch`` (the original view, a rebuilt batch, an empty batch),
-    or None to drop it. Legacy (magic 0/1) message sets are kept as they are."""
+    or None to drop it."""
     stats = ctx.stats
     stats.bytes_read += batch.size_in_bytes
     stats.records_read += batch.records_count
     if isinstance(batch, LegacyBatch):
-        stats.records_retained += batch.records_count
-        stats.bytes_written += batch.size_in_bytes
-        return batch.buffer
+        return _filter_legacy(batch, ctx)
     retention, discard, empty_txn_marker = _retention(batch, ctx)
     if retention is BatchRetention.DELETE:
         return None

@@ -13,6 +13,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Iterable
 
+from kafkatier.storage.legacy import LegacyBatch
 from kafkatier.storage.records import RecordBatch
 from kafkatier.storage.txn_index import AbortedTxn
 from kafkatier.storage.wire import ControlType
@@ -72,7 +73,7 @@ class CleanedTransactionMetadata:
             return True
         return False
 
-    def on_batch_read(self, batch: RecordBatch) -> bool:
+    def on_batch_read(self, batch: RecordBatch | LegacyBatch) -> bool:
         """True when the data batch belongs to an aborted transaction (discardable)."""
         self._consume_up_to(batch.last_offset)
         if not batch.is_transactional:

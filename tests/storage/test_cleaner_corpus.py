@@ -19,6 +19,7 @@ from kafkatier.storage.log_dir import LogDirectory
 CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "kafka-corpus"
 ARTHUR = "ArthurArutunyan04__Backend_labs/kafka-data"
 SPOOLDIR = "mscaldas2012__kafka-connect-spooldir/kafka-data"
+V1 = "xpxwo100__bullShit/tmp/kafka-logs"  # message format v1: legacy message sets
 PARTITIONS = [
     f"{ARTHUR}/__consumer_offsets-19",  # KRaft-era; its later segment is missing from the corpus
     f"{SPOOLDIR}/__consumer_offsets-9",
@@ -27,6 +28,8 @@ PARTITIONS = [
     f"{SPOOLDIR}/docker-connect-configs-0",
     f"{SPOOLDIR}/docker-connect-status-0",
     f"{SPOOLDIR}/_schemas-0",
+    f"{V1}/__consumer_offsets-40",
+    f"{V1}/foo-0",
 ]
 NOW_MS = 1_800_000_000_000  # later than every record in the corpus
 Row = tuple[int, bytes | None, bytes | None, int]
@@ -38,7 +41,7 @@ def kafka_python_rows(partition: Path) -> list[Row]:
     for path in sorted(partition.glob("*.log")):
         records = MemoryRecords(path.read_bytes())
         while (batch := records.next_batch()) is not None:
-            if not batch.is_control_batch:
+            if not getattr(batch, "is_control_batch", False):  # legacy sets have no flag
                 rows.extend((r.offset, r.key, r.value, r.timestamp) for r in batch)
     return rows
 
