@@ -50,6 +50,9 @@ from kafkatier.tiering.remote_view import CombinedLog, active_producers, choose
 from kafkatier.tiering.store import ObjectStore
 
 log = logging.getLogger("kafkatier.tiering")
+REMOTE_READ_BYTES = 4 << 20
+"""Bytes per ranged GET of a segment (at least; ``log.cleaner.io.buffer.size`` / 2 when larger):
+a request to an object store costs milliseconds, so reads are larger than local ones."""
 
 
 @dataclass
@@ -191,7 +194,7 @@ def compact_remote(
     part = _Partition(store, topic, partition, config, manifest, remote, local, now_ms)
     replacer = GroupReplacer(store, topic, partition, owner)
     scratch = Path(tempfile.mkdtemp(prefix="kafkatier-compact-", dir=scratch_dir))
-    io_size = max(config.io_buffer_size // 2, 1 << 16)
+    io_size = max(config.io_buffer_size // 2, REMOTE_READ_BYTES)
     seg_store = RemoteSegmentStore(store, topic, partition, remote,
                                    local.segments if local is not None else [], config=config,
                                    replacer=replacer, scratch=scratch, io_buffer_size=io_size)
