@@ -47,7 +47,7 @@ def partition_status(part: LocalPartition | None, store: ObjectStore, topic: str
         topic=topic,
         partition=partition,
         tiered=part.config.remote_storage_enable if part is not None else bool(finished),
-        local_start=segs[0].base_offset if segs else None,
+        local_start=max(segs[0].base_offset, part.log_start_offset()) if segs and part else None,
         local_end=part.log_end_offset() if part is not None and segs else None,
         local_bytes=sum(s.size for s in segs),
         local_segments=len(segs),

@@ -167,6 +167,9 @@ def test_delete_records_on_a_tiered_topic_reaches_the_remote_log(uploaded) -> No
     assert _segments(logs)[0][0] == local_first
     assert checkpointed_log_starts(logs)[TP] == target  # local readers honour it already
     assert _local_start(logs) == target
+    status = {(s.topic, s.partition): s for s in collect_status(
+        TieringConfig(log_dirs=(logs,), remote_url=store.url), store)}[TP]
+    assert status.local_start == target  # inside a segment: not that segment's base
     result = _tier(logs, store)
     assert result.total("remote_segments_expired") == sum(1 for s in written if s[1] <= target)
     assert _segments(logs)[0][0] == max(b for b, _, _, _ in written if b <= target)
