@@ -1,10 +1,10 @@
 """The cleaner's :class:`~kafkatier.storage.segment_store.SegmentStore` over a tiered partition.
 
 Reads cover the whole log (:mod:`kafkatier.tiering.remote_view`): the FINISHED segments that
-exist only remotely, read by ranged GETs of ``io_buffer_size`` bytes with the offset index and
-the ``txnindex`` fetched once per segment (both small), then the local segments, read with
-``pread`` beside the writer. So the offset map the cleaner builds over the dirty section holds
-keys written locally too, and a key overwritten locally is removed from the remote copy.
+exist only remotely, read by ranged GETs of ``io_buffer_size`` bytes (the offset index fetched
+only to start inside a segment, the ``txnindex`` once per segment), then the local segments,
+read with ``pread`` beside the writer. So the offset map the cleaner builds over the dirty
+section holds keys written locally too, and a key overwritten locally is removed remotely.
 
 Writes go to the remote part only: a cleaned segment is built in a local scratch directory (one
 group at a time, so local disk holds at most one ``segment.bytes`` output), then handed to
@@ -78,7 +78,7 @@ class RemoteSegmentStore:
         self.io_buffer_size = max(io_buffer_size, wire.BATCH_HEADER_SIZE)
         self.groups_replaced = 0
         self.bytes_written = 0
-        self._cache: dict[tuple[str, str], bytes] = {}
+        self._txn_cache: dict[str, bytes] = {}
         self._lock = threading.Lock()
 
     # ----------------------------------------------------------------- reading
@@ -93,17 +93,20 @@ class RemoteSegmentStore:
         raise KeyError(f"no segment with base {base_offset} in {self.topic}-{self.partition}")
 
     def _object(self, seg: RemoteSegmentFile, kind: str) -> bytes:
-        """A small per-segment object (index, txnindex), fetched once."""
-        key = (seg.remote.attempt, kind)
+        """A small per-segment object (the index, empty when absent)."""
+        if kind not in seg.remote.files:
+            return b""
+        return self.store.get_bytes(object_key(self.topic, self.partition, seg.remote, kind))
+
+    def _txn_index(self, seg: RemoteSegmentFile) -> bytes:
+        """The ``txnindex`` (one entry per aborted transaction), fetched once per pass: every
+        group's rewrite asks for the aborted transactions from its segments on."""
         with self._lock:
-            found = self._cache.get(key)
+            found = self._txn_cache.get(seg.remote.attempt)
         if found is None:
-            found = b""
-            if kind in seg.remote.files:
-                found = self.store.get_bytes(object_key(self.topic, self.partition, seg.remote,
-                                                        kind))  # fmt: skip
+            found = self._object(seg, "txnindex")
             with self._lock:
-                self._cache[key] = found
+                self._txn_cache[seg.remote.attempt] = found
         return found
 
     def segment_infos(self) -> list[SegmentInfo]:
@@ -123,7 +126,7 @@ class RemoteSegmentStore:
 
     def start_position(self, base_offset: int, start_offset: int) -> int:
         seg = self._find(base_offset)
-        if start_offset < 0:
+        if start_offset <= base_offset:
             return 0
         if isinstance(seg, LogSegment):
             return seg.offset_index.lookup(start_offset)[1]
@@ -172,7 +175,7 @@ class RemoteSegmentStore:
     def _remote_aborted(
         self, seg: RemoteSegmentFile, start: int, upper: int
     ) -> tuple[list[AbortedTxn], bool]:
-        data = self._object(seg, "txnindex")
+        data = self._txn_index(seg)
         found: list[AbortedTxn] = []
         for pos in range(0, len(data) - AbortedTxn.SIZE + 1, AbortedTxn.SIZE):
             txn = AbortedTxn.unpack(data, pos, file=seg.key)

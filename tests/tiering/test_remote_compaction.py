@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import shutil
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,7 @@ from kafkatier.storage.cleaner import compact_log
 from kafkatier.storage.log_dir import LogDirectory
 from kafkatier.storage.verify import verify_paths
 from kafkatier.tiering.config import TieringConfig
+from kafkatier.tiering.errors import ObjectNotFoundError
 from kafkatier.tiering.local import LocalPartition
 from kafkatier.tiering.manifest import MANIFEST_NAME, ManifestStore, object_key
 from kafkatier.tiering.remote_compaction import RemoteCompactionResult, compact_remote
@@ -207,3 +209,28 @@ def test_partition_only_in_s3_matches_local_compaction(tmp_path, s3_store):
     assert (done.cleaned, done.checkpoint, done.records_removed) == (
         True, local.end_offset, local.records_removed)
     check(tmp_path, s3_store, copy, end)
+
+
+def test_a_reader_holding_the_old_manifest_reads_until_the_grace_ends(tmp_path, s3_store):
+    logs = tmp_path / "logs"
+    append(logs, Workload(17, keys=6), 120, 0,
+           settings(3000, 0, **{"min.cleanable.dirty.ratio": "0.01"}))  # fmt: skip
+    tier(logs, s3_store)
+    old_manifest, _ = ManifestStore(s3_store).load(TOPIC, 0)
+    old = {s.attempt for s in old_manifest.finished()}
+    before = batch_rows(RemoteLogReader(s3_store, TOPIC, 0).batches_from(0))
+    with LocalPartition(logs, TOPIC, 0) as part, ThreadPoolExecutor(1) as pool:
+        running = pool.submit(compact_remote, s3_store, TOPIC, 0, config=part.config, local=part,
+                              now_ms=T0 + 10_000, owner="t", grace_ms=6000)  # fmt: skip
+        deadline = time.monotonic() + 60
+        while old & {s.attempt for s in ManifestStore(s3_store).load(TOPIC, 0)[0].finished()}:
+            assert time.monotonic() < deadline and not running.done()
+            time.sleep(0.1)
+        # every group swapped: new readers see the new segments, the old reader still works
+        stale = RemoteLogReader(s3_store, TOPIC, 0, manifest=old_manifest)
+        assert batch_rows(stale.batches_from(0)) == before
+        assert batch_rows(RemoteLogReader(s3_store, TOPIC, 0).batches_from(0)) != before
+        assert running.result().objects_deleted == len(old)
+    with pytest.raises(ObjectNotFoundError):  # after the grace the replaced objects are gone
+        list(RemoteLogReader(s3_store, TOPIC, 0, manifest=old_manifest).batches_from(0))
+    assert_no_orphans(s3_store)
