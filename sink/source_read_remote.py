@@ -27,7 +27,7 @@ from kafkatier.sink.source_read import (
     local_tables,
     project,
 )
-from kafkatier.sink.source_remote import RemoteSettings, remote_reader
+from kafkatier.sink.source_remote import RemoteSettings, earliest, remote_reader
 from kafkatier.storage.arrow_codec import decode_arrow
 from kafkatier.storage.records import iter_batches
 from kafkatier.storage.txn_index import AbortedTxn
@@ -61,9 +61,8 @@ def _joined_tables(task: ReadTask, begin: int) -> Iterator[pa.Table]:
         if local is not None:
             stack.enter_context(local)
         local_start = local.log_start_offset if local is not None else task.end
-        first = reader.first_offset
-        earliest = first if first is not None and first < local_start else local_start
-        start = checked_start(task, begin, earliest, f"{settings.url} + {task.log_dir}")
+        lowest = earliest(reader, None if local is None else local_start)
+        start = checked_start(task, begin, lowest, f"{settings.url} + {task.log_dir}")
         keep = batch_filter(task, [*_aborted(task, reader, local, start), *task.aborted])
         if start < local_start:
             with settings.errors():

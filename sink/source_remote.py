@@ -163,16 +163,24 @@ def store_for(settings: RemoteSettings) -> ObjectStore:
     return settings.open_store()
 
 
-def joined_bounds(local: PartitionBounds | None, remote: RemoteLogReader) -> PartitionBounds:
-    """One partition's bounds over its remote and local segments. The log start is the
-    manifest's when the remote log reaches below the local one (retention moves it), the
-    ends are the local ones (the remote never gets ahead of the local log, except for a
-    partition with no local directory, which ends where the remote does)."""
+def earliest(remote: RemoteLogReader, local_start: int | None) -> int:
+    """The partition's log start over both tiers: the lower of the first remote and the local
+    log start, but never below the manifest's log start (which remote retention moves, and
+    which Kafka's log start follows)."""
     first = remote.first_offset
+    starts = [s for s in (first, local_start) if s is not None]
+    return max(min(starts, default=remote.log_start_offset), remote.log_start_offset)
+
+
+def joined_bounds(local: PartitionBounds | None, remote: RemoteLogReader) -> PartitionBounds:
+    """One partition's bounds over its remote and local segments. The ends are the local ones:
+    everything remote is below the local LSO, except for a partition with no local directory,
+    which ends where the remote does."""
     if local is None:
-        start = remote.log_start_offset if first is None else first
-        return PartitionBounds(start, remote.end_offset, remote.end_offset)
-    if first is None or first >= local.log_start:
-        return local
-    end = max(local.high_watermark, remote.end_offset)
-    return PartitionBounds(first, end, max(local.last_stable, remote.end_offset), local.aborted)
+        return PartitionBounds(earliest(remote, None), remote.end_offset, remote.end_offset)
+    return PartitionBounds(
+        earliest(remote, local.log_start),
+        max(local.high_watermark, remote.end_offset),
+        max(local.last_stable, remote.end_offset),
+        local.aborted,
+    )

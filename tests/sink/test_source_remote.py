@@ -237,6 +237,11 @@ def test_remote_log_start_and_fail_on_data_loss(tiered: Tiered, tmp_path: Path) 
     with pytest.raises(OffsetOutOfRangeError, match="failOnDataLoss"):
         read(tiered.logs, **below)
     assert read(tiered.logs, **below, failOnDataLoss="false") == expected
+    with ReadOnlyPartition(tiered.logs, "rt", 1) as part:
+        moved = part.log_start_offset + 2  # past the local log start too: Kafka's log start
+    ManifestStore(store).update("rt", 1, move)
+    expected = [r for r in tiered.before["read_committed"] if r[:2] == ("rt", 1) and r[2] >= moved]
+    assert read(tiered.logs, **options) == expected
 
 
 def test_remote_options_errors_name_the_option(tiered: Tiered, tmp_path: Path) -> None:
