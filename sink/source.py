@@ -63,6 +63,8 @@ from kafkatier.sink.source_read import ReadTask, read_task
 from kafkatier.storage.errors import ConfigError
 
 __all__ = ["KafkaTierDataSource", "kafka_schema", "register_data_source"]
+REMOTE_LISTING_MAX_AGE_S = 60.0
+"""How long a streaming query reuses its listing of the remote store's partitions."""
 
 
 def kafka_schema(include_headers: bool) -> StructType:
@@ -167,7 +169,8 @@ class KafkaTierStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
     def _survey(self) -> dict[TopicPartition, PartitionBounds]:
         """Bounds of every subscribed partition on disk now, kept for :meth:`partitions`: its
         ABORT markers must cover the offsets :meth:`latestOffset` handed out."""
-        self._bounds = survey(self.opts, topic_partitions(self.opts))
+        tps = topic_partitions(self.opts, listing_max_age_s=REMOTE_LISTING_MAX_AGE_S)
+        self._bounds = survey(self.opts, tps)
         return self._bounds
 
     def initialOffset(self) -> dict[str, Any]:

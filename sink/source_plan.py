@@ -38,9 +38,10 @@ from kafkatier.tiering.store import ObjectStore
 Offsets = dict[TopicPartition, int]
 
 
-def topic_partitions(opts: SourceOptions) -> list[TopicPartition]:
+def topic_partitions(opts: SourceOptions, *, listing_max_age_s: float = 0) -> list[TopicPartition]:
     """The subscribed partitions that exist now, on disk or (with the remote options) only
-    in the remote store. Without a local log dir, a remote store is enough."""
+    in the remote store (a listing at most ``listing_max_age_s`` old). Without a local log dir,
+    a remote store is enough."""
     log_dir = Path(opts.path)
     if not log_dir.is_dir() and opts.remote is None:
         raise ConfigError(f"kafkatier option 'path': {log_dir} is not a directory", setting="path")
@@ -48,7 +49,10 @@ def topic_partitions(opts: SourceOptions) -> list[TopicPartition]:
     pattern = opts.pattern if opts.assign is None else None
     found = set(discover(log_dir, topics, pattern))
     if opts.remote is not None:
-        found |= set(remote_partitions(opts.remote, _store(opts), topics, pattern))
+        listed = remote_partitions(
+            opts.remote, _store(opts), topics, pattern, max_age_s=listing_max_age_s
+        )
+        found |= set(listed)
     if opts.assign is not None:
         return [tp for tp in opts.assign if tp in found]
     return sorted(found)

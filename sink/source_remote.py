@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import re
+import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -124,14 +125,37 @@ def parse_remote(opts: dict[str, str]) -> RemoteSettings | None:
     )  # fmt: skip
 
 
+_LISTINGS: dict[tuple[object, ...], tuple[float, list[TopicPartition]]] = {}
+
+
 def remote_partitions(
     settings: RemoteSettings,
     store: ObjectStore,
     topics: Iterable[str] | None,
     pattern: str | None,
+    *,
+    max_age_s: float = 0,
 ) -> list[TopicPartition]:
     """Partitions with a manifest: one listing per subscribed topic (its prefix), or of the
-    whole store for a pattern."""
+    whole store for a pattern. The store's contract lists every object under a prefix, segment
+    objects included, so a streaming query, which plans every trigger, reuses a listing for
+    ``max_age_s``: a partition is new to the remote store only once it was local, where the
+    reader finds it meanwhile."""
+    key = (settings, None if topics is None else tuple(sorted(topics)), pattern)
+    listed = _LISTINGS.get(key)
+    if listed is not None and time.monotonic() - listed[0] < max_age_s:
+        return listed[1]
+    found = _list_partitions(settings, store, topics, pattern)
+    _LISTINGS[key] = (time.monotonic(), found)
+    return found
+
+
+def _list_partitions(
+    settings: RemoteSettings,
+    store: ObjectStore,
+    topics: Iterable[str] | None,
+    pattern: str | None,
+) -> list[TopicPartition]:
     regex = None if pattern is None else re.compile(pattern)
     prefixes = [f"{t}-" for t in topics] if topics is not None else [""]
     found: set[TopicPartition] = set()
