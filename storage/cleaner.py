@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from kafkatier.storage import cleaner_fast
 from kafkatier.storage.cleaner_choose import LogToClean, cleanable
-from kafkatier.storage.cleaner_chunk import ChunkFilter, walk_segment
+from kafkatier.storage.cleaner_chunk import ChunkFilter, walk_segment, with_compressed
 from kafkatier.storage.cleaner_filter import FilterContext, FilterStats, filter_batch
 from kafkatier.storage.cleaner_legacy import legacy_delete_horizon
 from kafkatier.storage.cleaner_map import build_offset_map
@@ -186,7 +186,8 @@ def _clean_group(
             for batch in store.read_batches(info.base_offset):
                 _filter_into(batch, ctx, writer)
         else:
-            walk_segment(store, info, -1, chunks, lambda b: _filter_into(b, ctx, writer))
+            plain = with_compressed(chunks, chunks.inflated, rnd.chunk_bytes)
+            walk_segment(store, info, -1, plain, lambda b: _filter_into(b, ctx, writer))
     writer.flush()
     if chunks is not None:
         _add_chunk_stats(rnd.stats, chunks)

@@ -12,6 +12,7 @@ import numpy as np
 import numpy.typing as npt
 
 from kafkatier.storage.cleaner_chunk_kernels import INFO, STATS, filter_chunk, map_chunk
+from kafkatier.storage.cleaner_compressed import Inflated, deflate, inflate
 from kafkatier.storage.offset_map import OffsetMap
 from kafkatier.storage.records import read_batch
 from kafkatier.storage.segment import AnyBatch, BatchInfo
@@ -55,6 +56,33 @@ def walk_segment(
         position += pos
         chunk_size = store.io_buffer_size
     return False
+
+
+Run = Callable[[Inflated, U8], tuple[int, bool]]
+"""(inflated run, chunk) -> (where the kernel stopped in the run's data, stop the walk)."""
+
+
+def with_compressed(plain: Plain, on_run: Run, max_bytes: int) -> Plain:
+    """``plain``, continued through runs of compressed data batches (``cleaner_compressed``):
+    where the plain run stops at one, the run is inflated and given to ``on_run``."""
+
+    def step(array: U8, pos: int) -> tuple[int, bool]:
+        while True:
+            pos, stop = plain(array, pos)
+            if stop:
+                return pos, True
+            run = inflate(array, pos, max_bytes)
+            if run is None:
+                return pos, False
+            at, stop = on_run(run, array)
+            if stop:
+                return pos, True
+            after = run.real_position(at)
+            if after == pos:
+                return pos, False  # the kernel left the first batch to the Python path
+            pos = after
+
+    return step
 
 
 def map_plain(offset_map: OffsetMap, start: int) -> Plain:
@@ -103,4 +131,19 @@ class ChunkFilter:
             rows = self.infos[:count].tolist()
             self.add(self.out[:size].tobytes(), [BatchInfo(*row) for row in rows])
             self.bytes_written += int(size)
+        return int(pos), False
+
+    def inflated(self, run: Inflated, chunk: U8) -> tuple[int, bool]:
+        """An inflated run (``with_compressed``): filtered as plain batches, written back
+        compressed; bytes read counted as stored (compressed)."""
+        pos, size, count = filter_chunk(
+            self.offset_map.table, self.offset_map.superseded, run.data, 0, self.ctx, self.pids,
+            self.last_offsets, self.out, self.infos, self.stats,
+        )  # fmt: skip
+        consumed = sum(1 for start in run.starts if start < pos)
+        self.stats[2] += sum(run.real_sizes[:consumed]) - int(pos)
+        if count:
+            data, infos = deflate(run, chunk, self.out[:size], self.infos[:count].tolist())
+            self.add(data, infos)
+            self.bytes_written += len(data)
         return int(pos), False

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from kafkatier.storage import cleaner_fast
-from kafkatier.storage.cleaner_chunk import map_plain, walk_segment
+from kafkatier.storage.cleaner_chunk import map_plain, walk_segment, with_compressed
 from kafkatier.storage.cleaner_txn import CleanedTransactionMetadata
 from kafkatier.storage.legacy import LegacyBatch
 from kafkatier.storage.offset_map import OffsetMap
@@ -62,7 +62,9 @@ def _map_segment(
     txn: CleanedTransactionMetadata,
 ) -> bool:
     if cleaner_fast.ENABLED:
-        return walk_segment(store, info, start, map_plain(offset_map, start),
+        plain = map_plain(offset_map, start)
+        runs = with_compressed(plain, lambda run, _chunk: plain(run.data, 0), store.io_buffer_size)
+        return walk_segment(store, info, start, runs,
                             lambda batch: _map_one(batch, offset_map, start, txn))  # fmt: skip
     return any(_map_one(b, offset_map, start, txn) for b in store.read_batches(info.base_offset,
                                                                                start))  # fmt: skip

@@ -21,6 +21,7 @@ from kafkatier.storage.log_dir import LogDirectory
 from kafkatier.storage.offset_map import MD5, MURMUR3, OffsetMap, hash_keys
 from kafkatier.storage.records import Record, build_batch
 from kafkatier.storage.verify import verify_paths
+from kafkatier.storage.wire import Codec
 
 from .cleaner_fixtures import ManualClock, compact_config, open_log
 
@@ -34,8 +35,9 @@ def test_crc32c_is_the_crc32c_packages(data: bytes, cut: int) -> None:
 
 
 def _plain_log(
-    path: Path, clock: ManualClock, log_append_time: bool, map_slots: int = 40
-) -> tuple[LogDirectory, Log]:
+    path: Path, clock: ManualClock, log_append_time: bool, map_slots: int = 40,
+    codec: Codec = Codec.NONE,
+) -> tuple[LogDirectory, Log]:  # fmt: skip
     """Uncompressed, non-transactional batches: idempotent producers (whose last batches must
     stay, emptied), tombstones, keyless records, headers, timestamps out of order."""
     settings_ = {"segment_bytes": 4000, "delete_retention_ms": 100,
@@ -55,7 +57,8 @@ def _plain_log(
         ]  # fmt: skip
         pid = rng.choice([-1, -1, 7, 8])
         log.append(build_batch(records, producer_id=pid, producer_epoch=0 if pid >= 0 else -1,
-                               base_sequence=sequences[pid] if pid >= 0 else -1))  # fmt: skip
+                               base_sequence=sequences[pid] if pid >= 0 else -1,
+                               codec=rng.choice([Codec.NONE, codec])))  # fmt: skip
         if pid >= 0:
             sequences[pid] += len(records)
         clock.now += 5
@@ -63,12 +66,21 @@ def _plain_log(
     return log_dir, log
 
 
-@pytest.mark.parametrize(("log_append_time", "map_slots"), [(False, 40), (True, 40), (False, 4000)])
+@pytest.mark.parametrize(
+    ("log_append_time", "map_slots", "codec"),
+    [(False, 40, Codec.NONE), (True, 40, Codec.NONE), (False, 4000, Codec.NONE),
+     (False, 40, Codec.LZ4), (True, 4000, Codec.ZSTD), (False, 4000, Codec.GZIP),
+     (False, 40, Codec.SNAPPY)],
+)  # fmt: skip
 def test_chunk_path_writes_what_the_other_paths_write(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, log_append_time: bool, map_slots: int
-) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, log_append_time: bool, map_slots: int,
+    codec: Codec,
+) -> None:  # fmt: skip
     """40 slots: several passes, each map filling part-way. 4000: one pass, a table sized to
-    the offsets and the superseded bits (``OffsetMap.clear``) in use by the chunk path."""
+    the offsets and the superseded bits (``OffsetMap.clear``) in use by the chunk path. A codec:
+    half the batches compressed, which the chunk path inflates (``cleaner_compressed``); the
+    rebuilt batches' records compress to the same bytes on every path, so the logs compare
+    byte for byte."""
     outputs = []
     for path in ("chunks", "batches", "records"):
         if path != "chunks":
@@ -76,7 +88,7 @@ def test_chunk_path_writes_what_the_other_paths_write(
         if path == "records":
             monkeypatch.setattr(cleaner_fast, "scan", lambda _batch: None)
         clock = ManualClock()
-        log_dir, log = _plain_log(tmp_path / path, clock, log_append_time, map_slots)
+        log_dir, log = _plain_log(tmp_path / path, clock, log_append_time, map_slots, codec)
         results = [compact_log(log, now_ms=clock.now, first_dirty_offset=None)]
         results.append(compact_log(log, now_ms=clock.now + 1000, first_dirty_offset=0))
         outputs.append(([s.log_path.read_bytes() for s in log.segments], results))

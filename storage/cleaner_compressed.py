@@ -1,0 +1,157 @@
+"""Compressed v2 data batches through the cleaner's chunk kernels (``cleaner_chunk``).
+
+A run of compressed, non-transactional, non-control v2 batches is *inflated*: each batch's
+records are decompressed and put behind a copy of its header with the codec bits cleared, so the
+run becomes a buffer of plain batches that ``map_chunk`` and ``filter_chunk`` take whole (one
+call for the run instead of several Python steps per batch; measured on the compaction bench with
+lz4 input, the per-batch Python path cost four times the codec). The kernels never read the CRC,
+so the stale one does not matter. What ``filter_chunk`` writes is then put back: a batch it
+copied unchanged (same record count and attributes) is written as the original compressed bytes,
+as Kafka copies a batch all of whose records survive; a rebuilt one gets its records compressed
+with the batch's codec at the default level (Kafka's ``buildRetainedRecordsInto``), the codec
+bits, its length and its CRC-32C. Anything else - a batch that does not decompress, a control or
+transactional batch, a legacy set - ends the run and takes the Python path with its errors.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+from typing import Final
+
+import crc32c
+import numpy as np
+import numpy.typing as npt
+
+from kafkatier.storage.compression import compress, decompress
+from kafkatier.storage.errors import KafkaTierError
+from kafkatier.storage.segment import BatchInfo
+from kafkatier.storage.wire import (
+    ATTR_CODEC_MASK,
+    ATTR_CONTROL,
+    ATTR_TRANSACTIONAL,
+    BATCH_HEADER_SIZE,
+    CRC_OFFSET,
+    CRC_START,
+    LOG_OVERHEAD,
+    Codec,
+)
+
+U8 = npt.NDArray[np.uint8]
+Chunk = bytes | memoryview | U8
+_HEAD: Final = struct.Struct(">qi")  # base offset, batch length
+_ATTRS: Final = struct.Struct(">h")
+_LAST_DELTA: Final = struct.Struct(">i")
+_U32: Final = struct.Struct(">I")
+_ATTRS_AT: Final = 21
+_COUNT_AT: Final = 57
+
+
+@dataclass
+class Inflated:
+    """A run of compressed batches as plain ones: ``data`` and, per batch, its position in
+    ``data``, its position and size in the chunk, its codec and its last offset."""
+
+    data: U8
+    starts: list[int] = field(default_factory=list)
+    real_starts: list[int] = field(default_factory=list)
+    real_sizes: list[int] = field(default_factory=list)
+    codecs: list[Codec] = field(default_factory=list)
+    last_offsets: list[int] = field(default_factory=list)
+
+    def real_position(self, virtual: int) -> int:
+        """The chunk position of the batch at ``virtual`` (or of the run's end)."""
+        if virtual >= self.data.shape[0]:
+            return self.real_starts[-1] + self.real_sizes[-1]
+        real: int = self.real_starts[self.starts.index(virtual)]
+        return real
+
+
+def _view(chunk: Chunk) -> memoryview:
+    if isinstance(chunk, np.ndarray):
+        return memoryview(chunk.data).cast("B")
+    return memoryview(chunk).cast("B")
+
+
+def _compressed_data_size(chunk: memoryview, pos: int) -> int:
+    """The size of the compressed v2 data batch at ``pos`` held whole by the chunk, else 0."""
+    if len(chunk) - pos < BATCH_HEADER_SIZE or chunk[pos + 16] != 2:
+        return 0
+    size: int = LOG_OVERHEAD + _HEAD.unpack_from(chunk, pos)[1]
+    (attrs,) = _ATTRS.unpack_from(chunk, pos + _ATTRS_AT)
+    if size < BATCH_HEADER_SIZE or pos + size > len(chunk):
+        return 0
+    if not attrs & ATTR_CODEC_MASK or attrs & (ATTR_CONTROL | ATTR_TRANSACTIONAL):
+        return 0
+    return size
+
+
+def inflate(chunk: Chunk, pos: int, max_bytes: int) -> Inflated | None:
+    """The run of compressed data batches from ``pos`` (until about ``max_bytes`` inflated),
+    or None when the batch at ``pos`` is not one that decompresses."""
+    view = _view(chunk)
+    parts: list[bytes] = []
+    run = Inflated(np.empty(0, np.uint8))
+    total = 0
+    while total < max_bytes and (size := _compressed_data_size(view, pos)):
+        (attrs,) = _ATTRS.unpack_from(view, pos + _ATTRS_AT)
+        codec = Codec(attrs & ATTR_CODEC_MASK)
+        try:
+            records = decompress(codec, view[pos + BATCH_HEADER_SIZE : pos + size])
+        except (KafkaTierError, ValueError):
+            break  # the Python path reports it
+        header = bytearray(view[pos : pos + BATCH_HEADER_SIZE])
+        _HEAD.pack_into(header, 0, _HEAD.unpack_from(header)[0],
+                        BATCH_HEADER_SIZE - LOG_OVERHEAD + len(records))  # fmt: skip
+        _ATTRS.pack_into(header, _ATTRS_AT, attrs & ~ATTR_CODEC_MASK)
+        run.starts.append(total)
+        run.real_starts.append(pos)
+        run.real_sizes.append(size)
+        run.codecs.append(codec)
+        base = _HEAD.unpack_from(header)[0]
+        run.last_offsets.append(base + _LAST_DELTA.unpack_from(header, 23)[0])
+        parts += (bytes(header), records)
+        total += BATCH_HEADER_SIZE + len(records)
+        pos += size
+    if not parts:
+        return None
+    run.data = np.frombuffer(b"".join(parts), dtype=np.uint8)
+    return run
+
+
+def deflate(
+    run: Inflated, chunk: Chunk, out: U8, rows: list[list[int]]
+) -> tuple[bytes, list[BatchInfo]]:
+    """What ``filter_chunk`` wrote for the run (``out``, one ``rows`` entry per batch written:
+    position, size, last offset, max timestamp) as stored batches, and their infos."""
+    view = _view(chunk)
+    by_last = {last: i for i, last in enumerate(run.last_offsets)}
+    data = bytearray()
+    infos: list[BatchInfo] = []
+    for position, size, last, max_ts in rows:
+        i = by_last[last]
+        plain = out[position : position + size].tobytes()
+        source = run.data[run.starts[i] : run.starts[i] + BATCH_HEADER_SIZE].tobytes()
+        same = plain[_ATTRS_AT : _ATTRS_AT + 2] == source[_ATTRS_AT : _ATTRS_AT + 2] and (
+            plain[_COUNT_AT : _COUNT_AT + 4] == source[_COUNT_AT : _COUNT_AT + 4]
+        )
+        if same:
+            start = run.real_starts[i]
+            stored = bytes(view[start : start + run.real_sizes[i]])
+        else:
+            stored = _recompress(plain, run.codecs[i])
+        infos.append(BatchInfo(len(data), len(stored), last, max_ts))
+        data += stored
+    return bytes(data), infos
+
+
+def _recompress(plain: bytes, codec: Codec) -> bytes:
+    records = compress(codec, plain[BATCH_HEADER_SIZE:], None)
+    header = bytearray(plain[:BATCH_HEADER_SIZE])
+    _HEAD.pack_into(header, 0, _HEAD.unpack_from(header)[0],
+                    BATCH_HEADER_SIZE - LOG_OVERHEAD + len(records))  # fmt: skip
+    (attrs,) = _ATTRS.unpack_from(header, _ATTRS_AT)
+    _ATTRS.pack_into(header, _ATTRS_AT, attrs | int(codec))
+    crc = crc32c.crc32c(records, crc32c.crc32c(bytes(header[CRC_START:])))
+    _U32.pack_into(header, CRC_OFFSET, crc)
+    return bytes(header) + records
