@@ -7,6 +7,7 @@ against a real S3 server."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import pickle
 import shutil
@@ -14,6 +15,8 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from test_source import Row, Written, append, end_txn
 
 from kafkatier.sink.source_log import ReadOnlyPartition
@@ -187,6 +190,54 @@ def test_offsets_landing_in_remote_segments(tiered: Tiered) -> None:
     expected = [r for r in tiered.before["read_committed"]
                 if r[0] == "rt" and bounds[r[1]][0] <= r[2] < bounds[r[1]][1]]  # fmt: skip
     assert got == expected and {r[1] for r in got} == {0, 1}
+
+
+@settings(max_examples=15, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+@given(data=st.data())
+def test_any_offset_range_reads_as_the_full_log(tiered: Tiered, data: st.DataObject) -> None:
+    rows = [r for r in tiered.before["read_uncommitted"] if r[:2] == ("rt", 1)]
+    last = rows[-1][2] + 1
+    start = data.draw(st.integers(0, last), label="start")
+    end = data.draw(st.integers(start, last), label="end")
+    chunk = data.draw(st.sampled_from(["60", "300", "1000000"]), label="readChunkBytes")
+    committed = data.draw(st.booleans(), label="read_committed")
+    isolation = "read_committed" if committed else "read_uncommitted"
+    got = read(tiered.logs, assign='{"rt":[1]}', isolationLevel=isolation, readChunkBytes=chunk,
+               startingOffsets=f'{{"rt":{{"1":{start}}}}}',
+               endingOffsets=f'{{"rt":{{"1":{end}}}}}', **tiered.remote)  # fmt: skip
+    expected = [r for r in tiered.before[isolation]
+                if r[:2] == ("rt", 1) and start <= r[2] < end]  # fmt: skip
+    assert got == expected
+
+
+class CountingStore(FsspecStore):
+    """Counts the bytes fetched from segment ``log`` objects."""
+
+    log_bytes = 0
+
+    def get_bytes(self, key: str, start: int = 0, end: int | None = None) -> bytes:
+        data = super().get_bytes(key, start, end)
+        if key.endswith("/log"):
+            CountingStore.log_bytes += len(data)
+        return data
+
+
+def test_a_few_offsets_of_a_remote_segment_take_ranged_gets(tiered: Tiered) -> None:
+    base, last = max(tiered.remote_segments("rt", 0)[:3], key=lambda s: s[1] - s[0])
+    options = {"assign": '{"rt":[0]}',
+               "startingOffsets": f'{{"rt":{{"0":{last - 1}}}}}',
+               "endingOffsets": f'{{"rt":{{"0":{last + 1}}}}}', **tiered.remote}  # fmt: skip
+    counting = CountingStore(tiered.store.url)
+    CountingStore.log_bytes = 0
+    tables = [pa.Table.from_batches(list(read_task(dataclasses.replace(t, store=counting))))
+              for t in plan(tiered.logs, **options)]  # fmt: skip
+    got = rows_of_table(pa.concat_tables(tables))
+    assert got == [r for r in tiered.before["read_committed"]
+                   if r[:2] == ("rt", 0) and last - 1 <= r[2] <= last]  # fmt: skip
+    manifest, _ = ManifestStore(tiered.store).load("rt", 0)
+    size = next(s.files["log"].size for s in manifest.contiguous() if s.base_offset == base)
+    assert 0 < CountingStore.log_bytes < size  # from the offset index's position on
 
 
 def test_timestamps_landing_in_remote_segments(tiered: Tiered) -> None:
