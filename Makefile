@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 run: $(STAMP)
-	$(VENV)/bin/kafkatier demo --dir demo-logs
+	$(VENV)/bin/kafkatier run --config conf/kafkatier.properties
 
 test: $(STAMP)
 	$(PY) -m ruff check .

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,7 +47,7 @@ BUILTIN: dict[str, str] = {
     "topic.events.compression.type": "lz4",
     "topic.events.segment.bytes": "262144",
     "topic.events.remote.storage.enable": "true",
-    "topic.events.local.retention.bytes": "524288",
+    "topic.events.local.retention.bytes": "262144",
     "topic.user-state.partitions": "2",
     "topic.user-state.cleanup.policy": "compact",
     "topic.user-state.compression.type": "lz4",
@@ -57,7 +58,7 @@ BUILTIN: dict[str, str] = {
     "run.input": "clickstream",
     "run.clickstream.seed": "42",
     "run.clickstream.users": "2000",
-    "run.clickstream.max.rows.per.trigger": "4000",
+    "run.clickstream.max.rows.per.trigger": "5000",
     "run.batches": "10",
     "run.checkpoint.dir": str(WORK / "checkpoint"),
     "run.work.dir": str(WORK / "work"),
@@ -71,6 +72,7 @@ BUILTIN: dict[str, str] = {
 
 Where = Callable[[str], str]
 _EMBEDDED = "remote.storage.embedded"
+_BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 _EMBEDDED_DIR = "remote.storage.embedded.dir"
 _TOPIC_KEYS = {f.metadata["spec"].name for f in dataclasses.fields(LogConfig)} | {"partitions"}
 
@@ -177,6 +179,11 @@ def _embedded(props: dict[str, str], tiering: TieringConfig, where: Where) -> Pa
     if not tiering.remote_url.startswith("s3://"):
         raise ConfigError(f"{where('remote.storage.url')}: {_EMBEDDED}=true needs an s3:// "
                           "url (the bucket is created)", setting="remote.storage.url")  # fmt: skip
+    bucket = tiering.remote_url[len("s3://") :].split("/", 1)[0]
+    if not _BUCKET.fullmatch(bucket):
+        raise ConfigError(f"{where('remote.storage.url')}: bad S3 bucket name {bucket!r} (3-63 "
+                          "lowercase letters, digits, '.' and '-')",
+                          setting="remote.storage.url")  # fmt: skip
     folder = props.get(_EMBEDDED_DIR, "").strip()
     return Path(folder) if folder else WORK / "s3"
 

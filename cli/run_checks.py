@@ -50,6 +50,9 @@ def run_checks(
             continue
         say(f"restoring {topic}-0 from {tiering.remote_url} and verifying it")
         checks.append(restore_one(store, topic, run.work_dir / f"restore-{topic}"))
+    from kafkatier.sink import register_data_source
+
+    register_data_source(spark)
     how = "log dir + remote store" if reader_takes_remote_options() else "restored + local"
     say(f"replaying {', '.join(topics)} with spark.read.format('kafkatier') ({how})")
     replayed = [

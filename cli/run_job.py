@@ -42,6 +42,7 @@ def spark_session(master: str) -> Any:
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # local mode: loopback only
     from pyspark.sql import SparkSession
 
     spark = (
@@ -93,7 +94,7 @@ class JobStats:
     events: int = 0
     states: int = 0
     last_batch: int = -1
-    seconds: float = 0.0
+    seconds: float = 0.0  # spent writing micro-batches
     stopped_by: str = ""
 
 
@@ -107,7 +108,6 @@ class BatchWriter:
         self.lock = threading.Lock()
         self.done = threading.Event()
         self.stopping = False
-        self.started = time.monotonic()
 
     def __call__(self, df: Any, batch_id: int) -> None:
         with self.lock:
@@ -145,7 +145,7 @@ class BatchWriter:
         s = self.stats
         s.batches, s.events, s.states, s.last_batch = s.batches + 1, s.events + rows, \
             s.states + states, batch_id  # fmt: skip
-        s.seconds = time.monotonic() - self.started
+        s.seconds += seconds
         of = f"/{self.limit}" if self.limit else ""
         self.say(f"batch {s.batches}{of} (id {batch_id}): {rows} events, {states} user states "
                  f"in {seconds:.1f} s; {s.events} events so far")  # fmt: skip
@@ -164,7 +164,8 @@ def start_query(spark: Any, run: RunSettings, writer: BatchWriter) -> Any:
         cap = run.batches * run.max_rows_per_batch if run.batches else -1
         reader = (spark.readStream.format(SOURCE_NAME).option("seed", run.seed)
                   .option("users", run.users).option("rowsPerBatch", run.max_rows_per_batch)
-                  .option("maxRows", cap).option("rowsPerSecond", run.rate))  # fmt: skip
+                  .option("maxRows", cap).option("rowsPerSecond", run.rate)
+                  .option("baseMs", int(time.time() * 1000)))  # fmt: skip
         df = reader.load()
     else:
         assert run.input_path is not None

@@ -7,6 +7,7 @@ import logging
 import shutil
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 from kafkatier.cli.config import KafkatierConfig
@@ -15,8 +16,11 @@ from kafkatier.cli.run_job import BatchWriter, start_query, stop_query, wait_for
 from kafkatier.cli.run_report import Outcome, pass_totals
 from kafkatier.sink.sink import KafkaLogSink
 from kafkatier.sink.txn import topic_partitions
+from kafkatier.storage.cleaner import compact_log
 from kafkatier.storage.errors import ConfigError
+from kafkatier.storage.log import wall_clock_ms
 from kafkatier.storage.log_dir import LogDirectory
+from kafkatier.storage.retention_pass import PartitionSummary, clean_log_dir
 from kafkatier.tiering.config import TieringConfig
 from kafkatier.tiering.metrics import serve_metrics
 from kafkatier.tiering.sidecar import Sidecar
@@ -124,15 +128,35 @@ def pipeline(config: KafkatierConfig, tiering: TieringConfig, spark: Any) -> Out
         sink.logs.close()
         if sidecar is not None:
             sidecar.stop()
-    say(f"stream stopped ({stopped_by}); final sidecar passes")
+    say(f"stream stopped ({stopped_by})")
     outcome = Outcome(writer.stats)
     writer.stats.stopped_by = stopped_by
+    deleted = pass_totals(sidecar.passes)["local_bytes_deleted"] if sidecar else 0
+    outcome.bytes_written = _log_bytes(config.log_dir, topics) + deleted
+    outcome.cleaner = clean_untiered(config)
     if sidecar is not None:
+        say("final sidecar passes")
         sidecar.final_passes()
         outcome.passes = sidecar.passes
     outcome.statuses = collect_status(tiering, store)
-    outcome.bytes_written = sum(s.local_bytes for s in outcome.statuses if s.topic in topics) \
-        + pass_totals(outcome.passes)["local_bytes_deleted"]  # fmt: skip
     if run.verify:
         outcome.checks = run_checks(config, tiering, store, spark, outcome.statuses, say)
     return outcome
+
+
+def _log_bytes(log_dir: Path, topics: tuple[str, ...]) -> int:
+    return sum(p.stat().st_size for t in topics for p in log_dir.glob(f"{t}-*/*.log"))
+
+
+def clean_untiered(config: KafkatierConfig) -> list[PartitionSummary]:
+    """Kafka's log cleaner over the compacted topics the sidecar does not tier (a tiered one is
+    compacted remotely by the sidecar, and its local segments stay the writer's). Runs once the
+    writer has stopped: the cleaner rewrites segments in place."""
+    names = {t.name for t in config.topics.values()
+             if t.config.is_compacted and not t.config.remote_storage_enable}  # fmt: skip
+    names &= {config.run.events_topic, config.run.state_topic}
+    if not names:
+        return []
+    say(f"log cleaner: compacting {', '.join(sorted(names))}")
+    with LogDirectory(config.log_dir) as logs:
+        return clean_log_dir(logs, now_ms=wall_clock_ms(), compactor=compact_log, topics=names)

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from kafkatier.cli.run_job import JobStats
 from kafkatier.cli.run_verify import Check
+from kafkatier.storage.retention_pass import PartitionSummary
 from kafkatier.tiering.status import PartitionStatus
 from kafkatier.tiering.tierer import PartitionPass, PassResult
 
@@ -24,6 +25,7 @@ class Outcome:
     passes: list[PassResult] = field(default_factory=list)
     statuses: list[PartitionStatus] = field(default_factory=list)
     checks: list[Check] = field(default_factory=list)
+    cleaner: list[PartitionSummary] = field(default_factory=list)
     bytes_written: int = 0
     wall_seconds: float = 0.0
 
@@ -68,6 +70,13 @@ def _topic_lines(outcome: Outcome, topic: str) -> list[str]:
     ]  # fmt: skip
     if extra:
         lines.append(f"    also: {extra}")
+    cleaned = [c for c in outcome.cleaner if c.topic == topic]
+    if cleaned:
+        lines.append(
+            f"    log cleaner: {sum(c.records_removed for c in cleaned)} older records removed, "
+            f"{human(sum(c.bytes_before for c in cleaned))} -> "
+            f"{human(sum(c.bytes_after for c in cleaned))}"
+        )
     return lines
 
 
@@ -81,7 +90,7 @@ def render(outcome: Outcome, topics: tuple[str, str], stopped_by: str) -> str:
         f"  stream: {job.batches} micro-batches ({stopped_by}), {job.events} events -> "
         f"{topics[0]}, {job.states} user states -> {topics[1]}",
         f"  throughput: {rate:,.0f} events/s, {human(byte_rate)}/s "
-        f"written over {job.seconds:.1f} s of streaming; {outcome.wall_seconds:.1f} s in all",
+        f"written ({job.seconds:.1f} s in micro-batches); {outcome.wall_seconds:.1f} s in all",
         f"  sidecar passes: {len(outcome.passes)}",
     ]  # fmt: skip
     for topic in topics:

@@ -78,11 +78,12 @@ class Reader(DataSourceStreamReader):
         self.per_batch = int(options["rowsperbatch"])
         self.max_rows = int(options.get("maxrows", "-1"))
         self.rate = int(options.get("rowspersecond", "-1"))
+        self.base = int(options["basems"])  # fixed by the driver: Spark may ask twice
         self.first: int | None = None
         self.started = time.monotonic()
 
     def initialOffset(self) -> dict[str, int]:
-        return {"id": 0, "base": int(time.time() * 1000)}
+        return {"id": 0, "base": self.base}
 
     def latestOffset(self, start: dict[str, int], limit: Any = None) -> dict[str, int]:
         if self.first is None:
@@ -96,7 +97,7 @@ class Reader(DataSourceStreamReader):
         return {"id": max(end, start["id"]), "base": start["base"]}
 
     def partitions(self, start: dict[str, int], end: dict[str, int]) -> Sequence[Any]:
-        lo, hi, base = start["id"], end["id"], start["base"]
+        lo, hi, base = start["id"], end["id"], end["base"]
         mid = (lo + hi) // 2
         return [InputPartition(_Range(a, b, base)) for a, b in ((lo, mid), (mid, hi)) if b > a]
 
@@ -110,8 +111,8 @@ class Reader(DataSourceStreamReader):
 
 
 class Clickstream(DataSource):
-    """``format("kafkatier-clickstream")``: options seed, users, rowsPerBatch, maxRows,
-    rowsPerSecond."""
+    """``format("kafkatier-clickstream")``: options seed, users, rowsPerBatch, baseMs (the first
+    event's time, used only by a new checkpoint), maxRows, rowsPerSecond."""
 
     @classmethod
     def name(cls) -> str:

@@ -1,0 +1,113 @@
+"""``kafkatier run`` end to end in a subprocess, on a small configuration: embedded S3, the Spark
+job, the sidecar, restore, replay and checks; exit 0, the report's checks, and no process (S3
+server, Spark JVM, Python workers) left behind. A second run in the same folder needs no cleanup:
+run.reset wipes what the first one left (checked here without Spark; ``make run`` twice shows it
+whole)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("pyspark", reason="kafkatier run needs pyspark")
+KAFKATIER = Path(sys.executable).parent / "kafkatier"
+BATCHES, ROWS = 3, 2000
+CONFIG = f"""\
+log.dirs=logs
+remote.storage.url=s3://kafkatier-e2e/run
+remote.storage.embedded=true
+remote.storage.embedded.dir=s3
+remote.log.manager.task.interval.ms=500
+topic.events.partitions=2
+topic.events.compression.type=lz4
+topic.events.segment.bytes=32768
+topic.events.remote.storage.enable=true
+topic.events.local.retention.bytes=65536
+topic.user-state.partitions=1
+topic.user-state.cleanup.policy=compact
+topic.user-state.compression.type=lz4
+topic.user-state.segment.bytes=65536
+topic.user-state.min.cleanable.dirty.ratio=0.01
+run.clickstream.users=300
+run.clickstream.max.rows.per.trigger={ROWS}
+run.batches={BATCHES}
+run.checkpoint.dir=chk
+run.work.dir=work
+run.reset=true
+"""
+
+
+def marked_processes(marker: str) -> list[str]:
+    """Live processes whose environment carries ``marker`` (every child of the run has it)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if marker.encode() not in (proc / "environ").read_bytes():
+                continue
+            status = (proc / "status").read_text()
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()[:120]
+        except OSError:
+            continue
+        if "\nState:\tZ" not in status:
+            found.append(f"{proc.name}: {cmdline}")
+    return found
+
+
+def run_once(folder: Path) -> str:
+    marker = f"KAFKATIER_E2E_MARKER={uuid.uuid4().hex}"
+    env = {**os.environ, marker.split("=")[0]: marker.split("=")[1]}
+    done = subprocess.run([str(KAFKATIER), "run", "--config", "kafkatier.properties"],
+                          cwd=folder, env=env, capture_output=True, text=True,
+                          timeout=400)  # fmt: skip
+    deadline = time.monotonic() + 20
+    while marked_processes(marker) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert marked_processes(marker) == [], "processes left behind"
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return done.stdout
+
+
+def test_run_end_to_end(tmp_path: Path) -> None:
+    (tmp_path / "kafkatier.properties").write_text(CONFIG)
+    out = run_once(tmp_path)
+    assert "RESULT: PASS" in out and "FAIL" not in out.replace("RESULT: PASS", "")
+    assert f"{BATCHES} micro-batches" in out and f"{BATCHES * ROWS} events -> events" in out
+    for check in ("restore events-0 + verify", "events: every event exactly once",
+                  "state: latest value per key",
+                  "state: every record a state the job wrote, once"):  # fmt: skip
+        assert f"[ok] {check}" in out, out
+    assert f"{BATCHES * ROWS} records replayed, {BATCHES * ROWS} expected" in out
+    tiered = re.search(r"events: .* remote .* in (\d+) segments\n\s+sidecar: (\d+) segments "
+                       r"uploaded .*, (\d+) local segments deleted", out)  # fmt: skip
+    assert tiered is not None, out
+    assert int(tiered[1]) > 0 and int(tiered[2]) > 0 and int(tiered[3]) > 0
+
+
+def test_reset_wipes_what_a_previous_run_left(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    from kafkatier.cli.config import load_config
+    from kafkatier.cli.run_pipeline import prepare
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "kafkatier.properties").write_text(CONFIG)
+    config = load_config(Path("kafkatier.properties"))
+    leftovers = [tmp_path / "logs" / "events-0" / "00000000000000000042.log",
+                 tmp_path / "chk" / "commits" / "0", tmp_path / "work" / "x", tmp_path / "s3" / "y"]
+    for path in leftovers:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"old run")
+    prepare(config)
+    assert not any(p.exists() for p in leftovers)
+    assert sorted(p.name for p in (tmp_path / "logs").iterdir() if p.is_dir()) == [
+        "events-0", "events-1", "user-state-0"]  # fmt: skip
+    assert (tmp_path / "logs" / "kafkatier-topic.events.properties").exists()
+    assert "reset: wiped" in capsys.readouterr().out
