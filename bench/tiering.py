@@ -4,21 +4,25 @@
 
 Starts a SeaweedFS ``weed mini`` S3 server on 127.0.0.1 (the test server, tiering/weed.py),
 writes a tiered topic of N closed segments of about M MiB each with kafkatier's log engine, then
-runs K rounds; each round times, back to back and in alternating order (the machine is shared
-and noisy, so both sides of a round see the same conditions):
+runs a warm-up round and then K rounds; each round times, back to back and in an order rotated
+from round to round (the machine is shared and noisy, so all sides of a round see the same
+conditions):
 
 (a) upload: one sidecar pass (``Tierer.run_once``: orphan sweep, manifest commits, multipart
-    upload with per-part ETag checks, SHA-256, retention) against a loop of boto3
-    ``upload_file`` over the very same files (every ``.log``, ``.index``, ``.timeindex``,
-    ``.txnindex`` and producer snapshot the pass uploads), same part size and concurrency;
+    upload with per-part checksum checks, SHA-256, retention) against boto3 uploading the
+    very same files (every ``.log``, ``.index``, ``.timeindex``, ``.txnindex`` and producer
+    snapshot the pass uploads), same part size, part concurrency 4: as a loop of
+    ``upload_file`` ("boto3", the issue's baseline), and as one s3transfer manager with every
+    file queued ("boto3_manager": 4 requests in flight across files, as ours);
 (b) restore: ``restore_topic`` (download, SHA-256 check, rename into place, checkpoints) against
-    a loop of boto3 ``download_file`` of the same objects, same part size and concurrency;
+    boto3 downloading the same objects: a loop of ``download_file`` and one manager;
 (c) latency: the time from a segment roll (of an M MiB segment) to its manifest entry being
     COPY_SEGMENT_FINISHED, with the sidecar loop watching the log dir (inotify); Kafka's copier
     runs every 30 s by default (remote.log.manager.task.interval.ms).
 
-Reported: per round the two throughputs and their ratio (kafkatier / boto3), then the median
-and the best over the rounds of each throughput and of the ratio.
+Reported: per round each throughput and the ratio kafkatier / boto3, then per contender the
+median and best throughput and the median CPU seconds of this process (client side only; the
+server runs beside it on the same cores), and the ratios' median, best and per round.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import sys
@@ -37,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 import boto3
-from boto3.s3.transfer import TransferConfig
+from boto3.s3.transfer import TransferConfig, create_transfer_manager
 
 from kafkatier.storage.log_dir import LogDirectory
 from kafkatier.storage.records import Record, build_batch
@@ -85,22 +90,35 @@ def tiered_files(logs: Path) -> list[Path]:
         return [p for c in part.candidates() for p in c.files().values()]
 
 
-def _timed(fn: Callable[[], object]) -> float:
-    t0 = time.perf_counter()
-    fn()
-    return time.perf_counter() - t0
+Timing = dict[str, tuple[float, float]]
+"""Contender -> (wall seconds, CPU seconds of this process) for one round."""
 
 
-def _both(ours: Callable[[], object], plain: Callable[[], object], run: int) -> tuple[float, float]:
-    """Both timings of a round, boto3 first in even rounds and second in odd ones."""
-    if run % 2:
-        t_ours = _timed(ours)
-        return t_ours, _timed(plain)
-    t_plain = _timed(plain)
-    return _timed(ours), t_plain
+def _cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
-def bench_upload(logs: Path, endpoint: str, bucket: str, run: int) -> tuple[float, float, int]:
+def _round(contenders: dict[str, Callable[[], object]], run: int) -> Timing:
+    """Every contender once, back to back, the order rotated from round to round so none is
+    always first (or always last) on a noisy machine."""
+    names = list(contenders)
+    shift = run % len(names)
+    timing: Timing = {}
+    for name in names[shift:] + names[:shift]:
+        c0, t0 = _cpu(), time.perf_counter()
+        contenders[name]()
+        timing[name] = (time.perf_counter() - t0, _cpu() - c0)
+    return timing
+
+
+def _manager(client: Any) -> Any:
+    """One s3transfer manager for all the files: ``max_concurrency`` requests in flight in
+    total, the most boto3 does with the same concurrency."""
+    return create_transfer_manager(client, TRANSFER)
+
+
+def bench_upload(logs: Path, endpoint: str, bucket: str, run: int) -> tuple[Timing, int]:
     files = tiered_files(logs)
     size = sum(p.stat().st_size for p in files)
     client = _client(endpoint)
@@ -108,44 +126,53 @@ def bench_upload(logs: Path, endpoint: str, bucket: str, run: int) -> tuple[floa
     tierer = Tierer(_config(logs, f"s3://{bucket}/tier-{run}", endpoint))
     tierer.store.head("warm-up")  # create the client outside the timing, as for boto3's
 
-    def plain() -> None:
+    def loop() -> None:
         for p in files:
             client.upload_file(str(p), bucket, f"plain-{run}/{p.name}", Config=TRANSFER)
+
+    def manager() -> None:
+        with _manager(client) as mgr:
+            for f in [mgr.upload(str(p), bucket, f"mgr-{run}/{p.name}") for p in files]:
+                f.result()
 
     def ours() -> None:
         result = tierer.run_once()
         assert result.failures == 0 and result.total("uploaded_bytes") == size, result
 
-    t_ours, t_plain = _both(ours, plain, run)
-    return t_ours, t_plain, size
+    return _round({"kafkatier": ours, "boto3": loop, "boto3_manager": manager}, run), size
 
 
-def bench_restore(tmp: Path, endpoint: str, bucket: str, run: int) -> tuple[float, float, int]:
+def bench_restore(tmp: Path, endpoint: str, bucket: str, run: int) -> tuple[Timing, int]:
     store = _config(tmp, f"s3://{bucket}/tier-{run}", endpoint).open_store()
     store.head("warm-up")  # create the client outside the timing, as for boto3's
     client = _client(endpoint)
-    keys = [o["Key"] for o in client.list_objects_v2(Bucket=bucket, Prefix=f"plain-{run}/")
-            ["Contents"]]  # fmt: skip
-    size = sum(o["Size"] for o in client.list_objects_v2(Bucket=bucket, Prefix=f"plain-{run}/")
-               ["Contents"])  # fmt: skip
-    out = tmp / f"plain-restore-{run}"
-    out.mkdir()
+    listed = client.list_objects_v2(Bucket=bucket, Prefix=f"plain-{run}/")["Contents"]
+    keys, size = [o["Key"] for o in listed], sum(o["Size"] for o in listed)
+    outs = [tmp / f"{name}-restore-{run}" for name in ("loop", "mgr", "ours")]
+    outs[0].mkdir()
+    outs[1].mkdir()
 
-    def plain() -> None:
+    def loop() -> None:
         for key in keys:
-            client.download_file(bucket, key, str(out / key.rsplit("/", 1)[1]), Config=TRANSFER)
+            client.download_file(bucket, key, str(outs[0] / key.rsplit("/", 1)[1]),
+                                 Config=TRANSFER)  # fmt: skip
+
+    def manager() -> None:
+        with _manager(client) as mgr:
+            for f in [mgr.download(bucket, k, str(outs[1] / k.rsplit("/", 1)[1])) for k in keys]:
+                f.result()
 
     def ours() -> None:
-        [result] = restore_topic(store, "bench", tmp / f"restore-{run}", threads=RESTORE_THREADS)
+        [result] = restore_topic(store, "bench", outs[2], threads=RESTORE_THREADS)
         assert result.bytes_downloaded == size, (result, size)
 
-    t_ours, t_plain = _both(ours, plain, run)
-    shutil.rmtree(out)
-    shutil.rmtree(tmp / f"restore-{run}")
-    for prefix in (f"plain-{run}/", f"tier-{run}/"):  # keep the server's disk small
+    timing = _round({"kafkatier": ours, "boto3": loop, "boto3_manager": manager}, run)
+    for out in outs:
+        shutil.rmtree(out)
+    for prefix in (f"plain-{run}/", f"mgr-{run}/", f"tier-{run}/"):  # keep the disk small
         for o in client.list_objects_v2(Bucket=bucket, Prefix=prefix).get("Contents", []):
             client.delete_object(Bucket=bucket, Key=o["Key"])
-    return t_ours, t_plain, size
+    return timing, size
 
 
 def bench_latency(tmp: Path, endpoint: str, bucket: str, segment_mb: int, run: int) -> float:
@@ -174,40 +201,49 @@ def bench_latency(tmp: Path, endpoint: str, bucket: str, segment_mb: int, run: i
     return latency
 
 
-def _summary(name: str, runs: list[tuple[float, float, int]]) -> dict[str, Any]:
-    ours = [size / t / MIB for t, _, size in runs]
-    plain = [size / p / MIB for _, p, size in runs]
-    ratios = [o / p for o, p in zip(ours, plain, strict=True)]
-    return {
-        f"{name}_mib_s": {"median": statistics.median(ours), "best": max(ours)},
-        f"boto3_{name}_mib_s": {"median": statistics.median(plain), "best": max(plain)},
-        f"{name}_vs_boto3": {"median": statistics.median(ratios), "best": max(ratios),
-                             "best_vs_best": max(ours) / max(plain),
-                             "per_round": [round(r, 3) for r in ratios]},
-    }  # fmt: skip
+def _summary(name: str, runs: list[tuple[Timing, int]]) -> dict[str, Any]:
+    """Median and best throughput (MiB/s) and median CPU seconds per contender, and the
+    ratios kafkatier / boto3 (the upload_file/download_file loop and the shared manager)."""
+    out: dict[str, Any] = {}
+    rates = {who: [size / t[who][0] / MIB for t, size in runs] for who in runs[0][0]}
+    for who, values in rates.items():
+        cpu = statistics.median(t[who][1] for t, _ in runs)
+        out[f"{name}_{who}_mib_s"] = {"median": statistics.median(values), "best": max(values),
+                                      "cpu_s_median": cpu}  # fmt: skip
+    for base in ("boto3", "boto3_manager"):
+        ratios = [o / b for o, b in zip(rates["kafkatier"], rates[base], strict=True)]
+        out[f"{name}_vs_{base}"] = {"median": statistics.median(ratios), "best": max(ratios),
+                                    "best_vs_best": max(rates["kafkatier"]) / max(rates[base]),
+                                    "per_round": [round(r, 2) for r in ratios]}  # fmt: skip
+    return out
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--segments", type=int, default=4)
     parser.add_argument("--segment-mb", type=int, default=16)
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    ups, downs, lats = [], [], []
+    ups: list[tuple[Timing, int]] = []
+    downs: list[tuple[Timing, int]] = []
+    lats: list[float] = []
     with tempfile.TemporaryDirectory(prefix="kt-bench-") as tmp_name:
         tmp = Path(tmp_name)
         with weed_server(tmp / "weed", bucket="bench") as server:
             os.environ.update(server.env)
             write_topic(tmp / "logs", args.segments, args.segment_mb)
-            for r in range(args.rounds):
-                ups.append(bench_upload(tmp / "logs", server.endpoint, "bench", r))
-                downs.append(bench_restore(tmp, server.endpoint, "bench", r))
-                _print_round(r, ups[-1], downs[-1], args.json)
-            for r in range(min(args.rounds, 3)):
+            for r in range(-1, args.rounds):  # round -1 warms both sides up, not counted
+                up = bench_upload(tmp / "logs", server.endpoint, "bench", r)
+                down = bench_restore(tmp, server.endpoint, "bench", r)
+                if r >= 0:
+                    ups.append(up)
+                    downs.append(down)
+                    _print_round(r, up, down, args.json)
+            for r in range(3):
                 lats.append(bench_latency(tmp, server.endpoint, "bench", args.segment_mb, r))
     report: dict[str, Any] = {"segments": args.segments, "segment_mb": args.segment_mb,
-                              "rounds": args.rounds, "bytes_per_round": ups[0][2],
+                              "rounds": args.rounds, "bytes_per_round": ups[0][1],
                               **_summary("upload", ups), **_summary("restore", downs),
                               "roll_to_finished_s": {"median": statistics.median(lats),
                                                      "best": min(lats)}}  # fmt: skip
@@ -218,17 +254,19 @@ def main() -> int:
             if isinstance(value, dict):
                 value = "  ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}"
                                   for k, v in value.items())  # fmt: skip
-            print(f"{key:24} {value}")
+            print(f"{key:30} {value}")
     return 0
 
 
-def _print_round(r: int, up: tuple[float, float, int], down: tuple[float, float, int],
-                 quiet: bool) -> None:
+def _print_round(r: int, up: tuple[Timing, int], down: tuple[Timing, int], quiet: bool) -> None:
     if quiet:
         return
-    print(f"round {r}: upload {up[2] / up[0] / MIB:7.1f} MiB/s vs boto3 {up[2] / up[1] / MIB:7.1f}"
-          f" ({up[1] / up[0]:.2f}); restore {down[2] / down[0] / MIB:7.1f} MiB/s vs boto3 "
-          f"{down[2] / down[1] / MIB:7.1f} ({down[1] / down[0]:.2f})", flush=True)
+    parts = []
+    for name, (timing, size) in (("upload", up), ("restore", down)):
+        rates = {who: size / t / MIB for who, (t, _) in timing.items()}
+        parts.append(f"{name} " + " ".join(f"{who} {v:.1f}" for who, v in rates.items())
+                     + f" ratio {rates['kafkatier'] / rates['boto3']:.2f}")  # fmt: skip
+    print(f"round {r} (MiB/s): " + "; ".join(parts), flush=True)
 
 
 if __name__ == "__main__":

@@ -145,14 +145,29 @@ def restore_partition(
     progress: Progress | None = None,
 ) -> RestoreResult:
     manifest, _ = ManifestStore(store).load(topic, partition)
+    return _restore(store, manifest, Path(log_dir), from_offset, from_timestamp, threads,
+                    progress)  # fmt: skip
+
+
+def _restore(
+    store: ObjectStore,
+    manifest: PartitionManifest,
+    log_dir: Path,
+    from_offset: int | None,
+    from_timestamp: int | None,
+    threads: int,
+    progress: Progress | None,
+) -> RestoreResult:
+    topic, partition = manifest.topic, manifest.partition
     segments = select_segments(manifest, from_offset, from_timestamp)
     result = RestoreResult(topic, partition, segments=len(segments))
     if not segments:
         return result
-    directory = Path(log_dir) / partition_dir_name(topic, partition)
+    directory = log_dir / partition_dir_name(topic, partition)
     directory.mkdir(parents=True, exist_ok=True)
-    plan = plan_downloads(manifest, segments, directory)
-    staging = Path(log_dir) / STAGING / partition_dir_name(topic, partition)
+    # largest first, so the small index and snapshot objects fill in beside the last .log
+    plan = sorted(plan_downloads(manifest, segments, directory), key=lambda d: -d.meta.size)
+    staging = log_dir / STAGING / partition_dir_name(topic, partition)
     with ThreadPoolExecutor(max_workers=max(threads, 1)) as pool:
         sizes = list(pool.map(lambda d: fetch(store, d, staging, progress), plan))
     shutil.rmtree(staging, ignore_errors=True)
@@ -166,32 +181,47 @@ def restore_partition(
     return result
 
 
+def _all(*jobs: Callable[[], object]) -> None:
+    """Run independent metadata writes together: each is an atomic, fsynced replace of its
+    own file, so their order does not matter, only that all follow the data; together their
+    fsyncs overlap instead of adding up."""
+    with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
+        for future in [pool.submit(job) for job in jobs]:
+            future.result()
+
+
 def _write_partition_files(
     manifest: PartitionManifest, segments: list[RemoteSegment], directory: Path, start: int
 ) -> None:
-    epochs = LeaderEpochFileCache(directory / LEADER_EPOCH_CHECKPOINT)
-    epochs.clear()
-    for seg in segments:
-        epochs.assign_all(seg.leader_epochs)
-    epochs.truncate_from_start(start)
-    epochs.flush()
-    PartitionMetadataFile(directory / PARTITION_METADATA).write(manifest.topic_id or new_topic_id())
+    def epochs() -> None:
+        cache = LeaderEpochFileCache(directory / LEADER_EPOCH_CHECKPOINT)
+        cache.clear()
+        for seg in segments:
+            cache.assign_all(seg.leader_epochs)
+        cache.truncate_from_start(start)
+        cache.flush()
+
+    topic_id = manifest.topic_id or new_topic_id()
+    _all(epochs, lambda: PartitionMetadataFile(directory / PARTITION_METADATA).write(topic_id))
 
 
 def write_log_dir_files(log_dir: Path, results: list[RestoreResult], config: dict[str, str],
                         topic: str) -> None:
     """Root files of the target log dir, merged with any it already has (module docstring)."""
     log_dir = Path(log_dir)
+    jobs: list[Callable[[], object]] = []
     if not (log_dir / META_PROPERTIES_FILE).exists():
-        MetaProperties.new_kraft(node_id=0).write(log_dir / META_PROPERTIES_FILE)
+        jobs.append(lambda: MetaProperties.new_kraft(node_id=0).write(
+            log_dir / META_PROPERTIES_FILE))  # fmt: skip
     if config:
-        TopicConfigStore(log_dir).update(topic, config, "remote manifest")
+        jobs.append(lambda: TopicConfigStore(log_dir).update(topic, config, "remote manifest"))
     done = [r for r in results if r.segments]
-    _merge_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT,
-                      {(r.topic, r.partition): r.log_end_offset for r in done})
+    ends = {(r.topic, r.partition): r.log_end_offset for r in done}
+    jobs.append(lambda: _merge_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT, ends))
     starts = {(r.topic, r.partition): r.log_start_offset for r in done if r.log_start_offset > 0}
     if starts or (log_dir / LOG_START_OFFSET_CHECKPOINT).exists():
-        _merge_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT, starts)
+        jobs.append(lambda: _merge_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT, starts))
+    _all(*jobs)
     shutil.rmtree(log_dir / STAGING, ignore_errors=True)
 
 
@@ -223,10 +253,10 @@ def restore_topic(
     results: list[RestoreResult] = []
     config: dict[str, str] = {}
     for partition in wanted:
-        result = restore_partition(store, topic, partition, log_dir, from_offset=from_offset,
-                                   from_timestamp=from_timestamp, threads=threads,
-                                   progress=progress)
-        config = config or manifests.load(topic, partition)[0].topic_config
+        manifest, _ = manifests.load(topic, partition)
+        result = _restore(store, manifest, Path(log_dir), from_offset, from_timestamp, threads,
+                          progress)  # fmt: skip
+        config = config or manifest.topic_config
         results.append(result)
         if on_partition is not None:
             on_partition(result)
