@@ -27,6 +27,7 @@ from kafkatier.storage.records import RecordBatch, iter_batches
 from kafkatier.storage.segment import AnyBatch
 from kafkatier.storage.txn_index import AbortedTxn
 from kafkatier.storage.wire import (
+    BATCH_HEADER_SIZE,
     LOG_OVERHEAD,
     MAGIC_OFFSET,
     OFFSET_AND_LENGTH,
@@ -60,6 +61,8 @@ def batch_spans(data: bytes) -> list[BatchSpan]:
         if length <= 0 or pos + size > len(data):
             break
         legacy = data[pos + MAGIC_OFFSET] < 2
+        if not legacy and size < BATCH_HEADER_SIZE:
+            break  # too short for a v2 header: not a whole batch (readers report the position)
         last = offset
         if not legacy:
             last += _LAST_OFFSET_DELTA.unpack_from(data, pos + _LAST_OFFSET_DELTA_AT)[0]
@@ -165,11 +168,14 @@ class RemoteLogReader:
             data = self.store.get_bytes(key, position, min(position + self.chunk_bytes, size))
             spans = batch_spans(data)
             if not spans:  # one batch larger than the chunk: fetch exactly it
-                _, length = OFFSET_AND_LENGTH.unpack_from(data, 0)
-                data = self.store.get_bytes(key, position, position + LOG_OVERHEAD + length)
-                spans = batch_spans(data)
+                if len(data) < LOG_OVERHEAD:
+                    data = self.store.get_bytes(key, position, position + LOG_OVERHEAD)
+                if len(data) >= LOG_OVERHEAD:
+                    _, length = OFFSET_AND_LENGTH.unpack_from(data, 0)
+                    data = self.store.get_bytes(key, position, position + LOG_OVERHEAD + length)
+                    spans = batch_spans(data)
                 if not spans:
-                    raise TieringError("truncated batch in remote segment", key=key,
+                    raise TieringError("truncated or malformed batch in remote segment", key=key,
                                        position=position)
             used = spans[-1].position + spans[-1].size
             yield key, position, data[:used]

@@ -17,7 +17,8 @@ import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_source import Row, Written, append, end_txn
+from kafka.record import MemoryRecords
+from test_source import T0, Row, Written, append, end_txn, legacy_wrapper
 
 from kafkatier.sink.source_log import ReadOnlyPartition
 from kafkatier.sink.source_options import parse_options
@@ -31,9 +32,17 @@ from kafkatier.sink.source_plan import (
 from kafkatier.sink.source_read import ReadTask, read_task
 from kafkatier.storage.errors import ConfigError, OffsetOutOfRangeError
 from kafkatier.storage.log_dir import LogDirectory
+from kafkatier.storage.record_builder import build_batch
+from kafkatier.storage.record_codec import Record
 from kafkatier.storage.verify import verify_paths
 from kafkatier.tiering.config import TieringConfig
-from kafkatier.tiering.manifest import ManifestStore
+from kafkatier.tiering.manifest import (
+    ManifestStore,
+    RemoteFile,
+    RemoteSegment,
+    SegmentState,
+    object_key,
+)
 from kafkatier.tiering.store import FsspecStore, ObjectStore
 from kafkatier.tiering.tierer import Tierer
 
@@ -314,3 +323,28 @@ def test_sidecar_config_file(tiered: Tiered, tmp_path: Path) -> None:
     assert opts.path == str(tiered.logs) and opts.remote is not None
     got = read(tiered.logs, subscribe="rt,ro", **{"kafkatier.config": str(config)})
     assert got == tiered.before["read_committed"]
+
+
+@pytest.mark.parametrize("chunk", ["10", "1000000"])
+def test_legacy_and_v2_batches_in_a_remote_segment(tmp_path: Path, chunk: str) -> None:
+    """A remote segment from before Kafka 0.11 (magic 0/1 gzip wrappers) followed by v2 batches,
+    as an upgraded topic has: read as kafka-python reads the same bytes."""
+    data = b"".join([
+        legacy_wrapper(0, 5, 1), legacy_wrapper(5, 5, 0),
+        build_batch([Record(10 + i, T0 + 10 + i, b"k%d" % i, b"v" * i) for i in range(5)]),
+        legacy_wrapper(15, 5, 1),
+    ])  # fmt: skip
+    (tmp_path / "remote").mkdir()
+    store = FsspecStore(f"file://{tmp_path / 'remote'}")
+    seg = RemoteSegment(0, 19, T0 + 19, len(data), SegmentState.COPY_SEGMENT_FINISHED, "a1",
+                        files={"log": RemoteFile(len(data), "")})  # fmt: skip
+    store.put_bytes(object_key("old", 0, seg, "log"), data)
+    ManifestStore(store).update("old", 0, lambda m: m.segments.append(seg) is None)
+    memory, theirs = MemoryRecords(data), []
+    while memory.has_next():
+        theirs += [(r.offset, r.key, r.value, -1 if r.timestamp is None else r.timestamp)
+                   for r in memory.next_batch()]  # fmt: skip
+    got = read(tmp_path / "no-local-logs", assign='{"old":[0]}', readChunkBytes=chunk,
+               startingOffsets='{"old":{"0":3}}', endingOffsets='{"old":{"0":17}}',
+               isolationLevel="read_uncommitted", **{"remote.storage.url": store.url})  # fmt: skip
+    assert [(r[2], r[3], r[4], r[5]) for r in got] == [t for t in theirs if 3 <= t[0] < 17]
