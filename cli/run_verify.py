@@ -5,7 +5,8 @@
 2. Both topics are replayed with ``spark.read.format("kafkatier")``, ``read_committed``: when the
    reader takes the remote options, straight from the log dir plus the store (remote-only
    segments included); otherwise (an older reader) the whole topic is restored into a fresh
-   directory, offsets below the remote end are read from there and the rest from the log dir.
+   directory, offsets below the remote end are read from there (``read_uncommitted``: see
+   :func:`replay`) and the rest from the log dir.
 3. The events topic must hold every expected event exactly once (as a multiset: nothing
    missing, nothing extra, nothing twice). The expected state is derived from the events and
    their ``batch`` headers; the state topic's latest value per key must be exactly it, for
@@ -81,7 +82,12 @@ def replay(spark: Any, log_dir: Path, tiering: TieringConfig, store: ObjectStore
     restore_topic(store, topic, scratch)
     upto = json.dumps({topic: {str(p): e for p, e in ends.items()}})
     local_from = json.dumps({topic: {str(s.partition): ends.get(s.partition, -2) for s in mine}})
-    below = _read(spark, {**base, "path": str(scratch.resolve()), "endingOffsets": upto})
+    # A restored copy ends inside the transaction its last segment holds the start of (the
+    # markers are in later, local segments), so read_committed would stop early there:
+    # read_uncommitted up to the remote end. An aborted batch would then show up as extra
+    # records and fail the exactly-once check, never pass it wrongly.
+    uncommitted = {**base, "isolationLevel": "read_uncommitted"}
+    below = _read(spark, {**uncommitted, "path": str(scratch.resolve()), "endingOffsets": upto})
     above = _read(spark, {**base, "path": str(log_dir.resolve()), "startingOffsets": local_from})
     return sorted(below + above, key=lambda r: (r[0], r[1]))
 
