@@ -3,15 +3,17 @@
     python bench/sink.py [--rows N] [--partitions P] [--compression lz4] [--repeat K]
 
 Builds N rows (16-byte keys, 100-byte values) in a cached DataFrame on local[2], then, in the same
-run and Spark session, times (best of K; the machine is shared and noisy):
+run and Spark session, alternating so that both see the same machine load, K times each:
 
-(a) ``df.write.parquet`` (Spark's default snappy compression), and
-(b) ``KafkaLogSink(..., partitions=P, compression=...)(df, batch_id)``: a whole transactional
-    micro-batch, fsyncs included, into a fresh log dir each time.
+(a) ``df.write.parquet`` (Spark's default snappy compression) into a new directory, and
+(b) one micro-batch through ``KafkaLogSink(..., partitions=P, compression=...)``: the next batch id
+    of one sink on one topic (as a streaming query writes), a whole transaction, fsyncs included.
 
-Prints the command, both times, the ratio sink/parquet, and the peak RSS of the Python driver
-(VmHWM) and of the driver JVM. Spark needs one warm-up of each writer (JIT, numba cache load in
-the Python workers), which is excluded from the figures and reported.
+Reports the best (and median) wall time of each, their ratio, the CPU seconds of the whole
+process tree (driver, JVM, Python workers: less sensitive than wall time to other load on a
+shared machine) and the peak RSS of the Python driver (VmHWM) and the driver JVM. The warm-ups
+(JIT, numba cache loads in the Python workers; the sink's first batch, which also creates the
+topic) are excluded; the first batch of a fresh sink into a new topic is timed separately.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -46,17 +49,51 @@ def jvm_pid(spark: Any) -> int | None:
     return None if proc is None else int(proc.pid)
 
 
-def timed(action: Callable[[int], None], repeat: int) -> tuple[float, float]:
-    """(warm-up seconds, best of ``repeat``) for ``action(i)``."""
-    start = time.perf_counter()
-    action(0)
-    warm = time.perf_counter() - start
-    best = float("inf")
-    for i in range(1, repeat + 1):
-        start = time.perf_counter()
-        action(i)
-        best = min(best, time.perf_counter() - start)
-    return warm, best
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def tree_cpu_seconds() -> float:
+    """User + system CPU of this process and all its live descendants (JVM, Python workers)."""
+    children: dict[int, list[tuple[int, int]]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        children.setdefault(int(fields[1]), []).append(
+            (int(entry), int(fields[11]) + int(fields[12]))
+        )
+    own = Path("/proc/self/stat").read_text()
+    fields = own[own.rindex(")") + 2 :].split()
+    total = int(fields[11]) + int(fields[12])
+    stack = [os.getpid()]
+    while stack:
+        for pid, ticks in children.get(stack.pop(), []):
+            total += ticks
+            stack.append(pid)
+    return total / TICKS
+
+
+class Timings:
+    """Wall and CPU seconds of each run of one action."""
+
+    def __init__(self) -> None:
+        self.wall: list[float] = []
+        self.cpu: list[float] = []
+
+    def run(self, action: Callable[[], None]) -> None:
+        cpu, start = tree_cpu_seconds(), time.perf_counter()
+        action()
+        self.wall.append(time.perf_counter() - start)
+        self.cpu.append(tree_cpu_seconds() - cpu)
+
+    def summary(self) -> str:
+        return (f"best {min(self.wall):.2f} s, median {statistics.median(self.wall):.2f} s "
+                f"(runs: {' '.join(f'{w:.2f}' for w in self.wall)}), "
+                f"CPU best {min(self.cpu):.2f} s")  # fmt: skip
 
 
 def main() -> None:
@@ -64,44 +101,59 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--partitions", type=int, default=8)
     parser.add_argument("--compression", default="lz4")
-    parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     print("command:", " ".join([Path(sys.executable).name, *sys.argv]))
-    spark = spark_builder("kafkatier-bench-sink").getOrCreate()
+    spark = (
+        spark_builder("kafkatier-bench-sink")
+        .config("spark.ui.showConsoleProgress", "false")
+        .getOrCreate()
+    )
     spark.sparkContext.setLogLevel("ERROR")
     df = spark.range(args.rows, numPartitions=2).selectExpr(
         "CAST(lpad(CAST(id AS STRING), 16, 'k') AS BINARY) AS key",
         "CAST(rpad(CAST(id AS STRING), 100, 'v') AS BINARY) AS value",
     )
+    load = os.getloadavg()[0]
     df = df.cache()
     df.count()
     work = Path(tempfile.mkdtemp(prefix="kafkatier-bench-sink-"))
+    parquet, sink_times, first = Timings(), Timings(), Timings()
     try:
-        parquet = timed(lambda i: df.write.parquet(str(work / f"parquet-{i}")), args.repeat)
+        sink = KafkaLogSink(
+            work / "logs", topic="bench", partitions=args.partitions, compression=args.compression
+        )
+        warm = time.perf_counter()
+        df.write.parquet(str(work / "parquet-0"))
+        sink(df, 0)
+        warm = time.perf_counter() - warm
         before_sink = peak_rss_mib()
-
-        def write_sink(i: int) -> None:
-            sink = KafkaLogSink(
-                work / f"logs-{i}", topic="bench", partitions=args.partitions,
-                compression=args.compression,
-            )  # fmt: skip
-            sink(df, 0)
-
-        sink = timed(write_sink, args.repeat)
-        log_bytes = sum(f.stat().st_size for f in (work / "logs-1").rglob("*.log"))
+        for i in range(1, args.repeat + 1):
+            parquet.run(lambda i=i: df.write.parquet(str(work / f"parquet-{i}")))
+            sink_times.run(lambda i=i: sink(df, i))
+        fresh = KafkaLogSink(
+            work / "fresh", topic="bench", partitions=args.partitions, compression=args.compression
+        )
+        first.run(lambda: fresh(df, 0))
+        log_bytes = sum(f.stat().st_size for f in (work / "fresh").rglob("*.log"))
         parquet_bytes = sum(f.stat().st_size for f in (work / "parquet-1").rglob("*.parquet"))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(
         f"rows: {args.rows}, key 16 B, value 100 B, partitions: {args.partitions}, sink "
-        f"compression: {args.compression}, parquet: snappy, cores: {os.cpu_count()}"
+        f"compression: {args.compression}, parquet: snappy, cores: {os.cpu_count()}, "
+        f"load average before: {load:.1f}"
     )
-    print(f"parquet write: {parquet[1]:.2f} s (warm-up {parquet[0]:.2f} s), {parquet_bytes} bytes")
-    print(f"sink batch:    {sink[1]:.2f} s (warm-up {sink[0]:.2f} s), {log_bytes} bytes of .log")
-    print(f"ratio sink/parquet: {sink[1] / parquet[1]:.2f}")
+    print(f"parquet write: {parquet.summary()}, {parquet_bytes} bytes")
+    print(f"sink batch:    {sink_times.summary()}, {log_bytes} bytes of .log per batch")
+    print(f"ratio sink/parquet: {min(sink_times.wall) / min(parquet.wall):.2f} (best wall), "
+          f"{statistics.median(sink_times.wall) / statistics.median(parquet.wall):.2f} (median "
+          f"wall), {min(sink_times.cpu) / min(parquet.cpu):.2f} (CPU)")  # fmt: skip
+    print(f"first batch of a new sink into a new topic: {first.wall[0]:.2f} s; "
+          f"warm-ups: {warm:.2f} s")  # fmt: skip
     pid = jvm_pid(spark)
     jvm = f"{peak_rss_mib(pid):.0f} MiB" if pid else "unknown"
-    print(f"peak driver RSS: python {peak_rss_mib():.0f} MiB (before the sink runs: "
+    print(f"peak driver RSS: python {peak_rss_mib():.0f} MiB (after the warm-ups: "
           f"{before_sink:.0f} MiB), JVM {jvm}")  # fmt: skip
     spark.stop()
 

@@ -1,42 +1,46 @@
 """The executor half of the sink: Kafka partitions per row, then record batches, with no shuffle.
 
-Two ``mapInArrow`` passes over the micro-batch, each task (Spark partition) reading its rows in
-the same order both times:
-
-1. ``Count`` (over the key, partition and topic columns only): how many rows each task sends to
-   each Kafka partition. An explicit ``partition`` wins, a key goes to ``murmur2(key) %
-   partitions`` (``storage.partitioner``), keyless rows go round robin from a start that depends
-   only on the task and the count of keyless rows before them, so both passes agree whatever
-   Arrow batch boundaries Spark picks. Out-of-range partitions and unknown topics fail here,
-   before anything is written.
-2. ``Encode``: the driver turns the counts into each task's first sequence number per Kafka
-   partition (the producer's next sequence + the rows of earlier tasks), so every task encodes
-   transactional batches (producer id, epoch, sequences: all under the CRC) independently, with
-   base offset 0; the driver appends the tasks' chunks in task order, and only ``Log.append``
-   assigns offsets, which the CRC does not cover. Within a Kafka partition, records keep the
-   input order (task, then row). Output: rows of whole batches, at most ``CHUNK_BYTES`` each.
+One ``mapInArrow`` pass over the micro-batch (``Encode``). Per row: an explicit ``partition``
+wins, a key goes to ``murmur2(key) % partitions`` (``storage.partitioner``), keyless rows go
+round robin from a start that depends on the task. Out-of-range partitions and unknown topics
+fail here, before anything is written. Each task encodes transactional record batches per Kafka
+partition (producer id and epoch, compression, CRC) with base offset 0 and provisional base
+sequences: the driver, appending the tasks' output in task order, gives the batches their real
+sequences and offsets (:mod:`kafkatier.sink.stage`). Within a Kafka partition, records keep the
+input order (task, then row). Output: one row per piece of whole batches (at most
+``CHUNK_BYTES``, one batch may exceed it), either the bytes themselves (``data``) or where the
+task wrote them in its staging file (``path``, ``position``, ``length``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import IO, Any, Final
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from kafkatier.sink.schema import SinkSchemaError
+from kafkatier.sink.stage import task_file
 from kafkatier.storage.arrow_codec import EncodedBatches, encode_arrow
 from kafkatier.storage.partitioner import assign_partitions
-from kafkatier.storage.wire import Codec, increment_sequence
+from kafkatier.storage.wire import Codec
 
 CHUNK_BYTES: Final = 4 * 1024 * 1024
 FLUSH_BYTES: Final = 1024 * 1024  # rows buffered per Kafka partition before encoding them
-COUNT_SCHEMA: Final = "task int, topic string, partition int, records long"
-CHUNK_SCHEMA: Final = "task int, topic string, partition int, records long, data binary"
-TaskPartition = tuple[int, str, int]
+COALESCE_ROWS: Final = 65536  # Spark's Arrow batches (10k rows by default) grouped this far
+CHUNK_SCHEMA: Final = (
+    "topic string, partition int, records long, path string, position long, length long, "
+    "data binary"
+)
+_CHUNK_ARROW: Final = pa.schema(
+    [("topic", pa.string()), ("partition", pa.int32()), ("records", pa.int64()),
+     ("path", pa.string()), ("position", pa.int64()), ("length", pa.int64()),
+     ("data", pa.binary())]
+)  # fmt: skip
+PROVISIONAL_SEQUENCE: Final = 0
 
 
 @dataclass(frozen=True)
@@ -49,7 +53,7 @@ class TopicPlan:
 
 @dataclass(frozen=True)
 class EncodePlan:
-    """Everything the executors need, shipped with the tasks (a few ints per partition)."""
+    """Everything the executors need, shipped with the tasks (a few ints per topic)."""
 
     fixed_topic: str | None
     topics: Mapping[str, TopicPlan]
@@ -59,7 +63,7 @@ class EncodePlan:
     producer_id: int
     producer_epoch: int
     write_time_ms: int
-    first_sequences: Mapping[TaskPartition, int] | None = None  # set for pass 2
+    staging_dir: str | None = None  # None: the encoded bytes go back inline
 
     def topic(self, name: str) -> TopicPlan:
         plan = self.topics.get(name, self.new_topic)
@@ -73,11 +77,12 @@ class EncodePlan:
         return plan
 
 
-def _task_id() -> int:
+def _task_ids() -> tuple[int, int]:
+    """(Spark partition, unique task attempt id) of the running task."""
     from pyspark import TaskContext
 
     ctx = TaskContext.get()
-    return ctx.partitionId() if ctx is not None else 0
+    return (ctx.partitionId(), ctx.taskAttemptId()) if ctx is not None else (0, 0)
 
 
 class Partitioner:
@@ -135,97 +140,93 @@ class Partitioner:
                     yield topic, int(parts[idx[0]]), sub.take(pa.array(idx))
 
 
-class Count:
-    """``mapInArrow`` pass 1: rows per (task, topic, partition)."""
-
-    def __init__(self, plan: EncodePlan) -> None:
-        self.plan = plan
-
-    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        task = _task_id()
-        partitioner = Partitioner(self.plan, task)
-        counts: dict[tuple[str, int], int] = {}
-        for batch in batches:
-            for topic, partition, rows in partitioner.groups(batch):
-                counts[(topic, partition)] = counts.get((topic, partition), 0) + rows.num_rows
-        keys = sorted(counts)
-        yield pa.RecordBatch.from_pydict(
-            {
-                "task": [task] * len(keys),
-                "topic": [t for t, _ in keys],
-                "partition": [p for _, p in keys],
-                "records": [counts[k] for k in keys],
-            },
-            schema=pa.schema(
-                [("task", pa.int32()), ("topic", pa.string()), ("partition", pa.int32()),
-                 ("records", pa.int64())]
-            ),
-        )  # fmt: skip
+def coalesce(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Spark's small Arrow batches grouped into batches of about COALESCE_ROWS rows: the
+    per-batch work (partitioning, grouping, takes) is then paid a few times per task."""
+    pending: list[pa.RecordBatch] = []
+    rows = 0
+    for batch in batches:
+        pending.append(batch)
+        rows += batch.num_rows
+        if rows >= COALESCE_ROWS:
+            yield from pa.Table.from_batches(pending).combine_chunks().to_batches()
+            pending, rows = [], 0
+    if rows:
+        yield from pa.Table.from_batches(pending).combine_chunks().to_batches()
 
 
 class Encode:
-    """``mapInArrow`` pass 2: transactional record batches per Kafka partition."""
+    """The ``mapInArrow`` function: transactional record batches per Kafka partition."""
 
     def __init__(self, plan: EncodePlan) -> None:
         self.plan = plan
+        self.out: IO[bytes] | None = None
+        self.path = ""
+        self.written = 0
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        task = _task_id()
+        task, attempt = _task_ids()
+        if self.plan.staging_dir is not None:
+            path = task_file(self.plan.staging_dir, task, attempt)
+            self.path, self.out = str(path), open(path, "wb")  # noqa: SIM115
+        try:
+            yield from self._encode_all(batches, task)
+        finally:
+            if self.out is not None:
+                self.out.close()
+
+    def _encode_all(self, batches: Iterator[pa.RecordBatch], task: int) -> Iterator[pa.RecordBatch]:
         partitioner = Partitioner(self.plan, task)
         pending: dict[tuple[str, int], list[pa.RecordBatch]] = {}
-        sequences: dict[tuple[str, int], int] = {}
-        for batch in batches:
+        for batch in coalesce(batches):
             for topic, partition, rows in partitioner.groups(batch):
                 key = (topic, partition)
                 group = pending.setdefault(key, [])
                 group.append(rows)
                 if sum(b.nbytes for b in group) >= FLUSH_BYTES:
-                    yield from self._encode(task, key, pending.pop(key), sequences)
+                    yield from self._encode(key, pending.pop(key))
         for key, group in sorted(pending.items()):
-            yield from self._encode(task, key, group, sequences)
+            yield from self._encode(key, group)
 
     def _encode(
-        self,
-        task: int,
-        key: tuple[str, int],
-        group: list[pa.RecordBatch],
-        sequences: dict[tuple[str, int], int],
+        self, key: tuple[str, int], group: list[pa.RecordBatch]
     ) -> Iterator[pa.RecordBatch]:
         topic, partition = key
         rows = pa.Table.from_batches(group).combine_chunks()
-        assert self.plan.first_sequences is not None
-        seq = sequences.get(key)
-        if seq is None:
-            seq = self.plan.first_sequences[(task, topic, partition)]
         encoded = encode_arrow(
             rows,
             codec=self.plan.codec,
             level=self.plan.level,
             producer_id=self.plan.producer_id,
             producer_epoch=self.plan.producer_epoch,
-            base_sequence=seq,
+            base_sequence=PROVISIONAL_SEQUENCE,
             transactional=True,
             timestamp=self.plan.write_time_ms,
             max_batch_bytes=self.plan.topic(topic).max_batch_bytes,
         )
-        sequences[key] = increment_sequence(seq, rows.num_rows)
-        for data, records in _chunks(encoded):
-            yield pa.RecordBatch.from_pydict(
-                {"task": [task], "topic": [topic], "partition": [partition],
-                 "records": [records], "data": [data]},
+        if self.out is not None:
+            self.out.write(memoryview(encoded.data)[: _end(encoded)])
+        where: tuple[str | None, int | None, int | None, bytes | None]
+        for start, end, records in _chunks(encoded):
+            if self.out is not None:
+                where = (self.path, self.written + start, end - start, None)
+            else:
+                where = (None, None, None, bytes(memoryview(encoded.data)[start:end]))
+            yield pa.RecordBatch.from_pylist(
+                [dict(zip(_CHUNK_ARROW.names, (topic, partition, records, *where), strict=True))],
                 schema=_CHUNK_ARROW,
-            )  # fmt: skip
+            )
+        if self.out is not None:
+            self.written += _end(encoded)
 
 
-_CHUNK_ARROW: Final = pa.schema(
-    [("task", pa.int32()), ("topic", pa.string()), ("partition", pa.int32()),
-     ("records", pa.int64()), ("data", pa.binary())]
-)  # fmt: skip
+def _end(encoded: EncodedBatches) -> int:
+    return int(encoded.positions[-1] + encoded.sizes[-1]) if len(encoded) else 0
 
 
-def _chunks(encoded: EncodedBatches) -> Iterator[tuple[bytes, int]]:
-    """Whole batches grouped into pieces of at most CHUNK_BYTES (one batch may exceed it)."""
-    view = memoryview(encoded.data)
+def _chunks(encoded: EncodedBatches) -> Iterator[tuple[int, int, int]]:
+    """(start, end, records) of whole batches grouped into pieces of at most CHUNK_BYTES (one
+    batch may exceed it)."""
     ends = (encoded.positions + encoded.sizes).tolist()
     counts = encoded.record_counts.tolist()
     start = 0
@@ -233,23 +234,8 @@ def _chunks(encoded: EncodedBatches) -> Iterator[tuple[bytes, int]]:
     for i, end in enumerate(ends):
         if end - start > CHUNK_BYTES and records:
             prev = int(encoded.positions[i])
-            yield bytes(view[start:prev]), records
+            yield start, prev, records
             start, records = prev, 0
         records += counts[i]
     if records:
-        yield bytes(view[start : ends[-1]]), records
-
-
-def first_sequences(
-    counts: Iterator[Any], next_sequence: Mapping[tuple[str, int], int]
-) -> dict[TaskPartition, int]:
-    """Each task's first sequence per Kafka partition: the producer's next one plus the rows
-    that earlier tasks send to the partition."""
-    running = dict(next_sequence)
-    result: dict[TaskPartition, int] = {}
-    for row in sorted(counts, key=lambda r: (r["task"], r["topic"], r["partition"])):
-        tp = (row["topic"], row["partition"])
-        seq = running.get(tp, 0)
-        result[(row["task"], *tp)] = seq
-        running[tp] = increment_sequence(seq, row["records"])
-    return result
+        yield start, ends[-1], records

@@ -1,38 +1,28 @@
-"""What the executors are told for one micro-batch: topics, partition counts, sequences, codec.
+"""What the executors are told for one micro-batch (topics, partition counts, codec), and the
+encoded pieces they send back.
 
-Computed on the driver from the log dir (partition counts and each partition's producer state)
-and shipped inside the ``mapInArrow`` functions (:class:`kafkatier.sink.encode.EncodePlan`).
+The plan is computed on the driver from the log dir and shipped inside the ``mapInArrow``
+function (:class:`kafkatier.sink.encode.EncodePlan`); the producer's next sequence per partition
+stays on the driver, which assigns sequences as it appends (:mod:`kafkatier.sink.stage`).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from kafkatier.sink.encode import (
-    CHUNK_SCHEMA,
-    COUNT_SCHEMA,
-    Count,
-    Encode,
-    EncodePlan,
-    TaskPartition,
-    TopicPlan,
-    first_sequences,
-)
+from kafkatier.sink.encode import CHUNK_SCHEMA, Encode, EncodePlan, TopicPlan
+from kafkatier.sink.stage import read_span
 from kafkatier.sink.txn import next_sequences, topic_partitions
 from kafkatier.storage.config import LogConfig
+from kafkatier.storage.errors import CorruptRecordError
 from kafkatier.storage.log_dir import LogDirectory
 from kafkatier.storage.wire import Codec
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
-
-
-PARALLEL_FETCH_TASKS = 1  # toLocalIterator computes one task at a time (prefetch overlaps it with
-# the driver consuming the previous one, not with another task)
 
 
 @dataclass(frozen=True)
@@ -73,24 +63,53 @@ def build_plan(
     return plan, sequences
 
 
-def encoded_chunks(
-    df: DataFrame, plan: EncodePlan, sequences: Mapping[tuple[str, int], int]
-) -> tuple[Any, dict[TaskPartition, int]]:
-    """Pass 1 (counts, collected: a few rows per task) then pass 2 (the encoded chunks,
-    which ``toLocalIterator`` would compute one task at a time: with several tasks, one parallel
-    job first persists them to executor disk). The caller unpersists the result."""
-    from pyspark import StorageLevel
-    from pyspark.sql import functions as F
+@dataclass(frozen=True)
+class Piece:
+    """Whole encoded batches for one Kafka partition (provisional sequences, base offset 0)."""
 
-    narrow = [c for c in ("key", "partition", "topic") if c in df.columns]
-    keys = df.select(*narrow) if narrow else df.select(F.lit(0).cast("byte").alias("_kt_row"))
-    counts = keys.mapInArrow(Count(plan), COUNT_SCHEMA).collect()
-    full = dataclasses.replace(plan, first_sequences=first_sequences(iter(counts), sequences))
-    expected = {(r["task"], r["topic"], r["partition"]): r["records"] for r in counts}
-    if not expected:
-        return None, expected
-    encoded = df.mapInArrow(Encode(full), CHUNK_SCHEMA)
-    if len({task for task, _, _ in expected}) > PARALLEL_FETCH_TASKS:
-        encoded = encoded.persist(StorageLevel.DISK_ONLY)
-        encoded.count()
-    return encoded, expected
+    topic: str
+    partition: int
+    records: int
+    data: bytearray
+    source: str  # the staging file, or "<fetched>", for error messages
+
+
+def encoded_pieces(df: DataFrame, plan: EncodePlan) -> Iterator[Piece]:
+    """The micro-batch encoded by one parallel ``mapInArrow`` job, piece by piece in task order.
+
+    Staged (``plan.staging_dir``): the job returns where each piece is (a few small rows per
+    task, collected) and the driver reads the pieces from the staging files one at a time.
+    Fetched: the job persists the pieces to executor disk, and ``toLocalIterator`` brings them
+    one task at a time; the driver checks them against the job's own summary."""
+    encoded = df.mapInArrow(Encode(plan), CHUNK_SCHEMA)
+    if plan.staging_dir is not None:
+        for row in encoded.collect():
+            data = read_span(row["path"], row["position"], row["length"])
+            yield Piece(row["topic"], row["partition"], row["records"], data, row["path"])
+        return
+    yield from _fetched(encoded)
+
+
+def _fetched(encoded: DataFrame) -> Iterator[Piece]:
+    from pyspark import StorageLevel
+
+    encoded = encoded.persist(StorageLevel.DISK_ONLY)
+    try:
+        summary = encoded.drop("data").collect()  # also computes every task, in parallel
+        fetched = 0
+        for row in encoded.toLocalIterator(prefetchPartitions=True):
+            want = summary[fetched] if fetched < len(summary) else None
+            if want is None or (want["topic"], want["partition"], want["records"]) != (
+                row["topic"], row["partition"], row["records"]
+            ):  # fmt: skip
+                raise CorruptRecordError(
+                    "the encoded micro-batch changed between its two reads; fix: make the input "
+                    "deterministic (e.g. df.persist() before the sink)", file="<fetched>"
+                )  # fmt: skip
+            fetched += 1
+            data = row["data"] if isinstance(row["data"], bytearray) else bytearray(row["data"])
+            yield Piece(row["topic"], row["partition"], row["records"], data, "<fetched>")
+        if fetched != len(summary):
+            raise CorruptRecordError("encoded pieces missing on fetch", file="<fetched>")
+    finally:
+        encoded.unpersist()

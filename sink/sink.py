@@ -17,12 +17,10 @@ runs entirely under the sink's exclusive lock file and is one Kafka transaction:
    is completed with COMMIT markers if the bookkeeping says its commit was decided, else aborted
    with ABORT markers (which also index it in ``.txnindex``).
 3. ``batch_id <= last_committed_batch``: a Spark replay of a batch already committed; skip it.
-4. Record ``inflight = {batch_id, commit_decided: false}``; encode on executors
-   (:mod:`kafkatier.sink.encode`: a counting pass gives every task its first sequence number per
-   partition, so tasks encode in parallel without a shuffle); stream the chunks
-   (``toLocalIterator``) into ``Log.append`` task by task (client origin: sequence and epoch
-   checks), and check that each task sent exactly the rows it counted.
-5. fsync every partition (``LogDirectory.flush``), then durably set ``commit_decided``: this
+4. Record ``inflight = {batch_id, commit_decided: false}``; encode on executors in one
+   parallel job (:mod:`kafkatier.sink.encode`), then append the pieces in task order, the
+   driver giving each batch its sequence and offsets (:mod:`kafkatier.sink.append`).
+5. fsync every partition, then durably set ``commit_decided``: this
    write is the commit point. Data is on disk before it, so an OS crash cannot leave a decided
    transaction with lost data.
 6. COMMIT markers on every partition written, fsync again, then record ``last_committed_batch``
@@ -35,11 +33,12 @@ A crash before (5) leaves a transaction the next start aborts, and Spark replays
 the same way at once. The Spark query id is recorded: a different query (a new checkpoint)
 replaying old batch ids through the same sink id is an error, not a silent skip.
 
-Driver memory: the Python driver holds one encoded chunk (at most ``encode.CHUNK_BYTES``) plus
-Spark's prefetch; the driver JVM buffers one task's encoded output at a time (``toLocalIterator``
-over the encoded batch, which one parallel job first persists to executor disk): a share of one
-micro-batch, never the whole of it. The input must be deterministic on recompute (as Spark's
-replay requires anyway; the count check catches a violation and aborts the batch). Testing hook:
+Driver memory: the Python driver holds one encoded piece (at most ``encode.CHUNK_BYTES``, or
+one record batch) at a time, never the whole micro-batch. Executors that see the driver's
+filesystem (by default: local mode; ``staging=`` names a shared directory) write their pieces to
+staging files and return only where they are (:mod:`kafkatier.sink.stage`); otherwise
+(``staging=False``) the pieces are persisted to executor disk and fetched one task at a time
+(``toLocalIterator``: the driver JVM buffers one task's output). Testing hook:
 ``KAFKATIER_SINK_CRASH=<point>[:<batch>]`` makes the driver SIGKILL itself at ``after-append``,
 ``after-decide``, ``between-markers`` or ``after-markers`` (the first time it gets there, or only
 in that batch).
@@ -48,6 +47,7 @@ in that batch).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import signal
@@ -55,6 +55,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from kafkatier.sink.append import append_pieces, flush_logs
 from kafkatier.sink.bookkeeping import (
     InFlight,
     ProducerFencedError,
@@ -65,8 +66,16 @@ from kafkatier.sink.bookkeeping import (
     save_state,
 )
 from kafkatier.sink.encode import EncodePlan
-from kafkatier.sink.plan import SinkSettings, build_plan, encoded_chunks
+from kafkatier.sink.plan import SinkSettings, build_plan, encoded_pieces
 from kafkatier.sink.schema import InputColumns, SinkSchemaError, check_schema, normalize
+from kafkatier.sink.stage import (
+    new_batch_dir,
+    remove_tree,
+    sink_staging_root,
+    spark_master,
+    staging_base,
+    staging_wanted,
+)
 from kafkatier.sink.txn import end_txn, open_txn_logs, topic_partitions
 from kafkatier.storage.log import Log
 from kafkatier.storage.log_dir import LogDirectory
@@ -110,6 +119,7 @@ class KafkaLogSink:
         sink_id: str | None = None,
         config: Mapping[str, str] | None = None,
         compression_level: int | None = None,
+        staging: str | Path | bool | None = None,
     ) -> None:
         self.log_dir = Path(log_dir)
         self.topic = topic
@@ -126,6 +136,8 @@ class KafkaLogSink:
         if self.config and topic is None:
             raise SinkSchemaError("config= applies to one topic; fix: also pass topic=")
         self.sink_id = chosen
+        self.staging = staging
+        self.staging_root = sink_staging_root(staging_base(staging), self.log_dir, chosen)
         self._epoch: int | None = None
         self._logs: LogDirectory | None = None
 
@@ -160,6 +172,7 @@ class KafkaLogSink:
             bump_epoch(state)
             save_state(self.log_dir, state)
             self._epoch = state.producer_epoch
+            remove_tree(self.staging_root)  # scratch files a dead instance may have left
             if self.config and self.topic is not None:
                 TopicConfigStore(self.log_dir).update(self.topic, self.config, "KafkaLogSink")
         elif state.producer_epoch != self._epoch:
@@ -183,7 +196,7 @@ class KafkaLogSink:
             log.warning("sink %s: %s an open transaction in %d partitions",
                         self.sink_id, action, len(pending))  # fmt: skip
             end_txn(pending, state.producer_id, self._epoch_now(), commit=commit, crash=_noop)
-            self.logs.flush()
+            flush_logs(self.logs)
         if inflight is not None:
             if commit:
                 state.last_committed_batch = max(state.last_committed_batch, inflight.batch_id)
@@ -230,7 +243,7 @@ class KafkaLogSink:
         state.query_id = query_id or state.query_id
         save_state(self.log_dir, state)
         touched = self._append_all(df, cols, plan, batch_id)
-        self.logs.flush()  # data durable before the commit decision
+        flush_logs(self.logs)  # data durable before the commit decision
         state.inflight = InFlight(batch_id, True, sorted(touched))
         save_state(self.log_dir, state)  # the commit point
         _crash_point("after-decide", batch_id)
@@ -243,7 +256,7 @@ class KafkaLogSink:
             crash=lambda point: _crash_point(point, batch_id),
         )
         _crash_point("after-markers", batch_id)
-        self.logs.flush()
+        flush_logs(self.logs)
         state.last_committed_batch = batch_id
         state.inflight = None
         save_state(self.log_dir, state)
@@ -255,29 +268,22 @@ class KafkaLogSink:
         plan: tuple[EncodePlan, dict[tuple[str, int], int]],
         batch_id: int,
     ) -> set[tuple[str, int]]:
-        """Stream the encoded chunks into the logs, task by task (each task's chunks follow
-        the previous task's in every Kafka partition, as their sequence numbers do)."""
-        encoded, expected = encoded_chunks(normalize(df, cols), *plan)
-        touched: set[tuple[str, int]] = set()
-        if encoded is None:
-            return touched
-        appended = dict.fromkeys(expected, 0)
+        """Encode (staged or fetched, see the module docstring), then append in task order."""
+        encode_plan, sequences = plan
+        staged = staging_wanted(self.staging, spark_master(df))
+        batch_dir = new_batch_dir(self.staging_root, batch_id) if staged else None
+        if batch_dir is not None:
+            encode_plan = dataclasses.replace(encode_plan, staging_dir=str(batch_dir))
         try:
-            for row in encoded.toLocalIterator(prefetchPartitions=True):
-                target = self._log_for(row["topic"], row["partition"])
-                target.append(row["data"])
-                touched.add((target.topic, target.partition))
-                appended[(row["task"], row["topic"], row["partition"])] += row["records"]
-                _crash_point("after-append", batch_id)
-        finally:
-            encoded.unpersist()
-        if appended != expected:  # the input changed between the two passes
-            raise SinkSchemaError(
-                "the micro-batch gave different rows on recompute; fix: make it deterministic "
-                "(e.g. df.persist() before the sink)",
-                batch_id=batch_id,
+            return append_pieces(
+                encoded_pieces(normalize(df, cols), encode_plan),
+                sequences,
+                self._log_for,
+                lambda: _crash_point("after-append", batch_id),
             )
-        return touched
+        finally:
+            if batch_dir is not None:
+                remove_tree(batch_dir)
 
     def _log_for(self, topic: str, partition: int) -> Log:
         found = self.logs.get(topic, partition)

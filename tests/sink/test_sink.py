@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import random
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -46,7 +45,7 @@ def state(log_dir: Path, sink_id: str) -> dict[str, Any]:
 
 def mixed_rows(spark: Any, n: int) -> Any:
     """Keys on most rows (binary), none on every 5th, an explicit partition on every 7th; five
-    Spark tasks (the encoded batch is persisted, then fetched task by task)."""
+    Spark tasks, appended in task order."""
     return spark.range(0, n, 1, 5).selectExpr(
         "CAST(CONCAT('v', id) AS BINARY) AS value",
         "CASE WHEN id % 5 = 0 THEN NULL ELSE CAST(CONCAT('k', id % 23) AS BINARY) END AS key",
@@ -250,16 +249,37 @@ def test_streaming_query_through_foreach_batch(spark: Any, tmp_path: Path) -> No
     assert verify_paths([tmp_path / "logs"]) == []
 
 
-def test_input_that_changes_on_recompute_is_aborted(spark: Any, tmp_path: Path) -> None:
-    """The counting and encoding passes must see the same rows; a batch that does not (a
-    filter on Python's random) fails and leaves nothing committed."""
-    from pyspark.sql import functions as F
+def test_fetched_and_staged_batches_write_the_same_log(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """staging=False (the pieces travel through the driver JVM, as on a cluster without a shared
+    filesystem) and staging files (local mode's default) give the same records, batch for batch."""
+    df = mixed_rows(spark, 700)
+    fetching = KafkaLogSink(tmp_path / "fetched", topic="t", partitions=4, staging=False)
+    fetching(df, 0)
+    assert not fetching.staging_root.exists()
+    staged = KafkaLogSink(tmp_path / "staged", topic="t", partitions=4)
 
-    coin = F.udf(lambda _: random.random() < 0.5, "boolean").asNondeterministic()
-    sink = KafkaLogSink(tmp_path, topic="t", partitions=2)
-    df = spark.range(2000).where(coin("id")).selectExpr("CAST(id AS STRING) AS value")
-    with pytest.raises(Exception, match=r"different rows on recompute|sequence"):
-        sink(df, 0)
-    assert read_topic(tmp_path, "t").num_rows == 0
-    assert state(tmp_path, "t")["inflight"] is None
-    assert verify_paths([tmp_path]) == []
+    def no_fetch(encoded: Any) -> Any:
+        raise AssertionError("local mode stages by default, it does not fetch")
+
+    monkeypatch.setattr("kafkatier.sink.plan._fetched", no_fetch)
+    staged(df, 0)
+    for name in ("fetched", "staged"):
+        assert verify_paths([tmp_path / name]) == []
+    fetched, written = read_topic(tmp_path / "fetched", "t"), read_topic(tmp_path / "staged", "t")
+    assert fetched.drop_columns(["timestamp"]) == written.drop_columns(["timestamp"])
+    assert fetched.num_rows == 700
+    assert list(staged.staging_root.iterdir()) == []  # the batch's scratch files are gone
+
+
+def test_a_new_instance_removes_staging_leftovers(spark: Any, tmp_path: Path) -> None:
+    sink = KafkaLogSink(tmp_path / "logs", topic="t", partitions=2, staging=tmp_path / "scratch")
+    leftover = sink.staging_root / "3-deadbeef" / "task-0-9.kbatches"  # a killed driver's
+    leftover.parent.mkdir(parents=True)
+    leftover.write_bytes(b"partial")
+    sink(spark.range(30).selectExpr("CAST(id AS STRING) AS value"), 0)
+    assert not leftover.exists() and sink.staging_root.parent == tmp_path / "scratch" / (
+        "kafkatier-staging"
+    )
+    assert read_topic(tmp_path / "logs", "t").num_rows == 30

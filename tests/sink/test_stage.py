@@ -1,0 +1,112 @@
+"""The driver's sequence assignment and the staging files, without Spark (kafkatier.sink.stage).
+
+Batches are encoded as an executor does (provisional base sequence 0), then given their real
+sequences; kafka-python's independent reader checks the fields and the rewritten CRC.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from kafka.record.default_records import DefaultRecordBatch
+
+from kafkatier.sink.stage import (
+    assign_sequences,
+    new_batch_dir,
+    read_span,
+    sink_staging_root,
+    staging_wanted,
+    task_file,
+)
+from kafkatier.storage.arrow_codec import encode_arrow
+from kafkatier.storage.errors import CorruptRecordError
+from kafkatier.storage.wire import INT32_MAX, Codec
+
+PRODUCER_ID = 77
+
+
+def encoded(rows: int, codec: Codec = Codec.LZ4, max_records: int = 7) -> bytearray:
+    table = pa.table({"value": [f"value-{i}".encode() for i in range(rows)]})
+    out = encode_arrow(
+        table, codec=codec, producer_id=PRODUCER_ID, producer_epoch=3, base_sequence=0,
+        transactional=True, timestamp=1_700_000_000_000, max_batch_records=max_records,
+    )  # fmt: skip
+    return bytearray(out.data)
+
+
+def batches(buf: bytearray) -> list[DefaultRecordBatch]:
+    found = []
+    position = 0
+    while position < len(buf):
+        size = 12 + int.from_bytes(buf[position + 8 : position + 12], "big")
+        found.append(DefaultRecordBatch(bytes(buf[position : position + size])))
+        position += size
+    return found
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    rows=st.integers(1, 60),
+    first=st.one_of(st.integers(0, 1000), st.integers(INT32_MAX - 30, INT32_MAX)),
+    codec=st.sampled_from([Codec.NONE, Codec.LZ4, Codec.ZSTD]),
+)
+def test_sequences_are_consecutive_from_the_first_and_crcs_stay_valid(
+    rows: int, first: int, codec: Codec
+) -> None:
+    buf = encoded(rows, codec)
+    next_seq, records = assign_sequences(buf, first, source="mem")
+    assert records == rows
+    expected = first
+    row = 0
+    for batch in batches(buf):
+        assert batch.validate_crc()
+        assert batch.base_sequence == expected
+        assert (batch.producer_id, batch.producer_epoch) == (PRODUCER_ID, 3)
+        values = [r.value for r in batch]
+        assert values == [f"value-{i}".encode() for i in range(row, row + len(values))]
+        row += len(values)
+        expected = (expected + batch.records_count) % (INT32_MAX + 1)  # Kafka wraps to 0
+    assert next_seq == expected and row == rows
+
+
+def test_a_corrupted_byte_is_detected_not_blessed_with_a_new_crc() -> None:
+    buf = encoded(20, Codec.NONE)
+    buf[len(buf) - 3] ^= 0x40  # inside the last batch's records
+    with pytest.raises(CorruptRecordError, match="fails its CRC") as info:
+        assign_sequences(buf, 5, source="stage-file")
+    assert info.value.context["file"] == "stage-file"
+    assert info.value.context["position"] > 0  # the earlier batches were fine
+
+
+@pytest.mark.parametrize("cut", [1, 30, 70])
+def test_a_truncated_piece_is_corruption(cut: int) -> None:
+    buf = encoded(20)
+    with pytest.raises(CorruptRecordError, match=r"truncated|does not fit"):
+        assign_sequences(buf[: len(buf) - cut], 0, source="x")
+
+
+def test_staging_files_round_trip_and_a_missing_dir_names_the_fix(tmp_path: Path) -> None:
+    root = sink_staging_root(tmp_path, tmp_path / "logs", "events")
+    batch_dir = new_batch_dir(root, 4)
+    assert batch_dir.parent == root and batch_dir.name.startswith("4-")
+    assert new_batch_dir(root, 4) != batch_dir  # a replay never meets the old files
+    path = task_file(str(batch_dir), 1, 99)
+    path.write_bytes(b"0123456789")
+    assert read_span(str(path), 2, 5) == bytearray(b"23456")
+    with pytest.raises(CorruptRecordError, match="ended after 3 of 5"):
+        read_span(str(path), 7, 5)
+    with pytest.raises(FileNotFoundError, match="not visible on this executor; fix: pass"):
+        task_file(str(tmp_path / "elsewhere"), 0, 0)
+    other = sink_staging_root(tmp_path, tmp_path / "other-logs", "events")
+    assert other != root  # two log dirs with the same sink id do not share scratch space
+
+
+def test_staging_default_follows_the_master() -> None:
+    assert staging_wanted(None, "local[2]") and staging_wanted(None, "local-cluster[2,1,1024]")
+    assert not staging_wanted(None, "spark://host:7077") and not staging_wanted(None, "")
+    assert not staging_wanted(False, "local[2]")
+    assert staging_wanted("/shared/scratch", "yarn") and staging_wanted(True, "yarn")
