@@ -140,12 +140,12 @@ def send_parts(
     try:
         with open(path, "rb") as src:
             while chunk := src.read(part_size):
-                sha.update(chunk)
-                size += len(chunk)
                 if len(flight) >= max(window, 1):
                     parts.append(flight.popleft().result())
                 number = len(parts) + len(flight) + 1
                 flight.append(pool.submit(_checked_part, send, number, chunk, key))
+                sha.update(chunk)  # while the part is on its way
+                size += len(chunk)
         while flight:
             parts.append(flight.popleft().result())
     finally:
