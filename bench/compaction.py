@@ -5,11 +5,13 @@ read-and-rewrite of the same segments, in the same run.
                                [--rounds R] [--json]
 
 Writes a partition of N records over K distinct keys (16-byte keys, 100-byte values, 100
-records per batch, keys in random order) through ``Log.append``, then, each on a fresh copy:
+records per batch, keys in random order; ``--codec``: batches compressed with it, ``none`` by
+default, the issue's workload) through ``Log.append``, then, each on a fresh copy:
 
-(a) plain rewrite: every batch read through the cleaner's segment store (bounded chunks) and
-    appended, indexed, to a new segment of the same size limits: the I/O and framing work of a
-    cleaning with nothing filtered;
+(a) plain rewrite: every batch read through the cleaner's segment store (the cleaner's chunk
+    size), its header parsed, and appended as stored (compressed batches stay compressed),
+    indexed, to a new ``.cleaned`` segment, which is finished (final time-index entry, indexes
+    trimmed) and fsynced: the I/O and framing work of a cleaning with nothing filtered;
 (b) compaction: ``compact_log`` with ``min.cleanable.dirty.ratio=0`` (map budget M MiB).
 
 R rounds, each timing both back to back on fresh copies (the order alternating), so both see

@@ -8,16 +8,16 @@ import numpy as np
 import numpy.typing as npt
 
 from kafkatier.storage.cleaner_kernels import KEY_LEN, KEY_POS, OFF_DELTA, VALUE_LEN
-from kafkatier.storage.offset_map import (
+from kafkatier.storage.cleaner_slots import (
     Bits,
     Table,
-    digest_words,
     first_slots,
     get_at,
     is_superseded,
     put_marking,
     resolve,
 )
+from kafkatier.storage.offset_map import digest_words
 
 U8 = npt.NDArray[np.uint8]
 I64 = npt.NDArray[np.int64]

@@ -1,7 +1,9 @@
 """The cleaner's segment walks a chunk at a time: one numba call (``cleaner_chunk_kernels``)
 handles the run of plain batches from a position, and only the batch it stops at goes through
-the Python path. That keeps Python out of the per-batch loop for ordinary data, while control,
-transactional, compressed, legacy and malformed batches keep their exact Python handling.
+the Python path. That keeps Python out of the per-batch loop for ordinary data. Runs of
+compressed data batches are inflated and taken whole by the same kernels (``with_compressed``,
+``cleaner_compressed``); control, transactional, legacy and malformed batches keep their exact
+Python handling.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ import numpy.typing as npt
 
 from kafkatier.storage.cleaner_batch_kernels import map_batch, select_batch
 from kafkatier.storage.cleaner_kernels import TS_DELTA, rebuild_records, scan_records
-from kafkatier.storage.offset_map import Bits, Table
+from kafkatier.storage.cleaner_slots import Bits, Table
 from kafkatier.storage.wire import (
     ATTR_CODEC_MASK,
     ATTR_CONTROL,
