@@ -11,6 +11,9 @@ the first gap count (``PartitionManifest.contiguous``). Everything remote is bel
 (the sidecar uploads nothing else), so it adds no open transaction; aborted ones come from the
 remote ``txnindex`` objects.
 
+A reader reads one log dir (``path``): a partition kept in another log dir of the same writer
+but tiered to the same store looks remote-only here, and reads up to its remote end.
+
 The store travels to the executors pickled inside each task: settings only (URL, endpoint,
 region, profile); credentials come from each process's AWS chain, never from options, and no
 message names them.
