@@ -126,15 +126,15 @@ def test_remote_only_log_matches_local_compaction(tmp_path, s3_store, seed, segm
                                           "log.cleaner.dedupe.buffer.size": str(budget)})
     live, twin = Workload(seed), Workload(seed)
     with LogDirectory(logs) as writer:
-        write(writer, live, 200, 0, config)
-        append(copy, twin, 200, 0, config)
+        write(writer, live, 150, 0, config)
+        append(copy, twin, 150, 0, config)
         tier(logs, store=s3_store)
         now = T0 + 10_000
         assert compact_both(logs, copy, s3_store, now).passes >= passes
         before = check(tmp_path, s3_store, copy, local_start(logs))
         assert any(len(r[6]) < r[1] - r[0] + 1 for r in before)  # something was removed
-        write(writer, live, 120, 1000, config)  # more updates; then past the tombstone horizon
-        append(copy, twin, 120, 1000, config)
+        write(writer, live, 80, 1000, config)  # more updates; then past the tombstone horizon
+        append(copy, twin, 80, 1000, config)
         tier(logs, store=s3_store)
         compact_both(logs, copy, s3_store, now + 60_000)
         upto = local_start(logs)
@@ -171,7 +171,7 @@ def test_local_records_remove_remote_ones(tmp_path, s3_store):
 def test_sidecar_pass_compacts_on_schedule(tmp_path, s3_store):
     logs = tmp_path / "logs"
     config = settings(1500, 0, **{"min.cleanable.dirty.ratio": "0.5"})
-    append(logs, Workload(11, keys=8), 300, 0, config)
+    append(logs, Workload(11, keys=8), 150, 0, config)
     config_obj = TieringConfig(log_dirs=(logs,), remote_url=s3_store.url, orphan_grace_ms=0)
     tierer = Tierer(config_obj, s3_store)
     tierer.compaction_grace_ms = 0

@@ -64,7 +64,7 @@ def restored_rows(tmp_path: Path, store: S3Store, name: str) -> list[tuple[objec
 def setup(tmp_path, s3_env, s3_url):
     logs, copy = tmp_path / "logs", tmp_path / "copy"
     config = settings(3000, 0)
-    append(logs, Workload(5, keys=10), 160, 0, config)
+    append(logs, Workload(5, keys=10), 120, 0, config)
     shutil.copytree(logs, copy)
     store = S3Store(s3_url, endpoint_url=s3_env.endpoint, region="us-east-1")
     tier(logs, store)

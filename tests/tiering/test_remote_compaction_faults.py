@@ -47,7 +47,7 @@ def _store(url: str, endpoint: str, attempts: int = 8) -> S3Store:
 def _prepare(tmp_path: Path, direct: S3Store) -> tuple[Path, list[tuple[object, ...]],
                                                        list[tuple[object, ...]]]:  # fmt: skip
     logs, copy = tmp_path / "logs", tmp_path / "copy"
-    append(logs, Workload(9, keys=10), 160, 0, settings(3000, 0))
+    append(logs, Workload(9, keys=10), 120, 0, settings(3000, 0))
     shutil.copytree(logs, copy)
     tier(logs, direct)
     old = batch_rows(RemoteLogReader(direct, TOPIC, 0).batches_from(0))
