@@ -20,10 +20,12 @@ job resumes from its checkpoint (a restart in production).
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import time
 import warnings
 from pathlib import Path
+from types import FrameType
 
 from kafkatier.cli.config import load_config
 from kafkatier.cli.config_remote import remote_storage
@@ -50,20 +52,31 @@ def run(args: argparse.Namespace) -> int:
     began = time.monotonic()
     warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas")
     config = load_config(args.config)
-    say(f"configuration: {config.source}")
-    prepare(config)
-    with remote_storage(config) as tiering:
-        say(f"remote store: {tiering.remote_url} at {tiering.endpoint_url or 'the AWS default'}"
-            + (" (embedded SeaweedFS)" if config.embedded_dir else ""))  # fmt: skip
-        say(f"starting Spark ({config.run.spark_master})")
-        spark = spark_session(config.run.spark_master)
-        try:
-            outcome = pipeline(config, tiering, spark)
-        finally:
-            spark.stop()
+    signal.signal(signal.SIGTERM, _interrupt)  # as Ctrl-C: stop cleanly (containers, kill)
+    try:
+        say(f"configuration: {config.source}")
+        prepare(config)
+        with remote_storage(config) as tiering:
+            say(f"remote store: {tiering.remote_url} at "
+                f"{tiering.endpoint_url or 'the AWS default'}"
+                + (" (embedded SeaweedFS)" if config.embedded_dir else ""))  # fmt: skip
+            say(f"starting Spark ({config.run.spark_master})")
+            spark = spark_session(config.run.spark_master, config.run.work_dir)
+            try:
+                outcome = pipeline(config, tiering, spark)
+            finally:
+                spark.stop()
+    except KeyboardInterrupt:
+        print("kafkatier run: interrupted; stopped everything it had started", file=sys.stderr)
+        return 130
     outcome.wall_seconds = time.monotonic() - began
     print(render(outcome, (config.run.events_topic, config.run.state_topic),
                  outcome.job.stopped_by), flush=True)  # fmt: skip
     if not outcome.ok:
         print("kafkatier run: a check failed", file=sys.stderr)
     return 0 if outcome.ok else 1
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    del signum, frame
+    raise KeyboardInterrupt

@@ -36,9 +36,25 @@ class StopRequested(KafkaTierError):
     """A micro-batch that started after the job was asked to stop (written by the next run)."""
 
 
-def spark_session(master: str) -> Any:
+LOG4J2 = """\
+rootLogger.level = error
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
+"""
+"""Spark's log configuration for the job: errors only (its INFO/WARN chatter hides progress)."""
+
+
+def spark_session(master: str, work_dir: Path) -> Any:
     import os
     import sys
+
+    work_dir.mkdir(parents=True, exist_ok=True)
+    log4j = work_dir / "log4j2.properties"
+    log4j.write_text(LOG4J2)
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -54,6 +70,7 @@ def spark_session(master: str) -> Any:
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.memory", "1g")
         .config("spark.sql.streaming.stopTimeout", "60s")
+        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={log4j.as_uri()}")
         .getOrCreate()
     )  # fmt: skip
     spark.sparkContext.setLogLevel("ERROR")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import shutil
+import signal
 import threading
 import time
 from pathlib import Path
@@ -96,10 +97,10 @@ class SidecarThread:
             say(f"sidecar: {t['uploaded_segments']} segments uploaded, "
                 f"{t['local_segments_deleted']} local segments deleted")  # fmt: skip
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 300) -> None:
         self.stopping.set()
         if self.thread.is_alive():
-            self.thread.join(timeout=300)
+            self.thread.join(timeout=timeout)
 
     def final_passes(self) -> None:
         """Tier what the last batches closed, until a pass has nothing left to do."""
@@ -120,14 +121,12 @@ def pipeline(config: KafkatierConfig, tiering: TieringConfig, spark: Any) -> Out
         sidecar.thread.start()
     query = start_query(spark, run, writer)
     say(f"streaming {run.input} -> {', '.join(topics)} in {config.log_dir}")
-    stopped_by = "interrupted"
     try:
         stopped_by = wait_for_end(query, run, writer)
-    finally:
-        stop_query(query, writer)
-        sink.logs.close()
-        if sidecar is not None:
-            sidecar.stop()
+    except BaseException:  # Ctrl-C, SIGTERM, a failed query: stop everything, then re-raise
+        shutdown(query, writer, sink, sidecar, graceful=False)
+        raise
+    shutdown(query, writer, sink, sidecar, graceful=True)
     say(f"stream stopped ({stopped_by})")
     outcome = Outcome(writer.stats)
     writer.stats.stopped_by = stopped_by
@@ -142,6 +141,28 @@ def pipeline(config: KafkatierConfig, tiering: TieringConfig, spark: Any) -> Out
     if run.verify:
         outcome.checks = run_checks(config, tiering, store, spark, outcome.statuses, say)
     return outcome
+
+
+def shutdown(query: Any, writer: BatchWriter, sink: KafkaLogSink, sidecar: SidecarThread | None,
+             *, graceful: bool) -> None:
+    """Stop the query (after Spark committed the last written batch, if ``graceful``), close
+    the sink's logs and stop the sidecar, each step even if an earlier one failed; a second
+    Ctrl-C meanwhile is ignored so the processes are not left half-stopped."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        steps = [lambda: stop_query(query, writer, timeout=60 if graceful else 0),
+                 sink.logs.close]  # fmt: skip
+        if sidecar is not None:
+            steps.append(lambda: sidecar.stop(timeout=300 if graceful else 10))
+        for step in steps:
+            try:
+                step()
+            except Exception:
+                if graceful:
+                    raise
+                log.exception("while stopping")
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _log_bytes(log_dir: Path, topics: tuple[str, ...]) -> int:
