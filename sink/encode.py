@@ -14,6 +14,7 @@ task wrote them in its staging file (``path``, ``position``, ``length``).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import IO, Any, Final
@@ -29,8 +30,8 @@ from kafkatier.storage.partitioner import assign_partitions
 from kafkatier.storage.wire import Codec
 
 CHUNK_BYTES: Final = 4 * 1024 * 1024
-FLUSH_BYTES: Final = 1024 * 1024  # rows buffered per Kafka partition before encoding them
-COALESCE_ROWS: Final = 65536  # Spark's Arrow batches (10k rows by default) grouped this far
+FLUSH_BYTES: Final = 512 * 1024  # rows buffered per Kafka partition before encoding them
+COALESCE_BYTES: Final = 8 * 1024 * 1024  # Spark's Arrow batches (10k rows) grouped this far
 CHUNK_SCHEMA: Final = (
     "topic string, partition int, records long, path string, position long, length long, "
     "data binary"
@@ -134,24 +135,26 @@ class Partitioner:
             parts = self.partitions(sub, topic)
             order = np.argsort(parts, kind="stable")
             ordered = parts[order]
-            bounds = np.flatnonzero(np.diff(ordered)) + 1
-            for idx in np.split(order, bounds):
-                if len(idx):
-                    yield topic, int(parts[idx[0]]), sub.take(pa.array(idx))
+            grouped = sub.take(pa.array(order))  # one gather, then zero-copy slices
+            bounds = [0, *(np.flatnonzero(np.diff(ordered)) + 1).tolist(), len(order)]
+            for start, end in itertools.pairwise(bounds):
+                if end > start:
+                    yield topic, int(ordered[start]), grouped.slice(start, end - start)
 
 
 def coalesce(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """Spark's small Arrow batches grouped into batches of about COALESCE_ROWS rows: the
-    per-batch work (partitioning, grouping, takes) is then paid a few times per task."""
+    """Spark's small Arrow batches grouped into batches of about COALESCE_BYTES: the per-batch
+    work (partitioning, grouping, takes) is paid a few times per task, and with a few Kafka
+    partitions each one's share of a batch is encoded at once, without a further copy."""
     pending: list[pa.RecordBatch] = []
-    rows = 0
+    size = 0
     for batch in batches:
         pending.append(batch)
-        rows += batch.num_rows
-        if rows >= COALESCE_ROWS:
+        size += batch.nbytes
+        if size >= COALESCE_BYTES:
             yield from pa.Table.from_batches(pending).combine_chunks().to_batches()
-            pending, rows = [], 0
-    if rows:
+            pending, size = [], 0
+    if pending:
         yield from pa.Table.from_batches(pending).combine_chunks().to_batches()
 
 
