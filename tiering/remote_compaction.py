@@ -184,8 +184,10 @@ def compact_remote(
     owner: str,
     grace_ms: int = 0,
     scratch_dir: Path | None = None,
+    read_bytes: int | None = None,
 ) -> RemoteCompactionResult:
-    """Compact the remote-only segments of one partition once (module docstring)."""
+    """Compact the remote-only segments of one partition once (module docstring).
+    ``read_bytes``: bytes per ranged GET (default: :data:`REMOTE_READ_BYTES` or more)."""
     manifest, _ = ManifestStore(store).load(topic, partition)
     remote = remote_only(manifest, local)
     result = RemoteCompactionResult(checkpoint=manifest.cleaner_checkpoint)
@@ -194,7 +196,7 @@ def compact_remote(
     part = _Partition(store, topic, partition, config, manifest, remote, local, now_ms)
     replacer = GroupReplacer(store, topic, partition, owner)
     scratch = Path(tempfile.mkdtemp(prefix="kafkatier-compact-", dir=scratch_dir))
-    io_size = max(config.io_buffer_size // 2, REMOTE_READ_BYTES)
+    io_size = read_bytes or max(config.io_buffer_size // 2, REMOTE_READ_BYTES)
     seg_store = RemoteSegmentStore(store, topic, partition, remote,
                                    local.segments if local is not None else [], config=config,
                                    replacer=replacer, scratch=scratch, io_buffer_size=io_size)

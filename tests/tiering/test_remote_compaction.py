@@ -188,7 +188,8 @@ def test_sidecar_pass_compacts_on_schedule(tmp_path, s3_store):
     shutil.rmtree(target)
 
 
-def test_partition_only_in_s3_matches_local_compaction(tmp_path, s3_store):
+@pytest.mark.parametrize("read_bytes", [None, 700])  # 700: batches cut by every ranged GET
+def test_partition_only_in_s3_matches_local_compaction(tmp_path, s3_store, read_bytes):
     """No log dir at all (``clean --remote`` for a partition only the store holds): the log ends
     at the remote end, producers come from the last segment's snapshot."""
     logs, copy = tmp_path / "logs", tmp_path / "copy"
@@ -202,7 +203,7 @@ def test_partition_only_in_s3_matches_local_compaction(tmp_path, s3_store):
         assert [s.size for s in part.segments] == [0]  # nothing but the empty active segment
     shutil.rmtree(logs)
     done = compact_remote(s3_store, TOPIC, 0, config=cfg, local=None, now_ms=T0 + 10_000,
-                          owner="t")  # fmt: skip
+                          owner="t", read_bytes=read_bytes)  # fmt: skip
     with LogDirectory(copy) as log_dir:
         local = compact_log(log_dir.get_or_create(TOPIC, 0), now_ms=T0 + 10_000,
                             first_dirty_offset=None)  # fmt: skip
