@@ -205,6 +205,7 @@ def compact_remote(
     try:  # on failure, swapped-out segments are left DELETE_SEGMENT_STARTED for the sweep
         end = _clean(part, seg_store, result)
     finally:
+        seg_store.close()
         shutil.rmtree(scratch, ignore_errors=True)
     if result.cleaned:
         remote_end = seg_store.remote[-1].remote.end_offset + 1

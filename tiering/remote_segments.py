@@ -18,6 +18,7 @@ from __future__ import annotations
 import bisect
 import threading
 from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from kafkatier.storage import wire
@@ -51,6 +52,44 @@ class _Cleaned:
         self.segment.append_aborted_txn(txn)
 
 
+class _ReadAhead:
+    """Sequential ranged reads of remote segments with the next range already on its way: the
+    cleaner walks a segment chunk by chunk, each chunk starting where the whole batches of the
+    last one ended, so the bytes after the last chunk are what it asks for next."""
+
+    def __init__(self) -> None:
+        self.pool = ThreadPoolExecutor(max_workers=1)
+        self.key = ""
+        self.start = 0
+        self.data = b""
+        self.ahead_at = -1
+        self.ahead: Future[bytes] | None = None
+
+    def read(self, seg: RemoteSegmentFile, position: int, size: int) -> bytes:
+        end = min(position + size, seg.size)
+        if seg.key != self.key:
+            self.key, self.start, self.data, self.ahead = seg.key, 0, b"", None
+        out = bytearray()
+        at = position
+        if self.start <= at < self.start + len(self.data):
+            out += self.data[at - self.start : end - self.start]
+            at += len(out)
+        if self.ahead is not None and at < end and self.ahead_at == at:
+            out += self.ahead.result()[: end - at]
+            at = position + len(out)
+        self.ahead = None
+        if at < end:
+            out += seg.read_bytes(at, end - at)
+        self.start, self.data = position, bytes(out)
+        if end < seg.size:
+            self.ahead_at, self.ahead = end, self.pool.submit(seg.read_bytes, end, size)
+        return self.data
+
+    def close(self) -> None:
+        self.ahead = None
+        self.pool.shutdown(wait=True, cancel_futures=True)
+
+
 class RemoteSegmentStore:
     """Remote-only segments (rewritten) then local ones (read only); module docstring."""
 
@@ -79,6 +118,7 @@ class RemoteSegmentStore:
         self.groups_replaced = 0
         self.bytes_written = 0
         self._txn_cache: dict[str, bytes] = {}
+        self._ahead = _ReadAhead()
         self._lock = threading.Lock()
 
     # ----------------------------------------------------------------- reading
@@ -138,7 +178,10 @@ class RemoteSegmentStore:
         return entries[i][1] if i >= 0 else 0
 
     def read_chunk(self, base_offset: int, position: int, size: int) -> bytes:
-        return self._find(base_offset).read_bytes(position, size)
+        seg = self._find(base_offset)
+        if isinstance(seg, RemoteSegmentFile):
+            return self._ahead.read(seg, position, size)
+        return seg.read_bytes(position, size)
 
     def read_batches(self, base_offset: int, start_offset: int = -1) -> Iterator[AnyBatch]:
         seg = self._find(base_offset)
@@ -228,3 +271,6 @@ class RemoteSegmentStore:
 
     def finish(self) -> None:
         """Replaced objects are deleted by the caller after its grace (``delete_replaced``)."""
+
+    def close(self) -> None:
+        self._ahead.close()
