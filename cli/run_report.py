@@ -14,7 +14,9 @@ from kafkatier.tiering.tierer import PartitionPass, PassResult
 
 _COUNTERS = [f.name for f in dataclasses.fields(PartitionPass)
              if f.name not in ("topic", "partition", "error")]  # fmt: skip
-"""What a sidecar pass counts (compaction's counters included, whatever their names)."""
+"""What a sidecar pass counts (any counter added later is shown too, by its name)."""
+_COMPACTION = ("remote_compactions", "remote_records_removed", "remote_bytes_before_compaction",
+               "remote_bytes_after_compaction")  # fmt: skip
 
 
 @dataclass
@@ -57,9 +59,10 @@ def _topic_lines(outcome: Outcome, topic: str) -> list[str]:
     local = sum(s.local_bytes for s in mine)
     remote = sum(s.remote_bytes for s in mine)
     t = pass_totals(outcome.passes, topic)
+    shown = ("uploaded_segments", "uploaded_bytes", "local_segments_deleted",
+             "local_bytes_deleted", *_COMPACTION)  # fmt: skip
     extra = ", ".join(f"{name.replace('_', ' ')} {value}" for name, value in t.items()
-                      if value and name not in ("uploaded_segments", "uploaded_bytes",
-                                                "local_segments_deleted", "local_bytes_deleted"))
+                      if value and name not in shown)  # fmt: skip
     lines = [
         f"  {topic}: {len(mine)} partitions; local {human(local)} in "
         f"{sum(s.local_segments for s in mine)} segments, remote {human(remote)} in "
@@ -68,6 +71,10 @@ def _topic_lines(outcome: Outcome, topic: str) -> list[str]:
         f"{t['local_segments_deleted']} local segments deleted "
         f"({human(t['local_bytes_deleted'])} freed)",
     ]  # fmt: skip
+    if t.get(_COMPACTION[0]):
+        runs, removed, before, after = (t[name] for name in _COMPACTION)
+        lines.append(f"    remote compaction: {runs} cleanings removed {removed} older records "
+                     f"(cleaned groups {human(before)} -> {human(after)})")  # fmt: skip
     if extra:
         lines.append(f"    also: {extra}")
     cleaned = [c for c in outcome.cleaner if c.topic == topic]
