@@ -112,6 +112,8 @@ class JobStats:
     states: int = 0
     last_batch: int = -1
     seconds: float = 0.0  # spent writing micro-batches
+    first_seconds: float = 0.0  # of which the first (Python workers and JVM warming up)
+    first_events: int = 0
     stopped_by: str = ""
 
 
@@ -163,6 +165,8 @@ class BatchWriter:
         s.batches, s.events, s.states, s.last_batch = s.batches + 1, s.events + rows, \
             s.states + states, batch_id  # fmt: skip
         s.seconds += seconds
+        if s.batches == 1:
+            s.first_seconds, s.first_events = seconds, rows
         of = f"/{self.limit}" if self.limit else ""
         self.say(f"batch {s.batches}{of} (id {batch_id}): {rows} events, {states} user states "
                  f"in {seconds:.1f} s; {s.events} events so far")  # fmt: skip

@@ -91,13 +91,16 @@ def render(outcome: Outcome, topics: tuple[str, str], stopped_by: str) -> str:
     job = outcome.job
     rate = job.events / job.seconds if job.seconds else 0.0
     byte_rate = outcome.bytes_written / job.seconds if job.seconds else 0.0
+    rest = job.seconds - job.first_seconds
+    steady = (job.events - job.first_events) / rest if rest > 0 else 0.0
     out = [
         "",
         "kafkatier run: report",
         f"  stream: {job.batches} micro-batches ({stopped_by}), {job.events} events -> "
         f"{topics[0]}, {job.states} user states -> {topics[1]}",
         f"  throughput: {rate:,.0f} events/s, {human(byte_rate)}/s "
-        f"written ({job.seconds:.1f} s in micro-batches); {outcome.wall_seconds:.1f} s in all",
+        f"written ({job.seconds:.1f} s in micro-batches; {steady:,.0f} events/s after the "
+        f"first); {outcome.wall_seconds:.1f} s in all",
         f"  sidecar passes: {len(outcome.passes)}",
     ]  # fmt: skip
     for topic in topics:
