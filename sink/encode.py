@@ -33,11 +33,12 @@ CHUNK_BYTES: Final = 4 * 1024 * 1024
 FLUSH_BYTES: Final = 512 * 1024  # rows buffered per Kafka partition before encoding them
 COALESCE_BYTES: Final = 8 * 1024 * 1024  # Spark's Arrow batches (10k rows) grouped this far
 CHUNK_SCHEMA: Final = (
-    "topic string, partition int, records long, path string, position long, length long, "
-    "data binary"
+    "task int, topic string, partition int, records long, path string, position long, "
+    "length long, data binary"
 )
 _CHUNK_ARROW: Final = pa.schema(
-    [("topic", pa.string()), ("partition", pa.int32()), ("records", pa.int64()),
+    [("task", pa.int32()), ("topic", pa.string()), ("partition", pa.int32()),
+     ("records", pa.int64()),
      ("path", pa.string()), ("position", pa.int64()), ("length", pa.int64()),
      ("data", pa.binary())]
 )  # fmt: skip
@@ -166,6 +167,7 @@ class Encode:
         self.out: IO[bytes] | None = None
         self.path = ""
         self.written = 0
+        self.task = 0
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         task, attempt = _task_ids()
@@ -173,6 +175,7 @@ class Encode:
             path = task_file(self.plan.staging_dir, task, attempt)
             self.path, self.out = str(path), open(path, "wb")  # noqa: SIM115
         try:
+            self.task = task
             yield from self._encode_all(batches, task)
         finally:
             if self.out is not None:
@@ -215,9 +218,9 @@ class Encode:
                 where = (self.path, self.written + start, end - start, None)
             else:
                 where = (None, None, None, bytes(memoryview(encoded.data)[start:end]))
+            values = (self.task, topic, partition, records, *where)
             yield pa.RecordBatch.from_pylist(
-                [dict(zip(_CHUNK_ARROW.names, (topic, partition, records, *where), strict=True))],
-                schema=_CHUNK_ARROW,
+                [dict(zip(_CHUNK_ARROW.names, values, strict=True))], schema=_CHUNK_ARROW
             )
         if self.out is not None:
             self.written += _end(encoded)

@@ -8,13 +8,14 @@ stays on the driver, which assigns sequences as it appends (:mod:`kafkatier.sink
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from kafkatier.sink.encode import CHUNK_SCHEMA, Encode, EncodePlan, TopicPlan
-from kafkatier.sink.stage import read_span
+from kafkatier.sink.encode import CHUNK_BYTES, CHUNK_SCHEMA, Encode, EncodePlan, TopicPlan
+from kafkatier.sink.stage import read_spans
 from kafkatier.sink.txn import next_sequences, topic_partitions
 from kafkatier.storage.config import LogConfig
 from kafkatier.storage.errors import CorruptRecordError
@@ -83,11 +84,30 @@ def encoded_pieces(df: DataFrame, plan: EncodePlan) -> Iterator[Piece]:
     one task at a time; the driver checks them against the job's own summary."""
     encoded = df.mapInArrow(Encode(plan), CHUNK_SCHEMA)
     if plan.staging_dir is not None:
-        for row in encoded.collect():
-            data = read_span(row["path"], row["position"], row["length"])
-            yield Piece(row["topic"], row["partition"], row["records"], data, row["path"])
-        return
-    yield from _fetched(encoded)
+        yield from _staged(encoded.collect())
+    else:
+        yield from _fetched(encoded)
+
+
+def _staged(rows: list[Any]) -> Iterator[Piece]:
+    """Each task's pieces for one partition read as one (up to CHUNK_BYTES): fewer appends.
+    Partitions are independent logs, so only the order within each one matters."""
+    rows = sorted(rows, key=lambda r: (r["task"], r["topic"], r["partition"]))  # stable
+    for (_, topic, partition), group in itertools.groupby(
+        rows, key=lambda r: (r["task"], r["topic"], r["partition"])
+    ):
+        spans: list[Any] = []
+        for row in group:
+            if spans and sum(r["length"] for r in spans) + row["length"] > CHUNK_BYTES:
+                yield _read(topic, partition, spans)
+                spans = []
+            spans.append(row)
+        yield _read(topic, partition, spans)
+
+
+def _read(topic: str, partition: int, spans: list[Any]) -> Piece:
+    data = read_spans([(r["path"], r["position"], r["length"]) for r in spans])
+    return Piece(topic, partition, sum(r["records"] for r in spans), data, spans[0]["path"])
 
 
 def _fetched(encoded: DataFrame) -> Iterator[Piece]:

@@ -78,16 +78,21 @@ def task_file(batch_dir: str, partition_id: int, attempt_id: int) -> Path:
     return folder / f"task-{partition_id}-{attempt_id}.kbatches"
 
 
-def read_span(path: str, position: int, length: int) -> bytearray:
-    """``length`` bytes of a staging file from ``position`` (a short read is corruption)."""
-    buf = bytearray(length)
-    with open(path, "rb", buffering=0) as f:
-        f.seek(position)
-        got = f.readinto(buf)
-    if got != length:
-        raise CorruptRecordError(
-            f"staging file ended after {got} of {length} bytes", file=path, position=position
-        )
+def read_spans(spans: list[tuple[str, int, int]]) -> bytearray:
+    """The (path, position, length) spans of staging files, back to back in one buffer (a
+    short read is corruption)."""
+    buf = bytearray(sum(length for _, _, length in spans))
+    view = memoryview(buf)
+    at = 0
+    for path, position, length in spans:
+        with open(path, "rb", buffering=0) as f:
+            f.seek(position)
+            got = f.readinto(view[at : at + length])
+        if got != length:
+            raise CorruptRecordError(
+                f"staging file ended after {got} of {length} bytes", file=path, position=position
+            )
+        at += length
     return buf
 
 
@@ -136,4 +141,3 @@ def staging_wanted(option: str | Path | bool | None, master: str) -> bool:
 
 def staging_base(option: str | Path | bool | None) -> str | Path | None:
     return None if isinstance(option, bool) or option is None else option
-

@@ -17,7 +17,7 @@ from kafka.record.default_records import DefaultRecordBatch
 from kafkatier.sink.stage import (
     assign_sequences,
     new_batch_dir,
-    read_span,
+    read_spans,
     sink_staging_root,
     staging_wanted,
     task_file,
@@ -96,9 +96,9 @@ def test_staging_files_round_trip_and_a_missing_dir_names_the_fix(tmp_path: Path
     assert new_batch_dir(root, 4) != batch_dir  # a replay never meets the old files
     path = task_file(str(batch_dir), 1, 99)
     path.write_bytes(b"0123456789")
-    assert read_span(str(path), 2, 5) == bytearray(b"23456")
+    assert read_spans([(str(path), 2, 5), (str(path), 0, 2)]) == bytearray(b"2345601")
     with pytest.raises(CorruptRecordError, match="ended after 3 of 5"):
-        read_span(str(path), 7, 5)
+        read_spans([(str(path), 0, 1), (str(path), 7, 5)])
     with pytest.raises(FileNotFoundError, match="not visible on this executor; fix: pass"):
         task_file(str(tmp_path / "elsewhere"), 0, 0)
     other = sink_staging_root(tmp_path, tmp_path / "other-logs", "events")
