@@ -14,7 +14,6 @@ import pytest
 from test_remote_compaction_support import (
     Workload,
     batch_rows,
-    compacted_tiering,  # noqa: F401 (autouse fixture)
     dir_batches,
 )
 

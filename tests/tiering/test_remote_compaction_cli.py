@@ -8,7 +8,6 @@ import json
 from test_remote_compaction import TOPIC, append, assert_no_orphans, settings, tier
 from test_remote_compaction_support import (
     Workload,
-    compacted_tiering,  # noqa: F401 (autouse fixture)
 )
 
 from kafkatier.cli.main import main

@@ -17,7 +17,6 @@ from test_remote_compaction import TOPIC, append, assert_no_orphans, settings, t
 from test_remote_compaction_support import (
     Workload,
     batch_rows,
-    compacted_tiering,  # noqa: F401 (autouse fixture)
     dir_batches,
 )
 
@@ -33,7 +32,6 @@ from kafkatier.tiering.s3store import S3Store
 
 HERE = Path(__file__).resolve().parent
 PRELUDE = (f"import sys; sys.path.insert(0, {str(HERE)!r}); "
-           "import test_remote_compaction_support as s; s.allow_compacted_tiering(); "
            "from kafkatier.cli.main import main; sys.exit(main(sys.argv[1:]))")  # fmt: skip
 
 

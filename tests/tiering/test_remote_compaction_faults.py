@@ -16,7 +16,6 @@ from test_remote_compaction_crash import restored_rows
 from test_remote_compaction_support import (
     Workload,
     batch_rows,
-    compacted_tiering,  # noqa: F401 (autouse fixture)
     dir_batches,
 )
 

@@ -1,42 +1,15 @@
-"""Shared pieces of the remote-compaction tests (no tests here): Kafka's refusal of compacted
-tiered topics lifted for the test process, a random keyed workload, and batch-level snapshots
-of a log for record-for-record comparison."""
+"""Shared pieces of the remote-compaction tests (no tests here): a random keyed workload and
+batch-level snapshots of a log for record-for-record comparison."""
 
 from __future__ import annotations
 
-import dataclasses
 import random
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-import pytest
-
-from kafkatier.storage import config as config_module
 from kafkatier.storage.log import Log
 from kafkatier.storage.records import Record, RecordBatch, build_batch, iter_batches
 from kafkatier.storage.segment import AnyBatch
-
-_ORIGINAL = config_module._check_combination
-
-
-def _relaxed(cfg: config_module.LogConfig, source: str) -> None:
-    """Kafka's tiered-storage rules except ``cleanup.policy=delete``: kafkatier compacts the
-    tiered copy (issue 6), so ``compact`` with ``remote.storage.enable=true`` is allowed."""
-    if cfg.remote_storage_enable and cfg.is_compacted:
-        cfg = dataclasses.replace(cfg, cleanup_policy=("delete",))
-    _ORIGINAL(cfg, source)
-
-
-def allow_compacted_tiering() -> None:
-    """For a subprocess: until storage/config.py lifts the refusal itself (issue-6 report)."""
-    config_module._check_combination = _relaxed
-
-
-@pytest.fixture(autouse=True)
-def compacted_tiering(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The same, for one test only (other tests keep checking Kafka's rule)."""
-    monkeypatch.setattr(config_module, "_check_combination", _relaxed)
-
 
 Row = tuple[object, ...]
 
