@@ -26,7 +26,7 @@ import base64
 import hashlib
 from collections import deque
 from collections.abc import Callable, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -132,7 +132,8 @@ def send_parts(
     path: Path, part_size: int, window: int, pool: ThreadPoolExecutor, send: SendPart, key: str
 ) -> Sent:
     """Read ``path`` once, part by part, and send every part through ``pool`` (module
-    docstring). On any failure the parts not yet started are cancelled and the error raised."""
+    docstring). On any failure the parts not yet started are cancelled and the ones on their way
+    awaited before the error is raised, so that the caller's abort comes after the last part."""
     sha = hashlib.sha256()
     flight: deque[Future[Proof]] = deque()
     parts: list[Proof] = []
@@ -151,6 +152,7 @@ def send_parts(
     finally:
         for future in flight:
             future.cancel()
+        wait(flight)
     return Sent(parts, sha.hexdigest(), size)
 
 
