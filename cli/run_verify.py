@@ -44,9 +44,10 @@ class Check:
 def restore_one(store: ObjectStore, topic: str, target: Path) -> Check:
     """Restore partition 0 of ``topic`` into a fresh ``target`` and verify it."""
     shutil.rmtree(target, ignore_errors=True)
+    target.mkdir(parents=True)
     try:
         results = restore_topic(store, topic, target, partitions=[0])
-    except KafkaTierError as exc:
+    except (KafkaTierError, OSError) as exc:
         return Check(f"restore {topic}-0 + verify", False, str(exc))
     if not results or results[0].segments == 0:
         return Check(f"restore {topic}-0 + verify", False, "nothing remote to restore")
