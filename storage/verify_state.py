@@ -12,6 +12,7 @@ files may still be asked to agree with is decided in ``verify_compaction``.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import itertools
 from pathlib import Path
 
@@ -51,6 +52,7 @@ class StateReplay:
         self.first_base = first_base
         self.pending = sorted(snapshots.items())
         self.aborted: dict[int, list[AbortedTxn]] = {}
+        self.markers: dict[int, int] = {}  # producer -> offset of its last marker replayed
         self.segment_base = first_base
         self.complete = first_base == 0 or self._start_from_snapshot(snapshots.get(first_base))
         self.lost: str | None = None  # set once a missing file makes the state unknown
@@ -101,6 +103,8 @@ class StateReplay:
         info = manager.prepare_update(batch.producer_id, AppendOrigin.REPLICATION)
         completed = info.append(batch)
         manager.update(info)
+        if batch.is_control and batch.records_count:
+            self.markers[batch.producer_id] = batch.base_offset
         if completed is None:
             return
         if completed.is_aborted:
@@ -177,12 +181,23 @@ class StateReplay:
         ]
         for pid, (i, entry) in stored.items():
             want = producers[pid].to_snapshot_entry() if pid in producers else None
+            if want is not None and self._maybe_expired_since_marker(entry, want):
+                want = dataclasses.replace(want, coordinator_epoch=-1)
             if want != entry:
                 at_last = self.batches.holding(entry.last_offset)
                 at_txn = self.batches.holding(entry.current_txn_first_offset)
                 cases.append(EntryCase(i, entry, want, at_last, at_txn))
         if cases:
             self.snapshot_cases.append((offset, path, cases))
+
+    def _maybe_expired_since_marker(self, got: SnapshotEntry, want: SnapshotEntry) -> bool:
+        """Kafka drops idle producers without an open txn (at load, §7.1; periodically, §7.4),
+        a wall-clock expiry the replay cannot see: one resumed by a data batch after its last
+        marker has a fresh entry, coordinator epoch -1 until its next marker."""
+        if got.coordinator_epoch != -1 or want.coordinator_epoch < 0:
+            return False
+        marker = self.markers.get(got.producer_id, self.first_base - 1)  # or in the snapshot
+        return want.last_offset > marker
 
     def check_txn_index(self, base: int, path: Path, stored: list[AbortedTxn]) -> None:
         """Keep the segment's ``.txnindex`` entries and the aborted transactions whose ABORT
