@@ -72,9 +72,8 @@ def _topic_lines(outcome: Outcome, topic: str) -> list[str]:
         f"({human(t['local_bytes_deleted'])} freed)",
     ]  # fmt: skip
     if t.get(_COMPACTION[0]):
-        runs, removed, before, after = (t[name] for name in _COMPACTION)
-        lines.append(f"    remote compaction: {runs} cleanings removed {removed} older records "
-                     f"(cleaned groups {human(before)} -> {human(after)})")  # fmt: skip
+        lines.append(f"    remote compaction: {t[_COMPACTION[0]]} cleanings removed "
+                     f"{t[_COMPACTION[1]]} older records")  # fmt: skip
     if extra:
         lines.append(f"    also: {extra}")
     cleaned = [c for c in outcome.cleaner if c.topic == topic]

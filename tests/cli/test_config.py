@@ -106,7 +106,8 @@ def test_shipped_example_is_the_built_in_configuration() -> None:
     assert dataclasses.replace(shipped, source="") == dataclasses.replace(builtin, source="")
     assert builtin.run.reset and builtin.run.batches > 0 and builtin.embedded_dir is not None
     assert set(builtin.topics) == {"events", "user-state"}
-    assert "compact" in builtin.topics["user-state"].config.cleanup_policy
+    state = builtin.topics["user-state"].config
+    assert "compact" in state.cleanup_policy and state.remote_storage_enable
     assert all(not key.startswith("remote.storage.s3.endpoint") for key in BUILTIN)
 
 

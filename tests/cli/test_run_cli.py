@@ -30,11 +30,13 @@ topic.events.compression.type=lz4
 topic.events.segment.bytes=32768
 topic.events.remote.storage.enable=true
 topic.events.local.retention.bytes=65536
-topic.user-state.partitions=1
+topic.user-state.partitions=2
 topic.user-state.cleanup.policy=compact
 topic.user-state.compression.type=lz4
-topic.user-state.segment.bytes=65536
+topic.user-state.segment.bytes=16384
 topic.user-state.min.cleanable.dirty.ratio=0.01
+topic.user-state.remote.storage.enable=true
+topic.user-state.local.retention.bytes=16384
 run.clickstream.users=300
 run.clickstream.max.rows.per.trigger={ROWS}
 run.batches={BATCHES}
@@ -81,7 +83,8 @@ def test_run_end_to_end(tmp_path: Path) -> None:
     out = run_once(tmp_path)
     assert "RESULT: PASS" in out and "FAIL" not in out.replace("RESULT: PASS", "")
     assert f"{BATCHES} micro-batches" in out and f"{BATCHES * ROWS} events -> events" in out
-    for check in ("restore events-0 + verify", "events: every event exactly once",
+    for check in ("restore events-0 + verify", "restore user-state-0 + verify",
+                  "events: every event exactly once",
                   "state: latest value per key",
                   "state: every record a state the job wrote, once"):  # fmt: skip
         assert f"[ok] {check}" in out, out
@@ -108,6 +111,6 @@ def test_reset_wipes_what_a_previous_run_left(tmp_path: Path, monkeypatch: pytes
     prepare(config)
     assert not any(p.exists() for p in leftovers)
     assert sorted(p.name for p in (tmp_path / "logs").iterdir() if p.is_dir()) == [
-        "events-0", "events-1", "user-state-0"]  # fmt: skip
+        "events-0", "events-1", "user-state-0", "user-state-1"]  # fmt: skip
     assert (tmp_path / "logs" / "kafkatier-topic.events.properties").exists()
     assert "reset: wiped" in capsys.readouterr().out
