@@ -20,14 +20,14 @@ from pathlib import Path
 
 from kafkatier.storage.errors import ConfigError, StorageError
 from kafkatier.tiering.config import TieringConfig
-from kafkatier.tiering.local import LocalPartition, local_partitions
+from kafkatier.tiering.local import Candidate, LocalPartition, local_partitions
 from kafkatier.tiering.local_retention import (
     delete_local,
     interrupted_deletes,
     locally_deletable,
     remove_deleted_leftovers,
 )
-from kafkatier.tiering.manifest import ManifestStore, now_ms
+from kafkatier.tiering.manifest import ManifestStore, PartitionManifest, now_ms
 from kafkatier.tiering.orphans import sweep_orphans
 from kafkatier.tiering.remote_compaction import compact_remote
 from kafkatier.tiering.remote_retention import expire_remote
@@ -109,8 +109,7 @@ class Tierer:
         )
         manifests = ManifestStore(self.store)
         manifest, _ = manifests.load(part.topic, part.partition)
-        done = {s.base_offset for s in manifest.finished()}
-        pending = [c for c in part.candidates() if c.base_offset not in done]
+        pending = _pending(part, manifest)
         # A few segments in flight per partition, oldest first: the remote log may have a
         # short-lived gap, which readers treat as its end (PartitionManifest.contiguous).
         with ThreadPoolExecutor(max_workers=SEGMENTS_IN_FLIGHT) as pool:
@@ -139,6 +138,15 @@ class Tierer:
             outcome.remote_records_removed += done.records_removed
             outcome.remote_bytes_before_compaction += done.bytes_before
             outcome.remote_bytes_after_compaction += done.bytes_after
+
+
+def _pending(part: LocalPartition, manifest: PartitionManifest) -> list[Candidate]:
+    """Eligible segments not yet FINISHED remotely, except those wholly below the log start
+    offset (DeleteRecords, or retention already applied remotely): total retention would expire
+    them in this same pass (``end_offset < log start``, as ``expired_segments``)."""
+    done = {s.base_offset for s in manifest.finished()}
+    start = max(manifest.log_start_offset, part.log_start_offset())
+    return [c for c in part.candidates() if c.base_offset not in done and c.next_base > start]
 
 
 def _tiered(log_dir: Path, topic: str, partition: int) -> bool:

@@ -179,6 +179,25 @@ def test_delete_records_on_a_tiered_topic_reaches_the_remote_log(uploaded) -> No
     assert verify_paths([logs.parent / "restored"]) == []
 
 
+def test_segments_below_a_delete_records_start_are_not_uploaded(tmp_path) -> None:
+    """DeleteRecords before the first pass: the segments wholly below the new start are never
+    uploaded (they would only expire in the same pass); the one holding the start is, whole."""
+    logs = write_tiered(tmp_path / "logs", steps=80, overrides=KEEP_ALL)
+    written = _segments(logs)
+    target = written[len(written) // 2][0] + 3  # inside a segment
+    with LogDirectory(logs) as log_dir:
+        delete_records(log_dir.logs[TP], target, persist_start=log_dir.checkpoint)
+    store = FsspecStore(f"file://{tmp_path / 'remote'}")
+    result = _tier(logs, store)
+    assert result.total("remote_segments_expired") == 0
+    live = [(b, e) for b, e, _, _ in written[:-1] if e > target]  # all but the active one
+    finished = ManifestStore(store).load(*TP)[0].finished()
+    assert [(s.base_offset, s.end_offset + 1) for s in finished] == live
+    assert result.total("uploaded_segments") == len(live)
+    assert set(finished[0].files) >= {"log", "index", "timeindex", "snapshot"}
+    _assert_agreement(logs, store, target)
+
+
 def test_a_log_start_moved_remotely_is_honoured_locally(uploaded) -> None:
     logs, store, written = uploaded
     target = written[-3][0]
