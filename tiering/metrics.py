@@ -1,7 +1,9 @@
 """Prometheus text-format metrics of the sidecar, on an optional HTTP port (127.0.0.1 only).
 
 Counters: segments and bytes uploaded, upload failures, local segments/bytes deleted, orphans
-removed, passes. Gauges per partition: upload lag in bytes and segments, remote size in bytes.
+removed, remote segments expired (total retention), remote compactions with the records they
+removed and the remote bytes before and after, passes. Gauges per partition: upload lag in
+bytes and segments, remote size in bytes.
 """
 
 from __future__ import annotations
@@ -22,7 +24,12 @@ _COUNTERS = {
     "kafkatier_tier_local_bytes_deleted_total": "local_bytes_deleted",
     "kafkatier_tier_orphans_removed_total": "orphans_removed",
     "kafkatier_tier_remote_segments_expired_total": "remote_segments_expired",
+    "kafkatier_tier_remote_compactions_total": "remote_compactions",
+    "kafkatier_tier_remote_records_removed_total": "remote_records_removed",
+    "kafkatier_tier_remote_compaction_bytes_before_total": "remote_bytes_before_compaction",
+    "kafkatier_tier_remote_compaction_bytes_after_total": "remote_bytes_after_compaction",
 }
+"""Counter name -> the ``PartitionPass`` field it sums over every partition of every pass."""
 
 
 class Metrics:
