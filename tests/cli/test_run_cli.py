@@ -2,7 +2,7 @@
 job, the sidecar, restore, replay and checks; exit 0, the report's checks, and no process (S3
 server, Spark JVM, Python workers) left behind. A second run in the same folder needs no cleanup:
 run.reset wipes what the first one left (checked here without Spark; ``make run`` twice shows it
-whole)."""
+whole). SIGTERM mid-stream stops everything too."""
 
 from __future__ import annotations
 
@@ -114,3 +114,34 @@ def test_reset_wipes_what_a_previous_run_left(tmp_path: Path, monkeypatch: pytes
         "events-0", "events-1", "user-state-0", "user-state-1"]  # fmt: skip
     assert (tmp_path / "logs" / "kafkatier-topic.events.properties").exists()
     assert "reset: wiped" in capsys.readouterr().out
+
+
+def test_sigterm_mid_stream_stops_everything(tmp_path: Path) -> None:
+    """SIGTERM (as Ctrl-C) once the first batch is written: exit 130, nothing left running."""
+    (tmp_path / "kafkatier.properties").write_text(CONFIG.replace(f"run.batches={BATCHES}",
+                                                                  "run.batches=0"))  # fmt: skip
+    marker = uuid.uuid4().hex
+    proc = subprocess.Popen([str(KAFKATIER), "run", "--config", "kafkatier.properties"],
+                            cwd=tmp_path, env={**os.environ, "KAFKATIER_E2E_MARKER": marker},
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        seen = []
+        for line in proc.stdout:
+            seen.append(line)
+            if re.search(r"batch 1 \(id \d+\)", line):
+                break
+        assert seen and "batch 1" in seen[-1], "".join(seen)[-3000:]
+        proc.terminate()
+        rest, _ = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, rest[-3000:]
+    assert "interrupted; stopped everything it had started" in rest
+    deadline = time.monotonic() + 20
+    while marked_processes(marker) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert marked_processes(marker) == [], "processes left behind"
