@@ -13,23 +13,26 @@ object is proven to be the bytes read, with no second read of the file, no HEAD,
 over the data unless the server needs it.
 
 Download (:func:`receive_parts`): ranged GETs of one part each run on the workers, at most
-``window`` parts ahead of the calling thread, which writes them in order and feeds SHA-256: the
-caller gets the digest of the file it wrote without reading it back.
+``window`` parts ahead of the calling thread; each writes its body's pieces at their offsets as
+they arrive (s3transfer's way: no part-sized buffers, whose fresh pages cost more than the copy),
+and the calling thread feeds SHA-256 in order from the file as each part completes, while the
+next ones download: the digest is of the bytes in the file, got from the page cache.
 
-Both keep at most ``window`` parts in memory per transfer; the worker pool is the store's, shared
-by all its transfers, so the store's ``max_concurrency`` bounds the requests in flight.
+The uploads keep at most ``window`` parts in memory per transfer; the worker pool is the store's,
+shared by all its transfers, so the store's ``max_concurrency`` bounds the requests in flight.
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
+import os
 from collections import deque
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 import crc32c
 
@@ -37,8 +40,10 @@ from kafkatier.tiering.errors import RemoteVerifyError
 
 SendPart = Callable[[int, bytes, str], Mapping[str, Any]]
 """Uploads part ``number`` (1-based) with its base64 CRC32C; returns the server's answer."""
-GetRange = Callable[[int, int | None], bytes]
-"""Bytes [start, end) of the object; ``end`` None: to its end."""
+Sink = Callable[[int, bytes], None]
+"""Takes a piece of a body and its offset in the body."""
+GetRange = Callable[[int, int | None, Sink], None]
+"""Hands bytes [start, end) of the object to the sink, in pieces; ``end`` None: to its end."""
 
 
 @dataclass(frozen=True)
@@ -171,36 +176,58 @@ def receive_parts(
     length is checked, so an object of another size fails with :class:`RemoteVerifyError`."""
     starts = list(range(0, size, max(part_size, 1)))
     sha = hashlib.sha256()
-    flight: deque[tuple[int, Future[bytes]]] = deque()
-    try:
-        with open(path, "wb") as dst:
+    flight: deque[tuple[int, int, Future[int]]] = deque()
+    with open(path, "w+b") as dst:
+        fd = dst.fileno()
+        try:
             for index, start in enumerate(starts):
                 end = None if index + 1 == len(starts) else start + part_size
                 if len(flight) >= max(window, 1):
-                    _write_next(flight, dst, sha, on_part, key)
-                flight.append(((end or size) - start, pool.submit(get, start, end)))
+                    _hash_next(flight, fd, sha, on_part, key)
+                length = (end or size) - start
+                flight.append((start, length, pool.submit(_fetch_range, get, fd, start, end)))
             while flight:
-                _write_next(flight, dst, sha, on_part, key)
-    finally:
-        for _, future in flight:
-            future.cancel()
+                _hash_next(flight, fd, sha, on_part, key)
+        finally:
+            for _, _, future in flight:
+                future.cancel()
+            wait([f for _, _, f in flight])  # no write after the file is closed
     return sha.hexdigest()
 
 
-def _write_next(
-    flight: deque[tuple[int, Future[bytes]]],
-    dst: BinaryIO,
+def _fetch_range(get: GetRange, fd: int, start: int, end: int | None) -> int:
+    """One ranged GET written in place; returns the bytes the body held."""
+    extent = [0]
+
+    def sink(pos: int, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            view = view[os.pwrite(fd, view, start + pos + len(data) - len(view)):]
+        extent[0] = max(extent[0], pos + len(data))
+
+    get(start, end, sink)
+    return extent[0]
+
+
+def _hash_next(
+    flight: deque[tuple[int, int, Future[int]]],
+    fd: int,
     sha: hashlib._Hash,
     on_part: Callable[[int], None] | None,
     key: str,
 ) -> None:
-    length, future = flight[0]
-    data = future.result()
+    start, length, future = flight[0]
+    got = future.result()
     flight.popleft()
-    if len(data) != length:
-        raise RemoteVerifyError(f"ranged read returned {len(data)} bytes, expected {length}",
-                                key=key)  # fmt: skip
-    dst.write(data)
-    sha.update(data)
+    if got != length:
+        raise RemoteVerifyError(f"ranged read returned {got} bytes, expected {length}", key=key)
+    buffer = bytearray(min(length, 1 << 20) or 1)
+    done = 0
+    while done < length:
+        n = os.preadv(fd, [memoryview(buffer)[: length - done]], start + done)
+        if n <= 0:
+            raise RemoteVerifyError("file shorter than the bytes written", key=key)
+        sha.update(memoryview(buffer)[:n])
+        done += n
     if on_part is not None:
-        on_part(len(data))
+        on_part(length)

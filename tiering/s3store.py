@@ -34,6 +34,7 @@ from kafkatier.tiering.errors import (
 )
 from kafkatier.tiering.s3parts import (
     Sent,
+    Sink,
     check_answer,
     check_complete,
     crc32c_b64,
@@ -44,6 +45,8 @@ from kafkatier.tiering.s3parts import (
 from kafkatier.tiering.store import ObjectInfo, Progress, RateLimiter
 
 MIB = 1 << 20
+IO_CHUNK = 256 << 10
+"""Pieces a ranged download is read in (s3transfer's ``io_chunksize``)."""
 _BODY_ERRORS = (
     botocore.exceptions.ReadTimeoutError,
     botocore.exceptions.ResponseStreamingError,
@@ -226,13 +229,28 @@ class S3Store:
         return self._read(key, {})
 
     def _read(self, key: str, extra: dict[str, str]) -> tuple[bytes, str] | None:
-        """GetObject and its body; botocore retries the request but not a body cut short
-        (reset, timeout), so the whole GET is retried here, with backoff."""
+        got: list[bytes] = []
+        etag = self._read_into(key, extra, lambda _pos, data: got.append(data), None)
+        return None if etag is None else (b"".join(got), etag)
+
+    def _read_into(
+        self, key: str, extra: dict[str, str], sink: Sink, chunk: int | None = IO_CHUNK
+    ) -> str | None:
+        """GetObject, its body handed to ``sink`` (offset in the body, bytes) in ``chunk``-sized
+        pieces (None: one piece), and its entity tag; None when the object does not exist.
+        Pieces, as s3transfer reads them: a large body read as one buffer costs a fresh
+        allocation, page faults included, every time. botocore retries the request but not a
+        body cut short (reset, timeout), so the whole GET is retried here, with backoff (the
+        sink sees the offsets again from 0)."""
         attempts = self.settings["max_attempts"]
         for attempt in range(attempts):
             try:
                 response = self.client.get_object(Bucket=self.bucket, Key=self._key(key), **extra)
-                return bytes(response["Body"].read()), str(response["ETag"])
+                body, pos = response["Body"], 0
+                for piece in [body.read()] if chunk is None else body.iter_chunks(chunk):
+                    sink(pos, piece)
+                    pos += len(piece)
+                return str(response["ETag"])
             except botocore.exceptions.ClientError as exc:
                 if _status(exc) == 404:
                     return None
@@ -265,10 +283,14 @@ class S3Store:
                 progress(len(data))
             return hashlib.sha256(data).hexdigest()
 
-        def get(start: int, end: int | None) -> bytes:
-            data = self.get_bytes(key, start, end)
-            self._limiter.consume(len(data))
-            return data
+        def get(start: int, end: int | None, sink: Sink) -> None:
+            def counted(pos: int, data: bytes) -> None:
+                self._limiter.consume(len(data))
+                sink(pos, data)
+
+            span = f"bytes={start}-{'' if end is None else end - 1}"
+            if self._read_into(key, {"Range": span}, counted) is None:
+                raise ObjectNotFoundError("no such object", key=key)
 
         s = self.settings
         return receive_parts(Path(path), size, s["multipart_chunksize"], s["max_concurrency"],
