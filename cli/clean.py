@@ -114,19 +114,20 @@ def run(args: argparse.Namespace) -> int:
 def run_remote(args: argparse.Namespace) -> int:
     """``--remote``: one remote-compaction pass for the sidecar configuration named by the
     ``--config`` value that is a file; the ``KEY=VALUE`` ones override topic settings."""
-    from kafkatier.tiering.config import TieringConfig
+    from kafkatier.cli.config import load_config
+    from kafkatier.cli.config_remote import remote_storage
     from kafkatier.tiering.remote_pass import RemotePass
 
     files = [v for v in args.config if Path(v).is_file()]
     settings = [v for v in args.config if v not in files]
     if args.log_dir is not None or len(files) != 1:
         print("kafkatier clean: error: --remote takes no LOG_DIR and exactly one --config FILE "
-              "(the sidecar properties)", file=sys.stderr)  # fmt: skip
+              "(kafkatier.properties or the sidecar properties)", file=sys.stderr)  # fmt: skip
         return 2
-    config = TieringConfig.load(Path(files[0]))
     overrides = parse_overrides(settings, source="--config")
     LogConfig().with_overrides(overrides, source="--config")
-    outcomes = RemotePass(config, config.open_store(), overrides).run(args.topic)
+    with remote_storage(load_config(Path(files[0]))) as config:  # embedded S3 started if asked
+        outcomes = RemotePass(config, config.open_store(), overrides).run(args.topic)
     for o in outcomes:
         r = o.result
         if args.json:

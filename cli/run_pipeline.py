@@ -78,7 +78,9 @@ class SidecarThread:
         self.thread = threading.Thread(target=self._loop, name="sidecar", daemon=True)
 
     def _loop(self) -> None:
-        server = serve_metrics(self.sidecar.metrics, self.sidecar.config.metrics_port)
+        server = serve_metrics(
+            self.sidecar.metrics, self.sidecar.config.metrics_port, self.sidecar.config.metrics_host
+        )
         try:
             while not self.stopping.is_set():
                 try:
