@@ -1,8 +1,9 @@
 """Streaming part transfers for :class:`~kafkatier.tiering.s3store.S3Store`: every byte is read
 from disk (upload) or received (download) exactly once, and checked on the way.
 
-Upload (:func:`send_parts`): the calling thread reads the file one part at a time and feeds the
-file's SHA-256 in order; worker threads send the parts, each with its CRC32C
+Upload (:func:`send_parts`): the calling thread reads the file one part at a time, through one
+small buffer, for the file's SHA-256 (in order) and each part's CRC32C; worker threads send the
+parts from the file (:class:`FileRange`), each with its CRC32C
 (``x-amz-checksum-crc32c``, hardware-computed). S3 recomputes the checksum over the bytes it
 received, refuses a part that differs (``BadDigest``) and echoes the checksum it stored, which
 must equal ours (:func:`check_answer`). A server that echoes no checksum is checked the older
@@ -31,6 +32,7 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
+from io import BufferedReader
 from pathlib import Path
 from typing import Any
 
@@ -38,8 +40,9 @@ import crc32c
 
 from kafkatier.tiering.errors import RemoteVerifyError
 
-SendPart = Callable[[int, bytes, str], Mapping[str, Any]]
-"""Uploads part ``number`` (1-based) with its base64 CRC32C; returns the server's answer."""
+SendPart = Callable[[int, "FileRange", str], Mapping[str, Any]]
+"""Uploads part ``number`` (1-based) from the stream, with its base64 CRC32C; returns the
+server's answer."""
 Sink = Callable[[int, bytes], None]
 """Takes a piece of a body and its offset in the body."""
 GetRange = Callable[[int, int | None, Sink], None]
@@ -102,15 +105,18 @@ def same_etag(answer: str, expected: str) -> bool:
     return answer.strip('"') == expected.strip('"')
 
 
-def check_answer(answer: Mapping[str, Any], data: bytes, crc: str, key: str, what: str) -> Proof:
-    """The server's answer to a PUT of ``data`` (module docstring)."""
+def check_answer(
+    answer: Mapping[str, Any], md5: Callable[[], str], crc: str, key: str, what: str
+) -> Proof:
+    """The server's answer to a PUT whose bytes have checksum ``crc`` and entity tag ``md5()``
+    (computed only when the server echoes no checksum; module docstring)."""
     etag = str(answer["ETag"])
     echoed = answer.get("ChecksumCRC32C")
     if echoed is not None:
         if echoed != crc:
             raise RemoteVerifyError(f"{what} differs: CRC32C {echoed} vs {crc}", key=key)
-    elif not same_etag(etag, md5_etag(data)):
-        raise RemoteVerifyError(f"{what} differs: etag {etag} vs {md5_etag(data)}", key=key)
+    elif not same_etag(etag, expected := md5()):
+        raise RemoteVerifyError(f"{what} differs: etag {etag} vs {expected}", key=key)
     return Proof(etag, crc)
 
 
@@ -128,30 +134,92 @@ def check_complete(answer: Mapping[str, Any], parts: list[Proof], key: str) -> s
     return etag
 
 
-def _checked_part(send: SendPart, number: int, data: bytes, key: str) -> Proof:
-    crc = crc32c_b64(data)
-    return check_answer(send(number, data, crc), data, crc, key, f"part {number}")
+class FileRange:
+    """Bytes [start, start + length) of a file as a seekable stream, read as it is sent (what
+    s3transfer's ReadFileChunk does): no part-sized buffer, whose fresh pages cost more than the
+    copies from the page cache."""
+
+    def __init__(self, path: Path, start: int, length: int) -> None:
+        self._file = open(path, "rb")  # noqa: SIM115 (closed by close())
+        self._start, self._length = start, length
+        self._file.seek(start)
+
+    def __len__(self) -> int:
+        return self._length
+
+    def tell(self) -> int:
+        return self._file.tell() - self._start
+
+    def seek(self, pos: int, whence: int = 0) -> int:
+        base = (0, self.tell(), self._length)[whence]
+        self._file.seek(self._start + min(max(base + pos, 0), self._length))
+        return self.tell()
+
+    def read(self, amt: int | None = -1) -> bytes:
+        left = self._length - self.tell()
+        return self._file.read(left if amt is None or amt < 0 else min(amt, left))
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def _range_md5(path: Path, start: int, length: int) -> str:
+    digest = hashlib.md5(usedforsecurity=False)
+    with open(path, "rb") as src:
+        src.seek(start)
+        while length > 0 and (block := src.read(min(length, 1 << 20))):
+            digest.update(block)
+            length -= len(block)
+    return f'"{digest.hexdigest()}"'
+
+
+def _checked_part(
+    send: SendPart, path: Path, number: int, start: int, length: int, crc: str, key: str
+) -> Proof:
+    body = FileRange(path, start, length)
+    try:
+        answer = send(number, body, crc)
+    finally:
+        body.close()
+    return check_answer(answer, lambda: _range_md5(path, start, length), crc, key,
+                        f"part {number}")  # fmt: skip
+
+
+def _digest_range(src: BufferedReader, length: int, buffer: bytearray, sha: Any, key: str) -> str:
+    """CRC32C (base64) of the next ``length`` bytes of ``src``, fed to ``sha`` as well."""
+    crc, left, view = 0, length, memoryview(buffer)
+    while left > 0:
+        n = src.readinto(view[: min(left, len(buffer))])
+        if not n:
+            raise RemoteVerifyError("file shorter than when the upload began", key=key)
+        crc = crc32c.crc32c(view[:n], crc)
+        sha.update(view[:n])
+        left -= n
+    return base64.b64encode(crc.to_bytes(4, "big")).decode()
 
 
 def send_parts(
     path: Path, part_size: int, window: int, pool: ThreadPoolExecutor, send: SendPart, key: str
 ) -> Sent:
-    """Read ``path`` once, part by part, and send every part through ``pool`` (module
-    docstring). On any failure the parts not yet started are cancelled and the ones on their way
-    awaited before the error is raised, so that the caller's abort comes after the last part."""
+    """Read ``path`` once for the checksums, part by part, and send every part through ``pool``
+    from the file (module docstring). On any failure the parts not yet started are cancelled and
+    the ones on their way awaited before the error is raised, so that the caller's abort comes
+    after the last part."""
     sha = hashlib.sha256()
     flight: deque[Future[Proof]] = deque()
     parts: list[Proof] = []
-    size = 0
+    size = path.stat().st_size
+    buffer = bytearray(1 << 20)
     try:
         with open(path, "rb") as src:
-            while chunk := src.read(part_size):
+            for start in range(0, size, max(part_size, 1)):
+                length = min(part_size, size - start)
+                crc = _digest_range(src, length, buffer, sha, key)
                 if len(flight) >= max(window, 1):
                     parts.append(flight.popleft().result())
                 number = len(parts) + len(flight) + 1
-                flight.append(pool.submit(_checked_part, send, number, chunk, key))
-                sha.update(chunk)  # while the part is on its way
-                size += len(chunk)
+                flight.append(pool.submit(_checked_part, send, path, number, start, length, crc,
+                                          key))  # fmt: skip
         while flight:
             parts.append(flight.popleft().result())
     finally:

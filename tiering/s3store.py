@@ -33,12 +33,14 @@ from kafkatier.tiering.errors import (
     RemoteVerifyError,
 )
 from kafkatier.tiering.s3parts import (
+    FileRange,
     Sent,
     Sink,
     check_answer,
     check_complete,
     crc32c_b64,
     file_etag,
+    md5_etag,
     receive_parts,
     send_parts,
 )
@@ -163,7 +165,7 @@ class S3Store:
         response = self.client.put_object(
             Bucket=self.bucket, Key=self._key(key), Body=data, ChecksumCRC32C=crc
         )
-        proof = check_answer(response, data, crc, key, "uploaded object")
+        proof = check_answer(response, lambda: md5_etag(data), crc, key, "uploaded object")
         if progress is not None:
             progress(len(data))
         return ObjectInfo(key, len(data), proof.etag, hashlib.sha256(data).hexdigest())
@@ -171,14 +173,14 @@ class S3Store:
     def _send_parts(
         self, key: str, full: str, upload_id: str, path: Path, progress: Progress | None
     ) -> Sent:
-        def send(number: int, data: bytes, crc: str) -> dict[str, Any]:
-            self._limiter.consume(len(data))
+        def send(number: int, body: FileRange, crc: str) -> dict[str, Any]:
+            self._limiter.consume(len(body))
             response: dict[str, Any] = self.client.upload_part(
-                Bucket=self.bucket, Key=full, UploadId=upload_id, PartNumber=number, Body=data,
+                Bucket=self.bucket, Key=full, UploadId=upload_id, PartNumber=number, Body=body,
                 ChecksumCRC32C=crc,
             )  # fmt: skip
             if progress is not None:
-                progress(len(data))
+                progress(len(body))
             return response
 
         s = self.settings

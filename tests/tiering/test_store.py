@@ -177,7 +177,8 @@ class _Tamper:
 
 
 def _flip(kwargs: dict[str, Any]) -> dict[str, Any]:
-    body = bytearray(kwargs["Body"])
+    sent = kwargs["Body"]  # bytes, or the part's stream
+    body = bytearray(sent.read() if hasattr(sent, "read") else sent)
     body[len(body) // 2] ^= 0x10
     kwargs["Body"] = bytes(body)
     return kwargs
