@@ -25,6 +25,9 @@ from conftest import spark_builder
 TOPIC = "events"
 PARTITIONS = 3
 SINK_ID = "events"
+# each run is short and the test starts seven: the JVM's quick compiler only (C1) and the serial
+# collector start faster than the defaults, and nothing here runs long enough to miss C2
+FAST_START_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
 def committed(log_dir: Path) -> int:
@@ -37,7 +40,12 @@ def committed(log_dir: Path) -> int:
 def main(log_dir: Path, checkpoint: str, local_dir: str, target: int, rows: int) -> int:
     from kafkatier.sink import KafkaLogSink
 
-    spark = spark_builder("kafkatier-crash").config("spark.local.dir", local_dir).getOrCreate()
+    spark = (
+        spark_builder("kafkatier-crash")
+        .config("spark.local.dir", local_dir)
+        .config("spark.driver.extraJavaOptions", FAST_START_JVM)
+        .getOrCreate()
+    )
     spark.sparkContext.setLogLevel("ERROR")
     source = (
         spark.readStream.format("rate-micro-batch")
