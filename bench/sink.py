@@ -1,6 +1,6 @@
 """Benchmark: one micro-batch through KafkaLogSink next to Spark's own Parquet writer.
 
-    python bench/sink.py [--rows N] [--partitions P] [--compression lz4] [--repeat K]
+    python bench/sink.py [--rows N] [--partitions P] [--compression lz4] [--repeat K] [--warmup W]
 
 Builds N rows (16-byte keys, 100-byte values) in a cached DataFrame on local[2], then, in the same
 run and Spark session, alternating so that both see the same machine load, K times each:
@@ -11,9 +11,11 @@ run and Spark session, alternating so that both see the same machine load, K tim
 
 Reports the best (and median) wall time of each, their ratio, the CPU seconds of the whole
 process tree (driver, JVM, Python workers: less sensitive than wall time to other load on a
-shared machine) and the peak RSS of the Python driver (VmHWM) and the driver JVM. The warm-ups
-(JIT, numba cache loads in the Python workers; the sink's first batch, which also creates the
-topic) are excluded; the first batch of a fresh sink into a new topic is timed separately.
+shared machine) and the peak RSS of the Python driver (VmHWM) and the driver JVM. The W warm-up
+rounds of both writers (the JVM's JIT keeps speeding both up for a few rounds; numba cache loads
+in the Python workers; the sink's first batch, which also creates the topic) are excluded, as a
+long-running streaming query would not see them; the first batch of a fresh sink into a new
+topic is timed separately.
 """
 
 from __future__ import annotations
@@ -102,6 +104,7 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=8)
     parser.add_argument("--compression", default="lz4")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--warmup", type=int, default=3, help="untimed rounds of both writers")
     args = parser.parse_args()
     print("command:", " ".join([Path(sys.executable).name, *sys.argv]))
     spark = (
@@ -124,11 +127,12 @@ def main() -> None:
             work / "logs", topic="bench", partitions=args.partitions, compression=args.compression
         )
         warm = time.perf_counter()
-        df.write.parquet(str(work / "parquet-0"))
-        sink(df, 0)
+        for i in range(args.warmup):
+            df.write.parquet(str(work / f"parquet-warm-{i}"))
+            sink(df, i)
         warm = time.perf_counter() - warm
         before_sink = peak_rss_mib()
-        for i in range(1, args.repeat + 1):
+        for i in range(args.warmup, args.warmup + args.repeat):
             parquet.run(lambda i=i: df.write.parquet(str(work / f"parquet-{i}")))
             sink_times.run(lambda i=i: sink(df, i))
         fresh = KafkaLogSink(
@@ -136,7 +140,9 @@ def main() -> None:
         )
         first.run(lambda: fresh(df, 0))
         log_bytes = sum(f.stat().st_size for f in (work / "fresh").rglob("*.log"))
-        parquet_bytes = sum(f.stat().st_size for f in (work / "parquet-1").rglob("*.parquet"))
+        parquet_bytes = sum(
+            f.stat().st_size for f in (work / f"parquet-{args.warmup}").rglob("*.parquet")
+        )
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(
