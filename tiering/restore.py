@@ -28,6 +28,7 @@ from kafkatier.storage.checkpoints import (
     RECOVERY_POINT_CHECKPOINT,
     OffsetCheckpointFile,
 )
+from kafkatier.storage.fsutil import fsync_dir, fsync_file
 from kafkatier.storage.leader_epoch import LeaderEpochFileCache
 from kafkatier.storage.metadata_files import (
     META_PROPERTIES_FILE,
@@ -123,6 +124,7 @@ def fetch(
         try:
             digest = store.get_file(item.key, temp, progress=progress, size=item.meta.size)
             if _is_complete(temp, item.meta, digest):
+                fsync_file(temp)  # durable before its name is: the checkpoints follow the data
                 os.replace(temp, item.target)
                 return item.meta.size
         except RemoteVerifyError:
@@ -171,6 +173,7 @@ def _restore(
     with ThreadPoolExecutor(max_workers=max(threads, 1)) as pool:
         sizes = list(pool.map(lambda d: fetch(store, d, staging, progress), plan))
     shutil.rmtree(staging, ignore_errors=True)
+    fsync_dir(directory)  # the renames, before any checkpoint names the data
     result.files_downloaded = sum(1 for n in sizes if n)
     result.files_skipped = len(sizes) - result.files_downloaded
     result.bytes_downloaded = sum(sizes)
