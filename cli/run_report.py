@@ -60,7 +60,7 @@ def _topic_lines(outcome: Outcome, topic: str) -> list[str]:
     remote = sum(s.remote_bytes for s in mine)
     t = pass_totals(outcome.passes, topic)
     shown = ("uploaded_segments", "uploaded_bytes", "local_segments_deleted",
-             "local_bytes_deleted", *_COMPACTION)  # fmt: skip
+             "local_bytes_deleted", "remote_segments_expired", *_COMPACTION)  # fmt: skip
     extra = ", ".join(f"{name.replace('_', ' ')} {value}" for name, value in t.items()
                       if value and name not in shown)  # fmt: skip
     lines = [
@@ -71,6 +71,7 @@ def _topic_lines(outcome: Outcome, topic: str) -> list[str]:
         f"{t['local_segments_deleted']} local segments deleted "
         f"({human(t['local_bytes_deleted'])} freed)",
     ]  # fmt: skip
+    lines.append(f"    remote retention: {t['remote_segments_expired']} segments expired")
     if t.get(_COMPACTION[0]):
         lines.append(f"    remote compaction: {t[_COMPACTION[0]]} cleanings removed "
                      f"{t[_COMPACTION[1]]} older records")  # fmt: skip

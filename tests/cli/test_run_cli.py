@@ -78,9 +78,17 @@ def run_once(folder: Path) -> str:
     return done.stdout
 
 
-def test_run_end_to_end(tmp_path: Path) -> None:
-    (tmp_path / "kafkatier.properties").write_text(CONFIG)
-    out = run_once(tmp_path)
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """One small ``kafkatier run`` (its folder and output), shared by the checks of its report
+    and by the README's walk-through, which runs against what it left."""
+    folder = tmp_path_factory.mktemp("run")
+    (folder / "kafkatier.properties").write_text(CONFIG)
+    return folder, run_once(folder)
+
+
+def test_run_end_to_end(finished_run: tuple[Path, str]) -> None:
+    out = finished_run[1]
     assert "RESULT: PASS" in out and "FAIL" not in out.replace("RESULT: PASS", "")
     assert f"{BATCHES} micro-batches" in out and f"{BATCHES * ROWS} events -> events" in out
     for check in ("restore events-0 + verify", "restore user-state-0 + verify",
@@ -145,3 +153,68 @@ def test_sigterm_mid_stream_stops_everything(tmp_path: Path) -> None:
     while marked_processes(marker) and time.monotonic() < deadline:
         time.sleep(0.5)
     assert marked_processes(marker) == [], "processes left behind"
+
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def walkthrough() -> tuple[list[tuple[str, list[str]]], str]:
+    """The README's walk-through: its shell commands, each with the output the README shows,
+    and its Python replay snippet (the blocks after the ``walkthrough`` markers)."""
+    text = README.read_text()
+    shell = text.split("<!-- walkthrough:")[1].split("```console\n")[1].split("```")[0]
+    commands: list[tuple[str, list[str]]] = []
+    for line in shell.splitlines():
+        if line.startswith("$ "):
+            commands.append((line[2:], []))
+        else:
+            commands[-1][1].append(line)
+    python = text.split("<!-- walkthrough-python:")[1].split("```python\n")[1].split("```")[0]
+    return commands, python
+
+
+def shape(line: str) -> str:
+    """A line with its numbers, paths and padding generalised (the README's run and this one
+    differ in size), up to its first comma (what follows may be a state that varies)."""
+    line = re.sub(r"\d+", "N", re.sub(r"/\S*/restored\S*", "RESTORED", line))
+    return " ".join(line.split(",")[0].split())
+
+
+def test_readme_walkthrough_commands_run(finished_run: tuple[Path, str], tmp_path: Path) -> None:
+    """Every command of the README's walk-through runs (exit 0) against what a run left, and
+    prints what the README shows, up to the numbers."""
+    folder = finished_run[0]
+    restored = tmp_path / "restored"
+    env = {**os.environ, "PATH": f"{KAFKATIER.parent}{os.pathsep}{os.environ['PATH']}"}
+    commands, _ = walkthrough()
+    assert len(commands) >= 5
+    for command, shown in commands:
+        if command.startswith("source "):
+            continue
+        actual = command.replace("conf/kafkatier.properties", "kafkatier.properties")
+        actual = actual.replace("/tmp/restored", str(restored))
+        done = subprocess.run(["bash", "-c", actual], cwd=folder, env=env, capture_output=True,
+                              text=True, timeout=300)  # fmt: skip
+        assert done.returncode == 0, (command, done.stdout[-2000:], done.stderr[-2000:])
+        printed = done.stdout.splitlines()
+        assert [shape(x) for x in printed[:1]] == [shape(x) for x in shown[:1]], (command, printed)
+        if command.startswith("kafkatier status"):
+            assert sorted(shape(x) for x in printed) == sorted(shape(x) for x in shown)
+
+
+def test_readme_walkthrough_python_replays_the_restored_partition(
+    finished_run: tuple[Path, str], tmp_path: Path
+) -> None:
+    folder = finished_run[0]
+    restored = tmp_path / "restored"
+    subprocess.run([str(KAFKATIER), "restore", "--config", "kafkatier.properties", "--topic",
+                    "events", "--partition", "1", "--to", str(restored)], cwd=folder,
+                   check=True, capture_output=True, timeout=300)  # fmt: skip
+    _, python = walkthrough()
+    done = subprocess.run([sys.executable, "-c", python.replace("/tmp/restored", str(restored))],
+                          cwd=folder, capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert re.search(r"^\|partition\|offset\| +user\| +page\|$", done.stdout, re.MULTILINE)
+    count = re.search(r"^(\d+) events, offsets (\d+)$", done.stdout, re.MULTILINE)
+    assert count is not None, done.stdout
+    assert 0 < int(count[1]) < int(count[2])  # markers take offsets too

@@ -22,6 +22,8 @@ import threading
 import time
 from collections import deque
 
+from kafkatier.tiering.s3store import S3Store
+
 _ERRORS = {
     "500": b"500 Internal Server Error", "503": b"503 Slow Down",
 }
@@ -148,3 +150,16 @@ def _answer_error(client: socket.socket, kind: str) -> None:
                        + b"Content-Length: " + str(len(xml)).encode()
                        + b"\r\nConnection: close\r\n\r\n" + xml)
     _reset(client)
+
+
+class OutageAfterFirstObject(S3Store):
+    """S3 goes down (503 on every request, through ``proxy``) right after the first object a
+    pass uploads has landed: the pass must fail cleanly and the next one converge."""
+
+    proxy: FaultProxy
+
+    def put_file(self, key, path, *, progress=None):  # type: ignore[no-untyped-def]
+        info = super().put_file(key, path, progress=progress)
+        self.proxy.outage("503")
+        return info
+

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fault_proxy import FaultProxy
+from fault_proxy import FaultProxy, OutageAfterFirstObject
 from tier_fixtures import write_tiered
 
 from kafkatier.sink.source_log import ReadOnlyPartition
@@ -67,23 +67,13 @@ def test_upload_retries_through_errors_resets_and_stalls(tmp_path, s3_env, s3_ur
     assert verify_paths([logs / "tiered-0"]) == []
 
 
-class _OutageAfterFirstObject(S3Store):
-    """S3 goes down (503 on every request) right after the first object of the pass landed."""
-
-    proxy: FaultProxy
-
-    def put_file(self, key, path, *, progress=None):
-        info = super().put_file(key, path, progress=progress)
-        self.proxy.outage("503")
-        return info
-
 
 def test_outage_mid_segment_leaves_local_data_and_converges_after(
     tmp_path, s3_env, s3_url, proxy
 ) -> None:
     logs = write_tiered(tmp_path / "logs", overrides=OVERRIDES)
     original = _original(logs)
-    flaky = _OutageAfterFirstObject(s3_url, endpoint_url=proxy.endpoint, region="us-east-1",
+    flaky = OutageAfterFirstObject(s3_url, endpoint_url=proxy.endpoint, region="us-east-1",
                                     max_attempts=2, read_timeout=2)
     flaky.proxy = proxy
     result = _tier(logs, flaky)

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fault_proxy import FaultProxy
+from fault_proxy import FaultProxy, OutageAfterFirstObject
 from test_remote_compaction import TOPIC, append, assert_no_orphans, settings, tier
 from test_remote_compaction_crash import restored_rows
 from test_remote_compaction_support import (
@@ -94,23 +94,13 @@ def test_transient_faults_are_retried_and_the_result_is_exact(tmp_path, s3_env, 
     assert_no_orphans(direct)
 
 
-class _OutageAfterFirstObject(S3Store):
-    """S3 goes down (503 on every request) right after the pass's first new object landed."""
-
-    proxy: FaultProxy
-
-    def put_file(self, key, path, *, progress=None):
-        info = super().put_file(key, path, progress=progress)
-        self.proxy.outage("503")
-        return info
-
 
 def test_outage_mid_compaction_fails_cleanly_and_the_next_pass_converges(
     tmp_path, s3_env, s3_url, proxy
 ) -> None:
     direct = _store(s3_url, s3_env.endpoint)
     logs, old, new = _prepare(tmp_path, direct)
-    flaky = _OutageAfterFirstObject(s3_url, endpoint_url=proxy.endpoint, region="us-east-1",
+    flaky = OutageAfterFirstObject(s3_url, endpoint_url=proxy.endpoint, region="us-east-1",
                                     max_attempts=2, read_timeout=2)  # fmt: skip
     flaky.proxy = proxy
     with pytest.raises(Exception):  # noqa: B017 (whichever error the client gives up with)
