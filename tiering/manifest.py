@@ -32,8 +32,10 @@ from one consistent state to the next.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import json
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -209,9 +211,15 @@ def now_ms() -> int:
 class ManifestStore:
     """Reads and conditionally updates the manifests of one remote store."""
 
-    def __init__(self, store: ObjectStore, *, max_retries: int = 50) -> None:
+    def __init__(
+        self, store: ObjectStore, *, max_retries: int = 50, lock: threading.Lock | None = None
+    ) -> None:
         self.store = store
         self.max_retries = max_retries
+        # Writers sharing ``lock`` (one sidecar's upload threads) take turns instead of racing
+        # each other to a 412, a sleep and a re-read; the conditional PUT still keeps apart
+        # writers that do not share it (another sidecar).
+        self.lock = lock if lock is not None else contextlib.nullcontext()
 
     def load(self, topic: str, partition: int) -> tuple[PartitionManifest, str | None]:
         """The manifest and its entity tag (None: not created yet, an empty manifest)."""
@@ -228,17 +236,19 @@ class ManifestStore:
         on a lost race, re-read and re-apply. Returns the manifest as committed."""
         key = manifest_key(topic, partition)
         for _ in range(self.max_retries):
-            manifest, etag = self.load(topic, partition)
-            if not change(manifest):
-                return manifest
-            try:
-                if etag is None:
-                    self.store.put_bytes(key, manifest.to_bytes(), if_none_match=True)
-                else:
-                    self.store.put_bytes(key, manifest.to_bytes(), if_match=etag)
-                return manifest
-            except PreconditionFailedError:
-                time.sleep(0.01)
+            with self.lock:
+                manifest, etag = self.load(topic, partition)
+                if not change(manifest):
+                    return manifest
+                try:
+                    if etag is None:
+                        self.store.put_bytes(key, manifest.to_bytes(), if_none_match=True)
+                    else:
+                        self.store.put_bytes(key, manifest.to_bytes(), if_match=etag)
+                    return manifest
+                except PreconditionFailedError:
+                    pass
+            time.sleep(0.01)
         raise TieringError("manifest update kept losing to other writers", key=key)
 
     def partitions(self) -> list[tuple[str, int]]:

@@ -19,10 +19,11 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import threading
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from kafkatier.tiering.crash import crash_point
@@ -55,10 +56,11 @@ class Uploader:
     store: ObjectStore
     owner: str
     progress: Progress | None = None
+    manifest_lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
     def manifests(self) -> ManifestStore:
-        return ManifestStore(self.store)
+        return ManifestStore(self.store, lock=self.manifest_lock)
 
     def upload(self, part: LocalPartition, cand: Candidate) -> RemoteSegment | None:
         """Copy ``cand``; None when another attempt finished it first (this one is cleaned)."""
