@@ -13,7 +13,6 @@ a failing partition is logged and counted, and the others carry on.
 from __future__ import annotations
 
 import logging
-import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -82,7 +81,6 @@ class Tierer:
         self.compaction_grace_ms = COMPACTION_GRACE_MS
         self.remote_compaction = True
         """False: upload and retention only (tests comparing compactions at one instant)."""
-        self._lock = threading.Lock()
 
     def run_once(self) -> PassResult:
         targets = [t for t in local_partitions(list(self.config.log_dirs)) if _tiered(*t)]

@@ -163,3 +163,9 @@ class OutageAfterFirstObject(S3Store):
         self.proxy.outage("503")
         return info
 
+
+def impatient_store(url: str, endpoint: str, attempts: int = 8, **options: int) -> S3Store:
+    """An S3 store with short timeouts (a stall fails fast), for tests through the proxy."""
+    return S3Store(url, endpoint_url=endpoint, region="us-east-1", max_attempts=attempts,
+                   read_timeout=2, connect_timeout=2, max_concurrency=2,
+                   **options)  # type: ignore[arg-type]

@@ -4,11 +4,9 @@
 from __future__ import annotations
 
 import filecmp
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-from fault_proxy import FaultProxy, OutageAfterFirstObject
+from fault_proxy import OutageAfterFirstObject, impatient_store
 from tier_fixtures import write_tiered
 
 from kafkatier.sink.source_log import ReadOnlyPartition
@@ -23,17 +21,10 @@ from kafkatier.tiering.tierer import Tierer
 OVERRIDES = {"local.retention.bytes": "4000", "retention.bytes": "-1"}
 
 
-@pytest.fixture
-def proxy(s3_env) -> Iterator[FaultProxy]:
-    server = FaultProxy(int(s3_env.endpoint.rsplit(":", 1)[1]))
-    yield server
-    server.close()
-
 
 def _store(url: str, endpoint: str, attempts: int = 8) -> S3Store:
-    return S3Store(url, endpoint_url=endpoint, region="us-east-1", max_attempts=attempts,
-                   read_timeout=2, connect_timeout=2, max_concurrency=2,
-                   multipart_threshold=5 << 20, multipart_chunksize=5 << 20)
+    return impatient_store(url, endpoint, attempts, multipart_threshold=5 << 20,
+                           multipart_chunksize=5 << 20)
 
 
 def _tier(logs: Path, store: S3Store):

@@ -30,15 +30,11 @@ from kafkatier.tiering.remote_read import RemoteLogReader
 from kafkatier.tiering.restore import restore_partition
 from kafkatier.tiering.s3store import S3Store
 
-HERE = Path(__file__).resolve().parent
-PRELUDE = (f"import sys; sys.path.insert(0, {str(HERE)!r}); "
-           "from kafkatier.cli.main import main; sys.exit(main(sys.argv[1:]))")  # fmt: skip
-
 
 def clean_remote(conf: Path, env: dict[str, str], crash: str | None) -> int:
     run_env = {**env, ENV: crash} if crash else {k: v for k, v in env.items() if k != ENV}
-    done = subprocess.run([sys.executable, "-c", PRELUDE, "clean", "--remote", "--config",
-                           str(conf)], env=run_env, capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-m", "kafkatier.cli.main", "clean", "--remote",
+                           "--config", str(conf)], env=run_env, capture_output=True, text=True,
                           timeout=240)  # fmt: skip
     print(crash, done.returncode, done.stdout[-2000:], done.stderr[-3000:])
     return done.returncode

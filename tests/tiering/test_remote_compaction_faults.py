@@ -6,11 +6,10 @@ and the next pass converges."""
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fault_proxy import FaultProxy, OutageAfterFirstObject
+from fault_proxy import FaultProxy, OutageAfterFirstObject, impatient_store
 from test_remote_compaction import TOPIC, append, assert_no_orphans, settings, tier
 from test_remote_compaction_crash import restored_rows
 from test_remote_compaction_support import (
@@ -31,16 +30,8 @@ from kafkatier.tiering.remote_read import RemoteLogReader
 from kafkatier.tiering.s3store import S3Store
 
 
-@pytest.fixture
-def proxy(s3_env) -> Iterator[FaultProxy]:
-    server = FaultProxy(int(s3_env.endpoint.rsplit(":", 1)[1]))
-    yield server
-    server.close()
-
-
 def _store(url: str, endpoint: str, attempts: int = 8) -> S3Store:
-    return S3Store(url, endpoint_url=endpoint, region="us-east-1", max_attempts=attempts,
-                   read_timeout=2, connect_timeout=2, max_concurrency=2)  # fmt: skip
+    return impatient_store(url, endpoint, attempts)
 
 
 def _prepare(tmp_path: Path, direct: S3Store) -> tuple[Path, list[tuple[object, ...]],

@@ -5,10 +5,8 @@ no object is ever deleted while a FINISHED entry of the manifest still names it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 from fault_proxy import FaultProxy
 from test_remote_retention_crash import TP, _converged, _named_objects_exist
 from tier_fixtures import write_tiered
@@ -25,12 +23,6 @@ from kafkatier.tiering.tierer import Tierer
 DELETE_FAULTS = ["500", "reset-down:20", "503", "reset-up:30"]
 MANIFEST_FAULTS = ["reset-down:20", "500"]
 
-
-@pytest.fixture
-def proxy(s3_env) -> Iterator[FaultProxy]:
-    server = FaultProxy(int(s3_env.endpoint.rsplit(":", 1)[1]))
-    yield server
-    server.close()
 
 
 class _FaultyStore(S3Store):
