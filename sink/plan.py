@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kafkatier.sink.encode import CHUNK_BYTES, CHUNK_SCHEMA, Encode, EncodePlan, TopicPlan
+from kafkatier.sink.jvm import JvmEncoder, input_error
 from kafkatier.sink.stage import read_spans
 from kafkatier.sink.txn import next_sequences, topic_partitions
 from kafkatier.storage.config import LogConfig
@@ -75,18 +76,27 @@ class Piece:
     source: str  # the staging file, or "<fetched>", for error messages
 
 
-def encoded_pieces(df: DataFrame, plan: EncodePlan) -> Iterator[Piece]:
-    """The micro-batch encoded by one parallel ``mapInArrow`` job, piece by piece in task order.
+def encoded_pieces(
+    df: DataFrame, plan: EncodePlan, jvm: JvmEncoder | None = None
+) -> Iterator[Piece]:
+    """The micro-batch encoded by one parallel job, piece by piece in task order: the JVM
+    encoder's (:mod:`kafkatier.sink.jvm`) when given, else a ``mapInArrow`` of Python workers.
 
     Staged (``plan.staging_dir``): the job returns where each piece is (a few small rows per
     task, collected) and the driver reads the pieces from the staging files one at a time.
     Fetched: the job persists the pieces to executor disk, and ``toLocalIterator`` brings them
     one task at a time; the driver checks them against the job's own summary."""
-    encoded = df.mapInArrow(Encode(plan), CHUNK_SCHEMA)
-    if plan.staging_dir is not None:
-        yield from _staged(encoded.collect())
-    else:
-        yield from _fetched(encoded)
+    encoded = jvm.encode(df, plan) if jvm is not None else df.mapInArrow(Encode(plan), CHUNK_SCHEMA)
+    try:
+        if plan.staging_dir is not None:
+            yield from _staged(encoded.collect())
+        else:
+            yield from _fetched(encoded)
+    except Exception as exc:
+        mapped = input_error(exc)  # bad input found by the JVM encoder: the sink's own error
+        if mapped is None:
+            raise
+        raise mapped from None
 
 
 def _staged(rows: list[Any]) -> Iterator[Piece]:

@@ -1,0 +1,109 @@
+package io.kafkatier.sink;
+
+import java.util.Arrays;
+
+/**
+ * A growable byte array with the big-endian integers and zig-zag varints of Kafka's record
+ * format (kafka-format.md section 1.3). One instance per open batch and per compressed
+ * output: the encoder writes straight into its array, with no per-record objects.
+ */
+final class Bytes {
+  byte[] data;
+  int size;
+
+  Bytes(int capacity) {
+    data = new byte[Math.max(capacity, 64)];
+  }
+
+  void ensure(int extra) {
+    long need = (long) size + extra;
+    if (need > data.length) {
+      if (need > Integer.MAX_VALUE - 16) {
+        throw new IllegalStateException("encoded data over 2 GiB in one buffer");
+      }
+      data = Arrays.copyOf(data, (int) Math.max(need, Math.min(2L * data.length, Integer.MAX_VALUE - 16)));
+    }
+  }
+
+  void reset() {
+    size = 0;
+  }
+
+  void put(byte[] src, int off, int len) {
+    ensure(len);
+    System.arraycopy(src, off, data, size, len);
+    size += len;
+  }
+
+  void putByte(int v) {
+    ensure(1);
+    data[size++] = (byte) v;
+  }
+
+  void putShort(int v) {
+    ensure(2);
+    data[size++] = (byte) (v >>> 8);
+    data[size++] = (byte) v;
+  }
+
+  void putInt(int v) {
+    ensure(4);
+    setInt(size, v);
+    size += 4;
+  }
+
+  void putLong(long v) {
+    putInt((int) (v >>> 32));
+    putInt((int) v);
+  }
+
+  void setInt(int at, int v) {
+    data[at] = (byte) (v >>> 24);
+    data[at + 1] = (byte) (v >>> 16);
+    data[at + 2] = (byte) (v >>> 8);
+    data[at + 3] = (byte) v;
+  }
+
+  void setIntLE(int at, int v) {
+    data[at] = (byte) v;
+    data[at + 1] = (byte) (v >>> 8);
+    data[at + 2] = (byte) (v >>> 16);
+    data[at + 3] = (byte) (v >>> 24);
+  }
+
+  /** Zig-zag varint (Kafka's ByteUtils.writeVarint). */
+  void putVarint(int v) {
+    putUnsignedVarlong(((long) ((v << 1) ^ (v >> 31))) & 0xFFFFFFFFL);
+  }
+
+  /** Zig-zag varlong (Kafka's ByteUtils.writeVarlong). */
+  void putVarlong(long v) {
+    putUnsignedVarlong((v << 1) ^ (v >> 63));
+  }
+
+  private void putUnsignedVarlong(long v) {
+    ensure(10);
+    while ((v & ~0x7FL) != 0) {
+      data[size++] = (byte) ((v & 0x7F) | 0x80);
+      v >>>= 7;
+    }
+    data[size++] = (byte) v;
+  }
+
+  static int sizeOfVarint(int v) {
+    return sizeOfUnsigned(((long) ((v << 1) ^ (v >> 31))) & 0xFFFFFFFFL);
+  }
+
+  static int sizeOfVarlong(long v) {
+    return sizeOfUnsigned((v << 1) ^ (v >> 63));
+  }
+
+  private static int sizeOfUnsigned(long v) {
+    int bytes = 1;
+    while ((v & ~0x7FL) != 0) {
+      bytes++;
+      v >>>= 7;
+    }
+    return bytes;
+  }
+}

@@ -1,0 +1,92 @@
+package io.kafkatier.sink;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import java.io.IOException;
+import java.io.Serializable;
+import java.io.UncheckedIOException;
+import java.util.HashMap;
+import java.util.Map;
+
+/**
+ * What the executors are told for one micro-batch: the JSON form of Python's
+ * kafkatier.sink.encode.EncodePlan (sink/jvm.py writes it), shipped with the tasks.
+ *
+ * <pre>
+ * {"fixed_topic": "events" | null, "topics": {"events": [partitions, max_batch_bytes], ...},
+ *  "new_topic": [partitions, max_batch_bytes] | null, "codec": 0-4, "level": int | null,
+ *  "producer_id": long, "producer_epoch": short, "write_time_ms": long,
+ *  "staging_dir": "/tmp/..." | null}
+ * </pre>
+ */
+final class EncodePlan implements Serializable {
+  private static final long serialVersionUID = 1L;
+  static final int INT32_MAX_BATCH = Integer.MAX_VALUE;
+
+  final String fixedTopic;
+  final Map<String, int[]> topics = new HashMap<>();
+  final int[] newTopic;
+  final int codecId;
+  final Integer level;
+  final long producerId;
+  final short producerEpoch;
+  final long writeTimeMs;
+  final String stagingDir;
+
+  private EncodePlan(JsonNode root) {
+    fixedTopic = text(root.get("fixed_topic"));
+    for (Map.Entry<String, JsonNode> e : root.get("topics").properties()) {
+      topics.put(e.getKey(), pair(e.getValue()));
+    }
+    newTopic = pair(root.get("new_topic"));
+    codecId = root.get("codec").asInt();
+    JsonNode lvl = root.get("level");
+    level = lvl == null || lvl.isNull() ? null : lvl.asInt();
+    producerId = root.get("producer_id").asLong();
+    producerEpoch = (short) root.get("producer_epoch").asInt();
+    writeTimeMs = root.get("write_time_ms").asLong();
+    stagingDir = text(root.get("staging_dir"));
+  }
+
+  static EncodePlan parse(String json) {
+    try {
+      return new EncodePlan(new ObjectMapper().readTree(json));
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    }
+  }
+
+  /** [partitions, max.message.bytes] of a topic; an unknown one without new_topic is an error. */
+  int[] topic(String name) {
+    int[] plan = topics.get(name);
+    if (plan == null) {
+      plan = newTopic;
+    }
+    if (plan == null) {
+      throw InputError.schema("column 'topic': unknown topic '" + name + "' (not in the log dir) "
+          + "and the sink has no partitions= for new topics; fix: pass "
+          + "KafkaLogSink(..., partitions=N)");
+    }
+    return plan;
+  }
+
+  /** Header + uncompressed records a batch may take (storage/_arrow_encode.py's _limits). */
+  int batchLimit(int maxBatchBytes) {
+    long limit = Math.min((long) maxBatchBytes, (long) INT32_MAX_BATCH);
+    if (codecId != Compression.NONE) {
+      limit -= 64 + limit / 512; // room for the codec's framing on incompressible data
+    }
+    return (int) limit;
+  }
+
+  private static String text(JsonNode node) {
+    return node == null || node.isNull() ? null : node.asText();
+  }
+
+  private static int[] pair(JsonNode node) {
+    if (node == null || node.isNull()) {
+      return null;
+    }
+    return new int[] {node.get(0).asInt(), node.get(1).asInt()};
+  }
+}

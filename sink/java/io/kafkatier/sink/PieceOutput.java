@@ -1,0 +1,116 @@
+package io.kafkatier.sink;
+
+import java.io.File;
+import java.io.FileNotFoundException;
+import java.io.FileOutputStream;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.util.ArrayList;
+import java.util.List;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.RowFactory;
+
+/**
+ * Where a task's closed batches go, and the rows that tell the driver where they are: one row
+ * per piece of consecutive batches of one Kafka partition, at most CHUNK_BYTES (a single batch
+ * may exceed it), in the schema of sink/encode.py's CHUNK_SCHEMA: (task, topic, partition,
+ * records, path, position, length, data). Staged: the batches are appended to the task
+ * attempt's staging file (sink/stage.py) and the row holds path/position/length; otherwise the
+ * row carries the bytes in data.
+ */
+final class PieceOutput implements AutoCloseable {
+  static final int CHUNK_BYTES = 4 * 1024 * 1024;
+
+  private final int task;
+  private final String path;
+  private final FileOutputStream file;
+  private final List<Row> rows = new ArrayList<>();
+  private final Bytes pending = new Bytes(1024 * 1024); // inline mode: the open piece's bytes
+  private long written; // staged: bytes in the file
+  private String topic; // the open piece
+  private int partition;
+  private long records;
+  private long start;
+  private long length;
+
+  PieceOutput(int task, String stagingDir, long attempt) {
+    this.task = task;
+    if (stagingDir == null) {
+      path = null;
+      file = null;
+      return;
+    }
+    File dir = new File(stagingDir);
+    if (!dir.isDirectory()) {
+      throw new IllegalStateException("staging directory " + stagingDir + " is not visible on "
+          + "this executor; fix: pass KafkaLogSink(..., staging='<a directory every executor "
+          + "and the driver share>') or staging=False (encoded bytes then travel through the "
+          + "driver JVM)");
+    }
+    File f = new File(dir, "task-" + task + "-" + attempt + ".kbatches");
+    path = f.getPath();
+    try {
+      file = new FileOutputStream(f);
+    } catch (FileNotFoundException e) {
+      throw new UncheckedIOException(e);
+    }
+  }
+
+  /** Takes the closed batches in buf (all of one partition, `count` records). */
+  void add(String t, int p, Bytes buf, int count) {
+    boolean extend = topic != null && topic.equals(t) && partition == p
+        && length + buf.size <= CHUNK_BYTES;
+    if (!extend) {
+      emit();
+      topic = t;
+      partition = p;
+      start = written;
+    }
+    if (file != null) {
+      try {
+        file.write(buf.data, 0, buf.size);
+      } catch (IOException e) {
+        throw new UncheckedIOException("writing " + path, e);
+      }
+    } else {
+      pending.put(buf.data, 0, buf.size);
+    }
+    written += buf.size;
+    length += buf.size;
+    records += count;
+  }
+
+  private void emit() {
+    if (topic == null || length == 0) {
+      return;
+    }
+    if (file != null) {
+      rows.add(RowFactory.create(task, topic, partition, records, path, start, length, null));
+    } else {
+      byte[] data = java.util.Arrays.copyOf(pending.data, pending.size);
+      rows.add(RowFactory.create(task, topic, partition, records, null, null, null, data));
+      pending.reset();
+    }
+    topic = null;
+    records = 0;
+    length = 0;
+  }
+
+  /** The rows for every piece, once all batches are in. */
+  List<Row> finish() {
+    emit();
+    close();
+    return rows;
+  }
+
+  @Override
+  public void close() {
+    if (file != null) {
+      try {
+        file.close();
+      } catch (IOException e) {
+        throw new UncheckedIOException("closing " + path, e);
+      }
+    }
+  }
+}

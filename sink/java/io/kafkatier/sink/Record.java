@@ -1,0 +1,65 @@
+package io.kafkatier.sink;
+
+/**
+ * One input row as the encoder needs it: reused for every row of a task (no per-row objects
+ * beyond the byte arrays Spark's getBinary copies out).
+ */
+final class Record {
+  byte[] key; // null: no key
+  byte[] value; // null: a tombstone
+  byte[][] headerKeys = new byte[4][];
+  byte[][] headerValues = new byte[4][]; // an element null: a null header value
+  int headerCount;
+  long timestamp; // milliseconds
+  String topic;
+  int partition;
+  boolean partitionGiven;
+
+  void addHeader(byte[] k, byte[] v) {
+    if (headerCount == headerKeys.length) {
+      headerKeys = java.util.Arrays.copyOf(headerKeys, 2 * headerCount);
+      headerValues = java.util.Arrays.copyOf(headerValues, 2 * headerCount);
+    }
+    headerKeys[headerCount] = k;
+    headerValues[headerCount] = v;
+    headerCount++;
+  }
+
+  /** The record's size after its length prefix (Kafka's DefaultRecord.sizeOfBodyInBytes). */
+  int bodySize(int offsetDelta, long timestampDelta) {
+    int size = 1 + Bytes.sizeOfVarlong(timestampDelta) + Bytes.sizeOfVarint(offsetDelta);
+    size += sizeOfBytes(key) + sizeOfBytes(value) + Bytes.sizeOfVarint(headerCount);
+    for (int i = 0; i < headerCount; i++) {
+      size += sizeOfBytes(headerKeys[i]) + sizeOfBytes(headerValues[i]);
+    }
+    return size;
+  }
+
+  /** Record v2 (kafka-format.md section 1.3): length, attributes 0, deltas, key, value, headers. */
+  void writeTo(Bytes out, int bodySize, int offsetDelta, long timestampDelta) {
+    out.putVarint(bodySize);
+    out.putByte(0);
+    out.putVarlong(timestampDelta);
+    out.putVarint(offsetDelta);
+    putBytes(out, key);
+    putBytes(out, value);
+    out.putVarint(headerCount);
+    for (int i = 0; i < headerCount; i++) {
+      putBytes(out, headerKeys[i]);
+      putBytes(out, headerValues[i]);
+    }
+  }
+
+  private static int sizeOfBytes(byte[] b) {
+    return b == null ? 1 : Bytes.sizeOfVarint(b.length) + b.length;
+  }
+
+  private static void putBytes(Bytes out, byte[] b) {
+    if (b == null) {
+      out.putVarint(-1);
+    } else {
+      out.putVarint(b.length);
+      out.put(b, 0, b.length);
+    }
+  }
+}

@@ -1,0 +1,120 @@
+package io.kafkatier.sink;
+
+import java.io.Serializable;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.util.ArrayData;
+import org.apache.spark.sql.types.ByteType;
+import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.ShortType;
+import org.apache.spark.sql.types.StringType;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.unsafe.types.UTF8String;
+
+/**
+ * Reads the sink's input columns (those of Spark's Kafka sink, already checked on the driver
+ * by sink/schema.py) out of Spark's internal rows into a reusable {@link Record}: binary or
+ * string key and value, array of (key string, value binary) headers, int/short/byte partition,
+ * timestamp (microseconds, kept as milliseconds rounded down), topic.
+ */
+final class RowReader implements Serializable {
+  private static final long serialVersionUID = 1L;
+  private final int key;
+  private final int value;
+  private final int headers;
+  private final int partition;
+  private final int timestamp;
+  private final int topic;
+  private final boolean keyString;
+  private final boolean valueString;
+  private final int partitionWidth; // 1, 2 or 4 bytes
+  private final int headerKey;
+  private final int headerValue;
+
+  RowReader(StructType schema) {
+    key = ordinal(schema, "key");
+    value = ordinal(schema, "value");
+    headers = ordinal(schema, "headers");
+    partition = ordinal(schema, "partition");
+    timestamp = ordinal(schema, "timestamp");
+    topic = ordinal(schema, "topic");
+    keyString = key >= 0 && schema.fields()[key].dataType() instanceof StringType;
+    valueString = schema.fields()[value].dataType() instanceof StringType;
+    DataType p = partition >= 0 ? schema.fields()[partition].dataType() : null;
+    partitionWidth = p instanceof ByteType ? 1 : p instanceof ShortType ? 2 : 4;
+    if (headers >= 0) {
+      StructType inner = (StructType) ((org.apache.spark.sql.types.ArrayType)
+          schema.fields()[headers].dataType()).elementType();
+      headerKey = inner.fieldIndex("key");
+      headerValue = inner.fieldIndex("value");
+    } else {
+      headerKey = -1;
+      headerValue = -1;
+    }
+  }
+
+  boolean hasTopic() {
+    return topic >= 0;
+  }
+
+  /** Fills r from row; rowIndex (within the task) names the row in errors. */
+  void read(InternalRow row, Record r, long defaultTimestamp, long rowIndex) {
+    r.key = bytes(row, key, keyString);
+    r.value = bytes(row, value, valueString);
+    r.headerCount = 0;
+    if (headers >= 0 && !row.isNullAt(headers)) {
+      readHeaders(row.getArray(headers), r, rowIndex);
+    }
+    r.partitionGiven = partition >= 0 && !row.isNullAt(partition);
+    if (r.partitionGiven) {
+      r.partition = partitionWidth == 1 ? row.getByte(partition)
+          : partitionWidth == 2 ? row.getShort(partition) : row.getInt(partition);
+    }
+    r.timestamp = defaultTimestamp;
+    if (timestamp >= 0 && !row.isNullAt(timestamp)) {
+      r.timestamp = Math.floorDiv(row.getLong(timestamp), 1000L);
+      if (r.timestamp < -1) {
+        throw InputError.invalid("invalid negative timestamp " + r.timestamp
+            + " in column 'timestamp' row " + rowIndex + "; fix: timestamps before 1970 "
+            + "cannot be stored in Kafka");
+      }
+    }
+    r.topic = topic >= 0 && !row.isNullAt(topic) ? row.getUTF8String(topic).toString() : null;
+  }
+
+  private void readHeaders(ArrayData list, Record r, long rowIndex) {
+    for (int i = 0; i < list.numElements(); i++) {
+      if (list.isNullAt(i)) {
+        throw InputError.invalid("null header in column 'headers' row " + rowIndex
+            + "; fix: drop null elements (e.g. filter(headers, h -> h IS NOT NULL))");
+      }
+      InternalRow h = list.getStruct(i, 2);
+      if (h.isNullAt(headerKey)) {
+        throw InputError.invalid("null header key in column 'headers' row " + rowIndex
+            + "; fix: give every header a key");
+      }
+      byte[] v = h.isNullAt(headerValue) ? null : h.getBinary(headerValue);
+      r.addHeader(h.getUTF8String(headerKey).getBytes(), v);
+    }
+  }
+
+  private static byte[] bytes(InternalRow row, int ordinal, boolean string) {
+    if (ordinal < 0 || row.isNullAt(ordinal)) {
+      return null;
+    }
+    if (string) {
+      UTF8String s = row.getUTF8String(ordinal);
+      return s.getBytes();
+    }
+    return row.getBinary(ordinal);
+  }
+
+  private static int ordinal(StructType schema, String name) {
+    String[] names = schema.fieldNames();
+    for (int i = 0; i < names.length; i++) {
+      if (names[i].equals(name)) {
+        return i;
+      }
+    }
+    return -1;
+  }
+}

@@ -1,0 +1,157 @@
+package io.kafkatier.sink;
+
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.Iterator;
+import java.util.List;
+import java.util.Map;
+import org.apache.spark.TaskContext;
+import org.apache.spark.api.java.function.Function2;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.catalyst.InternalRow;
+
+/**
+ * One Spark task of the sink's encode job: routes each row to its Kafka partition as a Kafka
+ * producer would (an explicit partition wins, a key goes to murmur2(key) % partitions, keyless
+ * rows round robin from the task's index) and appends it to that partition's open batch. A
+ * batch closes when the next record would take it past the topic's max.message.bytes, when the
+ * open batches of the task together pass OPEN_BUDGET (the largest one closes: memory stays
+ * bounded whatever the partition count), or at the end. Records keep their input order within
+ * each partition. Bad input fails the task before the driver writes anything.
+ */
+final class TaskEncoder implements Function2<Integer, Iterator<InternalRow>, Iterator<Row>> {
+  private static final long serialVersionUID = 1L;
+  static final long OPEN_BUDGET = 32L * 1024 * 1024;
+
+  private final EncodePlan plan;
+  private final RowReader reader;
+
+  TaskEncoder(EncodePlan plan, RowReader reader) {
+    this.plan = plan;
+    this.reader = reader;
+  }
+
+  /** Per topic: partition count, batch limits, open batches and the keyless rows so far. */
+  private static final class TopicState {
+    final int partitions;
+    final int maxBatchBytes;
+    final int limit;
+    final BatchBuilder[] open;
+    long keyless;
+
+    TopicState(int[] plan, int limit, int task) {
+      partitions = plan[0];
+      maxBatchBytes = plan[1];
+      this.limit = limit;
+      open = new BatchBuilder[partitions];
+      keyless = task;
+    }
+  }
+
+  @Override
+  public Iterator<Row> call(Integer task, Iterator<InternalRow> rows) {
+    TaskContext ctx = TaskContext.get();
+    long attempt = ctx == null ? 0 : ctx.taskAttemptId();
+    try (PieceOutput out = new PieceOutput(task, plan.stagingDir, attempt)) {
+      Run run = new Run(task, out);
+      Record r = new Record();
+      long index = 0;
+      while (rows.hasNext()) {
+        reader.read(rows.next(), r, plan.writeTimeMs, index);
+        run.add(r, index++);
+      }
+      run.closeAll();
+      return out.finish().iterator();
+    }
+  }
+
+  /** The state of one task attempt. */
+  private final class Run {
+    private final int task;
+    private final PieceOutput out;
+    private final Compression codec = new Compression(plan.codecId, plan.level);
+    private final Map<String, TopicState> topics = new HashMap<>();
+    private final List<BatchBuilder> builders = new ArrayList<>();
+    private final Bytes batch = new Bytes(1024 * 1024);
+    private long openBytes;
+
+    Run(int task, PieceOutput out) {
+      this.task = task;
+      this.out = out;
+    }
+
+    void add(Record r, long index) {
+      String name = plan.fixedTopic != null ? plan.fixedTopic : r.topic;
+      if (name == null) {
+        throw InputError.schema("column 'topic' is null in row " + index + " of Spark "
+            + "partition " + task + "; fix: fill it, or pass KafkaLogSink(..., topic=...)");
+      }
+      TopicState t = topics.get(name);
+      if (t == null) {
+        int[] p = plan.topic(name);
+        t = new TopicState(p, plan.batchLimit(p[1]), task);
+        topics.put(name, t);
+      }
+      int p = partitionOf(r, t, index);
+      BatchBuilder b = t.open[p];
+      if (b == null) {
+        b = new BatchBuilder(name, p, t.limit);
+        t.open[p] = b;
+        builders.add(b);
+      }
+      int before = b.records.size;
+      if (!b.tryAdd(r)) {
+        close(b, t);
+        before = 0;
+        b.tryAdd(r);
+      }
+      openBytes += b.records.size - before;
+      if (openBytes > OPEN_BUDGET) {
+        closeLargest();
+      }
+    }
+
+    private int partitionOf(Record r, TopicState t, long index) {
+      if (r.partitionGiven) {
+        if (r.partition >= t.partitions || r.partition < 0) {
+          throw InputError.schema("column 'partition' row " + index + ": partition "
+              + r.partition + " is outside [0, " + t.partitions + "); the topic has "
+              + t.partitions + " partitions (row index within Spark partition " + task + ")");
+        }
+        return r.partition;
+      }
+      if (r.key != null) {
+        return Murmur2.partition(r.key, t.partitions);
+      }
+      return (int) (t.keyless++ % t.partitions);
+    }
+
+    private void close(BatchBuilder b, TopicState t) {
+      int count = b.count;
+      openBytes -= b.records.size;
+      batch.reset();
+      b.closeInto(batch, plan, codec, t.maxBatchBytes);
+      out.add(b.topic, b.partition, batch, count);
+    }
+
+    private void closeLargest() {
+      BatchBuilder largest = builders.get(0);
+      for (BatchBuilder b : builders) {
+        if (b.records.size > largest.records.size) {
+          largest = b;
+        }
+      }
+      close(largest, topics.get(largest.topic));
+    }
+
+    void closeAll() {
+      builders.sort((x, y) -> x.topic.equals(y.topic)
+          ? Integer.compare(x.partition, y.partition) : x.topic.compareTo(y.topic));
+      for (BatchBuilder b : builders) {
+        if (b.count > 0) {
+          close(b, topics.get(b.topic));
+        }
+      }
+    }
+  }
+}
