@@ -43,9 +43,10 @@ SOURCES: Final = Path(__file__).resolve().parent / "java"
 ENCODER_CLASS: Final = "io.kafkatier.sink.JvmEncoder"
 CACHE_ENV: Final = "KAFKATIER_CACHE_DIR"
 ENCODERS: Final = ("auto", "jvm", "python")
+OPEN_BUDGET_BYTES = 32 * 1024 * 1024  # per task: open batches held before the largest closes
 _LOCK: Final = threading.Lock()
 _LOADED: list[JvmEncoder] = []  # the encoder of the current SparkContext
-_ERROR = re.compile(r"io\.kafkatier\.sink\.InputError: \[(\w+)\] ([^\r\n]*)")
+_ERROR = re.compile(r"kafkatier input error \[(\w+)\] ([^\r\n]*)")
 _ERRORS: Final[dict[str, type[KafkaTierError]]] = {
     "SinkSchemaError": SinkSchemaError,
     "RecordTooLargeError": RecordTooLargeError,
@@ -135,7 +136,7 @@ class JvmEncoder:
         """The encoder of ``df``'s SparkContext, loaded once per context: py4j caches methods
         by class name, so a second class loader's copy of the class would meet the first
         copy's methods ("object is not an instance of declaring class")."""
-        sc = getattr(df.sparkSession, "sparkContext", None)
+        sc = _context(df)
         if sc is None or getattr(df, "_jdf", None) is None:
             raise JvmEncoderUnavailable("Spark Connect session: no JVM to load the encoder into")
         with _LOCK:
@@ -166,6 +167,14 @@ class JvmEncoder:
         return SparkDataFrame(self.handle.encode(df._jdf, plan_json(plan)), df.sparkSession)
 
 
+def _context(df: DataFrame) -> Any:
+    """The SparkContext behind ``df``; None under Spark Connect (which raises on access)."""
+    try:
+        return df.sparkSession.sparkContext
+    except Exception:
+        return None
+
+
 def plan_json(plan: EncodePlan) -> str:
     """The plan as ``EncodePlan.java`` reads it."""
     new = plan.new_topic
@@ -175,12 +184,12 @@ def plan_json(plan: EncodePlan) -> str:
         "new_topic": None if new is None else [new.partitions, new.max_batch_bytes],
         "codec": int(plan.codec), "level": plan.level, "producer_id": plan.producer_id,
         "producer_epoch": plan.producer_epoch, "write_time_ms": plan.write_time_ms,
-        "staging_dir": plan.staging_dir,
+        "staging_dir": plan.staging_dir, "open_budget": OPEN_BUDGET_BYTES,
     })  # fmt: skip
 
 
 def input_error(exc: BaseException) -> KafkaTierError | None:
-    """The sink error an executor's ``InputError`` stands for, from the failed job's message."""
+    """The sink error an executor's ``InputError.java`` stands for, from the job's message."""
     found = _ERROR.search(str(exc))
     if found is None:
         return None
@@ -200,7 +209,7 @@ class EncoderChoice:
     def for_frame(self, df: DataFrame) -> JvmEncoder | None:
         if self.encoder == "python":
             return None
-        sc = getattr(df.sparkSession, "sparkContext", None)
+        sc = _context(df)
         if self.loaded is not None and self.loaded.context is sc:
             return self.loaded
         if self.failed_for is not None and self.failed_for is sc:

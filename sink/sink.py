@@ -66,6 +66,7 @@ from kafkatier.sink.bookkeeping import (
     save_state,
 )
 from kafkatier.sink.encode import EncodePlan
+from kafkatier.sink.jvm import EncoderChoice
 from kafkatier.sink.plan import SinkSettings, build_plan, encoded_pieces
 from kafkatier.sink.schema import InputColumns, SinkSchemaError, check_schema, normalize
 from kafkatier.sink.stage import (
@@ -120,6 +121,7 @@ class KafkaLogSink:
         config: Mapping[str, str] | None = None,
         compression_level: int | None = None,
         staging: str | Path | bool | None = None,
+        encoder: str = "auto",
     ) -> None:
         self.log_dir = Path(log_dir)
         self.topic = topic
@@ -138,6 +140,7 @@ class KafkaLogSink:
         self.sink_id = chosen
         self.staging = staging
         self.staging_root = sink_staging_root(staging_base(staging), self.log_dir, chosen)
+        self.encoder = EncoderChoice(encoder)
         self._epoch: int | None = None
         self._logs: LogDirectory | None = None
 
@@ -276,7 +279,7 @@ class KafkaLogSink:
             encode_plan = dataclasses.replace(encode_plan, staging_dir=str(batch_dir))
         try:
             return append_pieces(
-                encoded_pieces(normalize(df, cols), encode_plan),
+                encoded_pieces(normalize(df, cols), encode_plan, self.encoder.for_frame(df)),
                 sequences,
                 self._log_for,
                 lambda: _crash_point("after-append", batch_id),

@@ -29,6 +29,14 @@ final class Bytes {
     size = 0;
   }
 
+  /** Empties the buffer and gives a large array back to the heap. */
+  void release() {
+    size = 0;
+    if (data.length > 64 * 1024) {
+      data = new byte[64 * 1024];
+    }
+  }
+
   void put(byte[] src, int off, int len) {
     ensure(len);
     System.arraycopy(src, off, data, size, len);

@@ -16,7 +16,7 @@ import java.util.Map;
  * {"fixed_topic": "events" | null, "topics": {"events": [partitions, max_batch_bytes], ...},
  *  "new_topic": [partitions, max_batch_bytes] | null, "codec": 0-4, "level": int | null,
  *  "producer_id": long, "producer_epoch": short, "write_time_ms": long,
- *  "staging_dir": "/tmp/..." | null}
+ *  "staging_dir": "/tmp/..." | null, "open_budget": bytes}
  * </pre>
  */
 final class EncodePlan implements Serializable {
@@ -32,6 +32,7 @@ final class EncodePlan implements Serializable {
   final short producerEpoch;
   final long writeTimeMs;
   final String stagingDir;
+  final long openBudget; // bytes of open batches a task may hold before closing the largest
 
   private EncodePlan(JsonNode root) {
     fixedTopic = text(root.get("fixed_topic"));
@@ -46,6 +47,7 @@ final class EncodePlan implements Serializable {
     producerEpoch = (short) root.get("producer_epoch").asInt();
     writeTimeMs = root.get("write_time_ms").asLong();
     stagingDir = text(root.get("staging_dir"));
+    openBudget = root.get("open_budget").asLong();
   }
 
   static EncodePlan parse(String json) {

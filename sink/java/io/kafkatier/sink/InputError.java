@@ -1,27 +1,31 @@
 package io.kafkatier.sink;
 
 /**
- * A micro-batch the sink cannot write (bad partition, unknown topic, record too large, ...),
- * found on an executor before anything reaches the log. The message starts with the name of
- * the Python error the driver raises for it ({@code [SinkSchemaError] column 'partition' ...}),
- * because only the message text survives the trip from executor to driver.
+ * Errors for a micro-batch the sink cannot write (bad partition, unknown topic, record too
+ * large, ...), found on an executor before anything reaches the log. They are plain
+ * IllegalArgumentExceptions whose message starts with {@link #MARK} and the name of the Python
+ * error the driver raises for it ({@code kafkatier input error [SinkSchemaError] column ...}):
+ * the driver's class loader does not know this jar's classes, so an exception class of our own
+ * would reach it as "UnknownReason"; a JDK class with its message arrives intact.
  */
-public final class InputError extends RuntimeException {
-  private static final long serialVersionUID = 1L;
+final class InputError {
+  static final String MARK = "kafkatier input error ";
 
-  InputError(String pythonType, String message) {
-    super("[" + pythonType + "] " + message);
+  private InputError() {}
+
+  private static IllegalArgumentException of(String pythonType, String message) {
+    return new IllegalArgumentException(MARK + "[" + pythonType + "] " + message);
   }
 
-  static InputError schema(String message) {
-    return new InputError("SinkSchemaError", message);
+  static IllegalArgumentException schema(String message) {
+    return of("SinkSchemaError", message);
   }
 
-  static InputError tooLarge(String message) {
-    return new InputError("RecordTooLargeError", message);
+  static IllegalArgumentException tooLarge(String message) {
+    return of("RecordTooLargeError", message);
   }
 
-  static InputError invalid(String message) {
-    return new InputError("InvalidRecordError", message);
+  static IllegalArgumentException invalid(String message) {
+    return of("InvalidRecordError", message);
   }
 }

@@ -15,13 +15,14 @@ import org.apache.spark.sql.catalyst.InternalRow;
  * producer would (an explicit partition wins, a key goes to murmur2(key) % partitions, keyless
  * rows round robin from the task's index) and appends it to that partition's open batch. A
  * batch closes when the next record would take it past the topic's max.message.bytes, when the
- * open batches of the task together pass OPEN_BUDGET (the largest one closes: memory stays
- * bounded whatever the partition count), or at the end. Records keep their input order within
+ * open batches of the task together pass the plan's open budget (the largest one closes, and
+ * with many partitions gives its buffer back: memory stays bounded whatever the partition
+ * count), or at the end. Records keep their input order within
  * each partition. Bad input fails the task before the driver writes anything.
  */
 final class TaskEncoder implements Function2<Integer, Iterator<InternalRow>, Iterator<Row>> {
   private static final long serialVersionUID = 1L;
-  static final long OPEN_BUDGET = 32L * 1024 * 1024;
+  private static final int FEW_PARTITIONS = 16; // up to this many open batches keep their buffers
 
   private final EncodePlan plan;
   private final RowReader reader;
@@ -106,7 +107,7 @@ final class TaskEncoder implements Function2<Integer, Iterator<InternalRow>, Ite
         b.tryAdd(r);
       }
       openBytes += b.records.size - before;
-      if (openBytes > OPEN_BUDGET) {
+      if (openBytes > plan.openBudget) {
         closeLargest();
       }
     }
@@ -142,6 +143,9 @@ final class TaskEncoder implements Function2<Integer, Iterator<InternalRow>, Ite
         }
       }
       close(largest, topics.get(largest.topic));
+      if (builders.size() > FEW_PARTITIONS) {
+        largest.records.release();
+      }
     }
 
     void closeAll() {

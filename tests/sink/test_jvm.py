@@ -1,0 +1,226 @@
+"""The sink's JVM encoder (sink/jvm.py + sink/java) against the Python encoder and independent
+parsers, through a real local SparkSession: same records, same placement, valid batches for
+kafka-python, the sink's errors for bad input, bounded memory, and the fallback without a JDK."""
+
+from __future__ import annotations
+
+import logging
+import random
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from kafka.record.default_records import DefaultRecordBatch
+from test_sink import HEADER_TYPE, end_offsets, mixed_rows, read_topic
+from verify_fixtures import snappy_for_kafka_python
+
+from kafkatier.sink import KafkaLogSink, jvm
+from kafkatier.sink.jvm import EncoderChoice, JvmEncoderUnavailable, jar_path
+from kafkatier.sink.schema import SinkSchemaError
+from kafkatier.storage.errors import InvalidRecordError, RecordTooLargeError
+from kafkatier.storage.log_dir import LogDirectory
+from kafkatier.storage.log_reader import IsolationLevel
+from kafkatier.storage.partitioner import murmur2
+from kafkatier.storage.records import iter_batches
+from kafkatier.storage.verify import verify_paths
+
+CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
+ROWS = 3000
+
+
+def by_partition(log_dir: Path, topic: str, mixed: bool = True) -> dict[int, list[tuple[Any, ...]]]:
+    """Each partition's committed records as (key, value, headers, timestamp), in offset order;
+    the timestamp only where ``mixed_rows`` gave one (else it is the sink's write time)."""
+    out: dict[int, list[tuple[Any, ...]]] = {}
+    with LogDirectory(log_dir) as logs:
+        for log in logs:
+            if log.topic != topic:
+                continue
+            table = read_topic_log(log)
+            cols = [table.column(c).to_pylist() for c in ("key", "value", "headers", "timestamp")]
+            out[log.partition] = [
+                (k, v, h, t if not mixed or int(v[1:]) % 2 == 0 else None)
+                for k, v, h, t in zip(*cols, strict=True)
+            ]
+    return out
+
+
+def read_topic_log(log: Any) -> pa.Table:
+    from kafkatier.storage.log_arrow import read_arrow
+
+    return read_arrow(log, isolation=IsolationLevel.READ_COMMITTED)
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_jvm_and_python_encoders_write_the_same_records(
+    spark: Any, tmp_path: Path, codec: str
+) -> None:
+    df = mixed_rows(spark, ROWS).cache()
+    written = {}
+    for encoder in ("jvm", "python"):
+        log_dir = tmp_path / encoder
+        KafkaLogSink(log_dir, topic="t", partitions=4, compression=codec, encoder=encoder)(df, 0)
+        assert verify_paths([log_dir]) == []
+        written[encoder] = by_partition(log_dir, "t")
+    df.unpersist()
+    # explicit and keyed rows land alike; keyless ones are spread (round robin per task)
+    assert sum(len(v) for v in written["jvm"].values()) == ROWS
+    for p in range(4):
+        jvm_rows, py_rows = written["jvm"][p], written["python"][p]
+        assert [r for r in jvm_rows if r[0] is not None] == [r for r in py_rows if r[0] is not None]
+    every = sorted((r for rows in written["jvm"].values() for r in rows), key=repr)
+    assert every == sorted((r for rows in written["python"].values() for r in rows), key=repr)
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_kafka_python_parses_every_jvm_batch(spark: Any, tmp_path: Path, codec: str) -> None:
+    df = mixed_rows(spark, 500)
+    KafkaLogSink(tmp_path, topic="t", partitions=4, compression=codec, encoder="jvm")(df, 0)
+    values = []
+    with snappy_for_kafka_python():  # kafka-python's snappy needs python-snappy: cramjam shim
+        values = kafka_python_values(tmp_path, codec)
+    assert sorted(values) == sorted(f"v{i}" for i in range(500))
+
+
+def kafka_python_values(log_dir: Path, codec: str) -> list[str]:
+    values = []
+    for segment, position, raw_bytes in batches(log_dir):
+        raw = DefaultRecordBatch(bytearray(raw_bytes))
+        assert raw.validate_crc(), f"{segment} at {position}"
+        if not raw.is_control_batch:
+            assert raw.is_transactional and raw.compression_type == _codec_id(codec)
+            values.extend(bytes(r.value).decode() for r in raw)
+    return values
+
+
+def batches(log_dir: Path) -> list[tuple[Path, int, bytes]]:
+    """(segment, position, bytes) of every batch in every segment under ``log_dir``."""
+    found = []
+    for segment in sorted(log_dir.glob("*-*/*.log")):
+        data = segment.read_bytes()
+        position = 0
+        for batch in iter_batches(data, file=str(segment)):
+            found.append((segment, position, data[position : position + batch.size_in_bytes]))
+            position += batch.size_in_bytes
+    return found
+
+
+def _codec_id(codec: str) -> int:
+    return CODECS.index(codec) if codec != "none" else 0
+
+
+def test_murmur2_and_placement_match_kafkas(spark: Any, tmp_path: Path) -> None:
+    rng = random.Random(7)
+    keys = [rng.randbytes(rng.randrange(0, 40)) for _ in range(300)]
+    handle = jvm.JvmEncoder.load(spark.range(1)).handle
+    assert [handle.murmur2(bytearray(k)) for k in keys] == [murmur2(k) for k in keys]
+    rows = [(k, b"v") for k in keys]
+    df = spark.createDataFrame(rows, "key binary, value binary")
+    KafkaLogSink(tmp_path, topic="t", partitions=7, encoder="jvm")(df, 0)
+    placed = {p: {r[0] for r in rs} for p, rs in by_partition(tmp_path, "t", False).items()}
+    for key in keys:
+        assert key in placed[(murmur2(key) & 0x7FFFFFFF) % 7]
+
+
+def test_routing_string_columns_and_staging_off(spark: Any, tmp_path: Path) -> None:
+    df = spark.range(200).selectExpr(
+        "CONCAT('v', id) AS value",
+        "CASE WHEN id % 4 = 0 THEN NULL ELSE CONCAT('k', id) END AS key",
+        "CASE WHEN id % 3 = 0 THEN 'a' ELSE 'b' END AS topic",
+        "CAST(id % 2 AS TINYINT) AS partition",
+    )  # fmt: skip
+    sink = KafkaLogSink(tmp_path, partitions=2, sink_id="r", staging=False, encoder="jvm")
+    sink(df, 0)
+    a = read_topic(tmp_path, "a")
+    assert sorted(a.column("value").to_pylist()) == sorted(
+        f"v{i}".encode() for i in range(200) if i % 3 == 0
+    )
+    assert all(p == int(v[1:]) % 2 for p, v in zip(
+        a.column("partition").to_pylist(), (x.decode() for x in a.column("value").to_pylist()),
+        strict=True))  # fmt: skip
+    assert read_topic(tmp_path, "b").num_rows == 200 - a.num_rows
+    assert verify_paths([tmp_path]) == []
+
+
+def test_a_small_open_budget_closes_batches_early_and_loses_nothing(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(jvm, "OPEN_BUDGET_BYTES", 16 * 1024)
+    df = spark.range(0, 20000, 1, 2).selectExpr(
+        "CAST(CONCAT('k', id) AS BINARY) AS key", "CAST(repeat('x', 50) AS BINARY) AS value"
+    )
+    KafkaLogSink(tmp_path, topic="t", partitions=40, compression="lz4", encoder="jvm")(df, 0)
+    assert sum(end_offsets(tmp_path).values()) >= 20000
+    assert read_topic(tmp_path, "t").num_rows == 20000
+    sizes = [len(raw) for _, _, raw in batches(tmp_path)]
+    assert max(sizes) < 64 * 1024  # without the budget: one batch per partition and task
+    assert verify_paths([tmp_path]) == []
+
+
+@pytest.mark.parametrize(
+    ("select", "error", "match"),
+    [
+        (["CAST(id AS STRING) AS value", "CAST(id AS INT) AS partition"], SinkSchemaError,
+         r"column 'partition' row \d+: partition \d+ is outside \[0, 2\)"),
+        (["CAST(id AS STRING) AS value", "CAST(-1 AS INT) AS partition"], SinkSchemaError,
+         r"partition -1 is outside"),
+        (["repeat('x', 2000) AS value"], RecordTooLargeError, r"record needs about \d+ bytes"),
+        (["'x' AS value", "timestamp_millis(-5) AS timestamp"], InvalidRecordError,
+         r"invalid negative timestamp -5 in column 'timestamp'"),
+        (["'x' AS value", f"CAST(array(named_struct('key', NULL, 'value', NULL)) AS {HEADER_TYPE})"
+          " AS headers"], InvalidRecordError, r"null header key in column 'headers'"),
+    ],
+)  # fmt: skip
+def test_bad_rows_fail_before_anything_is_written(
+    spark: Any, tmp_path: Path, select: list[str], error: type[Exception], match: str
+) -> None:
+    sink = KafkaLogSink(
+        tmp_path, topic="t", partitions=2, encoder="jvm", config={"max.message.bytes": "1024"}
+    )
+    with pytest.raises(error, match=match):
+        sink(spark.range(5).selectExpr(*select), 0)
+    assert set(end_offsets(tmp_path).values()) == {0}
+    sink(spark.range(3).selectExpr("'ok' AS value"), 0)  # the sink still works
+    assert read_topic(tmp_path, "t").num_rows == 3
+
+
+def test_unknown_or_null_topic_is_a_sink_error(spark: Any, tmp_path: Path) -> None:
+    KafkaLogSink(tmp_path, topic="known", partitions=1)(
+        spark.range(1).selectExpr("'x' AS value"), 0
+    )
+    sink = KafkaLogSink(tmp_path, sink_id="router", encoder="jvm")
+    df = spark.range(2).selectExpr("'x' AS value", "'other' AS topic")
+    with pytest.raises(SinkSchemaError, match=r"unknown topic 'other'.*partitions=N"):
+        sink(df, 0)
+    with pytest.raises(SinkSchemaError, match="column 'topic' is null"):
+        sink(spark.range(2).selectExpr("'x' AS value", "CAST(NULL AS STRING) AS topic"), 0)
+
+
+def test_without_a_jdk_auto_falls_back_and_jvm_says_why(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv(jvm.CACHE_ENV, str(tmp_path / "cache"))  # nothing compiled there yet
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path / "no-jdk"))
+    monkeypatch.setattr(jvm, "_LOADED", [])
+    with pytest.raises(JvmEncoderUnavailable, match=r"no javac .* encoder='python'"):
+        jar_path()
+    df = spark.range(10).selectExpr("CAST(id AS STRING) AS value")
+    with pytest.raises(JvmEncoderUnavailable):
+        EncoderChoice("jvm").for_frame(df)
+    with caplog.at_level(logging.WARNING, logger="kafkatier.sink.jvm"):
+        assert EncoderChoice("auto").for_frame(df) is None
+    assert "encodes in Python workers" in caplog.text
+    sink = KafkaLogSink(tmp_path / "logs", topic="t", partitions=2)  # auto: still writes
+    sink(df, 0)
+    assert read_topic(tmp_path / "logs", "t").num_rows == 10
+    with pytest.raises(SinkSchemaError, match="encoder='fast'"):
+        KafkaLogSink(tmp_path, topic="t", encoder="fast")
+
+
+def test_the_jar_is_built_once_per_source_and_spark(tmp_path: Path, monkeypatch: Any) -> None:
+    monkeypatch.setenv(jvm.CACHE_ENV, str(tmp_path))
+    first = jar_path()
+    stamp = first.stat().st_mtime_ns
+    assert jar_path() == first and first.stat().st_mtime_ns == stamp
+    assert [p.name for p in first.parent.iterdir()] == [first.name]  # no scratch left behind
