@@ -1,19 +1,23 @@
 """Benchmark: one micro-batch through KafkaLogSink next to Spark's own Parquet writer.
 
     python bench/sink.py [--rows N] [--partitions P] [--compression lz4] [--repeat K] [--warmup W]
+                         [--encoder auto|jvm|python]
 
 Builds N rows (16-byte keys, 100-byte values) in a cached DataFrame on local[2], then, in the same
 run and Spark session, alternating so that both see the same machine load, K times each:
 
 (a) ``df.write.parquet`` (Spark's default snappy compression) into a new directory, and
-(b) one micro-batch through ``KafkaLogSink(..., partitions=P, compression=...)``: the next batch id
-    of one sink on one topic (as a streaming query writes), a whole transaction, fsyncs included.
+(b) one micro-batch through ``KafkaLogSink(..., partitions=P, compression=..., encoder=...)``: the
+    next batch id of one sink on one topic (as a streaming query writes), a whole transaction,
+    fsyncs included. ``--encoder python`` measures the Python-worker encoder (``mapInArrow``) that
+    the sink falls back to without a JDK; the default is the JVM encoder (sink/jvm.py).
 
 Reports the best (and median) wall time of each, their ratio, the CPU seconds of the whole
 process tree (driver, JVM, Python workers: less sensitive than wall time to other load on a
 shared machine) and the peak RSS of the Python driver (VmHWM) and the driver JVM. The W warm-up
-rounds of both writers (the JVM's JIT keeps speeding both up for a few rounds; numba cache loads
-in the Python workers; the sink's first batch, which also creates the topic) are excluded, as a
+rounds of both writers (the JVM's JIT keeps speeding both up for a few rounds; the encoder jar is
+loaded, or numba's cache in the Python workers; the sink's first batch, which also creates the
+topic) are excluded, as a
 long-running streaming query would not see them; the first batch of a fresh sink into a new
 topic is timed separately.
 """
@@ -105,6 +109,7 @@ def main() -> None:
     parser.add_argument("--compression", default="lz4")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--warmup", type=int, default=3, help="untimed rounds of both writers")
+    parser.add_argument("--encoder", default="auto", choices=["auto", "jvm", "python"])
     args = parser.parse_args()
     print("command:", " ".join([Path(sys.executable).name, *sys.argv]))
     spark = (
@@ -124,8 +129,9 @@ def main() -> None:
     parquet, sink_times, first = Timings(), Timings(), Timings()
     try:
         sink = KafkaLogSink(
-            work / "logs", topic="bench", partitions=args.partitions, compression=args.compression
-        )
+            work / "logs", topic="bench", partitions=args.partitions,
+            compression=args.compression, encoder=args.encoder,
+        )  # fmt: skip
         warm = time.perf_counter()
         for i in range(args.warmup):
             df.write.parquet(str(work / f"parquet-warm-{i}"))
@@ -136,8 +142,9 @@ def main() -> None:
             parquet.run(lambda i=i: df.write.parquet(str(work / f"parquet-{i}")))
             sink_times.run(lambda i=i: sink(df, i))
         fresh = KafkaLogSink(
-            work / "fresh", topic="bench", partitions=args.partitions, compression=args.compression
-        )
+            work / "fresh", topic="bench", partitions=args.partitions,
+            compression=args.compression, encoder=args.encoder,
+        )  # fmt: skip
         first.run(lambda: fresh(df, 0))
         log_bytes = sum(f.stat().st_size for f in (work / "fresh").rglob("*.log"))
         parquet_bytes = sum(
@@ -147,7 +154,9 @@ def main() -> None:
         shutil.rmtree(work, ignore_errors=True)
     print(
         f"rows: {args.rows}, key 16 B, value 100 B, partitions: {args.partitions}, sink "
-        f"compression: {args.compression}, parquet: snappy, cores: {os.cpu_count()}, "
+        f"compression: {args.compression}, encoder: {args.encoder} ("
+        f"{'jvm' if sink.encoder.loaded is not None else 'python'} used), parquet: snappy, "
+        f"cores: {os.cpu_count()}, "
         f"load average before: {load:.1f}"
     )
     print(f"parquet write: {parquet.summary()}, {parquet_bytes} bytes")
