@@ -3,14 +3,24 @@
 ``<log dir>/kafkatier-sink.<sink id>.json`` (a file, never a directory, so a Kafka broker still
 loads the log dir; written with ``fsutil.atomic_write``: tmp file, fsync, rename, fsync dir)::
 
-    {"version": 1, "sink_id": "events", "producer_id": 123, "producer_epoch": 4,
+    {"version": 2, "sink_id": "events", "producer_id": 123, "producer_epoch": 4,
+     "producer_generation": 0, "previous_producer_id": null,
      "query_id": "<Spark query id>", "last_committed_batch": 17,
      "inflight": {"batch_id": 18, "commit_decided": false, "partitions": [["events", 3], ...]}}
 
 ``inflight`` is the transaction of the micro-batch being written (null between batches); its
 ``commit_decided`` flag is the commit point of the sink's two-phase protocol. The producer id is
-derived from the sink id, so it is stable across restarts; the epoch is bumped by every new sink
-instance and fences the older ones (Kafka's ``InitProducerId`` with a ``transactional.id``).
+derived from the sink id and ``producer_generation``, so it is stable across restarts; the epoch
+is bumped by every new sink instance and fences the older ones (Kafka's ``InitProducerId`` with a
+``transactional.id``).
+
+Epoch exhaustion (Kafka's producer id rotation, KIP-360): an instance starting at the last epoch a
+client may hold (``MAX_EPOCH - 1``) moves to the id of the next generation at epoch 0, and keeps
+the old id in ``previous_producer_id`` until the old id's open transaction (if any) is ended. That
+one save fences every older instance (they compare id and epoch) and survives a crash at any later
+point: the next start finds ``previous_producer_id`` and ends its transaction, as Kafka aborts it
+with the fencing epoch ``MAX_EPOCH`` (a marker's epoch may exceed the partition's, never be below
+it). Version 1 files (written before rotation existed) load as generation 0, no previous id.
 
 ``<log dir>/kafkatier-sink.<sink id>.lock`` is an exclusive ``fcntl`` lock held for a whole
 micro-batch, so two instances of one sink never interleave their steps.
@@ -32,8 +42,9 @@ from kafkatier.storage.errors import CheckpointError, InvalidProducerEpochError
 from kafkatier.storage.fsutil import atomic_write
 
 FILE_PREFIX: Final = "kafkatier-sink."
-VERSION: Final = 1
-MAX_EPOCH: Final = 32767  # producer epochs are int16
+VERSION: Final = 2
+READABLE_VERSIONS: Final = frozenset({1, VERSION})  # 1: no producer_generation, previous id
+MAX_EPOCH: Final = 32767  # producer epochs are int16; a client holds at most MAX_EPOCH - 1
 
 
 class ProducerFencedError(InvalidProducerEpochError):
@@ -59,6 +70,16 @@ class SinkState:
     query_id: str | None = None
     last_committed_batch: int = -1
     inflight: InFlight | None = None
+    producer_generation: int = 0
+    previous_producer_id: int | None = None
+
+    def producers_to_recover(self, epoch: int) -> list[tuple[int, int]]:
+        """(producer id, marker epoch) whose open transactions a recovering instance at
+        ``epoch`` ends: the rotated-out id first, with the fencing epoch Kafka aborts it with."""
+        current = [(self.producer_id, epoch)]
+        if self.previous_producer_id is None:
+            return current
+        return [(self.previous_producer_id, MAX_EPOCH), *current]
 
     def to_json(self) -> bytes:
         body: dict[str, Any] = {"version": VERSION, **asdict(self)}
@@ -68,7 +89,7 @@ class SinkState:
     def from_json(cls, raw: bytes, path: Path) -> SinkState:
         try:
             body = json.loads(raw)
-            if body.pop("version") != VERSION:
+            if body.pop("version") not in READABLE_VERSIONS:
                 raise ValueError("unknown version")
             inflight = body.pop("inflight")
             if inflight is not None:
@@ -79,9 +100,13 @@ class SinkState:
             raise CheckpointError(f"unreadable sink bookkeeping: {exc}", file=str(path)) from exc
 
 
-def derive_producer_id(sink_id: str) -> int:
-    """A stable, non-negative int64 producer id for ``sink_id`` (below 2**62, far from -1)."""
-    digest = hashlib.blake2b(sink_id.encode("utf-8"), digest_size=8).digest()
+def derive_producer_id(sink_id: str, generation: int = 0) -> int:
+    """A stable, non-negative int64 producer id for ``sink_id`` (below 2**62, far from -1).
+
+    The generation is blake2b's personalization (all zeros, the default, for generation 0), so
+    generation 0 keeps the ids of sinks created before ids could rotate."""
+    person = generation.to_bytes(16, "big")
+    digest = hashlib.blake2b(sink_id.encode("utf-8"), digest_size=8, person=person).digest()
     return int.from_bytes(digest, "big") & ((1 << 62) - 1)
 
 
@@ -107,14 +132,32 @@ def save_state(log_dir: Path, state: SinkState) -> None:
 
 
 def bump_epoch(state: SinkState) -> None:
-    """A new sink instance: the next epoch, which fences every older instance."""
-    if state.producer_epoch + 1 >= MAX_EPOCH:
+    """A new sink instance: the next epoch, which fences every older instance; once the epochs
+    are exhausted, the next generation's producer id at epoch 0 instead."""
+    if state.producer_epoch + 1 < MAX_EPOCH:
+        state.producer_epoch += 1
+    else:
+        rotate_producer_id(state)
+
+
+def rotate_producer_id(state: SinkState) -> None:
+    """Move to a new producer id at epoch 0, remembering the old one (see the module docstring).
+
+    Deterministic, so a crash before the state is saved leads to the same id next time."""
+    if state.previous_producer_id is not None:  # 32766 starts that all died before recovery
         raise InvalidProducerEpochError(
-            "producer epoch exhausted; use a new sink_id",
+            "producer epoch exhausted while the previous producer id's transactions are not "
+            "known to be ended; fix: let one sink instance complete its recovery",
             producer_id=state.producer_id,
             producer_epoch=state.producer_epoch,
         )
-    state.producer_epoch += 1
+    generation = state.producer_generation + 1
+    while derive_producer_id(state.sink_id, generation) == state.producer_id:
+        generation += 1
+    state.previous_producer_id = state.producer_id
+    state.producer_id = derive_producer_id(state.sink_id, generation)
+    state.producer_epoch = 0
+    state.producer_generation = generation
 
 
 @contextlib.contextmanager

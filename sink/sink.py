@@ -169,41 +169,50 @@ class KafkaLogSink:
         return self._logs
 
     def _begin(self) -> SinkState:
-        """Fence or be fenced, then finish whatever transaction a previous run left open."""
+        """Fence or be fenced, then finish whatever transaction a previous run left open.
+
+        Fencing compares the producer id as well as the epoch: when the epochs are exhausted a
+        new instance moves to a new producer id, whose epoch starts again at 0."""
         state = load_state(self.log_dir, self.sink_id)
         if self._epoch is None:
-            bump_epoch(state)
+            bump_epoch(state)  # or a new producer id (bookkeeping.rotate_producer_id)
             save_state(self.log_dir, state)
             self._epoch = state.producer_epoch
+            self._producer_id = state.producer_id
             remove_tree(self.staging_root)  # scratch files a dead instance may have left
             if self.config and self.topic is not None:
                 TopicConfigStore(self.log_dir).update(self.topic, self.config, "KafkaLogSink")
-        elif state.producer_epoch != self._epoch:
+        elif (state.producer_id, state.producer_epoch) != (self._producer_id, self._epoch):
             raise ProducerFencedError(
-                f"sink {self.sink_id!r} was fenced: a newer instance started with epoch "
-                f"{state.producer_epoch} (this one has {self._epoch}); stop this query, only the "
-                "newest instance may write",
-                producer_id=state.producer_id,
+                f"sink {self.sink_id!r} was fenced: a newer instance started with producer id "
+                f"{state.producer_id} epoch {state.producer_epoch} (this one has "
+                f"{self._producer_id} epoch {self._epoch}); stop this query, only the newest "
+                "instance may write",
+                producer_id=self._producer_id,
                 producer_epoch=self._epoch,
             )
         self._recover(state)
         return state
 
     def _recover(self, state: SinkState) -> None:
+        """End the open transactions: a rotated-out producer id's first (its markers use the
+        fencing epoch), before anything is written with the new id; then forget the old id."""
         inflight = state.inflight
         commit = inflight is not None and inflight.commit_decided
         topics = {t for t, _ in self.logs.logs}
-        pending = open_txn_logs(self.logs, topics, state.producer_id)
-        if pending:
-            action = "committing" if commit else "aborting"
-            log.warning("sink %s: %s an open transaction in %d partitions",
-                        self.sink_id, action, len(pending))  # fmt: skip
-            end_txn(pending, state.producer_id, self._epoch_now(), commit=commit, crash=_noop)
-            flush_logs(self.logs)
-        if inflight is not None:
-            if commit:
+        for producer_id, epoch in state.producers_to_recover(self._epoch_now()):
+            pending = open_txn_logs(self.logs, topics, producer_id)
+            if pending:
+                action = "committing" if commit else "aborting"
+                log.warning("sink %s: %s an open transaction of producer %d in %d partitions",
+                            self.sink_id, action, producer_id, len(pending))  # fmt: skip
+                end_txn(pending, producer_id, epoch, commit=commit, crash=_noop)
+                flush_logs(self.logs)
+        if inflight is not None or state.previous_producer_id is not None:
+            if inflight is not None and commit:
                 state.last_committed_batch = max(state.last_committed_batch, inflight.batch_id)
             state.inflight = None
+            state.previous_producer_id = None
             save_state(self.log_dir, state)
 
     def _recover_after_failure(self, state: SinkState) -> None:

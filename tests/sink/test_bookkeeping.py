@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import fcntl
+import hashlib
+import json
 import os
 import threading
 from pathlib import Path
@@ -13,6 +15,7 @@ from hypothesis import strategies as st
 
 from kafkatier.sink.bookkeeping import (
     MAX_EPOCH,
+    VERSION,
     InFlight,
     SinkState,
     bump_epoch,
@@ -20,6 +23,7 @@ from kafkatier.sink.bookkeeping import (
     exclusive_lock,
     load_state,
     lock_path,
+    rotate_producer_id,
     save_state,
     state_path,
 )
@@ -41,6 +45,8 @@ states = st.builds(
         commit_decided=st.booleans(),
         partitions=st.lists(st.tuples(st.text(min_size=1), st.integers(0, 1000))),
     ),
+    producer_generation=st.integers(0, 1 << 20),
+    previous_producer_id=st.none() | st.integers(0, (1 << 62) - 1),
 )
 
 
@@ -74,11 +80,89 @@ def test_producer_ids_are_stable_distinct_and_valid() -> None:
     assert derive_producer_id("events") == derive_producer_id("events")
 
 
-def test_epoch_exhaustion_is_an_error() -> None:
-    state = SinkState("s", 1, producer_epoch=MAX_EPOCH - 2)
+def v1_producer_id(sink_id: str) -> int:
+    """How version 1 derived a sink's producer id (before ids could rotate)."""
+    digest = hashlib.blake2b(sink_id.encode("utf-8"), digest_size=8).digest()
+    return int.from_bytes(digest, "big") & ((1 << 62) - 1)
+
+
+def test_generation_0_keeps_the_version_1_producer_ids() -> None:
+    for sink_id in ["events", "s", "ünïcode", "x" * 300]:
+        assert derive_producer_id(sink_id) == v1_producer_id(sink_id)
+        assert derive_producer_id(sink_id, 0) == v1_producer_id(sink_id)
+
+
+def test_generations_give_distinct_valid_ids() -> None:
+    ids = [derive_producer_id("events", g) for g in range(1000)]
+    assert len(set(ids)) == 1000 and all(0 <= i < 1 << 62 for i in ids)
+    assert derive_producer_id("events", 7) == derive_producer_id("events", 7)
+    assert derive_producer_id("events", 1) != derive_producer_id("other", 1)
+
+
+def test_a_version_1_file_still_loads(tmp_path: Path) -> None:
+    """As the previous version wrote it: no generation, no previous producer id."""
+    body = {
+        "version": 1, "sink_id": "events", "producer_id": v1_producer_id("events"),
+        "producer_epoch": 4, "query_id": "q-1", "last_committed_batch": 17,
+        "inflight": {"batch_id": 18, "commit_decided": True, "partitions": [["events", 3]]},
+    }  # fmt: skip
+    state_path(tmp_path, "events").write_text(json.dumps(body, indent=1, sort_keys=True))
+    state = load_state(tmp_path, "events")
+    assert state == SinkState(
+        "events", v1_producer_id("events"), 4, "q-1", 17, InFlight(18, True, [("events", 3)])
+    )
+    assert (state.producer_generation, state.previous_producer_id) == (0, None)
+    save_state(tmp_path, state)  # rewritten in the current version, same content
+    assert json.loads(state_path(tmp_path, "events").read_text())["version"] == VERSION
+    assert load_state(tmp_path, "events") == state
+
+
+def test_an_unknown_version_is_an_error(tmp_path: Path) -> None:
+    body = json.loads(SinkState("s", 7).to_json())
+    body["version"] = VERSION + 1
+    state_path(tmp_path, "s").write_text(json.dumps(body))
+    with pytest.raises(CheckpointError, match="unknown version"):
+        load_state(tmp_path, "s")
+
+
+def test_exhausted_epoch_rotates_to_the_next_generation_id() -> None:
+    """Kafka's rule: a client may hold epoch MAX_EPOCH - 1 at most; the next InitProducerId gets
+    a new producer id at epoch 0 (TransactionMetadata.prepareProducerIdRotation)."""
+    old_id = derive_producer_id("s")
+    state = SinkState("s", old_id, producer_epoch=MAX_EPOCH - 2)
     bump_epoch(state)
-    with pytest.raises(InvalidProducerEpochError, match="new sink_id"):
+    assert (state.producer_id, state.producer_epoch) == (old_id, MAX_EPOCH - 1)
+    again = SinkState.from_json(state.to_json(), Path("x"))
+    bump_epoch(state)
+    assert state.producer_id == derive_producer_id("s", 1) != old_id
+    assert (state.producer_epoch, state.producer_generation) == (0, 1)
+    assert state.previous_producer_id == old_id
+    bump_epoch(again)  # a crash before the save: the next start picks the same id
+    assert again == state
+
+
+def test_rotation_skips_a_generation_whose_id_is_the_old_one() -> None:
+    state = SinkState("s", derive_producer_id("s", 1), MAX_EPOCH - 1)
+    rotate_producer_id(state)
+    assert state.producer_id == derive_producer_id("s", 2)
+    assert state.producer_generation == 2
+
+
+def test_old_id_is_recovered_first_with_the_fencing_epoch() -> None:
+    state = SinkState("s", derive_producer_id("s"), MAX_EPOCH - 1)
+    assert state.producers_to_recover(MAX_EPOCH - 1) == [(derive_producer_id("s"), MAX_EPOCH - 1)]
+    bump_epoch(state)
+    new_id = derive_producer_id("s", 1)
+    assert state.producers_to_recover(0) == [(derive_producer_id("s"), MAX_EPOCH), (new_id, 0)]
+    bump_epoch(state)  # the rotating instance died before its recovery: the next one still has it
+    assert state.producers_to_recover(1) == [(derive_producer_id("s"), MAX_EPOCH), (new_id, 1)]
+
+
+def test_rotation_refuses_to_forget_an_unrecovered_previous_id() -> None:
+    state = SinkState("s", 5, MAX_EPOCH - 1, producer_generation=1, previous_producer_id=4)
+    with pytest.raises(InvalidProducerEpochError, match="previous producer id"):
         bump_epoch(state)
+    assert (state.producer_id, state.previous_producer_id) == (5, 4)
 
 
 def test_lock_excludes_another_holder(tmp_path: Path) -> None:
