@@ -1,8 +1,10 @@
 """What the executors are told for one micro-batch (topics, partition counts, codec), and the
 encoded pieces they send back.
 
-The plan is computed on the driver from the log dir and shipped inside the ``mapInArrow``
-function (:class:`kafkatier.sink.encode.EncodePlan`); the producer's next sequence per partition
+The plan is computed on the driver from the log dir and shipped with the encode job's tasks
+(:class:`kafkatier.sink.encode.EncodePlan`: as JSON to the JVM encoder of
+:mod:`kafkatier.sink.jvm`, or inside the Python encoder's ``mapInArrow`` function); the producer's
+next sequence per partition
 stays on the driver, which assigns sequences as it appends (:mod:`kafkatier.sink.stage`).
 """
 
