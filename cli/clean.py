@@ -24,6 +24,7 @@ from kafkatier.storage.retention_pass import (
 )
 from kafkatier.storage.topic_config import TopicConfigStore
 from kafkatier.storage.verify_files import is_log_dir
+from kafkatier.storage.writer_lock import writer_turn
 
 EPILOG = """\
 what a pass does, per partition (Kafka's rules, kafka-format.md §10-§11):
@@ -95,7 +96,10 @@ def run(args: argparse.Namespace) -> int:
     compacted = sorted(t for t in selected if configs[t].is_compacted)
     check_keyed(path, compacted)
     compactor = load_compactor() if compacted else None
-    with LogDirectory(path, config_for=configs.__getitem__) as log_dir:
+    with (
+        writer_turn(path, who="kafkatier clean"),
+        LogDirectory(path, config_for=configs.__getitem__) as log_dir,
+    ):
         summaries = clean_log_dir(
             log_dir, now_ms=wall_clock_ms(), compactor=compactor, topics=selected
         )

@@ -18,6 +18,7 @@ from kafkatier.storage.log_arrow import append_arrow, read_arrow
 from kafkatier.storage.log_dir import LogDirectory
 from kafkatier.storage.log_reader import IsolationLevel
 from kafkatier.storage.partitioner import assign_partitions
+from kafkatier.storage.writer_lock import writer_turn
 
 TOPIC = "orders"
 PARTITIONS = 3
@@ -82,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
     if args.dir.exists():
         shutil.rmtree(args.dir)
     table = sample_orders(args.records)
-    with LogDirectory(args.dir) as log_dir:
+    with writer_turn(args.dir, who="kafkatier demo"), LogDirectory(args.dir) as log_dir:
         _write(log_dir, table)
     print(f"wrote {args.records} records (+ a committed and an aborted transaction per partition)")
     print(f"to {TOPIC}, {PARTITIONS} partitions, lz4, in {args.dir}/")

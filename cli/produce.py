@@ -19,6 +19,7 @@ from kafkatier.storage.log import Log
 from kafkatier.storage.log_arrow import append_arrow
 from kafkatier.storage.log_dir import LogDirectory
 from kafkatier.storage.partitioner import assign_partitions
+from kafkatier.storage.writer_lock import writer_turn
 
 EPILOG = """\
 examples:
@@ -92,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     fmt = detect_format(args.input, args.format)
     overrides = parse_overrides(args.config, source="--config")
-    with LogDirectory(args.log_dir) as log_dir:
+    with writer_turn(args.log_dir, who="kafkatier produce"), LogDirectory(args.log_dir) as log_dir:
         logs = _partitions(log_dir, args.topic, args.partitions, overrides)
         summary = _append_file(logs, args.input, fmt, args.compression)
         log_dir.flush()

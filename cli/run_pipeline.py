@@ -22,6 +22,7 @@ from kafkatier.storage.errors import ConfigError
 from kafkatier.storage.log import wall_clock_ms
 from kafkatier.storage.log_dir import LogDirectory
 from kafkatier.storage.retention_pass import PartitionSummary, clean_log_dir
+from kafkatier.storage.writer_lock import writer_turn
 from kafkatier.tiering.config import TieringConfig
 from kafkatier.tiering.metrics import serve_metrics
 from kafkatier.tiering.sidecar import Sidecar
@@ -52,7 +53,7 @@ def prepare(config: KafkatierConfig) -> None:
         say("reset: wiped " + ", ".join(str(p) for p in (*config.tiering.log_dirs,
             run.checkpoint_dir, run.work_dir, config.embedded_dir)))  # fmt: skip
     config.write_topic_configs()
-    with LogDirectory(config.log_dir) as logs:
+    with writer_turn(config.log_dir, who="kafkatier run"), LogDirectory(config.log_dir) as logs:
         for name in (run.events_topic, run.state_topic):
             topic = config.topics.get(name)
             topic_partitions(logs, name, topic.partitions if topic and topic.partitions else 1)
@@ -181,5 +182,5 @@ def clean_untiered(config: KafkatierConfig) -> list[PartitionSummary]:
     if not names:
         return []
     say(f"log cleaner: compacting {', '.join(sorted(names))}")
-    with LogDirectory(config.log_dir) as logs:
+    with writer_turn(config.log_dir, who="kafkatier run"), LogDirectory(config.log_dir) as logs:
         return clean_log_dir(logs, now_ms=wall_clock_ms(), compactor=compact_log, topics=names)

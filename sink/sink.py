@@ -6,7 +6,8 @@ Usage::
     df.writeStream.foreachBatch(sink).option("checkpointLocation", "/chk/events").start()
 
 Exactly once, and why it holds. Each sink (``sink_id``, default the topic) is one Kafka producer
-with a stable producer id (``bookkeeping.derive_producer_id``); its durable state is
+with a stable producer id (``bookkeeping.derive_producer_id``; a new one at epoch 0 only when
+32,767 restarts have used up the epochs, as Kafka's KIP-360); its durable state is
 ``<log dir>/kafkatier-sink.<sink id>.json`` (see :mod:`kafkatier.sink.bookkeeping`). A micro-batch
 runs entirely under the sink's exclusive lock file and is one Kafka transaction:
 
@@ -25,6 +26,11 @@ runs entirely under the sink's exclusive lock file and is one Kafka transaction:
    transaction with lost data.
 6. COMMIT markers on every partition written, fsync again, then record ``last_committed_batch``
    and clear ``inflight``. Only then does the call return.
+
+Several writers may share a log dir (sinks with other sink ids, on the same topics or others;
+``kafkatier produce``; ``kafkatier clean``): each micro-batch is also one turn on the log dir
+(:mod:`kafkatier.storage.writer_lock`), and a sink whose log dir another writer changed since its
+last turn reopens it before writing, so appends never interleave and never use stale offsets.
 
 A crash before (5) leaves a transaction the next start aborts, and Spark replays the batch
 (its commit log is written after ``foreachBatch`` returns): the aborted copy is invisible to
@@ -82,6 +88,7 @@ from kafkatier.storage.log import Log
 from kafkatier.storage.log_dir import LogDirectory
 from kafkatier.storage.topic_config import TopicConfigStore
 from kafkatier.storage.wire import Codec
+from kafkatier.storage.writer_lock import writer_turn
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -143,22 +150,36 @@ class KafkaLogSink:
         self.encoder = EncoderChoice(encoder)
         self._epoch: int | None = None
         self._logs: LogDirectory | None = None
+        self._generation: str | None = None  # the log dir's writer generation we left
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        with exclusive_lock(self.log_dir, self.sink_id):
-            state = self._begin()
-            query_id = _query_id(df)
-            self._check_query(state, query_id, batch_id)
-            if batch_id <= state.last_committed_batch:
-                log.info("sink %s: batch %d already committed, skipped", self.sink_id, batch_id)
-                return
-            cols = check_schema(df.schema, fixed_topic=self.topic is not None)
+        with (
+            exclusive_lock(self.log_dir, self.sink_id),
+            writer_turn(self.log_dir, who=f"sink {self.sink_id}") as turn,
+        ):
+            if self._logs is not None and turn.changed_since(self._generation):
+                log.info("sink %s: %s changed by another writer", self.sink_id, self.log_dir)
+                self._drop_logs()
             try:
-                self._write_batch(df, batch_id, state, cols, query_id)
-            except BaseException:
-                self._recover_after_failure(state)
-                raise
+                self._batch(df, batch_id)
+            finally:
+                self._generation = turn.finish()
+
+    def _batch(self, df: DataFrame, batch_id: int) -> None:
+        """One call of ``foreachBatch`` in this sink's turn on the log dir."""
+        state = self._begin()
+        query_id = _query_id(df)
+        self._check_query(state, query_id, batch_id)
+        if batch_id <= state.last_committed_batch:
+            log.info("sink %s: batch %d already committed, skipped", self.sink_id, batch_id)
+            return
+        cols = check_schema(df.schema, fixed_topic=self.topic is not None)
+        try:
+            self._write_batch(df, batch_id, state, cols, query_id)
+        except BaseException:
+            self._recover_after_failure(state)
+            raise
 
     # ------------------------------------------------------------------ instance start, recovery
 
@@ -215,11 +236,15 @@ class KafkaLogSink:
             state.previous_producer_id = None
             save_state(self.log_dir, state)
 
+    def _drop_logs(self) -> None:
+        """Close the logs without the clean-shutdown marker: the next use reopens (recovers)."""
+        if self._logs is not None:
+            self._logs.__exit__(RuntimeError, None, None)
+            self._logs = None
+
     def _recover_after_failure(self, state: SinkState) -> None:
         """Reload the logs from disk (in-memory state may be half-updated) and end the txn."""
-        if self._logs is not None:
-            self._logs.__exit__(RuntimeError, None, None)  # close files, no clean marker
-            self._logs = None
+        self._drop_logs()
         try:
             self._recover(load_state(self.log_dir, self.sink_id))
         except Exception:  # the next batch or restart recovers from disk
