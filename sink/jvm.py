@@ -97,7 +97,13 @@ def jar_path() -> Path:
     cache = Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "kafkatier")
     jar = cache / "jvm" / f"kafkatier-sink-{digest.hexdigest()[:16]}.jar"
     if not jar.exists():
-        _compile(jar, jars)
+        try:
+            _compile(jar, jars)
+        except OSError as exc:
+            raise JvmEncoderUnavailable(
+                f"cannot build the sink's JVM encoder in {jar.parent} ({exc}); fix: point "
+                f"${CACHE_ENV} at a writable directory"
+            ) from exc
     return jar
 
 

@@ -148,7 +148,8 @@ class KafkaLogSink:
         self.staging = staging
         self.staging_root = sink_staging_root(staging_base(staging), self.log_dir, chosen)
         self.encoder = EncoderChoice(encoder)
-        self._epoch: int | None = None
+        self._epoch: int | None = None  # this instance's producer epoch and id, once started
+        self._producer_id: int | None = None
         self._logs: LogDirectory | None = None
         self._generation: str | None = None  # the log dir's writer generation we left
 

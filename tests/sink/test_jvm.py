@@ -224,3 +224,11 @@ def test_the_jar_is_built_once_per_source_and_spark(tmp_path: Path, monkeypatch:
     stamp = first.stat().st_mtime_ns
     assert jar_path() == first and first.stat().st_mtime_ns == stamp
     assert [p.name for p in first.parent.iterdir()] == [first.name]  # no scratch left behind
+
+
+def test_an_unwritable_cache_is_a_clear_unavailability(tmp_path: Path, monkeypatch: Any) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    monkeypatch.setenv(jvm.CACHE_ENV, str(blocker))
+    with pytest.raises(JvmEncoderUnavailable, match=r"KAFKATIER_CACHE_DIR at a writable"):
+        jar_path()
