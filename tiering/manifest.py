@@ -38,10 +38,11 @@ import json
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from kafkatier.storage.metadata_files import partition_dir_name
+from kafkatier.storage.metadata_files import parse_partition_dir_name, partition_dir_name
 from kafkatier.tiering.errors import PreconditionFailedError, TieringError
 from kafkatier.tiering.store import ObjectStore
 
@@ -49,6 +50,8 @@ MANIFEST_VERSION = 1
 MANIFEST_NAME = "manifest.json"
 FILE_KINDS = ("log", "index", "timeindex", "txnindex", "snapshot")
 """Object names of one segment attempt, in upload order (the .log first, the largest)."""
+_HEAD_WORKERS = 8
+"""Manifest HEADs in flight while listing partitions (a boto3 client pools 10+ connections)."""
 
 
 class SegmentState(enum.StrEnum):
@@ -252,14 +255,19 @@ class ManifestStore:
         raise TieringError("manifest update kept losing to other writers", key=key)
 
     def partitions(self) -> list[tuple[str, int]]:
-        """Every (topic, partition) that has a manifest."""
-        from kafkatier.storage.metadata_files import parse_partition_dir_name
+        """Every (topic, partition) that has a manifest: one delimiter listing of the root's
+        folders, then one HEAD of ``<folder>/manifest.json`` per folder named like a partition
+        dir, so the cost follows the number of partitions, never the number of segment objects
+        (a full listing pages through every key of every segment attempt). The HEADs run a few
+        at a time: each is one round trip, and a store serves concurrent requests."""
+        candidates = [parsed for folder in self.store.list_prefixes("")
+                      if (parsed := parse_partition_dir_name(folder.rstrip("/"))) is not None]
+        if not candidates:
+            return []
 
-        found: set[tuple[str, int]] = set()
-        for info in self.store.list(""):
-            head, _, name = info.key.partition("/")
-            if name == MANIFEST_NAME:
-                parsed = parse_partition_dir_name(head)
-                if parsed is not None:
-                    found.add(parsed)
-        return sorted(found)
+        def has_manifest(part: tuple[str, int]) -> bool:
+            return self.store.head(manifest_key(*part)) is not None
+
+        with ThreadPoolExecutor(min(_HEAD_WORKERS, len(candidates))) as pool:
+            present = list(pool.map(has_manifest, candidates))
+        return sorted(part for part, ok in zip(candidates, present, strict=True) if ok)

@@ -1,37 +1,30 @@
 """The object-store contract (store.py) on S3 through boto3, configured the standard way.
 
-Endpoint, region and addressing style come from the caller (the sidecar config); credentials
-come from botocore's usual chain (environment, shared credentials/config files, profile,
-instance metadata) and are never read, printed or logged here. Transfers are the same requests
-as boto3's managed ``upload_file``/``download_file`` (one PUT or GET below
-``multipart_threshold``, else ``multipart_chunksize`` parts, ``max_concurrency`` in flight) but
-stream through s3parts.py, which hashes and verifies on the way. Conditional puts send
-``If-None-Match: *`` / ``If-Match: <etag>`` on PutObject (SeaweedFS 4.x honours both and
+Settings, client and the requests that move no object data (HEAD, listings, DELETE) live in
+s3bucket.py (:class:`~kafkatier.tiering.s3bucket.S3Bucket`); this module adds the transfers.
+They are the same requests as boto3's managed ``upload_file``/``download_file`` (one PUT or GET
+below ``multipart_threshold``, else ``multipart_chunksize`` parts, ``max_concurrency`` in
+flight) but stream through s3parts.py, which hashes and verifies on the way. Conditional puts
+send ``If-None-Match: *`` / ``If-Match: <etag>`` on PutObject (SeaweedFS 4.x honours both and
 answers 412, as AWS S3 does), so a manifest update is a compare-and-swap without any fallback.
-
-The boto3 client and the part pool are created lazily and dropped when pickling: the store
-travels in Spark closures and worker processes as its settings alone.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
-import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import boto3
 import botocore.exceptions
-from botocore.config import Config
 
 from kafkatier.tiering.errors import (
     ObjectNotFoundError,
     PreconditionFailedError,
     RemoteVerifyError,
 )
+from kafkatier.tiering.s3bucket import MIB, S3Bucket, s3_status
 from kafkatier.tiering.s3parts import (
     FileRange,
     Sent,
@@ -44,9 +37,10 @@ from kafkatier.tiering.s3parts import (
     receive_parts,
     send_parts,
 )
-from kafkatier.tiering.store import ObjectInfo, Progress, RateLimiter
+from kafkatier.tiering.store import ObjectInfo, Progress
 
-MIB = 1 << 20
+__all__ = ["IO_CHUNK", "MIB", "S3Store"]
+
 IO_CHUNK = 256 << 10
 """Pieces a ranged download is read in (s3transfer's ``io_chunksize``)."""
 _BODY_ERRORS = (
@@ -59,75 +53,8 @@ _BODY_ERRORS = (
 )
 
 
-class S3Store:
+class S3Store(S3Bucket):
     """An :class:`~kafkatier.tiering.store.ObjectStore` on one ``s3://bucket/prefix`` URL."""
-
-    def __init__(
-        self,
-        url: str,
-        *,
-        endpoint_url: str | None = None,
-        region: str | None = None,
-        profile: str | None = None,
-        multipart_threshold: int = 8 * MIB,
-        multipart_chunksize: int = 8 * MIB,
-        max_concurrency: int = 4,
-        rate_limit_bps: int = 0,
-        max_attempts: int = 5,
-        connect_timeout: float = 10,
-        read_timeout: float = 60,
-    ) -> None:
-        if not url.startswith("s3://"):
-            raise ValueError(f"not an s3:// URL: {url}")
-        self.url = url.rstrip("/")
-        bucket, _, prefix = self.url[len("s3://") :].partition("/")
-        self.bucket = bucket
-        self.prefix = prefix.strip("/")
-        self.settings: dict[str, Any] = {
-            "endpoint_url": endpoint_url,
-            "region": region,
-            "profile": profile,
-            "multipart_threshold": multipart_threshold,
-            "multipart_chunksize": multipart_chunksize,
-            "max_concurrency": max_concurrency,
-            "rate_limit_bps": rate_limit_bps,
-            "max_attempts": max_attempts,
-            "connect_timeout": connect_timeout,
-            "read_timeout": read_timeout,
-        }
-        self._client: Any = None
-        self._pool: ThreadPoolExecutor | None = None
-        self._limiter = RateLimiter(rate_limit_bps)
-        self._client_lock = threading.Lock()
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {"url": self.url, "settings": self.settings}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["url"], **state["settings"])  # type: ignore[misc]
-
-    def __repr__(self) -> str:  # settings only: credentials never live on this object
-        return f"S3Store({self.url!r}, endpoint_url={self.settings['endpoint_url']!r})"
-
-    @property
-    def client(self) -> Any:
-        with self._client_lock:
-            if self._client is None:
-                s = self.settings
-                session = boto3.session.Session(profile_name=s["profile"], region_name=s["region"])
-                config = Config(
-                    retries={"mode": "standard", "max_attempts": s["max_attempts"]},
-                    s3={"addressing_style": "path"},
-                    max_pool_connections=max(10, s["max_concurrency"] * 4),
-                    connect_timeout=s["connect_timeout"],
-                    read_timeout=s["read_timeout"],
-                )
-                self._client = session.client("s3", endpoint_url=s["endpoint_url"], config=config)
-            return self._client
-
-    def _key(self, key: str) -> str:
-        key = key.lstrip("/")
-        return f"{self.prefix}/{key}" if self.prefix else key
 
     def put_file(self, key: str, path: Path, *, progress: Progress | None = None) -> ObjectInfo:
         """Upload ``path``, read once: one PutObject below the multipart threshold, else a
@@ -187,16 +114,6 @@ class S3Store:
         return send_parts(path, s["multipart_chunksize"], s["max_concurrency"], self.pool, send,
                           key)  # fmt: skip
 
-    @property
-    def pool(self) -> ThreadPoolExecutor:
-        """The part transfers' workers, shared by every transfer of this store, so that
-        ``max_concurrency`` bounds the part requests in flight however many files move."""
-        with self._client_lock:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(max(self.settings["max_concurrency"], 1),
-                                                thread_name_prefix="kt-s3-part")  # fmt: skip
-            return self._pool
-
     def put_bytes(
         self, key: str, data: bytes, *, if_none_match: bool = False, if_match: str | None = None
     ) -> str:
@@ -210,7 +127,7 @@ class S3Store:
                 Bucket=self.bucket, Key=self._key(key), Body=data, **extra
             )
         except botocore.exceptions.ClientError as exc:
-            if _status(exc) in (409, 412):  # 409: a concurrent conditional write in flight
+            if s3_status(exc) in (409, 412):  # 409: a concurrent conditional write in flight
                 raise PreconditionFailedError("conditional put lost", key=key) from None
             raise
         return str(response["ETag"])
@@ -254,7 +171,7 @@ class S3Store:
                     pos += len(piece)
                 return str(response["ETag"])
             except botocore.exceptions.ClientError as exc:
-                if _status(exc) == 404:
+                if s3_status(exc) == 404:
                     return None
                 raise
             except _BODY_ERRORS:
@@ -298,31 +215,6 @@ class S3Store:
         return receive_parts(Path(path), size, s["multipart_chunksize"], s["max_concurrency"],
                              self.pool, get, key, progress)  # fmt: skip
 
-    def head(self, key: str) -> ObjectInfo | None:
-        try:
-            response = self.client.head_object(Bucket=self.bucket, Key=self._key(key))
-        except botocore.exceptions.ClientError as exc:
-            if _status(exc) == 404:
-                return None
-            raise
-        return ObjectInfo(key, int(response["ContentLength"]), str(response["ETag"]))
-
-    def list(self, prefix: str) -> list[ObjectInfo]:
-        strip = len(self.prefix) + 1 if self.prefix else 0
-        found: list[ObjectInfo] = []
-        paginator = self.client.get_paginator("list_objects_v2")
-        for page in paginator.paginate(Bucket=self.bucket, Prefix=self._key(prefix)):
-            for item in page.get("Contents", ()):
-                found.append(ObjectInfo(item["Key"][strip:], int(item["Size"]), item["ETag"]))
-        return found
-
-    def delete(self, key: str) -> None:
-        try:
-            self.client.delete_object(Bucket=self.bucket, Key=self._key(key))
-        except botocore.exceptions.ClientError as exc:
-            if _status(exc) != 404:
-                raise
-
     def expected_etag(self, path: Path) -> str:
         """The ETag S3 gives ``path`` uploaded with this store's part size: MD5 of the bytes for
         a single PUT, else MD5 of the parts' MD5s with ``-<parts>`` (put_file checks it while
@@ -330,6 +222,3 @@ class S3Store:
         s = self.settings
         return file_etag(Path(path), s["multipart_threshold"], s["multipart_chunksize"])
 
-
-def _status(exc: botocore.exceptions.ClientError) -> int:
-    return int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0))

@@ -4,8 +4,9 @@ Keys are ``/``-separated paths relative to the store's root (the remote URL). Th
 the small one Aiven's tiered-storage plugin relies on: upload a file (multipart when large),
 ranged and whole downloads, conditional put of a small object (create only if absent, update
 only if the entity tag still matches: the commit point of every manifest change), listing by
-prefix and idempotent delete. Entity tags are opaque strings; a store returns them with each
-write and read so the caller can make the next conditional update.
+prefix, listing the sub-folders of a folder (S3's ``Delimiter="/"``: the keys below each one are
+not paged through) and idempotent delete. Entity tags are opaque strings; a store returns them
+with each write and read so the caller can make the next conditional update.
 
 :class:`FsspecStore` serves ``file://``, ``memory://`` and any other fsspec URL (unit tests,
 local mirrors). Its entity tag is the MD5 of the content; conditional puts are serialised by a
@@ -88,6 +89,13 @@ class ObjectStore(Protocol):
         """Returns the SHA-256 of the bytes written when the store hashed them on the way."""
 
     def head(self, key: str) -> ObjectInfo | None: ...
+
+    def list_prefixes(self, prefix: str) -> list[str]:
+        """The immediate sub-folders of the keys starting with ``prefix``, sorted, each relative
+        to the root and ending in ``/`` (``list_prefixes("p/")`` of ``p/a/x``, ``p/a/y/z`` and
+        ``p/b`` is ``["p/a/"]``), without listing the objects below them. Every folder holding
+        an object is named; a store on a file system may also name a folder emptied by deletes,
+        so callers check the object they look for."""
 
     def list(self, prefix: str) -> list[ObjectInfo]: ...
 
@@ -213,6 +221,23 @@ class FsspecStore:
         if info.get("type") == "directory":
             return None
         return ObjectInfo(key, int(info["size"]), md5_etag(self.get_bytes(key)))
+
+    def list_prefixes(self, prefix: str) -> list[str]:
+        """One directory listing of the folder ``prefix`` lies in (its sub-directories)."""
+        folder, _, _ = prefix.rpartition("/")
+        base = self._path(folder)
+        self._fs.invalidate_cache(base)  # a caching fsspec listing would miss new folders
+        try:
+            entries = self._fs.ls(base, detail=True)
+        except FileNotFoundError:
+            return []
+        found: set[str] = set()
+        for entry in entries:
+            name = str(entry["name"]).rstrip("/").rsplit("/", 1)[-1]
+            key = f"{folder}/{name}/" if folder else f"{name}/"
+            if entry.get("type") == "directory" and key.startswith(prefix):
+                found.add(key)
+        return sorted(found)
 
     def list(self, prefix: str) -> list[ObjectInfo]:
         """Every object whose key starts with ``prefix`` (sizes; etags left empty)."""

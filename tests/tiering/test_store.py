@@ -7,6 +7,7 @@ import os
 import pickle
 import threading
 import uuid
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ import botocore.exceptions
 import pytest
 
 from kafkatier.tiering.errors import ObjectNotFoundError, PreconditionFailedError, RemoteVerifyError
+from kafkatier.tiering import s3bucket
 from kafkatier.tiering.s3store import S3Store
 from kafkatier.tiering.store import FsspecStore, ObjectStore
 
@@ -91,6 +93,46 @@ def test_list_by_prefix_and_idempotent_delete(store: ObjectStore) -> None:
     assert store.head("p/t-1/a") is not None
     with pytest.raises(ObjectNotFoundError):
         store.get_bytes("p/t-0/a")
+
+
+def test_list_prefixes_names_the_sub_folders_without_their_objects(store: ObjectStore) -> None:
+    for key in ("p/t-0/a", "p/t-0/b/c", "p/t-1/x/y/z", "p/top", "p/u-2/m", "q/x", "root"):
+        store.put_bytes(key, key.encode())
+    assert store.list_prefixes("") == ["p/", "q/"]
+    assert store.list_prefixes("p/") == ["p/t-0/", "p/t-1/", "p/u-2/"]
+    assert store.list_prefixes("p/t-") == ["p/t-0/", "p/t-1/"]  # a partial name, as S3's Prefix
+    assert store.list_prefixes("p/t-0/") == ["p/t-0/b/"]
+    assert store.list_prefixes("p/t-1/x/") == ["p/t-1/x/y/"]
+    assert store.list_prefixes("p/top/") == []  # an object, not a folder
+    assert store.list_prefixes("nothing/") == []
+    assert store.list_prefixes("q/") == []
+
+
+def test_list_prefixes_follows_continuation_pages(
+    s3_store: S3Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SeaweedFS's delimiter listing across ListObjectsV2 pages (continuation tokens), with a
+    page of two entries: no folder lost or repeated at a page boundary."""
+    monkeypatch.setattr(s3bucket, "LIST_PAGE_SIZE", 2)
+    folders = [f"f{i}/" for i in range(7)]
+    for i, folder in enumerate(folders):
+        for n in range(i % 3 + 1):  # some folders with several objects, one loose object
+            s3_store.put_bytes(f"{folder}o{n}", b"x")
+    s3_store.put_bytes("loose", b"x")
+    calls = _count_s3_calls(s3_store)
+    assert s3_store.list_prefixes("") == folders
+    assert calls["ListObjectsV2"] >= 4  # 7 folders + 1 object, two a page
+
+
+def _count_s3_calls(store: S3Store) -> Counter[str]:
+    """Every S3 operation the store's client sends from now on, by name (botocore's events)."""
+    seen: Counter[str] = Counter()
+
+    def count(model: Any, **_: Any) -> None:
+        seen[model.name] += 1
+
+    store.client.meta.events.register("before-call.s3", count)
+    return seen
 
 
 def test_store_survives_pickling(store: ObjectStore) -> None:
