@@ -1,4 +1,5 @@
-"""The object-store contract, one suite run against fsspec file://, memory:// and real S3."""
+"""The object-store contract, one suite run against fsspec file://, memory:// and real S3 (the
+``store`` fixture, conftest.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,6 @@ import hashlib
 import os
 import pickle
 import threading
-import uuid
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -14,20 +14,10 @@ from typing import Any
 import botocore.exceptions
 import pytest
 
-from kafkatier.tiering.errors import ObjectNotFoundError, PreconditionFailedError, RemoteVerifyError
 from kafkatier.tiering import s3bucket
+from kafkatier.tiering.errors import ObjectNotFoundError, PreconditionFailedError, RemoteVerifyError
 from kafkatier.tiering.s3store import S3Store
 from kafkatier.tiering.store import FsspecStore, ObjectStore
-
-
-@pytest.fixture(params=["file", "memory", "s3"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> ObjectStore:
-    if request.param == "file":
-        return FsspecStore(f"file://{tmp_path / 'remote'}")
-    if request.param == "memory":
-        return FsspecStore(f"memory://kt-{uuid.uuid4().hex[:8]}/root")
-    result: S3Store = request.getfixturevalue("s3_store")
-    return result
 
 
 def test_put_file_then_get_whole_and_ranged(store: ObjectStore, tmp_path: Path) -> None:
