@@ -3,8 +3,9 @@
 On disk a partition is a directory ``<topic>-<partition>`` (kafka-format.md §0) holding segments
 (``segment.py``), ``.snapshot`` producer-state files, ``leader-epoch-checkpoint`` and
 ``partition.metadata``. This class is Kafka's ``UnifiedLog`` + ``LocalLog`` for a single replica
-that is always the leader: it validates and appends batches, rolls segments, keeps the last stable
-offset, and serves reads (``log_reader.py``). Opening and crash recovery live in ``log_loader.py``.
+that is always the leader: it validates and appends batches (the checks: ``log_append.py``), rolls
+segments (when: ``log_roll.py``), keeps the last stable offset, and serves reads
+(``log_reader.py``). Opening and crash recovery live in ``log_loader.py``.
 """
 
 from __future__ import annotations
@@ -12,48 +13,32 @@ from __future__ import annotations
 import bisect
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from kafkatier.storage import wire
 from kafkatier.storage.config import LogConfig
-from kafkatier.storage.errors import OffsetOutOfRangeError, RecordTooLargeError
+from kafkatier.storage.errors import OffsetOutOfRangeError
 from kafkatier.storage.fsutil import fsync_dir
 from kafkatier.storage.leader_epoch import LeaderEpochFileCache
-from kafkatier.storage.log_validator import (
-    AppendRules,
-    assign_offset,
-    parse_incoming,
-    prepare_for_log,
+from kafkatier.storage.log_append import (
+    LogAppendInfo,
+    commit_producer_state,
+    duplicate_info,
+    validate_append,
 )
-from kafkatier.storage.producer_state import (
-    AppendOrigin,
-    CompletedTxn,
-    ProducerAppendInfo,
-    ProducerStateManager,
-)
+from kafkatier.storage.log_roll import needs_new_segment, should_roll
+from kafkatier.storage.log_validator import parse_incoming
+from kafkatier.storage.producer_state import AppendOrigin, ProducerStateManager
 from kafkatier.storage.records import RecordBatch, build_control_batch
 from kafkatier.storage.retention_pending import PendingDeletions
 from kafkatier.storage.segment import BatchInfo, LogSegment
-from kafkatier.storage.txn_index import AbortedTxn
 
 Clock = Callable[[], int]
+__all__ = ["Clock", "Log", "LogAppendInfo", "wall_clock_ms"]
 
 
 def wall_clock_ms() -> int:
     return int(time.time() * 1000)
-
-
-@dataclass(frozen=True, slots=True)
-class LogAppendInfo:
-    """What an append did: the offsets it took, or the original ones of skipped duplicates."""
-
-    first_offset: int
-    last_offset: int
-    max_timestamp: int
-    num_batches: int
-    num_records: int
-    duplicate_batches: int
 
 
 class Log:
@@ -127,16 +112,7 @@ class Log:
         return self.segments[i:]
 
     # ------------------------------------------------------------------ appends
-
-    def _rules(self) -> AppendRules:
-        cfg = self.config
-        codec = cfg.codec
-        return AppendRules(
-            max_message_bytes=cfg.max_message_bytes,
-            log_append_time=cfg.timestamp_type is wire.TimestampType.LOG_APPEND_TIME,
-            compression=codec,
-            compression_level=cfg.compression_level(codec) if codec is not None else None,
-        )
+    # Validation and the producer state it commits: log_append.py; when to roll: log_roll.py.
 
     def append(
         self, data: bytes | bytearray | memoryview, *, origin: AppendOrigin = AppendOrigin.CLIENT
@@ -149,9 +125,9 @@ class Log:
         are skipped.
         """
         incoming = parse_incoming(data, origin)
-        placed, duplicates = self._validate(incoming, origin)
+        placed, duplicates = validate_append(self, incoming, origin)
         if not placed:
-            return self._duplicate_info(duplicates, len(incoming))
+            return duplicate_info(duplicates, len(incoming))
         self._assign_leader_epoch(placed[0].base_offset)
         self._write(placed, origin)
         return LogAppendInfo(
@@ -163,84 +139,11 @@ class Log:
             duplicate_batches=len(duplicates),
         )
 
-    def _validate(
-        self, incoming: Sequence[RecordBatch], origin: AppendOrigin
-    ) -> tuple[list[RecordBatch], list[tuple[int, int]]]:
-        """A dry run of the append: the batches as they will be written (offsets assigned) and
-        the duplicates skipped; raises on any rule broken, having changed nothing."""
-        now = self.clock()
-        rules = self._rules()
-        placed: list[RecordBatch] = []
-        infos: dict[int, ProducerAppendInfo] = {}
-        duplicates: list[tuple[int, int]] = []
-        next_offset = self.log_end_offset
-        for batch in incoming:
-            if origin is AppendOrigin.CLIENT and batch.has_producer_id:
-                dup = self.producer_state.find_duplicate_batch(batch)
-                if dup is not None:
-                    duplicates.append((dup.first_offset, dup.last_offset))
-                    continue
-            buf = prepare_for_log(batch, rules, now)
-            assign_offset(buf, next_offset, self.leader_epoch)
-            out = RecordBatch(buf, 0, file=str(self.directory))
-            self._check_fits_segment(out)
-            next_offset = out.next_offset
-            if out.has_producer_id:
-                info = infos.get(out.producer_id)
-                if info is None:
-                    info = infos[out.producer_id] = self.producer_state.prepare_update(
-                        out.producer_id, origin
-                    )
-                info.append(out)
-            placed.append(out)
-        return placed, duplicates
-
-    def _check_fits_segment(self, batch: RecordBatch) -> None:
-        if batch.size_in_bytes > self.config.segment_bytes:
-            raise RecordTooLargeError(
-                f"batch of {batch.size_in_bytes} bytes exceeds segment.bytes="
-                f"{self.config.segment_bytes}",
-                file=str(self.directory),
-                offset=batch.base_offset,
-            )
-
-    @staticmethod
-    def _duplicate_info(duplicates: list[tuple[int, int]], count: int) -> LogAppendInfo:
-        first = min(d[0] for d in duplicates) if duplicates else -1
-        last = max(d[1] for d in duplicates) if duplicates else -1
-        return LogAppendInfo(first, last, wire.NO_TIMESTAMP, 0, 0, count)
-
     def _assign_leader_epoch(self, start_offset: int) -> None:
         latest = self.leader_epoch_cache.latest_epoch
         if latest is None or latest < self.leader_epoch:
             self.leader_epoch_cache.assign(self.leader_epoch, start_offset)
             self.leader_epoch_cache.flush()
-
-    def _commit_producer_state(self, batches: Sequence[RecordBatch], origin: AppendOrigin) -> None:
-        """Kafka's order for the batches just written: update entries, then index aborted txns
-        with their LSO, then the end offset. Re-applies the checks :meth:`_validate` passed."""
-        infos: dict[int, ProducerAppendInfo] = {}
-        completed: list[CompletedTxn] = []
-        for batch in batches:
-            if batch.has_producer_id:
-                info = infos.get(batch.producer_id)
-                if info is None:
-                    info = infos[batch.producer_id] = self.producer_state.prepare_update(
-                        batch.producer_id, origin
-                    )
-                txn = info.append(batch)
-                if txn is not None:
-                    completed.append(txn)
-        for info in infos.values():
-            self.producer_state.update(info)
-        for txn in completed:
-            if txn.is_aborted:
-                lso = self.producer_state.last_stable_offset(txn)
-                self.segment_for(txn.last_offset).append_aborted_txn(
-                    AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, lso)
-                )
-            self.producer_state.complete_txn(txn)
-        self.producer_state.update_map_end_offset(batches[-1].next_offset)
 
     def _write(self, batches: Sequence[RecordBatch], origin: AppendOrigin) -> None:
         """Append in chunks that fit the active segment, rolling between them (§9.2). Each
@@ -249,7 +152,8 @@ class Log:
         chunk: list[RecordBatch] = []
         chunk_bytes = 0
         for batch in batches:
-            if chunk and self._needs_new_segment(chunk_bytes + batch.size_in_bytes, batch):
+            pending = chunk_bytes + batch.size_in_bytes
+            if chunk and needs_new_segment(self.active_segment, self.config, pending, batch):
                 self._write_chunk(chunk, origin)
                 chunk, chunk_bytes = [], 0
             if not chunk:
@@ -258,13 +162,6 @@ class Log:
             chunk_bytes += batch.size_in_bytes
         if chunk:
             self._write_chunk(chunk, origin)
-
-    def _needs_new_segment(self, chunk_bytes: int, batch: RecordBatch) -> bool:
-        active = self.active_segment
-        return (
-            active.size + chunk_bytes > self.config.segment_bytes
-            or not active.can_convert_to_relative_offset(batch.last_offset)
-        )
 
     def _write_chunk(self, chunk: Sequence[RecordBatch], origin: AppendOrigin) -> None:
         data = bytearray()
@@ -275,24 +172,11 @@ class Log:
             )
             data += batch.buffer
         self.active_segment.append(data, infos)
-        self._commit_producer_state(chunk, origin)
+        commit_producer_state(self, chunk, origin)
 
     def _maybe_roll(self, size: int, first: RecordBatch) -> None:
-        if self._should_roll(self.active_segment, size, first):
+        if should_roll(self.active_segment, self.config, self.clock, size, first):
             self.roll()
-
-    def _should_roll(self, seg: LogSegment, size: int, first: RecordBatch) -> bool:
-        cfg = self.config
-        if seg.size > cfg.segment_bytes - size:
-            return True
-        if seg.offset_index.is_full or seg.time_index.is_full:
-            return True
-        if not seg.can_convert_to_relative_offset(first.last_offset):
-            return True
-        if seg.size == 0:
-            return False
-        waited = seg.time_waited_for_roll(self.clock(), first.max_timestamp)
-        return waited > cfg.max_segment_ms - seg.roll_jitter_ms
 
     def roll(self) -> LogSegment:
         """Close the active segment for appends and start a new one at the log end offset.
