@@ -7,6 +7,8 @@ sparsely (a new entry once more than ``index.interval.bytes`` were appended sinc
 that carried it; ``<base>.txnindex`` lists aborted transactions whose ABORT marker is here.
 Names are the 20-digit base offset; ``suffix`` (``.cleaned``, ``.swap``, ``.deleted``) is
 appended after the normal extension during the cleaner's and retention's multi-file protocols.
+Finding batch boundaries from their headers is ``segment_position.py`` (with :class:`BatchInfo`
+and :class:`BatchPosition`, re-exported here).
 """
 
 from __future__ import annotations
@@ -15,40 +17,20 @@ import mmap
 import os
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from kafkatier.storage import wire
-from kafkatier.storage.errors import CorruptRecordError, StorageError
+from kafkatier.storage.errors import StorageError
 from kafkatier.storage.legacy import LegacyBatch
 from kafkatier.storage.offset_index import OffsetIndex
 from kafkatier.storage.records import RecordBatch, iter_batches
+from kafkatier.storage.segment_position import BatchInfo, BatchPosition, header_at
 from kafkatier.storage.time_index import TimeIndex
 from kafkatier.storage.txn_index import AbortedTxn, TransactionIndex
 
 AnyBatch = RecordBatch | LegacyBatch
 SUFFIXES = (".log", ".index", ".timeindex", ".txnindex")
-
-
-@dataclass(frozen=True, slots=True)
-class BatchInfo:
-    """What a segment needs to index one batch of an append: where it sits in the appended bytes."""
-
-    position: int
-    size: int
-    last_offset: int
-    max_timestamp: int
-
-
-@dataclass(frozen=True, slots=True)
-class BatchPosition:
-    """A batch located in a segment file, from its header alone (Kafka's LogOffsetPosition)."""
-
-    position: int
-    size: int
-    base_offset: int
-    last_offset: int
-    magic: int
+__all__ = ["SUFFIXES", "AnyBatch", "BatchInfo", "BatchPosition", "LogSegment"]
 
 
 class LogSegment:
@@ -123,7 +105,7 @@ class LogSegment:
         one (read back from the file after a reopen, as ``loadFirstBatchTimestamp``), else by
         the clock since this segment object was created."""
         if self.rolling_based_timestamp is None:
-            first = self._header_at(0) if self.size else None
+            first = header_at(self._fd, 0, self.size, str(self.log_path)) if self.size else None
             if first is not None:
                 batch = next(self.batches(0, end=first.size), None)
                 self.rolling_based_timestamp = None if batch is None else batch.max_timestamp
@@ -184,32 +166,10 @@ class LogSegment:
     def read_bytes(self, position: int, size: int) -> bytes:
         return os.pread(self._fd, size, position)
 
-    def _header_at(self, position: int) -> BatchPosition | None:
-        head = os.pread(self._fd, wire.BATCH_HEADER_SIZE, position)
-        if len(head) < wire.HEADER_SIZE_UP_TO_MAGIC:
-            return None
-        base, length = wire.OFFSET_AND_LENGTH.unpack_from(head, 0)
-        magic = head[wire.MAGIC_OFFSET]
-        size = wire.LOG_OVERHEAD + length
-        if length < wire.MIN_LEGACY_RECORD_SIZE or magic > 2:
-            raise CorruptRecordError(
-                f"invalid batch header (length {length}, magic {magic})",
-                file=str(self.log_path),
-                position=position,
-            )
-        if position + size > self.size:
-            return None
-        if magic >= 2:
-            if len(head) < wire.BATCH_HEADER_SIZE:
-                return None
-            last = base + int.from_bytes(head[23:27], "big", signed=True)
-            return BatchPosition(position, size, base, last, magic)
-        return BatchPosition(position, size, base, base, magic)
-
     def scan_headers(self, position: int = 0) -> Iterator[BatchPosition]:
         """Batch boundaries from ``position`` on, reading only headers (no CRC check)."""
-        while position < self.size:
-            found = self._header_at(position)
+        while position < self.size:  # read per step: the segment may grow meanwhile
+            found = header_at(self._fd, position, self.size, str(self.log_path))
             if found is None:
                 return
             yield found
@@ -346,4 +306,3 @@ class LogSegment:
     @property
     def last_modified_ms(self) -> int:
         return int(self.log_path.stat().st_mtime * 1000)
-
