@@ -44,23 +44,20 @@ one record batch) at a time, never the whole micro-batch. Executors that see the
 filesystem (by default: local mode; ``staging=`` names a shared directory) write their pieces to
 staging files and return only where they are (:mod:`kafkatier.sink.stage`); otherwise
 (``staging=False``) the pieces are persisted to executor disk and fetched one task at a time
-(``toLocalIterator``: the driver JVM buffers one task's output). Testing hook:
-``KAFKATIER_SINK_CRASH=<point>[:<batch>]`` makes the driver SIGKILL itself at ``after-append``,
-``after-decide``, ``between-markers`` or ``after-markers`` (the first time it gets there, or only
-in that batch).
+(``toLocalIterator``: the driver JVM buffers one task's output). The executors' encoder runs in
+Spark's JVM when it can (:mod:`kafkatier.sink.jvm`), else in Python workers. Crash tests stop
+the driver at chosen steps through :mod:`kafkatier.sink.hooks`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
-import os
-import signal
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING
 
+from kafkatier.sink import hooks
 from kafkatier.sink.append import append_pieces, flush_logs
 from kafkatier.sink.bookkeeping import (
     InFlight,
@@ -72,6 +69,7 @@ from kafkatier.sink.bookkeeping import (
     save_state,
 )
 from kafkatier.sink.encode import EncodePlan
+from kafkatier.sink.hooks import CRASH_ENV, QUERY_ID_PROPERTY, crash_point, no_crash
 from kafkatier.sink.jvm import EncoderChoice
 from kafkatier.sink.plan import SinkSettings, build_plan, encoded_pieces
 from kafkatier.sink.schema import InputColumns, SinkSchemaError, check_schema, normalize
@@ -93,21 +91,11 @@ from kafkatier.storage.writer_lock import writer_turn
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-__all__ = ["KafkaLogSink", "ProducerFencedError", "SinkSchemaError"]
+__all__ = [
+    "CRASH_ENV", "QUERY_ID_PROPERTY", "KafkaLogSink", "ProducerFencedError", "SinkSchemaError"
+]  # fmt: skip
 
 log = logging.getLogger(__name__)
-CRASH_ENV: Final = "KAFKATIER_SINK_CRASH"
-QUERY_ID_PROPERTY: Final = "sql.streaming.queryId"
-
-
-def _crash_point(point: str, batch_id: int) -> None:
-    """SIGKILL this process at ``point`` when KAFKATIER_SINK_CRASH asks for it (crash tests)."""
-    spec = os.environ.get(CRASH_ENV)
-    if not spec:
-        return
-    name, _, batch = spec.partition(":")
-    if name == point and (not batch or int(batch) == batch_id):
-        os.kill(os.getpid(), signal.SIGKILL)
 
 
 class KafkaLogSink:
@@ -170,7 +158,7 @@ class KafkaLogSink:
     def _batch(self, df: DataFrame, batch_id: int) -> None:
         """One call of ``foreachBatch`` in this sink's turn on the log dir."""
         state = self._begin()
-        query_id = _query_id(df)
+        query_id = hooks.query_id(df)
         self._check_query(state, query_id, batch_id)
         if batch_id <= state.last_committed_batch:
             log.info("sink %s: batch %d already committed, skipped", self.sink_id, batch_id)
@@ -228,7 +216,7 @@ class KafkaLogSink:
                 action = "committing" if commit else "aborting"
                 log.warning("sink %s: %s an open transaction of producer %d in %d partitions",
                             self.sink_id, action, producer_id, len(pending))  # fmt: skip
-                end_txn(pending, producer_id, epoch, commit=commit, crash=_noop)
+                end_txn(pending, producer_id, epoch, commit=commit, crash=no_crash)
                 flush_logs(self.logs)
         if inflight is not None or state.previous_producer_id is not None:
             if inflight is not None and commit:
@@ -284,16 +272,16 @@ class KafkaLogSink:
         flush_logs(self.logs)  # data durable before the commit decision
         state.inflight = InFlight(batch_id, True, sorted(touched))
         save_state(self.log_dir, state)  # the commit point
-        _crash_point("after-decide", batch_id)
+        crash_point("after-decide", batch_id)
         pending = open_txn_logs(self.logs, {t for t, _ in touched}, state.producer_id)
         end_txn(
             pending,
             state.producer_id,
             self._epoch_now(),
             commit=True,
-            crash=lambda point: _crash_point(point, batch_id),
+            crash=lambda point: crash_point(point, batch_id),
         )
-        _crash_point("after-markers", batch_id)
+        crash_point("after-markers", batch_id)
         flush_logs(self.logs)
         state.last_committed_batch = batch_id
         state.inflight = None
@@ -317,7 +305,7 @@ class KafkaLogSink:
                 encoded_pieces(normalize(df, cols), encode_plan, self.encoder.for_frame(df)),
                 sequences,
                 self._log_for,
-                lambda: _crash_point("after-append", batch_id),
+                lambda: crash_point("after-append", batch_id),
             )
         finally:
             if batch_dir is not None:
@@ -330,15 +318,3 @@ class KafkaLogSink:
             found = self.logs.get(topic, partition)
         assert found is not None
         return found
-
-
-def _noop(point: str) -> None:
-    del point
-
-
-def _query_id(df: DataFrame) -> str | None:
-    """The streaming query's id (kept in its checkpoint), None outside a streaming query."""
-    with contextlib.suppress(Exception):
-        value: Any = df.sparkSession.sparkContext.getLocalProperty(QUERY_ID_PROPERTY)
-        return str(value) if value else None
-    return None

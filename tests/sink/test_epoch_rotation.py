@@ -110,7 +110,7 @@ def crash_at_the_last_epoch(
     set_stored_epoch(log_dir, MAX_EPOCH - 2)
     dying = new_sink(log_dir)
     with mp.context() as patch:
-        patch.setattr(sink_module, "_crash_point", die_in_batch_at(point))
+        patch.setattr(sink_module, "crash_point", die_in_batch_at(point))
         patch.setattr(dying, "_recover_after_failure", lambda state: None)  # dead: no recovery
         with pytest.raises(Died):
             dying(rows(spark, 60, 120), 1)

@@ -1,0 +1,41 @@
+"""What the sink reads from its surroundings: the streaming query's id, and the crash hook.
+
+``KAFKATIER_SINK_CRASH=<point>[:<batch>]`` makes the driver SIGKILL itself at ``after-append``,
+``after-decide``, ``between-markers`` or ``after-markers`` (the first time it gets there, or only
+in that batch): the crash tests' way to stop a real driver at a chosen step of the protocol.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+CRASH_ENV: Final = "KAFKATIER_SINK_CRASH"
+QUERY_ID_PROPERTY: Final = "sql.streaming.queryId"
+
+
+def crash_point(point: str, batch_id: int) -> None:
+    """SIGKILL this process at ``point`` when KAFKATIER_SINK_CRASH asks for it (crash tests)."""
+    spec = os.environ.get(CRASH_ENV)
+    if not spec:
+        return
+    name, _, batch = spec.partition(":")
+    if name == point and (not batch or int(batch) == batch_id):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def no_crash(point: str) -> None:
+    del point
+
+
+def query_id(df: DataFrame) -> str | None:
+    """The streaming query's id (kept in its checkpoint), None outside a streaming query."""
+    with contextlib.suppress(Exception):
+        value: Any = df.sparkSession.sparkContext.getLocalProperty(QUERY_ID_PROPERTY)
+        return str(value) if value else None
+    return None
