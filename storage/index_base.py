@@ -4,7 +4,8 @@ Both files are arrays of fixed-size big-endian entries with no header and no che
 writable file is preallocated (zero-filled) to ``floor(max_index_size / entry_size)`` entries and
 memory-mapped; opening an existing file trusts every whole slot in it, so an untrimmed zero tail
 counts as entries, exactly as Kafka does. Python cannot mmap an empty file, so a zero-length index
-keeps no map at all and reads from an empty buffer.
+keeps no map at all and reads from an empty buffer. Kafka's search over the entries is
+``index_search.py``.
 """
 
 from __future__ import annotations
@@ -20,9 +21,9 @@ from typing import ClassVar
 
 from kafkatier.storage import wire
 from kafkatier.storage.errors import CorruptIndexError, StorageError
+from kafkatier.storage.index_search import WARM_SECTION_BYTES, largest_lower_bound
 
-WARM_SECTION_BYTES = 8192
-"""Kafka searches the last 8 KiB of entries first (``AbstractIndex.warmEntries``)."""
+__all__ = ["WARM_SECTION_BYTES", "FixedEntryIndex", "IndexFullError", "InvalidIndexEntryError"]
 
 
 class InvalidIndexEntryError(CorruptIndexError, ValueError):
@@ -256,32 +257,8 @@ class FixedEntryIndex(ABC):
     # ------------------------------------------------------------------ search and truncation
 
     def _largest_lower_bound(self, target: int, field: int) -> int:
-        """Kafka's ``largestLowerBoundSlotFor``: the warm tail first, then the rest; -1 if none.
-
-        Reproduced step for step so that lookups on unsorted files (an untrimmed zero tail) give
-        the same answers as a broker would.
-        """
-        entries = self._entries
-        if entries == 0:
-            return -1
-        first_hot = max(0, entries - 1 - WARM_SECTION_BYTES // self.ENTRY.size)
-        if self._parse(first_hot)[field] < target:
-            return self._binary_search(target, field, first_hot, entries - 1)
-        if self._parse(0)[field] > target:
-            return -1
-        return self._binary_search(target, field, 0, first_hot)
-
-    def _binary_search(self, target: int, field: int, lo: int, hi: int) -> int:
-        while lo < hi:
-            mid = (lo + hi + 1) >> 1
-            found = self._parse(mid)[field]
-            if found > target:
-                hi = mid - 1
-            elif found < target:
-                lo = mid
-            else:
-                return mid
-        return lo
+        """Kafka's ``largestLowerBoundSlotFor`` over the valid entries (``index_search.py``)."""
+        return largest_lower_bound(self._parse, self._entries, self.ENTRY.size, target, field)
 
     def truncate_to(self, offset: int) -> None:
         """Drop every entry with offset >= ``offset``; a larger offset than any entry is a no-op.
