@@ -232,3 +232,37 @@ def test_an_unwritable_cache_is_a_clear_unavailability(tmp_path: Path, monkeypat
     monkeypatch.setenv(jvm.CACHE_ENV, str(blocker))
     with pytest.raises(JvmEncoderUnavailable, match=r"KAFKATIER_CACHE_DIR at a writable"):
         jar_path()
+
+
+@pytest.mark.parametrize("codec", ["none", "lz4"])
+def test_random_rows_split_into_batches_within_max_message_bytes(
+    spark: Any, tmp_path: Path, codec: str
+) -> None:
+    rng = random.Random(11)
+    rows = []
+    for i in range(400):
+        key = None if rng.random() < 0.2 else f"k{rng.randrange(30)}é"
+        value = None if rng.random() < 0.05 else "v" * rng.randrange(0, 1500) + f"#{i}"
+        headers = [("h", None if rng.random() < 0.3 else rng.randbytes(rng.randrange(5)))]
+        rows.append((key, value, headers if rng.random() < 0.5 else None))
+    schema = f"key string, value string, headers {HEADER_TYPE}"
+    df = spark.createDataFrame(rows, schema).repartition(3).cache()
+    config = {"max.message.bytes": "4096"}
+    written = {}
+    for encoder in ("jvm", "python"):
+        log_dir = tmp_path / encoder
+        sink = KafkaLogSink(
+            log_dir, topic="t", partitions=3, compression=codec, encoder=encoder, config=config
+        )
+        sink(df, 0)
+        assert verify_paths([log_dir]) == []
+        assert max(len(raw) for _, _, raw in batches(log_dir)) <= 4096
+        written[encoder] = by_partition(log_dir, "t", mixed=False)
+    df.unpersist()
+    for p in range(3):
+        keyed = [[r[:3] for r in written[e][p] if r[0] is not None] for e in ("jvm", "python")]
+        assert keyed[0] == keyed[1]
+    everything = [
+        sorted((r[:3] for rs in written[e].values() for r in rs), key=repr) for e in written
+    ]
+    assert everything[0] == everything[1] and len(everything[0]) == 400
