@@ -185,9 +185,12 @@ def compact_remote(
     grace_ms: int = 0,
     scratch_dir: Path | None = None,
     read_bytes: int | None = None,
+    deferred: list[GroupReplacer] | None = None,
 ) -> RemoteCompactionResult:
     """Compact the remote-only segments of one partition once (module docstring).
-    ``read_bytes``: bytes per ranged GET (default: :data:`REMOTE_READ_BYTES` or more)."""
+    ``read_bytes``: bytes per ranged GET (default: :data:`REMOTE_READ_BYTES` or more).
+    ``deferred``: step 4 is left to the caller, which gets the replacer in this list (a pass over
+    many partitions then waits out the grace once, not once per partition)."""
     manifest, _ = ManifestStore(store).load(topic, partition)
     remote = remote_only(manifest, local)
     result = RemoteCompactionResult(checkpoint=manifest.cleaner_checkpoint)
@@ -213,7 +216,10 @@ def compact_remote(
         _save_checkpoint(part, result.checkpoint)
     result.segments_after = len(seg_store.remote)
     result.bytes_after = sum(s.size for s in seg_store.remote)
-    result.objects_deleted = replacer.delete_replaced(grace_ms)
+    if deferred is not None and replacer.replaced:
+        deferred.append(replacer)
+    else:
+        result.objects_deleted = replacer.delete_replaced(grace_ms)
     if result.cleaned:
         log.info("compacted remote %s-%d: %d -> %d bytes, %d records removed", topic, partition,
                  result.bytes_before, result.bytes_after, result.records_removed)  # fmt: skip

@@ -30,6 +30,7 @@ from kafkatier.tiering.manifest import ManifestStore, PartitionManifest, now_ms
 from kafkatier.tiering.orphans import sweep_orphans
 from kafkatier.tiering.remote_compaction import compact_remote
 from kafkatier.tiering.remote_retention import expire_remote
+from kafkatier.tiering.remote_swap import GroupReplacer
 from kafkatier.tiering.store import ObjectStore
 from kafkatier.tiering.upload import Uploader, new_owner
 
@@ -79,6 +80,7 @@ class Tierer:
         self.owner = new_owner()
         self.uploader = Uploader(self.store, self.owner)
         self.compaction_grace_ms = COMPACTION_GRACE_MS
+        self._replaced: list[GroupReplacer] = []  # this pass's compactions, for step 4
         self.remote_compaction = True
         """False: upload and retention only (tests comparing compactions at one instant)."""
 
@@ -88,7 +90,20 @@ class Tierer:
         with ThreadPoolExecutor(max_workers=max(self.config.threads, 1)) as pool:
             for outcome in pool.map(lambda t: self._partition(*t), targets):
                 result.partitions.append(outcome)
+        self._delete_replaced()
         return result
+
+    def _delete_replaced(self) -> None:
+        """Step 4 of this pass's remote compactions, after one grace counted from each swap
+        (they ran in parallel, so at most about one grace in all). What fails here stays
+        DELETE_SEGMENT_STARTED in the manifest, invisible to readers, for the next sweep."""
+        for replacer in self._replaced:
+            try:
+                replacer.delete_replaced(self.compaction_grace_ms)
+            except Exception:
+                log.exception("deleting objects replaced by compaction of %s-%d failed",
+                              replacer.topic, replacer.partition)  # fmt: skip
+        self._replaced = []
 
     def _partition(self, log_dir: Path, topic: str, partition: int) -> PartitionPass:
         outcome = PartitionPass(topic, partition)
@@ -130,7 +145,8 @@ class Tierer:
     def _compact(self, part: LocalPartition, outcome: PartitionPass) -> None:
         done = compact_remote(self.store, part.topic, part.partition, config=part.config,
                               local=part, now_ms=now_ms(), owner=self.owner,
-                              grace_ms=self.compaction_grace_ms)  # fmt: skip
+                              grace_ms=self.compaction_grace_ms,
+                              deferred=self._replaced)  # fmt: skip
         if done.cleaned:
             outcome.remote_compactions += 1
             outcome.remote_records_removed += done.records_removed
