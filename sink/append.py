@@ -1,25 +1,18 @@
-"""The driver's side of a micro-batch: sequences and offsets for the encoded pieces, then fsync.
+"""The driver's side of a micro-batch: sequences and offsets for the encoded pieces.
 
 The driver is the single writer of every partition: it appends the pieces in task order, giving
 each batch the partition's next sequence (:func:`kafkatier.sink.stage.assign_sequences`) before
-``Log.append`` gives it offsets and checks epoch and sequences as a leader does. The fsyncs of a
-batch's partitions run in parallel threads (fsync releases the GIL, and the filesystem can
-commit concurrent fsyncs together); each thread flushes one partition, so no ``Log`` is shared.
+``Log.append`` gives it offsets and checks epoch and sequences as a leader does.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
-from typing import Final
 
 from kafkatier.sink.plan import Piece
 from kafkatier.sink.stage import assign_sequences
 from kafkatier.storage.errors import CorruptRecordError
 from kafkatier.storage.log import Log
-from kafkatier.storage.log_dir import LogDirectory
-
-FLUSH_THREADS: Final = 8
 
 
 def append_pieces(
@@ -45,13 +38,3 @@ def append_pieces(
         touched.add(tp)
         after_append()
     return touched
-
-
-def flush_logs(logs: LogDirectory) -> None:
-    """``LogDirectory.flush`` with the partitions fsynced in parallel, then the checkpoints."""
-    dirty = list(logs.logs.values())
-    if dirty:
-        with ThreadPoolExecutor(min(FLUSH_THREADS, len(dirty))) as pool:
-            for _ in pool.map(Log.flush, dirty):
-                pass
-    logs.checkpoint()

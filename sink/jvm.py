@@ -31,8 +31,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from kafkatier.sink.encode import EncodePlan
+from kafkatier.sink.encode import CHUNK_BYTES, CHUNK_SCHEMA, EncodePlan, TopicPlan
 from kafkatier.sink.schema import SinkSchemaError
+from kafkatier.storage.arrow_codec import batch_byte_limit
 from kafkatier.storage.errors import InvalidRecordError, KafkaTierError, RecordTooLargeError
 
 if TYPE_CHECKING:
@@ -183,14 +184,18 @@ def _context(df: DataFrame) -> Any:
 
 def plan_json(plan: EncodePlan) -> str:
     """The plan as ``EncodePlan.java`` reads it."""
+    def sizes(t: TopicPlan) -> list[int]:
+        return [t.partitions, t.max_batch_bytes, batch_byte_limit(plan.codec, t.max_batch_bytes)]
+
     new = plan.new_topic
     return json.dumps({
         "fixed_topic": plan.fixed_topic,
-        "topics": {n: [t.partitions, t.max_batch_bytes] for n, t in plan.topics.items()},
-        "new_topic": None if new is None else [new.partitions, new.max_batch_bytes],
+        "topics": {n: sizes(t) for n, t in plan.topics.items()},
+        "new_topic": None if new is None else sizes(new),
         "codec": int(plan.codec), "level": plan.level, "producer_id": plan.producer_id,
         "producer_epoch": plan.producer_epoch, "write_time_ms": plan.write_time_ms,
         "staging_dir": plan.staging_dir, "open_budget": OPEN_BUDGET_BYTES,
+        "chunk_bytes": CHUNK_BYTES, "pieces_schema": CHUNK_SCHEMA,
     })  # fmt: skip
 
 

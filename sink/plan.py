@@ -4,8 +4,8 @@ encoded pieces they send back.
 The plan is computed on the driver from the log dir and shipped with the encode job's tasks
 (:class:`kafkatier.sink.encode.EncodePlan`: as JSON to the JVM encoder of
 :mod:`kafkatier.sink.jvm`, or inside the Python encoder's ``mapInArrow`` function); the producer's
-next sequence per partition
-stays on the driver, which assigns sequences as it appends (:mod:`kafkatier.sink.stage`).
+next sequence per partition stays on the driver, which assigns sequences as it appends
+(:mod:`kafkatier.sink.stage`).
 """
 
 from __future__ import annotations

@@ -58,7 +58,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kafkatier.sink import hooks
-from kafkatier.sink.append import append_pieces, flush_logs
+from kafkatier.sink.append import append_pieces
 from kafkatier.sink.bookkeeping import (
     InFlight,
     ProducerFencedError,
@@ -139,7 +139,7 @@ class KafkaLogSink:
         self._epoch: int | None = None  # this instance's producer epoch and id, once started
         self._producer_id: int | None = None
         self._logs: LogDirectory | None = None
-        self._generation: str | None = None  # the log dir's writer generation we left
+        self._generation: str | None = None  # the token of this sink's last turn on the log dir
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         self.log_dir.mkdir(parents=True, exist_ok=True)
@@ -150,10 +150,8 @@ class KafkaLogSink:
             if self._logs is not None and turn.changed_since(self._generation):
                 log.info("sink %s: %s changed by another writer", self.sink_id, self.log_dir)
                 self._drop_logs()
-            try:
-                self._batch(df, batch_id)
-            finally:
-                self._generation = turn.finish()
+            self._generation = turn.token
+            self._batch(df, batch_id)
 
     def _batch(self, df: DataFrame, batch_id: int) -> None:
         """One call of ``foreachBatch`` in this sink's turn on the log dir."""
@@ -217,13 +215,25 @@ class KafkaLogSink:
                 log.warning("sink %s: %s an open transaction of producer %d in %d partitions",
                             self.sink_id, action, producer_id, len(pending))  # fmt: skip
                 end_txn(pending, producer_id, epoch, commit=commit, crash=no_crash)
-                flush_logs(self.logs)
+                self.logs.flush()
         if inflight is not None or state.previous_producer_id is not None:
             if inflight is not None and commit:
                 state.last_committed_batch = max(state.last_committed_batch, inflight.batch_id)
             state.inflight = None
             state.previous_producer_id = None
             save_state(self.log_dir, state)
+
+    def close(self) -> None:
+        """Close the logs cleanly (checkpoints, clean-shutdown marker), in a turn on the log dir
+        as every write to it; a later batch reopens them."""
+        if self._logs is None:
+            return
+        with writer_turn(self.log_dir, who=f"sink {self.sink_id}") as turn:
+            if turn.changed_since(self._generation):
+                self._drop_logs()  # stale: another writer's checkpoints must not be overwritten
+            else:
+                self._logs.close()
+                self._logs = None
 
     def _drop_logs(self) -> None:
         """Close the logs without the clean-shutdown marker: the next use reopens (recovers)."""
@@ -269,7 +279,7 @@ class KafkaLogSink:
         state.query_id = query_id or state.query_id
         save_state(self.log_dir, state)
         touched = self._append_all(df, cols, plan, batch_id)
-        flush_logs(self.logs)  # data durable before the commit decision
+        self.logs.flush()  # data durable before the commit decision
         state.inflight = InFlight(batch_id, True, sorted(touched))
         save_state(self.log_dir, state)  # the commit point
         crash_point("after-decide", batch_id)
@@ -282,7 +292,7 @@ class KafkaLogSink:
             crash=lambda point: crash_point(point, batch_id),
         )
         crash_point("after-markers", batch_id)
-        flush_logs(self.logs)
+        self.logs.flush()
         state.last_committed_batch = batch_id
         state.inflight = None
         save_state(self.log_dir, state)

@@ -186,10 +186,17 @@ def _compress(
     return out, new_pos, new_sizes
 
 
+def batch_byte_limit(codec: Codec, max_batch_bytes: int) -> int:
+    """Header + uncompressed records one batch may take under ``max_batch_bytes``
+    (``max.message.bytes``; batchLength is an int32), leaving room for a codec's framing. The
+    sink's JVM encoder gets this figure in its plan rather than deriving it again."""
+    limit = min(max_batch_bytes, INT32_MAX + LOG_OVERHEAD)
+    return limit - _codec_slack(limit) if codec != Codec.NONE else limit
+
+
 def _limits(codec: Codec, max_batch_bytes: int, max_batch_records: int | None) -> tuple[int, int]:
     """Uncompressed bytes and records a batch may take (batchLength and counts are int32)."""
-    limit = min(max_batch_bytes, INT32_MAX + LOG_OVERHEAD)
-    limit -= _codec_slack(limit) if codec != Codec.NONE else 0
+    limit = batch_byte_limit(codec, max_batch_bytes)
     max_records = INT32_MAX if max_batch_records is None else max_batch_records
     if max_records < 1:
         raise ConfigError("max_batch_records must be >= 1", setting="max_batch_records")

@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from kafkatier.storage._arrow_columns import ArrowSchemaError
 from kafkatier.storage._arrow_decode import BatchHeader, decode
-from kafkatier.storage._arrow_encode import EncodedBatches, encode
+from kafkatier.storage._arrow_encode import EncodedBatches, batch_byte_limit, encode
 from kafkatier.storage._arrow_table import SPARK_KAFKA_SCHEMA
 from kafkatier.storage.wire import DEFAULT_MAX_MESSAGE_BYTES, Codec
 
@@ -26,6 +26,7 @@ __all__ = [
     "ArrowSchemaError",
     "BatchHeader",
     "EncodedBatches",
+    "batch_byte_limit",
     "decode_arrow",
     "encode_arrow",
 ]

@@ -19,32 +19,31 @@ import struct
 from dataclasses import dataclass, field
 from typing import Final
 
-import crc32c
 import numpy as np
 import numpy.typing as npt
 
 from kafkatier.storage.compression import compress, decompress
 from kafkatier.storage.errors import KafkaTierError
+from kafkatier.storage.record_builder import _assemble
 from kafkatier.storage.segment import BatchInfo
 from kafkatier.storage.wire import (
     ATTR_CODEC_MASK,
     ATTR_CONTROL,
     ATTR_TRANSACTIONAL,
+    ATTRIBUTES_OFFSET,
+    BATCH_HEADER,
     BATCH_HEADER_SIZE,
-    CRC_OFFSET,
-    CRC_START,
     LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    OFFSET_AND_LENGTH,
+    RECORDS_COUNT_OFFSET,
     Codec,
 )
 
 U8 = npt.NDArray[np.uint8]
 Chunk = bytes | memoryview | U8
-_HEAD: Final = struct.Struct(">qi")  # base offset, batch length
 _ATTRS: Final = struct.Struct(">h")
 _LAST_DELTA: Final = struct.Struct(">i")
-_U32: Final = struct.Struct(">I")
-_ATTRS_AT: Final = 21
-_COUNT_AT: Final = 57
 
 
 @dataclass
@@ -75,10 +74,10 @@ def _view(chunk: Chunk) -> memoryview:
 
 def _compressed_data_size(chunk: memoryview, pos: int) -> int:
     """The size of the compressed v2 data batch at ``pos`` held whole by the chunk, else 0."""
-    if len(chunk) - pos < BATCH_HEADER_SIZE or chunk[pos + 16] != 2:
+    if len(chunk) - pos < BATCH_HEADER_SIZE or chunk[pos + MAGIC_OFFSET] != 2:
         return 0
-    size: int = LOG_OVERHEAD + _HEAD.unpack_from(chunk, pos)[1]
-    (attrs,) = _ATTRS.unpack_from(chunk, pos + _ATTRS_AT)
+    size: int = LOG_OVERHEAD + OFFSET_AND_LENGTH.unpack_from(chunk, pos)[1]
+    (attrs,) = _ATTRS.unpack_from(chunk, pos + ATTRIBUTES_OFFSET)
     if size < BATCH_HEADER_SIZE or pos + size > len(chunk):
         return 0
     if not attrs & ATTR_CODEC_MASK or attrs & (ATTR_CONTROL | ATTR_TRANSACTIONAL):
@@ -94,21 +93,21 @@ def inflate(chunk: Chunk, pos: int, max_bytes: int) -> Inflated | None:
     run = Inflated(np.empty(0, np.uint8))
     total = 0
     while total < max_bytes and (size := _compressed_data_size(view, pos)):
-        (attrs,) = _ATTRS.unpack_from(view, pos + _ATTRS_AT)
+        (attrs,) = _ATTRS.unpack_from(view, pos + ATTRIBUTES_OFFSET)
         codec = Codec(attrs & ATTR_CODEC_MASK)
         try:
             records = decompress(codec, view[pos + BATCH_HEADER_SIZE : pos + size])
         except (KafkaTierError, ValueError):
             break  # the Python path reports it
         header = bytearray(view[pos : pos + BATCH_HEADER_SIZE])
-        _HEAD.pack_into(header, 0, _HEAD.unpack_from(header)[0],
+        OFFSET_AND_LENGTH.pack_into(header, 0, OFFSET_AND_LENGTH.unpack_from(header)[0],
                         BATCH_HEADER_SIZE - LOG_OVERHEAD + len(records))  # fmt: skip
-        _ATTRS.pack_into(header, _ATTRS_AT, attrs & ~ATTR_CODEC_MASK)
+        _ATTRS.pack_into(header, ATTRIBUTES_OFFSET, attrs & ~ATTR_CODEC_MASK)
         run.starts.append(total)
         run.real_starts.append(pos)
         run.real_sizes.append(size)
         run.codecs.append(codec)
-        base = _HEAD.unpack_from(header)[0]
+        base = OFFSET_AND_LENGTH.unpack_from(header)[0]
         run.last_offsets.append(base + _LAST_DELTA.unpack_from(header, 23)[0])
         parts += (bytes(header), records)
         total += BATCH_HEADER_SIZE + len(records)
@@ -132,9 +131,11 @@ def deflate(
         i = by_last[last]
         plain = out[position : position + size].tobytes()
         source = run.data[run.starts[i] : run.starts[i] + BATCH_HEADER_SIZE].tobytes()
-        same = plain[_ATTRS_AT : _ATTRS_AT + 2] == source[_ATTRS_AT : _ATTRS_AT + 2] and (
-            plain[_COUNT_AT : _COUNT_AT + 4] == source[_COUNT_AT : _COUNT_AT + 4]
+        attrs, count = (
+            slice(ATTRIBUTES_OFFSET, ATTRIBUTES_OFFSET + 2),
+            slice(RECORDS_COUNT_OFFSET, RECORDS_COUNT_OFFSET + 4),
         )
+        same = plain[attrs] == source[attrs] and plain[count] == source[count]
         if same:
             start = run.real_starts[i]
             stored = bytes(view[start : start + run.real_sizes[i]])
@@ -146,12 +147,7 @@ def deflate(
 
 
 def _recompress(plain: bytes, codec: Codec) -> bytes:
+    """The inflated batch ``plain`` (header + records) compressed again with ``codec``."""
+    base, _, ple, _, _, attrs, *rest = BATCH_HEADER.unpack_from(plain)
     records = compress(codec, plain[BATCH_HEADER_SIZE:], None)
-    header = bytearray(plain[:BATCH_HEADER_SIZE])
-    _HEAD.pack_into(header, 0, _HEAD.unpack_from(header)[0],
-                    BATCH_HEADER_SIZE - LOG_OVERHEAD + len(records))  # fmt: skip
-    (attrs,) = _ATTRS.unpack_from(header, _ATTRS_AT)
-    _ATTRS.pack_into(header, _ATTRS_AT, attrs | int(codec))
-    crc = crc32c.crc32c(records, crc32c.crc32c(bytes(header[CRC_START:])))
-    _U32.pack_into(header, CRC_OFFSET, crc)
-    return bytes(header) + records
+    return _assemble(records, base, ple, attrs | int(codec), *rest)

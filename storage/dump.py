@@ -5,9 +5,9 @@ Modelled on Kafka's ``kafka-dump-log.sh`` (DumpLogSegments). Each item has a ``"
 ``timeIndexEntry``, ``abortedTxn``, ``producerState``, ``checkpointEntry``, ``leaderEpoch``,
 ``partitionMetadata``, ``metaProperties``, ``cleanShutdown``, ``note`` and ``problem``. Values
 are Python values (keys and values stay ``bytes``); :func:`to_json` gives the JSON form, which
-for batches and records has exactly the fields of :data:`JSON_FIELDS`. Items are produced one
-at a time from memory-mapped files, so memory use does not grow with the log. A torn or corrupt
-batch yields a ``problem`` and ends that file; nothing is ever written.
+for batches and records has exactly the fields of ``dump_items.JSON_FIELDS``. Items are
+produced one at a time from memory-mapped files, so memory use does not grow with the log. A
+torn or corrupt batch yields a ``problem`` and ends that file; nothing is ever written.
 
 Here: which files a path names, in what order. The items and their JSON form are in
 ``dump_items.py``, ``.log`` files in ``dump_log.py``, indexes and state files in ``dump_state.py``.
@@ -19,8 +19,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Final
 
-from kafkatier.storage.dump_items import JSON_FIELDS, Item, Progress, problem, to_json
-from kafkatier.storage.dump_log import batch_item, dump_log, record_items
+from kafkatier.storage.dump_items import Item, Progress, problem, to_json
+from kafkatier.storage.dump_log import dump_log
 from kafkatier.storage.dump_state import (
     dump_index,
     dump_small_file,
@@ -37,14 +37,11 @@ from kafkatier.storage.verify_files import (
 )
 
 __all__ = [
-    "JSON_FIELDS",
     "Item",
     "NotDumpableError",
     "Progress",
-    "batch_item",
     "dump_file",
     "dump_paths",
-    "record_items",
     "to_json",
 ]
 

@@ -21,9 +21,9 @@ from kafkatier.storage.offset_index import OffsetIndex
 from kafkatier.storage.producer_snapshot import read_snapshot
 from kafkatier.storage.time_index import TimeIndex
 from kafkatier.storage.txn_index import AbortedTxn, TransactionIndex
+from kafkatier.storage.verify_epochs import read_epoch_checkpoint
 from kafkatier.storage.verify_files import Kind
 from kafkatier.storage.verify_problem import Findings
-from kafkatier.storage.verify_state import read_epoch_checkpoint
 from kafkatier.storage.wire import SNAPSHOT_ENTRY, SNAPSHOT_HEADER
 
 

@@ -21,9 +21,9 @@ from typing import ClassVar
 
 from kafkatier.storage import wire
 from kafkatier.storage.errors import CorruptIndexError, StorageError
-from kafkatier.storage.index_search import WARM_SECTION_BYTES, largest_lower_bound
+from kafkatier.storage.index_search import largest_lower_bound
 
-__all__ = ["WARM_SECTION_BYTES", "FixedEntryIndex", "IndexFullError", "InvalidIndexEntryError"]
+__all__ = ["FixedEntryIndex", "IndexFullError", "InvalidIndexEntryError"]
 
 
 class InvalidIndexEntryError(CorruptIndexError, ValueError):

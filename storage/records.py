@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 from kafkatier.storage.errors import CorruptRecordError
 from kafkatier.storage.legacy import LegacyBatch
-from kafkatier.storage.record_batch import Buffer, RecordBatch, located
+from kafkatier.storage.record_batch import Buffer, RecordBatch
 from kafkatier.storage.record_builder import build_batch, build_control_batch, build_empty_batch
 from kafkatier.storage.record_codec import Record
 from kafkatier.storage.wire import (
@@ -83,14 +83,12 @@ def set_partition_leader_epoch(buf: bytearray | memoryview, position: int, epoch
 
 
 __all__ = [
-    "Buffer",
     "Record",
     "RecordBatch",
     "build_batch",
     "build_control_batch",
     "build_empty_batch",
     "iter_batches",
-    "located",
     "read_batch",
     "set_base_offset",
     "set_partition_leader_epoch",

@@ -23,6 +23,7 @@ from kafkatier.storage.metadata_files import (
     PartitionMetadataFile,
 )
 from kafkatier.storage.producer_snapshot import read_snapshot
+from kafkatier.storage.verify_epochs import read_epoch_checkpoint
 from kafkatier.storage.verify_files import (
     ROOT_CHECKPOINTS,
     Kind,
@@ -44,7 +45,6 @@ from kafkatier.storage.verify_problem import (
     VerifyStats,
     checkpoint_message,
 )
-from kafkatier.storage.verify_state import read_epoch_checkpoint
 
 __all__ = [
     "NotKafkaPathError",

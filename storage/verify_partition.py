@@ -18,6 +18,7 @@ from kafkatier.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT
 from kafkatier.storage.metadata_files import PartitionMetadataFile, parse_partition_dir_name
 from kafkatier.storage.segment import AnyBatch, LogSegment
 from kafkatier.storage.txn_index import TransactionIndex
+from kafkatier.storage.verify_epochs import EpochCheck, read_epoch_checkpoint
 from kafkatier.storage.verify_files import (
     Kind,
     PartitionFiles,
@@ -27,7 +28,7 @@ from kafkatier.storage.verify_files import (
 from kafkatier.storage.verify_index import check_offset_index, check_time_index, read_txn_index
 from kafkatier.storage.verify_problem import Findings, checkpoint_message
 from kafkatier.storage.verify_segment import BatchHook, SegmentFacts, scan_log
-from kafkatier.storage.verify_state import EpochCheck, StateReplay, read_epoch_checkpoint
+from kafkatier.storage.verify_state import StateReplay
 from kafkatier.storage.wire import segment_file_name
 
 Progress = Callable[[int], None]

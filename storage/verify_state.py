@@ -25,11 +25,10 @@ from kafkatier.storage.segment import AnyBatch
 from kafkatier.storage.txn_index import AbortedTxn
 from kafkatier.storage.verify_cleaned import BatchMap, CleanedSection
 from kafkatier.storage.verify_compaction import EntryCase, Judge, judge_entry, judge_txn, txn_text
-from kafkatier.storage.verify_epochs import EpochCheck, read_epoch_checkpoint
 from kafkatier.storage.verify_problem import Findings
 from kafkatier.storage.wire import SNAPSHOT_ENTRY, SNAPSHOT_HEADER
 
-__all__ = ["EpochCheck", "StateReplay", "read_epoch_checkpoint"]
+__all__ = ["StateReplay"]
 
 _TxnIndexCheck = tuple[tuple[int, int], Path, list[AbortedTxn], list[AbortedTxn]]
 """A segment's offset range, its ``.txnindex``, the entries stored and those the replay gives."""

@@ -5,13 +5,13 @@ Here several writers may share one (two Spark sinks with different sink ids, ``k
 produce``, ``kafkatier clean``), each holding its own in-memory ``LogDirectory``, so they take
 turns: a writer holds an exclusive ``fcntl.flock`` on ``.lock`` while it changes the log dir
 (the sink: for one micro-batch; the CLI commands: for their whole run), and writes a fresh token
-to ``kafkatier-writer.generation`` when its turn begins and again when it ends. A writer that
-keeps its ``LogDirectory`` open between turns compares the token found at the start of its next
-turn with the one it wrote last: if another writer had a turn in between (even one killed
-half-way, which wrote its first token before changing anything), its in-memory segments, offsets
-and producer state are stale, and it reopens the log dir (which recovers from what the other
-writer left). The token only matters between live processes (after a machine crash every writer
-starts afresh), so it is renamed into place without fsync.
+to ``kafkatier-writer.generation`` when its turn begins, before it changes anything. A writer
+that keeps its ``LogDirectory`` open between turns compares the token found at the start of its
+next turn with the one it wrote: if another writer had a turn in between (even one killed
+half-way), its in-memory segments, offsets and producer state are stale, and it reopens the log
+dir (which recovers from what the other writer left). The token only matters between live
+processes (after a machine crash every writer starts afresh), so it is renamed into place
+without fsync.
 
 The tiering sidecar does not take turns: it changes only what the writers tolerate (it never
 touches the active segment, and stages its checkpoint rewrites; see
@@ -31,33 +31,30 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
 
+from kafkatier.storage.fsutil import atomic_write
+
 LOCK_FILE: Final = ".lock"
 GENERATION_FILE: Final = "kafkatier-writer.generation"
 log = logging.getLogger(__name__)
 
 
 class WriterTurn:
-    """One writer's turn on a log dir: what the generation was when it began, and its end."""
+    """One writer's turn on a log dir: the generation found when it began, and its own."""
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
         self.generation_at_start = read_generation(self.path)
-        _write_generation(self.path)  # before any change: a killed turn still shows
+        self.token = _write_generation(self.path)  # before any change: a killed turn still shows
 
     def changed_since(self, generation: str | None) -> bool:
-        """Whether another writer had a turn after the one that ended with ``generation``."""
+        """Whether another writer had a turn after the one whose token is ``generation``."""
         return generation is None or generation != self.generation_at_start
-
-    def finish(self) -> str:
-        """End of the turn: the generation this writer leaves (returned, to compare next time)."""
-        return _write_generation(self.path)
 
 
 def _write_generation(path: Path) -> str:
+    """A fresh token, atomically (the turn's flock keeps other writers out of the temp file)."""
     token = uuid.uuid4().hex
-    staged = path / f"{GENERATION_FILE}.{token[:12]}.tmp"
-    staged.write_text(token + "\n", "ascii")
-    os.replace(staged, path / GENERATION_FILE)
+    atomic_write(path / GENERATION_FILE, f"{token}\n".encode("ascii"), sync=False)
     return token
 
 

@@ -22,7 +22,7 @@ with writer_turn(Path(sys.argv[1]), who="holder") as turn:
     Path(sys.argv[2]).write_text("holding")
     time.sleep(float(sys.argv[3]))
     if sys.argv[4] == "finish":
-        Path(sys.argv[2]).write_text("finished " + turn.finish())
+        Path(sys.argv[2]).write_text("finished " + turn.token)
 """
 
 
@@ -41,12 +41,12 @@ def hold(log_dir: Path, flag: Path, seconds: float, finish: bool = True) -> subp
 def test_own_turns_keep_the_generation_and_others_change_it(tmp_path: Path) -> None:
     with writer_turn(tmp_path) as first:
         assert first.changed_since(None)  # nothing remembered yet: reload
-        mine = first.finish()
+        mine = first.token
     with writer_turn(tmp_path) as again:
         assert not again.changed_since(mine)
-        mine = again.finish()
-    with writer_turn(tmp_path, who="other") as other:
-        other.finish()
+        mine = again.token
+    with writer_turn(tmp_path, who="other"):
+        pass
     with writer_turn(tmp_path) as after:
         assert after.changed_since(mine)
     assert read_generation(tmp_path) is not None
@@ -66,7 +66,7 @@ def test_a_turn_waits_for_another_processs_turn(tmp_path: Path) -> None:
 
 def test_a_killed_holder_frees_the_turn_and_shows_its_change(tmp_path: Path) -> None:
     with writer_turn(tmp_path) as turn:
-        mine = turn.finish()
+        mine = turn.token
     proc = hold(tmp_path, tmp_path / "flag", 60, finish=False)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
@@ -79,6 +79,6 @@ def test_a_killed_holder_frees_the_turn_and_shows_its_change(tmp_path: Path) -> 
 def test_the_turn_files_keep_the_log_dir_valid(tmp_path: Path) -> None:
     with writer_turn(tmp_path) as turn, LogDirectory(tmp_path) as logs:
         logs.get_or_create("t", 0)
-        turn.finish()
+        assert turn.token
     assert (tmp_path / LOCK_FILE).exists() and (tmp_path / GENERATION_FILE).exists()
     assert verify_paths([tmp_path]) == []

@@ -13,16 +13,22 @@ import java.util.Map;
  * kafkatier.sink.encode.EncodePlan (sink/jvm.py writes it), shipped with the tasks.
  *
  * <pre>
- * {"fixed_topic": "events" | null, "topics": {"events": [partitions, max_batch_bytes], ...},
- *  "new_topic": [partitions, max_batch_bytes] | null, "codec": 0-4, "level": int | null,
- *  "producer_id": long, "producer_epoch": short, "write_time_ms": long,
- *  "staging_dir": "/tmp/..." | null, "open_budget": bytes}
+ * {"fixed_topic": "events" | null,
+ *  "topics": {"events": [partitions, max_batch_bytes, batch_limit], ...},
+ *  "new_topic": [partitions, max_batch_bytes, batch_limit] | null, "codec": 0-4,
+ *  "level": int | null, "producer_id": long, "producer_epoch": short, "write_time_ms": long,
+ *  "staging_dir": "/tmp/..." | null, "open_budget": bytes, "chunk_bytes": bytes,
+ *  "pieces_schema": "task int, topic string, ..."}
+ * </pre>
+ *
+ * <p>batch_limit (header + uncompressed records per batch), chunk_bytes and pieces_schema are
+ * Python's own figures (storage/_arrow_encode.py batch_byte_limit, sink/encode.py CHUNK_BYTES and
+ * CHUNK_SCHEMA), sent so that they are defined once.
+ * <pre>
  * </pre>
  */
 final class EncodePlan implements Serializable {
   private static final long serialVersionUID = 1L;
-  static final int INT32_MAX_BATCH = Integer.MAX_VALUE;
-
   final String fixedTopic;
   final Map<String, int[]> topics = new HashMap<>();
   final int[] newTopic;
@@ -33,6 +39,8 @@ final class EncodePlan implements Serializable {
   final long writeTimeMs;
   final String stagingDir;
   final long openBudget; // bytes of open batches a task may hold before closing the largest
+  final int chunkBytes;
+  final String piecesSchema;
 
   private EncodePlan(JsonNode root) {
     fixedTopic = text(root.get("fixed_topic"));
@@ -48,6 +56,8 @@ final class EncodePlan implements Serializable {
     writeTimeMs = root.get("write_time_ms").asLong();
     stagingDir = text(root.get("staging_dir"));
     openBudget = root.get("open_budget").asLong();
+    chunkBytes = root.get("chunk_bytes").asInt();
+    piecesSchema = root.get("pieces_schema").asText();
   }
 
   static EncodePlan parse(String json) {
@@ -58,7 +68,7 @@ final class EncodePlan implements Serializable {
     }
   }
 
-  /** [partitions, max.message.bytes] of a topic; an unknown one without new_topic is an error. */
+  /** [partitions, max.message.bytes, batch limit] of a topic; unknown without new_topic: error. */
   int[] topic(String name) {
     int[] plan = topics.get(name);
     if (plan == null) {
@@ -72,15 +82,6 @@ final class EncodePlan implements Serializable {
     return plan;
   }
 
-  /** Header + uncompressed records a batch may take (storage/_arrow_encode.py's _limits). */
-  int batchLimit(int maxBatchBytes) {
-    long limit = Math.min((long) maxBatchBytes, (long) INT32_MAX_BATCH);
-    if (codecId != Compression.NONE) {
-      limit -= 64 + limit / 512; // room for the codec's framing on incompressible data
-    }
-    return (int) limit;
-  }
-
   private static String text(JsonNode node) {
     return node == null || node.isNull() ? null : node.asText();
   }
@@ -89,6 +90,6 @@ final class EncodePlan implements Serializable {
     if (node == null || node.isNull()) {
       return null;
     }
-    return new int[] {node.get(0).asInt(), node.get(1).asInt()};
+    return new int[] {node.get(0).asInt(), node.get(1).asInt(), node.get(2).asInt()};
   }
 }

@@ -4,7 +4,6 @@ import org.apache.spark.api.java.JavaRDD;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.catalyst.InternalRow;
-import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructType;
 
 /**
@@ -14,16 +13,6 @@ import org.apache.spark.sql.types.StructType;
  * same pieces as sink/encode.py's Python encoder, in its CHUNK_SCHEMA.
  */
 public final class JvmEncoder {
-  static final StructType PIECES = new StructType()
-      .add("task", DataTypes.IntegerType)
-      .add("topic", DataTypes.StringType)
-      .add("partition", DataTypes.IntegerType)
-      .add("records", DataTypes.LongType)
-      .add("path", DataTypes.StringType)
-      .add("position", DataTypes.LongType)
-      .add("length", DataTypes.LongType)
-      .add("data", DataTypes.BinaryType);
-
   public JvmEncoder() {}
 
   /** The pieces of one micro-batch (a lazy DataFrame: the job runs when it is collected). */
@@ -34,7 +23,7 @@ public final class JvmEncoder {
     JavaRDD<InternalRow> rows = classic.queryExecution().toRdd().toJavaRDD();
     JavaRDD<Row> pieces =
         rows.mapPartitionsWithIndex(new TaskEncoder(plan, new RowReader(df.schema())), false);
-    return classic.sparkSession().createDataFrame(pieces, PIECES);
+    return classic.sparkSession().createDataFrame(pieces, StructType.fromDDL(plan.piecesSchema));
   }
 
   /** Kafka's murmur2 of key (for tests comparing with the Python partitioner). */

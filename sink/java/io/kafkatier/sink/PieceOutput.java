@@ -12,16 +12,15 @@ import org.apache.spark.sql.RowFactory;
 
 /**
  * Where a task's closed batches go, and the rows that tell the driver where they are: one row
- * per piece of consecutive batches of one Kafka partition, at most CHUNK_BYTES (a single batch
+ * per piece of consecutive batches of one Kafka partition, at most chunkBytes (a single batch
  * may exceed it), in the schema of sink/encode.py's CHUNK_SCHEMA: (task, topic, partition,
  * records, path, position, length, data). Staged: the batches are appended to the task
  * attempt's staging file (sink/stage.py) and the row holds path/position/length; otherwise the
  * row carries the bytes in data.
  */
 final class PieceOutput implements AutoCloseable {
-  static final int CHUNK_BYTES = 4 * 1024 * 1024;
-
   private final int task;
+  private final int chunkBytes;
   private final String path;
   private final FileOutputStream file;
   private final List<Row> rows = new ArrayList<>();
@@ -33,8 +32,9 @@ final class PieceOutput implements AutoCloseable {
   private long start;
   private long length;
 
-  PieceOutput(int task, String stagingDir, long attempt) {
+  PieceOutput(int task, String stagingDir, long attempt, int chunkBytes) {
     this.task = task;
+    this.chunkBytes = chunkBytes;
     if (stagingDir == null) {
       path = null;
       file = null;
@@ -59,7 +59,7 @@ final class PieceOutput implements AutoCloseable {
   /** Takes the closed batches in buf (all of one partition, `count` records). */
   void add(String t, int p, Bytes buf, int count) {
     boolean extend = topic != null && topic.equals(t) && partition == p
-        && length + buf.size <= CHUNK_BYTES;
+        && length + buf.size <= chunkBytes;
     if (!extend) {
       emit();
       topic = t;

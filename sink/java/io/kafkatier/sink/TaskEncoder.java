@@ -40,10 +40,10 @@ final class TaskEncoder implements Function2<Integer, Iterator<InternalRow>, Ite
     final BatchBuilder[] open;
     long keyless;
 
-    TopicState(int[] plan, int limit, int task) {
+    TopicState(int[] plan, int task) {
       partitions = plan[0];
       maxBatchBytes = plan[1];
-      this.limit = limit;
+      limit = plan[2];
       open = new BatchBuilder[partitions];
       keyless = task;
     }
@@ -53,7 +53,7 @@ final class TaskEncoder implements Function2<Integer, Iterator<InternalRow>, Ite
   public Iterator<Row> call(Integer task, Iterator<InternalRow> rows) {
     TaskContext ctx = TaskContext.get();
     long attempt = ctx == null ? 0 : ctx.taskAttemptId();
-    try (PieceOutput out = new PieceOutput(task, plan.stagingDir, attempt)) {
+    try (PieceOutput out = new PieceOutput(task, plan.stagingDir, attempt, plan.chunkBytes)) {
       Run run = new Run(task, out);
       Record r = new Record();
       long index = 0;
@@ -89,8 +89,7 @@ final class TaskEncoder implements Function2<Integer, Iterator<InternalRow>, Ite
       }
       TopicState t = topics.get(name);
       if (t == null) {
-        int[] p = plan.topic(name);
-        t = new TopicState(p, plan.batchLimit(p[1]), task);
+        t = new TopicState(plan.topic(name), task);
         topics.put(name, t);
       }
       int p = partitionOf(r, t, index);
