@@ -150,11 +150,10 @@ def shutdown(query: Any, writer: BatchWriter, sink: KafkaLogSink, sidecar: Sidec
              *, graceful: bool) -> None:
     """Stop the query (after Spark committed the last written batch, if ``graceful``), close
     the sink's logs and stop the sidecar, each step even if an earlier one failed; a second
-    Ctrl-C meanwhile is ignored so the processes are not left half-stopped."""
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    Ctrl-C or SIGTERM meanwhile is ignored so the processes are not left half-stopped."""
+    previous = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        steps = [lambda: stop_query(query, writer, timeout=60 if graceful else 0),
-                 sink.logs.close]  # fmt: skip
+        steps = [lambda: stop_query(query, writer, timeout=60 if graceful else 0), sink.close]
         if sidecar is not None:
             steps.append(lambda: sidecar.stop(timeout=300 if graceful else 10))
         for step in steps:
@@ -165,7 +164,8 @@ def shutdown(query: Any, writer: BatchWriter, sink: KafkaLogSink, sidecar: Sidec
                     raise
                 log.exception("while stopping")
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _log_bytes(log_dir: Path, topics: tuple[str, ...]) -> int:

@@ -37,7 +37,7 @@ import enum
 import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -254,14 +254,21 @@ class ManifestStore:
             time.sleep(0.01)
         raise TieringError("manifest update kept losing to other writers", key=key)
 
-    def partitions(self) -> list[tuple[str, int]]:
-        """Every (topic, partition) that has a manifest: one delimiter listing of the root's
-        folders, then one HEAD of ``<folder>/manifest.json`` per folder named like a partition
-        dir, so the cost follows the number of partitions, never the number of segment objects
-        (a full listing pages through every key of every segment attempt). The HEADs run a few
-        at a time: each is one round trip, and a store serves concurrent requests."""
-        candidates = [parsed for folder in self.store.list_prefixes("")
-                      if (parsed := parse_partition_dir_name(folder.rstrip("/"))) is not None]
+    def partitions(
+        self, topic: str | None = None, exclude: Collection[tuple[str, int]] = ()
+    ) -> list[tuple[str, int]]:
+        """Every (topic, partition) that has a manifest (of ``topic`` only, if given; none of
+        ``exclude``, which the caller knows already): one delimiter listing of the root's
+        folders, then one HEAD of ``<folder>/manifest.json`` per folder named like a wanted
+        partition dir, so the cost follows the number of partitions, never the number of
+        segment objects (a full listing pages through every key of every segment attempt). The
+        HEADs run a few at a time: each is one round trip, and a store serves concurrent
+        requests."""
+        candidates = [
+            parsed for folder in self.store.list_prefixes("")
+            if (parsed := parse_partition_dir_name(folder.rstrip("/"))) is not None
+            and (topic is None or parsed[0] == topic) and parsed not in exclude
+        ]  # fmt: skip
         if not candidates:
             return []
 

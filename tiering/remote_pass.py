@@ -62,10 +62,9 @@ class RemotePass:
                 cfg = part.config.with_overrides(self.overrides, source="--config")
                 if cfg.is_compacted and cfg.remote_storage_enable:
                     outcomes.append(self._one(name, partition, cfg, part))
-        for name, partition in ManifestStore(self.store).partitions():
-            if (name, partition) in seen or (topic is not None and name != topic):
-                continue
-            manifest, _ = ManifestStore(self.store).load(name, partition)
+        manifests = ManifestStore(self.store)
+        for name, partition in manifests.partitions(topic=topic, exclude=seen):
+            manifest, _ = manifests.load(name, partition)
             cfg = LogConfig().with_overrides({**manifest.topic_config, **self.overrides},
                                              source=f"manifest of {name}-{partition}")  # fmt: skip
             if cfg.is_compacted:

@@ -248,7 +248,7 @@ def restore_topic(
 ) -> list[RestoreResult]:
     """Restore ``partitions`` (default: every partition with a manifest) of ``topic``."""
     manifests = ManifestStore(store)
-    found = [p for t, p in manifests.partitions() if t == topic]
+    found = [p for _, p in manifests.partitions(topic=topic)]
     wanted = found if partitions is None else [p for p in partitions if p in found]
     if partitions is not None and len(wanted) != len(partitions):
         missing = sorted(set(partitions) - set(found))

@@ -1,5 +1,5 @@
-"""Streaming part transfers for :class:`~kafkatier.tiering.s3store.S3Store`: every byte is read
-from disk (upload) or received (download) exactly once, and checked on the way.
+"""Streaming part transfers for :class:`~kafkatier.tiering.s3store.S3Store`: every byte is
+checked on the way, with no part-sized buffers and no HEAD.
 
 Upload (:func:`send_parts`): the calling thread reads the file one part at a time, through one
 small buffer, for the file's SHA-256 (in order) and each part's CRC32C; worker threads send the
@@ -9,9 +9,10 @@ received, refuses a part that differs (``BadDigest``) and echoes the checksum it
 must equal ours (:func:`check_answer`). A server that echoes no checksum is checked the older
 way: the part's entity tag must be the MD5 of the bytes sent. The assembled object's entity tag
 must be S3's MD5 of the acknowledged parts' tags with ``-<parts>`` (:func:`multipart_etag`) and
-its composite checksum the CRC32C of the parts' CRC32Cs (:func:`check_complete`). So the stored
-object is proven to be the bytes read, with no second read of the file, no HEAD, and no MD5 pass
-over the data unless the server needs it.
+its composite checksum the CRC32C of the parts' CRC32Cs (:func:`check_complete`). Each part is
+read twice (for its checksums, then by the worker sending it; the second read comes from the
+page cache), and S3's check of the CRC32C proves the bytes sent are the bytes checksummed; no
+MD5 pass over the data unless the server needs it.
 
 Download (:func:`receive_parts`): ranged GETs of one part each run on the workers, at most
 ``window`` parts ahead of the calling thread; each writes its body's pieces at their offsets as

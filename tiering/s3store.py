@@ -138,7 +138,7 @@ class S3Store(S3Bucket):
         if start or end is not None:
             if end is not None and end <= start:
                 return b""
-            extra["Range"] = f"bytes={start}-{'' if end is None else end - 1}"
+            extra["Range"] = _byte_range(start, end)
         got = self._read(key, extra)
         if got is None:
             raise ObjectNotFoundError("no such object", key=key)
@@ -207,8 +207,7 @@ class S3Store(S3Bucket):
                 self._limiter.consume(len(data))
                 sink(pos, data)
 
-            span = f"bytes={start}-{'' if end is None else end - 1}"
-            if self._read_into(key, {"Range": span}, counted) is None:
+            if self._read_into(key, {"Range": _byte_range(start, end)}, counted) is None:
                 raise ObjectNotFoundError("no such object", key=key)
 
         s = self.settings
@@ -222,3 +221,7 @@ class S3Store(S3Bucket):
         s = self.settings
         return file_etag(Path(path), s["multipart_threshold"], s["multipart_chunksize"])
 
+
+def _byte_range(start: int, end: int | None) -> str:
+    """The HTTP Range of bytes [start, end) (``end`` None: to the end of the object)."""
+    return f"bytes={start}-{'' if end is None else end - 1}"

@@ -71,7 +71,6 @@ def collect_status(
         with LocalPartition(log_dir, topic, partition) as part:
             found.append(partition_status(part, store, topic, partition))
         seen.add((topic, partition))
-    for topic, partition in ManifestStore(store).partitions():
-        if (topic, partition) not in seen:
-            found.append(partition_status(None, store, topic, partition))
+    for topic, partition in ManifestStore(store).partitions(exclude=seen):
+        found.append(partition_status(None, store, topic, partition))
     return sorted(found, key=lambda s: (s.topic, s.partition))

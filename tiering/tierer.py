@@ -97,13 +97,13 @@ class Tierer:
         """Step 4 of this pass's remote compactions, after one grace counted from each swap
         (they ran in parallel, so at most about one grace in all). What fails here stays
         DELETE_SEGMENT_STARTED in the manifest, invisible to readers, for the next sweep."""
-        for replacer in self._replaced:
+        replaced, self._replaced = self._replaced, []  # a pass overlapping this one keeps its own
+        for replacer in replaced:
             try:
                 replacer.delete_replaced(self.compaction_grace_ms)
             except Exception:
                 log.exception("deleting objects replaced by compaction of %s-%d failed",
                               replacer.topic, replacer.partition)  # fmt: skip
-        self._replaced = []
 
     def _partition(self, log_dir: Path, topic: str, partition: int) -> PartitionPass:
         outcome = PartitionPass(topic, partition)
@@ -145,7 +145,6 @@ class Tierer:
     def _compact(self, part: LocalPartition, outcome: PartitionPass) -> None:
         done = compact_remote(self.store, part.topic, part.partition, config=part.config,
                               local=part, now_ms=now_ms(), owner=self.owner,
-                              grace_ms=self.compaction_grace_ms,
                               deferred=self._replaced)  # fmt: skip
         if done.cleaned:
             outcome.remote_compactions += 1
