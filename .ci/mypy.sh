@@ -7,9 +7,13 @@ cd "$(dirname "$0")/.."
 repo=$PWD
 root=$(mktemp -d "${TMPDIR:-/tmp}/kafkatier-mypy.XXXXXX")
 trap 'rm -rf "$root"' EXIT
+mkdir -p "$root/kafkatier"
 for pkg in storage sink tiering cli; do
-  mkdir -p "$root/kafkatier/$pkg"
-  cp "$pkg"/*.py "$root/kafkatier/$pkg/"
+  # every package below the folder (subpackages included), Python files only
+  find "$pkg" -name '*.py' -not -path '*/__pycache__/*' | while read -r f; do
+    mkdir -p "$root/kafkatier/$(dirname "$f")"
+    cp "$f" "$root/kafkatier/$f"
+  done
 done
 cd "$root"
 "$repo/.venv/bin/python" -m mypy --config-file "$repo/pyproject.toml" --explicit-package-bases \

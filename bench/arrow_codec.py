@@ -43,7 +43,7 @@ from _arrow_baselines import (
     to_python,
 )
 
-from kafkatier.storage.arrow_codec import decode_arrow, encode_arrow
+from kafkatier.storage.arrow.codec import decode_arrow, encode_arrow
 from kafkatier.storage.wire import Codec
 
 KEY_BYTES, VALUE_BYTES = 16, 100
@@ -110,7 +110,7 @@ def bench_codec(codec: Codec, table: pa.Table, plain: Any, repeat: int, n: int) 
 _COLD = """
 import time, pyarrow as pa
 t = time.perf_counter()
-from kafkatier.storage.arrow_codec import encode_arrow, decode_arrow
+from kafkatier.storage.arrow.codec import encode_arrow, decode_arrow
 t1 = time.perf_counter()
 enc = encode_arrow(pa.table({"key": [b"k"], "value": [b"v"]}), timestamp=1)
 t2 = time.perf_counter()

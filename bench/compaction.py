@@ -1,5 +1,5 @@
-"""Benchmark: key compaction (Kafka's LogCleaner, ``kafkatier.storage.cleaner``) against a plain
-read-and-rewrite of the same segments, in the same run.
+"""Benchmark: key compaction (Kafka's LogCleaner, ``kafkatier.storage.cleaner.compact``) against a
+plain read-and-rewrite of the same segments, in the same run.
 
     python bench/compaction.py [--records N] [--keys K] [--dedupe-mb M] [--codec C]
                                [--rounds R] [--json]
@@ -39,13 +39,13 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from kafkatier.storage.arrow_codec import encode_arrow
-from kafkatier.storage.cleaner import compact_log
-from kafkatier.storage.config import LogConfig
-from kafkatier.storage.log import Log
-from kafkatier.storage.log_dir import LogDirectory
-from kafkatier.storage.segment import BatchInfo
-from kafkatier.storage.segment_store import LocalSegmentStore
+from kafkatier.storage.arrow.codec import encode_arrow
+from kafkatier.storage.cleaner.compact import compact_log
+from kafkatier.storage.cleaner.segment_store import LocalSegmentStore
+from kafkatier.storage.config.log_config import LogConfig
+from kafkatier.storage.log.batch_position import BatchInfo
+from kafkatier.storage.log.directory import LogDirectory
+from kafkatier.storage.log.log import Log
 
 TOPIC = "bench"
 NOW_MS = 1_700_000_000_000

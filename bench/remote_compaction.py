@@ -1,11 +1,11 @@
 """Benchmark: key compaction of a partition stored only in S3 (``kafkatier.tiering
-.remote_compaction``) next to local compaction (``kafkatier.storage.cleaner.compact_log``) of the
-same data, in the same run.
+.remote_compaction``) next to local compaction (``kafkatier.storage.cleaner.compact.compact_log``)
+of the same data, in the same run.
 
     python bench/remote_compaction.py [--records N] [--keys K] [--segment-mb S] [--dedupe-mb M]
                                       [--json]
 
-Starts a SeaweedFS ``weed mini`` S3 server on 127.0.0.1 (the test server, tiering/weed.py),
+Starts a SeaweedFS ``weed mini`` S3 server on 127.0.0.1 (the test server, tiering/store/weed.py),
 writes a partition of N records over K keys (bench/compaction.py's input: 16-byte keys, 100-byte
 values, 100 records per batch) in segments of S MiB, uploads every closed segment with the
 sidecar's uploader and then compacts:
@@ -37,13 +37,13 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from compaction import NOW_MS, TOPIC, build, open_log  # bench/compaction.py
 
-from kafkatier.storage.cleaner import compact_log
-from kafkatier.storage.config import LogConfig
-from kafkatier.tiering.local import LocalPartition
-from kafkatier.tiering.remote_compaction import compact_remote
-from kafkatier.tiering.s3store import S3Store
-from kafkatier.tiering.upload import Uploader
-from kafkatier.tiering.weed import weed_server
+from kafkatier.storage.cleaner.compact import compact_log
+from kafkatier.storage.config.log_config import LogConfig
+from kafkatier.tiering.cleaner.compaction import compact_remote
+from kafkatier.tiering.copy.upload import Uploader
+from kafkatier.tiering.metadata.local import LocalPartition
+from kafkatier.tiering.store.s3store import S3Store
+from kafkatier.tiering.store.weed import weed_server
 
 BUCKET = "bench-remote-compaction"
 

@@ -2,7 +2,7 @@
 
     python bench/tiering.py [--segments N] [--segment-mb M] [--rounds K] [--json]
 
-Starts a SeaweedFS ``weed mini`` S3 server on 127.0.0.1 (the test server, tiering/weed.py),
+Starts a SeaweedFS ``weed mini`` S3 server on 127.0.0.1 (the test server, tiering/store/weed.py),
 writes a tiered topic of N closed segments of about M MiB each with kafkatier's log engine, then
 runs a warm-up round and then K rounds; each round times, back to back and in an order rotated
 from round to round (the machine is shared and noisy, so all sides of a round see the same
@@ -44,15 +44,16 @@ from typing import Any
 import boto3
 from boto3.s3.transfer import TransferConfig, create_transfer_manager
 
-from kafkatier.storage.log_dir import LogDirectory
-from kafkatier.storage.records import Record, build_batch
+from kafkatier.storage.log.directory import LogDirectory
+from kafkatier.storage.record.builder import build_batch
+from kafkatier.storage.record.record import Record
 from kafkatier.tiering.config import TieringConfig
-from kafkatier.tiering.local import LocalPartition
-from kafkatier.tiering.manifest import ManifestStore
-from kafkatier.tiering.restore import restore_topic
-from kafkatier.tiering.sidecar import Sidecar
-from kafkatier.tiering.tierer import Tierer
-from kafkatier.tiering.weed import weed_server
+from kafkatier.tiering.metadata.local import LocalPartition
+from kafkatier.tiering.metadata.manifest import ManifestStore
+from kafkatier.tiering.read.restore import restore_topic
+from kafkatier.tiering.sidecar.loop import Sidecar
+from kafkatier.tiering.sidecar.tierer import Tierer
+from kafkatier.tiering.store.weed import weed_server
 
 MIB = 1 << 20
 PART = 8 * MIB

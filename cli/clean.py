@@ -9,22 +9,22 @@ import mmap
 import sys
 from pathlib import Path
 
-from kafkatier.storage.config import LogConfig, parse_overrides
-from kafkatier.storage.errors import ConfigError, KafkaTierError
-from kafkatier.storage.log import wall_clock_ms
-from kafkatier.storage.log_dir import LogDirectory
-from kafkatier.storage.metadata_files import parse_partition_dir_name
-from kafkatier.storage.records import iter_batches
-from kafkatier.storage.retention_pass import (
+from kafkatier.storage.checkpoint.metadata import parse_partition_dir_name
+from kafkatier.storage.cleaner.clean_pass import (
     COMPACTION_UNAVAILABLE,
     Compactor,
     PartitionSummary,
     clean_log_dir,
     total,
 )
-from kafkatier.storage.topic_config import TopicConfigStore
-from kafkatier.storage.verify_files import is_log_dir
-from kafkatier.storage.writer_lock import writer_turn
+from kafkatier.storage.config.log_config import LogConfig, parse_overrides
+from kafkatier.storage.config.topic_files import TopicConfigStore
+from kafkatier.storage.errors import ConfigError, KafkaTierError
+from kafkatier.storage.log.directory import LogDirectory
+from kafkatier.storage.log.log import wall_clock_ms
+from kafkatier.storage.log.writer_lock import writer_turn
+from kafkatier.storage.record.records import iter_batches
+from kafkatier.storage.verify.files import is_log_dir
 
 EPILOG = """\
 what a pass does, per partition (Kafka's rules, kafka-format.md §10-§11):
@@ -109,8 +109,8 @@ def run(args: argparse.Namespace) -> int:
     ]
     if missing:
         print("kafkatier clean: error: compaction is not available in this installation "
-              f"(kafkatier.storage.cleaner is missing); not compacted: {', '.join(missing)}",
-              file=sys.stderr)  # fmt: skip
+              "(kafkatier.storage.cleaner.compact is missing); not compacted: "
+              f"{', '.join(missing)}", file=sys.stderr)  # fmt: skip
         return 1
     return 0
 
@@ -118,9 +118,9 @@ def run(args: argparse.Namespace) -> int:
 def run_remote(args: argparse.Namespace) -> int:
     """``--remote``: one remote-compaction pass for the sidecar configuration named by the
     ``--config`` value that is a file; the ``KEY=VALUE`` ones override topic settings."""
-    from kafkatier.cli.config import load_config
-    from kafkatier.cli.config_remote import remote_storage
-    from kafkatier.tiering.remote_pass import RemotePass
+    from kafkatier.cli.config.loader import load_config
+    from kafkatier.cli.config.remote import remote_storage
+    from kafkatier.tiering.cleaner.clean_pass import RemotePass
 
     files = [v for v in args.config if Path(v).is_file()]
     settings = [v for v in args.config if v not in files]
@@ -213,9 +213,9 @@ def keyed_state(directory: Path) -> bool | None:
 def load_compactor() -> Compactor | None:
     """The log cleaner, imported only when a compacted topic needs it."""
     try:
-        from kafkatier.storage.cleaner import compact_log
+        from kafkatier.storage.cleaner.compact import compact_log
     except ModuleNotFoundError as exc:
-        if exc.name != "kafkatier.storage.cleaner":
+        if exc.name != "kafkatier.storage.cleaner.compact":
             raise
         return None
     return compact_log

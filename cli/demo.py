@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from kafkatier.storage.log_arrow import append_arrow, read_arrow
-from kafkatier.storage.log_dir import LogDirectory
-from kafkatier.storage.log_reader import IsolationLevel
+from kafkatier.storage.arrow.log import append_arrow, read_arrow
+from kafkatier.storage.log.directory import LogDirectory
+from kafkatier.storage.log.reader import IsolationLevel
+from kafkatier.storage.log.writer_lock import writer_turn
 from kafkatier.storage.partitioner import assign_partitions
-from kafkatier.storage.writer_lock import writer_turn
 
 TOPIC = "orders"
 PARTITIONS = 3
@@ -78,7 +78,7 @@ def _write(log_dir: LogDirectory, table: pa.Table) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kafkatier.storage.verify import verify_paths
+    from kafkatier.storage.verify.paths import verify_paths
 
     if args.dir.exists():
         shutil.rmtree(args.dir)

@@ -12,9 +12,10 @@ from typing import Any, TextIO
 
 from tqdm import tqdm
 
-from kafkatier.storage.dump import Item, NotDumpableError, dump_paths, to_json
-from kafkatier.storage.verify import log_bytes
-from kafkatier.storage.verify_files import Kind, parse_file_name
+from kafkatier.storage.dump.items import Item, to_json
+from kafkatier.storage.dump.paths import NotDumpableError, dump_paths
+from kafkatier.storage.verify.files import Kind, parse_file_name
+from kafkatier.storage.verify.paths import log_bytes
 
 EPILOG = """\
 what is printed, per file:

@@ -16,9 +16,10 @@ from kafkatier.cli import __version__
 from kafkatier.storage.errors import ConfigError, KafkaTierError
 
 COMMANDS: tuple[str, ...] = (
-    "produce", "dump", "verify", "clean", "demo", "run", "sidecar", "restore", "status"
+    "produce", "dump", "verify", "clean", "demo", "run.command", "sidecar", "restore", "status"
 )
-"""Subcommand modules of kafkatier.cli, in the order ``--help`` lists them."""
+"""Subcommand modules of kafkatier.cli (``run`` is a package), in the order ``--help`` lists
+them."""
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -12,14 +12,14 @@ import pyarrow as pa
 from tqdm import tqdm
 
 from kafkatier.cli.inputs import FORMATS, detect_format, read_chunks
-from kafkatier.storage.checkpoints import is_valid_topic_name
-from kafkatier.storage.config import parse_overrides
+from kafkatier.storage.arrow.log import append_arrow
+from kafkatier.storage.checkpoint.checkpoint_file import is_valid_topic_name
+from kafkatier.storage.config.log_config import parse_overrides
 from kafkatier.storage.errors import ConfigError
-from kafkatier.storage.log import Log
-from kafkatier.storage.log_arrow import append_arrow
-from kafkatier.storage.log_dir import LogDirectory
+from kafkatier.storage.log.directory import LogDirectory
+from kafkatier.storage.log.log import Log
+from kafkatier.storage.log.writer_lock import writer_turn
 from kafkatier.storage.partitioner import assign_partitions
-from kafkatier.storage.writer_lock import writer_turn
 
 EPILOG = """\
 examples:

@@ -8,10 +8,10 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from kafkatier.cli.config import load_config
-from kafkatier.cli.config_remote import remote_storage
-from kafkatier.tiering.restore import RestoreResult, restore_topic
-from kafkatier.tiering.store import ObjectStore
+from kafkatier.cli.config.loader import load_config
+from kafkatier.cli.config.remote import remote_storage
+from kafkatier.tiering.read.restore import RestoreResult, restore_topic
+from kafkatier.tiering.store.object_store import ObjectStore
 
 EPILOG = """\
 The remote store and its settings come from the configuration file (--config); the

@@ -9,9 +9,9 @@ import sys
 import time
 from pathlib import Path
 
-from kafkatier.cli.config import load_config
-from kafkatier.cli.config_remote import remote_storage
-from kafkatier.tiering.sidecar import Sidecar
+from kafkatier.cli.config.loader import load_config
+from kafkatier.cli.config.remote import remote_storage
+from kafkatier.tiering.sidecar.loop import Sidecar
 
 EPILOG = """\
 Per partition of every topic with remote.storage.enable=true in the configured log dirs:

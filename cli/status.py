@@ -6,9 +6,9 @@ import argparse
 import json
 from pathlib import Path
 
-from kafkatier.cli.config import load_config
-from kafkatier.cli.config_remote import remote_storage
-from kafkatier.tiering.status import PartitionStatus, collect_status
+from kafkatier.cli.config.loader import load_config
+from kafkatier.cli.config.remote import remote_storage
+from kafkatier.tiering.sidecar.status import PartitionStatus, collect_status
 
 _HEADER = ("partition", "local offsets", "local bytes", "remote offsets", "remote bytes",
            "lag segs", "lag bytes")  # fmt: skip

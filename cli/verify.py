@@ -11,7 +11,8 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from kafkatier.storage.verify import NotKafkaPathError, VerifyStats, log_bytes, verify_paths
+from kafkatier.storage.verify.paths import NotKafkaPathError, log_bytes, verify_paths
+from kafkatier.storage.verify.problem import VerifyStats
 
 EPILOG = """\
 what is checked:

@@ -12,8 +12,8 @@ __all__ = ["KafkaLogSink", "KafkaTierDataSource", "register_data_source"]
 
 _LAZY = {
     "KafkaLogSink": "kafkatier.sink.sink",
-    "KafkaTierDataSource": "kafkatier.sink.source",
-    "register_data_source": "kafkatier.sink.source",
+    "KafkaTierDataSource": "kafkatier.sink.source.datasource",
+    "register_data_source": "kafkatier.sink.source.datasource",
 }
 
 

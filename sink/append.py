@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 from kafkatier.sink.plan import Piece
 from kafkatier.sink.stage import assign_sequences
 from kafkatier.storage.errors import CorruptRecordError
-from kafkatier.storage.log import Log
+from kafkatier.storage.log.log import Log
 
 
 def append_pieces(

@@ -25,7 +25,8 @@ import pyarrow.compute as pc
 
 from kafkatier.sink.schema import SinkSchemaError
 from kafkatier.sink.stage import task_file
-from kafkatier.storage.arrow_codec import EncodedBatches, encode_arrow
+from kafkatier.storage.arrow.codec import encode_arrow
+from kafkatier.storage.arrow.encode import EncodedBatches
 from kafkatier.storage.partitioner import assign_partitions
 from kafkatier.storage.wire import Codec
 

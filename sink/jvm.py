@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from kafkatier.sink.encode import CHUNK_BYTES, CHUNK_SCHEMA, EncodePlan, TopicPlan
 from kafkatier.sink.schema import SinkSchemaError
-from kafkatier.storage.arrow_codec import batch_byte_limit
+from kafkatier.storage.arrow.encode import batch_byte_limit
 from kafkatier.storage.errors import InvalidRecordError, KafkaTierError, RecordTooLargeError
 
 if TYPE_CHECKING:

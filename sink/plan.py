@@ -20,9 +20,9 @@ from kafkatier.sink.encode import CHUNK_BYTES, CHUNK_SCHEMA, Encode, EncodePlan,
 from kafkatier.sink.jvm import JvmEncoder, input_error
 from kafkatier.sink.stage import read_spans
 from kafkatier.sink.txn import next_sequences, topic_partitions
-from kafkatier.storage.config import LogConfig
+from kafkatier.storage.config.log_config import LogConfig
 from kafkatier.storage.errors import CorruptRecordError
-from kafkatier.storage.log_dir import LogDirectory
+from kafkatier.storage.log.directory import LogDirectory
 from kafkatier.storage.wire import Codec
 
 if TYPE_CHECKING:

@@ -29,8 +29,8 @@ runs entirely under the sink's exclusive lock file and is one Kafka transaction:
 
 Several writers may share a log dir (sinks with other sink ids, on the same topics or others;
 ``kafkatier produce``; ``kafkatier clean``): each micro-batch is also one turn on the log dir
-(:mod:`kafkatier.storage.writer_lock`), and a sink whose log dir another writer changed since its
-last turn reopens it before writing, so appends never interleave and never use stale offsets.
+(:mod:`kafkatier.storage.log.writer_lock`), and a sink whose log dir another writer changed since
+its last turn reopens it before writing, so appends never interleave and never use stale offsets.
 
 A crash before (5) leaves a transaction the next start aborts, and Spark replays the batch
 (its commit log is written after ``foreachBatch`` returns): the aborted copy is invisible to
@@ -69,7 +69,7 @@ from kafkatier.sink.bookkeeping import (
     save_state,
 )
 from kafkatier.sink.encode import EncodePlan
-from kafkatier.sink.hooks import CRASH_ENV, QUERY_ID_PROPERTY, crash_point, no_crash
+from kafkatier.sink.hooks import crash_point, no_crash
 from kafkatier.sink.jvm import EncoderChoice
 from kafkatier.sink.plan import SinkSettings, build_plan, encoded_pieces
 from kafkatier.sink.schema import InputColumns, SinkSchemaError, check_schema, normalize
@@ -82,18 +82,16 @@ from kafkatier.sink.stage import (
     staging_wanted,
 )
 from kafkatier.sink.txn import end_txn, open_txn_logs, topic_partitions
-from kafkatier.storage.log import Log
-from kafkatier.storage.log_dir import LogDirectory
-from kafkatier.storage.topic_config import TopicConfigStore
+from kafkatier.storage.config.topic_files import TopicConfigStore
+from kafkatier.storage.log.directory import LogDirectory
+from kafkatier.storage.log.log import Log
+from kafkatier.storage.log.writer_lock import writer_turn
 from kafkatier.storage.wire import Codec
-from kafkatier.storage.writer_lock import writer_turn
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-__all__ = [
-    "CRASH_ENV", "QUERY_ID_PROPERTY", "KafkaLogSink", "ProducerFencedError", "SinkSchemaError"
-]  # fmt: skip
+__all__ = ["KafkaLogSink"]
 
 log = logging.getLogger(__name__)
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from kafkatier.sink.schema import SinkSchemaError
-from kafkatier.storage.log import Log
-from kafkatier.storage.log_dir import LogDirectory
+from kafkatier.storage.log.directory import LogDirectory
+from kafkatier.storage.log.log import Log
 from kafkatier.storage.wire import NO_SEQUENCE, increment_sequence
 
 CrashHook = Callable[[str], None]

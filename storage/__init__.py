@@ -1,5 +1,71 @@
 """kafkatier.storage: Kafka's partition log engine in Python (no Spark, no S3).
 
-Files written here are byte-compatible with what a Kafka broker writes: record batches
-(``records``), segments and their indexes, producer state, transactions, checkpoints and recovery.
+Files written here are byte-compatible with what a Kafka broker writes. Packages from the bottom
+up (each imports only those before it; ``errors``, ``fsutil``, ``wire``, ``java_properties`` and
+``partitioner`` are shared modules at this level):
+
+- ``record``: records and batches v2, legacy message sets, varints, compression framings;
+- ``checkpoint``: offset and leader-epoch checkpoints, ``partition.metadata``, ``meta.properties``;
+- ``config``: topic settings with Kafka's names (``LogConfig``) and where they are kept;
+- ``index``: the offset, time and transaction indexes of a segment;
+- ``producer``: idempotent and transactional producer state and its snapshots;
+- ``log``: segments, the partition log, recovery, reads, the log dir, the read-only view;
+- ``arrow``: record batches to and from Arrow tables, and Arrow in and out of a log;
+- ``cleaner``: retention and key compaction;
+- ``verify`` and ``dump``: ``kafkatier verify`` and ``kafkatier dump`` as libraries.
+
+The entry points a program needs are importable from here (loaded on first use, so importing a
+submodule stays cheap): :class:`LogDirectory`, :class:`Log`, :class:`LogConfig`,
+:func:`append_arrow`, :func:`read_arrow`, :class:`IsolationLevel`, :class:`ReadOnlyPartition`,
+:func:`verify_paths`, :func:`dump_paths` and the error root :class:`KafkaTierError`.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kafkatier.storage.arrow.log import append_arrow, read_arrow
+    from kafkatier.storage.config.log_config import LogConfig
+    from kafkatier.storage.dump.paths import dump_paths
+    from kafkatier.storage.errors import KafkaTierError
+    from kafkatier.storage.log.directory import LogDirectory
+    from kafkatier.storage.log.log import Log
+    from kafkatier.storage.log.reader import IsolationLevel
+    from kafkatier.storage.log.readonly import ReadOnlyPartition
+    from kafkatier.storage.verify.paths import verify_paths
+
+ENTRY_POINTS = {
+    "LogDirectory": "kafkatier.storage.log.directory",
+    "Log": "kafkatier.storage.log.log",
+    "LogConfig": "kafkatier.storage.config.log_config",
+    "append_arrow": "kafkatier.storage.arrow.log",
+    "read_arrow": "kafkatier.storage.arrow.log",
+    "IsolationLevel": "kafkatier.storage.log.reader",
+    "ReadOnlyPartition": "kafkatier.storage.log.readonly",
+    "verify_paths": "kafkatier.storage.verify.paths",
+    "dump_paths": "kafkatier.storage.dump.paths",
+    "KafkaTierError": "kafkatier.storage.errors",
+}
+"""Public name -> the module that defines it."""
+
+__all__ = [
+    "IsolationLevel",
+    "KafkaTierError",
+    "Log",
+    "LogConfig",
+    "LogDirectory",
+    "ReadOnlyPartition",
+    "append_arrow",
+    "dump_paths",
+    "read_arrow",
+    "verify_paths",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = ENTRY_POINTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'kafkatier.storage' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

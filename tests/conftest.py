@@ -1,7 +1,7 @@
 """Fixtures shared across test folders: one real S3 server (SeaweedFS ``weed mini``, see
-kafkatier.tiering.weed) per session, on 127.0.0.1, static keys, signatures checked. Each test
+kafkatier.tiering.store.weed) per session, on 127.0.0.1, static keys, signatures checked. Each test
 gets its own key prefix in the one bucket, so tests share the server safely. Used by the tiering
-tests and by the Spark reader's remote tests (tests/sink/test_source_remote_s3.py)."""
+tests and by the Spark reader's remote tests (tests/sink/source/test_remote_s3.py)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from kafkatier.tiering.s3store import S3Store
-from kafkatier.tiering.weed import WEED, WeedServer, weed_server
+from kafkatier.tiering.store.s3store import S3Store
+from kafkatier.tiering.store.weed import WEED, WeedServer, weed_server
 
 
 @pytest.fixture(scope="session")

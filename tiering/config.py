@@ -26,7 +26,7 @@ Keys (defaults in brackets)::
 Credentials are never in this file: the AWS chain provides them.
 
 The same file may be the unified ``kafkatier.properties`` of ``kafkatier run``: its ``topic.*``,
-``run.*`` and ``remote.storage.embedded*`` keys belong to that loader (kafkatier.cli.config),
+``run.*`` and ``remote.storage.embedded*`` keys belong to that loader (kafkatier.cli.config.loader),
 which validates them; here they are skipped, every other unknown key is an error.
 """
 
@@ -38,8 +38,8 @@ from pathlib import Path
 
 from kafkatier.storage.errors import ConfigError
 from kafkatier.storage.java_properties import read_properties_located
-from kafkatier.tiering.s3store import S3Store
-from kafkatier.tiering.store import FsspecStore, ObjectStore
+from kafkatier.tiering.store.object_store import FsspecStore, ObjectStore
+from kafkatier.tiering.store.s3store import S3Store
 
 _INT_KEYS = {
     "remote.storage.multipart.threshold.bytes": ("multipart_threshold", 8 << 20),
@@ -61,7 +61,7 @@ _RANGES = {  # attr: (low, high) inclusive, with -1 allowed where it means "off"
 }
 _OFF_ALLOWED = {"rate_limit_bps", "metrics_port"}
 FOREIGN_PREFIXES = ("topic.", "run.", "remote.storage.embedded")
-"""Keys of the unified configuration (kafkatier.cli.config) that this loader leaves alone."""
+"""Keys of the unified configuration (kafkatier.cli.config.loader) that this loader leaves alone."""
 _STR_KEYS = {
     "remote.storage.s3.endpoint.url": "endpoint_url",
     "remote.storage.s3.region": "region",

@@ -11,11 +11,12 @@ import pytest
 
 from kafkatier.cli import clean as clean_cli
 from kafkatier.cli.main import main
-from kafkatier.storage.checkpoints import OffsetCheckpointFile
-from kafkatier.storage.log_dir import LogDirectory
-from kafkatier.storage.records import Record, build_batch
-from kafkatier.storage.topic_config import TopicConfigStore
-from kafkatier.storage.verify import verify_paths
+from kafkatier.storage.checkpoint.checkpoint_file import OffsetCheckpointFile
+from kafkatier.storage.config.topic_files import TopicConfigStore
+from kafkatier.storage.log.directory import LogDirectory
+from kafkatier.storage.record.builder import build_batch
+from kafkatier.storage.record.record import Record
+from kafkatier.storage.verify.paths import verify_paths
 
 OLD = 1_000_000_000_000  # 2001: expired under any retention.ms below twenty years
 LINE = re.compile(
@@ -183,7 +184,7 @@ def test_compaction_runs_and_checkpoints_the_cleaner_offset(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     if clean_cli.load_compactor() is None:
-        pytest.skip("kafkatier.storage.cleaner is not written yet")
+        pytest.skip("kafkatier.storage.cleaner.compact is not written yet")
     root = tmp_path / "logs"
     write_topic(root, "users", 4, timestamp=4_000_000_000_000)  # the same three keys, 5 times
     args = ["clean", str(root), "--config", "cleanup.policy=compact",

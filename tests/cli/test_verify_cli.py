@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from kafkatier.cli.main import main
-from kafkatier.storage.log_dir import LogDirectory
-from kafkatier.storage.records import Record, build_batch
+from kafkatier.storage.log.directory import LogDirectory
+from kafkatier.storage.record.builder import build_batch
+from kafkatier.storage.record.record import Record
 
 KAFKATIER = Path(sys.executable).with_name("kafkatier")
 SUMMARY = re.compile(

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from kafkatier.cli.config import load_config
+from kafkatier.cli.config.loader import load_config
 from kafkatier.cli.main import build_parser
 
 DOCKER = Path(__file__).resolve().parents[2] / "docker"

@@ -33,11 +33,12 @@ def test_every_copied_path_exists_in_the_build_context() -> None:
             assert (ROOT / source).exists(), f"COPY {source}: not in the repository root"
 
 
-def test_the_copied_sources_are_what_pyproject_packages() -> None:
-    copied = {shlex.split(v)[0].rstrip("/") for v in _instructions("COPY")}
-    pyproject = (ROOT / "pyproject.toml").read_text()
+def test_the_copied_sources_are_what_setup_packages() -> None:
+    copied = {s.rstrip("/") for v in _instructions("COPY") for s in shlex.split(v)[:-1]}
+    assert {"pyproject.toml", "setup.py"} <= copied, "the image could not build the package"
+    setup = (ROOT / "setup.py").read_text()  # it maps each folder to kafkatier.<folder>
     for folder in ("storage", "sink", "tiering", "cli"):
-        assert f'"{folder}"' in pyproject, f"pyproject.toml no longer maps {folder}/"
+        assert f'"{folder}"' in setup, f"setup.py no longer maps {folder}/"
         assert folder in copied, f"the image would lack {folder}/ (kafkatier.{folder})"
 
 

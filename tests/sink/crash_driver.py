@@ -39,7 +39,6 @@ def committed(log_dir: Path) -> int:
 
 def main(log_dir: Path, checkpoint: str, local_dir: str, target: int, rows: int) -> int:
     from kafkatier.sink import KafkaLogSink
-
     spark = (
         spark_builder("kafkatier-crash")
         .config("spark.local.dir", local_dir)

@@ -28,8 +28,8 @@ from kafkatier.sink.bookkeeping import (
     state_path,
 )
 from kafkatier.storage.errors import CheckpointError, InvalidProducerEpochError
-from kafkatier.storage.log_dir import LogDirectory
-from kafkatier.storage.verify import verify_paths
+from kafkatier.storage.log.directory import LogDirectory
+from kafkatier.storage.verify.paths import verify_paths
 
 states = st.builds(
     SinkState,

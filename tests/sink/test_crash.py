@@ -23,12 +23,12 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from kafkatier.sink.sink import CRASH_ENV
-from kafkatier.storage.log_arrow import read_arrow
-from kafkatier.storage.log_dir import LogDirectory
-from kafkatier.storage.log_reader import IsolationLevel
+from kafkatier.sink.hooks import CRASH_ENV
+from kafkatier.storage.arrow.log import read_arrow
+from kafkatier.storage.log.directory import LogDirectory
+from kafkatier.storage.log.reader import IsolationLevel
 from kafkatier.storage.partitioner import default_partition
-from kafkatier.storage.verify import verify_paths
+from kafkatier.storage.verify.paths import verify_paths
 
 pytest.importorskip("pyspark", reason="pyspark is needed for the Spark sink crash test")
 

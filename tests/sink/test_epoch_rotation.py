@@ -28,13 +28,14 @@ from kafkatier.sink.bookkeeping import (
     load_state,
     save_state,
 )
-from kafkatier.sink.sink import CRASH_ENV, KafkaLogSink
+from kafkatier.sink.hooks import CRASH_ENV
+from kafkatier.sink.sink import KafkaLogSink
 from kafkatier.sink.txn import open_txn_logs
-from kafkatier.storage.log import Log
-from kafkatier.storage.log_arrow import read_arrow
-from kafkatier.storage.log_dir import LogDirectory
-from kafkatier.storage.log_reader import IsolationLevel
-from kafkatier.storage.verify import verify_paths
+from kafkatier.storage.arrow.log import read_arrow
+from kafkatier.storage.log.directory import LogDirectory
+from kafkatier.storage.log.log import Log
+from kafkatier.storage.log.reader import IsolationLevel
+from kafkatier.storage.verify.paths import verify_paths
 from kafkatier.storage.wire import ControlType
 
 TOPIC = "events"  # also crash_driver.py's topic and sink id, with as many partitions

@@ -19,11 +19,11 @@ from kafkatier.sink import KafkaLogSink, jvm
 from kafkatier.sink.jvm import EncoderChoice, JvmEncoderUnavailable, jar_path
 from kafkatier.sink.schema import SinkSchemaError
 from kafkatier.storage.errors import InvalidRecordError, RecordTooLargeError
-from kafkatier.storage.log_dir import LogDirectory
-from kafkatier.storage.log_reader import IsolationLevel
+from kafkatier.storage.log.directory import LogDirectory
+from kafkatier.storage.log.reader import IsolationLevel
 from kafkatier.storage.partitioner import murmur2
-from kafkatier.storage.records import iter_batches
-from kafkatier.storage.verify import verify_paths
+from kafkatier.storage.record.records import iter_batches
+from kafkatier.storage.verify.paths import verify_paths
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 ROWS = 3000
@@ -47,7 +47,7 @@ def by_partition(log_dir: Path, topic: str, mixed: bool = True) -> dict[int, lis
 
 
 def read_topic_log(log: Any) -> pa.Table:
-    from kafkatier.storage.log_arrow import read_arrow
+    from kafkatier.storage.arrow.log import read_arrow
 
     return read_arrow(log, isolation=IsolationLevel.READ_COMMITTED)
 

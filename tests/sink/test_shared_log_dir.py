@@ -1,4 +1,4 @@
-"""Several writers on one log dir (storage/writer_lock.py): two sinks with different sink ids on
+"""Several writers on one log dir (storage/log/writer_lock.py): two sinks with different sink ids on
 one topic, and a sink beside `kafkatier produce` running in another process at the same time.
 Every record lands exactly once and the log verifies clean: without the turns, a writer would
 append at offsets and file positions another writer had already used."""
@@ -17,8 +17,8 @@ from test_sink import read_topic
 
 from kafkatier.sink import KafkaLogSink
 from kafkatier.sink.bookkeeping import derive_producer_id
-from kafkatier.storage.log_dir import LogDirectory
-from kafkatier.storage.verify import verify_paths
+from kafkatier.storage.log.directory import LogDirectory
+from kafkatier.storage.verify.paths import verify_paths
 
 PRODUCE_LOOP = """
 import sys

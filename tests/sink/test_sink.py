@@ -13,14 +13,14 @@ import pytest
 
 from kafkatier.sink import KafkaLogSink
 from kafkatier.sink.bookkeeping import ProducerFencedError, derive_producer_id
+from kafkatier.sink.hooks import QUERY_ID_PROPERTY
 from kafkatier.sink.schema import SinkSchemaError
-from kafkatier.sink.sink import QUERY_ID_PROPERTY
-from kafkatier.storage.log_arrow import read_arrow
-from kafkatier.storage.log_dir import LogDirectory
-from kafkatier.storage.log_reader import IsolationLevel
+from kafkatier.storage.arrow.log import read_arrow
+from kafkatier.storage.config.topic_files import TopicConfigStore
+from kafkatier.storage.log.directory import LogDirectory
+from kafkatier.storage.log.reader import IsolationLevel
 from kafkatier.storage.partitioner import default_partition
-from kafkatier.storage.topic_config import TopicConfigStore
-from kafkatier.storage.verify import verify_paths
+from kafkatier.storage.verify.paths import verify_paths
 from kafkatier.storage.wire import Codec
 
 COMMITTED = IsolationLevel.READ_COMMITTED

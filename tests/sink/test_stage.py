@@ -22,7 +22,7 @@ from kafkatier.sink.stage import (
     staging_wanted,
     task_file,
 )
-from kafkatier.storage.arrow_codec import encode_arrow
+from kafkatier.storage.arrow.codec import encode_arrow
 from kafkatier.storage.errors import CorruptRecordError
 from kafkatier.storage.wire import INT32_MAX, Codec
 

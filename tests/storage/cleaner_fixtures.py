@@ -7,13 +7,16 @@ import itertools
 from collections.abc import Iterator
 from pathlib import Path
 
-from kafkatier.storage.config import LogConfig
-from kafkatier.storage.log import Log
-from kafkatier.storage.log_dir import LogDirectory
-from kafkatier.storage.records import Record, RecordBatch, build_batch, iter_batches
-from kafkatier.storage.segment import LogSegment
-from kafkatier.storage.verify import verify_paths
-from kafkatier.storage.verify_problem import Problem
+from kafkatier.storage.config.log_config import LogConfig
+from kafkatier.storage.log.directory import LogDirectory
+from kafkatier.storage.log.log import Log
+from kafkatier.storage.log.segment import LogSegment
+from kafkatier.storage.record.batch import RecordBatch
+from kafkatier.storage.record.builder import build_batch
+from kafkatier.storage.record.record import Record
+from kafkatier.storage.record.records import iter_batches
+from kafkatier.storage.verify.paths import verify_paths
+from kafkatier.storage.verify.problem import Problem
 from kafkatier.storage.wire import ControlType
 
 TOPIC = "compacted"

@@ -32,13 +32,15 @@ from typing import Any
 
 from kafka.record.default_records import DefaultRecordBatch
 
-from kafkatier.storage import log_loader, log_reader
-from kafkatier.storage.config import LogConfig
-from kafkatier.storage.log import Log
-from kafkatier.storage.log_dir import LogDirectory
-from kafkatier.storage.producer_snapshot import read_snapshot
-from kafkatier.storage.records import Record, build_batch
-from kafkatier.storage.segment import LogSegment
+from kafkatier.storage.config.log_config import LogConfig
+from kafkatier.storage.log import loader as log_loader
+from kafkatier.storage.log import reader as log_reader
+from kafkatier.storage.log.directory import LogDirectory
+from kafkatier.storage.log.log import Log
+from kafkatier.storage.log.segment import LogSegment
+from kafkatier.storage.producer.snapshot import read_snapshot
+from kafkatier.storage.record.builder import build_batch
+from kafkatier.storage.record.record import Record
 
 TOPIC = "crash"
 PARTITIONS = 2

@@ -20,10 +20,11 @@ import cramjam
 import kafka.codec
 import pytest
 
-from kafkatier.storage.config import LogConfig
-from kafkatier.storage.log import Log
-from kafkatier.storage.log_dir import LogDirectory
-from kafkatier.storage.records import Record, build_batch
+from kafkatier.storage.config.log_config import LogConfig
+from kafkatier.storage.log.directory import LogDirectory
+from kafkatier.storage.log.log import Log
+from kafkatier.storage.record.builder import build_batch
+from kafkatier.storage.record.record import Record
 from kafkatier.storage.wire import Codec
 
 CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "kafka-corpus"

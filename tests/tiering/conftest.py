@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from fault_proxy import FaultProxy
 
-from kafkatier.tiering.s3store import S3Store
-from kafkatier.tiering.store import FsspecStore, ObjectStore
+from kafkatier.tiering.store.object_store import FsspecStore, ObjectStore
+from kafkatier.tiering.store.s3store import S3Store
 
 
 @pytest.fixture

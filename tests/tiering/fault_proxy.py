@@ -22,7 +22,7 @@ import threading
 import time
 from collections import deque
 
-from kafkatier.tiering.s3store import S3Store
+from kafkatier.tiering.store.s3store import S3Store
 
 _ERRORS = {
     "500": b"500 Internal Server Error", "503": b"503 Slow Down",

@@ -10,8 +10,8 @@ import pytest
 
 from kafkatier.storage.errors import ConfigError
 from kafkatier.tiering.config import TieringConfig
-from kafkatier.tiering.s3store import S3Store
-from kafkatier.tiering.store import FsspecStore
+from kafkatier.tiering.store.object_store import FsspecStore
+from kafkatier.tiering.store.s3store import S3Store
 
 CONF = Path(__file__).resolve().parents[2] / "conf" / "sidecar.properties"
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 import itertools
 from pathlib import Path
 
-from kafkatier.storage.log import Log
-from kafkatier.storage.log_dir import LogDirectory
-from kafkatier.storage.records import Record, build_batch
+from kafkatier.storage.log.directory import LogDirectory
+from kafkatier.storage.log.log import Log
+from kafkatier.storage.record.builder import build_batch
+from kafkatier.storage.record.record import Record
 from kafkatier.storage.wire import Codec
 
 T0 = 1_700_000_000_000

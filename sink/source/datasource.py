@@ -1,0 +1,220 @@
+"""The ``kafkatier`` Spark data source: Kafka-format partition logs read back as Spark's Kafka
+source would read them from a broker, in batch and streaming queries.
+
+    register_data_source(spark)
+    df = (spark.read.format("kafkatier").option("path", "/data/kafka-logs")
+          .option("subscribe", "events").load())
+
+Rows have exactly the Kafka source's schema (``key, value, topic, partition, offset, timestamp,
+timestampType`` and, with ``includeHeaders=true``, ``headers``). Options: ``options``.
+With the tiering sidecar's remote options (``remote.storage.url`` ... or ``kafkatier.config``),
+a topic whose older segments exist only in the remote store reads whole: ``remote``.
+One Spark task reads one partition's offset range (``local``), on the executors, without
+touching the files; the driver only looks at the log's tail to find its bounds
+(``storage.log.readonly``).
+Streaming offsets are Spark's Kafka offset JSON, ``{"topic": {"0": 42}}``: each micro-batch
+reads up to the partitions' last stable offsets, so a query follows a log while the sink
+appends to it and never shows a transaction before its COMMIT.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql import SparkSession
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    InputPartition,
+)
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from kafkatier.sink.source.options import SourceOptions, parse_options
+from kafkatier.sink.source.plan import (
+    Offsets,
+    ending_offsets,
+    from_json,
+    rate_limit,
+    read_tasks,
+    starting_offsets,
+    survey,
+    to_json,
+    topic_partitions,
+)
+from kafkatier.sink.source.read import read_task
+from kafkatier.sink.source.task import ReadTask
+from kafkatier.storage.errors import ConfigError
+from kafkatier.storage.log.readonly import PartitionBounds, TopicPartition
+
+__all__ = ["KafkaTierDataSource", "kafka_schema", "register_data_source"]
+REMOTE_LISTING_MAX_AGE_S = 60.0
+"""How long a streaming query reuses its listing of the remote store's partitions."""
+
+
+def kafka_schema(include_headers: bool) -> StructType:
+    """Spark's Kafka source schema (KafkaRecordToRowConverter), every field nullable."""
+    fields = [
+        StructField("key", BinaryType()),
+        StructField("value", BinaryType()),
+        StructField("topic", StringType()),
+        StructField("partition", IntegerType()),
+        StructField("offset", LongType()),
+        StructField("timestamp", TimestampType()),
+        StructField("timestampType", IntegerType()),
+    ]
+    if include_headers:
+        header = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
+        fields.append(StructField("headers", ArrayType(header)))
+    return StructType(fields)
+
+
+def register_data_source(spark: SparkSession) -> None:
+    """Make ``spark.read.format("kafkatier")`` and ``readStream.format("kafkatier")`` work."""
+    spark.dataSource.register(KafkaTierDataSource)
+
+
+class KafkaTierPartition(InputPartition):
+    """One Spark task's work: a :class:`ReadTask` (picklable, as Spark requires)."""
+
+    def __init__(self, task: ReadTask) -> None:
+        super().__init__(task)
+        self.task = task
+
+
+class KafkaTierDataSource(DataSource):
+    """Registered as ``kafkatier``; reads the partition logs under option ``path``."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "kafkatier"
+
+    def schema(self) -> StructType:
+        return kafka_schema(parse_options(self.options, streaming=None).include_headers)
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return KafkaTierBatchReader(self._checked(schema, streaming=False))
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return KafkaTierStreamReader(self._checked(schema, streaming=True))
+
+    def _checked(self, schema: StructType, *, streaming: bool) -> SourceOptions:
+        opts = parse_options(self.options, streaming=streaming)
+        expected = kafka_schema(opts.include_headers)
+        if schema != expected:
+            raise ConfigError(
+                "the kafkatier source has a fixed schema (Spark's Kafka source schema; "
+                f"headers with includeHeaders=true): expected {expected.simpleString()}, "
+                f"got {schema.simpleString()}"
+            )
+        return opts
+
+
+def _read(partition: InputPartition) -> Iterator[pa.RecordBatch]:
+    """Spark reads one ``InputPartition(None)`` when a plan has no partitions: nothing to read."""
+    task = partition.value
+    return iter(()) if task is None else read_task(task)
+
+
+class KafkaTierBatchReader(DataSourceReader):
+    """A batch query: the offsets resolved once, when Spark plans the scan."""
+
+    def __init__(self, opts: SourceOptions) -> None:
+        self.opts = opts
+
+    def partitions(self) -> Sequence[InputPartition]:
+        tps = topic_partitions(self.opts)
+        if self.opts.topics is not None:
+            missing = sorted(set(self.opts.topics) - {t for t, _ in tps})
+            if missing:
+                remote = "" if self.opts.remote is None else f" or in {self.opts.remote.url}"
+                raise ConfigError(
+                    f"kafkatier option 'subscribe': no partitions of {', '.join(missing)} "
+                    f"under {self.opts.path}{remote}",
+                    setting="subscribe",
+                )
+        bounds = survey(self.opts, tps)
+        starts = starting_offsets(self.opts, bounds)
+        ends = ending_offsets(self.opts, bounds)
+        return [KafkaTierPartition(t) for t in read_tasks(self.opts, starts, ends, bounds)]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return _read(partition)
+
+
+class KafkaTierStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """A streaming query. Partitions that appear later (a topic the sink creates, a pattern
+    that starts to match) are read from their earliest offset, as Spark does."""
+
+    def __init__(self, opts: SourceOptions) -> None:
+        self.opts = opts
+        self._bounds: dict[TopicPartition, PartitionBounds] = {}
+        self._target: Offsets | None = None
+
+    def _survey(self) -> dict[TopicPartition, PartitionBounds]:
+        """Bounds of every subscribed partition on disk now, kept for :meth:`partitions`: its
+        ABORT markers must cover the offsets :meth:`latestOffset` handed out."""
+        tps = topic_partitions(self.opts, listing_max_age_s=REMOTE_LISTING_MAX_AGE_S)
+        self._bounds = survey(self.opts, tps)
+        return self._bounds
+
+    def initialOffset(self) -> dict[str, Any]:
+        return to_json(starting_offsets(self.opts, self._survey()))
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        begin = from_json(start)
+        bounds = self._survey()
+        starts = {tp: begin.get(tp, b.log_start) for tp, b in bounds.items()}
+        ends = {tp: max(b.latest(self.opts.committed), starts[tp]) for tp, b in bounds.items()}
+        if self._target is not None:
+            ends = {
+                tp: max(min(e, self._target.get(tp, starts[tp])), starts[tp])
+                for tp, e in ends.items()
+            }
+        if isinstance(limit, ReadMaxRows):
+            ends = rate_limit(starts, ends, limit.max_rows)
+        return to_json({**begin, **ends})
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        n = self.opts.max_offsets_per_trigger
+        return ReadAllAvailable() if n is None else ReadMaxRows(n)
+
+    def reportLatestOffset(self) -> dict[str, Any] | None:
+        if not self._bounds:
+            return None
+        return to_json({tp: b.latest(self.opts.committed) for tp, b in self._bounds.items()})
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._target = {tp: b.latest(self.opts.committed) for tp, b in self._survey().items()}
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        begin, stop = from_json(start), from_json(end)
+        bounds = self._bounds
+        if not all(tp in bounds and bounds[tp].high_watermark >= e for tp, e in stop.items()):
+            bounds = self._survey()  # a restart replays a logged batch before any latestOffset
+        stop = {tp: e for tp, e in stop.items() if tp in bounds}
+        starts = {tp: begin.get(tp, bounds[tp].log_start) for tp in stop}
+        return [KafkaTierPartition(t) for t in read_tasks(self.opts, starts, stop, bounds)]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return _read(partition)
+
+    def commit(self, end: dict[str, Any]) -> None:
+        """Nothing to acknowledge: progress lives in Spark's checkpoint, not in the log dir."""

@@ -1,0 +1,103 @@
+"""The executor side of the ``kafkatier`` data source over local files: one offset range of one
+partition, decoded chunk by chunk into Arrow record batches in Spark's Kafka source schema.
+
+v2 batches go through the numba decoder (``storage.arrow.codec.decode_arrow``) a chunk of whole
+batches at a time, so a task's memory is bounded by ``chunk_bytes`` of log plus its decoded rows,
+whatever the range. Legacy magic 0/1 message sets (Kafka before 0.11) take the per-record path.
+``read_committed`` drops control batches and the data of aborted transactions with the engine's
+``AbortedTransactionFilter`` (Kafka's consumer logic), one filter for the whole range so its state
+carries across chunks; the aborted transactions come from the ``.txnindex`` files and from the
+ABORT markers the planner saw (see ``storage/log/readonly.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from kafkatier.sink.source.task import BatchFilter, ReadTask, batch_filter, checked_start, project
+from kafkatier.storage.arrow.codec import decode_arrow
+from kafkatier.storage.arrow.table import SPARK_KAFKA_SCHEMA
+from kafkatier.storage.log.readonly import ReadOnlyPartition, byte_ranges, read_batches
+from kafkatier.storage.log.segment import AnyBatch, LogSegment
+from kafkatier.storage.wire import NO_TIMESTAMP
+
+
+def read_local(task: ReadTask) -> Iterator[pa.RecordBatch]:
+    """The visible records of the task's range in the partition's local files."""
+    with ReadOnlyPartition(
+        Path(task.log_dir), task.topic, task.partition, task.log_start_hint
+    ) as part:
+        start = checked_start(task, task.start, part.log_start_offset, str(part.directory))
+        keep = batch_filter(task, [*part.aborted_txns(start, task.end), *task.aborted])
+        for table in local_tables(part, task, start, keep):
+            yield from project(table, task.include_headers).to_batches()
+
+
+def local_tables(
+    part: ReadOnlyPartition, task: ReadTask, start: int, keep: BatchFilter
+) -> Iterator[pa.Table]:
+    """The decoded rows of [start, task.end) in the local segments, chunk by chunk."""
+    for segment in part.segments_from(start):
+        if segment.base_offset >= task.end:
+            break
+        found = segment.translate_offset(start)
+        if found is None:
+            continue
+        ranges = byte_ranges(segment, found.position, task.end, task.chunk_bytes)
+        for position, size, legacy in ranges:
+            yield (
+                legacy_table(read_batches(segment, position, size), start, task, keep)
+                if legacy
+                else _decode(segment, position, size, start, task, keep)
+            )
+
+
+def _decode(
+    segment: LogSegment, position: int, size: int, start: int, task: ReadTask, keep: BatchFilter
+) -> pa.Table:
+    return decode_arrow(
+        segment.read_bytes(position, size),
+        topic=task.topic,
+        partition=task.partition,
+        file=str(segment.log_path),
+        start_offset=start,
+        end_offset=task.end,
+        batch_filter=keep,
+        base_position=position,
+    )
+
+
+def legacy_table(
+    batches: Iterable[AnyBatch], start: int, task: ReadTask, keep: BatchFilter
+) -> pa.Table:
+    """Magic 0/1 messages, per record. As Kafka's consumer (and so Spark) reports them: v0 has
+    no timestamp (-1) and timestamp type -1; v1 has its own."""
+    rows: list[dict[str, Any]] = []
+    for batch in batches:
+        if not keep(batch):
+            continue
+        ts_type = int(batch.timestamp_type) if batch.magic >= 1 else NO_TIMESTAMP
+        for record in batch.records():
+            if start <= record.offset < task.end:
+                rows.append(_row(task, record.offset, record.timestamp, ts_type, record))
+    return pa.Table.from_pylist(rows, schema=SPARK_KAFKA_SCHEMA)
+
+
+def _row(task: ReadTask, offset: int, timestamp: int, ts_type: int, record: Any) -> dict[str, Any]:
+    headers = [{"key": k, "value": v} for k, v in record.headers]
+    return {
+        "key": record.key,
+        "value": record.value,
+        "topic": task.topic,
+        "partition": task.partition,
+        "offset": offset,
+        "timestamp": timestamp * 1000,
+        "timestampType": ts_type,
+        "headers": headers or None,
+    }
+
+

@@ -1,0 +1,260 @@
+"""Planning for the ``kafkatier`` data source (driver side): which partitions, which offset range
+of each, and one :class:`~kafkatier.sink.source.local.ReadTask` per non-empty range.
+
+Offsets resolve as Spark's Kafka source resolves them: earliest is the log start offset, latest
+the last stable offset (``read_committed``) or the high watermark (``read_uncommitted``), a JSON
+offset map must name every subscribed partition, and a timestamp resolves to the earliest
+offset whose record timestamp is at or after it. With the remote options, partitions, bounds and
+timestamps cover the remote segments too, and earliest is the remote log start
+(``remote``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from kafkatier.sink.source.options import EARLIEST, LATEST, OffsetSpec, SourceOptions
+from kafkatier.sink.source.remote import (
+    joined_bounds,
+    remote_partitions,
+    remote_reader,
+    store_for,
+)
+from kafkatier.sink.source.task import ReadTask
+from kafkatier.storage.checkpoint.metadata import partition_dir_name
+from kafkatier.storage.errors import ConfigError, OffsetOutOfRangeError
+from kafkatier.storage.log.readonly import (
+    PartitionBounds,
+    ReadOnlyPartition,
+    TopicPartition,
+    checkpointed_log_starts,
+    discover,
+    scan_bounds,
+)
+from kafkatier.tiering.store.object_store import ObjectStore
+
+Offsets = dict[TopicPartition, int]
+
+
+def topic_partitions(opts: SourceOptions, *, listing_max_age_s: float = 0) -> list[TopicPartition]:
+    """The subscribed partitions that exist now, on disk or (with the remote options) only
+    in the remote store (a listing at most ``listing_max_age_s`` old). Without a local log dir,
+    a remote store is enough."""
+    log_dir = Path(opts.path)
+    if not log_dir.is_dir() and opts.remote is None:
+        raise ConfigError(f"kafkatier option 'path': {log_dir} is not a directory", setting="path")
+    topics = opts.topics if opts.assign is None else {t for t, _ in opts.assign}
+    pattern = opts.pattern if opts.assign is None else None
+    found = set(discover(log_dir, topics, pattern))
+    if opts.remote is not None:
+        listed = remote_partitions(
+            opts.remote, _store(opts), topics, pattern, max_age_s=listing_max_age_s
+        )
+        found |= set(listed)
+    if opts.assign is not None:
+        return [tp for tp in opts.assign if tp in found]
+    return sorted(found)
+
+
+def _store(opts: SourceOptions) -> ObjectStore:
+    assert opts.remote is not None
+    return store_for(opts.remote)
+
+
+def survey(
+    opts: SourceOptions, tps: Iterable[TopicPartition]
+) -> dict[TopicPartition, PartitionBounds]:
+    """Bounds of each partition, read from its files (and remote manifest) now."""
+    hints = checkpointed_log_starts(Path(opts.path))
+    if opts.remote is None:
+        return {tp: _bounds(opts, tp, hints.get(tp, 0)) for tp in tps}
+    found: dict[TopicPartition, PartitionBounds] = {}
+    for tp in tps:
+        local = None
+        if (Path(opts.path) / partition_dir_name(*tp)).is_dir():
+            local = _bounds(opts, tp, hints.get(tp, 0))
+        remote = remote_reader(opts.remote, _store(opts), tp, opts.chunk_bytes)
+        found[tp] = joined_bounds(local, remote)
+    return found
+
+
+def _bounds(opts: SourceOptions, tp: TopicPartition, hint: int) -> PartitionBounds:
+    """Retention or the cleaner may delete a segment (or a snapshot) between listing and opening
+    it: list again, twice at most."""
+    for _ in range(2):
+        try:
+            return _scan(opts, tp, hint)
+        except FileNotFoundError:
+            continue
+    return _scan(opts, tp, hint)
+
+
+def _scan(opts: SourceOptions, tp: TopicPartition, hint: int) -> PartitionBounds:
+    with ReadOnlyPartition(Path(opts.path), *tp, hint) as part:
+        return scan_bounds(part, opts.committed)
+
+
+def by_timestamp(
+    opts: SourceOptions, tps: Iterable[TopicPartition], ts: int
+) -> dict[TopicPartition, int | None]:
+    hints = checkpointed_log_starts(Path(opts.path))
+    found: dict[TopicPartition, int | None] = {}
+    for tp in tps:
+        found[tp] = None
+        if opts.remote is not None:
+            remote = remote_reader(opts.remote, _store(opts), tp, opts.chunk_bytes)
+            with opts.remote.errors():
+                found[tp] = remote.offset_for_timestamp(ts)
+        if found[tp] is None and (Path(opts.path) / partition_dir_name(*tp)).is_dir():
+            with ReadOnlyPartition(Path(opts.path), *tp, hints.get(tp, 0)) as part:
+                found[tp] = part.offset_for_timestamp(ts)
+    return found
+
+
+def _specific(
+    spec: OffsetSpec, name: str, tps: Iterable[TopicPartition]
+) -> Mapping[TopicPartition, int]:
+    """A JSON offset map checked against the subscription (Spark requires every partition)."""
+    if not isinstance(spec, dict):
+        return {tp: spec for tp in tps}
+    wanted = set(tps)
+    missing = sorted(wanted - spec.keys())
+    extra = sorted(spec.keys() - wanted)
+    if missing or extra:
+        parts = [
+            f"missing {_names(missing)}" if missing else "",
+            f"not subscribed or not on disk: {_names(extra)}" if extra else "",
+        ]
+        raise ConfigError(
+            f"kafkatier option {name!r} must give an offset for every subscribed partition "
+            f"(-2 = earliest, -1 = latest): {'; '.join(p for p in parts if p)}",
+            setting=name,
+        )
+    return spec
+
+
+def _names(tps: Iterable[TopicPartition]) -> str:
+    return ", ".join(f"{t}-{p}" for t, p in tps)
+
+
+def _resolve(value: int, bounds: PartitionBounds, committed: bool) -> int:
+    if value == EARLIEST:
+        return bounds.log_start
+    if value == LATEST:
+        return bounds.latest(committed)
+    return value
+
+
+def starting_offsets(
+    opts: SourceOptions, bounds: Mapping[TopicPartition, PartitionBounds]
+) -> Offsets:
+    """Where each partition starts: startingTimestamp, else startingOffsets."""
+    if opts.starting_timestamp is not None:
+        return _from_timestamp(opts, bounds, opts.starting_timestamp, start=True)
+    spec = _specific(opts.starting, "startingOffsets", bounds)
+    return {tp: _resolve(spec[tp], b, opts.committed) for tp, b in bounds.items()}
+
+
+def ending_offsets(
+    opts: SourceOptions, bounds: Mapping[TopicPartition, PartitionBounds]
+) -> Offsets:
+    """Where each partition ends (batch queries): endingTimestamp, else endingOffsets."""
+    if opts.ending_timestamp is not None:
+        return _from_timestamp(opts, bounds, opts.ending_timestamp, start=False)
+    spec = _specific(opts.ending, "endingOffsets", bounds)
+    ends = {tp: _resolve(spec[tp], b, opts.committed) for tp, b in bounds.items()}
+    for tp, end in ends.items():
+        latest = bounds[tp].latest(opts.committed)
+        if end > latest:
+            raise OffsetOutOfRangeError(
+                f"endingOffsets: {tp[0]}-{tp[1]} ends at {end}, beyond its latest offset {latest}",
+                file=opts.path,
+            )
+    return ends
+
+
+def _from_timestamp(
+    opts: SourceOptions, bounds: Mapping[TopicPartition, PartitionBounds], ts: int, *, start: bool
+) -> Offsets:
+    """Spark: no match at the end means latest; at the start, an error unless
+    startingOffsetsByTimestampStrategy=latest. A match inside an open transaction (past the
+    LSO) is not visible yet, so it counts as latest."""
+    out: Offsets = {}
+    for tp, found in by_timestamp(opts, bounds, ts).items():
+        latest = bounds[tp].latest(opts.committed)
+        if found is None and start and opts.timestamp_strategy == "error":
+            raise OffsetOutOfRangeError(
+                f"startingTimestamp: no record of {tp[0]}-{tp[1]} has a timestamp >= {ts} "
+                "(set startingOffsetsByTimestampStrategy=latest to start at the end instead)",
+                file=opts.path,
+            )
+        out[tp] = latest if found is None else min(max(found, bounds[tp].log_start), latest)
+    return out
+
+
+def read_tasks(
+    opts: SourceOptions,
+    starts: Mapping[TopicPartition, int],
+    ends: Mapping[TopicPartition, int],
+    bounds: Mapping[TopicPartition, PartitionBounds],
+) -> list[ReadTask]:
+    """One task per partition with a non-empty range; a start after its end is an error."""
+    tasks: list[ReadTask] = []
+    for tp, end in sorted(ends.items()):
+        start = starts[tp]
+        if start > end:
+            raise OffsetOutOfRangeError(
+                f"{tp[0]}-{tp[1]}: starting offset {start} is after the ending offset {end}",
+                file=opts.path,
+            )
+        if start == end:
+            continue
+        b = bounds[tp]
+        tasks.append(
+            ReadTask(
+                log_dir=opts.path,
+                topic=tp[0],
+                partition=tp[1],
+                start=start,
+                end=end,
+                committed=opts.committed,
+                include_headers=opts.include_headers,
+                fail_on_data_loss=opts.fail_on_data_loss,
+                log_start_hint=b.log_start,
+                aborted=b.aborted_in(start, end),
+                chunk_bytes=opts.chunk_bytes,
+                remote=opts.remote,
+                store=None if opts.remote is None else _store(opts),
+            )
+        )
+    return tasks
+
+
+def rate_limit(starts: Mapping[TopicPartition, int], ends: Offsets, max_offsets: int) -> Offsets:
+    """Spark's maxOffsetsPerTrigger: the limit shared in proportion to each partition's backlog
+    (a partition with any backlog advances by at least one)."""
+    backlog = {tp: end - starts.get(tp, end) for tp, end in ends.items()}
+    total = sum(b for b in backlog.values() if b > 0)
+    if total <= max_offsets:
+        return ends
+    limited = dict(ends)
+    for tp, size in backlog.items():
+        if size > 0:
+            share = max_offsets * size / total
+            step = math.ceil(share) if share < 1 else math.floor(share)
+            limited[tp] = min(ends[tp], starts[tp] + step)
+    return limited
+
+
+def to_json(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str, int]]:
+    """Spark's Kafka offset JSON: {"topic": {"partition": offset}}."""
+    out: dict[str, dict[str, int]] = {}
+    for (topic, partition), offset in sorted(offsets.items()):
+        out.setdefault(topic, {})[str(partition)] = offset
+    return out
+
+
+def from_json(offsets: Mapping[str, Mapping[str, int]]) -> Offsets:
+    return {(t, int(p)): int(o) for t, parts in offsets.items() for p, o in parts.items()}

@@ -1,0 +1,153 @@
+"""The cleaner's segment walks a chunk at a time: one numba call
+(``storage.cleaner.kernels.chunks``)
+handles the run of plain batches from a position, and only the batch it stops at goes through
+the Python path. That keeps Python out of the per-batch loop for ordinary data. Runs of
+compressed data batches are inflated and taken whole by the same kernels (``with_compressed``,
+``compressed``); control, transactional, legacy and malformed batches keep their exact
+Python handling.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import numpy.typing as npt
+
+from kafkatier.storage.cleaner.compressed import Inflated, deflate, inflate
+from kafkatier.storage.cleaner.kernels.chunks import INFO, STATS, filter_chunk, map_chunk
+from kafkatier.storage.cleaner.kernels.offset_map import OffsetMap
+from kafkatier.storage.cleaner.segment_store import CleanedSegment, SegmentInfo, SegmentStore
+from kafkatier.storage.log.batch_position import BatchInfo
+from kafkatier.storage.log.segment import AnyBatch
+from kafkatier.storage.record.records import read_batch
+
+U8 = npt.NDArray[np.uint8]
+Plain = Callable[[U8, int], tuple[int, bool]]
+"""(chunk, position) -> (where the plain run stopped, stop the walk)."""
+Slow = Callable[[AnyBatch], bool]
+"""One batch through the Python path; True stops the walk."""
+
+
+def walk_segment(
+    store: SegmentStore, info: SegmentInfo, start_offset: int, plain: Plain, slow: Slow
+) -> bool:
+    """Every batch of the segment from the index position of ``start_offset``, read
+    ``io_buffer_size`` bytes at a time (grown for a larger batch); True if stopped early."""
+    base = info.base_offset
+    position = store.start_position(base, start_offset)
+    chunk_size = store.io_buffer_size
+    name = store.location(base)
+    while position < info.size:
+        chunk = store.read_chunk(base, position, min(chunk_size, info.size - position))
+        array = np.frombuffer(chunk, dtype=np.uint8)
+        pos = 0
+        while True:
+            pos, stop = plain(array, pos)
+            if stop:
+                return True
+            batch = read_batch(chunk, pos, file=name)
+            if batch is None:
+                break
+            if slow(batch):
+                return True
+            pos += batch.size_in_bytes
+        if pos == 0:
+            if len(chunk) < chunk_size:
+                return False  # a partial tail: nothing more to read
+            chunk_size *= 2
+            continue
+        position += pos
+        chunk_size = store.io_buffer_size
+    return False
+
+
+Run = Callable[[Inflated, U8], tuple[int, bool]]
+"""(inflated run, chunk) -> (where the kernel stopped in the run's data, stop the walk)."""
+
+
+def with_compressed(plain: Plain, on_run: Run, max_bytes: int) -> Plain:
+    """``plain``, continued through runs of compressed data batches (``compressed``):
+    where the plain run stops at one, the run is inflated and given to ``on_run``."""
+
+    def step(array: U8, pos: int) -> tuple[int, bool]:
+        while True:
+            pos, stop = plain(array, pos)
+            if stop:
+                return pos, True
+            run = inflate(array, pos, max_bytes)
+            if run is None:
+                return pos, False
+            at, stop = on_run(run, array)
+            if stop:
+                return pos, True
+            after = run.real_position(at)
+            if after == pos:
+                return pos, False  # the kernel left the first batch to the Python path
+            pos = after
+
+    return step
+
+
+def map_plain(offset_map: OffsetMap, start: int) -> Plain:
+    """The map build's plain run (``build_map``)."""
+
+    def plain(array: U8, pos: int) -> tuple[int, bool]:
+        pos, full, offset_map.size, offset_map.latest_offset = map_chunk(
+            offset_map.table, array, pos, start, offset_map.size, offset_map.max_desired_size,
+            offset_map.latest_offset, offset_map.digest, offset_map.superseded,
+            offset_map.superseded_start,
+        )  # fmt: skip
+        return int(pos), bool(full)
+
+    return plain
+
+
+class ChunkFilter:
+    """The rewrite's plain run: batches kept go to ``add`` (bytes, their infos); counters in
+    ``stats`` (records read, retained, bytes read, tombstones kept, tombstones dropped)."""
+
+    def __init__(
+        self, offset_map: OffsetMap, facts: tuple[int, int, int],
+        last_records: dict[int, tuple[int | None, int]], chunk_bytes: int,
+    ) -> None:  # fmt: skip
+        now_ms, delete_retention_ms, upper_bound = facts
+        self.offset_map = offset_map
+        self.ctx = np.array([offset_map.latest_offset, now_ms, delete_retention_ms, upper_bound,
+                             offset_map.digest, offset_map.superseded_start],
+                            dtype=np.int64)  # fmt: skip
+        known = sorted((pid, last) for pid, (last, _) in last_records.items() if last is not None)
+        self.pids = np.array([p for p, _ in known], dtype=np.int64)
+        self.last_offsets = np.array([o for _, o in known], dtype=np.int64)
+        self.out = np.empty(2 * chunk_bytes + (1 << 16), dtype=np.uint8)
+        self.infos = np.empty((max(chunk_bytes // 64, 16), INFO), dtype=np.int64)
+        self.stats = np.zeros(STATS, dtype=np.int64)
+        self.bytes_written = 0
+        self.cleaned: CleanedSegment | None = None
+        self.add: Callable[[bytes, list[BatchInfo]], None] = lambda _d, _i: None
+
+    def __call__(self, array: U8, pos: int) -> tuple[int, bool]:
+        pos, size, count = filter_chunk(
+            self.offset_map.table, self.offset_map.superseded, array, pos, self.ctx, self.pids,
+            self.last_offsets, self.out, self.infos, self.stats,
+        )  # fmt: skip
+        if count:
+            rows = self.infos[:count].tolist()
+            self.add(self.out[:size].tobytes(), [BatchInfo(*row) for row in rows])
+            self.bytes_written += int(size)
+        return int(pos), False
+
+    def inflated(self, run: Inflated, chunk: U8) -> tuple[int, bool]:
+        """An inflated run (``with_compressed``): filtered as plain batches, written back
+        compressed; bytes read counted as stored (compressed)."""
+        pos, size, count = filter_chunk(
+            self.offset_map.table, self.offset_map.superseded, run.data, 0, self.ctx, self.pids,
+            self.last_offsets, self.out, self.infos, self.stats,
+        )  # fmt: skip
+        consumed = sum(1 for start in run.starts if start < pos)
+        self.stats[2] += sum(run.real_sizes[:consumed]) - int(pos)
+        if count:
+            data, infos = deflate(run, chunk, self.out[:size], self.infos[:count].tolist())
+            self.add(data, infos)
+            self.bytes_written += len(data)
+        return int(pos), False

@@ -1,0 +1,153 @@
+"""Compressed v2 data batches through the cleaner's chunk kernels (``chunk``).
+
+A run of compressed, non-transactional, non-control v2 batches is *inflated*: each batch's
+records are decompressed and put behind a copy of its header with the codec bits cleared, so the
+run becomes a buffer of plain batches that ``map_chunk`` and ``filter_chunk`` take whole (one
+call for the run instead of several Python steps per batch; measured on the compaction bench with
+lz4 input, the per-batch Python path cost four times the codec). The kernels never read the CRC,
+so the stale one does not matter. What ``filter_chunk`` writes is then put back: a batch it
+copied unchanged (same record count and attributes) is written as the original compressed bytes,
+as Kafka copies a batch all of whose records survive; a rebuilt one gets its records compressed
+with the batch's codec at the default level (Kafka's ``buildRetainedRecordsInto``), the codec
+bits, its length and its CRC-32C. Anything else - a batch that does not decompress, a control or
+transactional batch, a legacy set - ends the run and takes the Python path with its errors.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+from typing import Final
+
+import numpy as np
+import numpy.typing as npt
+
+from kafkatier.storage.errors import KafkaTierError
+from kafkatier.storage.log.batch_position import BatchInfo
+from kafkatier.storage.record.builder import _assemble
+from kafkatier.storage.record.compression import compress, decompress
+from kafkatier.storage.wire import (
+    ATTR_CODEC_MASK,
+    ATTR_CONTROL,
+    ATTR_TRANSACTIONAL,
+    ATTRIBUTES_OFFSET,
+    BATCH_HEADER,
+    BATCH_HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    OFFSET_AND_LENGTH,
+    RECORDS_COUNT_OFFSET,
+    Codec,
+)
+
+U8 = npt.NDArray[np.uint8]
+Chunk = bytes | memoryview | U8
+_ATTRS: Final = struct.Struct(">h")
+_LAST_DELTA: Final = struct.Struct(">i")
+
+
+@dataclass
+class Inflated:
+    """A run of compressed batches as plain ones: ``data`` and, per batch, its position in
+    ``data``, its position and size in the chunk, its codec and its last offset."""
+
+    data: U8
+    starts: list[int] = field(default_factory=list)
+    real_starts: list[int] = field(default_factory=list)
+    real_sizes: list[int] = field(default_factory=list)
+    codecs: list[Codec] = field(default_factory=list)
+    last_offsets: list[int] = field(default_factory=list)
+
+    def real_position(self, virtual: int) -> int:
+        """The chunk position of the batch at ``virtual`` (or of the run's end)."""
+        if virtual >= self.data.shape[0]:
+            return self.real_starts[-1] + self.real_sizes[-1]
+        real: int = self.real_starts[self.starts.index(virtual)]
+        return real
+
+
+def _view(chunk: Chunk) -> memoryview:
+    if isinstance(chunk, np.ndarray):
+        return memoryview(chunk.data).cast("B")
+    return memoryview(chunk).cast("B")
+
+
+def _compressed_data_size(chunk: memoryview, pos: int) -> int:
+    """The size of the compressed v2 data batch at ``pos`` held whole by the chunk, else 0."""
+    if len(chunk) - pos < BATCH_HEADER_SIZE or chunk[pos + MAGIC_OFFSET] != 2:
+        return 0
+    size: int = LOG_OVERHEAD + OFFSET_AND_LENGTH.unpack_from(chunk, pos)[1]
+    (attrs,) = _ATTRS.unpack_from(chunk, pos + ATTRIBUTES_OFFSET)
+    if size < BATCH_HEADER_SIZE or pos + size > len(chunk):
+        return 0
+    if not attrs & ATTR_CODEC_MASK or attrs & (ATTR_CONTROL | ATTR_TRANSACTIONAL):
+        return 0
+    return size
+
+
+def inflate(chunk: Chunk, pos: int, max_bytes: int) -> Inflated | None:
+    """The run of compressed data batches from ``pos`` (until about ``max_bytes`` inflated),
+    or None when the batch at ``pos`` is not one that decompresses."""
+    view = _view(chunk)
+    parts: list[bytes] = []
+    run = Inflated(np.empty(0, np.uint8))
+    total = 0
+    while total < max_bytes and (size := _compressed_data_size(view, pos)):
+        (attrs,) = _ATTRS.unpack_from(view, pos + ATTRIBUTES_OFFSET)
+        codec = Codec(attrs & ATTR_CODEC_MASK)
+        try:
+            records = decompress(codec, view[pos + BATCH_HEADER_SIZE : pos + size])
+        except (KafkaTierError, ValueError):
+            break  # the Python path reports it
+        header = bytearray(view[pos : pos + BATCH_HEADER_SIZE])
+        OFFSET_AND_LENGTH.pack_into(header, 0, OFFSET_AND_LENGTH.unpack_from(header)[0],
+                        BATCH_HEADER_SIZE - LOG_OVERHEAD + len(records))  # fmt: skip
+        _ATTRS.pack_into(header, ATTRIBUTES_OFFSET, attrs & ~ATTR_CODEC_MASK)
+        run.starts.append(total)
+        run.real_starts.append(pos)
+        run.real_sizes.append(size)
+        run.codecs.append(codec)
+        base = OFFSET_AND_LENGTH.unpack_from(header)[0]
+        run.last_offsets.append(base + _LAST_DELTA.unpack_from(header, 23)[0])
+        parts += (bytes(header), records)
+        total += BATCH_HEADER_SIZE + len(records)
+        pos += size
+    if not parts:
+        return None
+    run.data = np.frombuffer(b"".join(parts), dtype=np.uint8)
+    return run
+
+
+def deflate(
+    run: Inflated, chunk: Chunk, out: U8, rows: list[list[int]]
+) -> tuple[bytes, list[BatchInfo]]:
+    """What ``filter_chunk`` wrote for the run (``out``, one ``rows`` entry per batch written:
+    position, size, last offset, max timestamp) as stored batches, and their infos."""
+    view = _view(chunk)
+    by_last = {last: i for i, last in enumerate(run.last_offsets)}
+    data = bytearray()
+    infos: list[BatchInfo] = []
+    for position, size, last, max_ts in rows:
+        i = by_last[last]
+        plain = out[position : position + size].tobytes()
+        source = run.data[run.starts[i] : run.starts[i] + BATCH_HEADER_SIZE].tobytes()
+        attrs, count = (
+            slice(ATTRIBUTES_OFFSET, ATTRIBUTES_OFFSET + 2),
+            slice(RECORDS_COUNT_OFFSET, RECORDS_COUNT_OFFSET + 4),
+        )
+        same = plain[attrs] == source[attrs] and plain[count] == source[count]
+        if same:
+            start = run.real_starts[i]
+            stored = bytes(view[start : start + run.real_sizes[i]])
+        else:
+            stored = _recompress(plain, run.codecs[i])
+        infos.append(BatchInfo(len(data), len(stored), last, max_ts))
+        data += stored
+    return bytes(data), infos
+
+
+def _recompress(plain: bytes, codec: Codec) -> bytes:
+    """The inflated batch ``plain`` (header + records) compressed again with ``codec``."""
+    base, _, ple, _, _, attrs, *rest = BATCH_HEADER.unpack_from(plain)
+    records = compress(codec, plain[BATCH_HEADER_SIZE:], None)
+    return _assemble(records, base, ple, attrs | int(codec), *rest)

@@ -1,0 +1,308 @@
+"""Machinery shared by the offset and time indexes: Kafka's ``AbstractIndex`` (format §4, §5).
+
+Both files are arrays of fixed-size big-endian entries with no header and no checksum. A new
+writable file is preallocated (zero-filled) to ``floor(max_index_size / entry_size)`` entries and
+memory-mapped; opening an existing file trusts every whole slot in it, so an untrimmed zero tail
+counts as entries, exactly as Kafka does. Python cannot mmap an empty file, so a zero-length index
+keeps no map at all and reads from an empty buffer. Kafka's search over the entries is
+``search.py``.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from pathlib import Path
+from typing import ClassVar
+
+from kafkatier.storage import wire
+from kafkatier.storage.errors import CorruptIndexError, StorageError
+from kafkatier.storage.index.search import largest_lower_bound
+
+__all__ = ["FixedEntryIndex", "IndexFullError", "InvalidIndexEntryError"]
+
+
+class InvalidIndexEntryError(CorruptIndexError, ValueError):
+    """An entry Kafka refuses to append: offset not increasing, relative offset outside int32, or
+    a timestamp going backwards (Kafka's ``InvalidOffsetException``/``IndexOffsetOverflowException``
+    /``IllegalStateException``). A ``ValueError`` too, since the caller passed a bad argument."""
+
+
+class IndexFullError(StorageError, ValueError):
+    """An append to an index with no free slot (Kafka's ``IllegalArgumentException``)."""
+
+
+class FixedEntryIndex(ABC):
+    """A memory-mapped array of ``ENTRY`` structs; ``entries`` of them are valid.
+
+    Subclasses give the entry layout and which field holds the (relative, on disk) offset. One
+    lock serialises every operation, standing in for Kafka's ``lock`` and ``remapLock``: a reader
+    must never see the map closed under it by a concurrent resize.
+    """
+
+    ENTRY: ClassVar[struct.Struct]
+    OFFSET_FIELD: ClassVar[int]  # which field of a parsed entry is the absolute offset
+
+    def __init__(
+        self, path: Path, base_offset: int, max_index_size: int, writable: bool = True
+    ) -> None:
+        self._path = Path(path)
+        self.base_offset = base_offset
+        self.max_index_size = max_index_size
+        self.writable = writable
+        self._lock = threading.RLock()
+        self._map: mmap.mmap | None = None
+        self._snapshot = b""  # a read-only index's bytes, read once (see _map_file)
+        self._closed = False
+        self._exists = True
+        created = self._open_file()
+        self._length = len(self._map) if self._map is not None else len(self._snapshot)
+        self.max_entries = self._length // self.ENTRY.size
+        # A new file has no entries; an existing one is trusted slot by slot (Kafka's loader).
+        self._entries = 0 if created else self.max_entries
+
+    # ------------------------------------------------------------------ file and map lifetime
+
+    def _open_file(self) -> bool:
+        """Create and preallocate a missing writable file, then map it; True if created."""
+        if self._path.exists():
+            self._map_file()
+            return False
+        if not self.writable:
+            self._exists = False  # a read-only view of a missing index: empty, nothing created
+            return False
+        size = self.ENTRY.size
+        if self.max_index_size < size:
+            raise ValueError(f"invalid max index size {self.max_index_size} for {self._path}")
+        with open(self._path, "xb") as f:
+            f.truncate(size * (self.max_index_size // size))
+        self._map_file()
+        return True
+
+    def _map_file(self) -> None:
+        """Writable: a shared map. Read-only: the bytes read once, never a map, because the
+        writer trims the active segment's preallocated index at roll and close, and touching a
+        mapped page past the new end kills the reader with SIGBUS (indexes are small)."""
+        if not self.writable:
+            self._snapshot = self._path.read_bytes()
+            return
+        with open(self._path, "r+b") as f:
+            length = os.fstat(f.fileno()).st_size
+            self._map = mmap.mmap(f.fileno(), length, access=mmap.ACCESS_WRITE) if length else None
+
+    def _buffer(self) -> mmap.mmap | bytes:
+        if self._closed:
+            raise StorageError("index is closed", file=str(self._path))
+        return self._map if self._map is not None else self._snapshot
+
+    def close_handler(self) -> None:
+        """Unmap without trimming (Kafka's ``closeHandler``, used before deletion)."""
+        with self._lock:
+            if self._map is not None:
+                self._map.close()
+                self._map = None
+            self._closed = True
+
+    def close(self) -> None:
+        """Kafka's ``close``: trim to the valid entries, then unmap. A read-only index is never
+        trimmed, so closing one leaves its file untouched."""
+        with self._lock:
+            if self.writable and not self._closed:
+                self.trim_to_valid_size()
+            self.close_handler()
+
+    def resize(self, new_size: int) -> bool:
+        """Set the file length to ``new_size`` rounded down to whole entries and remap; Kafka uses
+        it to trim on roll/close and to regrow the active segment's indexes on load."""
+        with self._lock:
+            size = self.ENTRY.size
+            rounded = size * (new_size // size)
+            if rounded == self._length:
+                return False  # also for a read-only index: trimming a trimmed file is a no-op
+            self._require_writable("resize")
+            if rounded < self._entries * size:
+                raise ValueError(
+                    f"cannot resize {self._path} to {rounded} bytes: {self._entries} entries in use"
+                )
+            self._buffer()  # raises if closed
+            if self._map is not None:
+                self._map.close()
+                self._map = None
+            os.truncate(self._path, rounded)
+            self._map_file()
+            self._length = rounded
+            self.max_entries = self._length // size
+            self._entries_changed()
+            return True
+
+    def trim_to_valid_size(self) -> None:
+        """Cut the preallocated tail so the file holds exactly the valid entries."""
+        with self._lock:
+            if not self._closed:
+                self.resize(self._entries * self.ENTRY.size)
+
+    def flush(self) -> None:
+        with self._lock:
+            if self._map is not None and self.writable:
+                self._map.flush()
+
+    def rename_to(self, path: Path) -> None:
+        """Atomically rename the file; the map stays valid (it follows the inode on POSIX)."""
+        with self._lock:
+            try:
+                if self._exists:
+                    os.replace(self._path, path)
+            finally:
+                self._path = Path(path)
+
+    def delete(self) -> bool:
+        """Unmap and delete the file; ``False`` if it was missing (Kafka's ``deleteIfExists``)."""
+        with self._lock:
+            self.close_handler()
+            try:
+                self._path.unlink()
+            except FileNotFoundError:
+                return False
+            return True
+
+    def _require_writable(self, operation: str) -> None:
+        if not self.writable:
+            raise StorageError(f"cannot {operation}: index opened read-only", file=str(self._path))
+
+    # ------------------------------------------------------------------ entries
+
+    @property
+    def path(self) -> Path:
+        return self._path
+
+    @property
+    def exists(self) -> bool:
+        """False only for a read-only index whose file was missing (read as empty)."""
+        return self._exists
+
+    @property
+    def entries(self) -> int:
+        return self._entries
+
+    @property
+    def is_full(self) -> bool:
+        return self._entries >= self.max_entries
+
+    @property
+    def size_in_bytes(self) -> int:
+        """Current file length, preallocated tail included (Kafka's ``length()``)."""
+        return self._length
+
+    @property
+    def valid_bytes(self) -> int:
+        """Bytes covered by valid entries (Kafka's ``sizeInBytes()``)."""
+        return self._entries * self.ENTRY.size
+
+    def __len__(self) -> int:
+        return self._entries
+
+    def _raw(self, slot: int) -> tuple[int, int]:
+        """The two stored fields of a slot, relative offset still relative."""
+        fields: tuple[int, int] = self.ENTRY.unpack_from(self._buffer(), slot * self.ENTRY.size)
+        return fields
+
+    @abstractmethod
+    def _parse(self, slot: int) -> tuple[int, int]:
+        """A slot as the public entry (absolute offsets)."""
+
+    def entry(self, i: int) -> tuple[int, int]:
+        with self._lock:
+            if not 0 <= i < self._entries:
+                raise IndexError(f"entry {i} out of range: {self._path} has {self._entries}")
+            return self._parse(i)
+
+    def __iter__(self) -> Iterator[tuple[int, int]]:
+        with self._lock:
+            parsed = [self._parse(i) for i in range(self._entries)]
+        return iter(parsed)
+
+    def _relative_offset(self, offset: int) -> int:
+        relative = offset - self.base_offset
+        if not 0 <= relative <= wire.INT32_MAX:
+            raise InvalidIndexEntryError(
+                f"offset {offset} does not fit the index's relative range",
+                file=str(self._path),
+                base_offset=self.base_offset,
+            )
+        return relative
+
+    def can_append_offset(self, offset: int) -> bool:
+        """Whether ``offset`` fits the relative int32 range (Kafka's ``canAppendOffset``)."""
+        return 0 <= offset - self.base_offset <= wire.INT32_MAX
+
+    def _check_can_append(self, full: bool) -> None:
+        """Kafka checks writability and fullness before it looks at the entry itself."""
+        self._require_writable("append")
+        if full or self._entries >= self.max_entries:
+            raise IndexFullError(
+                f"attempt to append to a full index ({self._entries} entries)",
+                file=str(self._path),
+            )
+
+    def _write(self, fields: tuple[int, int]) -> None:
+        """Store an entry in the next free slot (callers ran :meth:`_check_can_append`)."""
+        assert self._map is not None  # a non-full writable index has a non-empty map
+        self.ENTRY.pack_into(self._map, self._entries * self.ENTRY.size, *fields)
+        self._entries += 1
+
+    # ------------------------------------------------------------------ search and truncation
+
+    def _largest_lower_bound(self, target: int, field: int) -> int:
+        """Kafka's ``largestLowerBoundSlotFor`` over the valid entries (``search.py``)."""
+        return largest_lower_bound(self._parse, self._entries, self.ENTRY.size, target, field)
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop every entry with offset >= ``offset``; a larger offset than any entry is a no-op.
+
+        Time-index entries may share an offset (a larger timestamp for the same batch); Kafka's
+        search can land on any of them and keep the earlier ones, so an exact hit is walked back
+        to the first entry with that offset. With distinct offsets this is exactly Kafka's result.
+        """
+        with self._lock:
+            field = self.OFFSET_FIELD
+            slot = self._largest_lower_bound(offset, field)
+            if slot < 0:
+                keep = 0
+            elif self._parse(slot)[field] == offset:
+                while slot > 0 and self._parse(slot - 1)[field] == offset:
+                    slot -= 1
+                keep = slot
+            else:
+                keep = slot + 1
+            self._truncate_to_entries(keep)
+
+    def _truncate_to_entries(self, entries: int) -> None:
+        self._entries = entries
+        self._entries_changed()
+
+    def reset(self) -> None:
+        """Drop every entry and regrow the file to ``max_index_size`` (Kafka's ``reset``)."""
+        with self._lock:
+            self._require_writable("reset")
+            self._truncate_to_entries(0)
+            self.resize(self.max_index_size)
+
+    @abstractmethod
+    def _entries_changed(self) -> None:
+        """Refresh any cached last entry after truncation or a remap."""
+
+    def _check_length(self) -> None:
+        if self._length % self.ENTRY.size != 0:
+            raise CorruptIndexError(
+                f"index length is not a multiple of {self.ENTRY.size}",
+                file=str(self._path),
+                length=self._length,
+            )
+
+    @abstractmethod
+    def sanity_check(self) -> None:
+        """Kafka's ``sanityCheck``: raise :class:`CorruptIndexError` on obvious damage."""

@@ -1,0 +1,85 @@
+"""The ``.index`` file: a sparse map from offsets to byte positions in the segment's ``.log``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import ClassVar
+
+from kafkatier.storage import wire
+from kafkatier.storage.errors import CorruptIndexError
+from kafkatier.storage.index.base import FixedEntryIndex, InvalidIndexEntryError
+
+DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024  # segment.index.bytes
+
+
+class OffsetIndex(FixedEntryIndex):
+    """Kafka's ``OffsetIndex`` (kafka-format.md §4).
+
+    On disk: 8-byte entries, no header, big-endian::
+
+        int32 relative offset   offset - base_offset, strictly increasing
+        int32 position          byte position of a batch in the .log
+
+    An entry ``(o, p)`` says the batch starting at ``p`` ends at offset ``o`` (Kafka writes the
+    batch's *last* offset with its *start* position). Lookups round down: the segment then scans
+    forward from the position, so a sparse index only costs scan length, never correctness.
+    """
+
+    ENTRY: ClassVar = wire.OFFSET_INDEX_ENTRY
+    OFFSET_FIELD: ClassVar[int] = 0
+
+    def __init__(
+        self,
+        path: Path,
+        base_offset: int,
+        max_index_size: int = DEFAULT_MAX_INDEX_SIZE,
+        writable: bool = True,
+    ) -> None:
+        super().__init__(path, base_offset, max_index_size, writable)
+        self._last_offset = self._last_entry()[0]
+
+    def _parse(self, slot: int) -> tuple[int, int]:
+        relative, position = self._raw(slot)
+        return self.base_offset + relative, position
+
+    def _last_entry(self) -> tuple[int, int]:
+        if self._entries == 0:
+            return self.base_offset, 0
+        return self._parse(self._entries - 1)
+
+    def _entries_changed(self) -> None:
+        self._last_offset = self._last_entry()[0]
+
+    @property
+    def last_offset(self) -> int:
+        """The last entry's offset, or the base offset when empty."""
+        return self._last_offset
+
+    def append(self, offset: int, position: int) -> None:
+        """Add ``(offset, position)``; the offset must exceed every earlier one."""
+        with self._lock:
+            self._check_can_append(self.is_full)
+            if self._entries and offset <= self._last_offset:
+                raise InvalidIndexEntryError(
+                    f"offset {offset} is no larger than the last offset {self._last_offset}",
+                    file=str(self._path),
+                    slot=self._entries,
+                )
+            self._write((self._relative_offset(offset), position))
+            self._last_offset = offset
+
+    def lookup(self, target_offset: int) -> tuple[int, int]:
+        """The entry with the largest offset <= ``target_offset``, else ``(base_offset, 0)``."""
+        with self._lock:
+            slot = self._largest_lower_bound(target_offset, 0)
+            return (self.base_offset, 0) if slot < 0 else self._parse(slot)
+
+    def sanity_check(self) -> None:
+        with self._lock:
+            if self._entries and self._last_offset < self.base_offset:
+                raise CorruptIndexError(
+                    f"last offset {self._last_offset} is below the base offset {self.base_offset}",
+                    file=str(self._path),
+                    position=(self._entries - 1) * self.ENTRY.size,
+                )
+            self._check_length()

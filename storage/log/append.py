@@ -1,0 +1,132 @@
+"""The leader's append checks for one partition log, and the producer state they commit.
+
+Kafka's ``UnifiedLog.analyzeAndValidateRecords`` + ``LogValidator`` + the producer-state half of
+``UnifiedLog.append``: every incoming v2 batch is validated and given its offsets before anything
+is written (so a rejected append leaves the log untouched), and once a chunk is on disk the
+producer entries, aborted-transaction index and map end offset are updated in Kafka's order.
+Per-batch rules live in ``validator.py``; the write itself in ``log.py``. The checks take what
+they read of the log (its config, producer state, end offset and epoch) as arguments, so this
+module sits below :class:`~kafkatier.storage.log.log.Log` instead of beside it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from kafkatier.storage import wire
+from kafkatier.storage.config.log_config import LogConfig
+from kafkatier.storage.errors import RecordTooLargeError
+from kafkatier.storage.index.txn_index import AbortedTxn
+from kafkatier.storage.log.segment import LogSegment
+from kafkatier.storage.log.validator import AppendRules, assign_offset, prepare_for_log
+from kafkatier.storage.producer.append import ProducerAppendInfo
+from kafkatier.storage.producer.entry import AppendOrigin, CompletedTxn
+from kafkatier.storage.producer.state import ProducerStateManager
+from kafkatier.storage.record.batch import RecordBatch
+
+
+@dataclass(frozen=True, slots=True)
+class LogAppendInfo:
+    """What an append did: the offsets it took, or the original ones of skipped duplicates."""
+
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    num_batches: int
+    num_records: int
+    duplicate_batches: int
+
+
+def append_rules(cfg: LogConfig) -> AppendRules:
+    codec = cfg.codec
+    return AppendRules(
+        max_message_bytes=cfg.max_message_bytes,
+        log_append_time=cfg.timestamp_type is wire.TimestampType.LOG_APPEND_TIME,
+        compression=codec,
+        compression_level=cfg.compression_level(codec) if codec is not None else None,
+    )
+
+
+def validate_append(
+    incoming: Sequence[RecordBatch],
+    origin: AppendOrigin,
+    state: ProducerStateManager,
+    config: LogConfig,
+    *,
+    next_offset: int,
+    leader_epoch: int,
+    now: int,
+    file: str,
+) -> tuple[list[RecordBatch], list[tuple[int, int]]]:
+    """A dry run of the append at ``next_offset`` of the log in ``file``: the batches as they
+    will be written (offsets assigned) and the duplicates skipped; raises on any rule broken,
+    having changed nothing."""
+    rules = append_rules(config)
+    placed: list[RecordBatch] = []
+    infos: dict[int, ProducerAppendInfo] = {}
+    duplicates: list[tuple[int, int]] = []
+    for batch in incoming:
+        if origin is AppendOrigin.CLIENT and batch.has_producer_id:
+            dup = state.find_duplicate_batch(batch)
+            if dup is not None:
+                duplicates.append((dup.first_offset, dup.last_offset))
+                continue
+        buf = prepare_for_log(batch, rules, now)
+        assign_offset(buf, next_offset, leader_epoch)
+        out = RecordBatch(buf, 0, file=file)
+        check_fits_segment(out, config, file)
+        next_offset = out.next_offset
+        if out.has_producer_id:
+            info = infos.get(out.producer_id)
+            if info is None:
+                info = infos[out.producer_id] = state.prepare_update(out.producer_id, origin)
+            info.append(out)
+        placed.append(out)
+    return placed, duplicates
+
+
+def check_fits_segment(batch: RecordBatch, config: LogConfig, file: str) -> None:
+    if batch.size_in_bytes > config.segment_bytes:
+        raise RecordTooLargeError(
+            f"batch of {batch.size_in_bytes} bytes exceeds segment.bytes={config.segment_bytes}",
+            file=file,
+            offset=batch.base_offset,
+        )
+
+
+def duplicate_info(duplicates: list[tuple[int, int]], count: int) -> LogAppendInfo:
+    first = min(d[0] for d in duplicates) if duplicates else -1
+    last = max(d[1] for d in duplicates) if duplicates else -1
+    return LogAppendInfo(first, last, wire.NO_TIMESTAMP, 0, 0, count)
+
+
+def commit_producer_state(
+    state: ProducerStateManager,
+    batches: Sequence[RecordBatch],
+    origin: AppendOrigin,
+    segment_for: Callable[[int], LogSegment],
+) -> None:
+    """Kafka's order for the batches just written: update entries, then index aborted txns
+    (in the segment ``segment_for`` gives for the marker's offset) with their LSO, then the end
+    offset. Re-applies the checks :func:`validate_append` passed."""
+    infos: dict[int, ProducerAppendInfo] = {}
+    completed: list[CompletedTxn] = []
+    for batch in batches:
+        if batch.has_producer_id:
+            info = infos.get(batch.producer_id)
+            if info is None:
+                info = infos[batch.producer_id] = state.prepare_update(batch.producer_id, origin)
+            txn = info.append(batch)
+            if txn is not None:
+                completed.append(txn)
+    for info in infos.values():
+        state.update(info)
+    for txn in completed:
+        if txn.is_aborted:
+            lso = state.last_stable_offset(txn)
+            segment_for(txn.last_offset).append_aborted_txn(
+                AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, lso)
+            )
+        state.complete_txn(txn)
+    state.update_map_end_offset(batches[-1].next_offset)

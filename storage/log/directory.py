@@ -1,0 +1,183 @@
+"""A Kafka log directory (``log.dirs`` entry): partition directories plus the root files.
+
+Root files (kafka-format.md §8): ``meta.properties`` (cluster and node identity),
+``recovery-point-offset-checkpoint`` and ``log-start-offset-checkpoint`` (``topic partition offset``
+lines), ``cleaner-offset-checkpoint`` (the cleaner's, issue 3) and ``.kafka_cleanshutdown``,
+whose mere existence marks a clean shutdown. As a broker does, opening a log dir removes the
+marker first, so a crash while it is open makes the next open recover every partition from its
+recovery point; closing it flushes everything, writes the checkpoints and the marker last.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from kafkatier.storage.checkpoint.checkpoint_file import (
+    CLEANER_OFFSET_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    OffsetCheckpointFile,
+)
+from kafkatier.storage.checkpoint.metadata import (
+    CleanShutdownFile,
+    MetaProperties,
+    PartitionMetadataFile,
+    new_topic_id,
+    parse_partition_dir_name,
+    partition_dir_name,
+)
+from kafkatier.storage.config.log_config import LogConfig
+from kafkatier.storage.config.topic_files import TopicConfigStore
+from kafkatier.storage.log.loader import open_log
+from kafkatier.storage.log.log import Clock, Log, wall_clock_ms
+
+META_PROPERTIES = "meta.properties"
+PARTITION_METADATA = "partition.metadata"
+FLUSH_THREADS = 8
+TopicPartition = tuple[str, int]
+ConfigResolver = Callable[[str], LogConfig]
+
+
+class LogDirectory:
+    """Every partition of one log dir, opened (and recovered) together, as Kafka's LogManager."""
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        config_for: ConfigResolver | None = None,
+        clock: Clock = wall_clock_ms,
+    ) -> None:
+        self.path = Path(path)
+        self.topic_configs = TopicConfigStore(self.path)
+        self.config_for: ConfigResolver = config_for or self.topic_configs.get
+        self.clock = clock
+        self.logs: dict[TopicPartition, Log] = {}
+        self.path.mkdir(parents=True, exist_ok=True)
+        self._ensure_meta_properties()
+        marker = CleanShutdownFile(self.path)
+        self.had_clean_shutdown = marker.exists()
+        marker.remove()
+        self._recovery_points = OffsetCheckpointFile(self.path / RECOVERY_POINT_CHECKPOINT).read()
+        self._log_starts = OffsetCheckpointFile(self.path / LOG_START_OFFSET_CHECKPOINT).read()
+        self.cleaner_offsets: dict[TopicPartition, int] = OffsetCheckpointFile(
+            self.path / CLEANER_OFFSET_CHECKPOINT
+        ).read()
+        """First dirty offset per compacted partition (where the last cleaning ended)."""
+        for child in sorted(self.path.iterdir()):
+            parsed = parse_partition_dir_name(child.name) if child.is_dir() else None
+            if parsed is not None:
+                self.logs[parsed] = self._open(parsed)
+        for topic, partition in self.logs:  # a crash in get_or_create can leave a dir without it
+            self._ensure_partition_metadata(topic, partition)
+
+    def _ensure_meta_properties(self) -> None:
+        path = self.path / META_PROPERTIES
+        if not path.exists():
+            MetaProperties.new_kraft(node_id=0).write(path)
+
+    def _open(self, tp: TopicPartition) -> Log:
+        return open_log(
+            self.path / partition_dir_name(*tp),
+            self.config_for(tp[0]),
+            recovery_point=self._recovery_points.get(tp, 0),
+            log_start_offset=self._log_starts.get(tp, 0),
+            clean_shutdown=self.had_clean_shutdown,
+            clock=self.clock,
+        )
+
+    def __iter__(self) -> Iterator[Log]:
+        return iter(self.logs.values())
+
+    def topics(self) -> dict[str, int]:
+        """Topic name -> partition count found on disk."""
+        counts: dict[str, int] = {}
+        for topic, partition in self.logs:
+            counts[topic] = max(counts.get(topic, 0), partition + 1)
+        return counts
+
+    def get(self, topic: str, partition: int) -> Log | None:
+        return self.logs.get((topic, partition))
+
+    def get_or_create(self, topic: str, partition: int) -> Log:
+        """The partition's log; a new one gets ``partition.metadata`` with the topic's id first."""
+        tp = (topic, partition)
+        if tp in self.logs:
+            return self.logs[tp]
+        (self.path / partition_dir_name(topic, partition)).mkdir(parents=True, exist_ok=True)
+        self._ensure_partition_metadata(topic, partition)
+        self.logs[tp] = self._open(tp)
+        return self.logs[tp]
+
+    def _ensure_partition_metadata(self, topic: str, partition: int) -> None:
+        metadata = PartitionMetadataFile(
+            self.path / partition_dir_name(topic, partition) / PARTITION_METADATA
+        )
+        if not metadata.exists():
+            metadata.write(self.topic_id(topic) or new_topic_id())
+
+    def topic_id(self, topic: str) -> str | None:
+        """The id already given to ``topic`` by any of its partitions."""
+        for (name, partition), _log in self.logs.items():
+            if name == topic:
+                path = self.path / partition_dir_name(name, partition) / PARTITION_METADATA
+                if path.exists():
+                    return PartitionMetadataFile(path).read()
+        return None
+
+    def checkpoint(self) -> None:
+        """Write recovery points, log start offsets (only those above the first segment, as
+        Kafka's ``checkpointLogStartOffsetsInDir``) and, once there are any, cleaner offsets."""
+        points = {tp: log.recovery_point for tp, log in self.logs.items()}
+        starts = {
+            tp: log.log_start_offset
+            for tp, log in self.logs.items()
+            if log.log_start_offset > log.segments[0].base_offset
+        }
+        OffsetCheckpointFile(self.path / RECOVERY_POINT_CHECKPOINT).write(points)
+        OffsetCheckpointFile(self.path / LOG_START_OFFSET_CHECKPOINT).write(starts)
+        cleaner = self.path / CLEANER_OFFSET_CHECKPOINT
+        if self.cleaner_offsets or cleaner.exists():
+            OffsetCheckpointFile(cleaner).write(
+                {tp: self.first_dirty_offset(tp) for tp in self.cleaner_offsets if tp in self.logs}
+            )
+
+    def first_dirty_offset(self, tp: TopicPartition) -> int:
+        """Where cleaning of ``tp`` resumes: the checkpoint, but the log start offset when the
+        checkpoint lies below it or beyond the log end (Kafka's ``cleanableOffsets``)."""
+        log = self.logs[tp]
+        offset = self.cleaner_offsets.get(tp, log.log_start_offset)
+        if offset < log.log_start_offset or offset > log.log_end_offset:
+            return log.log_start_offset
+        return offset
+
+    def flush(self) -> None:
+        """Durably persist every partition and then the checkpoints that describe them. The
+        partitions are fsynced in parallel threads (fsync releases the GIL, and the filesystem
+        can commit concurrent fsyncs together); each thread flushes one ``Log``."""
+        logs = list(self.logs.values())
+        with ThreadPoolExecutor(max(1, min(FLUSH_THREADS, len(logs)))) as pool:
+            list(pool.map(lambda log: log.flush(), logs))  # re-raises the first failure
+        self.checkpoint()
+
+    def close(self) -> None:
+        """Clean shutdown: logs closed, checkpoints written, then the clean-shutdown marker."""
+        for log in self.logs.values():
+            log.close()
+        self.checkpoint()
+        CleanShutdownFile(self.path).mark()
+        self.logs.clear()
+
+    def __enter__(self) -> LogDirectory:
+        return self
+
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        if exc_type is None:
+            self.close()
+            return
+        for log in self.logs.values():  # no marker: the next open recovers from the checkpoints
+            for segment in log.segments:
+                segment.close_handlers()
+        self.logs.clear()

@@ -1,0 +1,264 @@
+"""One partition's log: ordered segments, offsets, producer state, leader epochs, rolls.
+
+On disk a partition is a directory ``<topic>-<partition>`` (kafka-format.md §0) holding segments
+(``segment.py``), ``.snapshot`` producer-state files, ``leader-epoch-checkpoint`` and
+``partition.metadata``. This class is Kafka's ``UnifiedLog`` + ``LocalLog`` for a single replica
+that is always the leader: it validates and appends batches (the checks: ``append.py``), rolls
+segments (when: ``roll.py``), keeps the last stable offset, and serves reads
+(``reader.py``). Opening and crash recovery live in ``loader.py``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from kafkatier.storage import wire
+from kafkatier.storage.checkpoint.leader_epoch import LeaderEpochFileCache
+from kafkatier.storage.config.log_config import LogConfig
+from kafkatier.storage.errors import OffsetOutOfRangeError
+from kafkatier.storage.fsutil import fsync_dir
+from kafkatier.storage.log.append import (
+    LogAppendInfo,
+    commit_producer_state,
+    duplicate_info,
+    validate_append,
+)
+from kafkatier.storage.log.batch_position import BatchInfo
+from kafkatier.storage.log.delayed_delete import PendingDeletions
+from kafkatier.storage.log.roll import needs_new_segment, should_roll
+from kafkatier.storage.log.segment import LogSegment
+from kafkatier.storage.log.validator import parse_incoming
+from kafkatier.storage.producer.entry import AppendOrigin
+from kafkatier.storage.producer.state import ProducerStateManager
+from kafkatier.storage.record.batch import RecordBatch
+from kafkatier.storage.record.builder import build_control_batch
+
+Clock = Callable[[], int]
+__all__ = ["Clock", "Log", "wall_clock_ms"]
+
+
+def wall_clock_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class Log:
+    """A partition directory's segments and state (see module docstring)."""
+
+    def __init__(
+        self,
+        directory: Path,
+        topic: str,
+        partition: int,
+        config: LogConfig,
+        segments: list[LogSegment],
+        producer_state: ProducerStateManager,
+        leader_epoch_cache: LeaderEpochFileCache,
+        *,
+        log_start_offset: int,
+        recovery_point: int,
+        clock: Clock = wall_clock_ms,
+    ) -> None:
+        self.directory = Path(directory)
+        self.topic = topic
+        self.partition = partition
+        self.config = config
+        self.segments = segments
+        self.producer_state = producer_state
+        self.leader_epoch_cache = leader_epoch_cache
+        self.log_start_offset = log_start_offset
+        self.recovery_point = recovery_point
+        self.clock = clock
+        self.leader_epoch = max(leader_epoch_cache.latest_epoch or 0, 0)
+        self.pending_deletions = PendingDeletions()  # ``.deleted`` files awaiting removal
+
+    # ------------------------------------------------------------------ offsets
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self.segments[-1]
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.producer_state.map_end_offset
+
+    @property
+    def high_watermark(self) -> int:
+        """A single always-leader replica: everything appended is replicated."""
+        return self.log_end_offset
+
+    @property
+    def last_stable_offset(self) -> int:
+        first_unstable = self.producer_state.first_unstable_offset()
+        hw = self.high_watermark
+        return hw if first_unstable is None else min(first_unstable, hw)
+
+    @property
+    def size_in_bytes(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    def segment_for(self, offset: int) -> LogSegment:
+        """The segment whose base offset is the greatest one <= ``offset``."""
+        bases = [s.base_offset for s in self.segments]
+        i = bisect.bisect_right(bases, offset) - 1
+        if i < 0:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} is before the first segment", file=str(self.directory)
+            )
+        return self.segments[i]
+
+    def segments_from(self, offset: int) -> list[LogSegment]:
+        bases = [s.base_offset for s in self.segments]
+        i = max(bisect.bisect_right(bases, offset) - 1, 0)
+        return self.segments[i:]
+
+    # ------------------------------------------------------------------ appends
+    # Validation and the producer state it commits: append.py; when to roll: roll.py.
+
+    def append(
+        self, data: bytes | bytearray | memoryview, *, origin: AppendOrigin = AppendOrigin.CLIENT
+    ) -> LogAppendInfo:
+        """Validate, assign offsets to and write the v2 batches in ``data`` (Kafka's leader append).
+
+        Validation (CRC, counts, sizes, producer epochs and sequences) happens for every batch
+        before anything is written, so a rejected append leaves the log untouched. Batches the
+        producer already appended (same producer, epoch and sequence range among its last five)
+        are skipped.
+        """
+        incoming = parse_incoming(data, origin)
+        placed, duplicates = validate_append(
+            incoming,
+            origin,
+            self.producer_state,
+            self.config,
+            next_offset=self.log_end_offset,
+            leader_epoch=self.leader_epoch,
+            now=self.clock(),
+            file=str(self.directory),
+        )
+        if not placed:
+            return duplicate_info(duplicates, len(incoming))
+        self._assign_leader_epoch(placed[0].base_offset)
+        self._write(placed, origin)
+        return LogAppendInfo(
+            first_offset=placed[0].base_offset,
+            last_offset=placed[-1].last_offset,
+            max_timestamp=max(b.max_timestamp for b in placed),
+            num_batches=len(placed),
+            num_records=sum(b.records_count for b in placed),
+            duplicate_batches=len(duplicates),
+        )
+
+    def _assign_leader_epoch(self, start_offset: int) -> None:
+        latest = self.leader_epoch_cache.latest_epoch
+        if latest is None or latest < self.leader_epoch:
+            self.leader_epoch_cache.assign(self.leader_epoch, start_offset)
+            self.leader_epoch_cache.flush()
+
+    def _write(self, batches: Sequence[RecordBatch], origin: AppendOrigin) -> None:
+        """Append in chunks that fit the active segment, rolling between them (§9.2). Each
+        chunk's producer state is committed before the next roll, so the new segment's base
+        offset and its producer snapshot both describe the log up to that chunk."""
+        chunk: list[RecordBatch] = []
+        chunk_bytes = 0
+        for batch in batches:
+            pending = chunk_bytes + batch.size_in_bytes
+            if chunk and needs_new_segment(self.active_segment, self.config, pending, batch):
+                self._write_chunk(chunk, origin)
+                chunk, chunk_bytes = [], 0
+            if not chunk:
+                self._maybe_roll(batch.size_in_bytes, batch)
+            chunk.append(batch)
+            chunk_bytes += batch.size_in_bytes
+        if chunk:
+            self._write_chunk(chunk, origin)
+
+    def _write_chunk(self, chunk: Sequence[RecordBatch], origin: AppendOrigin) -> None:
+        data = bytearray()
+        infos: list[BatchInfo] = []
+        for batch in chunk:
+            infos.append(
+                BatchInfo(len(data), batch.size_in_bytes, batch.last_offset, batch.max_timestamp)
+            )
+            data += batch.buffer
+        self.active_segment.append(data, infos)
+        commit_producer_state(self.producer_state, chunk, origin, self.segment_for)
+
+    def _maybe_roll(self, size: int, first: RecordBatch) -> None:
+        if should_roll(self.active_segment, self.config, self.clock, size, first):
+            self.roll()
+
+    def roll(self) -> LogSegment:
+        """Close the active segment for appends and start a new one at the log end offset.
+
+        As Kafka: final time-index entry and trimmed indexes on the old segment, a producer
+        snapshot at the new base offset; we also flush the old segment at once, which moves the
+        recovery point (Kafka flushes it asynchronously)."""
+        new_base = self.log_end_offset
+        active = self.active_segment
+        if active.size == 0 and active.base_offset == new_base:
+            return active
+        active.on_become_inactive()
+        active.flush()
+        self.recovery_point = max(self.recovery_point, new_base)
+        self.producer_state.update_map_end_offset(new_base)
+        self.producer_state.take_snapshot()
+        segment = self.new_segment(new_base)
+        self.segments.append(segment)
+        return segment
+
+    def new_segment(self, base_offset: int, suffix: str = "") -> LogSegment:
+        return LogSegment(
+            self.directory,
+            base_offset,
+            index_interval_bytes=self.config.index_interval_bytes,
+            max_index_size=self.config.segment_index_bytes,
+            suffix=suffix,
+            created_ms=self.clock(),
+            roll_jitter_ms=self.config.random_segment_jitter(),
+        )
+
+    def write_txn_marker(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        *,
+        commit: bool,
+        coordinator_epoch: int = 0,
+        timestamp: int | None = None,
+    ) -> LogAppendInfo:
+        """Append a COMMIT or ABORT marker, as the transaction coordinator would (§3)."""
+        marker = build_control_batch(
+            wire.ControlType.COMMIT if commit else wire.ControlType.ABORT,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            coordinator_epoch=coordinator_epoch,
+            timestamp=self.clock() if timestamp is None else timestamp,
+            partition_leader_epoch=self.leader_epoch,
+        )
+        return self.append(marker, origin=AppendOrigin.COORDINATOR)
+
+    # ------------------------------------------------------------------ durability
+
+    def flush(self) -> None:
+        """fsync every segment above the recovery point; the recovery point becomes the end.
+
+        As Kafka's ``LocalLog.flush``, the directory is fsynced too when a segment created since
+        the last flush is among them: its file names must survive a power loss with its data."""
+        end = self.log_end_offset
+        segments = self.segments_from(self.recovery_point)
+        for segment in segments:
+            segment.flush()
+        if any(s.base_offset >= self.recovery_point for s in segments):
+            fsync_dir(self.directory)
+        self.recovery_point = end
+
+    def close(self) -> None:
+        """Clean close: flush, producer snapshot at the end offset, trimmed indexes (§9.4)."""
+        self.flush()
+        self.producer_state.take_snapshot()
+        self.leader_epoch_cache.flush()
+        for segment in self.segments:
+            segment.close()

@@ -1,0 +1,44 @@
+"""When a partition log rolls to a new segment (kafka-format.md §9.2; Kafka's
+``UnifiedLog.maybeRoll`` and ``LogSegment.shouldRoll``).
+
+A segment is closed for appends when the next batch would push it past ``segment.bytes``, when
+either of its preallocated indexes is full, when the batch's last offset no longer fits the
+segment's int32 relative offsets, or once it has waited ``segment.ms`` less its random jitter.
+The roll itself (indexes trimmed, producer snapshot, new files) is ``Log.roll``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from kafkatier.storage.config.log_config import LogConfig
+from kafkatier.storage.log.segment import LogSegment
+from kafkatier.storage.record.batch import RecordBatch
+
+
+def needs_new_segment(
+    active: LogSegment, cfg: LogConfig, chunk_bytes: int, batch: RecordBatch
+) -> bool:
+    """Whether ``batch`` must start a new chunk: appended after ``chunk_bytes`` of the current
+    chunk, it would not fit the active segment."""
+    return (
+        active.size + chunk_bytes > cfg.segment_bytes
+        or not active.can_convert_to_relative_offset(batch.last_offset)
+    )
+
+
+def should_roll(
+    seg: LogSegment, cfg: LogConfig, clock: Callable[[], int], size: int, first: RecordBatch
+) -> bool:
+    """Kafka's ``shouldRoll`` for an append of ``size`` bytes starting with ``first``; the clock
+    is read only when time decides."""
+    if seg.size > cfg.segment_bytes - size:
+        return True
+    if seg.offset_index.is_full or seg.time_index.is_full:
+        return True
+    if not seg.can_convert_to_relative_offset(first.last_offset):
+        return True
+    if seg.size == 0:
+        return False
+    waited = seg.time_waited_for_roll(clock(), first.max_timestamp)
+    return waited > cfg.max_segment_ms - seg.roll_jitter_ms

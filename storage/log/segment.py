@@ -1,0 +1,309 @@
+"""One log segment: a ``.log`` file of record batches plus its three index files.
+
+On disk (kafka-format.md §1, §4-§6, §9): ``<base>.log`` holds batches back to back with no header or
+padding; ``<base>.index`` maps a batch's last offset (relative to ``base``) to its start position,
+sparsely (a new entry once more than ``index.interval.bytes`` were appended since the last one);
+``<base>.timeindex`` records the segment's running max timestamp with the last offset of the batch
+that carried it; ``<base>.txnindex`` lists aborted transactions whose ABORT marker is here.
+Names are the 20-digit base offset; ``suffix`` (``.cleaned``, ``.swap``, ``.deleted``) is
+appended after the normal extension during the cleaner's and retention's multi-file protocols.
+Finding batch boundaries from their headers is ``batch_position.py`` (with :class:`BatchInfo`
+and :class:`BatchPosition`).
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from kafkatier.storage import wire
+from kafkatier.storage.errors import StorageError
+from kafkatier.storage.index.offset_index import OffsetIndex
+from kafkatier.storage.index.time_index import TimeIndex
+from kafkatier.storage.index.txn_index import AbortedTxn, TransactionIndex
+from kafkatier.storage.log.batch_position import BatchInfo, BatchPosition, header_at
+from kafkatier.storage.record.batch import RecordBatch
+from kafkatier.storage.record.legacy import LegacyBatch
+from kafkatier.storage.record.records import iter_batches
+
+AnyBatch = RecordBatch | LegacyBatch
+SUFFIXES = (".log", ".index", ".timeindex", ".txnindex")
+__all__ = ["SUFFIXES", "AnyBatch", "LogSegment"]
+
+
+class LogSegment:
+    """A ``.log`` file with its ``.index``, ``.timeindex`` and ``.txnindex`` (module docstring)."""
+
+    def __init__(
+        self,
+        directory: Path,
+        base_offset: int,
+        *,
+        index_interval_bytes: int = 4096,
+        max_index_size: int = 10 * 1024 * 1024,
+        suffix: str = "",
+        writable: bool = True,
+        created_ms: int | None = None,
+        roll_jitter_ms: int = 0,
+    ) -> None:
+        self.directory = Path(directory)
+        self.base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        self.suffix = suffix
+        self.writable = writable
+        self.log_path = self._path(".log")
+        flags = (os.O_RDWR | os.O_CREAT) if writable else os.O_RDONLY
+        self._fd = os.open(self.log_path, flags, 0o644)
+        self.size = os.fstat(self._fd).st_size
+        self.offset_index = OffsetIndex(
+            self._path(".index"), base_offset, max_index_size, writable=writable
+        )
+        self.time_index = TimeIndex(
+            self._path(".timeindex"), base_offset, max_index_size, writable=writable
+        )
+        self.txn_index = TransactionIndex(self._path(".txnindex"), base_offset)
+        self.created_ms = created_ms if created_ms is not None else int(time.time() * 1000)
+        self.roll_jitter_ms = roll_jitter_ms
+        self.rolling_based_timestamp: int | None = None
+        self._bytes_since_last_index_entry = 0
+        self._max_ts: tuple[int, int] | None = None  # (max timestamp, offset of its batch)
+
+    def _path(self, ext: str) -> Path:
+        return self.directory / wire.segment_file_name(self.base_offset, ext + self.suffix)
+
+    def __repr__(self) -> str:
+        return f"LogSegment({self.log_path}, size={self.size})"
+
+    # ----------------------------------------------------------------- timestamps
+
+    @property
+    def max_timestamp_and_offset(self) -> tuple[int, int]:
+        """Running max timestamp and its batch's last offset; after a reopen, the time index's
+        last entry (Kafka's ``readMaxTimestampAndOffsetSoFar``)."""
+        if self._max_ts is None:
+            self._max_ts = self.time_index.last_entry
+        return self._max_ts
+
+    @property
+    def max_timestamp(self) -> int:
+        return self.max_timestamp_and_offset[0]
+
+    @property
+    def largest_timestamp(self) -> int:
+        """What retention judges: the max record timestamp, else the file's mtime (Kafka)."""
+        ts = self.max_timestamp
+        return ts if ts >= 0 else int(self.log_path.stat().st_mtime * 1000)
+
+    def _track_max(self, timestamp: int, last_offset: int) -> None:
+        if timestamp > self.max_timestamp:
+            self._max_ts = (timestamp, last_offset)
+
+    def time_waited_for_roll(self, now_ms: int, message_timestamp: int) -> int:
+        """Kafka's ``timeWaitedForRoll``: by record timestamps when the segment's first batch has
+        one (read back from the file after a reopen, as ``loadFirstBatchTimestamp``), else by
+        the clock since this segment object was created."""
+        if self.rolling_based_timestamp is None:
+            first = header_at(self._fd, 0, self.size, str(self.log_path)) if self.size else None
+            if first is not None:
+                batch = next(self.batches(0, end=first.size), None)
+                self.rolling_based_timestamp = None if batch is None else batch.max_timestamp
+        based = self.rolling_based_timestamp
+        if based is not None and based >= 0:
+            return message_timestamp - based
+        return now_ms - self.created_ms
+
+    # ----------------------------------------------------------------- appends
+
+    def can_convert_to_relative_offset(self, offset: int) -> bool:
+        return 0 <= offset - self.base_offset <= wire.INT32_MAX
+
+    def append(self, data: bytes | bytearray | memoryview, batches: Sequence[BatchInfo]) -> None:
+        """Write ``data`` (whole batches, offsets assigned) at the end and index it per batch.
+
+        Indexing per batch (not per append, as Kafka 3.x does) keeps every offset-index entry
+        equal to the last offset of the batch at its position, which DumpLogSegments verifies.
+        """
+        if not batches:
+            return
+        last = batches[-1].last_offset
+        if not self.can_convert_to_relative_offset(last):
+            raise StorageError(
+                "offset does not fit this segment's relative offsets",
+                file=str(self.log_path),
+                offset=last,
+            )
+        if self.size == 0:
+            self.rolling_based_timestamp = max(b.max_timestamp for b in batches)
+        start = self.size
+        written = os.pwrite(self._fd, data, start)
+        if written != len(data):
+            raise StorageError("short write", file=str(self.log_path), position=start)
+        for info in batches:
+            self._index_batch(
+                start + info.position, info.size, info.last_offset, info.max_timestamp
+            )
+        self.size = start + len(data)
+
+    def _index_batch(self, position: int, size: int, last_offset: int, max_ts: int) -> None:
+        self._track_max(max_ts, last_offset)
+        # An append of many batches may fill an index mid-way (Kafka indexes once per append
+        # and rolls before a full index); skipping entries only lengthens lookups' scans.
+        full = self.offset_index.is_full or self.time_index.is_full
+        if self._bytes_since_last_index_entry > self.index_interval_bytes and not full:
+            self.offset_index.append(last_offset, position)
+            ts, ts_offset = self.max_timestamp_and_offset
+            self.time_index.maybe_append(ts, ts_offset)
+            self._bytes_since_last_index_entry = 0
+        self._bytes_since_last_index_entry += size
+
+    def append_aborted_txn(self, txn: AbortedTxn) -> None:
+        self.txn_index.append(txn)
+
+    # ----------------------------------------------------------------- reads
+
+    def read_bytes(self, position: int, size: int) -> bytes:
+        return os.pread(self._fd, size, position)
+
+    def scan_headers(self, position: int = 0) -> Iterator[BatchPosition]:
+        """Batch boundaries from ``position`` on, reading only headers (no CRC check)."""
+        while position < self.size:  # read per step: the segment may grow meanwhile
+            found = header_at(self._fd, position, self.size, str(self.log_path))
+            if found is None:
+                return
+            yield found
+            position += found.size
+
+    def translate_offset(self, offset: int, start_position: int = 0) -> BatchPosition | None:
+        """The first batch whose last offset is >= ``offset`` (index lookup, then scan)."""
+        _, indexed = self.offset_index.lookup(offset)
+        for found in self.scan_headers(max(indexed, start_position)):
+            if found.last_offset >= offset:
+                return found
+        return None
+
+    def batches(self, position: int = 0, *, end: int | None = None) -> Iterator[AnyBatch]:
+        """Full batches (parsed views) from ``position``; stops at a partial tail."""
+        stop = self.size if end is None else min(end, self.size)
+        if stop <= position:
+            return
+        # The map is left to the garbage collector: yielded batches are views into it, and
+        # closing it while a caller still holds one would raise (or fault).
+        view = mmap.mmap(self._fd, stop, access=mmap.ACCESS_READ)
+        yield from iter_batches(memoryview(view), position, stop, file=str(self.log_path))
+
+    def read_next_offset(self) -> int:
+        """The offset after the last batch (Kafka's ``readNextOffset``), or the base offset."""
+        _, position = self.offset_index.lookup(2**63 - 1)
+        last: BatchPosition | None = None
+        for last in self.scan_headers(position):  # noqa: B007 - the last one is the answer
+            pass
+        return last.last_offset + 1 if last is not None else self.base_offset
+
+    def find_offset_by_timestamp(self, timestamp: int, starting_offset: int) -> int | None:
+        """First offset >= ``starting_offset`` whose record timestamp is >= ``timestamp``."""
+        _, ts_offset = self.time_index.lookup(timestamp)
+        _, position = self.offset_index.lookup(max(ts_offset, starting_offset))
+        for batch in self.batches(position):
+            if batch.max_timestamp < timestamp:
+                continue
+            for record in batch.records():
+                if record.timestamp >= timestamp and record.offset >= starting_offset:
+                    return record.offset
+        return None
+
+    def collect_aborted_txns(
+        self, fetch_offset: int, upper_bound: int
+    ) -> tuple[list[AbortedTxn], bool]:
+        return self.txn_index.collect_aborted_txns(fetch_offset, upper_bound)
+
+    # ----------------------------------------------------------------- lifecycle
+
+    def flush(self) -> None:
+        os.fsync(self._fd)
+        self.offset_index.flush()
+        self.time_index.flush()
+        self.txn_index.flush()
+
+    def on_become_inactive(self) -> None:
+        """On roll: final time-index entry (the segment's max), indexes trimmed (Kafka)."""
+        ts, offset = self.max_timestamp_and_offset
+        self.time_index.maybe_append(ts, offset, skip_full_check=True)
+        self.offset_index.trim_to_valid_size()
+        self.time_index.trim_to_valid_size()
+
+    def reset_rolling_state(self) -> None:
+        self._bytes_since_last_index_entry = 0
+
+    def truncate_to(self, offset: int) -> int:
+        """Drop every batch whose last offset is >= ``offset``; returns bytes removed."""
+        found = self.translate_offset(offset)
+        self.offset_index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
+        if found is None:
+            return 0
+        removed = self.size - found.position
+        os.ftruncate(self._fd, found.position)
+        self.size = found.position
+        self._max_ts = None
+        if self.time_index.entries == 0:
+            self._max_ts = self._rescan_max_timestamp()
+        self._bytes_since_last_index_entry = 0
+        if self.size == 0:
+            self.rolling_based_timestamp = None
+        return removed
+
+    def _rescan_max_timestamp(self) -> tuple[int, int]:
+        best = (wire.NO_TIMESTAMP, self.base_offset)
+        for batch in self.batches():
+            if batch.max_timestamp > best[0]:
+                best = (batch.max_timestamp, batch.last_offset)
+        return best
+
+    def truncate_bytes(self, valid_bytes: int) -> None:
+        os.ftruncate(self._fd, valid_bytes)
+        self.size = valid_bytes
+
+    def close(self) -> None:
+        """Final time-index entry, trimmed indexes, file closed (Kafka's ``LogSegment.close``)."""
+        if self.writable and self.max_timestamp >= 0:
+            ts, offset = self.max_timestamp_and_offset
+            self.time_index.maybe_append(ts, offset, skip_full_check=True)
+        if self.writable:
+            self.offset_index.trim_to_valid_size()
+            self.time_index.trim_to_valid_size()
+        self.close_handlers()
+
+    def close_handlers(self) -> None:
+        self.offset_index.close()
+        self.time_index.close()
+        self.txn_index.close()
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def change_suffix(self, new_suffix: str) -> None:
+        """Rename all four files from the current suffix to ``new_suffix`` (Kafka's
+        ``changeFileSuffixes``), ``.log`` last so a crash leaves the segment recognisable."""
+        old_paths = {ext: self._path(ext) for ext in SUFFIXES}
+        self.suffix = new_suffix
+        self.offset_index.rename_to(self._path(".index"))
+        self.time_index.rename_to(self._path(".timeindex"))
+        self.txn_index.rename_to(self._path(".txnindex"))
+        os.replace(old_paths[".log"], self._path(".log"))
+        self.log_path = self._path(".log")
+
+    def delete(self) -> None:
+        """Close and remove every file of this segment (missing files are fine)."""
+        self.close_handlers()
+        self.offset_index.delete()
+        self.time_index.delete()
+        self.txn_index.delete()
+        self.log_path.unlink(missing_ok=True)
+
+    @property
+    def last_modified_ms(self) -> int:
+        return int(self.log_path.stat().st_mtime * 1000)

@@ -1,0 +1,124 @@
+"""Checks and rewrites a leader applies to incoming batches before they reach the log.
+
+Kafka's ``LogValidator`` in-place path: every batch must be magic 2 with a valid CRC and, from a
+client, hold ``lastOffsetDelta + 1`` records and no control records. The leader then assigns the
+base offset and partition leader epoch in place (neither is covered by the CRC), stamps
+``LogAppendTime`` topics (which does change the CRC), and recompresses a batch whose codec differs
+from the topic's ``compression.type`` (unless that is ``producer``).
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+import crc32c
+
+from kafkatier.storage import wire
+from kafkatier.storage.errors import InvalidRecordError, RecordTooLargeError
+from kafkatier.storage.producer.entry import AppendOrigin
+from kafkatier.storage.record.batch import RecordBatch
+from kafkatier.storage.record.builder import rebuild_batch
+from kafkatier.storage.record.legacy import LegacyBatch
+from kafkatier.storage.record.records import iter_batches
+
+_I64 = struct.Struct(">q")
+_I16 = struct.Struct(">h")
+_U32 = struct.Struct(">I")
+
+
+@dataclass(frozen=True, slots=True)
+class AppendRules:
+    """The topic settings validation depends on (a subset of LogConfig, Kafka's names in docs)."""
+
+    max_message_bytes: int = wire.DEFAULT_MAX_MESSAGE_BYTES
+    log_append_time: bool = False  # message.timestamp.type=LogAppendTime
+    compression: wire.Codec | None = None  # None = compression.type=producer
+    compression_level: int | None = None
+
+
+def parse_incoming(data: bytes | bytearray | memoryview, origin: AppendOrigin) -> list[RecordBatch]:
+    """Split ``data`` into v2 batches and check each as a leader does; nothing partial allowed."""
+    buf = memoryview(data)
+    batches: list[RecordBatch] = []
+    end = 0
+    for batch in iter_batches(buf, 0, len(buf), file="<append>"):
+        if isinstance(batch, LegacyBatch):
+            raise InvalidRecordError(
+                "kafkatier appends only record batch v2 (magic 2)",
+                file="<append>",
+                position=batch.position,
+            )
+        batch.ensure_valid()
+        _check_client_batch(batch, origin)
+        batches.append(batch)
+        end = batch.position + batch.size_in_bytes
+    if end != len(buf):
+        raise InvalidRecordError(
+            "appended bytes end in a partial batch", file="<append>", position=end
+        )
+    return batches
+
+
+def _check_client_batch(batch: RecordBatch, origin: AppendOrigin) -> None:
+    if origin is not AppendOrigin.CLIENT:
+        return
+    where = {"file": "<append>", "position": batch.position}
+    if batch.is_control:
+        raise InvalidRecordError("clients may not append control batches", **where)
+    if batch.records_count != batch.last_offset_delta + 1 or batch.records_count <= 0:
+        raise InvalidRecordError(
+            f"batch declares {batch.records_count} records but lastOffsetDelta "
+            f"{batch.last_offset_delta}",
+            **where,
+        )
+    if batch.has_producer_id and batch.base_sequence < 0:
+        raise InvalidRecordError("idempotent batch without a base sequence", **where)
+
+
+def prepare_for_log(batch: RecordBatch, rules: AppendRules, now_ms: int) -> bytearray:
+    """The batch's bytes as they will be written: recompressed / stamped where the topic says.
+
+    Kafka checks ``max.message.bytes`` on the batch as received and again after recompression."""
+    _check_size(batch.size_in_bytes, rules, batch.position)
+    if rules.compression is not None and batch.codec != rules.compression and not batch.is_control:
+        out = bytearray(_recompress(batch, rules))
+    else:
+        out = bytearray(batch.buffer)
+    if rules.log_append_time:
+        _stamp_log_append_time(out, now_ms)
+    _check_size(len(out), rules, batch.position)
+    return out
+
+
+def _check_size(size: int, rules: AppendRules, position: int) -> None:
+    if size > rules.max_message_bytes:
+        raise RecordTooLargeError(
+            f"batch of {size} bytes exceeds max.message.bytes={rules.max_message_bytes}",
+            file="<append>",
+            position=position,
+        )
+
+
+def _recompress(batch: RecordBatch, rules: AppendRules) -> bytes:
+    assert rules.compression is not None
+    return rebuild_batch(
+        batch, list(batch.records()), codec=rules.compression, level=rules.compression_level
+    )
+
+
+def _stamp_log_append_time(buf: bytearray, now_ms: int) -> None:
+    """Set the LogAppendTime bit and maxTimestamp, then recompute the CRC (Kafka's
+    ``setMaxTimestamp``): the only leader rewrite the CRC covers."""
+    attrs = _I16.unpack_from(buf, wire.ATTRIBUTES_OFFSET)[0] | wire.ATTR_LOG_APPEND_TIME
+    _I16.pack_into(buf, wire.ATTRIBUTES_OFFSET, attrs)
+    _I64.pack_into(buf, wire.MAX_TIMESTAMP_OFFSET, now_ms)
+    crc = crc32c.crc32c(memoryview(buf)[wire.CRC_START :])
+    _U32.pack_into(buf, wire.CRC_OFFSET, crc)
+
+
+def assign_offset(buf: bytearray, base_offset: int, leader_epoch: int) -> None:
+    """Write baseOffset and partitionLeaderEpoch in place (not covered by the CRC)."""
+    _I64.pack_into(buf, 0, base_offset)
+    struct.pack_into(">i", buf, wire.PLE_OFFSET, leader_epoch)
+

@@ -1,0 +1,89 @@
+"""Reading record batches from a log buffer, and rewriting their offset and epoch in place
+(kafka-format.md §1).
+
+A batch comes back as the v2 view, :class:`~kafkatier.storage.record.batch.RecordBatch`, or for
+legacy magic 0/1 message sets as :class:`~kafkatier.storage.record.legacy.LegacyBatch`; batches
+are written by :mod:`kafkatier.storage.record.builder`.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+
+from kafkatier.storage.errors import CorruptRecordError
+from kafkatier.storage.record.batch import Buffer, RecordBatch
+from kafkatier.storage.record.legacy import LegacyBatch
+from kafkatier.storage.wire import (
+    HEADER_SIZE_UP_TO_MAGIC,
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    MIN_LEGACY_RECORD_SIZE,
+    OFFSET_AND_LENGTH,
+    PLE_OFFSET,
+)
+
+_I64 = struct.Struct(">q")
+_I32 = struct.Struct(">i")
+
+
+def read_batch(
+    buf: Buffer, position: int = 0, *, file: str | None = None
+) -> RecordBatch | LegacyBatch | None:
+    """The batch at ``position``, as ``FileLogInputStream.nextBatch`` reads it: None when no
+    complete batch remains (a partial tail), CorruptRecordError for an impossible size or magic."""
+    view = buf if isinstance(buf, memoryview) else memoryview(buf)
+    remaining = len(view) - position
+    if remaining <= HEADER_SIZE_UP_TO_MAGIC:
+        return None
+    _, length = OFFSET_AND_LENGTH.unpack_from(view, position)
+    if length < MIN_LEGACY_RECORD_SIZE:
+        raise CorruptRecordError(
+            f"record size {length} is smaller than the minimum record overhead "
+            f"({MIN_LEGACY_RECORD_SIZE})",
+            file=file,
+            position=position,
+        )
+    if LOG_OVERHEAD + length > remaining:
+        return None
+    magic = view[position + MAGIC_OFFSET]
+    if magic == 2:
+        return RecordBatch(view, position, file=file)
+    if magic < 2:
+        return LegacyBatch(view, position, file=file)
+    signed = magic - 256 if magic > 127 else magic
+    raise CorruptRecordError(f"invalid magic byte {signed}", file=file, position=position)
+
+
+def iter_batches(
+    buf: Buffer, position: int = 0, end: int | None = None, *, file: str | None = None
+) -> Iterator[RecordBatch | LegacyBatch]:
+    """Batches from ``position`` up to ``end`` (default: the buffer end); stops silently at a
+    partial tail."""
+    view = memoryview(buf).cast("B")
+    if end is not None:
+        view = view[:end]
+    while True:
+        batch = read_batch(view, position, file=file)
+        if batch is None:
+            return
+        yield batch
+        position += batch.size_in_bytes
+
+
+def set_base_offset(buf: bytearray | memoryview, position: int, base_offset: int) -> None:
+    """Rewrite baseOffset in place (not covered by the CRC)."""
+    _I64.pack_into(buf, position, base_offset)
+
+
+def set_partition_leader_epoch(buf: bytearray | memoryview, position: int, epoch: int) -> None:
+    """Rewrite partitionLeaderEpoch in place (not covered by the CRC)."""
+    _I32.pack_into(buf, position + PLE_OFFSET, epoch)
+
+
+__all__ = [
+    "iter_batches",
+    "read_batch",
+    "set_base_offset",
+    "set_partition_leader_epoch",
+]

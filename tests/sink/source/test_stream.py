@@ -1,0 +1,167 @@
+"""The kafkatier data source in streaming queries, reading logs while the storage engine (and the
+sink) append to them in this process: exactly what becomes visible in read_committed is read,
+once, across micro-batches, restarts on the same checkpoint and partitions that appear later."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from test_datasource import T0, Row, Written, append, end_txn, no_headers, rows_of
+
+from kafkatier.sink.source.datasource import register_data_source
+from kafkatier.storage.log.directory import LogDirectory
+from kafkatier.storage.verify.paths import verify_paths
+
+TIMEOUT_S = 240
+
+
+@pytest.fixture(scope="module")
+def spark_kt(spark: Any) -> Any:
+    register_data_source(spark)
+    return spark
+
+
+class Collector:
+    """A foreachBatch target that keeps every row and batch id it was given."""
+
+    def __init__(self) -> None:
+        self.rows: list[Row] = []
+        self.batches: list[int] = []
+        self._lock = threading.Lock()
+
+    def __call__(self, df: Any, batch_id: int) -> None:
+        rows = rows_of(df)
+        with self._lock:
+            self.rows.extend(rows)
+            self.batches.append(batch_id)
+
+    def sorted_rows(self) -> list[Row]:
+        with self._lock:
+            return sorted(self.rows)
+
+
+def start(spark: Any, path: Path, checkpoint: Path, sink: Collector, trigger: dict[str, Any],
+          **options: str) -> Any:  # fmt: skip
+    reader = spark.readStream.format("kafkatier").option("path", str(path))
+    for name, value in {"startingOffsets": "earliest", **options}.items():
+        reader = reader.option(name, value)
+    writer = reader.load().writeStream.foreachBatch(sink)
+    return writer.option("checkpointLocation", str(checkpoint)).trigger(**trigger).start()
+
+
+def run_available_now(spark: Any, path: Path, checkpoint: Path, **options: str) -> Collector:
+    sink = Collector()
+    query = start(spark, path, checkpoint, sink, {"availableNow": True}, **options)
+    assert query.awaitTermination(TIMEOUT_S), "availableNow query did not finish"
+    assert query.exception() is None
+    return sink
+
+
+def test_available_now_reads_each_visible_row_once(spark_kt: Any, tmp_path: Path) -> None:
+    """Several micro-batches (maxOffsetsPerTrigger), then a restart on the same checkpoint that
+    reads exactly what became visible in between: a commit of a transaction that was open and
+    new appends; an open transaction's rows and an aborted one's never show."""
+    w = Written(tmp_path / "logs")
+    chk = tmp_path / "chk"
+    with LogDirectory(w.path) as ld:
+        s0, s1 = ld.get_or_create("s", 0), ld.get_or_create("s", 1)
+        append(w, s0, 5, headers=True)
+        append(w, s1, 3, pid=7, codec="lz4")
+        end_txn(w, s1, 7, commit=True)
+        append(w, s0, 2, pid=8)  # open across the first run
+        append(w, s1, 4, codec="zstd")
+        append(w, s1, 2, pid=9)
+        end_txn(w, s1, 9, commit=False)
+        first = run_available_now(spark_kt, w.path, chk, subscribe="s", maxOffsetsPerTrigger="8")
+        seen = no_headers(w.visible())
+        assert first.sorted_rows() == seen
+        assert len(first.batches) >= 3  # 16 offsets below the LSOs, 8 per trigger
+        end_txn(w, s0, 8, commit=True)
+        append(w, s0, 3)
+        append(w, s1, 1)
+        second = run_available_now(spark_kt, w.path, chk, subscribe="s")
+        new = sorted(set(no_headers(w.visible())) - set(seen))
+        assert len(new) == 6 and second.sorted_rows() == new
+        assert min(second.batches) > max(first.batches)
+    assert verify_paths([w.path]) == []
+
+
+def test_processing_time_query_follows_appends(spark_kt: Any, tmp_path: Path) -> None:
+    """A running query picks up appends, holds back an open transaction (and what follows it in
+    its partition) until its COMMIT, never shows aborted rows, and reads a partition created
+    after it started from its beginning."""
+    w = Written(tmp_path / "logs")
+    sink = Collector()
+    with LogDirectory(w.path) as ld:
+        ld.topic_configs.update("live", {"segment.bytes": "600"}, source="test")  # rolls too
+        p0 = ld.get_or_create("live", 0)
+        append(w, p0, 4, codec="lz4")
+        query = start(spark_kt, w.path, tmp_path / "chk", sink, {"processingTime": "1 second"},
+                      subscribePattern="live", includeHeaders="true")  # fmt: skip
+        try:
+            query.processAllAvailable()
+            assert sink.sorted_rows() == w.visible()
+            append(w, p0, 3, pid=5)
+            append(w, p0, 2)  # behind the open transaction: not stable yet
+            append(w, p0, 2, pid=6)
+            end_txn(w, p0, 6, commit=False)
+            query.processAllAvailable()
+            assert sink.sorted_rows() == w.visible() and len(w.visible()) == 4
+            end_txn(w, p0, 5, commit=True)
+            p1 = ld.get_or_create("live", 1)
+            append(w, p1, 3, headers=True)
+            query.processAllAvailable()
+            assert sink.sorted_rows() == w.visible() and len(w.visible()) == 12
+            assert len(p0.segments) > 1
+        finally:
+            query.stop()
+    assert query.exception() is None
+
+
+def test_sink_round_trip(spark_kt: Any, tmp_path: Path) -> None:
+    """Rows written by KafkaLogSink in three micro-batches (one replayed) read back exactly once,
+    with their keys, values, headers and timestamps, by a batch query and by a streaming query
+    running while the sink appends; keyed rows share a partition."""
+    sink_mod = pytest.importorskip("kafkatier.sink.sink", reason="the sink is not there yet")
+    log_dir = tmp_path / "logs"
+    sink = sink_mod.KafkaLogSink(log_dir, topic="rt", partitions=3, compression="lz4")
+    schema = "key binary, value binary, headers array<struct<key:string,value:binary>>, " \
+             "timestamp timestamp"  # fmt: skip
+    inputs: list[tuple[Any, ...]] = []
+    follower = Collector()
+    query = None
+    try:
+        for batch in range(3):
+            data = [(f"k{i % 5}".encode(), f"v{batch}-{i}".encode() * (i % 3 + 1),
+                     [("n", str(i).encode())] if i % 2 else None,
+                     pa.scalar(T0 + i, pa.timestamp("ms")).as_py()) for i in range(40)]  # fmt: skip
+            inputs.extend(data)
+            df = spark_kt.createDataFrame(data, schema)
+            sink(df, batch)
+            if batch == 0:
+                sink(df, 0)  # Spark replays a batch after a failure: no second copy
+                query = start(spark_kt, log_dir, tmp_path / "chk", follower,
+                              {"processingTime": "1 second"}, subscribe="rt",
+                              includeHeaders="true")  # fmt: skip
+        assert query is not None
+        query.processAllAvailable()
+    finally:
+        if query is not None:
+            query.stop()
+    df = (
+        spark_kt.read.format("kafkatier").option("path", str(log_dir)).option("subscribe", "rt")
+        .option("includeHeaders", "true").load()
+    )  # fmt: skip
+    rows = rows_of(df)
+    got = sorted((r[3], r[4], r[7], r[5]) for r in rows)
+    want = sorted((k, v, tuple(h or ()), T0 + i % 40) for i, (k, v, h, _) in enumerate(inputs))
+    assert got == want
+    assert follower.sorted_rows() == rows
+    partitions_of_key: dict[bytes | None, set[int]] = {}
+    for r in rows:
+        partitions_of_key.setdefault(r[3], set()).add(r[1])
+    assert all(len(p) == 1 for p in partitions_of_key.values())

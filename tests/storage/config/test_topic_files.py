@@ -1,0 +1,51 @@
+"""Per-topic configuration files at the log-dir root, and conf/topic.properties."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kafkatier.storage.config.log_config import LogConfig
+from kafkatier.storage.config.topic_files import TopicConfigStore
+from kafkatier.storage.errors import ConfigError
+from kafkatier.storage.java_properties import read_properties
+from kafkatier.storage.log.directory import LogDirectory
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def test_conf_example_lists_every_setting_with_kafkas_default() -> None:
+    documented = read_properties(REPO / "conf" / "topic.properties")
+    assert documented == LogConfig().to_properties(include_defaults=True)
+
+
+def test_update_persists_only_overrides_and_get_reads_them(tmp_path: Path) -> None:
+    store = TopicConfigStore(tmp_path)
+    assert store.get("events") == LogConfig()
+    store.update("events", {"segment.bytes": "1048576"}, source="--config")
+    store.update("events", {"cleanup.policy": "compact"}, source="--config")
+    assert read_properties(store.path("events")) == {
+        "segment.bytes": "1048576",
+        "cleanup.policy": "compact",
+    }
+    config = store.get("events")
+    assert config.segment_bytes == 1048576 and config.is_compacted
+    assert store.get("other") == LogConfig()
+    assert store.topics() == ["events"]
+
+
+def test_bad_value_is_rejected_and_nothing_is_written(tmp_path: Path) -> None:
+    store = TopicConfigStore(tmp_path)
+    with pytest.raises(ConfigError) as err:
+        store.update("events", {"segment.bytes": "lots"}, source="--config")
+    assert "segment.bytes" in str(err.value) and "--config" in str(err.value)
+    assert not store.path("events").exists()
+
+
+def test_config_file_is_not_a_partition_and_log_dir_uses_it(tmp_path: Path) -> None:
+    TopicConfigStore(tmp_path).update("t", {"segment.bytes": "5000"}, source="test")
+    with LogDirectory(tmp_path) as log_dir:
+        log = log_dir.get_or_create("t", 0)
+        assert log.config.segment_bytes == 5000
+        assert list(log_dir.topics()) == ["t"]

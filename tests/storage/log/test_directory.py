@@ -1,0 +1,181 @@
+"""LogDirectory: the log dir's root files (kafka-format.md §8) and clean/unclean reopen:
+meta.properties, recovery-point and log-start checkpoints in Kafka's text format, the
+clean-shutdown marker and partition.metadata topic ids."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from crash_writer import check_partition, read_partition
+
+from kafkatier.storage.checkpoint.metadata import MetaProperties
+from kafkatier.storage.config.log_config import LogConfig
+from kafkatier.storage.config.topic_files import TopicConfigStore
+from kafkatier.storage.log.directory import LogDirectory
+from kafkatier.storage.record.builder import build_batch
+from kafkatier.storage.record.record import Record
+
+NOW = 1_700_000_000_000
+UUID = re.compile(r"[A-Za-z0-9_-]{22}")
+
+
+def small(_topic: str) -> LogConfig:
+    return LogConfig(segment_bytes=600, segment_index_bytes=4096)
+
+
+def batch(n: int) -> bytes:
+    return build_batch([Record(i, NOW + i, None, b"x" * 50) for i in range(n)])
+
+
+def checkpoint_lines(path: Path) -> tuple[list[str], set[str]]:
+    """(version and count lines, entry lines): entry order is unspecified (Kafka's map order)."""
+    lines = path.read_text().split("\n")
+    assert lines[-1] == "", "every line ends with a newline"
+    return lines[:2], set(lines[2:-1])
+
+
+def test_meta_properties_is_created_once(tmp_path: Path) -> None:
+    LogDirectory(tmp_path).close()
+    path = tmp_path / "meta.properties"
+    meta = MetaProperties.read(path)
+    assert (meta.version, meta.node_id) == (1, 0)
+    assert meta.cluster_id is not None and UUID.fullmatch(meta.cluster_id)
+    text = path.read_text()
+    assert text.startswith("#") and "version=1\n" in text and "node.id=0\n" in text
+    LogDirectory(tmp_path).close()
+    assert path.read_text() == text
+
+
+def test_checkpoints_are_written_on_flush_and_close(tmp_path: Path) -> None:
+    log_dir = LogDirectory(tmp_path, config_for=small)
+    t0, t1, u0 = (log_dir.get_or_create(*tp) for tp in (("t", 0), ("t", 1), ("u", 0)))
+    for _ in range(5):
+        t0.append(batch(2))
+    u0.append(batch(3))
+    recovery = tmp_path / "recovery-point-offset-checkpoint"
+    assert not recovery.exists()
+    log_dir.flush()
+    assert checkpoint_lines(recovery) == (["0", "3"], {"t 0 10", "t 1 0", "u 0 3"})
+    assert (tmp_path / "log-start-offset-checkpoint").read_text() == "0\n0\n"
+    t1.append(batch(4))  # not flushed: the checkpoint still says 0
+    assert checkpoint_lines(recovery)[1] == {"t 0 10", "t 1 0", "u 0 3"}
+    log_dir.close()
+    assert checkpoint_lines(recovery)[1] == {"t 0 10", "t 1 4", "u 0 3"}
+    assert t0.recovery_point == 10
+
+
+def test_clean_shutdown_marker(tmp_path: Path) -> None:
+    marker = tmp_path / ".kafka_cleanshutdown"
+    log_dir = LogDirectory(tmp_path, config_for=small)
+    assert not log_dir.had_clean_shutdown
+    log_dir.get_or_create("t", 0).append(batch(2))
+    assert not marker.exists()
+    log_dir.close()
+    assert json.loads(marker.read_text()) == {"version": 0, "brokerEpoch": -1}
+    reopened = LogDirectory(tmp_path, config_for=small)
+    assert reopened.had_clean_shutdown
+    assert not marker.exists()  # removed at open: a crash from now on is unclean
+    reopened.get("t", 0).append(batch(1))  # type: ignore[union-attr]
+    for log in reopened:  # a crash: handles gone, nothing written
+        for segment in log.segments:
+            segment.close_handlers()
+    crashed = LogDirectory(tmp_path, config_for=small)
+    assert not crashed.had_clean_shutdown
+    log = crashed.get("t", 0)
+    assert log is not None and log.log_end_offset == 3
+    check_partition(log)
+    crashed.close()
+
+
+def test_leaving_with_an_exception_writes_no_marker(tmp_path: Path) -> None:
+    try:
+        with LogDirectory(tmp_path, config_for=small) as log_dir:
+            log_dir.get_or_create("t", 0).append(batch(2))
+            raise RuntimeError("boom")
+    except RuntimeError:
+        pass
+    assert not (tmp_path / ".kafka_cleanshutdown").exists()
+    with LogDirectory(tmp_path, config_for=small) as log_dir:
+        assert not log_dir.had_clean_shutdown
+        assert log_dir.get("t", 0).log_end_offset == 2  # type: ignore[union-attr]
+    assert (tmp_path / ".kafka_cleanshutdown").exists()
+
+
+def test_partition_metadata_topic_id_is_shared_by_a_topics_partitions(tmp_path: Path) -> None:
+    log_dir = LogDirectory(tmp_path)
+    for tp in (("t", 0), ("t", 1), ("u", 0)):
+        log_dir.get_or_create(*tp)
+    texts = {
+        name: (tmp_path / name / "partition.metadata").read_text() for name in ("t-0", "t-1", "u-0")
+    }
+    match = re.fullmatch(r"version: 0\ntopic_id: ([A-Za-z0-9_-]{22})", texts["t-0"])
+    assert match, "two lines, no trailing newline"
+    assert texts["t-1"] == texts["t-0"] != texts["u-0"]
+    log_dir.close()
+    reopened = LogDirectory(tmp_path)
+    reopened.get_or_create("t", 2)
+    assert (tmp_path / "t-2" / "partition.metadata").read_text() == texts["t-0"]
+    assert reopened.topic_id("t") == match.group(1)
+    assert reopened.topics() == {"t": 3, "u": 1}
+    reopened.close()
+
+
+def test_log_start_offset_checkpoint_round_trips(tmp_path: Path) -> None:
+    log_dir = LogDirectory(tmp_path, config_for=small)
+    log_dir.get_or_create("t", 0).append(batch(5))
+    log_dir.close()
+    (tmp_path / "log-start-offset-checkpoint").write_text("0\n1\nt 0 3\n")  # DeleteRecords
+    reopened = LogDirectory(tmp_path, config_for=small)
+    log = reopened.get("t", 0)
+    assert log is not None and log.log_start_offset == 3
+    reopened.close()
+    assert (tmp_path / "log-start-offset-checkpoint").read_text() == "0\n1\nt 0 3\n"
+
+
+def test_recovery_starts_at_the_checkpointed_recovery_point(tmp_path: Path) -> None:
+    log_dir = LogDirectory(tmp_path, config_for=small)
+    log = log_dir.get_or_create("t", 0)
+    for _ in range(12):
+        log.append(batch(3))
+    log_dir.flush()
+    for _ in range(3):
+        log.append(batch(3))
+    bases = [s.base_offset for s in log.segments]
+    assert len(bases) >= 3
+    for segment in log.segments:  # crash
+        segment.close_handlers()
+    first = read_partition(tmp_path / "t-0")[1]  # in the first, flushed segment
+    path = tmp_path / "t-0" / f"{first.segment:020d}.log"
+    data = bytearray(path.read_bytes())
+    data[first.position + 50] ^= 1
+    path.write_bytes(bytes(data))
+    reopened = LogDirectory(tmp_path, config_for=small)
+    log = reopened.get("t", 0)
+    assert log is not None and log.log_end_offset == 45  # below the recovery point: trusted
+    assert [s.base_offset for s in log.segments] == bases
+
+
+def test_topic_settings_come_from_the_resolver_or_the_topic_config_files(tmp_path: Path) -> None:
+    TopicConfigStore(tmp_path).update("t", {"segment.bytes": "1000"}, source="test")
+    log_dir = LogDirectory(tmp_path)
+    assert log_dir.get_or_create("t", 0).config.segment_bytes == 1000
+    assert log_dir.get_or_create("u", 0).config.segment_bytes == 1 << 30
+    log_dir.close()
+    custom = LogDirectory(tmp_path, config_for=small)
+    assert custom.get("t", 0).config.segment_bytes == 600  # type: ignore[union-attr]
+    custom.close()
+
+
+def test_a_partition_dir_left_without_metadata_gets_its_topics_id(tmp_path: Path) -> None:
+    """A crash between creating a partition dir and writing partition.metadata."""
+    log_dir = LogDirectory(tmp_path)
+    log_dir.get_or_create("t", 0)
+    log_dir.close()
+    (tmp_path / "t-1").mkdir()
+    (tmp_path / "u-0").mkdir()
+    reopened = LogDirectory(tmp_path)
+    texts = {n: (tmp_path / n / "partition.metadata").read_text() for n in ("t-0", "t-1", "u-0")}
+    assert texts["t-1"] == texts["t-0"] != texts["u-0"]
+    reopened.close()

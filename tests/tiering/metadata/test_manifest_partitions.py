@@ -1,0 +1,117 @@
+"""ManifestStore.partitions on every backend: a delimiter listing of the root's folders and one
+HEAD per partition-named folder, never a listing of every object under the store."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from kafkatier.tiering.metadata.manifest import (
+    MANIFEST_NAME,
+    ManifestStore,
+    attempt_prefix,
+)
+from kafkatier.tiering.store import s3bucket
+from kafkatier.tiering.store.object_store import ObjectStore
+from kafkatier.tiering.store.s3store import S3Store
+
+REAL = [("my-topic", 12), ("orders", 0), ("orders", 1)]
+CANDIDATES = 5
+"""Folders named like a partition dir: the three of REAL, orders-2 and orders-3."""
+
+
+def _segment_objects(store: ObjectStore, topic: str, partition: int, count: int) -> None:
+    for base in range(count):
+        prefix = attempt_prefix(topic, partition, base * 100, f"att{base}")
+        for kind in ("log", "index"):
+            store.put_bytes(prefix + kind, b"seg")
+
+
+def _populate(store: ObjectStore) -> None:
+    manifests = ManifestStore(store)
+    for topic, partition in REAL:
+        manifests.update(topic, partition, lambda m: True)  # creates the manifest
+        _segment_objects(store, topic, partition, 3)
+    _segment_objects(store, "orders", 2, 2)  # a partition dir whose manifest is not written yet
+    store.put_bytes(f"notes/{MANIFEST_NAME}", b"{}")  # not a partition dir name
+    store.put_bytes(f"orders-3/sub/{MANIFEST_NAME}", b"{}")  # a manifest at the wrong depth
+    store.put_bytes(f"orders-4-delete/{MANIFEST_NAME}", b"{}")  # Kafka's deleted-dir variant
+    store.put_bytes(MANIFEST_NAME, b"{}")  # at the root, in no folder
+
+
+class _Recording:
+    """The store, with every call of the contract recorded by name; ``list`` is refused."""
+
+    def __init__(self, store: ObjectStore) -> None:
+        self._store = store
+        self.calls: Counter[str] = Counter()
+        self._lock = threading.Lock()  # partitions() HEADs from a few threads
+
+    def __getattr__(self, name: str) -> Any:
+        real = getattr(self._store, name)
+        if not callable(real):
+            return real
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            with self._lock:
+                self.calls[name] += 1
+            if name == "list":
+                raise AssertionError(f"full listing list{args}: partitions must not page keys")
+            return real(*args, **kwargs)
+
+        return call
+
+
+def test_partitions_are_the_partition_folders_holding_a_manifest(store: ObjectStore) -> None:
+    _populate(store)
+    assert ManifestStore(store).partitions() == REAL
+    ManifestStore(store).update("orders", 2, lambda m: True)  # its manifest lands
+    assert ManifestStore(store).partitions() == sorted([*REAL, ("orders", 2)])
+
+
+def test_partitions_lists_folders_once_and_heads_each_candidate(store: ObjectStore) -> None:
+    _populate(store)
+    recording = _Recording(store)
+    assert ManifestStore(recording).partitions() == REAL  # type: ignore[arg-type]
+    assert recording.calls == {"list_prefixes": 1, "head": CANDIDATES}
+
+
+def test_partitions_of_an_empty_store(store: ObjectStore) -> None:
+    recording = _Recording(store)
+    assert ManifestStore(recording).partitions() == []  # type: ignore[arg-type]
+    assert recording.calls == {"list_prefixes": 1}
+
+
+def test_s3_requests_of_partitions_do_not_grow_with_segment_objects(
+    s3_store: S3Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On the real server: every ListObjectsV2 carries ``Delimiter=/``, and adding segment
+    objects does not add a single request (a full listing would page through them all)."""
+    monkeypatch.setattr(s3bucket, "LIST_PAGE_SIZE", 2)  # pages small enough to show growth
+    _populate(s3_store)
+    sent: Counter[str] = Counter()
+    listings: list[dict[str, Any]] = []
+    lock = threading.Lock()
+
+    def count(model: Any, **_: Any) -> None:  # once per operation called (retries not counted)
+        with lock:
+            sent[model.name] += 1
+
+    events = s3_store.client.meta.events
+    events.register("before-call.s3", count)
+    events.register("before-parameter-build.s3.ListObjectsV2",
+                    lambda params, **_: listings.append(dict(params)))
+    assert ManifestStore(s3_store).partitions() == REAL
+    before = dict(sent)
+    assert before["HeadObject"] == CANDIDATES
+    pages = before["ListObjectsV2"]
+    assert 0 < pages <= 4  # 7 folders and one loose object, two a page (the last may be empty)
+    for topic, partition in REAL:
+        _segment_objects(s3_store, topic, partition, 10)
+    sent.clear()
+    assert ManifestStore(s3_store).partitions() == REAL
+    assert dict(sent) == before
+    assert listings and all(p.get("Delimiter") == "/" for p in listings)

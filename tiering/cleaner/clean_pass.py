@@ -1,0 +1,88 @@
+"""One remote-compaction pass by hand (``kafkatier clean --remote``), outside the sidecar loop.
+
+For every partition of the sidecar configuration's log dirs whose topic is compacted and tiered,
+and for every partition the remote store holds a manifest of but no log dir does (its topic
+settings then come from the manifest), as the sidecar would: sweep the partition's orphans
+(attempts a killed run left behind), then :func:`~kafkatier.tiering.cleaner.compaction
+.compact_remote`. A failing partition is reported and the others carry on.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from kafkatier.storage.config.log_config import LogConfig
+from kafkatier.storage.log.log import wall_clock_ms
+from kafkatier.tiering.cleaner.compaction import RemoteCompactionResult, compact_remote
+from kafkatier.tiering.config import TieringConfig
+from kafkatier.tiering.copy.orphans import sweep_orphans
+from kafkatier.tiering.copy.upload import new_owner
+from kafkatier.tiering.metadata.local import LocalPartition, local_partitions
+from kafkatier.tiering.metadata.manifest import ManifestStore
+from kafkatier.tiering.store.object_store import ObjectStore
+
+log = logging.getLogger("kafkatier.tiering")
+
+
+@dataclass
+class RemotePartitionOutcome:
+    topic: str
+    partition: int
+    orphans_removed: int = 0
+    result: RemoteCompactionResult = field(default_factory=RemoteCompactionResult)
+    error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"topic": self.topic, "partition": self.partition,
+                "orphans_removed": self.orphans_removed, **asdict(self.result),
+                "error": self.error}  # fmt: skip
+
+
+@dataclass
+class RemotePass:
+    """Runs one pass for one sidecar configuration."""
+
+    config: TieringConfig
+    store: ObjectStore
+    overrides: Mapping[str, str] = field(default_factory=dict)
+    grace_ms: int = 0
+    owner: str = field(default_factory=new_owner)
+
+    def run(self, topic: str | None = None) -> list[RemotePartitionOutcome]:
+        outcomes: list[RemotePartitionOutcome] = []
+        seen: set[tuple[str, int]] = set()
+        for log_dir, name, partition in local_partitions(list(self.config.log_dirs)):
+            if topic is not None and name != topic:
+                continue
+            seen.add((name, partition))
+            with LocalPartition(log_dir, name, partition) as part:
+                cfg = part.config.with_overrides(self.overrides, source="--config")
+                if cfg.is_compacted and cfg.remote_storage_enable:
+                    outcomes.append(self._one(name, partition, cfg, part))
+        manifests = ManifestStore(self.store)
+        for name, partition in manifests.partitions(topic=topic, exclude=seen):
+            manifest, _ = manifests.load(name, partition)
+            cfg = LogConfig().with_overrides({**manifest.topic_config, **self.overrides},
+                                             source=f"manifest of {name}-{partition}")  # fmt: skip
+            if cfg.is_compacted:
+                outcomes.append(self._one(name, partition, cfg, None))
+        return outcomes
+
+    def _one(self, topic: str, partition: int, cfg: LogConfig,
+             part: LocalPartition | None) -> RemotePartitionOutcome:  # fmt: skip
+        outcome = RemotePartitionOutcome(topic, partition)
+        try:
+            outcome.orphans_removed = sweep_orphans(
+                self.store, topic, partition, owner=self.owner,
+                grace_ms=self.config.orphan_grace_ms,
+            )  # fmt: skip
+            outcome.result = compact_remote(self.store, topic, partition, config=cfg, local=part,
+                                            now_ms=wall_clock_ms(), owner=self.owner,
+                                            grace_ms=self.grace_ms)  # fmt: skip
+        except Exception as exc:
+            log.exception("remote compaction of %s-%d failed", topic, partition)
+            outcome.error = f"{type(exc).__name__}: {exc}"
+        return outcome

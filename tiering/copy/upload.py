@@ -1,0 +1,207 @@
+"""Copying one eligible segment to the remote store, with Kafka's lifecycle
+(tiering/metadata/manifest.py).
+
+1. Commit a COPY_SEGMENT_STARTED entry naming a fresh attempt id (the intent; readers skip it).
+2. Upload the attempt's objects (``log`` first, then the indexes and the producer snapshot).
+3. Verify each object: its size and entity tag as the store answered must equal the local
+   file's size and the tag computed locally (MD5, or S3's multipart MD5-of-MD5s), so every byte
+   is known to have arrived without reading it back. Stores that hash while sending
+   (``ObjectInfo.sha256`` set) do that check per part as the bytes go, reading the file once.
+4. Commit COPY_SEGMENT_FINISHED with sizes and SHA-256 checksums, on condition that the entry is
+   still STARTED (an orphan sweep may have claimed it) and that no other attempt finished the
+   same segment first. Otherwise the attempt's objects are deleted and the entry dropped.
+
+A crash anywhere leaves either a STARTED entry (swept as an orphan later) or a FINISHED entry
+whose objects all exist: the manifest never calls a missing or partial object finished.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kafkatier.tiering.crash import crash_point
+from kafkatier.tiering.errors import RemoteVerifyError
+from kafkatier.tiering.metadata.local import Candidate, LocalPartition, sha256_file
+from kafkatier.tiering.metadata.manifest import (
+    ManifestStore,
+    PartitionManifest,
+    RemoteFile,
+    RemoteSegment,
+    SegmentState,
+    attempt_prefix,
+    now_ms,
+    object_key,
+)
+from kafkatier.tiering.store.object_store import ObjectStore, Progress
+
+log = logging.getLogger("kafkatier.tiering")
+
+
+def new_owner() -> str:
+    """Identifies one sidecar run in the entries it starts (host, pid, random)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+@dataclass
+class Uploader:
+    """Uploads the segments of partitions to one store on behalf of one owner."""
+
+    store: ObjectStore
+    owner: str
+    progress: Progress | None = None
+    manifest_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def manifests(self) -> ManifestStore:
+        return ManifestStore(self.store, lock=self.manifest_lock)
+
+    def upload(self, part: LocalPartition, cand: Candidate) -> RemoteSegment | None:
+        """Copy ``cand``; None when another attempt finished it first (this one is cleaned)."""
+        entry = self._start(part, cand)
+        crash_point("after-started")
+        try:
+            files = self._put_objects(part, cand, entry)
+        except Exception:
+            self._abandon(part, entry)
+            raise
+        crash_point("before-finished")
+        committed = self._finish(part, entry, files)
+        if committed is None:
+            self._abandon(part, entry)
+            return None
+        crash_point("after-finished")
+        log.info("uploaded %s-%d segment %d (%d bytes)", part.topic, part.partition,
+                 cand.base_offset, cand.segment.size)
+        return committed
+
+    def _start(self, part: LocalPartition, cand: Candidate) -> RemoteSegment:
+        seg = cand.segment
+        entry = RemoteSegment(
+            base_offset=cand.base_offset,
+            end_offset=cand.next_base - 1,
+            max_timestamp=seg.max_timestamp,
+            size=seg.size,
+            state=SegmentState.COPY_SEGMENT_STARTED,
+            attempt=uuid.uuid4().hex,
+            owner=self.owner,
+            updated_ms=now_ms(),
+            leader_epochs=part.leader_epochs(cand.base_offset, cand.next_base),
+        )
+        topic_id = part.topic_id()
+        overrides = part.topic_overrides()
+        log_start = part.log_start_offset()
+
+        def add(manifest: PartitionManifest) -> bool:
+            if manifest.find(entry.attempt) is not None:
+                return False  # our earlier put landed though its answer was lost: retried
+            manifest.topic_id = manifest.topic_id or topic_id
+            manifest.topic_config = overrides
+            manifest.log_start_offset = max(manifest.log_start_offset, log_start)
+            manifest.segments.append(entry)
+            return True
+
+        self.manifests.update(part.topic, part.partition, add)
+        return entry
+
+    def _put_objects(
+        self, part: LocalPartition, cand: Candidate, entry: RemoteSegment
+    ) -> dict[str, RemoteFile]:
+        """Upload and verify the attempt's objects, all of them at once (the small index and
+        snapshot objects ride along with the ``.log``)."""
+        files = cand.files()
+        with ThreadPoolExecutor(max_workers=len(files)) as pool:
+            done = pool.map(lambda kv: self._put_one(part, entry, *kv), files.items())
+            return dict(zip(files, done, strict=True))
+
+    def _put_one(
+        self, part: LocalPartition, entry: RemoteSegment, kind: str, path: Path
+    ) -> RemoteFile:
+        key = object_key(part.topic, part.partition, entry, kind)
+        size = path.stat().st_size
+        info = self.store.put_file(key, path, progress=self.progress)
+        if info.sha256:  # hashed while sent, the copy checked against those bytes by the store
+            sha, expected = info.sha256, info.etag
+        else:
+            sha, expected = sha256_file(path), self.store.expected_etag(path)
+        if info.size != size or info.etag != expected:
+            raise RemoteVerifyError(
+                f"uploaded object differs: size {info.size} vs {size}, etag {info.etag} vs "
+                f"{expected}", key=key, file=str(path),
+            )
+        crash_point("mid-upload")
+        return RemoteFile(size, sha, info.etag)
+
+    def _finish(
+        self, part: LocalPartition, entry: RemoteSegment, files: dict[str, RemoteFile]
+    ) -> RemoteSegment | None:
+        outcome: list[RemoteSegment] = []
+
+        def finish(manifest: PartitionManifest) -> bool:
+            outcome.clear()
+            mine = manifest.find(entry.attempt)
+            if mine is not None and mine.finished and mine.files == files:
+                outcome.append(mine)  # our earlier put landed though its answer was lost
+                return False
+            if mine is None or mine.state is not SegmentState.COPY_SEGMENT_STARTED:
+                return False
+            if manifest.finished_for(entry.base_offset) is not None:
+                return False
+            mine.state = SegmentState.COPY_SEGMENT_FINISHED
+            mine.files = files
+            mine.updated_ms = now_ms()
+            outcome.append(mine)
+            return True
+
+        self.manifests.update(part.topic, part.partition, finish)
+        return outcome[0] if outcome else None
+
+    def _abandon(self, part: LocalPartition, entry: RemoteSegment) -> None:
+        """Best effort: remove the attempt's objects, then its entry (an orphan sweep would)."""
+        try:
+            delete_attempt(self.store, self.manifests, part.topic, part.partition, entry.attempt)
+        except Exception as exc:  # the orphan sweep will retry
+            log.warning("could not clean attempt %s: %s", entry.attempt, exc)
+
+
+def delete_attempt(
+    store: ObjectStore, manifests: ManifestStore, topic: str, partition: int, attempt: str
+) -> None:
+    """Kafka's deletion lifecycle for one attempt: DELETE_SEGMENT_STARTED committed, objects
+    removed, then the entry dropped (DELETE_SEGMENT_FINISHED). Idempotent."""
+    found: list[RemoteSegment] = []
+
+    def mark(manifest: PartitionManifest) -> bool:
+        entry = manifest.find(attempt)
+        if entry is None:
+            return False
+        found.append(entry)
+        if entry.state is SegmentState.DELETE_SEGMENT_STARTED:
+            return False
+        entry.state = SegmentState.DELETE_SEGMENT_STARTED
+        entry.updated_ms = now_ms()
+        return True
+
+    manifests.update(topic, partition, mark)
+    base = found[0].base_offset if found else None
+    if base is not None:
+        for info in store.list(attempt_prefix(topic, partition, base, attempt)):
+            store.delete(info.key)
+    crash_point("mid-delete")
+
+    def drop(manifest: PartitionManifest) -> bool:
+        before = len(manifest.segments)
+        manifest.segments = [s for s in manifest.segments if s.attempt != attempt]
+        return len(manifest.segments) != before
+
+    manifests.update(topic, partition, drop)
+
+
+OnSegment = Callable[[RemoteSegment], None]

@@ -1,0 +1,271 @@
+"""Rebuilding partition directories from the remote store, with the original offsets.
+
+For each partition the FINISHED segments of its manifest (from the one holding ``--from-offset``
+or the first whose max timestamp reaches ``--from-timestamp``) are downloaded in parallel as
+``<base>.log``, ``.index``, ``.timeindex``, ``.txnindex`` and ``<end+1>.snapshot``; then the
+partition's ``leader-epoch-checkpoint`` (the segments' epochs, truncated at the restored log
+start), ``partition.metadata`` (the topic id), the topic's configuration file and the log dir's
+``meta.properties``, ``recovery-point-offset-checkpoint`` and, when the log start is above 0,
+``log-start-offset-checkpoint`` are written, merged with what the target log dir already holds.
+
+Every object lands in a staging directory first, its size and SHA-256 checked against the
+manifest, and is then renamed into place: a file in the partition directory is always complete
+and verified, so an interrupted restore resumes by skipping the files that already match.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from kafkatier.storage.checkpoint.checkpoint_file import (
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    OffsetCheckpointFile,
+)
+from kafkatier.storage.checkpoint.leader_epoch import LeaderEpochFileCache
+from kafkatier.storage.checkpoint.metadata import (
+    META_PROPERTIES_FILE,
+    MetaProperties,
+    PartitionMetadataFile,
+    new_topic_id,
+    partition_dir_name,
+)
+from kafkatier.storage.config.topic_files import TopicConfigStore
+from kafkatier.storage.fsutil import fsync_dir, fsync_file
+from kafkatier.storage.producer.snapshot import snapshot_path
+from kafkatier.storage.wire import segment_file_name
+from kafkatier.tiering.errors import RemoteVerifyError, TieringError
+from kafkatier.tiering.metadata.local import (
+    LEADER_EPOCH_CHECKPOINT,
+    PARTITION_METADATA,
+    sha256_file,
+)
+from kafkatier.tiering.metadata.manifest import (
+    ManifestStore,
+    PartitionManifest,
+    RemoteFile,
+    RemoteSegment,
+    object_key,
+)
+from kafkatier.tiering.store.object_store import ObjectStore, Progress
+
+STAGING = ".kafkatier-restore"
+_SUFFIXES = {"log": ".log", "index": ".index", "timeindex": ".timeindex", "txnindex": ".txnindex"}
+
+
+@dataclass(frozen=True)
+class Download:
+    key: str
+    target: Path
+    meta: RemoteFile
+
+
+@dataclass
+class RestoreResult:
+    topic: str
+    partition: int
+    segments: int = 0
+    files_downloaded: int = 0
+    files_skipped: int = 0
+    bytes_downloaded: int = 0
+    log_start_offset: int = 0
+    log_end_offset: int = 0
+
+
+def select_segments(
+    manifest: PartitionManifest, from_offset: int | None, from_timestamp: int | None
+) -> list[RemoteSegment]:
+    """The FINISHED segments to restore (module docstring), up to any gap in offsets."""
+    chain = manifest.contiguous()
+    if from_offset is not None:
+        return [s for s in chain if s.end_offset >= from_offset]
+    if from_timestamp is not None:
+        first = next((i for i, s in enumerate(chain) if s.max_timestamp >= from_timestamp), None)
+        return [] if first is None else chain[first:]
+    return chain
+
+
+def plan_downloads(
+    manifest: PartitionManifest, segments: list[RemoteSegment], directory: Path
+) -> list[Download]:
+    plan: list[Download] = []
+    for seg in segments:
+        for kind, meta in sorted(seg.files.items()):
+            if kind == "snapshot":
+                target = snapshot_path(directory, seg.end_offset + 1)
+            else:
+                target = directory / segment_file_name(seg.base_offset, _SUFFIXES[kind])
+            key = object_key(manifest.topic, manifest.partition, seg, kind)
+            plan.append(Download(key, target, meta))
+    return plan
+
+
+def _is_complete(path: Path, meta: RemoteFile, sha256: str | None = None) -> bool:
+    """``path`` holds the manifest's bytes (``sha256``: their digest, when already known)."""
+    if not path.exists() or path.stat().st_size != meta.size:
+        return False
+    return (sha256 or sha256_file(path)) == meta.sha256
+
+
+def fetch(
+    store: ObjectStore, item: Download, staging: Path, progress: Progress | None, attempts: int = 3
+) -> int:
+    """Download ``item`` unless already in place; returns the bytes downloaded. A copy that
+    fails its checksum is discarded and fetched again (a flipped bit in transit), up to
+    ``attempts`` times; a remote copy that is itself wrong is refused, never put in place.
+    The digest is the one the store computed while writing the copy, else a read of it."""
+    if _is_complete(item.target, item.meta):
+        return 0
+    staging.mkdir(parents=True, exist_ok=True)
+    temp = staging / item.target.name
+    for attempt in range(attempts):
+        try:
+            digest = store.get_file(item.key, temp, progress=progress, size=item.meta.size)
+            if _is_complete(temp, item.meta, digest):
+                fsync_file(temp)  # durable before its name is: the checkpoints follow the data
+                os.replace(temp, item.target)
+                return item.meta.size
+        except RemoteVerifyError:
+            pass
+        temp.unlink(missing_ok=True)
+        if attempt + 1 < attempts:
+            time.sleep(0.05 * 2**attempt)
+    raise RemoteVerifyError("downloaded object differs from the manifest", key=item.key)
+
+
+def restore_partition(
+    store: ObjectStore,
+    topic: str,
+    partition: int,
+    log_dir: Path,
+    *,
+    from_offset: int | None = None,
+    from_timestamp: int | None = None,
+    threads: int = 4,
+    progress: Progress | None = None,
+) -> RestoreResult:
+    manifest, _ = ManifestStore(store).load(topic, partition)
+    return _restore(store, manifest, Path(log_dir), from_offset, from_timestamp, threads,
+                    progress)  # fmt: skip
+
+
+def _restore(
+    store: ObjectStore,
+    manifest: PartitionManifest,
+    log_dir: Path,
+    from_offset: int | None,
+    from_timestamp: int | None,
+    threads: int,
+    progress: Progress | None,
+) -> RestoreResult:
+    topic, partition = manifest.topic, manifest.partition
+    segments = select_segments(manifest, from_offset, from_timestamp)
+    result = RestoreResult(topic, partition, segments=len(segments))
+    if not segments:
+        return result
+    directory = log_dir / partition_dir_name(topic, partition)
+    directory.mkdir(parents=True, exist_ok=True)
+    # largest first, so the small index and snapshot objects fill in beside the last .log
+    plan = sorted(plan_downloads(manifest, segments, directory), key=lambda d: -d.meta.size)
+    staging = log_dir / STAGING / partition_dir_name(topic, partition)
+    with ThreadPoolExecutor(max_workers=max(threads, 1)) as pool:
+        sizes = list(pool.map(lambda d: fetch(store, d, staging, progress), plan))
+    shutil.rmtree(staging, ignore_errors=True)
+    fsync_dir(directory)  # the renames, before any checkpoint names the data
+    result.files_downloaded = sum(1 for n in sizes if n)
+    result.files_skipped = len(sizes) - result.files_downloaded
+    result.bytes_downloaded = sum(sizes)
+    start = max(manifest.log_start_offset, segments[0].base_offset, from_offset or 0)
+    result.log_start_offset = start
+    result.log_end_offset = segments[-1].end_offset + 1
+    _write_partition_files(manifest, segments, directory, start)
+    return result
+
+
+def _all(*jobs: Callable[[], object]) -> None:
+    """Run independent metadata writes together: each is an atomic, fsynced replace of its
+    own file, so their order does not matter, only that all follow the data; together their
+    fsyncs overlap instead of adding up."""
+    with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
+        for future in [pool.submit(job) for job in jobs]:
+            future.result()
+
+
+def _write_partition_files(
+    manifest: PartitionManifest, segments: list[RemoteSegment], directory: Path, start: int
+) -> None:
+    def epochs() -> None:
+        cache = LeaderEpochFileCache(directory / LEADER_EPOCH_CHECKPOINT)
+        cache.clear()
+        for seg in segments:
+            cache.assign_all(seg.leader_epochs)
+        cache.truncate_from_start(start)
+        cache.flush()
+
+    topic_id = manifest.topic_id or new_topic_id()
+    _all(epochs, lambda: PartitionMetadataFile(directory / PARTITION_METADATA).write(topic_id))
+
+
+def write_log_dir_files(log_dir: Path, results: list[RestoreResult], config: dict[str, str],
+                        topic: str) -> None:
+    """Root files of the target log dir, merged with any it already has (module docstring)."""
+    log_dir = Path(log_dir)
+    jobs: list[Callable[[], object]] = []
+    if not (log_dir / META_PROPERTIES_FILE).exists():
+        jobs.append(lambda: MetaProperties.new_kraft(node_id=0).write(
+            log_dir / META_PROPERTIES_FILE))  # fmt: skip
+    if config:
+        jobs.append(lambda: TopicConfigStore(log_dir).update(topic, config, "remote manifest"))
+    done = [r for r in results if r.segments]
+    ends = {(r.topic, r.partition): r.log_end_offset for r in done}
+    jobs.append(lambda: _merge_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT, ends))
+    starts = {(r.topic, r.partition): r.log_start_offset for r in done if r.log_start_offset > 0}
+    if starts or (log_dir / LOG_START_OFFSET_CHECKPOINT).exists():
+        jobs.append(lambda: _merge_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT, starts))
+    _all(*jobs)
+    shutil.rmtree(log_dir / STAGING, ignore_errors=True)
+
+
+def _merge_checkpoint(path: Path, updates: dict[tuple[str, int], int]) -> None:
+    file = OffsetCheckpointFile(path)
+    current = file.read() if path.exists() else {}
+    file.write({**current, **updates})
+
+
+def restore_topic(
+    store: ObjectStore,
+    topic: str,
+    log_dir: Path,
+    *,
+    partitions: list[int] | None = None,
+    from_offset: int | None = None,
+    from_timestamp: int | None = None,
+    threads: int = 4,
+    progress: Progress | None = None,
+    on_partition: Callable[[RestoreResult], None] | None = None,
+) -> list[RestoreResult]:
+    """Restore ``partitions`` (default: every partition with a manifest) of ``topic``."""
+    manifests = ManifestStore(store)
+    found = [p for _, p in manifests.partitions(topic=topic)]
+    wanted = found if partitions is None else [p for p in partitions if p in found]
+    if partitions is not None and len(wanted) != len(partitions):
+        missing = sorted(set(partitions) - set(found))
+        raise TieringError("no remote data for partitions", topic=topic, partitions=missing)
+    results: list[RestoreResult] = []
+    config: dict[str, str] = {}
+    for partition in wanted:
+        manifest, _ = manifests.load(topic, partition)
+        result = _restore(store, manifest, Path(log_dir), from_offset, from_timestamp, threads,
+                          progress)  # fmt: skip
+        config = config or manifest.topic_config
+        results.append(result)
+        if on_partition is not None:
+            on_partition(result)
+    write_log_dir_files(log_dir, results, config, topic)
+    return results

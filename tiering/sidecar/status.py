@@ -1,0 +1,76 @@
+"""Per-partition tiering status: local and remote offset ranges, bytes, upload lag.
+
+Upload lag follows Kafka's ``RemoteCopyLagBytes`` / ``RemoteCopyLagSegments``: the closed local
+segments (every one but the active) holding offsets above the highest offset in remote storage.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from kafkatier.tiering.config import TieringConfig
+from kafkatier.tiering.metadata.local import LocalPartition, local_partitions
+from kafkatier.tiering.metadata.manifest import ManifestStore
+from kafkatier.tiering.store.object_store import ObjectStore
+
+
+@dataclass(frozen=True)
+class PartitionStatus:
+    topic: str
+    partition: int
+    tiered: bool
+    local_start: int | None
+    local_end: int | None
+    local_bytes: int
+    local_segments: int
+    remote_start: int | None
+    remote_end: int | None  # exclusive: highest remote offset + 1
+    remote_bytes: int
+    remote_segments: int
+    lag_bytes: int
+    lag_segments: int
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def partition_status(part: LocalPartition | None, store: ObjectStore, topic: str,
+                     partition: int) -> PartitionStatus:
+    manifest, _ = ManifestStore(store).load(topic, partition)
+    finished = manifest.finished()
+    highest = manifest.highest_offset
+    segs = part.segments if part is not None else []
+    closed = segs[:-1]
+    lagging = [s for s in closed if s.base_offset > highest]
+    return PartitionStatus(
+        topic=topic,
+        partition=partition,
+        tiered=part.config.remote_storage_enable if part is not None else bool(finished),
+        local_start=max(segs[0].base_offset, part.log_start_offset()) if segs and part else None,
+        local_end=part.log_end_offset() if part is not None and segs else None,
+        local_bytes=sum(s.size for s in segs),
+        local_segments=len(segs),
+        remote_start=max(manifest.log_start_offset, finished[0].base_offset) if finished else None,
+        remote_end=highest + 1 if finished else None,
+        remote_bytes=sum(s.size for s in finished),
+        remote_segments=len(finished),
+        lag_bytes=sum(s.size for s in lagging),
+        lag_segments=len(lagging),
+    )
+
+
+def collect_status(
+    config: TieringConfig, store: ObjectStore | None = None
+) -> list[PartitionStatus]:
+    """Every local partition, plus partitions that exist only remotely."""
+    store = store if store is not None else config.open_store()
+    found: list[PartitionStatus] = []
+    seen: set[tuple[str, int]] = set()
+    for log_dir, topic, partition in local_partitions(list(config.log_dirs)):
+        with LocalPartition(log_dir, topic, partition) as part:
+            found.append(partition_status(part, store, topic, partition))
+        seen.add((topic, partition))
+    for topic, partition in ManifestStore(store).partitions(exclude=seen):
+        found.append(partition_status(None, store, topic, partition))
+    return sorted(found, key=lambda s: (s.topic, s.partition))

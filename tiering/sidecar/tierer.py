@@ -1,0 +1,174 @@
+"""One tiering pass over every partition of the configured log dirs.
+
+Per partition of a topic with ``remote.storage.enable=true``, in order: sweep orphans, upload
+each eligible segment not yet FINISHED remotely (oldest first, as Kafka's copier), apply local
+retention against the fresh manifest, then total retention to the remote segments, then, for
+topics whose ``cleanup.policy`` contains ``compact``, key compaction of the segments that exist
+only remotely (``tiering.cleaner.compaction``: it cleans only when the topic's dirty ratio or
+``max.compaction.lag.ms`` says so, as the local cleaner).
+Partitions run in parallel on a thread pool (``remote.log.manager.copier.thread.pool.size``);
+a failing partition is logged and counted, and the others carry on.
+"""
+
+from __future__ import annotations
+
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kafkatier.storage.errors import ConfigError, StorageError
+from kafkatier.tiering.cleaner.compaction import compact_remote
+from kafkatier.tiering.cleaner.retention import expire_remote
+from kafkatier.tiering.cleaner.swap import GroupReplacer
+from kafkatier.tiering.config import TieringConfig
+from kafkatier.tiering.copy.local_retention import (
+    delete_local,
+    interrupted_deletes,
+    locally_deletable,
+    remove_deleted_leftovers,
+)
+from kafkatier.tiering.copy.orphans import sweep_orphans
+from kafkatier.tiering.copy.upload import Uploader, new_owner
+from kafkatier.tiering.metadata.local import Candidate, LocalPartition, local_partitions
+from kafkatier.tiering.metadata.manifest import ManifestStore, PartitionManifest, now_ms
+from kafkatier.tiering.store.object_store import ObjectStore
+
+log = logging.getLogger("kafkatier.tiering")
+SEGMENTS_IN_FLIGHT = 2
+COMPACTION_GRACE_MS = 1000
+"""How long replaced remote segments outlive their swap, for readers holding the old manifest."""
+
+
+@dataclass
+class PartitionPass:
+    """What one pass did to one partition."""
+
+    topic: str
+    partition: int
+    uploaded_segments: int = 0
+    uploaded_bytes: int = 0
+    orphans_removed: int = 0
+    local_segments_deleted: int = 0
+    local_bytes_deleted: int = 0
+    remote_segments_expired: int = 0
+    remote_compactions: int = 0
+    remote_records_removed: int = 0
+    remote_bytes_before_compaction: int = 0
+    remote_bytes_after_compaction: int = 0
+    error: str | None = None
+
+
+@dataclass
+class PassResult:
+    partitions: list[PartitionPass] = field(default_factory=list)
+
+    @property
+    def failures(self) -> int:
+        return sum(1 for p in self.partitions if p.error is not None)
+
+    def total(self, name: str) -> int:
+        return sum(int(getattr(p, name)) for p in self.partitions)
+
+
+class Tierer:
+    """Runs tiering passes for one configuration (one owner id per instance)."""
+
+    def __init__(self, config: TieringConfig, store: ObjectStore | None = None) -> None:
+        self.config = config
+        self.store = store if store is not None else config.open_store()
+        self.owner = new_owner()
+        self.uploader = Uploader(self.store, self.owner)
+        self.compaction_grace_ms = COMPACTION_GRACE_MS
+        self._replaced: list[GroupReplacer] = []  # this pass's compactions, for step 4
+        self.remote_compaction = True
+        """False: upload and retention only (tests comparing compactions at one instant)."""
+
+    def run_once(self) -> PassResult:
+        targets = [t for t in local_partitions(list(self.config.log_dirs)) if _tiered(*t)]
+        result = PassResult()
+        with ThreadPoolExecutor(max_workers=max(self.config.threads, 1)) as pool:
+            for outcome in pool.map(lambda t: self._partition(*t), targets):
+                result.partitions.append(outcome)
+        self._delete_replaced()
+        return result
+
+    def _delete_replaced(self) -> None:
+        """Step 4 of this pass's remote compactions, after one grace counted from each swap
+        (they ran in parallel, so at most about one grace in all). What fails here stays
+        DELETE_SEGMENT_STARTED in the manifest, invisible to readers, for the next sweep."""
+        replaced, self._replaced = self._replaced, []  # a pass overlapping this one keeps its own
+        for replacer in replaced:
+            try:
+                replacer.delete_replaced(self.compaction_grace_ms)
+            except Exception:
+                log.exception("deleting objects replaced by compaction of %s-%d failed",
+                              replacer.topic, replacer.partition)  # fmt: skip
+
+    def _partition(self, log_dir: Path, topic: str, partition: int) -> PartitionPass:
+        outcome = PartitionPass(topic, partition)
+        try:
+            with LocalPartition(log_dir, topic, partition) as part:
+                self._tier(part, outcome)
+        except Exception as exc:
+            log.exception("tiering %s-%d failed", topic, partition)
+            outcome.error = f"{type(exc).__name__}: {exc}"
+        return outcome
+
+    def _tier(self, part: LocalPartition, outcome: PartitionPass) -> None:
+        outcome.orphans_removed = sweep_orphans(
+            self.store, part.topic, part.partition,
+            owner=self.owner, grace_ms=self.config.orphan_grace_ms,
+        )
+        manifests = ManifestStore(self.store)
+        manifest, _ = manifests.load(part.topic, part.partition)
+        pending = _pending(part, manifest)
+        # A few segments in flight per partition, oldest first: the remote log may have a
+        # short-lived gap, which readers treat as its end (PartitionManifest.contiguous).
+        with ThreadPoolExecutor(max_workers=SEGMENTS_IN_FLIGHT) as pool:
+            for entry in pool.map(lambda c: self.uploader.upload(part, c), pending):
+                if entry is not None:
+                    outcome.uploaded_segments += 1
+                    outcome.uploaded_bytes += sum(f.size for f in entry.files.values())
+        manifest, _ = manifests.load(part.topic, part.partition)
+        doomed = interrupted_deletes(part, manifest)
+        doomed += locally_deletable(part, manifest, now_ms())[len(doomed):]
+        outcome.local_segments_deleted = len(doomed)
+        outcome.local_bytes_deleted = delete_local(part, doomed)
+        remove_deleted_leftovers(part)
+        highest = manifest.highest_offset
+        local_only = sum(s.size for s in part.segments if s.base_offset > highest)
+        outcome.remote_segments_expired = expire_remote(self.store, part, now_ms(), local_only)
+        if part.config.is_compacted and self.remote_compaction:
+            self._compact(part, outcome)
+
+    def _compact(self, part: LocalPartition, outcome: PartitionPass) -> None:
+        done = compact_remote(self.store, part.topic, part.partition, config=part.config,
+                              local=part, now_ms=now_ms(), owner=self.owner,
+                              deferred=self._replaced)  # fmt: skip
+        if done.cleaned:
+            outcome.remote_compactions += 1
+            outcome.remote_records_removed += done.records_removed
+            outcome.remote_bytes_before_compaction += done.bytes_before
+            outcome.remote_bytes_after_compaction += done.bytes_after
+
+
+def _pending(part: LocalPartition, manifest: PartitionManifest) -> list[Candidate]:
+    """Eligible segments not yet FINISHED remotely, except those wholly below the log start
+    offset (DeleteRecords, or retention already applied remotely): total retention would expire
+    them in this same pass (``end_offset < log start``, as ``expired_segments``)."""
+    done = {s.base_offset for s in manifest.finished()}
+    start = max(manifest.log_start_offset, part.log_start_offset())
+    return [c for c in part.candidates() if c.base_offset not in done and c.next_base > start]
+
+
+def _tiered(log_dir: Path, topic: str, partition: int) -> bool:
+    try:
+        with LocalPartition(log_dir, topic, partition) as part:
+            return part.config.remote_storage_enable
+    except ConfigError:
+        log.warning("bad topic config for %s in %s: not tiered", topic, log_dir)
+        return False
+    except (OSError, StorageError) as exc:  # a partition being created or deleted right now
+        log.warning("skipping %s-%d this pass: %s", topic, partition, exc)
+        return False
