@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip setuptools wheel
 	$(PY) -m pip install --quiet -e '.[test,dev]'
@@ -18,8 +18,9 @@ run: $(STAMP)
 	$(VENV)/bin/kafkatier run --config conf/kafkatier.properties
 
 test: $(STAMP)
-	$(PY) -m ruff check .
+	$(PY) -m ruff check . .ci/check_imports.py
 	bash .ci/mypy.sh
+	$(PY) .ci/check_imports.py
 	$(PY) -m pytest -q
 
 lint: $(STAMP)
