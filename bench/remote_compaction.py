@@ -42,6 +42,7 @@ from kafkatier.storage.config.log_config import LogConfig
 from kafkatier.tiering.cleaner.compaction import compact_remote
 from kafkatier.tiering.copy.upload import Uploader
 from kafkatier.tiering.metadata.local import LocalPartition
+from kafkatier.tiering.metadata.manifest_store import ManifestStore
 from kafkatier.tiering.store.s3store import S3Store
 from kafkatier.tiering.store.weed import weed_server
 
@@ -83,7 +84,8 @@ def child(kind: str, target: str, endpoint: str, cfg: LogConfig, scratch: Path) 
     Path("/proc/self/clear_refs").write_text("5")
     start, cpu = time.perf_counter(), _cpu()
     if store is not None:
-        r = compact_remote(store, TOPIC, 0, config=cfg, local=None, now_ms=NOW_MS, owner="bench",
+        (rp,) = ManifestStore(store).partitions(topic=TOPIC)  # the one partition uploaded
+        r = compact_remote(store, rp, config=cfg, local=None, now_ms=NOW_MS, owner="bench",
                            scratch_dir=scratch)  # fmt: skip
         out = {"records": r.records_read, "bytes": r.bytes_before,
                "bytes_after": r.bytes_after, "records_removed": r.records_removed,

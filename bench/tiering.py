@@ -43,13 +43,14 @@ from typing import Any
 
 import boto3
 from boto3.s3.transfer import TransferConfig, create_transfer_manager
+from tier_fixtures import only
 
 from kafkatier.storage.log.directory import LogDirectory
 from kafkatier.storage.record.builder import build_batch
 from kafkatier.storage.record.record import Record
 from kafkatier.tiering.config import TieringConfig
 from kafkatier.tiering.metadata.local import LocalPartition
-from kafkatier.tiering.metadata.manifest import ManifestStore
+from kafkatier.tiering.metadata.manifest_store import ManifestStore
 from kafkatier.tiering.read.restore import restore_topic
 from kafkatier.tiering.sidecar.loop import Sidecar
 from kafkatier.tiering.sidecar.tierer import Tierer
@@ -184,7 +185,7 @@ def bench_latency(tmp: Path, endpoint: str, bucket: str, segment_mb: int, run: i
     thread = threading.Thread(target=sidecar.run, daemon=True)
     thread.start()
     manifests = ManifestStore(config.open_store())
-    while len(manifests.load("bench", 0)[0].finished()) < 1:
+    while len(manifests.load(only(manifests.store, "bench", 0))[0].finished()) < 1:
         time.sleep(0.01)
     value = os.urandom(MIB - 200)
     with LogDirectory(logs) as log_dir:  # fill a second segment; the roll is at its end
@@ -194,7 +195,7 @@ def bench_latency(tmp: Path, endpoint: str, bucket: str, segment_mb: int, run: i
         rolled = time.perf_counter()
         log.roll()
         log_dir.flush()
-    while len(manifests.load("bench", 0)[0].finished()) < 2:
+    while len(manifests.load(only(manifests.store, "bench", 0))[0].finished()) < 2:
         time.sleep(0.01)
     latency = time.perf_counter() - rolled
     sidecar.stop()

@@ -50,6 +50,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                        help="start at the segment holding offset O (the log start becomes O)")
     start.add_argument("--from-timestamp", type=int, metavar="MS",
                        help="start at the first segment with a record at or after MS")
+    parser.add_argument("--topic-id", metavar="ID",
+                        help="the incarnation to restore when the topic was deleted and created "
+                        "again (default: the one DIR holds, else the only one)")
     parser.add_argument("--threads", type=int, default=8, help="parallel downloads [8]")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.set_defaults(func=run)
@@ -76,6 +79,7 @@ def _restore(args: argparse.Namespace, store: ObjectStore) -> int:
             store, args.topic, args.to, partitions=args.partition,
             from_offset=args.from_offset, from_timestamp=args.from_timestamp,
             threads=args.threads, progress=bar.update, on_partition=report,
+            topic_id=args.topic_id,
         )
     if not results:
         print(f"kafkatier restore: no remote data for topic {args.topic}", file=sys.stderr)

@@ -32,7 +32,8 @@ def _range(start: int | None, end: int | None) -> str:
 
 
 def _row(s: PartitionStatus) -> tuple[str, ...]:
-    return (f"{s.topic}-{s.partition}", _range(s.local_start, s.local_end), str(s.local_bytes),
+    name = f"{s.topic}-{s.partition}" + (f" (stale: topic id {s.topic_id})" if s.stale else "")
+    return (name, _range(s.local_start, s.local_end), str(s.local_bytes),
             _range(s.remote_start, s.remote_end), str(s.remote_bytes), str(s.lag_segments),
             str(s.lag_bytes))  # fmt: skip
 

@@ -19,3 +19,8 @@ class ObjectNotFoundError(TieringError):
 
 class RemoteVerifyError(TieringError):
     """A remote or restored copy whose size or checksum differs from what the manifest records."""
+
+
+class TopicIdMismatchError(TieringError):
+    """Remote data of one topic incarnation met a partition of another (the same name, another
+    topic id): it is never applied to, restored into or read as that partition."""

@@ -48,7 +48,8 @@ def read_joined(task: ReadTask) -> Iterator[pa.RecordBatch]:
 def _joined_tables(task: ReadTask, begin: int) -> Iterator[pa.Table]:
     assert task.store is not None
     settings = task.remote or RemoteSettings(task.store.url)
-    reader = remote_reader(settings, task.store, (task.topic, task.partition), task.chunk_bytes)
+    reader = remote_reader(settings, task.store, task.log_dir, (task.topic, task.partition),
+                           task.chunk_bytes)  # fmt: skip
     with contextlib.ExitStack() as stack:
         local = _local(task)
         if local is not None:

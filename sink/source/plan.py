@@ -75,7 +75,7 @@ def survey(
         local = None
         if (Path(opts.path) / partition_dir_name(*tp)).is_dir():
             local = _bounds(opts, tp, hints.get(tp, 0))
-        remote = remote_reader(opts.remote, _store(opts), tp, opts.chunk_bytes)
+        remote = remote_reader(opts.remote, _store(opts), opts.path, tp, opts.chunk_bytes)
         found[tp] = joined_bounds(local, remote)
     return found
 
@@ -104,7 +104,7 @@ def by_timestamp(
     for tp in tps:
         found[tp] = None
         if opts.remote is not None:
-            remote = remote_reader(opts.remote, _store(opts), tp, opts.chunk_bytes)
+            remote = remote_reader(opts.remote, _store(opts), opts.path, tp, opts.chunk_bytes)
             with opts.remote.errors():
                 found[tp] = remote.offset_for_timestamp(ts)
         if found[tp] is None and (Path(opts.path) / partition_dir_name(*tp)).is_dir():

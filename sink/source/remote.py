@@ -30,11 +30,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
-from kafkatier.storage.checkpoint.metadata import parse_partition_dir_name
+from kafkatier.storage.checkpoint.metadata import parse_partition_dir_name, partition_dir_name
 from kafkatier.storage.errors import ConfigError, KafkaTierError
 from kafkatier.storage.log.readonly import PartitionBounds, TopicPartition
 from kafkatier.tiering.config import TieringConfig
+from kafkatier.tiering.metadata.identity import (
+    RemotePartition,
+    parse_partition_folder,
+    parse_topic_folder,
+    topic_id_of,
+)
 from kafkatier.tiering.metadata.manifest import MANIFEST_NAME
+from kafkatier.tiering.metadata.manifest_store import ManifestStore
+from kafkatier.tiering.read.incarnation import choose, local_topic_ids
 from kafkatier.tiering.read.remote_reader import RemoteLogReader
 from kafkatier.tiering.store.object_store import ObjectStore
 
@@ -165,8 +173,7 @@ def _list_partitions(
     with settings.errors():
         for prefix in prefixes:
             for info in store.list(prefix):
-                head, _, name = info.key.partition("/")
-                parsed = parse_partition_dir_name(head) if name == MANIFEST_NAME else None
+                parsed = _manifest_partition(info.key)
                 if parsed is None:
                     continue
                 if (topics is not None and parsed[0] in topics) or (
@@ -176,12 +183,43 @@ def _list_partitions(
     return sorted(found)
 
 
+def _manifest_partition(key: str) -> TopicPartition | None:
+    """(topic, partition) of a manifest key, in either layout (``tiering.metadata.identity``):
+    ``<topic>-<topicId>/<partition>/manifest.json`` or ``<topic>-<partition>/manifest.json``."""
+    parts = key.split("/")
+    if len(parts) == 3 and parts[2] == MANIFEST_NAME:
+        folder = parse_topic_folder(parts[0])
+        number = parse_partition_folder(parts[1])
+        return None if folder is None or number is None else (folder[0], number)
+    if len(parts) == 2 and parts[1] == MANIFEST_NAME:
+        return parse_partition_dir_name(parts[0])
+    return None
+
+
 def remote_reader(
-    settings: RemoteSettings, store: ObjectStore, tp: TopicPartition, chunk_bytes: int
+    settings: RemoteSettings,
+    store: ObjectStore,
+    log_dir: str | Path,
+    tp: TopicPartition,
+    chunk_bytes: int,
 ) -> RemoteLogReader:
-    """The partition's remote segments as its manifest lists them now."""
+    """The partition's remote segments as its manifest lists them now: of the incarnation
+    whose topic id the partition directory under ``log_dir`` records, else of the only one the
+    store holds (``tiering.read.incarnation``); never another topic's under the same name."""
     with settings.errors():
-        return RemoteLogReader(store, tp[0], tp[1], chunk_bytes=chunk_bytes)
+        return RemoteLogReader(store, incarnation(store, Path(log_dir), tp),
+                               chunk_bytes=chunk_bytes)  # fmt: skip
+
+
+def incarnation(store: ObjectStore, log_dir: Path, tp: TopicPartition) -> RemotePartition:
+    manifests = ManifestStore(store)
+    directory = log_dir / partition_dir_name(*tp)
+    if directory.is_dir():
+        return manifests.locate(*tp, topic_id_of(directory))
+    found = choose(manifests.partitions(topic=tp[0]), tp[0],
+                   local_ids=local_topic_ids(log_dir, tp[0]), where=str(log_dir),
+                   hint="read from a log dir that holds the topic")  # fmt: skip
+    return next((rp for rp in found if rp.partition == tp[1]), RemotePartition.of(*tp, ""))
 
 
 @functools.lru_cache(maxsize=16)

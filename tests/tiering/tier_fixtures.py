@@ -15,6 +15,9 @@ from kafkatier.storage.log.log import Log
 from kafkatier.storage.record.builder import build_batch
 from kafkatier.storage.record.record import Record
 from kafkatier.storage.wire import Codec
+from kafkatier.tiering.metadata.identity import RemotePartition
+from kafkatier.tiering.metadata.manifest_store import ManifestStore
+from kafkatier.tiering.store.object_store import ObjectStore
 
 T0 = 1_700_000_000_000
 TIERED = {"remote.storage.enable": "true", "segment.bytes": "2000",
@@ -55,3 +58,11 @@ def write_tiered(
 def append_more(path: Path, topic: str, partition: int, steps: int, start: int) -> None:
     with LogDirectory(path) as log_dir:
         fill(log_dir.get_or_create(topic, partition), steps, start)
+
+
+def only(store: ObjectStore, topic: str, partition: int) -> RemotePartition:
+    """The one remote incarnation of ``topic``-``partition`` in ``store`` (the tests tier one
+    incarnation of a topic unless they say otherwise); before any upload, the name-only place."""
+    found = [rp for rp in ManifestStore(store).partitions(topic=topic) if rp.partition == partition]
+    assert len(found) <= 1, f"several incarnations: {found}"
+    return found[0] if found else RemotePartition.of(topic, partition, "")

@@ -20,8 +20,9 @@ from kafkatier.tiering.cleaner.compaction import RemoteCompactionResult, compact
 from kafkatier.tiering.config import TieringConfig
 from kafkatier.tiering.copy.orphans import sweep_orphans
 from kafkatier.tiering.copy.upload import new_owner
+from kafkatier.tiering.metadata.identity import RemotePartition
 from kafkatier.tiering.metadata.local import LocalPartition, local_partitions
-from kafkatier.tiering.metadata.manifest import ManifestStore
+from kafkatier.tiering.metadata.manifest_store import ManifestStore
 from kafkatier.tiering.store.object_store import ObjectStore
 
 log = logging.getLogger("kafkatier.tiering")
@@ -53,36 +54,36 @@ class RemotePass:
 
     def run(self, topic: str | None = None) -> list[RemotePartitionOutcome]:
         outcomes: list[RemotePartitionOutcome] = []
-        seen: set[tuple[str, int]] = set()
+        seen: set[tuple[str, int, str]] = set()
+        manifests = ManifestStore(self.store)
         for log_dir, name, partition in local_partitions(list(self.config.log_dirs)):
             if topic is not None and name != topic:
                 continue
-            seen.add((name, partition))
             with LocalPartition(log_dir, name, partition) as part:
+                part.remote = manifests.locate(name, partition, part.topic_id())
+                seen.add(part.remote.identity)
                 cfg = part.config.with_overrides(self.overrides, source="--config")
                 if cfg.is_compacted and cfg.remote_storage_enable:
-                    outcomes.append(self._one(name, partition, cfg, part))
-        manifests = ManifestStore(self.store)
-        for name, partition in manifests.partitions(topic=topic, exclude=seen):
-            manifest, _ = manifests.load(name, partition)
+                    outcomes.append(self._one(part.remote, cfg, part))
+        for rp in manifests.partitions(topic=topic, exclude=seen):
+            manifest, _ = manifests.load(rp)
             cfg = LogConfig().with_overrides({**manifest.topic_config, **self.overrides},
-                                             source=f"manifest of {name}-{partition}")  # fmt: skip
+                                             source=f"manifest of {rp}")  # fmt: skip
             if cfg.is_compacted:
-                outcomes.append(self._one(name, partition, cfg, None))
+                outcomes.append(self._one(rp, cfg, None))
         return outcomes
 
-    def _one(self, topic: str, partition: int, cfg: LogConfig,
+    def _one(self, rp: RemotePartition, cfg: LogConfig,
              part: LocalPartition | None) -> RemotePartitionOutcome:  # fmt: skip
-        outcome = RemotePartitionOutcome(topic, partition)
+        outcome = RemotePartitionOutcome(rp.topic, rp.partition)
         try:
             outcome.orphans_removed = sweep_orphans(
-                self.store, topic, partition, owner=self.owner,
-                grace_ms=self.config.orphan_grace_ms,
+                self.store, rp, owner=self.owner, grace_ms=self.config.orphan_grace_ms,
             )  # fmt: skip
-            outcome.result = compact_remote(self.store, topic, partition, config=cfg, local=part,
+            outcome.result = compact_remote(self.store, rp, config=cfg, local=part,
                                             now_ms=wall_clock_ms(), owner=self.owner,
                                             grace_ms=self.grace_ms)  # fmt: skip
         except Exception as exc:
-            log.exception("remote compaction of %s-%d failed", topic, partition)
+            log.exception("remote compaction of %s failed", rp)
             outcome.error = f"{type(exc).__name__}: {exc}"
         return outcome

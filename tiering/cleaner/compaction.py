@@ -45,13 +45,10 @@ from kafkatier.storage.producer.snapshot import list_snapshot_files
 from kafkatier.tiering.cleaner.segment_store import RemoteSegmentStore
 from kafkatier.tiering.cleaner.swap import GroupReplacer
 from kafkatier.tiering.cleaner.view import CombinedLog, active_producers, choose
+from kafkatier.tiering.metadata.identity import RemotePartition
 from kafkatier.tiering.metadata.local import LocalPartition
-from kafkatier.tiering.metadata.manifest import (
-    ManifestStore,
-    PartitionManifest,
-    RemoteSegment,
-    object_key,
-)
+from kafkatier.tiering.metadata.manifest import PartitionManifest, RemoteSegment, object_key
+from kafkatier.tiering.metadata.manifest_store import ManifestStore
 from kafkatier.tiering.store.object_store import ObjectStore
 
 log = logging.getLogger("kafkatier.tiering")
@@ -83,8 +80,7 @@ class _Partition:
     """The inputs of one compaction, read once."""
 
     store: ObjectStore
-    topic: str
-    partition: int
+    rp: RemotePartition
     config: LogConfig
     manifest: PartitionManifest
     remote: list[RemoteSegment]
@@ -112,7 +108,7 @@ def _producers(part: _Partition, view: CombinedLog) -> dict[int, tuple[int | Non
     snapshots: list[tuple[int, bytes]] = []
     last = part.remote[-1]
     if "snapshot" in last.files:
-        key = object_key(part.topic, part.partition, last, "snapshot")
+        key = object_key(part.rp, last, "snapshot")
         snapshots.append((last.end_offset + 1, part.store.get_bytes(key)))
     local = part.local.segments if part.local is not None else []
     if part.local is not None and local:
@@ -175,13 +171,12 @@ def _save_checkpoint(part: _Partition, checkpoint: int) -> None:
         manifest.cleaner_checkpoint = checkpoint
         return True
 
-    ManifestStore(part.store).update(part.topic, part.partition, change)
+    ManifestStore(part.store).update(part.rp, change)
 
 
 def compact_remote(
     store: ObjectStore,
-    topic: str,
-    partition: int,
+    rp: RemotePartition,
     *,
     config: LogConfig,
     local: LocalPartition | None,
@@ -196,16 +191,16 @@ def compact_remote(
     ``read_bytes``: bytes per ranged GET (default: :data:`REMOTE_READ_BYTES` or more).
     ``deferred``: step 4 is left to the caller, which gets the replacer in this list (a pass over
     many partitions then waits out the grace once, not once per partition)."""
-    manifest, _ = ManifestStore(store).load(topic, partition)
+    manifest, _ = ManifestStore(store).load(rp)
     remote = remote_only(manifest, local)
     result = RemoteCompactionResult(checkpoint=manifest.cleaner_checkpoint)
     if not remote:
         return result
-    part = _Partition(store, topic, partition, config, manifest, remote, local, now_ms)
-    replacer = GroupReplacer(store, topic, partition, owner)
+    part = _Partition(store, rp, config, manifest, remote, local, now_ms)
+    replacer = GroupReplacer(store, rp, owner)
     scratch = Path(tempfile.mkdtemp(prefix="kafkatier-compact-", dir=scratch_dir))
     io_size = read_bytes or max(config.io_buffer_size // 2, REMOTE_READ_BYTES)
-    seg_store = RemoteSegmentStore(store, topic, partition, remote,
+    seg_store = RemoteSegmentStore(store, rp, remote,
                                    local.segments if local is not None else [], config=config,
                                    replacer=replacer, scratch=scratch, io_buffer_size=io_size)
     result.segments_before = len(remote)
@@ -226,6 +221,6 @@ def compact_remote(
     else:
         result.objects_deleted = replacer.delete_replaced(grace_ms)
     if result.cleaned:
-        log.info("compacted remote %s-%d: %d -> %d bytes, %d records removed", topic, partition,
+        log.info("compacted remote %s: %d -> %d bytes, %d records removed", rp,
                  result.bytes_before, result.bytes_after, result.records_removed)  # fmt: skip
     return result

@@ -28,8 +28,10 @@ from kafkatier.storage.config.log_config import LogConfig
 from kafkatier.tiering.cleaner.local_log_start import align_local_start
 from kafkatier.tiering.copy.upload import delete_attempt
 from kafkatier.tiering.crash import crash_point
+from kafkatier.tiering.metadata.identity import RemotePartition
 from kafkatier.tiering.metadata.local import LocalPartition
-from kafkatier.tiering.metadata.manifest import ManifestStore, PartitionManifest, RemoteSegment
+from kafkatier.tiering.metadata.manifest import PartitionManifest, RemoteSegment
+from kafkatier.tiering.metadata.manifest_store import ManifestStore
 from kafkatier.tiering.store.object_store import ObjectStore
 
 log = logging.getLogger("kafkatier.tiering")
@@ -69,24 +71,24 @@ def expire_remote(
     """Apply total retention to ``part`` (module docstring); returns how many remote segments
     were deleted."""
     manifests = ManifestStore(store)
-    manifest, etag = manifests.load(part.topic, part.partition)
+    manifest, etag = manifests.load(part.remote)
     start = max(manifest.log_start_offset, part.log_start_offset())
     doomed = expired_segments(manifest, part.config, now_ms, local_only_bytes, start)
     if doomed:
         start = max(start, doomed[-1].end_offset + 1)
     if etag is not None and start > manifest.log_start_offset:
-        start = raise_log_start(manifests, part.topic, part.partition, start)
+        start = raise_log_start(manifests, part.remote, start)
         crash_point("after-remote-start")
     align_local_start(part, start)
     for seg in doomed:
-        delete_attempt(store, manifests, part.topic, part.partition, seg.attempt)
+        delete_attempt(store, manifests, part.remote, seg.attempt)
     if doomed:
         log.info("expired %d remote segments of %s-%d; log start offset now %d",
                  len(doomed), part.topic, part.partition, start)
     return len(doomed)
 
 
-def raise_log_start(manifests: ManifestStore, topic: str, partition: int, offset: int) -> int:
+def raise_log_start(manifests: ManifestStore, rp: RemotePartition, offset: int) -> int:
     """Commit the manifest's log start offset as at least ``offset``; returns it as committed
     (a concurrent writer may have moved it further)."""
 
@@ -96,4 +98,4 @@ def raise_log_start(manifests: ManifestStore, topic: str, partition: int, offset
         m.log_start_offset = offset
         return True
 
-    return manifests.update(topic, partition, move_start).log_start_offset
+    return manifests.update(rp, move_start).log_start_offset

@@ -32,6 +32,7 @@ from kafkatier.storage.log.segment import AnyBatch, LogSegment
 from kafkatier.storage.wire import OFFSET_INDEX_ENTRY
 from kafkatier.tiering.cleaner.swap import GroupReplacer
 from kafkatier.tiering.cleaner.view import RemoteSegmentFile, chunked_batches
+from kafkatier.tiering.metadata.identity import RemotePartition
 from kafkatier.tiering.metadata.manifest import RemoteSegment, object_key
 from kafkatier.tiering.store.object_store import ObjectStore
 
@@ -98,8 +99,7 @@ class RemoteSegmentStore:
     def __init__(
         self,
         store: ObjectStore,
-        topic: str,
-        partition: int,
+        rp: RemotePartition,
         remote: Sequence[RemoteSegment],
         local: Sequence[LogSegment],
         *,
@@ -109,9 +109,8 @@ class RemoteSegmentStore:
         io_buffer_size: int = 256 << 10,
     ) -> None:
         self.store = store
-        self.topic = topic
-        self.partition = partition
-        self.remote = [RemoteSegmentFile(store, topic, partition, s) for s in remote]
+        self.rp = rp
+        self.remote = [RemoteSegmentFile(store, rp, s) for s in remote]
         self.local = list(local)
         self.config = config
         self.replacer = replacer
@@ -132,13 +131,13 @@ class RemoteSegmentStore:
         for seg in self._all():
             if seg.base_offset == base_offset:
                 return seg
-        raise KeyError(f"no segment with base {base_offset} in {self.topic}-{self.partition}")
+        raise KeyError(f"no segment with base {base_offset} in {self.rp}")
 
     def _object(self, seg: RemoteSegmentFile, kind: str) -> bytes:
         """A small per-segment object (the index, empty when absent)."""
         if kind not in seg.remote.files:
             return b""
-        return self.store.get_bytes(object_key(self.topic, self.partition, seg.remote, kind))
+        return self.store.get_bytes(object_key(self.rp, seg.remote, kind))
 
     def _txn_index(self, seg: RemoteSegmentFile) -> bytes:
         """The ``txnindex`` (one entry per aborted transaction), fetched once per pass: every
@@ -266,7 +265,7 @@ class RemoteSegmentStore:
 
     def _install(self, entry: RemoteSegment, old_bases: Sequence[int]) -> None:
         first = next(i for i, s in enumerate(self.remote) if s.base_offset == old_bases[0])
-        new = RemoteSegmentFile(self.store, self.topic, self.partition, entry)
+        new = RemoteSegmentFile(self.store, self.rp, entry)
         self.remote[first: first + len(old_bases)] = [new]
         self.groups_replaced += 1
         self.bytes_written += new.size

@@ -33,9 +33,9 @@ from kafkatier.storage.log.segment import LogSegment
 from kafkatier.storage.producer.snapshot import snapshot_path
 from kafkatier.tiering.copy.upload import Uploader, delete_attempt
 from kafkatier.tiering.crash import crash_point
+from kafkatier.tiering.metadata.identity import RemotePartition
 from kafkatier.tiering.metadata.local import Candidate, LocalPartition
 from kafkatier.tiering.metadata.manifest import (
-    ManifestStore,
     PartitionManifest,
     RemoteFile,
     RemoteSegment,
@@ -43,8 +43,8 @@ from kafkatier.tiering.metadata.manifest import (
     attempt_prefix,
     now_ms,
     object_key,
-    partition_prefix,
 )
+from kafkatier.tiering.metadata.manifest_store import ManifestStore
 from kafkatier.tiering.store.object_store import ObjectStore
 
 log = logging.getLogger("kafkatier.tiering")
@@ -53,10 +53,9 @@ DELETE_THREADS = 8
 
 @dataclass(frozen=True)
 class _Names:
-    """The two attributes of a partition the uploader's object puts read."""
+    """The one attribute of a partition the uploader's object puts read."""
 
-    topic: str
-    partition: int
+    remote: RemotePartition
 
 
 def merged_epochs(old: list[RemoteSegment]) -> list[tuple[int, int]]:
@@ -74,11 +73,18 @@ class GroupReplacer:
     """Swaps cleaned groups into one partition's manifest (module docstring)."""
 
     store: ObjectStore
-    topic: str
-    partition: int
+    rp: RemotePartition
     owner: str
     replaced: list[RemoteSegment] = field(default_factory=list)
     swapped_at: float = 0.0
+
+    @property
+    def topic(self) -> str:
+        return self.rp.topic
+
+    @property
+    def partition(self) -> int:
+        return self.rp.partition
 
     @property
     def manifests(self) -> ManifestStore:
@@ -90,10 +96,10 @@ class GroupReplacer:
         next_base = old[-1].end_offset + 1
         self._stage_snapshot(cleaned.directory, old[-1], next_base)
         entry = self._new_entry(cleaned, old)
-        self.manifests.update(self.topic, self.partition, lambda m: _add(m, entry))
+        self.manifests.update(self.rp, lambda m: _add(m, entry))
         try:
             uploader = Uploader(self.store, self.owner)
-            target = cast(LocalPartition, _Names(self.topic, self.partition))
+            target = cast(LocalPartition, _Names(self.rp))
             files = uploader._put_objects(target, Candidate(cleaned, next_base), entry)
         except Exception:
             self._abandon(entry.attempt)
@@ -112,7 +118,7 @@ class GroupReplacer:
         path = snapshot_path(directory, next_base)
         path.unlink(missing_ok=True)
         if "snapshot" in last.files:
-            key = object_key(self.topic, self.partition, last, "snapshot")
+            key = object_key(self.rp, last, "snapshot")
             path.write_bytes(self.store.get_bytes(key))
 
     def _new_entry(self, cleaned: LogSegment, old: list[RemoteSegment]) -> RemoteSegment:
@@ -156,12 +162,12 @@ class GroupReplacer:
             outcome.append(True)
             return True
 
-        self.manifests.update(self.topic, self.partition, change)
+        self.manifests.update(self.rp, change)
         return bool(outcome)
 
     def _abandon(self, attempt: str) -> None:
         try:
-            delete_attempt(self.store, self.manifests, self.topic, self.partition, attempt)
+            delete_attempt(self.store, self.manifests, self.rp, attempt)
         except Exception as exc:  # the orphan sweep will retry
             log.warning("could not clean compaction attempt %s: %s", attempt, exc)
 
@@ -174,9 +180,9 @@ class GroupReplacer:
         wait = self.swapped_at + grace_ms / 1000 - time.monotonic()
         if wait > 0:
             time.sleep(wait)
-        prefixes = tuple(attempt_prefix(self.topic, self.partition, s.base_offset, s.attempt)
+        prefixes = tuple(attempt_prefix(self.rp, s.base_offset, s.attempt)
                          for s in self.replaced)  # fmt: skip
-        listed = self.store.list(partition_prefix(self.topic, self.partition))
+        listed = self.store.list(self.rp.prefix)
         keys = [i.key for i in listed if i.key.startswith(prefixes)]
         first = [k for k in keys if k.startswith(prefixes[0])]
         for key in first:
@@ -191,7 +197,7 @@ class GroupReplacer:
             manifest.segments = [s for s in manifest.segments if s.attempt not in doomed]
             return len(manifest.segments) != before
 
-        self.manifests.update(self.topic, self.partition, drop)
+        self.manifests.update(self.rp, drop)
         self.replaced.clear()
         return len(doomed)
 

@@ -34,6 +34,7 @@ from kafkatier.storage.producer.state import ProducerStateManager
 from kafkatier.storage.record.batch import RecordBatch
 from kafkatier.storage.record.records import iter_batches
 from kafkatier.storage.wire import BATCH_HEADER_SIZE, NO_TIMESTAMP, OFFSET_AND_LENGTH
+from kafkatier.tiering.metadata.identity import RemotePartition
 from kafkatier.tiering.metadata.manifest import RemoteSegment, object_key
 from kafkatier.tiering.store.object_store import ObjectStore
 
@@ -44,10 +45,10 @@ _MAGIC_AT = 16  # baseOffset(8) batchLength(4) partitionLeaderEpoch(4), then mag
 class RemoteSegmentFile:
     """One FINISHED remote segment, with the ``LogSegment`` facts the choice rules read."""
 
-    def __init__(self, store: ObjectStore, topic: str, partition: int, seg: RemoteSegment) -> None:
+    def __init__(self, store: ObjectStore, rp: RemotePartition, seg: RemoteSegment) -> None:
         self.store = store
         self.remote = seg
-        self.key = object_key(topic, partition, seg, "log")
+        self.key = object_key(rp, seg, "log")
         self.base_offset = seg.base_offset
         self.size = seg.files["log"].size if "log" in seg.files else 0
         self._head = b""

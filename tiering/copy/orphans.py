@@ -16,14 +16,9 @@ import logging
 from collections.abc import Collection
 
 from kafkatier.tiering.copy.upload import delete_attempt
-from kafkatier.tiering.metadata.manifest import (
-    MANIFEST_NAME,
-    ManifestStore,
-    RemoteSegment,
-    SegmentState,
-    now_ms,
-    partition_prefix,
-)
+from kafkatier.tiering.metadata.identity import RemotePartition
+from kafkatier.tiering.metadata.manifest import MANIFEST_NAME, RemoteSegment, SegmentState, now_ms
+from kafkatier.tiering.metadata.manifest_store import ManifestStore
 from kafkatier.tiering.store.object_store import ObjectStore
 
 log = logging.getLogger("kafkatier.tiering")
@@ -31,8 +26,7 @@ log = logging.getLogger("kafkatier.tiering")
 
 def sweep_orphans(
     store: ObjectStore,
-    topic: str,
-    partition: int,
+    rp: RemotePartition,
     *,
     owner: str,
     grace_ms: int,
@@ -41,14 +35,14 @@ def sweep_orphans(
     """Remove the partition's orphans (module docstring); returns how many attempts or stray
     objects were removed. ``active``: attempts this process is uploading right now."""
     manifests = ManifestStore(store)
-    prefix = partition_prefix(topic, partition)
+    prefix = rp.prefix
     listed = [i.key for i in store.list(prefix) if not i.key.endswith("/" + MANIFEST_NAME)]
-    manifest, _ = manifests.load(topic, partition)
+    manifest, _ = manifests.load(rp)
     doomed = [s.attempt for s in manifest.segments if _is_orphan(s, owner, grace_ms, active)]
     doomed += _duplicates(manifest.segments)
     for attempt in doomed:
-        log.info("removing orphan attempt %s of %s-%d", attempt, topic, partition)
-        delete_attempt(store, manifests, topic, partition, attempt)
+        log.info("removing orphan attempt %s of %s", attempt, rp)
+        delete_attempt(store, manifests, rp, attempt)
     known = {s.attempt for s in manifest.segments}
     strays = [k for k in listed if _attempt_of(k[len(prefix):]) not in known]
     for key in strays:

@@ -29,9 +29,9 @@ from pathlib import Path
 
 from kafkatier.tiering.crash import crash_point
 from kafkatier.tiering.errors import RemoteVerifyError
+from kafkatier.tiering.metadata.identity import RemotePartition
 from kafkatier.tiering.metadata.local import Candidate, LocalPartition, sha256_file
 from kafkatier.tiering.metadata.manifest import (
-    ManifestStore,
     PartitionManifest,
     RemoteFile,
     RemoteSegment,
@@ -40,6 +40,7 @@ from kafkatier.tiering.metadata.manifest import (
     now_ms,
     object_key,
 )
+from kafkatier.tiering.metadata.manifest_store import ManifestStore
 from kafkatier.tiering.store.object_store import ObjectStore, Progress
 
 log = logging.getLogger("kafkatier.tiering")
@@ -108,7 +109,7 @@ class Uploader:
             manifest.segments.append(entry)
             return True
 
-        self.manifests.update(part.topic, part.partition, add)
+        self.manifests.update(part.remote, add)
         return entry
 
     def _put_objects(
@@ -124,7 +125,7 @@ class Uploader:
     def _put_one(
         self, part: LocalPartition, entry: RemoteSegment, kind: str, path: Path
     ) -> RemoteFile:
-        key = object_key(part.topic, part.partition, entry, kind)
+        key = object_key(part.remote, entry, kind)
         size = path.stat().st_size
         info = self.store.put_file(key, path, progress=self.progress)
         if info.sha256:  # hashed while sent, the copy checked against those bytes by the store
@@ -160,19 +161,19 @@ class Uploader:
             outcome.append(mine)
             return True
 
-        self.manifests.update(part.topic, part.partition, finish)
+        self.manifests.update(part.remote, finish)
         return outcome[0] if outcome else None
 
     def _abandon(self, part: LocalPartition, entry: RemoteSegment) -> None:
         """Best effort: remove the attempt's objects, then its entry (an orphan sweep would)."""
         try:
-            delete_attempt(self.store, self.manifests, part.topic, part.partition, entry.attempt)
+            delete_attempt(self.store, self.manifests, part.remote, entry.attempt)
         except Exception as exc:  # the orphan sweep will retry
             log.warning("could not clean attempt %s: %s", entry.attempt, exc)
 
 
 def delete_attempt(
-    store: ObjectStore, manifests: ManifestStore, topic: str, partition: int, attempt: str
+    store: ObjectStore, manifests: ManifestStore, rp: RemotePartition, attempt: str
 ) -> None:
     """Kafka's deletion lifecycle for one attempt: DELETE_SEGMENT_STARTED committed, objects
     removed, then the entry dropped (DELETE_SEGMENT_FINISHED). Idempotent."""
@@ -189,10 +190,10 @@ def delete_attempt(
         entry.updated_ms = now_ms()
         return True
 
-    manifests.update(topic, partition, mark)
+    manifests.update(rp, mark)
     base = found[0].base_offset if found else None
     if base is not None:
-        for info in store.list(attempt_prefix(topic, partition, base, attempt)):
+        for info in store.list(attempt_prefix(rp, base, attempt)):
             store.delete(info.key)
     crash_point("mid-delete")
 
@@ -201,7 +202,7 @@ def delete_attempt(
         manifest.segments = [s for s in manifest.segments if s.attempt != attempt]
         return len(manifest.segments) != before
 
-    manifests.update(topic, partition, drop)
+    manifests.update(rp, drop)
 
 
 OnSegment = Callable[[RemoteSegment], None]

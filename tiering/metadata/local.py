@@ -24,13 +24,14 @@ from kafkatier.storage.checkpoint.checkpoint_file import (
     OffsetCheckpointFile,
 )
 from kafkatier.storage.checkpoint.leader_epoch import LeaderEpochFileCache
-from kafkatier.storage.checkpoint.metadata import PartitionMetadataFile, parse_partition_dir_name
+from kafkatier.storage.checkpoint.metadata import parse_partition_dir_name
 from kafkatier.storage.config.log_config import LogConfig
 from kafkatier.storage.config.topic_files import TopicConfigStore
 from kafkatier.storage.errors import StorageError
 from kafkatier.storage.log.readonly import ReadOnlyPartition, scan_bounds
 from kafkatier.storage.log.segment import LogSegment
 from kafkatier.storage.producer.snapshot import snapshot_path
+from kafkatier.tiering.metadata.identity import RemotePartition, topic_id_of
 
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 PARTITION_METADATA = "partition.metadata"
@@ -71,7 +72,9 @@ class Candidate:
 class LocalPartition:
     """A read-only view of one partition directory of one log dir (module docstring)."""
 
-    def __init__(self, log_dir: Path, topic: str, partition: int) -> None:
+    def __init__(
+        self, log_dir: Path, topic: str, partition: int, remote: RemotePartition | None = None
+    ) -> None:
         self.log_dir = Path(log_dir)
         self.topic = topic
         self.partition = partition
@@ -80,6 +83,9 @@ class LocalPartition:
         self.segments: list[LogSegment] = list(self.view.segments)
         """The segments at construction, oldest first; local retention removes from it."""
         self.config: LogConfig = TopicConfigStore(self.log_dir).get(topic)
+        self.remote = remote or RemotePartition.of(topic, partition, self.topic_id())
+        """Where this partition's remote data lives: its own topic id's folder unless the
+        caller located it (``ManifestStore.locate``) in a store written before topic ids."""
 
     def close(self) -> None:
         self.view.close()
@@ -138,8 +144,7 @@ class LocalPartition:
         return TopicConfigStore(self.log_dir).stored(self.topic)
 
     def topic_id(self) -> str:
-        path = self.directory / PARTITION_METADATA
-        return PartitionMetadataFile(path).read() if path.exists() else ""
+        return topic_id_of(self.directory)
 
 
 def local_partitions(log_dirs: list[Path]) -> list[tuple[Path, str, int]]:

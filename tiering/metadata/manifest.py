@@ -1,12 +1,13 @@
 """Per-partition remote metadata: one JSON manifest per partition, committed by conditional put.
 
-Object layout under the remote root (``s3://bucket/prefix``)::
+Object layout under the remote root (``s3://bucket/prefix``), ``<p>`` being the partition's
+folder (``<topic>-<topicId>/<partition>``, see identity.py)::
 
-    <topic>-<partition>/manifest.json                     the partition's metadata (commit point)
-    <topic>-<partition>/<base:020d>-<attempt>/log         the segment's .log
-                                              .../index   .index
-                                              .../timeindex, txnindex (when present)
-                                              .../snapshot the producer snapshot at the segment end
+    <p>/manifest.json                     the partition's metadata (commit point)
+    <p>/<base:020d>-<attempt>/log         the segment's .log
+                          .../index       .index
+                          .../timeindex, txnindex (when present)
+                          .../snapshot    the producer snapshot at the segment end
 
 ``<attempt>`` is a fresh UUID per upload attempt, so a retried or concurrent upload never
 overwrites an object another attempt (or a reader) may be using. The manifest is JSON::
@@ -32,26 +33,19 @@ from one consistent state to the next.
 
 from __future__ import annotations
 
-import contextlib
 import enum
 import json
-import threading
 import time
-from collections.abc import Callable, Collection
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from kafkatier.storage.checkpoint.metadata import parse_partition_dir_name, partition_dir_name
-from kafkatier.tiering.errors import PreconditionFailedError, TieringError
-from kafkatier.tiering.store.object_store import ObjectStore
+from kafkatier.tiering.errors import TieringError
+from kafkatier.tiering.metadata.identity import RemotePartition
 
 MANIFEST_VERSION = 1
 MANIFEST_NAME = "manifest.json"
 FILE_KINDS = ("log", "index", "timeindex", "txnindex", "snapshot")
 """Object names of one segment attempt, in upload order (the .log first, the largest)."""
-_HEAD_WORKERS = 8
-"""Manifest HEADs in flight while listing partitions (a boto3 client pools 10+ connections)."""
 
 
 class SegmentState(enum.StrEnum):
@@ -191,90 +185,17 @@ def _order(segment: RemoteSegment) -> tuple[int, str]:
     return segment.base_offset, segment.attempt
 
 
-def partition_prefix(topic: str, partition: int) -> str:
-    return partition_dir_name(topic, partition) + "/"
+def manifest_key(rp: RemotePartition) -> str:
+    return rp.prefix + MANIFEST_NAME
 
 
-def manifest_key(topic: str, partition: int) -> str:
-    return partition_prefix(topic, partition) + MANIFEST_NAME
+def attempt_prefix(rp: RemotePartition, base_offset: int, attempt: str) -> str:
+    return f"{rp.prefix}{base_offset:020d}-{attempt}/"
 
 
-def attempt_prefix(topic: str, partition: int, base_offset: int, attempt: str) -> str:
-    return f"{partition_prefix(topic, partition)}{base_offset:020d}-{attempt}/"
-
-
-def object_key(topic: str, partition: int, segment: RemoteSegment, kind: str) -> str:
-    return attempt_prefix(topic, partition, segment.base_offset, segment.attempt) + kind
+def object_key(rp: RemotePartition, segment: RemoteSegment, kind: str) -> str:
+    return attempt_prefix(rp, segment.base_offset, segment.attempt) + kind
 
 
 def now_ms() -> int:
     return int(time.time() * 1000)
-
-
-class ManifestStore:
-    """Reads and conditionally updates the manifests of one remote store."""
-
-    def __init__(
-        self, store: ObjectStore, *, max_retries: int = 50, lock: threading.Lock | None = None
-    ) -> None:
-        self.store = store
-        self.max_retries = max_retries
-        # Writers sharing ``lock`` (one sidecar's upload threads) take turns instead of racing
-        # each other to a 412, a sleep and a re-read; the conditional PUT still keeps apart
-        # writers that do not share it (another sidecar).
-        self.lock = lock if lock is not None else contextlib.nullcontext()
-
-    def load(self, topic: str, partition: int) -> tuple[PartitionManifest, str | None]:
-        """The manifest and its entity tag (None: not created yet, an empty manifest)."""
-        key = manifest_key(topic, partition)
-        got = self.store.get_with_etag(key)
-        if got is None:
-            return PartitionManifest(topic, partition), None
-        return PartitionManifest.from_bytes(got[0], key), got[1]
-
-    def update(
-        self, topic: str, partition: int, change: Callable[[PartitionManifest], bool]
-    ) -> PartitionManifest:
-        """Apply ``change`` (returns whether it changed anything) and commit it conditionally;
-        on a lost race, re-read and re-apply. Returns the manifest as committed."""
-        key = manifest_key(topic, partition)
-        for _ in range(self.max_retries):
-            with self.lock:
-                manifest, etag = self.load(topic, partition)
-                if not change(manifest):
-                    return manifest
-                try:
-                    if etag is None:
-                        self.store.put_bytes(key, manifest.to_bytes(), if_none_match=True)
-                    else:
-                        self.store.put_bytes(key, manifest.to_bytes(), if_match=etag)
-                    return manifest
-                except PreconditionFailedError:
-                    pass
-            time.sleep(0.01)
-        raise TieringError("manifest update kept losing to other writers", key=key)
-
-    def partitions(
-        self, topic: str | None = None, exclude: Collection[tuple[str, int]] = ()
-    ) -> list[tuple[str, int]]:
-        """Every (topic, partition) that has a manifest (of ``topic`` only, if given; none of
-        ``exclude``, which the caller knows already): one delimiter listing of the root's
-        folders, then one HEAD of ``<folder>/manifest.json`` per folder named like a wanted
-        partition dir, so the cost follows the number of partitions, never the number of
-        segment objects (a full listing pages through every key of every segment attempt). The
-        HEADs run a few at a time: each is one round trip, and a store serves concurrent
-        requests."""
-        candidates = [
-            parsed for folder in self.store.list_prefixes("")
-            if (parsed := parse_partition_dir_name(folder.rstrip("/"))) is not None
-            and (topic is None or parsed[0] == topic) and parsed not in exclude
-        ]  # fmt: skip
-        if not candidates:
-            return []
-
-        def has_manifest(part: tuple[str, int]) -> bool:
-            return self.store.head(manifest_key(*part)) is not None
-
-        with ThreadPoolExecutor(min(_HEAD_WORKERS, len(candidates))) as pool:
-            present = list(pool.map(has_manifest, candidates))
-        return sorted(part for part, ok in zip(candidates, present, strict=True) if ok)

@@ -36,12 +36,9 @@ from kafkatier.storage.wire import (
     TIME_INDEX_ENTRY,
 )
 from kafkatier.tiering.errors import TieringError
-from kafkatier.tiering.metadata.manifest import (
-    ManifestStore,
-    PartitionManifest,
-    RemoteSegment,
-    object_key,
-)
+from kafkatier.tiering.metadata.identity import RemotePartition, topic_id_of
+from kafkatier.tiering.metadata.manifest import PartitionManifest, RemoteSegment, object_key
+from kafkatier.tiering.metadata.manifest_store import ManifestStore
 from kafkatier.tiering.store.object_store import ObjectStore
 
 _LAST_OFFSET_DELTA = struct.Struct(">i")
@@ -80,13 +77,14 @@ def batch_spans(data: bytes) -> list[BatchSpan]:
 class RemoteLogReader:
     """Batches and timestamp lookups of one partition's FINISHED remote segments."""
 
-    def __init__(self, store: ObjectStore, topic: str, partition: int, *,
+    def __init__(self, store: ObjectStore, rp: RemotePartition, *,
                  manifest: PartitionManifest | None = None, chunk_bytes: int = 1 << 20) -> None:
         self.store = store
-        self.topic = topic
-        self.partition = partition
+        self.rp = rp
+        self.topic = rp.topic
+        self.partition = rp.partition
         if manifest is None:
-            manifest, _ = ManifestStore(store).load(topic, partition)
+            manifest, _ = ManifestStore(store).load(rp)
         self.segments = manifest.contiguous()
         self.log_start_offset = manifest.log_start_offset
         self.chunk_bytes = chunk_bytes
@@ -106,7 +104,7 @@ class RemoteLogReader:
             return cached
         entries: list[tuple[int, int]] = []
         if kind in seg.files:
-            data = self.store.get_bytes(object_key(self.topic, self.partition, seg, kind))
+            data = self.store.get_bytes(object_key(self.rp, seg, kind))
             layout = OFFSET_INDEX_ENTRY if kind == "index" else TIME_INDEX_ENTRY
             usable = len(data) - len(data) % layout.size
             for a, b in layout.iter_unpack(data[:usable]):
@@ -168,7 +166,7 @@ class RemoteLogReader:
                 yield key, at, data
 
     def _segment_runs(self, seg: RemoteSegment, position: int) -> Iterator[tuple[str, int, bytes]]:
-        key = object_key(self.topic, self.partition, seg, "log")
+        key = object_key(self.rp, seg, "log")
         size = seg.files["log"].size
         while position < size:
             data = self.store.get_bytes(key, position, min(position + self.chunk_bytes, size))
@@ -196,7 +194,7 @@ class RemoteLogReader:
         for seg in self.segments[first:] if first is not None else ():
             if "txnindex" not in seg.files:
                 continue
-            key = object_key(self.topic, self.partition, seg, "txnindex")
+            key = object_key(self.rp, seg, "txnindex")
             data = self.store.get_bytes(key)
             for pos in range(0, len(data) - len(data) % AbortedTxn.SIZE, AbortedTxn.SIZE):
                 txn = AbortedTxn.unpack(data, pos, file=key)
@@ -228,7 +226,7 @@ def joined_batches(
     """Batches from ``from_offset`` on: remote below the local log start, local from there."""
     with ReadOnlyPartition(log_dir, topic, partition) as local:
         local_start = local.segments[0].base_offset if local.segments else None
-        remote = RemoteLogReader(store, topic, partition)
+        remote = RemoteLogReader(store, located(store, local))
         offset = from_offset
         if local_start is None or offset < local_start:
             for batch in remote.batches_from(offset, local_start):
@@ -256,8 +254,12 @@ def joined_offset_for_timestamp(
     store: ObjectStore, log_dir: Path, topic: str, partition: int, timestamp: int
 ) -> int | None:
     """Kafka's ListOffsets by time over remote then local segments."""
-    found = RemoteLogReader(store, topic, partition).offset_for_timestamp(timestamp)
-    if found is not None:
-        return found
     with ReadOnlyPartition(log_dir, topic, partition) as local:
-        return local.offset_for_timestamp(timestamp)
+        found = RemoteLogReader(store, located(store, local)).offset_for_timestamp(timestamp)
+        return found if found is not None else local.offset_for_timestamp(timestamp)
+
+
+def located(store: ObjectStore, local: ReadOnlyPartition) -> RemotePartition:
+    """The remote incarnation of a local partition: the one with its topic id."""
+    topic_id = topic_id_of(local.directory)
+    return ManifestStore(store).locate(local.topic, local.partition, topic_id)

@@ -41,18 +41,20 @@ from kafkatier.storage.fsutil import fsync_dir, fsync_file
 from kafkatier.storage.producer.snapshot import snapshot_path
 from kafkatier.storage.wire import segment_file_name
 from kafkatier.tiering.errors import RemoteVerifyError, TieringError
+from kafkatier.tiering.metadata.identity import RemotePartition
 from kafkatier.tiering.metadata.local import (
     LEADER_EPOCH_CHECKPOINT,
     PARTITION_METADATA,
     sha256_file,
 )
 from kafkatier.tiering.metadata.manifest import (
-    ManifestStore,
     PartitionManifest,
     RemoteFile,
     RemoteSegment,
     object_key,
 )
+from kafkatier.tiering.metadata.manifest_store import ManifestStore
+from kafkatier.tiering.read.incarnation import choose, local_topic_ids
 from kafkatier.tiering.store.object_store import ObjectStore, Progress
 
 STAGING = ".kafkatier-restore"
@@ -92,7 +94,7 @@ def select_segments(
 
 
 def plan_downloads(
-    manifest: PartitionManifest, segments: list[RemoteSegment], directory: Path
+    rp: RemotePartition, segments: list[RemoteSegment], directory: Path
 ) -> list[Download]:
     plan: list[Download] = []
     for seg in segments:
@@ -101,7 +103,7 @@ def plan_downloads(
                 target = snapshot_path(directory, seg.end_offset + 1)
             else:
                 target = directory / segment_file_name(seg.base_offset, _SUFFIXES[kind])
-            key = object_key(manifest.topic, manifest.partition, seg, kind)
+            key = object_key(rp, seg, kind)
             plan.append(Download(key, target, meta))
     return plan
 
@@ -149,14 +151,23 @@ def restore_partition(
     from_timestamp: int | None = None,
     threads: int = 4,
     progress: Progress | None = None,
+    topic_id: str | None = None,
 ) -> RestoreResult:
-    manifest, _ = ManifestStore(store).load(topic, partition)
-    return _restore(store, manifest, Path(log_dir), from_offset, from_timestamp, threads,
+    """Restore one partition of the incarnation :func:`incarnation.choose` picks."""
+    manifests = ManifestStore(store)
+    found = choose(manifests.partitions(topic=topic), topic, wanted=topic_id, where=str(log_dir),
+                   local_ids=local_topic_ids(log_dir, topic))  # fmt: skip
+    rp = next((r for r in found if r.partition == partition), None)
+    if rp is None:
+        raise TieringError("no remote data for partition", topic=topic, partition=partition)
+    manifest, _ = manifests.load(rp)
+    return _restore(store, rp, manifest, Path(log_dir), from_offset, from_timestamp, threads,
                     progress)  # fmt: skip
 
 
 def _restore(
     store: ObjectStore,
+    rp: RemotePartition,
     manifest: PartitionManifest,
     log_dir: Path,
     from_offset: int | None,
@@ -172,7 +183,7 @@ def _restore(
     directory = log_dir / partition_dir_name(topic, partition)
     directory.mkdir(parents=True, exist_ok=True)
     # largest first, so the small index and snapshot objects fill in beside the last .log
-    plan = sorted(plan_downloads(manifest, segments, directory), key=lambda d: -d.meta.size)
+    plan = sorted(plan_downloads(rp, segments, directory), key=lambda d: -d.meta.size)
     staging = log_dir / STAGING / partition_dir_name(topic, partition)
     with ThreadPoolExecutor(max_workers=max(threads, 1)) as pool:
         sizes = list(pool.map(lambda d: fetch(store, d, staging, progress), plan))
@@ -184,7 +195,7 @@ def _restore(
     start = max(manifest.log_start_offset, segments[0].base_offset, from_offset or 0)
     result.log_start_offset = start
     result.log_end_offset = segments[-1].end_offset + 1
-    _write_partition_files(manifest, segments, directory, start)
+    _write_partition_files(rp, manifest, segments, directory, start)
     return result
 
 
@@ -198,7 +209,11 @@ def _all(*jobs: Callable[[], object]) -> None:
 
 
 def _write_partition_files(
-    manifest: PartitionManifest, segments: list[RemoteSegment], directory: Path, start: int
+    rp: RemotePartition,
+    manifest: PartitionManifest,
+    segments: list[RemoteSegment],
+    directory: Path,
+    start: int,
 ) -> None:
     def epochs() -> None:
         cache = LeaderEpochFileCache(directory / LEADER_EPOCH_CHECKPOINT)
@@ -208,7 +223,7 @@ def _write_partition_files(
         cache.truncate_from_start(start)
         cache.flush()
 
-    topic_id = manifest.topic_id or new_topic_id()
+    topic_id = manifest.topic_id or rp.topic_id or new_topic_id()
     _all(epochs, lambda: PartitionMetadataFile(directory / PARTITION_METADATA).write(topic_id))
 
 
@@ -249,20 +264,25 @@ def restore_topic(
     threads: int = 4,
     progress: Progress | None = None,
     on_partition: Callable[[RestoreResult], None] | None = None,
+    topic_id: str | None = None,
 ) -> list[RestoreResult]:
-    """Restore ``partitions`` (default: every partition with a manifest) of ``topic``."""
+    """Restore ``partitions`` (default: every partition with a manifest) of one incarnation
+    of ``topic`` (:func:`incarnation.choose`: the one ``log_dir`` holds, else ``topic_id``, else
+    the only one); refused before anything is written when that is not clear."""
     manifests = ManifestStore(store)
-    found = [p for _, p in manifests.partitions(topic=topic)]
-    wanted = found if partitions is None else [p for p in partitions if p in found]
+    found = choose(manifests.partitions(topic=topic), topic, wanted=topic_id, where=str(log_dir),
+                   local_ids=local_topic_ids(log_dir, topic))  # fmt: skip
+    numbers = [rp.partition for rp in found]
+    wanted = found if partitions is None else [rp for rp in found if rp.partition in partitions]
     if partitions is not None and len(wanted) != len(partitions):
-        missing = sorted(set(partitions) - set(found))
+        missing = sorted(set(partitions) - set(numbers))
         raise TieringError("no remote data for partitions", topic=topic, partitions=missing)
     results: list[RestoreResult] = []
     config: dict[str, str] = {}
-    for partition in wanted:
-        manifest, _ = manifests.load(topic, partition)
-        result = _restore(store, manifest, Path(log_dir), from_offset, from_timestamp, threads,
-                          progress)  # fmt: skip
+    for rp in wanted:
+        manifest, _ = manifests.load(rp)
+        result = _restore(store, rp, manifest, Path(log_dir), from_offset, from_timestamp,
+                          threads, progress)  # fmt: skip
         config = config or manifest.topic_config
         results.append(result)
         if on_partition is not None:

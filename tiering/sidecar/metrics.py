@@ -53,6 +53,8 @@ class Metrics:
             self.counters["kafkatier_tier_upload_failures_total"] += result.failures
             self.counters["kafkatier_tier_passes_total"] += 1
             for s in statuses:
+                if s.stale:  # another incarnation's leftovers: the gauges are the live topic's
+                    continue
                 tp = (s.topic, s.partition)
                 self.gauges["kafkatier_tier_upload_lag_bytes"][tp] = s.lag_bytes
                 self.gauges["kafkatier_tier_upload_lag_segments"][tp] = s.lag_segments

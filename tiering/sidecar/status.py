@@ -2,6 +2,11 @@
 
 Upload lag follows Kafka's ``RemoteCopyLagBytes`` / ``RemoteCopyLagSegments``: the closed local
 segments (every one but the active) holding offsets above the highest offset in remote storage.
+
+Remote data of another incarnation of a local partition (the topic deleted and created again
+under its name: another topic id) is listed on its own line as ``stale``: the sidecar never
+applies it to the new topic and never deletes it; ``kafkatier clean --remote --delete-stale``
+does, when nobody needs it any more.
 """
 
 from __future__ import annotations
@@ -10,8 +15,9 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from kafkatier.tiering.config import TieringConfig
+from kafkatier.tiering.metadata.identity import RemotePartition
 from kafkatier.tiering.metadata.local import LocalPartition, local_partitions
-from kafkatier.tiering.metadata.manifest import ManifestStore
+from kafkatier.tiering.metadata.manifest_store import ManifestStore
 from kafkatier.tiering.store.object_store import ObjectStore
 
 
@@ -30,14 +36,18 @@ class PartitionStatus:
     remote_segments: int
     lag_bytes: int
     lag_segments: int
+    topic_id: str = ""
+    stale: bool = False
+    """Remote data of another incarnation of a partition that exists locally (module docstring)."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def partition_status(part: LocalPartition | None, store: ObjectStore, topic: str,
-                     partition: int) -> PartitionStatus:
-    manifest, _ = ManifestStore(store).load(topic, partition)
+def partition_status(part: LocalPartition | None, store: ObjectStore, rp: RemotePartition,
+                     stale: bool = False) -> PartitionStatus:
+    topic, partition = rp.topic, rp.partition
+    manifest, _ = ManifestStore(store).load(rp)
     finished = manifest.finished()
     highest = manifest.highest_offset
     segs = part.segments if part is not None else []
@@ -57,6 +67,8 @@ def partition_status(part: LocalPartition | None, store: ObjectStore, topic: str
         remote_segments=len(finished),
         lag_bytes=sum(s.size for s in lagging),
         lag_segments=len(lagging),
+        topic_id=rp.topic_id,
+        stale=stale,
     )
 
 
@@ -66,11 +78,14 @@ def collect_status(
     """Every local partition, plus partitions that exist only remotely."""
     store = store if store is not None else config.open_store()
     found: list[PartitionStatus] = []
-    seen: set[tuple[str, int]] = set()
+    seen: set[tuple[str, int, str]] = set()
+    manifests = ManifestStore(store)
     for log_dir, topic, partition in local_partitions(list(config.log_dirs)):
         with LocalPartition(log_dir, topic, partition) as part:
-            found.append(partition_status(part, store, topic, partition))
-        seen.add((topic, partition))
-    for topic, partition in ManifestStore(store).partitions(exclude=seen):
-        found.append(partition_status(None, store, topic, partition))
-    return sorted(found, key=lambda s: (s.topic, s.partition))
+            part.remote = manifests.locate(topic, partition, part.topic_id())
+            found.append(partition_status(part, store, part.remote))
+        seen.add(part.remote.identity)
+    local = {identity[:2] for identity in seen}
+    for rp in manifests.partitions(exclude=seen):
+        found.append(partition_status(None, store, rp, stale=(rp.topic, rp.partition) in local))
+    return sorted(found, key=lambda s: (s.topic, s.partition, s.stale))

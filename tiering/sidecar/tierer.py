@@ -30,8 +30,10 @@ from kafkatier.tiering.copy.local_retention import (
 )
 from kafkatier.tiering.copy.orphans import sweep_orphans
 from kafkatier.tiering.copy.upload import Uploader, new_owner
+from kafkatier.tiering.metadata.identity import RemotePartition
 from kafkatier.tiering.metadata.local import Candidate, LocalPartition, local_partitions
-from kafkatier.tiering.metadata.manifest import ManifestStore, PartitionManifest, now_ms
+from kafkatier.tiering.metadata.manifest import PartitionManifest, now_ms
+from kafkatier.tiering.metadata.manifest_store import ManifestStore
 from kafkatier.tiering.store.object_store import ObjectStore
 
 log = logging.getLogger("kafkatier.tiering")
@@ -81,6 +83,7 @@ class Tierer:
         self.uploader = Uploader(self.store, self.owner)
         self.compaction_grace_ms = COMPACTION_GRACE_MS
         self._replaced: list[GroupReplacer] = []  # this pass's compactions, for step 4
+        self._located: dict[tuple[str, int, str], RemotePartition] = {}
         self.remote_compaction = True
         """False: upload and retention only (tests comparing compactions at one instant)."""
 
@@ -116,12 +119,12 @@ class Tierer:
         return outcome
 
     def _tier(self, part: LocalPartition, outcome: PartitionPass) -> None:
-        outcome.orphans_removed = sweep_orphans(
-            self.store, part.topic, part.partition,
-            owner=self.owner, grace_ms=self.config.orphan_grace_ms,
-        )
         manifests = ManifestStore(self.store)
-        manifest, _ = manifests.load(part.topic, part.partition)
+        part.remote = self._locate(manifests, part)
+        outcome.orphans_removed = sweep_orphans(
+            self.store, part.remote, owner=self.owner, grace_ms=self.config.orphan_grace_ms,
+        )
+        manifest, _ = manifests.load(part.remote)
         pending = _pending(part, manifest)
         # A few segments in flight per partition, oldest first: the remote log may have a
         # short-lived gap, which readers treat as its end (PartitionManifest.contiguous).
@@ -130,7 +133,7 @@ class Tierer:
                 if entry is not None:
                     outcome.uploaded_segments += 1
                     outcome.uploaded_bytes += sum(f.size for f in entry.files.values())
-        manifest, _ = manifests.load(part.topic, part.partition)
+        manifest, _ = manifests.load(part.remote)
         doomed = interrupted_deletes(part, manifest)
         doomed += locally_deletable(part, manifest, now_ms())[len(doomed):]
         outcome.local_segments_deleted = len(doomed)
@@ -142,8 +145,18 @@ class Tierer:
         if part.config.is_compacted and self.remote_compaction:
             self._compact(part, outcome)
 
+    def _locate(self, manifests: ManifestStore, part: LocalPartition) -> RemotePartition:
+        """Where the partition's incarnation lives remotely (``ManifestStore.locate``), found
+        once per topic id: only a store written before topic ids were in the layout can move
+        it away from its own folder, and never after the first lookup."""
+        key = (part.topic, part.partition, part.topic_id())
+        found = self._located.get(key)
+        if found is None:
+            found = self._located[key] = manifests.locate(*key)
+        return found
+
     def _compact(self, part: LocalPartition, outcome: PartitionPass) -> None:
-        done = compact_remote(self.store, part.topic, part.partition, config=part.config,
+        done = compact_remote(self.store, part.remote, config=part.config,
                               local=part, now_ms=now_ms(), owner=self.owner,
                               deferred=self._replaced)  # fmt: skip
         if done.cleaned:

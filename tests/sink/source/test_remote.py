@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka.record import MemoryRecords
 from test_datasource import T0, Row, Written, append, end_txn, legacy_wrapper
+from tier_fixtures import only
 
 from kafkatier.sink.source.options import parse_options
 from kafkatier.sink.source.plan import (
@@ -30,6 +31,7 @@ from kafkatier.sink.source.plan import (
 )
 from kafkatier.sink.source.read import read_task
 from kafkatier.sink.source.task import ReadTask
+from kafkatier.storage.checkpoint.metadata import new_topic_id
 from kafkatier.storage.errors import ConfigError, OffsetOutOfRangeError
 from kafkatier.storage.log.directory import LogDirectory
 from kafkatier.storage.log.readonly import ReadOnlyPartition
@@ -37,13 +39,9 @@ from kafkatier.storage.record.builder import build_batch
 from kafkatier.storage.record.record import Record
 from kafkatier.storage.verify.paths import verify_paths
 from kafkatier.tiering.config import TieringConfig
-from kafkatier.tiering.metadata.manifest import (
-    ManifestStore,
-    RemoteFile,
-    RemoteSegment,
-    SegmentState,
-    object_key,
-)
+from kafkatier.tiering.metadata.identity import RemotePartition
+from kafkatier.tiering.metadata.manifest import RemoteFile, RemoteSegment, SegmentState, object_key
+from kafkatier.tiering.metadata.manifest_store import ManifestStore
 from kafkatier.tiering.sidecar.tierer import Tierer
 from kafkatier.tiering.store.object_store import FsspecStore, ObjectStore
 
@@ -149,7 +147,7 @@ class Tiered:
         return [stamps[0] - 1, stamps[7] + 1, stamps[len(stamps) // 3], stamps[-1] + 1]
 
     def remote_segments(self, topic: str, partition: int) -> list[tuple[int, int]]:
-        manifest, _ = ManifestStore(self.store).load(topic, partition)
+        manifest, _ = ManifestStore(self.store).load(only(self.store, topic, partition))
         return [(s.base_offset, s.end_offset) for s in manifest.contiguous()]
 
 
@@ -245,7 +243,7 @@ def test_a_few_offsets_of_a_remote_segment_take_ranged_gets(tiered: Tiered) -> N
     got = rows_of_table(pa.concat_tables(tables))
     assert got == [r for r in tiered.before["read_committed"]
                    if r[:2] == ("rt", 0) and last - 1 <= r[2] <= last]  # fmt: skip
-    manifest, _ = ManifestStore(tiered.store).load("rt", 0)
+    manifest, _ = ManifestStore(tiered.store).load(only(tiered.store, "rt", 0))
     size = next(s.files["log"].size for s in manifest.contiguous() if s.base_offset == base)
     assert 0 < CountingStore.log_bytes < size  # from the offset index's position on
 
@@ -290,7 +288,7 @@ def test_remote_log_start_and_fail_on_data_loss(tiered: Tiered, tmp_path: Path) 
         manifest.log_start_offset = moved
         return True
 
-    ManifestStore(store).update("rt", 1, move)
+    ManifestStore(store).update(only(store, "rt", 1), move)
     options = {"remote.storage.url": store.url, "assign": '{"rt":[1]}'}
     expected = [r for r in tiered.before["read_committed"] if r[:2] == ("rt", 1) and r[2] >= moved]
     assert read(tiered.logs, **options) == expected  # earliest: the manifest's log start
@@ -300,7 +298,7 @@ def test_remote_log_start_and_fail_on_data_loss(tiered: Tiered, tmp_path: Path) 
     assert read(tiered.logs, **below, failOnDataLoss="false") == expected
     with ReadOnlyPartition(tiered.logs, "rt", 1) as part:
         moved = part.log_start_offset + 2  # past the local log start too: Kafka's log start
-    ManifestStore(store).update("rt", 1, move)
+    ManifestStore(store).update(only(store, "rt", 1), move)
     expected = [r for r in tiered.before["read_committed"] if r[:2] == ("rt", 1) and r[2] >= moved]
     assert read(tiered.logs, **options) == expected
 
@@ -339,8 +337,9 @@ def test_legacy_and_v2_batches_in_a_remote_segment(tmp_path: Path, chunk: str) -
     store = FsspecStore(f"file://{tmp_path / 'remote'}")
     seg = RemoteSegment(0, 19, T0 + 19, len(data), SegmentState.COPY_SEGMENT_FINISHED, "a1",
                         files={"log": RemoteFile(len(data), "")})  # fmt: skip
-    store.put_bytes(object_key("old", 0, seg, "log"), data)
-    ManifestStore(store).update("old", 0, lambda m: m.segments.append(seg) is None)
+    rp = RemotePartition.of("old", 0, new_topic_id())
+    store.put_bytes(object_key(rp, seg, "log"), data)
+    ManifestStore(store).update(rp, lambda m: m.segments.append(seg) is None)
     memory, theirs = MemoryRecords(data), []
     while memory.has_next():
         theirs += [(r.offset, r.key, r.value, -1 if r.timestamp is None else r.timestamp)

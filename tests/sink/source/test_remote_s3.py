@@ -20,10 +20,11 @@ import pytest
 from test_datasource import Row, Written, append, load, rows_of
 from test_remote import tier, write_topics
 from test_stream import run_available_now
+from tier_fixtures import only
 
 from kafkatier.sink.source.datasource import register_data_source
 from kafkatier.storage.log.directory import LogDirectory
-from kafkatier.tiering.metadata.manifest import ManifestStore
+from kafkatier.tiering.metadata.manifest_store import ManifestStore
 from kafkatier.tiering.store.s3store import S3Store
 from kafkatier.tiering.store.weed import WeedServer
 
@@ -70,7 +71,7 @@ class S3Tiered:
         return rows_of(load(self.spark, path or self.logs, **given))
 
     def remote_segments(self, topic: str, partition: int) -> list[tuple[int, int]]:
-        manifest, _ = ManifestStore(self.store).load(topic, partition)
+        manifest, _ = ManifestStore(self.store).load(only(self.store, topic, partition))
         return [(s.base_offset, s.end_offset) for s in manifest.contiguous()]
 
 

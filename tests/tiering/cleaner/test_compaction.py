@@ -16,6 +16,7 @@ from compaction_support import (
     batch_rows,
     dir_batches,
 )
+from tier_fixtures import only
 
 from kafkatier.storage.cleaner.compact import compact_log
 from kafkatier.storage.log.directory import LogDirectory
@@ -24,7 +25,8 @@ from kafkatier.tiering.cleaner.compaction import RemoteCompactionResult, compact
 from kafkatier.tiering.config import TieringConfig
 from kafkatier.tiering.errors import ObjectNotFoundError
 from kafkatier.tiering.metadata.local import LocalPartition
-from kafkatier.tiering.metadata.manifest import MANIFEST_NAME, ManifestStore, object_key
+from kafkatier.tiering.metadata.manifest import MANIFEST_NAME, object_key
+from kafkatier.tiering.metadata.manifest_store import ManifestStore
 from kafkatier.tiering.read.remote_reader import RemoteLogReader
 from kafkatier.tiering.read.restore import restore_partition
 from kafkatier.tiering.sidecar.tierer import Tierer
@@ -68,7 +70,7 @@ def tier(logs: Path, store: S3Store) -> None:
 
 def compact_both(logs: Path, copy: Path, store: S3Store, now: int) -> RemoteCompactionResult:
     with LocalPartition(logs, TOPIC, 0) as part:
-        done = compact_remote(store, TOPIC, 0, config=part.config, local=part, now_ms=now,
+        done = compact_remote(store, part.remote, config=part.config, local=part, now_ms=now,
                               owner="t")  # fmt: skip
     with LogDirectory(copy) as log_dir:
         log = log_dir.get_or_create(TOPIC, 0)
@@ -89,12 +91,13 @@ def local_start(logs: Path) -> int:
 
 
 def assert_no_orphans(store: S3Store) -> None:
-    manifest, _ = ManifestStore(store).load(TOPIC, 0)
+    rp = only(store, TOPIC, 0)
+    manifest, _ = ManifestStore(store).load(rp)
     named = set()
     for seg in manifest.segments:
         assert seg.finished, seg
-        named |= {object_key(TOPIC, 0, seg, kind) for kind in seg.files}
-    listed = {i.key for i in store.list(f"{TOPIC}-0/") if not i.key.endswith(MANIFEST_NAME)}
+        named |= {object_key(rp, seg, kind) for kind in seg.files}
+    listed = {i.key for i in store.list(rp.prefix) if not i.key.endswith(MANIFEST_NAME)}
     assert listed == named
 
 
@@ -106,7 +109,7 @@ def check(tmp_path: Path, store: S3Store, copy: Path, upto: int) -> list[tuple[o
     restored = [r for r in batch_rows(dir_batches(target / f"{TOPIC}-0")) if r[1] < upto]
     expected = [r for r in batch_rows(dir_batches(copy / f"{TOPIC}-0")) if r[1] < upto]
     assert restored == expected
-    remote = [r for r in batch_rows(RemoteLogReader(store, TOPIC, 0).batches_from(0))
+    remote = [r for r in batch_rows(RemoteLogReader(store, only(store, TOPIC, 0)).batches_from(0))
               if r[1] < upto]  # fmt: skip
     assert remote == expected
     assert_no_orphans(store)
@@ -138,7 +141,7 @@ def test_remote_only_log_matches_local_compaction(tmp_path, s3_store, seed, segm
         compact_both(logs, copy, s3_store, now + 60_000)
         upto = local_start(logs)
         check(tmp_path, s3_store, copy, upto)
-    manifest, _ = ManifestStore(s3_store).load(TOPIC, 0)
+    manifest, _ = ManifestStore(s3_store).load(only(s3_store, TOPIC, 0))
     assert manifest.cleaner_checkpoint is not None and manifest.cleaner_checkpoint <= upto
 
 
@@ -160,7 +163,7 @@ def test_local_records_remove_remote_ones(tmp_path, s3_store):
     # the last remote-only batch's records whose key reappears only locally are gone
     local_keys = {rec[2] for row in batch_rows(dir_batches(logs / f"{TOPIC}-0"))
                   for rec in row[6]}  # fmt: skip
-    reader = RemoteLogReader(s3_store, TOPIC, 0)
+    reader = RemoteLogReader(s3_store, only(s3_store, TOPIC, 0))
     kept = {rec[0] for row in batch_rows(reader.batches_from(0)) for rec in row[6]}
     removed_for_local = [rec for row in original.values() if row[1] < start for rec in row[6]
                          if rec[2] in local_keys and rec[0] not in kept]  # fmt: skip
@@ -201,8 +204,8 @@ def test_partition_only_in_s3_matches_local_compaction(tmp_path, s3_store, read_
         cfg = part.config
         assert [s.size for s in part.segments] == [0]  # nothing but the empty active segment
     shutil.rmtree(logs)
-    done = compact_remote(s3_store, TOPIC, 0, config=cfg, local=None, now_ms=T0 + 10_000,
-                          owner="t", read_bytes=read_bytes)  # fmt: skip
+    done = compact_remote(s3_store, only(s3_store, TOPIC, 0), config=cfg, local=None,
+                          now_ms=T0 + 10_000, owner="t", read_bytes=read_bytes)  # fmt: skip
     with LogDirectory(copy) as log_dir:
         local = compact_log(log_dir.get_or_create(TOPIC, 0), now_ms=T0 + 10_000,
                             first_dirty_offset=None)  # fmt: skip
@@ -216,21 +219,22 @@ def test_a_reader_holding_the_old_manifest_reads_until_the_grace_ends(tmp_path, 
     append(logs, Workload(17, keys=6), 120, 0,
            settings(3000, 0, **{"min.cleanable.dirty.ratio": "0.01"}))  # fmt: skip
     tier(logs, s3_store)
-    old_manifest, _ = ManifestStore(s3_store).load(TOPIC, 0)
+    rp = only(s3_store, TOPIC, 0)
+    old_manifest, _ = ManifestStore(s3_store).load(rp)
     old = {s.attempt for s in old_manifest.finished()}
-    before = batch_rows(RemoteLogReader(s3_store, TOPIC, 0).batches_from(0))
+    before = batch_rows(RemoteLogReader(s3_store, rp).batches_from(0))
     with LocalPartition(logs, TOPIC, 0) as part, ThreadPoolExecutor(1) as pool:
-        running = pool.submit(compact_remote, s3_store, TOPIC, 0, config=part.config, local=part,
+        running = pool.submit(compact_remote, s3_store, rp, config=part.config, local=part,
                               now_ms=T0 + 10_000, owner="t", grace_ms=6000)  # fmt: skip
         deadline = time.monotonic() + 60
-        while old & {s.attempt for s in ManifestStore(s3_store).load(TOPIC, 0)[0].finished()}:
+        while old & {s.attempt for s in ManifestStore(s3_store).load(rp)[0].finished()}:
             assert time.monotonic() < deadline and not running.done()
             time.sleep(0.1)
         # every group swapped: new readers see the new segments, the old reader still works
-        stale = RemoteLogReader(s3_store, TOPIC, 0, manifest=old_manifest)
+        stale = RemoteLogReader(s3_store, rp, manifest=old_manifest)
         assert batch_rows(stale.batches_from(0)) == before
-        assert batch_rows(RemoteLogReader(s3_store, TOPIC, 0).batches_from(0)) != before
+        assert batch_rows(RemoteLogReader(s3_store, rp).batches_from(0)) != before
         assert running.result().objects_deleted == len(old)
     with pytest.raises(ObjectNotFoundError):  # after the grace the replaced objects are gone
-        list(RemoteLogReader(s3_store, TOPIC, 0, manifest=old_manifest).batches_from(0))
+        list(RemoteLogReader(s3_store, rp, manifest=old_manifest).batches_from(0))
     assert_no_orphans(s3_store)

@@ -9,9 +9,10 @@ from compaction_support import (
     Workload,
 )
 from test_compaction import TOPIC, append, assert_no_orphans, settings, tier
+from tier_fixtures import only
 
 from kafkatier.cli.main import main
-from kafkatier.tiering.metadata.manifest import ManifestStore
+from kafkatier.tiering.metadata.manifest_store import ManifestStore
 
 
 def _conf(tmp_path, logs, s3_url, s3_env):
@@ -33,7 +34,7 @@ def test_clean_remote_json_then_text(tmp_path, s3_env, s3_url, s3_store, capsys)
         (TOPIC, 0, True, None)]
     out = lines[0]
     assert out["records_removed"] > 0 and out["bytes_after"] < out["bytes_before"]
-    manifest, _ = ManifestStore(s3_store).load(TOPIC, 0)
+    manifest, _ = ManifestStore(s3_store).load(only(s3_store, TOPIC, 0))
     assert manifest.cleaner_checkpoint == out["checkpoint"] == manifest.highest_offset + 1
     assert_no_orphans(s3_store)
     # a topic setting for this run only: nothing is dirty, but a zero ratio still says no

@@ -19,13 +19,15 @@ from compaction_support import (
     dir_batches,
 )
 from test_compaction import TOPIC, append, assert_no_orphans, settings, tier
+from tier_fixtures import only
 
 from kafkatier.storage.cleaner.compact import compact_log
 from kafkatier.storage.log.directory import LogDirectory
 from kafkatier.storage.log.log import wall_clock_ms
 from kafkatier.storage.verify.paths import verify_paths
 from kafkatier.tiering.crash import ENV
-from kafkatier.tiering.metadata.manifest import ManifestStore, object_key
+from kafkatier.tiering.metadata.manifest import object_key
+from kafkatier.tiering.metadata.manifest_store import ManifestStore
 from kafkatier.tiering.read.remote_reader import RemoteLogReader
 from kafkatier.tiering.read.restore import restore_partition
 from kafkatier.tiering.store.s3store import S3Store
@@ -49,7 +51,7 @@ def restored_rows(tmp_path: Path, store: S3Store, name: str) -> list[tuple[objec
     restore_partition(store, TOPIC, 0, target)
     assert verify_paths([target / f"{TOPIC}-0"]) == []
     rows = batch_rows(dir_batches(target / f"{TOPIC}-0"))
-    assert rows == batch_rows(RemoteLogReader(store, TOPIC, 0).batches_from(0))
+    assert rows == batch_rows(RemoteLogReader(store, only(store, TOPIC, 0)).batches_from(0))
     shutil.rmtree(target)
     return rows
 
@@ -62,7 +64,7 @@ def setup(tmp_path, s3_env, s3_url):
     shutil.copytree(logs, copy)
     store = S3Store(s3_url, endpoint_url=s3_env.endpoint, region="us-east-1")
     tier(logs, store)
-    old = batch_rows(RemoteLogReader(store, TOPIC, 0).batches_from(0))
+    old = batch_rows(RemoteLogReader(store, only(store, TOPIC, 0)).batches_from(0))
     with LogDirectory(copy) as log_dir:
         compact_log(log_dir.get_or_create(TOPIC, 0), now_ms=wall_clock_ms(),
                     first_dirty_offset=None)  # fmt: skip
@@ -84,10 +86,10 @@ def setup(tmp_path, s3_env, s3_url):
 def test_sigkill_during_remote_compaction_then_rerun_converges(tmp_path, setup, crash, state):
     conf, env, store, old, new = setup
     assert clean_remote(conf, env, crash) == -signal.SIGKILL
-    manifest, _ = ManifestStore(store).load(TOPIC, 0)
+    manifest, _ = ManifestStore(store).load(only(store, TOPIC, 0))
     for seg in manifest.finished():  # no FINISHED entry names a missing object
         for kind, meta in seg.files.items():
-            info = store.head(object_key(TOPIC, 0, seg, kind))
+            info = store.head(object_key(only(store, TOPIC, 0), seg, kind))
             assert info is not None and info.size == meta.size
     rows = restored_rows(tmp_path, store, "after-crash")
     for seg in manifest.contiguous():  # each range either old or new, never a mix or a loss

@@ -17,6 +17,7 @@ from compaction_support import (
 from fault_proxy import FaultProxy, OutageAfterFirstObject, impatient_store
 from test_compaction import TOPIC, append, assert_no_orphans, settings, tier
 from test_compaction_crash import restored_rows
+from tier_fixtures import only
 
 from kafkatier.storage.cleaner.compact import compact_log
 from kafkatier.storage.log.directory import LogDirectory
@@ -25,7 +26,8 @@ from kafkatier.tiering.cleaner.clean_pass import RemotePass
 from kafkatier.tiering.cleaner.compaction import compact_remote
 from kafkatier.tiering.config import TieringConfig
 from kafkatier.tiering.metadata.local import LocalPartition
-from kafkatier.tiering.metadata.manifest import ManifestStore, object_key
+from kafkatier.tiering.metadata.manifest import object_key
+from kafkatier.tiering.metadata.manifest_store import ManifestStore
 from kafkatier.tiering.read.remote_reader import RemoteLogReader
 from kafkatier.tiering.store.s3store import S3Store
 
@@ -40,7 +42,7 @@ def _prepare(tmp_path: Path, direct: S3Store) -> tuple[Path, list[tuple[object, 
     append(logs, Workload(9, keys=10), 120, 0, settings(3000, 0))
     shutil.copytree(logs, copy)
     tier(logs, direct)
-    old = batch_rows(RemoteLogReader(direct, TOPIC, 0).batches_from(0))
+    old = batch_rows(RemoteLogReader(direct, only(direct, TOPIC, 0)).batches_from(0))
     with LogDirectory(copy) as log_dir:
         compact_log(log_dir.get_or_create(TOPIC, 0), now_ms=wall_clock_ms(),
                     first_dirty_offset=None)  # fmt: skip
@@ -51,7 +53,7 @@ def _prepare(tmp_path: Path, direct: S3Store) -> tuple[Path, list[tuple[object, 
 
 def _compact(logs: Path, store: S3Store) -> None:
     with LocalPartition(logs, TOPIC, 0) as part:
-        compact_remote(store, TOPIC, 0, config=part.config, local=part, now_ms=wall_clock_ms(),
+        compact_remote(store, part.remote, config=part.config, local=part, now_ms=wall_clock_ms(),
                        owner="faults")  # fmt: skip
 
 
@@ -97,10 +99,10 @@ def test_outage_mid_compaction_fails_cleanly_and_the_next_pass_converges(
     with pytest.raises(Exception):  # noqa: B017 (whichever error the client gives up with)
         _compact(logs, flaky)
     proxy.recover()
-    manifest, _ = ManifestStore(direct).load(TOPIC, 0)
+    manifest, _ = ManifestStore(direct).load(only(direct, TOPIC, 0))
     for seg in manifest.finished():
         for kind, meta in seg.files.items():
-            info = direct.head(object_key(TOPIC, 0, seg, kind))
+            info = direct.head(object_key(only(direct, TOPIC, 0), seg, kind))
             assert info is not None and info.size == meta.size
     rows = restored_rows(tmp_path, direct, "after-outage")
     assert rows == old  # the first group never swapped: the old segments are in force

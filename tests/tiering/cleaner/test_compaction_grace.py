@@ -10,11 +10,13 @@ from typing import Any
 
 import pytest
 from compaction_support import Workload
+from tier_fixtures import only
 
 from kafkatier.storage.log.directory import LogDirectory
 from kafkatier.tiering.cleaner import swap as remote_swap
 from kafkatier.tiering.config import TieringConfig
-from kafkatier.tiering.metadata.manifest import MANIFEST_NAME, ManifestStore, object_key
+from kafkatier.tiering.metadata.manifest import MANIFEST_NAME, object_key
+from kafkatier.tiering.metadata.manifest_store import ManifestStore
 from kafkatier.tiering.sidecar.tierer import Tierer
 from kafkatier.tiering.store.s3store import S3Store
 
@@ -56,9 +58,10 @@ def write_topics(logs: Path) -> None:
 
 
 def only_finished_objects(store: S3Store, topic: str) -> bool:
-    manifest, _ = ManifestStore(store).load(topic, 0)
-    named = {object_key(topic, 0, s, kind) for s in manifest.segments for kind in s.files}
-    listed = {i.key for i in store.list(f"{topic}-0/") if not i.key.endswith(MANIFEST_NAME)}
+    rp = only(store, topic, 0)
+    manifest, _ = ManifestStore(store).load(rp)
+    named = {object_key(rp, s, kind) for s in manifest.segments for kind in s.files}
+    listed = {i.key for i in store.list(rp.prefix) if not i.key.endswith(MANIFEST_NAME)}
     return all(s.finished for s in manifest.segments) and listed == named
 
 

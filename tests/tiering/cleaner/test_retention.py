@@ -9,7 +9,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from tier_fixtures import TIERED, fill, write_tiered
+from tier_fixtures import TIERED, fill, only, write_tiered
 
 from kafkatier.storage.checkpoint.checkpoint_file import (
     LOG_START_OFFSET_CHECKPOINT,
@@ -29,7 +29,8 @@ from kafkatier.tiering.cleaner import local_log_start as remote_retention_local
 from kafkatier.tiering.cleaner.retention import raise_log_start
 from kafkatier.tiering.config import TieringConfig
 from kafkatier.tiering.metadata.local import LEADER_EPOCH_CHECKPOINT
-from kafkatier.tiering.metadata.manifest import ManifestStore, object_key
+from kafkatier.tiering.metadata.manifest import object_key
+from kafkatier.tiering.metadata.manifest_store import ManifestStore
 from kafkatier.tiering.read.remote_reader import RemoteLogReader
 from kafkatier.tiering.read.restore import restore_topic
 from kafkatier.tiering.sidecar import tierer
@@ -85,22 +86,22 @@ def _local_start(logs: Path) -> int:
 
 
 def _remote_records(store: ObjectStore, start: int, stop: int) -> list[tuple[int, bytes | None]]:
-    reader = RemoteLogReader(store, *TP)
+    reader = RemoteLogReader(store, only(store, *TP))
     return [(r.offset, r.value) for b in reader.batches_from(start, stop) if not b.is_control
             for r in b.records() if start <= r.offset < stop]
 
 
 def _assert_agreement(logs: Path, store: ObjectStore, start: int) -> None:
     """Remote and local log starts are ``start``; both readers give the same records."""
-    manifest, _ = ManifestStore(store).load(*TP)
+    manifest, _ = ManifestStore(store).load(only(store, *TP))
     assert manifest.log_start_offset == start
     assert checkpointed_log_starts(logs)[TP] == start
     assert _local_start(logs) == start
     assert all(s.end_offset >= start for s in manifest.segments)  # expired copies are gone
     for seg in manifest.finished():
         for kind in seg.files:
-            assert store.head(object_key(*TP, seg, kind)) is not None
-    remote = RemoteLogReader(store, *TP)
+            assert store.head(object_key(only(store, *TP), seg, kind)) is not None
+    remote = RemoteLogReader(store, only(store, *TP))
     assert remote.first_offset == start
     with LogDirectory(logs) as log_dir:
         log = log_dir.logs[TP]
@@ -150,7 +151,7 @@ def test_retention_by_size_counts_remote_and_local_bytes(uploaded) -> None:
         TieringConfig(log_dirs=(logs,), remote_url=store.url), store)}[TP]
     assert status.remote_start == expected
     assert status.local_start == expected
-    manifest, _ = ManifestStore(store).load(*TP)
+    manifest, _ = ManifestStore(store).load(only(store, *TP))
     kept = manifest.finished()
     remaining = sum(s.size for s in kept) + sum(s[2] for s in written if s[0] >= status.remote_end)
     assert remaining >= limit > remaining - kept[0].size  # one more would have gone too far
@@ -192,7 +193,7 @@ def test_segments_below_a_delete_records_start_are_not_uploaded(tmp_path) -> Non
     result = _tier(logs, store)
     assert result.total("remote_segments_expired") == 0
     live = [(b, e) for b, e, _, _ in written[:-1] if e > target]  # all but the active one
-    finished = ManifestStore(store).load(*TP)[0].finished()
+    finished = ManifestStore(store).load(only(store, *TP))[0].finished()
     assert [(s.base_offset, s.end_offset + 1) for s in finished] == live
     assert result.total("uploaded_segments") == len(live)
     assert set(finished[0].files) >= {"log", "index", "timeindex", "snapshot"}
@@ -202,7 +203,8 @@ def test_segments_below_a_delete_records_start_are_not_uploaded(tmp_path) -> Non
 def test_a_log_start_moved_remotely_is_honoured_locally(uploaded) -> None:
     logs, store, written = uploaded
     target = written[-3][0]
-    raise_log_start(ManifestStore(store), *TP, target)  # e.g. another sidecar's DeleteRecords
+    # e.g. another sidecar's DeleteRecords
+    raise_log_start(ManifestStore(store), only(store, *TP), target)
     epochs_before = LeaderEpochFileCache(logs / "tiered-0" / LEADER_EPOCH_CHECKPOINT).entries
     _tier(logs, store)
     _assert_agreement(logs, store, target)
@@ -211,8 +213,8 @@ def test_a_log_start_moved_remotely_is_honoured_locally(uploaded) -> None:
     epochs = LeaderEpochFileCache(logs / "tiered-0" / LEADER_EPOCH_CHECKPOINT).entries
     assert epochs and epochs[0][1] >= target
     assert epochs[-1].epoch == epochs_before[-1].epoch
-    raise_log_start(ManifestStore(store), *TP, target - 5)  # never down
-    assert ManifestStore(store).load(*TP)[0].log_start_offset == target
+    raise_log_start(ManifestStore(store), only(store, *TP), target - 5)  # never down
+    assert ManifestStore(store).load(only(store, *TP))[0].log_start_offset == target
 
 
 def test_writer_side_retention_leaves_tiered_segments_to_the_sidecar(tmp_path) -> None:
@@ -271,7 +273,7 @@ def test_remote_retention_beside_a_live_writer(tmp_path) -> None:
         writer.join()
     expired += _tier(logs, store).total("remote_segments_expired")
     assert expired > 0
-    manifest, _ = ManifestStore(store).load(*TP)
+    manifest, _ = ManifestStore(store).load(only(store, *TP))
     start = manifest.log_start_offset
     assert start > 0
     written = _segments(logs)

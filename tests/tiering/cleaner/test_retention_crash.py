@@ -19,7 +19,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tier_fixtures import write_tiered
+from tier_fixtures import only, write_tiered
 
 from kafkatier.storage.cleaner.retention import delete_records
 from kafkatier.storage.config.topic_files import TopicConfigStore
@@ -28,12 +28,8 @@ from kafkatier.storage.log.readonly import ReadOnlyPartition, checkpointed_log_s
 from kafkatier.storage.verify.paths import verify_paths
 from kafkatier.tiering.config import TieringConfig
 from kafkatier.tiering.crash import ENV, crash_point
-from kafkatier.tiering.metadata.manifest import (
-    MANIFEST_NAME,
-    ManifestStore,
-    SegmentState,
-    object_key,
-)
+from kafkatier.tiering.metadata.manifest import MANIFEST_NAME, SegmentState, object_key
+from kafkatier.tiering.metadata.manifest_store import ManifestStore
 from kafkatier.tiering.read.restore import restore_topic
 from kafkatier.tiering.sidecar.tierer import Tierer
 from kafkatier.tiering.store.s3store import S3Store
@@ -71,20 +67,21 @@ def _killed_pass(logs: Path, url: str, env: dict[str, str], endpoint: str, crash
 
 
 def _named_objects_exist(store: S3Store) -> None:
-    manifest, _ = ManifestStore(store).load(*TP)
+    manifest, _ = ManifestStore(store).load(only(store, *TP))
     for seg in manifest.finished():
         for kind, meta in seg.files.items():
-            info = store.head(object_key(*TP, seg, kind))
+            info = store.head(object_key(only(store, *TP), seg, kind))
             assert info is not None and info.size == meta.size, (seg, kind)
 
 
 def _converged(store: S3Store, logs: Path, expected: int, first_base: int | None = None) -> None:
     """Converged with the log start at ``expected``, inside the segment at ``first_base``."""
     first_base = expected if first_base is None else first_base
-    manifest, _ = ManifestStore(store).load(*TP)
+    rp = only(store, *TP)
+    manifest, _ = ManifestStore(store).load(rp)
     assert all(s.state is SegmentState.COPY_SEGMENT_FINISHED for s in manifest.segments)
-    named = {object_key(*TP, s, k) for s in manifest.segments for k in s.files}
-    listed = {i.key for i in store.list("tiered-0/") if not i.key.endswith(MANIFEST_NAME)}
+    named = {object_key(rp, s, k) for s in manifest.segments for k in s.files}
+    listed = {i.key for i in store.list(rp.prefix) if not i.key.endswith(MANIFEST_NAME)}
     assert listed == named  # no orphan, nothing named missing
     assert manifest.log_start_offset == expected
     assert manifest.finished()[0].base_offset == first_base
@@ -121,7 +118,7 @@ def test_sigkill_at_each_step_of_remote_retention(tmp_path, s3_env, s3_url) -> N
         delete_records(log_dir.logs[TP], target, persist_start=log_dir.checkpoint)
     assert _killed_pass(logs, s3_url, env, s3_env.endpoint, "mid-local-delete") == -signal.SIGKILL
     _named_objects_exist(store)
-    assert ManifestStore(store).load(*TP)[0].log_start_offset == target
+    assert ManifestStore(store).load(only(store, *TP))[0].log_start_offset == target
     assert _pass(logs, s3_url, s3_env.endpoint) == 0
     _converged(store, logs, target, sizes[len(CRASHES) + 3][0])
 

@@ -9,13 +9,14 @@ from pathlib import Path
 
 from fault_proxy import FaultProxy
 from test_retention_crash import TP, _converged, _named_objects_exist
-from tier_fixtures import write_tiered
+from tier_fixtures import only, write_tiered
 
 from kafkatier.storage.config.topic_files import TopicConfigStore
 from kafkatier.storage.log.readonly import ReadOnlyPartition
 from kafkatier.storage.verify.paths import verify_paths
 from kafkatier.tiering.config import TieringConfig
-from kafkatier.tiering.metadata.manifest import MANIFEST_NAME, ManifestStore, object_key
+from kafkatier.tiering.metadata.manifest import MANIFEST_NAME, object_key
+from kafkatier.tiering.metadata.manifest_store import ManifestStore
 from kafkatier.tiering.read.restore import restore_topic
 from kafkatier.tiering.sidecar.tierer import Tierer
 from kafkatier.tiering.store.s3store import S3Store
@@ -43,8 +44,9 @@ class _FaultyStore(S3Store):
         self.proxy.recover()
 
     def delete(self, key: str) -> None:
-        manifest, _ = ManifestStore(self.direct).load(*TP)
-        named = {object_key(*TP, s, k) for s in manifest.finished() for k in s.files}
+        rp = only(self.direct, *TP)
+        manifest, _ = ManifestStore(self.direct).load(rp)
+        named = {object_key(rp, s, k) for s in manifest.finished() for k in s.files}
         assert key not in named, key
         self._next_request_fails(next(self.deletes, None))
         super().delete(key)

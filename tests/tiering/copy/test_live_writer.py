@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import threading
 
-from tier_fixtures import TIERED, fill
+from tier_fixtures import TIERED, fill, only
 
 from kafkatier.storage.log.directory import LogDirectory
 from kafkatier.storage.log.readonly import ReadOnlyPartition
 from kafkatier.storage.verify.paths import verify_paths
 from kafkatier.tiering.config import TieringConfig
-from kafkatier.tiering.metadata.manifest import ManifestStore, object_key
+from kafkatier.tiering.metadata.manifest import object_key
+from kafkatier.tiering.metadata.manifest_store import ManifestStore
 from kafkatier.tiering.read.restore import restore_topic
 from kafkatier.tiering.sidecar.tierer import Tierer
 from kafkatier.tiering.store.object_store import FsspecStore
@@ -46,11 +47,11 @@ def test_sidecar_beside_a_live_writer(tmp_path) -> None:
     assert failures == 0
     assert Tierer(config, store).run_once().failures == 0
     assert verify_paths([logs]) == []
-    manifest, _ = ManifestStore(store).load("tiered", 0)
+    manifest, _ = ManifestStore(store).load(only(store, "tiered", 0))
     with ReadOnlyPartition(logs, "tiered", 0) as part:
         local = {s.base_offset: s.log_path.read_bytes() for s in part.segments}
     for seg in manifest.finished():
-        remote = store.get_bytes(object_key("tiered", 0, seg, "log"))
+        remote = store.get_bytes(object_key(only(store, "tiered", 0), seg, "log"))
         assert remote == local.get(seg.base_offset, remote)
     assert min(local) > 0  # local retention ran under the writer
     assert {s.base_offset for s in manifest.finished()} >= {b for b in written if b < min(local)}

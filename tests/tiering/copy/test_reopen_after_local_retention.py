@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tier_fixtures import T0, fill, records, write_tiered
+from tier_fixtures import T0, fill, only, records, write_tiered
 
 from kafkatier.storage.log.directory import LogDirectory
 from kafkatier.storage.producer.snapshot import read_snapshot
 from kafkatier.storage.record.builder import build_batch
 from kafkatier.storage.verify.paths import verify_paths
 from kafkatier.tiering.config import TieringConfig
-from kafkatier.tiering.metadata.manifest import ManifestStore
+from kafkatier.tiering.metadata.manifest_store import ManifestStore
 from kafkatier.tiering.read.restore import restore_topic
 from kafkatier.tiering.sidecar.tierer import Tierer
 from kafkatier.tiering.store.object_store import FsspecStore
@@ -57,7 +57,7 @@ def test_restore_verifies_after_reopen_past_local_retention(tmp_path: Path) -> N
     target = tmp_path / "restored"
     [result] = restore_topic(store, "tiered", target)
     assert result.log_start_offset == 0
-    assert result.segments == len(ManifestStore(store).load("tiered", 0)[0].finished())
+    assert result.segments == len(ManifestStore(store).load(only(store, "tiered", 0))[0].finished())
     fresh = [
         e
         for snap in (target / "tiered-0").glob("*.snapshot")

@@ -6,20 +6,16 @@ import uuid
 from pathlib import Path
 
 import pytest
-from tier_fixtures import append_more, write_tiered
+from tier_fixtures import append_more, only, write_tiered
 
+from kafkatier.storage.checkpoint.metadata import PartitionMetadataFile
 from kafkatier.storage.log.readonly import ReadOnlyPartition
 from kafkatier.storage.verify.paths import verify_paths
 from kafkatier.tiering.config import TieringConfig
 from kafkatier.tiering.copy.orphans import sweep_orphans
 from kafkatier.tiering.metadata.local import LocalPartition
-from kafkatier.tiering.metadata.manifest import (
-    ManifestStore,
-    RemoteSegment,
-    SegmentState,
-    attempt_prefix,
-    now_ms,
-)
+from kafkatier.tiering.metadata.manifest import RemoteSegment, SegmentState, attempt_prefix, now_ms
+from kafkatier.tiering.metadata.manifest_store import ManifestStore
 from kafkatier.tiering.sidecar.tierer import Tierer
 from kafkatier.tiering.store.object_store import FsspecStore, ObjectStore
 
@@ -45,12 +41,16 @@ def test_uploads_every_closed_segment_but_not_the_active_one(tmp_path, file_stor
     for p in (0, 1):
         local = _local_segments(logs, "tiered", p)
         assert len(local) >= 4
-        manifest, _ = ManifestStore(file_store).load("tiered", p)
+        rp = only(file_store, "tiered", p)
+        topic_id = PartitionMetadataFile(logs / f"tiered-{p}" / "partition.metadata").read()
+        assert rp.prefix == f"tiered-{topic_id}/{p}/"  # Kafka's <topic>-<topicId>, then the number
+        manifest, _ = ManifestStore(file_store).load(rp)
+        assert manifest.topic_id == topic_id
         finished = manifest.finished()
         assert [s.base_offset for s in finished] == [b for b, _ in local[:-1]]
         for seg, (base, data), (next_base, _) in zip(finished, local, local[1:], strict=False):
             assert seg.end_offset == next_base - 1
-            remote_log = file_store.get_bytes(f"tiered-{p}/{base:020d}-{seg.attempt}/log")
+            remote_log = file_store.get_bytes(f"{rp.prefix}{base:020d}-{seg.attempt}/log")
             assert remote_log == data
             assert {"log", "index", "timeindex", "snapshot"} <= set(seg.files)
         assert any("txnindex" in s.files for s in finished)  # the aborted transaction
@@ -88,7 +88,7 @@ def test_open_transaction_bounds_eligibility_by_lso(tmp_path, file_store) -> Non
         assert part.last_stable_offset() == open_at
         assert part.candidates() == []
     Tierer(_config(logs, file_store.url), file_store).run_once()
-    assert ManifestStore(file_store).load("tiered", 0)[0].finished() == []
+    assert ManifestStore(file_store).load(only(file_store, "tiered", 0))[0].finished() == []
 
 
 def test_local_retention_deletes_only_uploaded_segments_and_keeps_log_start(
@@ -102,14 +102,14 @@ def test_local_retention_deletes_only_uploaded_segments_and_keeps_log_start(
     assert result.total("local_segments_deleted") == len(before) - len(after) > 0
     assert after[-1] == before[-1]  # the active segment stays
     assert sum(len(d) for _, d in after) >= 3000 - len(after[0][1])
-    manifest, _ = ManifestStore(file_store).load("tiered", 0)
+    manifest, _ = ManifestStore(file_store).load(only(file_store, "tiered", 0))
     assert manifest.log_start_offset == 0  # the log start offset does not move
     remote = {s.base_offset for s in manifest.finished()}
     assert {b for b, _ in before} - {b for b, _ in after} <= remote
     assert verify_paths([logs / "tiered-0"]) == []
     append_more(logs, "tiered", 0, steps=20, start=100)  # the writer reopens above a local start
     assert Tierer(_config(logs, file_store.url), file_store).run_once().failures == 0
-    manifest, _ = ManifestStore(file_store).load("tiered", 0)
+    manifest, _ = ManifestStore(file_store).load(only(file_store, "tiered", 0))
     assert manifest.log_start_offset == 0  # still: remote copies below the local start stay
     assert remote < {s.base_offset for s in manifest.finished()}
     assert verify_paths([logs]) == []
@@ -128,7 +128,7 @@ def test_local_retention_waits_for_a_finished_copy(tmp_path) -> None:
     result = Tierer(_config(logs, broken.url), broken).run_once()
     assert result.failures == 1
     assert _local_segments(logs, "tiered", 0) == before
-    manifest, _ = ManifestStore(broken).load("tiered", 0)
+    manifest, _ = ManifestStore(broken).load(only(broken, "tiered", 0))
     assert manifest.finished() == []
     assert manifest.segments == []  # the failed attempt was cleaned up
 
@@ -139,17 +139,18 @@ def test_orphans_of_a_dead_owner_are_removed(tmp_path, file_store) -> None:
     manifests = ManifestStore(file_store)
     dead = RemoteSegment(10**6, 10**6 + 5, 0, 10, SegmentState.COPY_SEGMENT_STARTED,
                          uuid.uuid4().hex, owner="dead:1:x", updated_ms=now_ms())
-    manifests.update("tiered", 0, lambda m: m.segments.append(dead) is None)
-    prefix = attempt_prefix("tiered", 0, dead.base_offset, dead.attempt)
+    rp = only(file_store, "tiered", 0)
+    manifests.update(rp, lambda m: m.segments.append(dead) is None)
+    prefix = attempt_prefix(rp, dead.base_offset, dead.attempt)
     file_store.put_bytes(prefix + "log", b"partial")
-    stray = attempt_prefix("tiered", 0, 5, "feedbeef") + "index"
+    stray = attempt_prefix(rp, 5, "feedbeef") + "index"
     file_store.put_bytes(stray, b"no entry names me")
-    assert sweep_orphans(file_store, "tiered", 0, owner="me", grace_ms=60_000) == 1  # stray only
+    assert sweep_orphans(file_store, rp, owner="me", grace_ms=60_000) == 1  # stray only
     assert file_store.head(stray) is None
     assert file_store.head(prefix + "log") is not None  # within its owner's grace period
-    assert sweep_orphans(file_store, "tiered", 0, owner="me", grace_ms=0) == 1
+    assert sweep_orphans(file_store, rp, owner="me", grace_ms=0) == 1
     assert file_store.head(prefix + "log") is None
-    manifest, _ = manifests.load("tiered", 0)
+    manifest, _ = manifests.load(only(manifests.store, "tiered", 0))
     assert manifest.find(dead.attempt) is None
     assert all(s.finished for s in manifest.segments)
 
@@ -158,10 +159,10 @@ def test_new_segments_upload_on_the_next_pass(tmp_path, file_store) -> None:
     logs = write_tiered(tmp_path / "logs")
     tierer = Tierer(_config(logs, file_store.url), file_store)
     tierer.run_once()
-    first = len(ManifestStore(file_store).load("tiered", 0)[0].finished())
+    first = len(ManifestStore(file_store).load(only(file_store, "tiered", 0))[0].finished())
     append_more(logs, "tiered", 0, steps=20, start=100)
     assert tierer.run_once().total("uploaded_segments") > 0
-    finished = ManifestStore(file_store).load("tiered", 0)[0].finished()
+    finished = ManifestStore(file_store).load(only(file_store, "tiered", 0))[0].finished()
     assert len(finished) > first
     assert [s.base_offset for s in finished[1:]] == [s.end_offset + 1 for s in finished[:-1]]
 
@@ -180,8 +181,8 @@ def test_upload_to_real_s3_matches_local_bytes(tmp_path, s3_store, s3_env) -> No
     store = config.open_store()
     for p in (0, 1):
         local = dict(_local_segments(logs, "tiered", p))
-        for seg in ManifestStore(store).load("tiered", p)[0].finished():
-            key = f"tiered-{p}/{seg.base_offset:020d}-{seg.attempt}/log"
+        for seg in ManifestStore(store).load(only(store, "tiered", p))[0].finished():
+            key = f"{only(store, 'tiered', p).prefix}{seg.base_offset:020d}-{seg.attempt}/log"
             assert store.get_bytes(key) == local[seg.base_offset]
             assert seg.files["log"].etag == store.head(key).etag  # type: ignore[union-attr]
 
@@ -207,15 +208,16 @@ def test_two_sidecars_racing_converge_without_duplicates(tmp_path, backend, requ
         t.join()
     assert tierers[0].run_once().failures == 0  # sweeps whatever the race left
     for p in (0, 1):
-        manifest, _ = ManifestStore(store).load("tiered", p)
+        manifest, _ = ManifestStore(store).load(only(store, "tiered", p))
         bases = [s.base_offset for s in manifest.segments]
         assert all(s.finished for s in manifest.segments)
         assert len(bases) == len(set(bases))
         local = _local_segments(logs, "tiered", p)
         assert sorted(bases) == [b for b, _ in local[:-1]]
-        named = {f"tiered-{p}/{s.base_offset:020d}-{s.attempt}/{k}"
+        rp = only(store, "tiered", p)
+        named = {f"{rp.prefix}{s.base_offset:020d}-{s.attempt}/{k}"
                  for s in manifest.segments for k in s.files}
-        listed = {i.key for i in store.list(f"tiered-{p}/") if not i.key.endswith("manifest.json")}
+        listed = {i.key for i in store.list(rp.prefix) if not i.key.endswith("manifest.json")}
         assert listed == named
 
 
@@ -225,7 +227,7 @@ def test_total_retention_expires_remote_copies_and_moves_the_log_start(tmp_path,
     before = _local_segments(logs, "tiered", 0)
     result = Tierer(_config(logs, file_store.url), file_store).run_once()
     assert result.total("remote_segments_expired") > 0
-    manifest, _ = ManifestStore(file_store).load("tiered", 0)
+    manifest, _ = ManifestStore(file_store).load(only(file_store, "tiered", 0))
     remote = manifest.finished()
     assert manifest.log_start_offset == remote[0].base_offset > 0
     after = _local_segments(logs, "tiered", 0)
@@ -235,5 +237,7 @@ def test_total_retention_expires_remote_copies_and_moves_the_log_start(tmp_path,
     assert total - remote[0].size < 5000  # and nothing more could go
     gone = {b for b, _ in before} - {s.base_offset for s in remote} - {b for b, _ in after}
     assert min(gone) == 0
-    listed = {i.key.split("/")[1] for i in file_store.list("tiered-0/")} - {"manifest.json"}
+    prefix = only(file_store, "tiered", 0).prefix
+    listed = {i.key[len(prefix):].split("/")[0] for i in file_store.list(prefix)}
+    listed -= {"manifest.json"}
     assert listed == {f"{s.base_offset:020d}-{s.attempt}" for s in remote}

@@ -1,5 +1,7 @@
-"""ManifestStore.partitions on every backend: a delimiter listing of the root's folders and one
-HEAD per partition-named folder, never a listing of every object under the store."""
+"""ManifestStore.partitions on every backend, in both layouts (``<topic>-<topicId>/<partition>/``
+and the one before topic ids, ``<topic>-<partition>/``): delimiter listings of the root's and
+the topic folders' folders and one request per partition folder, never a listing of every object
+under the store."""
 
 from __future__ import annotations
 
@@ -9,34 +11,46 @@ from typing import Any
 
 import pytest
 
-from kafkatier.tiering.metadata.manifest import (
-    MANIFEST_NAME,
-    ManifestStore,
-    attempt_prefix,
-)
+from kafkatier.storage.checkpoint.metadata import new_topic_id
+from kafkatier.tiering.metadata.identity import RemotePartition
+from kafkatier.tiering.metadata.manifest import MANIFEST_NAME, PartitionManifest, attempt_prefix
+from kafkatier.tiering.metadata.manifest_store import ManifestStore
 from kafkatier.tiering.store import s3bucket
 from kafkatier.tiering.store.object_store import ObjectStore
 from kafkatier.tiering.store.s3store import S3Store
 
-REAL = [("my-topic", 12), ("orders", 0), ("orders", 1)]
-CANDIDATES = 5
-"""Folders named like a partition dir: the three of REAL, orders-2 and orders-3."""
+ORDERS, OTHER, OLD = new_topic_id(), new_topic_id(), new_topic_id()
+REAL = sorted([
+    RemotePartition("my-topic", 12, OTHER),
+    RemotePartition("orders", 0, ORDERS),
+    RemotePartition("orders", 1, ORDERS),
+    RemotePartition("legacy", 3, OLD, legacy=True),  # a store written before topic ids
+])  # fmt: skip
+REQUESTS = {"list_prefixes": 3, "head": 4, "get_with_etag": 2}
+"""The root and the two topic folders listed; a HEAD for each partition folder of a topic folder
+(the three of REAL and orders 2); a GET of each legacy partition folder's manifest (its topic id
+is inside): legacy-3 and orders-3, which has none."""
 
 
-def _segment_objects(store: ObjectStore, topic: str, partition: int, count: int) -> None:
+def _segment_objects(store: ObjectStore, rp: RemotePartition, count: int) -> None:
     for base in range(count):
-        prefix = attempt_prefix(topic, partition, base * 100, f"att{base}")
+        prefix = attempt_prefix(rp, base * 100, f"att{base}")
         for kind in ("log", "index"):
             store.put_bytes(prefix + kind, b"seg")
 
 
 def _populate(store: ObjectStore) -> None:
     manifests = ManifestStore(store)
-    for topic, partition in REAL:
-        manifests.update(topic, partition, lambda m: True)  # creates the manifest
-        _segment_objects(store, topic, partition, 3)
-    _segment_objects(store, "orders", 2, 2)  # a partition dir whose manifest is not written yet
+    for rp in REAL:
+        if rp.legacy:  # written as the release before topic ids wrote it
+            body = PartitionManifest(rp.topic, rp.partition, topic_id=rp.topic_id).to_bytes()
+            store.put_bytes(rp.prefix + MANIFEST_NAME, body)
+        else:
+            manifests.update(rp, lambda m: True)  # creates the manifest
+        _segment_objects(store, rp, 3)
+    _segment_objects(store, RemotePartition("orders", 2, ORDERS), 2)  # no manifest yet
     store.put_bytes(f"notes/{MANIFEST_NAME}", b"{}")  # not a partition dir name
+    store.put_bytes(f"orders-{ORDERS}/sub/{MANIFEST_NAME}", b"{}")  # not a partition number
     store.put_bytes(f"orders-3/sub/{MANIFEST_NAME}", b"{}")  # a manifest at the wrong depth
     store.put_bytes(f"orders-4-delete/{MANIFEST_NAME}", b"{}")  # Kafka's deleted-dir variant
     store.put_bytes(MANIFEST_NAME, b"{}")  # at the root, in no folder
@@ -68,15 +82,17 @@ class _Recording:
 def test_partitions_are_the_partition_folders_holding_a_manifest(store: ObjectStore) -> None:
     _populate(store)
     assert ManifestStore(store).partitions() == REAL
-    ManifestStore(store).update("orders", 2, lambda m: True)  # its manifest lands
-    assert ManifestStore(store).partitions() == sorted([*REAL, ("orders", 2)])
+    late = RemotePartition("orders", 2, ORDERS)
+    ManifestStore(store).update(late, lambda m: True)  # its manifest lands
+    assert ManifestStore(store).partitions() == sorted([*REAL, late])
+    assert ManifestStore(store).partitions(topic="orders", exclude={late.identity}) == REAL[2:]
 
 
-def test_partitions_lists_folders_once_and_heads_each_candidate(store: ObjectStore) -> None:
+def test_partitions_lists_folders_once_and_asks_once_per_candidate(store: ObjectStore) -> None:
     _populate(store)
     recording = _Recording(store)
     assert ManifestStore(recording).partitions() == REAL  # type: ignore[arg-type]
-    assert recording.calls == {"list_prefixes": 1, "head": CANDIDATES}
+    assert recording.calls == REQUESTS
 
 
 def test_partitions_of_an_empty_store(store: ObjectStore) -> None:
@@ -106,11 +122,11 @@ def test_s3_requests_of_partitions_do_not_grow_with_segment_objects(
                     lambda params, **_: listings.append(dict(params)))
     assert ManifestStore(s3_store).partitions() == REAL
     before = dict(sent)
-    assert before["HeadObject"] == CANDIDATES
-    pages = before["ListObjectsV2"]
-    assert 0 < pages <= 4  # 7 folders and one loose object, two a page (the last may be empty)
-    for topic, partition in REAL:
-        _segment_objects(s3_store, topic, partition, 10)
+    assert before["HeadObject"] == REQUESTS["head"]
+    assert before["GetObject"] == REQUESTS["get_with_etag"]
+    assert before["ListObjectsV2"] >= REQUESTS["list_prefixes"]  # pages of two folders
+    for rp in REAL:
+        _segment_objects(s3_store, rp, 10)
     sent.clear()
     assert ManifestStore(s3_store).partitions() == REAL
     assert dict(sent) == before

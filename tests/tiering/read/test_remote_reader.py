@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tier_fixtures import T0, write_tiered
+from tier_fixtures import T0, only, write_tiered
 
 from kafkatier.storage.log.readonly import ReadOnlyPartition
 from kafkatier.tiering.config import TieringConfig
@@ -56,7 +56,7 @@ def test_joined_read_returns_the_original_log(tiered) -> None:
 
 def test_remote_read_uses_ranged_gets(tiered) -> None:
     _, store, _, _ = tiered
-    reader = RemoteLogReader(store, "tiered", 0, chunk_bytes=256)
+    reader = RemoteLogReader(store, only(store, "tiered", 0), chunk_bytes=256)
     seg = reader.segments[1]
     store.bytes_read = 0
     first = next(reader.batches_from(seg.end_offset))

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from fault_proxy import FaultProxy
-from tier_fixtures import T0, write_tiered
+from tier_fixtures import T0, only, write_tiered
 
 from kafkatier.cli.main import main
 from kafkatier.storage.checkpoint.checkpoint_file import (
@@ -21,7 +21,7 @@ from kafkatier.storage.record.record import Record
 from kafkatier.storage.verify.paths import verify_paths
 from kafkatier.tiering.config import TieringConfig
 from kafkatier.tiering.errors import RemoteVerifyError
-from kafkatier.tiering.metadata.manifest import ManifestStore
+from kafkatier.tiering.metadata.manifest_store import ManifestStore
 from kafkatier.tiering.read.restore import restore_topic
 from kafkatier.tiering.sidecar.tierer import Tierer
 from kafkatier.tiering.store.object_store import FsspecStore
@@ -64,7 +64,7 @@ def test_restore_reproduces_every_uploaded_file_and_verifies(uploaded, tmp_path)
 
 def test_restore_from_offset_sets_log_start(uploaded, tmp_path) -> None:
     _, store = uploaded
-    segs = ManifestStore(store).load("tiered", 0)[0].finished()
+    segs = ManifestStore(store).load(only(store, "tiered", 0))[0].finished()
     middle = segs[2].base_offset + 1
     target = tmp_path / "restored"
     [result] = restore_topic(store, "tiered", target, partitions=[0], from_offset=middle)
@@ -79,7 +79,7 @@ def test_restore_from_offset_sets_log_start(uploaded, tmp_path) -> None:
 
 def test_restore_from_timestamp(uploaded, tmp_path) -> None:
     _, store = uploaded
-    segs = ManifestStore(store).load("tiered", 1)[0].finished()
+    segs = ManifestStore(store).load(only(store, "tiered", 1))[0].finished()
     ts = segs[3].max_timestamp
     [result] = restore_topic(store, "tiered", tmp_path / "r", partitions=[1], from_timestamp=ts)
     first = next(s for s in segs if s.max_timestamp >= ts)
@@ -96,8 +96,8 @@ def test_restore_resumes_and_rejects_corrupt_objects(uploaded, tmp_path) -> None
     again = restore_topic(store, "tiered", target, partitions=[0])[0]
     assert again.files_downloaded == 1
     assert again.files_skipped == first.files_downloaded - 1
-    seg = ManifestStore(store).load("tiered", 0)[0].finished()[0]
-    key = f"tiered-0/{seg.base_offset:020d}-{seg.attempt}/log"
+    seg = ManifestStore(store).load(only(store, "tiered", 0))[0].finished()[0]
+    key = f"{only(store, 'tiered', 0).prefix}{seg.base_offset:020d}-{seg.attempt}/log"
     data = bytearray(store.get_bytes(key))
     data[100] ^= 0xFF
     store.put_bytes(key, bytes(data))  # bit rot in the remote copy
@@ -142,7 +142,7 @@ def test_multipart_segments_restore_through_resets_and_bit_flips(
     logs = _big_segments(tmp_path / "logs", segments=2, mib=11)
     config = TieringConfig(log_dirs=(logs,), remote_url=s3_store.url)
     assert Tierer(config, s3_store).run_once().total("uploaded_segments") == 2
-    manifest = ManifestStore(s3_store).load("big", 0)[0]
+    manifest = ManifestStore(s3_store).load(only(s3_store, "big", 0))[0]
     assert all(s.files["log"].etag.strip('"').endswith("-3") for s in manifest.finished())
     proxy = FaultProxy(int(s3_env.endpoint.rsplit(":", 1)[1]))
     try:

@@ -13,12 +13,13 @@ from pathlib import Path
 
 import pytest
 from test_sidecar import sidecar_cmd, write_conf
-from tier_fixtures import write_tiered
+from tier_fixtures import only, write_tiered
 
 from kafkatier.storage.log.readonly import ReadOnlyPartition
 from kafkatier.storage.verify.paths import verify_paths
 from kafkatier.tiering.crash import ENV
-from kafkatier.tiering.metadata.manifest import MANIFEST_NAME, ManifestStore, object_key
+from kafkatier.tiering.metadata.manifest import MANIFEST_NAME, object_key
+from kafkatier.tiering.metadata.manifest_store import ManifestStore
 from kafkatier.tiering.store.s3store import S3Store
 
 OVERRIDES = {"local.retention.bytes": "4000", "retention.bytes": "-1"}
@@ -33,16 +34,17 @@ def _run(conf: Path, env: dict[str, str], crash: str | None) -> int:
 
 
 def _check_invariants(store: S3Store, logs: Path, original: dict[int, bytes]) -> None:
-    manifest, _ = ManifestStore(store).load("tiered", 0)
+    rp = only(store, "tiered", 0)
+    manifest, _ = ManifestStore(store).load(rp)
     named = set()
     for seg in manifest.segments:
         assert seg.finished, seg  # converged: nothing STARTED or being deleted
         for kind, meta in seg.files.items():
-            key = object_key("tiered", 0, seg, kind)
+            key = object_key(rp, seg, kind)
             info = store.head(key)
             assert info is not None and info.size == meta.size, key
             named.add(key)
-    listed = {i.key for i in store.list("tiered-0/") if not i.key.endswith(MANIFEST_NAME)}
+    listed = {i.key for i in store.list(rp.prefix) if not i.key.endswith(MANIFEST_NAME)}
     assert listed == named  # no orphan objects
     bases = [s.base_offset for s in manifest.finished()]
     assert len(bases) == len(set(bases))  # no duplicate copies
@@ -53,7 +55,7 @@ def _check_invariants(store: S3Store, logs: Path, original: dict[int, bytes]) ->
         if base not in local:  # deleted locally: must exist remotely, byte for byte
             seg = manifest.finished_for(base)
             assert seg is not None
-            assert store.get_bytes(object_key("tiered", 0, seg, "log")) == data
+            assert store.get_bytes(object_key(only(store, "tiered", 0), seg, "log")) == data
     assert set(closed) <= set(bases)
     assert verify_paths([logs / "tiered-0"]) == []
 

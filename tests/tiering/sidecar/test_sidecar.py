@@ -12,11 +12,11 @@ import time
 import urllib.request
 from pathlib import Path
 
-from tier_fixtures import append_more, write_tiered
+from tier_fixtures import append_more, only, write_tiered
 
 from kafkatier.cli.main import main
 from kafkatier.storage.log.readonly import ReadOnlyPartition
-from kafkatier.tiering.metadata.manifest import ManifestStore
+from kafkatier.tiering.metadata.manifest_store import ManifestStore
 from kafkatier.tiering.store.object_store import FsspecStore
 
 
@@ -32,7 +32,7 @@ def sidecar_cmd(conf: Path, *extra: str) -> list[str]:
 
 
 def _finished(store: FsspecStore, partition: int = 0) -> int:
-    return len(ManifestStore(store).load("tiered", partition)[0].finished())
+    return len(ManifestStore(store).load(only(store, "tiered", partition))[0].finished())
 
 
 def _free_port() -> int:

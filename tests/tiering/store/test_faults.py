@@ -7,13 +7,14 @@ import filecmp
 from pathlib import Path
 
 from fault_proxy import OutageAfterFirstObject, impatient_store
-from tier_fixtures import write_tiered
+from tier_fixtures import only, write_tiered
 
 from kafkatier.storage.log.readonly import ReadOnlyPartition
 from kafkatier.storage.verify.paths import verify_paths
 from kafkatier.tiering.config import TieringConfig
 from kafkatier.tiering.errors import RemoteVerifyError
-from kafkatier.tiering.metadata.manifest import ManifestStore, object_key
+from kafkatier.tiering.metadata.manifest import object_key
+from kafkatier.tiering.metadata.manifest_store import ManifestStore
 from kafkatier.tiering.read.restore import restore_topic
 from kafkatier.tiering.sidecar.tierer import Tierer
 from kafkatier.tiering.store.s3store import S3Store
@@ -33,11 +34,12 @@ def _tier(logs: Path, store: S3Store):
 
 
 def _assert_remote_matches(direct: S3Store, original: dict[int, bytes]) -> None:
-    manifest, _ = ManifestStore(direct).load("tiered", 0)
+    rp = only(direct, "tiered", 0)
+    manifest, _ = ManifestStore(direct).load(rp)
     assert manifest.finished()
     assert all(s.finished for s in manifest.segments)
     for seg in manifest.finished():
-        assert direct.get_bytes(object_key("tiered", 0, seg, "log")) == original[seg.base_offset]
+        assert direct.get_bytes(object_key(rp, seg, "log")) == original[seg.base_offset]
 
 
 def _original(logs: Path) -> dict[int, bytes]:
@@ -71,16 +73,17 @@ def test_outage_mid_segment_leaves_local_data_and_converges_after(
     assert result.failures == 1
     assert _original(logs) == original  # nothing deleted locally
     direct = _store(s3_url, s3_env.endpoint)
-    manifest, _ = ManifestStore(direct).load("tiered", 0)
+    manifest, _ = ManifestStore(direct).load(only(direct, "tiered", 0))
     assert manifest.finished() == []
     states = {s.state.value for s in manifest.segments}
     assert states == {"COPY_SEGMENT_STARTED"}  # abandoned attempts, whose cleanup failed too
     proxy.recover()
     assert _tier(logs, _store(s3_url, proxy.endpoint)).failures == 0
     _assert_remote_matches(direct, original)
-    named = {object_key("tiered", 0, s, k) for s in ManifestStore(direct).load("tiered", 0)[0]
-             .finished() for k in s.files}
-    listed = {i.key for i in direct.list("tiered-0/") if not i.key.endswith("manifest.json")}
+    rp = only(direct, "tiered", 0)
+    named = {object_key(rp, s, k) for s in ManifestStore(direct).load(rp)[0].finished()
+             for k in s.files}
+    listed = {i.key for i in direct.list(rp.prefix) if not i.key.endswith("manifest.json")}
     assert listed == named  # the abandoned attempt's object was swept
 
 

@@ -1,0 +1,147 @@
+"""The manifests of one remote store: found, read and committed by conditional put, each checked
+against the topic incarnation it is read for (identity.py).
+
+Every change is read-modify-write with ``If-Match`` on the manifest's entity tag (``If-None-Match:
+*`` to create it), retried from a fresh read when another writer won: the manifest can only move
+from one consistent state to the next. A manifest recording another topic id than the partition
+it is read for is refused (:class:`TopicIdMismatchError`), so the remote state of a deleted topic
+is never applied to a topic created again under its name.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Callable, Collection
+from concurrent.futures import ThreadPoolExecutor
+
+from kafkatier.storage.checkpoint.metadata import parse_partition_dir_name
+from kafkatier.tiering.errors import PreconditionFailedError, TieringError, TopicIdMismatchError
+from kafkatier.tiering.metadata.identity import (
+    RemotePartition,
+    parse_partition_folder,
+    parse_topic_folder,
+)
+from kafkatier.tiering.metadata.manifest import PartitionManifest, manifest_key
+from kafkatier.tiering.store.object_store import ObjectStore
+
+_HEAD_WORKERS = 8
+"""Manifest requests in flight while listing partitions (a boto3 client pools 10+ connections)."""
+
+
+class ManifestStore:
+    """Reads and conditionally updates the manifests of one remote store."""
+
+    def __init__(
+        self, store: ObjectStore, *, max_retries: int = 50, lock: threading.Lock | None = None
+    ) -> None:
+        self.store = store
+        self.max_retries = max_retries
+        # Writers sharing ``lock`` (one sidecar's upload threads) take turns instead of racing
+        # each other to a 412, a sleep and a re-read; the conditional PUT still keeps apart
+        # writers that do not share it (another sidecar).
+        self.lock = lock if lock is not None else contextlib.nullcontext()
+
+    def load(self, rp: RemotePartition) -> tuple[PartitionManifest, str | None]:
+        """The manifest and its entity tag (None: not created yet, an empty manifest)."""
+        key = manifest_key(rp)
+        got = self.store.get_with_etag(key)
+        if got is None:
+            return PartitionManifest(rp.topic, rp.partition, topic_id=rp.topic_id), None
+        manifest = PartitionManifest.from_bytes(got[0], key)
+        check_identity(manifest, rp, key)
+        return manifest, got[1]
+
+    def update(
+        self, rp: RemotePartition, change: Callable[[PartitionManifest], bool]
+    ) -> PartitionManifest:
+        """Apply ``change`` (returns whether it changed anything) and commit it conditionally;
+        on a lost race, re-read and re-apply. Returns the manifest as committed."""
+        key = manifest_key(rp)
+        for _ in range(self.max_retries):
+            with self.lock:
+                manifest, etag = self.load(rp)
+                if not change(manifest):
+                    return manifest
+                try:
+                    if etag is None:
+                        self.store.put_bytes(key, manifest.to_bytes(), if_none_match=True)
+                    else:
+                        self.store.put_bytes(key, manifest.to_bytes(), if_match=etag)
+                    return manifest
+                except PreconditionFailedError:
+                    pass
+            time.sleep(0.01)
+        raise TieringError("manifest update kept losing to other writers", key=key)
+
+    def locate(self, topic: str, partition: int, topic_id: str) -> RemotePartition:
+        """Where the partition with ``topic_id`` keeps its remote data: its own folder, unless
+        only a manifest of the layout before topic ids exists and records this very id (then
+        that one, in place). A legacy manifest of another id is another incarnation: left
+        alone. One HEAD, and one GET when the partition's own manifest does not exist yet."""
+        own = RemotePartition.of(topic, partition, topic_id)
+        if own.legacy or self.store.head(manifest_key(own)) is not None:
+            return own
+        legacy = RemotePartition(topic, partition, topic_id, legacy=True)
+        got = self.store.get_with_etag(manifest_key(legacy))
+        if got is not None:
+            recorded = PartitionManifest.from_bytes(got[0], manifest_key(legacy)).topic_id
+            if recorded == topic_id:
+                return legacy
+        return own
+
+    def partitions(
+        self, topic: str | None = None, exclude: Collection[tuple[str, int, str]] = ()
+    ) -> list[RemotePartition]:
+        """Every remote partition with a manifest, of every incarnation (of ``topic`` only, if
+        given; none whose ``identity`` is in ``exclude``, which the caller knows already). One
+        delimiter listing of the root's folders and one of each topic folder, then one request
+        per partition folder (a HEAD; a GET for a legacy folder, whose topic id is inside), so
+        the cost follows the number of partitions, never the number of segment objects."""
+        own: list[RemotePartition] = []
+        legacy: list[tuple[str, int]] = []
+        for folder in self.store.list_prefixes(""):
+            name = folder.rstrip("/")
+            if (parsed := parse_topic_folder(name)) is not None:
+                if topic is None or parsed[0] == topic:
+                    own += self._topic_folder(folder, *parsed)
+            elif (old := parse_partition_dir_name(name)) is not None and (
+                topic is None or old[0] == topic
+            ):
+                legacy.append(old)
+        if not own and not legacy:
+            return []
+        with ThreadPoolExecutor(min(_HEAD_WORKERS, len(own) + len(legacy))) as pool:
+            present = list(pool.map(lambda rp: self.store.head(manifest_key(rp)) is not None,
+                                    own))  # fmt: skip
+            found = [rp for rp, ok in zip(own, present, strict=True) if ok]
+            found += [rp for rp in pool.map(self._legacy, legacy) if rp is not None]
+        return sorted(rp for rp in found if rp.identity not in exclude)
+
+    def _topic_folder(self, folder: str, topic: str, topic_id: str) -> list[RemotePartition]:
+        partitions = (parse_partition_folder(p[len(folder):].rstrip("/"))
+                      for p in self.store.list_prefixes(folder))  # fmt: skip
+        return [RemotePartition(topic, p, topic_id) for p in partitions if p is not None]
+
+    def _legacy(self, part: tuple[str, int]) -> RemotePartition | None:
+        key = manifest_key(RemotePartition(*part, legacy=True))
+        got = self.store.get_with_etag(key)
+        if got is None:
+            return None
+        topic_id = PartitionManifest.from_bytes(got[0], key).topic_id
+        return RemotePartition(*part, topic_id=topic_id, legacy=True)
+
+
+def check_identity(manifest: PartitionManifest, rp: RemotePartition, key: str) -> None:
+    """Refuse a manifest that belongs to another partition or topic incarnation than ``rp``."""
+    if (manifest.topic, manifest.partition) != (rp.topic, rp.partition):
+        raise TopicIdMismatchError(
+            f"the manifest is of {manifest.topic}-{manifest.partition}, not "
+            f"{rp.topic}-{rp.partition}", key=key,
+        )  # fmt: skip
+    if rp.topic_id and manifest.topic_id and manifest.topic_id != rp.topic_id:
+        raise TopicIdMismatchError(
+            f"the manifest is of topic id {manifest.topic_id}, not {rp.topic_id} "
+            f"({rp.topic}-{rp.partition} was deleted and created again?)", key=key,
+        )  # fmt: skip
