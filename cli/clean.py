@@ -44,6 +44,12 @@ what a pass does, per partition (Kafka's rules, kafka-format.md §10-§11):
                 are compacted with the same cleaner, rewritten under new object keys and
                 swapped in by one conditional manifest update; leftovers of killed runs are
                 swept first. LOG_DIR is not given then.
+  --delete-stale
+                with --remote: also delete the remote data of every earlier incarnation of a
+                topic the log dirs hold (a topic deleted and created again under its name
+                leaves its old data under the old topic id; kafkatier status lists it as
+                stale). Kafka deletes a deleted topic's remote data; kafkatier leaves it to
+                you, since another log dir sharing the remote store may still own that id.
 
 Settings come from LOG_DIR/kafkatier-topic.<topic>.properties (Kafka's names and defaults);
 --config overrides them for this run only. Every setting is checked before any file is
@@ -76,6 +82,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         "--remote, also the sidecar properties FILE")  # fmt: skip
     parser.add_argument("--remote", action="store_true",
                         help="compact the tiered copies in the remote store (see below)")
+    parser.add_argument("--delete-stale", action="store_true",
+                        help="with --remote: delete earlier incarnations' remote data (below)")
     parser.add_argument("--json", action="store_true",
                         help="JSON Lines: an object per partition, then the totals")  # fmt: skip
     parser.set_defaults(func=run)
@@ -84,6 +92,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def run(args: argparse.Namespace) -> int:
     if args.remote:
         return run_remote(args)
+    if args.delete_stale:
+        print("kafkatier clean: error: --delete-stale goes with --remote", file=sys.stderr)
+        return 2
     path: Path | None = args.log_dir
     if path is None:
         print("kafkatier clean: error: LOG_DIR is required (or --remote)", file=sys.stderr)
@@ -131,11 +142,16 @@ def run_remote(args: argparse.Namespace) -> int:
     overrides = parse_overrides(settings, source="--config")
     LogConfig().with_overrides(overrides, source="--config")
     with remote_storage(load_config(Path(files[0]))) as config:  # embedded S3 started if asked
-        outcomes = RemotePass(config, config.open_store(), overrides).run(args.topic)
+        outcomes = RemotePass(config, config.open_store(), overrides).run(
+            args.topic, delete_stale=args.delete_stale)
     for o in outcomes:
         r = o.result
         if args.json:
             print(json.dumps(o.to_json()))
+        elif o.stale_topic_id is not None:
+            state = f"error: {o.error}" if o.error else "deleted"
+            print(f"{o.topic}-{o.partition} [remote, stale topic id {o.stale_topic_id}]: "
+                  f"{o.stale_segments_deleted} segments, {state}")
         else:
             state = f"error: {o.error}" if o.error else ("compacted" if r.cleaned else
                                                          "not due (dirty ratio / lag)")  # fmt: skip

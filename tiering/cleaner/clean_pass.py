@@ -4,7 +4,9 @@ For every partition of the sidecar configuration's log dirs whose topic is compa
 and for every partition the remote store holds a manifest of but no log dir does (its topic
 settings then come from the manifest), as the sidecar would: sweep the partition's orphans
 (attempts a killed run left behind), then :func:`~kafkatier.tiering.cleaner.compaction
-.compact_remote`. A failing partition is reported and the others carry on.
+.compact_remote`. A failing partition is reported and the others carry on. Remote data of another
+incarnation of a local topic (deleted and created again: ``stale.py``) is not compacted; with
+``delete_stale`` it is deleted.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 from kafkatier.storage.config.log_config import LogConfig
 from kafkatier.storage.log.log import wall_clock_ms
 from kafkatier.tiering.cleaner.compaction import RemoteCompactionResult, compact_remote
+from kafkatier.tiering.cleaner.stale import delete_incarnation, stale
 from kafkatier.tiering.config import TieringConfig
 from kafkatier.tiering.copy.orphans import sweep_orphans
 from kafkatier.tiering.copy.upload import new_owner
@@ -35,10 +38,15 @@ class RemotePartitionOutcome:
     orphans_removed: int = 0
     result: RemoteCompactionResult = field(default_factory=RemoteCompactionResult)
     error: str | None = None
+    stale_topic_id: str | None = None
+    """Set for a stale incarnation deleted by this pass (the id it had)."""
+    stale_segments_deleted: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {"topic": self.topic, "partition": self.partition,
                 "orphans_removed": self.orphans_removed, **asdict(self.result),
+                "stale_topic_id": self.stale_topic_id,
+                "stale_segments_deleted": self.stale_segments_deleted,
                 "error": self.error}  # fmt: skip
 
 
@@ -52,9 +60,12 @@ class RemotePass:
     grace_ms: int = 0
     owner: str = field(default_factory=new_owner)
 
-    def run(self, topic: str | None = None) -> list[RemotePartitionOutcome]:
+    def run(
+        self, topic: str | None = None, *, delete_stale: bool = False
+    ) -> list[RemotePartitionOutcome]:
         outcomes: list[RemotePartitionOutcome] = []
         seen: set[tuple[str, int, str]] = set()
+        local_ids: dict[str, set[str]] = {}
         manifests = ManifestStore(self.store)
         for log_dir, name, partition in local_partitions(list(self.config.log_dirs)):
             if topic is not None and name != topic:
@@ -62,16 +73,34 @@ class RemotePass:
             with LocalPartition(log_dir, name, partition) as part:
                 part.remote = manifests.locate(name, partition, part.topic_id())
                 seen.add(part.remote.identity)
+                local_ids.setdefault(name, set()).add(part.remote.topic_id)
                 cfg = part.config.with_overrides(self.overrides, source="--config")
                 if cfg.is_compacted and cfg.remote_storage_enable:
                     outcomes.append(self._one(part.remote, cfg, part))
-        for rp in manifests.partitions(topic=topic, exclude=seen):
+        remote_only = manifests.partitions(topic=topic, exclude=seen)
+        dead = stale(remote_only, local_ids)
+        if delete_stale:
+            outcomes += [self._delete(rp) for rp in dead]
+        for rp in remote_only:
+            if rp in dead:
+                continue
             manifest, _ = manifests.load(rp)
             cfg = LogConfig().with_overrides({**manifest.topic_config, **self.overrides},
                                              source=f"manifest of {rp}")  # fmt: skip
             if cfg.is_compacted:
                 outcomes.append(self._one(rp, cfg, None))
         return outcomes
+
+    def _delete(self, rp: RemotePartition) -> RemotePartitionOutcome:
+        outcome = RemotePartitionOutcome(rp.topic, rp.partition, stale_topic_id=rp.topic_id)
+        try:
+            outcome.stale_segments_deleted = delete_incarnation(self.store, rp)
+            log.info("deleted the remote data of %s: %d segments", rp,
+                     outcome.stale_segments_deleted)  # fmt: skip
+        except Exception as exc:
+            log.exception("deleting the remote data of %s failed", rp)
+            outcome.error = f"{type(exc).__name__}: {exc}"
+        return outcome
 
     def _one(self, rp: RemotePartition, cfg: LogConfig,
              part: LocalPartition | None) -> RemotePartitionOutcome:  # fmt: skip

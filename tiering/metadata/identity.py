@@ -24,6 +24,7 @@ from kafkatier.storage.checkpoint.metadata import (
     parse_partition_dir_name,
     partition_dir_name,
     uuid_from_str,
+    uuid_to_str,
 )
 
 TOPIC_ID_CHARS = 22
@@ -83,11 +84,11 @@ def parse_topic_folder(name: str) -> tuple[str, str] | None:
     if parse_partition_dir_name(name) is not None:
         return None  # a legacy partition folder (a 22-digit number is never a partition)
     try:
-        uuid_from_str(topic_id)
+        canonical = uuid_to_str(uuid_from_str(topic_id))  # what Kafka's Uuid.toString writes
         partition_dir_name(topic, 0)
     except ValueError:
         return None
-    return topic, topic_id
+    return (topic, topic_id) if canonical == topic_id else None
 
 
 def parse_partition_folder(name: str) -> int | None:

@@ -3,10 +3,10 @@
 Upload lag follows Kafka's ``RemoteCopyLagBytes`` / ``RemoteCopyLagSegments``: the closed local
 segments (every one but the active) holding offsets above the highest offset in remote storage.
 
-Remote data of another incarnation of a local partition (the topic deleted and created again
-under its name: another topic id) is listed on its own line as ``stale``: the sidecar never
-applies it to the new topic and never deletes it; ``kafkatier clean --remote --delete-stale``
-does, when nobody needs it any more.
+Remote data of another incarnation of a local topic (deleted and created again under its name:
+another topic id) is listed on its own lines as ``stale``: the sidecar never applies it to the
+new topic and never deletes it (``tiering.cleaner.stale``); ``kafkatier clean --remote
+--delete-stale`` does, when nobody needs it any more.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from kafkatier.tiering.cleaner.stale import stale
 from kafkatier.tiering.config import TieringConfig
 from kafkatier.tiering.metadata.identity import RemotePartition
 from kafkatier.tiering.metadata.local import LocalPartition, local_partitions
@@ -85,7 +86,11 @@ def collect_status(
             part.remote = manifests.locate(topic, partition, part.topic_id())
             found.append(partition_status(part, store, part.remote))
         seen.add(part.remote.identity)
-    local = {identity[:2] for identity in seen}
-    for rp in manifests.partitions(exclude=seen):
-        found.append(partition_status(None, store, rp, stale=(rp.topic, rp.partition) in local))
+    local_ids: dict[str, set[str]] = {}
+    for name, _, topic_id in seen:
+        local_ids.setdefault(name, set()).add(topic_id)
+    remote_only = manifests.partitions(exclude=seen)
+    dead = stale(remote_only, local_ids)
+    for rp in remote_only:
+        found.append(partition_status(None, store, rp, stale=rp in dead))
     return sorted(found, key=lambda s: (s.topic, s.partition, s.stale))
