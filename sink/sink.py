@@ -148,6 +148,8 @@ class KafkaLogSink:
             if self._logs is not None and turn.changed_since(self._generation):
                 log.info("sink %s: %s changed by another writer", self.sink_id, self.log_dir)
                 self._drop_logs()
+            elif self._logs is not None:
+                self._logs.release_removed_segments()  # local retention of the sidecar
             self._generation = turn.token
             self._batch(df, batch_id)
 

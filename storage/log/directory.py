@@ -127,6 +127,10 @@ class LogDirectory:
                     return PartitionMetadataFile(path).read()
         return None
 
+    def release_removed_segments(self) -> int:
+        """:meth:`Log.release_removed_segments` of every open log; returns how many in all."""
+        return sum(log.release_removed_segments() for log in self.logs.values())
+
     def checkpoint(self) -> None:
         """Write recovery points, log start offsets (only those above the first segment, as
         Kafka's ``checkpointLogStartOffsetsInDir``) and, once there are any, cleaner offsets."""

@@ -240,6 +240,22 @@ class Log:
         )
         return self.append(marker, origin=AppendOrigin.COORDINATOR)
 
+    def release_removed_segments(self) -> int:
+        """Close the oldest segments whose ``.log`` another process removed; returns how many.
+
+        The tiering sidecar deletes local segments whose remote copy is durable (local
+        retention), on the files, beside the writer: renamed ``.deleted``, then unlinked. Kafka's
+        broker closes a segment when it deletes it; a writer that kept these open would hold
+        their descriptors, mappings and disk space for as long as it runs. Local retention only
+        ever takes the oldest segments and never the active one, so this looks at the oldest
+        only (one ``stat`` when nothing changed). The log start offset stays: the data are
+        remote, not gone (Kafka's local log start moves, its log start does not)."""
+        released = 0
+        while len(self.segments) > 1 and not self.segments[0].log_path.exists():
+            self.segments.pop(0).close_handlers()
+            released += 1
+        return released
+
     # ------------------------------------------------------------------ durability
 
     def flush(self) -> None:

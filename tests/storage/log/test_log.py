@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from crash_writer import check_partition, read_partition
+from fd_probe import held_deleted
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch
@@ -559,3 +560,38 @@ def test_random_operations_keep_the_log_consistent(ops: list[tuple]) -> None:
                 check_partition(log)
         check_partition(log)
         log.close()
+
+
+# ------------------------------------------------------------------ segments deleted beside it
+
+
+def delete_as_the_sidecar_does(directory: Path, base: int) -> None:
+    """Local retention of tiering/copy/local_retention.py: rename ``.deleted``, then unlink."""
+    for path in sorted(directory.glob(f"{base:020d}.*")):
+        renamed = path.with_name(path.name + ".deleted")
+        path.rename(renamed)
+        renamed.unlink()
+
+
+def test_segments_another_process_deleted_are_let_go(tmp_path: Path) -> None:
+    log = new_log(tmp_path, **{"segment.bytes": 500, "index.interval.bytes": 100})
+    for _ in range(12):
+        log.append(batch(3, size=40))
+    assert len(log.segments) >= 4
+    first = [s.base_offset for s in log.segments]
+    for base in first[:2]:
+        delete_as_the_sidecar_does(log.directory, base)
+    assert held_deleted(tmp_path)  # the writer still holds what the sidecar freed
+    assert log.release_removed_segments() == 2
+    assert held_deleted(tmp_path) == []
+    assert [s.base_offset for s in log.segments] == first[2:]
+    assert log.log_start_offset == 0  # the data are remote, not gone: the log start stays
+    assert log.release_removed_segments() == 0  # one stat when nothing changed
+    end = log.log_end_offset
+    log.append(batch(2))
+    assert [r.offset for r in iter_records(log, first[2])][-2:] == [end, end + 1]
+    remaining = len(log.segments)
+    for base in [s.base_offset for s in log.segments]:  # never the active segment
+        delete_as_the_sidecar_does(log.directory, base)
+    assert log.release_removed_segments() == remaining - 1
+    assert len(log.segments) == 1
