@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -81,6 +82,7 @@ from kafkatier.sink.stage import (
     staging_base,
     staging_wanted,
 )
+from kafkatier.sink.stop import close_when_stopped
 from kafkatier.sink.txn import end_txn, open_txn_logs, topic_partitions
 from kafkatier.storage.config.topic_files import TopicConfigStore
 from kafkatier.storage.log.directory import LogDirectory
@@ -138,10 +140,13 @@ class KafkaLogSink:
         self._producer_id: int | None = None
         self._logs: LogDirectory | None = None
         self._generation: str | None = None  # the token of this sink's last turn on the log dir
+        self._watched: set[str] = set()  # queries whose end closes the logs (sink/stop.py)
+        self._turns = threading.Lock()  # a batch and a close from the listener's thread
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         with (
+            self._turns,
             exclusive_lock(self.log_dir, self.sink_id),
             writer_turn(self.log_dir, who=f"sink {self.sink_id}") as turn,
         ):
@@ -158,6 +163,9 @@ class KafkaLogSink:
         state = self._begin()
         query_id = hooks.query_id(df)
         self._check_query(state, query_id, batch_id)
+        if query_id is not None and query_id not in self._watched:
+            self._watched.add(query_id)
+            close_when_stopped(df.sparkSession, query_id, self.close)
         if batch_id <= state.last_committed_batch:
             log.info("sink %s: batch %d already committed, skipped", self.sink_id, batch_id)
             return
@@ -226,13 +234,16 @@ class KafkaLogSink:
     def close(self) -> None:
         """Close the logs cleanly (checkpoints, clean-shutdown marker), in a turn on the log dir
         as every write to it; a later batch reopens them."""
-        if self._logs is None:
-            return
+        with self._turns:
+            if self._logs is not None:
+                self._close_in_turn(self._logs)
+
+    def _close_in_turn(self, logs: LogDirectory) -> None:
         with writer_turn(self.log_dir, who=f"sink {self.sink_id}") as turn:
             if turn.changed_since(self._generation):
                 self._drop_logs()  # stale: another writer's checkpoints must not be overwritten
             else:
-                self._logs.close()
+                logs.close()
                 self._logs = None
 
     def _drop_logs(self) -> None:

@@ -1,0 +1,61 @@
+"""A sink whose streaming query stops normally leaves each partition as a Kafka broker leaves it
+after a clean shutdown: indexes trimmed, producer snapshots at the log end, the clean-shutdown
+marker; the log dir then opens with nothing to recover, and a restarted query appends on."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from kafkatier.sink import KafkaLogSink
+from kafkatier.storage.checkpoint.metadata import CleanShutdownFile
+from kafkatier.storage.log.directory import LogDirectory
+from kafkatier.storage.producer.snapshot import list_snapshot_files
+from kafkatier.storage.verify.paths import verify_paths
+from kafkatier.storage.wire import OFFSET_INDEX_ENTRY, TIME_INDEX_ENTRY
+
+
+def run_query(spark: Any, sink: KafkaLogSink, tmp_path: Path, files: range) -> None:
+    """A query over JSON files, to its natural end: ``availableNow`` reads what is there, one
+    file a batch, and stops (stopping a query mid-batch interrupts that batch instead)."""
+    landing = tmp_path / "landing"
+    landing.mkdir(exist_ok=True)
+    for n in files:
+        (landing / f"{n:03d}.json").write_text(
+            "".join(json.dumps({"key": str(i % 7), "value": f"{n}-{i}"}) + "\n" for i in range(40)))
+    stream = (spark.readStream.schema("key STRING, value STRING").option("maxFilesPerTrigger", 1)
+              .json(str(landing)))  # fmt: skip
+    query = (stream.writeStream.foreachBatch(sink).trigger(availableNow=True)
+             .option("checkpointLocation", str(tmp_path / "chk")).start())  # fmt: skip
+    assert query.awaitTermination(120)
+    assert query.exception() is None
+
+
+def wait_for_clean_close(logs: Path) -> None:
+    deadline = time.monotonic() + 60  # the listener bus delivers the end a moment later
+    while not CleanShutdownFile(logs).exists():
+        assert time.monotonic() < deadline, "the sink did not close after its query stopped"
+        time.sleep(0.1)
+
+
+def test_a_stopped_query_leaves_a_cleanly_shut_down_log_dir(spark: Any, tmp_path: Path) -> None:
+    logs = tmp_path / "logs"
+    sink = KafkaLogSink(logs, topic="events", partitions=2)
+    run_query(spark, sink, tmp_path, range(4))
+    wait_for_clean_close(logs)
+    for index in [*logs.rglob("*.index"), *logs.rglob("*.timeindex")]:
+        entry = (OFFSET_INDEX_ENTRY if index.suffix == ".index" else TIME_INDEX_ENTRY).size
+        assert index.stat().st_size % entry == 0 and index.stat().st_size < 4096, index
+    with LogDirectory(logs) as opened:
+        assert opened.had_clean_shutdown  # nothing to recover
+        for log in opened:
+            snapshots = [s.offset for s in list_snapshot_files(log.directory)]
+            assert log.log_end_offset in snapshots
+    assert verify_paths([logs]) == []
+    run_query(spark, sink, tmp_path, range(4, 7))  # the same sink, the query restarted
+    wait_for_clean_close(logs)
+    with LogDirectory(logs) as opened:
+        assert opened.had_clean_shutdown
+        assert sum(log.log_end_offset for log in opened) == 7 * 40 + 2 * 7  # + COMMIT markers
