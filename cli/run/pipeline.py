@@ -102,7 +102,10 @@ class SidecarThread:
 
     def stop(self, timeout: float = 300) -> None:
         self.stopping.set()
-        if self.thread.is_alive():
+        self.thread.join(timeout=min(2.0, timeout))
+        if self.thread.is_alive():  # no wait of more than a moment goes unsaid
+            until = time.strftime("%H:%M:%S", time.localtime(time.time() + timeout))
+            say(f"waiting for the sidecar's pass in progress to end (at the latest {until})")
             self.thread.join(timeout=timeout)
 
     def final_passes(self) -> None:

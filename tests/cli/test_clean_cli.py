@@ -222,3 +222,22 @@ def test_help_lists_clean(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main(["clean", "--help"])
     assert "retention.bytes" in capsys.readouterr().out
+
+
+def test_produce_and_clean_leave_a_cleanly_shut_down_log_dir(tmp_path: Path) -> None:
+    """As a broker after a clean shutdown: the marker, indexes trimmed to their entries, and a
+    log dir that opens with nothing to recover."""
+    source = tmp_path / "in.jsonl"
+    source.write_text("".join(json.dumps({"key": f"k{i % 5}", "value": str(i)}) + "\n"
+                              for i in range(300)))  # fmt: skip
+    logs = tmp_path / "logs"
+    steps = (["produce", str(logs), "--topic", "t", "--input", str(source), "--partitions", "2"],
+             ["clean", str(logs)])  # fmt: skip
+    for argv in steps:
+        assert main(argv) == 0, argv
+        for index in logs.rglob("*index"):
+            entry = {".index": 8, ".timeindex": 12, ".txnindex": 34}[index.suffix]
+            assert index.stat().st_size % entry == 0 and index.stat().st_size < 1024, index
+        with LogDirectory(logs) as opened:
+            assert opened.had_clean_shutdown, argv
+        assert verify_paths([logs]) == []

@@ -49,6 +49,8 @@ from kafkatier.tiering.store.object_store import ObjectStore
 
 log = logging.getLogger("kafkatier.tiering")
 DELETE_THREADS = 8
+WAIT_SAID_S = 2.0
+"""A grace wait at least this long is logged, with what it waits for and until when."""
 
 
 @dataclass(frozen=True)
@@ -179,6 +181,11 @@ class GroupReplacer:
             return 0
         wait = self.swapped_at + grace_ms / 1000 - time.monotonic()
         if wait > 0:
+            if wait >= WAIT_SAID_S:  # no wait of more than a moment goes unsaid
+                log.info("%s: waiting %.0f s (until %s) before deleting %d segments replaced by "
+                         "compaction: readers may still hold the old manifest", self.rp, wait,
+                         time.strftime("%H:%M:%S", time.localtime(time.time() + wait)),
+                         len(self.replaced))  # fmt: skip
             time.sleep(wait)
         prefixes = tuple(attempt_prefix(self.rp, s.base_offset, s.attempt)
                          for s in self.replaced)  # fmt: skip

@@ -5,6 +5,7 @@ at the same time; the restore verifies clean, and a remote read shows the same."
 
 from __future__ import annotations
 
+import logging
 import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -214,11 +215,13 @@ def test_partition_only_in_s3_matches_local_compaction(tmp_path, s3_store, read_
     check(tmp_path, s3_store, copy, end)
 
 
-def test_a_reader_holding_the_old_manifest_reads_until_the_grace_ends(tmp_path, s3_store):
+def test_a_reader_holding_the_old_manifest_reads_until_the_grace_ends(tmp_path, s3_store,
+                                                                   caplog):
     logs = tmp_path / "logs"
     append(logs, Workload(17, keys=6), 120, 0,
            settings(3000, 0, **{"min.cleanable.dirty.ratio": "0.01"}))  # fmt: skip
     tier(logs, s3_store)
+    caplog.set_level(logging.INFO, logger="kafkatier.tiering")
     rp = only(s3_store, TOPIC, 0)
     old_manifest, _ = ManifestStore(s3_store).load(rp)
     old = {s.attempt for s in old_manifest.finished()}
@@ -237,4 +240,5 @@ def test_a_reader_holding_the_old_manifest_reads_until_the_grace_ends(tmp_path, 
         assert running.result().objects_deleted == len(old)
     with pytest.raises(ObjectNotFoundError):  # after the grace the replaced objects are gone
         list(RemoteLogReader(s3_store, rp, manifest=old_manifest).batches_from(0))
+    assert "readers may still hold the old manifest" in caplog.text  # the wait is said
     assert_no_orphans(s3_store)
