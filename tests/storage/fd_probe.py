@@ -22,3 +22,11 @@ def held_deleted(root: Path) -> list[str]:
 
 def open_descriptors() -> int:
     return sum(1 for _ in Path("/proc/self/fd").iterdir())
+
+
+def resident_bytes() -> int:
+    """This process's resident set size (VmRSS)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise LookupError("no VmRSS in /proc/self/status")
