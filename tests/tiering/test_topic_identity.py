@@ -198,3 +198,39 @@ def test_the_commands_name_the_incarnations(recreated, tmp_path: Path, capsys) -
     assert main(["clean", "--remote", "--config", str(conf), "--delete-stale"]) == 0
     assert f"[remote, stale topic id {old.topic_id}]:" in capsys.readouterr().out
     assert store.list(old.prefix) == []
+
+
+def test_two_log_dirs_sharing_one_store_keep_apart(tmp_path: Path) -> None:
+    """Two deployments with a topic of the same name (each its own id) on one remote prefix:
+    each tiers, reads and restores its own; to each, the other's data is stale, never used."""
+    store = FsspecStore(f"file://{tmp_path / 'remote'}")
+    here, there = write_tiered(tmp_path / "a", steps=30), write_tiered(tmp_path / "b", steps=20)
+    ids = {topic_id_of(here / "tiered-0"), topic_id_of(there / "tiered-0")}
+    assert len(ids) == 2
+    config_here, _ = tier(here, store), tier(there, store)
+    assert len(ManifestStore(store).partitions()) == 2
+    for logs in (here, there):
+        assert [(b.base_offset, bytes(b.buffer)) for b in joined_batches(store, logs, "tiered", 0,
+                0)] == local_batches(logs)  # fmt: skip
+    assert {(s.topic_id, s.stale) for s in collect_status(config_here, store)} == {
+        (topic_id_of(here / "tiered-0"), False), (topic_id_of(there / "tiered-0"), True)}
+
+
+def test_more_partitions_and_a_log_dir_moved_keep_the_topic(tmp_path: Path) -> None:
+    """A topic whose partition count grew keeps one id, so one remote folder; a log dir
+    restored elsewhere keeps it too, and its sidecar carries on in the same folder."""
+    store = FsspecStore(f"file://{tmp_path / 'remote'}")
+    logs = write_tiered(tmp_path / "logs", steps=30)
+    tier(logs, store)
+    append_more(logs, "tiered", 1, 30, start=0)  # a partition added to the topic
+    tier(logs, store)
+    topic_id = topic_id_of(logs / "tiered-0")
+    assert topic_id_of(logs / "tiered-1") == topic_id
+    assert ManifestStore(store).partitions() == [
+        RemotePartition("tiered", p, topic_id) for p in (0, 1)]
+    moved = tmp_path / "moved"
+    restore_topic(store, "tiered", moved)
+    append_more(moved, "tiered", 0, 30, start=900)
+    result = Tierer(TieringConfig(log_dirs=(moved,), remote_url=store.url), store).run_once()
+    assert result.failures == 0 and result.total("uploaded_segments") > 0
+    assert [rp.topic_id for rp in ManifestStore(store).partitions()] == [topic_id] * 2
