@@ -1,4 +1,4 @@
-"""Arrow input columns -> the numpy views the encoder kernels read (see _arrow_kernels).
+"""Arrow input columns -> the numpy views the encoder kernels read (see encode_kernels.py).
 
 Validation happens here, vectorised, so the kernels can assume well-formed input: column types,
 null header keys and out-of-range timestamps are reported with the column and row at fault.

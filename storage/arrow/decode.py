@@ -1,7 +1,7 @@
 """Record batches v2 -> an Arrow table shaped like Spark's Kafka source (kafka-format.md §1, §2).
 
 Per batch (a Python loop per batch, never per record): CRC check, control/filter/offset-range
-selection and decompression. Per record: one numba pass (_arrow_decode_kernels.parse_batches).
+selection and decompression. Per record: one numba pass (decode_kernels.parse_batches).
 Batches are decoded in groups of at most ``GROUP_BYTES`` record bytes, so int32 Arrow offsets
 always suffice and the preallocated outputs stay small.
 """
