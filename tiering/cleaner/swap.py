@@ -26,6 +26,7 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import cast
 
@@ -182,10 +183,10 @@ class GroupReplacer:
         wait = self.swapped_at + grace_ms / 1000 - time.monotonic()
         if wait > 0:
             if wait >= WAIT_SAID_S:  # no wait of more than a moment goes unsaid
+                until = datetime.now() + timedelta(seconds=wait)
                 log.info("%s: waiting %.0f s (until %s) before deleting %d segments replaced by "
                          "compaction: readers may still hold the old manifest", self.rp, wait,
-                         time.strftime("%H:%M:%S", time.localtime(time.time() + wait)),
-                         len(self.replaced))  # fmt: skip
+                         f"{until:%H:%M:%S}", len(self.replaced))  # fmt: skip
             time.sleep(wait)
         prefixes = tuple(attempt_prefix(self.rp, s.base_offset, s.attempt)
                          for s in self.replaced)  # fmt: skip
