@@ -2,7 +2,8 @@
 
 Every ``import`` / ``from ... import`` of a ``kafkatier`` module counts, wherever it stands:
 inside functions and under ``if TYPE_CHECKING:`` too, since a cycle kept alive by a lazy or a
-type-only import is still a cycle in the design. Three rules, each printed as one line per
+type-only import is still a cycle in the design. ``from pkg import module`` imports both the
+module and ``pkg`` (its ``__init__`` runs first). Three rules, each printed as one line per
 fault with the file and line of an import that breaks it:
 
 1. no cycle between modules;
@@ -62,7 +63,9 @@ def imports_of(path: Path, module: str, known: set[str]) -> Iterator[tuple[str, 
                 base = f"{anchor}.{base}" if base else anchor
             for alias in node.names:
                 candidate = f"{base}.{alias.name}"
-                yield from _known(candidate if candidate in known else base, known, node.lineno)
+                if candidate in known:  # ``from pkg import module`` runs pkg/__init__ too
+                    yield from _known(candidate, known, node.lineno)
+                yield from _known(base, known, node.lineno)
 
 
 def _known(name: str, known: set[str], line: int) -> Iterator[tuple[str, int]]:

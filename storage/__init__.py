@@ -23,18 +23,7 @@ submodule stays cheap): :class:`LogDirectory`, :class:`Log`, :class:`LogConfig`,
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from kafkatier.storage.arrow.log import append_arrow, read_arrow
-    from kafkatier.storage.config.log_config import LogConfig
-    from kafkatier.storage.dump.paths import dump_paths
-    from kafkatier.storage.errors import KafkaTierError
-    from kafkatier.storage.log.directory import LogDirectory
-    from kafkatier.storage.log.log import Log
-    from kafkatier.storage.log.reader import IsolationLevel
-    from kafkatier.storage.log.readonly import ReadOnlyPartition
-    from kafkatier.storage.verify.paths import verify_paths
+from typing import Any
 
 ENTRY_POINTS = {
     "LogDirectory": "kafkatier.storage.log.directory",
@@ -48,7 +37,9 @@ ENTRY_POINTS = {
     "dump_paths": "kafkatier.storage.dump.paths",
     "KafkaTierError": "kafkatier.storage.errors",
 }
-"""Public name -> the module that defines it."""
+"""Public name -> the module that defines it. Named as text, not imported: every module of the
+package runs this one first (``from kafkatier.storage import wire`` included), so importing them
+here, even for type checking only, would make the package and its modules import each other."""
 
 __all__ = [
     "IsolationLevel",

@@ -30,19 +30,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
-from kafkatier.storage.checkpoint.metadata import parse_partition_dir_name, partition_dir_name
+from kafkatier.storage.checkpoint.metadata import parse_partition_dir_name
 from kafkatier.storage.errors import ConfigError, KafkaTierError
 from kafkatier.storage.log.readonly import PartitionBounds, TopicPartition
 from kafkatier.tiering.config import TieringConfig
 from kafkatier.tiering.metadata.identity import (
-    RemotePartition,
     parse_partition_folder,
     parse_topic_folder,
-    topic_id_of,
 )
 from kafkatier.tiering.metadata.manifest import MANIFEST_NAME
-from kafkatier.tiering.metadata.manifest_store import ManifestStore
-from kafkatier.tiering.read.incarnation import choose, local_topic_ids
+from kafkatier.tiering.read.incarnation import incarnation_of
 from kafkatier.tiering.read.remote_reader import RemoteLogReader
 from kafkatier.tiering.store.object_store import ObjectStore
 
@@ -207,19 +204,9 @@ def remote_reader(
     whose topic id the partition directory under ``log_dir`` records, else of the only one the
     store holds (``tiering.read.incarnation``); never another topic's under the same name."""
     with settings.errors():
-        return RemoteLogReader(store, incarnation(store, Path(log_dir), tp),
-                               chunk_bytes=chunk_bytes)  # fmt: skip
-
-
-def incarnation(store: ObjectStore, log_dir: Path, tp: TopicPartition) -> RemotePartition:
-    manifests = ManifestStore(store)
-    directory = log_dir / partition_dir_name(*tp)
-    if directory.is_dir():
-        return manifests.locate(*tp, topic_id_of(directory))
-    found = choose(manifests.partitions(topic=tp[0]), tp[0],
-                   local_ids=local_topic_ids(log_dir, tp[0]), where=str(log_dir),
-                   hint="read from a log dir that holds the topic")  # fmt: skip
-    return next((rp for rp in found if rp.partition == tp[1]), RemotePartition.of(*tp, ""))
+        rp, manifest = incarnation_of(store, Path(log_dir), *tp,
+                                      hint="read from a log dir that holds the topic")
+        return RemoteLogReader(store, rp, manifest=manifest, chunk_bytes=chunk_bytes)
 
 
 @functools.lru_cache(maxsize=16)

@@ -110,3 +110,20 @@ def test_an_upward_import_fails(tmp_path: Path, importer: str, imported: str) ->
                           text=True)  # fmt: skip
     assert done.returncode == 1
     assert f"{importer}:1: " in done.stderr
+
+
+def test_a_package_init_importing_its_own_modules_is_a_cycle(tmp_path: Path) -> None:
+    """``from pkg import module`` runs ``pkg/__init__`` first: an ``__init__`` that imports the
+    package's modules, even for type checking only, and those modules import each other."""
+    root = tree(tmp_path, {
+        "storage/wire.py": "X = 1\n",
+        "storage/log/log.py": "from kafkatier.storage import wire\n",
+        "storage/__init__.py": """\
+            from typing import TYPE_CHECKING
+            if TYPE_CHECKING:
+                from kafkatier.storage.log.log import Log
+            """,
+    })  # fmt: skip
+    found = checker.problems(root)
+    assert any(p.startswith("import cycle between modules: kafkatier.storage, ")
+               and "storage/log/log.py:1" in p for p in found), found  # fmt: skip

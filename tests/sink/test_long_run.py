@@ -57,6 +57,7 @@ def test_the_sink_lets_go_of_segments_local_retention_deleted(
         if batch_id == 0:
             assert held_deleted(logs)  # what the pass deleted, held until the sink's next batch
     assert len(list(logs.glob("events-*/*.log"))) <= 2 * 4  # local retention kept it small
+    print(f"descriptors after each batch {descriptors}; RSS MiB {[m >> 20 for m in memory]}")
     assert max(descriptors[2:]) - min(descriptors[2:]) <= 4, descriptors
     assert memory[-1] - memory[2] < 32 << 20, memory  # no growth with the batches
     sink(rows, BATCHES)

@@ -65,7 +65,6 @@ class RemotePass:
     ) -> list[RemotePartitionOutcome]:
         outcomes: list[RemotePartitionOutcome] = []
         seen: set[tuple[str, int, str]] = set()
-        local_ids: dict[str, set[str]] = {}
         manifests = ManifestStore(self.store)
         for log_dir, name, partition in local_partitions(list(self.config.log_dirs)):
             if topic is not None and name != topic:
@@ -73,12 +72,11 @@ class RemotePass:
             with LocalPartition(log_dir, name, partition) as part:
                 part.remote = manifests.locate(name, partition, part.topic_id())
                 seen.add(part.remote.identity)
-                local_ids.setdefault(name, set()).add(part.remote.topic_id)
                 cfg = part.config.with_overrides(self.overrides, source="--config")
                 if cfg.is_compacted and cfg.remote_storage_enable:
                     outcomes.append(self._one(part.remote, cfg, part))
         remote_only = manifests.partitions(topic=topic, exclude=seen)
-        dead = stale(remote_only, local_ids)
+        dead = stale(remote_only, seen)
         if delete_stale:
             outcomes += [self._delete(rp) for rp in dead]
         for rp in remote_only:

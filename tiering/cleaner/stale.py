@@ -11,7 +11,7 @@ a topic that the configured log dirs hold under another id.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable
 
 from kafkatier.tiering.copy.upload import delete_attempt
 from kafkatier.tiering.crash import crash_point
@@ -22,12 +22,14 @@ from kafkatier.tiering.store.object_store import ObjectStore
 
 
 def stale(
-    remote: Iterable[RemotePartition], local_ids: Mapping[str, set[str]]
+    remote: Iterable[RemotePartition], local: Collection[tuple[str, int, str]]
 ) -> list[RemotePartition]:
     """The remote partitions of topics that the local log dirs hold under another topic id
-    (``local_ids``: topic -> the ids its local partition directories record)."""
-    return [rp for rp in remote
-            if rp.topic in local_ids and rp.topic_id not in local_ids[rp.topic]]  # fmt: skip
+    (``local``: the ``identity`` of every local partition)."""
+    ids: dict[str, set[str]] = {}
+    for topic, _, topic_id in local:
+        ids.setdefault(topic, set()).add(topic_id)
+    return [rp for rp in remote if rp.topic in ids and rp.topic_id not in ids[rp.topic]]
 
 
 def delete_incarnation(store: ObjectStore, rp: RemotePartition) -> int:

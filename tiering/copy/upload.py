@@ -96,14 +96,12 @@ class Uploader:
             updated_ms=now_ms(),
             leader_epochs=part.leader_epochs(cand.base_offset, cand.next_base),
         )
-        topic_id = part.topic_id()
         overrides = part.topic_overrides()
         log_start = part.log_start_offset()
 
         def add(manifest: PartitionManifest) -> bool:
             if manifest.find(entry.attempt) is not None:
                 return False  # our earlier put landed though its answer was lost: retried
-            manifest.topic_id = manifest.topic_id or topic_id
             manifest.topic_config = overrides
             manifest.log_start_offset = max(manifest.log_start_offset, log_start)
             manifest.segments.append(entry)

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from kafkatier.storage.checkpoint.checkpoint_file import is_valid_topic_name
 from kafkatier.storage.checkpoint.metadata import (
     PARTITION_METADATA_FILE,
     PartitionMetadataFile,
@@ -71,7 +72,8 @@ def topic_id_of(directory: Path) -> str:
 
 
 def topic_folder(topic: str, topic_id: str) -> str:
-    partition_dir_name(topic, 0)  # the topic name check: ValueError for an illegal name
+    if not is_valid_topic_name(topic):
+        raise ValueError(f"illegal Kafka topic name: {topic!r}")
     return f"{topic}-{topic_id}"
 
 
@@ -85,10 +87,9 @@ def parse_topic_folder(name: str) -> tuple[str, str] | None:
         return None  # a legacy partition folder (a 22-digit number is never a partition)
     try:
         canonical = uuid_to_str(uuid_from_str(topic_id))  # what Kafka's Uuid.toString writes
-        partition_dir_name(topic, 0)
     except ValueError:
         return None
-    return (topic, topic_id) if canonical == topic_id else None
+    return (topic, topic_id) if canonical == topic_id and is_valid_topic_name(topic) else None
 
 
 def parse_partition_folder(name: str) -> int | None:

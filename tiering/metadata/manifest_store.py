@@ -75,21 +75,28 @@ class ManifestStore:
             time.sleep(0.01)
         raise TieringError("manifest update kept losing to other writers", key=key)
 
-    def locate(self, topic: str, partition: int, topic_id: str) -> RemotePartition:
-        """Where the partition with ``topic_id`` keeps its remote data: its own folder, unless
-        only a manifest of the layout before topic ids exists and records this very id (then
-        that one, in place). A legacy manifest of another id is another incarnation: left
-        alone. One HEAD, and one GET when the partition's own manifest does not exist yet."""
+    def find(
+        self, topic: str, partition: int, topic_id: str
+    ) -> tuple[RemotePartition, PartitionManifest]:
+        """Where the partition with ``topic_id`` keeps its remote data, and its manifest there:
+        its own folder, unless only a manifest of the layout before topic ids exists and records
+        this very id (then that one, in place). A legacy manifest of another id is another
+        incarnation: left alone. One GET, a second when the own manifest does not exist."""
         own = RemotePartition.of(topic, partition, topic_id)
-        if own.legacy or self.store.head(manifest_key(own)) is not None:
-            return own
+        manifest, etag = self.load(own)
+        if own.legacy or etag is not None:
+            return own, manifest
         legacy = RemotePartition(topic, partition, topic_id, legacy=True)
         got = self.store.get_with_etag(manifest_key(legacy))
         if got is not None:
-            recorded = PartitionManifest.from_bytes(got[0], manifest_key(legacy)).topic_id
-            if recorded == topic_id:
-                return legacy
-        return own
+            old = PartitionManifest.from_bytes(got[0], manifest_key(legacy))
+            if old.topic_id == topic_id:
+                return legacy, old
+        return own, manifest
+
+    def locate(self, topic: str, partition: int, topic_id: str) -> RemotePartition:
+        """Where :meth:`find` finds the partition's remote data."""
+        return self.find(topic, partition, topic_id)[0]
 
     def partitions(
         self, topic: str | None = None, exclude: Collection[tuple[str, int, str]] = ()

@@ -11,9 +11,12 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable
 from pathlib import Path
 
-from kafkatier.storage.checkpoint.metadata import parse_partition_dir_name
+from kafkatier.storage.checkpoint.metadata import parse_partition_dir_name, partition_dir_name
 from kafkatier.tiering.errors import TopicIdMismatchError
 from kafkatier.tiering.metadata.identity import RemotePartition, topic_id_of
+from kafkatier.tiering.metadata.manifest import PartitionManifest
+from kafkatier.tiering.metadata.manifest_store import ManifestStore
+from kafkatier.tiering.store.object_store import ObjectStore
 
 
 def local_topic_ids(log_dir: Path, topic: str) -> set[str]:
@@ -70,3 +73,19 @@ def _describe(by_id: dict[str, list[RemotePartition]]) -> str:
     return ", ".join(f"topic id {tid or '(none)'}: {len(rps)} partitions"
                      for tid, rps in sorted(by_id.items()))  # fmt: skip
 
+
+def incarnation_of(
+    store: ObjectStore, log_dir: Path, topic: str, partition: int, *, hint: str
+) -> tuple[RemotePartition, PartitionManifest]:
+    """The remote data a reader of ``topic``-``partition`` under ``log_dir`` may use, with its
+    manifest: the incarnation whose topic id the partition directory records; for a partition
+    only the store has, the one :func:`choose` picks (``hint``: how to pick when it cannot)."""
+    manifests = ManifestStore(store)
+    directory = Path(log_dir) / partition_dir_name(topic, partition)
+    if directory.is_dir():
+        return manifests.find(topic, partition, topic_id_of(directory))
+    found = choose(manifests.partitions(topic=topic), topic, where=str(log_dir), hint=hint,
+                   local_ids=local_topic_ids(log_dir, topic))  # fmt: skip
+    none_yet = RemotePartition.of(topic, partition, "")
+    rp = next((r for r in found if r.partition == partition), none_yet)
+    return rp, manifests.load(rp)[0]

@@ -36,9 +36,10 @@ from kafkatier.storage.wire import (
     TIME_INDEX_ENTRY,
 )
 from kafkatier.tiering.errors import TieringError
-from kafkatier.tiering.metadata.identity import RemotePartition, topic_id_of
+from kafkatier.tiering.metadata.identity import RemotePartition
 from kafkatier.tiering.metadata.manifest import PartitionManifest, RemoteSegment, object_key
 from kafkatier.tiering.metadata.manifest_store import ManifestStore
+from kafkatier.tiering.read.incarnation import incarnation_of
 from kafkatier.tiering.store.object_store import ObjectStore
 
 _LAST_OFFSET_DELTA = struct.Struct(">i")
@@ -226,7 +227,7 @@ def joined_batches(
     """Batches from ``from_offset`` on: remote below the local log start, local from there."""
     with ReadOnlyPartition(log_dir, topic, partition) as local:
         local_start = local.segments[0].base_offset if local.segments else None
-        remote = RemoteLogReader(store, located(store, local))
+        remote = _reader(store, log_dir, topic, partition)
         offset = from_offset
         if local_start is None or offset < local_start:
             for batch in remote.batches_from(offset, local_start):
@@ -255,11 +256,11 @@ def joined_offset_for_timestamp(
 ) -> int | None:
     """Kafka's ListOffsets by time over remote then local segments."""
     with ReadOnlyPartition(log_dir, topic, partition) as local:
-        found = RemoteLogReader(store, located(store, local)).offset_for_timestamp(timestamp)
+        found = _reader(store, log_dir, topic, partition).offset_for_timestamp(timestamp)
         return found if found is not None else local.offset_for_timestamp(timestamp)
 
 
-def located(store: ObjectStore, local: ReadOnlyPartition) -> RemotePartition:
-    """The remote incarnation of a local partition: the one with its topic id."""
-    topic_id = topic_id_of(local.directory)
-    return ManifestStore(store).locate(local.topic, local.partition, topic_id)
+def _reader(store: ObjectStore, log_dir: Path, topic: str, partition: int) -> RemoteLogReader:
+    rp, manifest = incarnation_of(store, log_dir, topic, partition,
+                                  hint="read from a log dir that holds the topic")  # fmt: skip
+    return RemoteLogReader(store, rp, manifest=manifest)

@@ -18,6 +18,7 @@ from kafkatier.tiering.cleaner.stale import stale
 from kafkatier.tiering.config import TieringConfig
 from kafkatier.tiering.metadata.identity import RemotePartition
 from kafkatier.tiering.metadata.local import LocalPartition, local_partitions
+from kafkatier.tiering.metadata.manifest import PartitionManifest
 from kafkatier.tiering.metadata.manifest_store import ManifestStore
 from kafkatier.tiering.store.object_store import ObjectStore
 
@@ -46,9 +47,10 @@ class PartitionStatus:
 
 
 def partition_status(part: LocalPartition | None, store: ObjectStore, rp: RemotePartition,
-                     stale: bool = False) -> PartitionStatus:
+                     stale: bool = False, manifest: PartitionManifest | None = None,
+                     ) -> PartitionStatus:  # fmt: skip
     topic, partition = rp.topic, rp.partition
-    manifest, _ = ManifestStore(store).load(rp)
+    manifest = manifest if manifest is not None else ManifestStore(store).load(rp)[0]
     finished = manifest.finished()
     highest = manifest.highest_offset
     segs = part.segments if part is not None else []
@@ -83,14 +85,11 @@ def collect_status(
     manifests = ManifestStore(store)
     for log_dir, topic, partition in local_partitions(list(config.log_dirs)):
         with LocalPartition(log_dir, topic, partition) as part:
-            part.remote = manifests.locate(topic, partition, part.topic_id())
-            found.append(partition_status(part, store, part.remote))
+            part.remote, manifest = manifests.find(topic, partition, part.topic_id())
+            found.append(partition_status(part, store, part.remote, manifest=manifest))
         seen.add(part.remote.identity)
-    local_ids: dict[str, set[str]] = {}
-    for name, _, topic_id in seen:
-        local_ids.setdefault(name, set()).add(topic_id)
     remote_only = manifests.partitions(exclude=seen)
-    dead = stale(remote_only, local_ids)
+    dead = stale(remote_only, seen)
     for rp in remote_only:
         found.append(partition_status(None, store, rp, stale=rp in dead))
     return sorted(found, key=lambda s: (s.topic, s.partition, s.stale))
