@@ -1,15 +1,18 @@
 """Fixtures shared across test folders: one real S3 server (SeaweedFS ``weed mini``, see
 kafkatier.tiering.store.weed) per session, on 127.0.0.1, static keys, signatures checked. Each test
 gets its own key prefix in the one bucket, so tests share the server safely. Used by the tiering
-tests and by the Spark reader's remote tests (tests/sink/source/test_remote_s3.py)."""
+tests and by the Spark reader's remote tests (tests/sink/source/test_remote_s3.py). And one
+local[2] SparkSession for the whole test session (Spark starts in ~10 s), for every Spark test."""
 
 from __future__ import annotations
 
 import shutil
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
+from spark_settings import spark_builder
 
 from kafkatier.tiering.store.s3store import S3Store
 from kafkatier.tiering.store.weed import WEED, WeedServer, weed_server
@@ -43,3 +46,12 @@ def s3_url(s3_env: WeedServer) -> str:
 def s3_store(s3_url: str, s3_env: WeedServer) -> S3Store:
     return S3Store(s3_url, endpoint_url=s3_env.endpoint, region="us-east-1",
                    multipart_threshold=5 << 20, multipart_chunksize=5 << 20)
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    pytest.importorskip("pyspark", reason="pyspark is needed for the Spark sink and reader tests")
+    session = spark_builder("kafkatier-tests").getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()

@@ -145,7 +145,7 @@ def pipeline(config: KafkatierConfig, tiering: TieringConfig, spark: Any) -> Out
         outcome.passes = sidecar.passes
     outcome.statuses = collect_status(tiering, store)
     if run.verify:
-        outcome.checks = run_checks(config, tiering, store, spark, outcome.statuses, say)
+        outcome.checks = run_checks(config, tiering, store, spark, say)
     return outcome
 
 

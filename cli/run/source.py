@@ -3,7 +3,8 @@
 Event ``i`` of a stream is a pure function of (seed, users, base time, i): a SplitMix64 hash of
 ``seed`` and ``i`` picks the user, page and event type, and ``ts = base + i`` ms. So the
 verifier knows exactly which events the stream produced from the source's committed offset
-alone (:func:`clickstream_events`), with no copy of the data kept on the side.
+alone (:func:`clickstream_table`, run on the executors by the checks), with no copy of the data
+kept on the side.
 
 Offsets are ``{"id": next event, "base": base time in ms}``; the base is fixed by the first
 offset of a checkpoint, so a restarted query continues the same stream. ``maxRows`` caps the
@@ -53,12 +54,6 @@ def clickstream_table(seed: int, users: int, base_ms: int, start: int, end: int)
         "event_type": [EVENT_TYPES[k] for k in kind.tolist()],
         "ts": pa.array(base_ms + np.arange(start, end, dtype=np.int64), pa.int64()),
     })  # fmt: skip
-
-
-def clickstream_events(seed: int, users: int, base_ms: int, end: int) -> list[dict[str, Any]]:
-    """The model: every event ``0 <= i < end`` as the JSON objects the events topic holds."""
-    rows: list[dict[str, Any]] = clickstream_table(seed, users, base_ms, 0, end).to_pylist()
-    return rows
 
 
 @dataclass(frozen=True)

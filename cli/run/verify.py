@@ -2,23 +2,22 @@
 
 1. One partition of each topic is restored from the remote store into a fresh directory
    (``tiering.restore``) and must pass ``verify_paths`` (CRCs, indexes, snapshots, txn index).
-2. Both topics are replayed with ``spark.read.format("kafkatier")``, ``read_committed``: when the
-   reader takes the remote options, straight from the log dir plus the store (remote-only
-   segments included); otherwise (an older reader) the whole topic is restored into a fresh
-   directory, offsets below the remote end are read from there (``read_uncommitted``: see
-   :func:`replay`) and the rest from the log dir.
+2. Both topics are replayed with ``spark.read.format("kafkatier")``, ``read_committed``,
+   straight from the log dir plus the store (remote-only segments included).
 3. The events topic must hold every expected event exactly once (as a multiset: nothing
    missing, nothing extra, nothing twice). The expected state is derived from the events and
    their ``batch`` headers; the state topic's latest value per key must be exactly it, for
    exactly the expected keys, and every record left in it must be a state the job wrote, once.
+
+Every comparison is a Spark aggregation that brings one row to the driver, so the checks scale
+with the job as the job does (collecting a 10-minute run's topics into the driver ran it out of
+memory). Values are compared as the bytes the job wrote: the expected JSON is produced by the
+same ``to_json`` over the same columns, in the same order, as :mod:`kafkatier.cli.run.job`.
 """
 
 from __future__ import annotations
 
-import json
 import shutil
-from collections import Counter
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,11 +26,12 @@ from kafkatier.storage.errors import KafkaTierError
 from kafkatier.storage.verify.paths import verify_paths
 from kafkatier.tiering.config import TieringConfig
 from kafkatier.tiering.read.restore import restore_topic
-from kafkatier.tiering.sidecar.status import PartitionStatus
 from kafkatier.tiering.store.object_store import ObjectStore
 
-Record = tuple[int, int, bytes, dict[str, Any], dict[str, bytes]]
-"""(partition, offset, key, value as JSON, headers) of one replayed record."""
+REPLAYED_COLUMNS = ("partition", "offset", "key", "value", "headers")
+"""What the checks read of a replayed topic (the reader's columns of those names)."""
+STATE_KEYS = "user_id string, batch long"
+"""The fields of a state value that name which state it is."""
 
 
 @dataclass(frozen=True)
@@ -59,102 +59,110 @@ def restore_one(store: ObjectStore, topic: str, target: Path) -> Check:
     return Check(f"restore {topic}-0 + verify", not problems, detail)
 
 
-def reader_takes_remote_options() -> bool:
-    from kafkatier.sink.source.options import KNOWN_OPTIONS
-
-    return "remote.storage.url" in KNOWN_OPTIONS
-
-
-def replay(spark: Any, log_dir: Path, tiering: TieringConfig, store: ObjectStore, topic: str,
-           statuses: list[PartitionStatus], scratch: Path) -> list[Record]:  # fmt: skip
-    """Every committed record of ``topic``, in offset order per partition (module docstring)."""
-    base = {"subscribe": topic, "includeHeaders": "true", "isolationLevel": "read_committed"}
-    if reader_takes_remote_options():
-        remote = {"remote.storage.url": tiering.remote_url,
-                  "remote.storage.s3.endpoint.url": tiering.endpoint_url or "",
-                  "remote.storage.s3.region": tiering.region or ""}  # fmt: skip
-        remote = {k: v for k, v in remote.items() if v}
-        return _read(spark, {**base, **remote, "path": str(log_dir.resolve())})
-    mine = [s for s in statuses if s.topic == topic]
-    ends = {s.partition: s.remote_end for s in mine if s.remote_end is not None}
-    if not ends:
-        return _read(spark, {**base, "path": str(log_dir.resolve())})
-    shutil.rmtree(scratch, ignore_errors=True)
-    restore_topic(store, topic, scratch)
-    upto = json.dumps({topic: {str(p): e for p, e in ends.items()}})
-    local_from = json.dumps({topic: {str(s.partition): ends.get(s.partition, -2) for s in mine}})
-    # A restored copy ends inside the transaction its last segment holds the start of (the
-    # markers are in later, local segments), so read_committed would stop early there:
-    # read_uncommitted up to the remote end. An aborted batch would then show up as extra
-    # records and fail the exactly-once check, never pass it wrongly.
-    uncommitted = {**base, "isolationLevel": "read_uncommitted"}
-    below = _read(spark, {**uncommitted, "path": str(scratch.resolve()), "endingOffsets": upto})
-    above = _read(spark, {**base, "path": str(log_dir.resolve()), "startingOffsets": local_from})
-    return sorted(below + above, key=lambda r: (r[0], r[1]))
+def replay(spark: Any, log_dir: Path, tiering: TieringConfig, topic: str) -> Any:
+    """Every committed record of ``topic``, local and remote, as a DataFrame (not collected)."""
+    options = {"subscribe": topic, "includeHeaders": "true", "isolationLevel": "read_committed",
+               "path": str(log_dir.resolve()), "remote.storage.url": tiering.remote_url,
+               "remote.storage.s3.endpoint.url": tiering.endpoint_url or "",
+               "remote.storage.s3.region": tiering.region or ""}  # fmt: skip
+    options = {k: v for k, v in options.items() if v}
+    return spark.read.format("kafkatier").options(**options).load().select(*REPLAYED_COLUMNS)
 
 
-def _read(spark: Any, options: dict[str, str]) -> list[Record]:
-    table = (spark.read.format("kafkatier").options(**options).load()
-             .select("partition", "offset", "key", "value", "headers").toArrow())  # fmt: skip
-    rows = []
-    for row in table.to_pylist():
-        headers = {h["key"]: h["value"] for h in row["headers"] or []}
-        rows.append((row["partition"], row["offset"], row["key"], json.loads(row["value"]),
-                     headers))  # fmt: skip
-    return sorted(rows, key=lambda r: (r[0], r[1]))
+def event_json(events: Any) -> Any:
+    """The events topic's value for each row of ``events`` (columns as ``EVENT_SCHEMA``)."""
+    from pyspark.sql import functions as F
+
+    fields = F.struct("event_id", "user_id", "page", "event_type", "ts")
+    return events.select(F.to_json(fields).alias("v"))
 
 
-def _canon(event: dict[str, Any]) -> str:
-    return json.dumps(event, sort_keys=True)
+def check_events(replayed: Any, expected: Any) -> Check:
+    """``replayed`` (the events topic) against ``expected`` (one ``v`` column of event JSON)."""
+    from pyspark.sql import functions as F
 
-
-def check_events(replayed: list[Record], expected: Iterable[dict[str, Any]]) -> Check:
-    want = Counter(_canon(e) for e in expected)
-    got = Counter(_canon(r[3]) for r in replayed)
-    missing, extra = want - got, got - want
-    twice = sum(1 for k, n in got.items() if n > 1 and want.get(k, 0) < n)
-    ok = not missing and not extra
-    detail = (f"{sum(got.values())} records replayed, {sum(want.values())} expected: "
-              + ("every event exactly once" if ok else f"{sum(missing.values())} missing, "
-                 f"{sum(extra.values())} extra ({twice} duplicated)"))  # fmt: skip
+    got = replayed.select(F.col("value").cast("string").alias("v")).groupBy("v").count()
+    want = expected.groupBy("v").count()
+    both = got.withColumnRenamed("count", "g").join(
+        want.withColumnRenamed("count", "w"), "v", "full").fillna(0, ["g", "w"])
+    g, w = F.col("g"), F.col("w")
+    row = both.agg(
+        F.sum(g).alias("got"), F.sum(w).alias("want"),
+        F.sum(F.greatest(w - g, F.lit(0))).alias("missing"),
+        F.sum(F.greatest(g - w, F.lit(0))).alias("extra"),
+        F.count(F.when((g > 1) & (g > w), 1)).alias("twice"),
+    ).first()  # fmt: skip
+    got_n, want_n = row["got"] or 0, row["want"] or 0
+    ok = not row["missing"] and not row["extra"]
+    detail = (f"{got_n} records replayed, {want_n} expected: "
+              + ("every event exactly once" if ok else f"{row['missing']} missing, "
+                 f"{row['extra']} extra ({row['twice']} duplicated)"))  # fmt: skip
     return Check("events: every event exactly once", ok, detail)
 
 
-def expected_states(events: list[Record]) -> dict[tuple[str, int], dict[str, Any]]:
-    """Per (user, batch): the state the job wrote (its last event by (ts, event_id), count)."""
-    grouped: dict[tuple[str, int], list[dict[str, Any]]] = {}
-    for record in events:
-        batch = int(record[4]["batch"].decode())
-        grouped.setdefault((record[3]["user_id"], batch), []).append(record[3])
-    states = {}
-    for (user, batch), evs in grouped.items():
-        last = max(evs, key=lambda e: (e["ts"], e["event_id"]))
-        states[(user, batch)] = {"user_id": user, "event_id": last["event_id"],
-                                 "page": last["page"], "event_type": last["event_type"],
-                                 "ts": last["ts"], "batch_events": len(evs), "batch": batch}
-    return states
+def expected_states(events: Any) -> Any:
+    """Per (user, batch) of the replayed events: the state the job wrote (its last event by
+    (ts, event_id), and how many the batch had), as columns user_id, batch and its JSON ``v``."""
+    from pyspark.sql import functions as F
+
+    from kafkatier.cli.run.source import EVENT_SCHEMA
+
+    parsed = events.select(
+        F.from_json(F.col("value").cast("string"), EVENT_SCHEMA).alias("e"),
+        F.expr("filter(headers, h -> h.key = 'batch')[0].value")
+        .cast("string").cast("long").alias("batch"),
+    )  # fmt: skip
+    last = F.max_by(F.struct("e.event_id", "e.page", "e.event_type", "e.ts"),
+                    F.struct("e.ts", "e.event_id"))  # fmt: skip
+    per = parsed.groupBy(F.col("e.user_id").alias("user_id"), "batch").agg(
+        last.alias("last"), F.count(F.lit(1)).alias("n"))
+    value = F.struct("user_id", "last.event_id", "last.page", "last.event_type", "last.ts",
+                     F.col("n").alias("batch_events"), "batch")  # fmt: skip
+    return per.select("user_id", "batch", F.to_json(value).alias("v"))
 
 
-def check_state(replayed: list[Record], events: list[Record]) -> list[Check]:
-    states = expected_states(events)
-    latest_batch: dict[str, int] = {}
-    for user, batch in states:
-        latest_batch[user] = max(batch, latest_batch.get(user, -1))
-    want = {user: states[(user, b)] for user, b in latest_batch.items()}
-    got: dict[str, dict[str, Any]] = {}
-    for record in replayed:  # offset order: the last one per key is the latest
-        got[record[2].decode()] = record[3]
-    wrong = sum(1 for user, value in want.items() if got.get(user) != value)
-    extra_keys = len(set(got) - set(want))
-    latest_ok = not wrong and not extra_keys
-    seen = Counter((r[3]["user_id"], r[3]["batch"]) for r in replayed)
-    foreign = sum(1 for r in replayed if states.get((r[3]["user_id"], r[3]["batch"])) != r[3])
-    twice = sum(1 for n in seen.values() if n > 1)
-    return [
-        Check("state: latest value per key", latest_ok,
-              f"{len(got)} keys, {len(want)} expected" + ("" if latest_ok else
-              f"; {wrong} wrong or missing, {extra_keys} unexpected keys")),
-        Check("state: every record a state the job wrote, once", not foreign and not twice,
-              f"{len(replayed)} records left of {len(states)} written"
-              + ("" if not foreign and not twice else f"; {foreign} unknown, {twice} twice")),
-    ]  # fmt: skip
+def check_state(replayed: Any, events: Any) -> list[Check]:
+    """The state topic ``replayed`` against the states derived from the replayed ``events``."""
+    return [check_latest(replayed, expected_states(events)),
+            check_written_once(replayed, expected_states(events))]  # fmt: skip
+
+
+def check_latest(replayed: Any, states: Any) -> Check:
+    """The latest value per key is the state of the user's latest batch, for exactly its users."""
+    from pyspark.sql import functions as F
+
+    got = replayed.groupBy(F.col("key").cast("string").alias("user_id")).agg(
+        F.max_by(F.col("value").cast("string"), F.struct("partition", "offset")).alias("got"))
+    want = states.groupBy("user_id").agg(F.max_by("v", "batch").alias("want"))
+    both = got.join(want, "user_id", "full")
+    has_want = F.col("want").isNotNull()
+    row = both.agg(
+        F.count("got").alias("keys"), F.count("want").alias("expected"),
+        F.count(F.when(has_want & ~F.col("got").eqNullSafe(F.col("want")), 1)).alias("wrong"),
+        F.count(F.when(~has_want, 1)).alias("extra"),
+    ).first()  # fmt: skip
+    ok = not row["wrong"] and not row["extra"]
+    return Check("state: latest value per key", ok,
+                 f"{row['keys']} keys, {row['expected']} expected" + ("" if ok else
+                 f"; {row['wrong']} wrong or missing, {row['extra']} unexpected keys"))  # fmt: skip
+
+
+def check_written_once(replayed: Any, states: Any) -> Check:
+    """Every record left in the state topic is a state the job wrote, and none is there twice."""
+    from pyspark.sql import functions as F
+
+    left = replayed.select(F.col("value").cast("string").alias("got")).select(
+        "got", F.from_json("got", STATE_KEYS).alias("s"))
+    joined = left.join(states, (F.col("s.user_id") == states["user_id"])
+                       & (F.col("s.batch") == states["batch"]), "left")  # fmt: skip
+    seen = left.groupBy("s.user_id", "s.batch").count()
+    row = joined.agg(
+        F.count(F.lit(1)).alias("records"),
+        F.count(F.when(~F.col("got").eqNullSafe(F.col("v")), 1)).alias("foreign"),
+    ).first()
+    twice = seen.filter(F.col("count") > 1).count()
+    written = states.count()
+    ok = not row["foreign"] and not twice
+    return Check("state: every record a state the job wrote, once", ok,
+                 f"{row['records']} records left of {written} written" + ("" if ok else
+                 f"; {row['foreign']} unknown, {twice} twice"))  # fmt: skip

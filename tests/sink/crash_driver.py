@@ -18,9 +18,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from conftest import spark_builder
+from spark_settings import spark_builder
 
 TOPIC = "events"
 PARTITIONS = 3

@@ -1,17 +1,14 @@
-"""One local[2] SparkSession for the whole test session (Spark starts in ~10 s)."""
+"""The SparkSession settings every Spark test session and test driver subprocess share."""
 
 from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
 from typing import Any
-
-import pytest
 
 
 def spark_builder(app: str) -> Any:
-    """The settings every sink/reader test session and the crash driver share."""
+    """A local[2] session builder: small shuffles, UTC, 1 GiB driver, no UI."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
@@ -26,12 +23,3 @@ def spark_builder(app: str) -> Any:
         .config("spark.driver.memory", "1g")
         .config("spark.sql.streaming.forceDeleteTempCheckpointLocation", "true")
     )
-
-
-@pytest.fixture(scope="session")
-def spark() -> Iterator[Any]:
-    pytest.importorskip("pyspark", reason="pyspark is needed for the Spark sink and reader tests")
-    session = spark_builder("kafkatier-tests").getOrCreate()
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
