@@ -3,8 +3,9 @@ cleaner reached, and which batch (if any) still holds a given offset (``compacti
 
 The cleaner (kafka-format.md §11.3) rewrites whole segments from the log start: a segment shows
 it was rewritten when its batches leave offset gaps (dropped batches; also before its first batch
-or after its last), hold fewer records than offsets (removed records; emptied batches, §1.8), or
-carry a delete horizon (attribute bit 6). Kafka's ``cleaner-offset-checkpoint`` gives the same
+or after its last, or all of them: an emptied segment below the next one), hold fewer records
+than offsets (removed records; emptied batches, §1.8), or carry a delete horizon (attribute
+bit 6). Kafka's ``cleaner-offset-checkpoint`` gives the same
 end directly, but a copied partition may lack it.
 """
 
@@ -37,8 +38,9 @@ class CleanedSection:
         self._first = True
 
     def start_segment(self, base: int) -> None:
-        if self._marked or (self._next is not None and self._next < base):
-            self.end = max(self.end, base)  # batches dropped from the previous segment's end
+        emptied = self._segment is not None and self._first and self._segment < base
+        if self._marked or emptied or (self._next is not None and self._next < base):
+            self.end = max(self.end, base)  # batches dropped from the previous segment (its end)
         self._segment, self._marked, self._first = base, False, True
 
     def see(self, batch: AnyBatch) -> None:

@@ -635,3 +635,29 @@ def test_compacted_log_whose_epoch_bump_survives_only_in_an_emptied_marker(
     }
     assert epochs == {(0, 1), (1, 0)}  # epoch 1 only in the emptied ABORT marker
     assert verify_paths([tmp_path]) == []
+
+
+def test_compacted_log_whose_first_segment_was_emptied(tmp_path: Path) -> None:
+    """An aborted transaction across a roll, and a cleaner that reached only the first segment
+    (remote compaction of the segments uploaded so far): it dropped the aborted data there,
+    emptying the segment, while the snapshot at the roll still names the producer's open
+    transaction. No cleaner-offset-checkpoint (a restored copy has none): the emptied segment
+    itself shows the cleaner's work. Found by the fault soak (bench/soak.py)."""
+    clock = ManualClock()
+    log_dir, log = open_log(tmp_path, compact_config(), clock)
+    for i in range(3):
+        append(log, [(b"k%d" % i, b"v")], timestamp=clock.now, producer=(2, 0, i),
+               transactional=True)  # fmt: skip
+    log.roll()
+    append(log, [(b"k9", b"v")], timestamp=clock.now, producer=(2, 0, 3), transactional=True)
+    log.write_txn_marker(2, 0, commit=False)
+    append(log, [(b"after", b"v")], timestamp=clock.now)
+    log_dir.close()
+    partition = tmp_path / f"{COMPACTED}-0"
+    [entry] = read_snapshot(partition / segment_file_name(3, ".snapshot"))
+    assert entry.current_txn_first_offset == 0
+    assert verify_paths([tmp_path]) == []
+    for suffix in (".log", ".index", ".timeindex"):  # what the cleaner left of segment 0
+        (partition / segment_file_name(0, suffix)).write_bytes(b"")
+    assert verify_paths([tmp_path]) == []
+    assert verify_paths([partition]) == []
