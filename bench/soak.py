@@ -108,6 +108,7 @@ class Soak:
     generation: int = 0
     rounds: int = 0
     faults: Counter[str] = field(default_factory=Counter)
+    work_done: Counter[str] = field(default_factory=Counter)
     violations: list[str] = field(default_factory=list)
 
     @property
@@ -208,6 +209,49 @@ def sidecar_pass(soak: Soak, faulty: bool) -> None:
     soak.proxy.faults.clear()
 
 
+class ConcurrentReader(threading.Thread):
+    """kafkatier's own read path (``joined_batches``: remote below the local log start, local
+    from there) over the events topic while the writer and the sidecar run, again and again.
+    Every record it returns is compared with the round's final view; a failed read, a gap or a
+    record that differs is a violation. It reads S3 directly, not through the fault proxy."""
+
+    def __init__(self, soak: Soak) -> None:
+        super().__init__(daemon=True)
+        from kafkatier.tiering.store.s3store import S3Store
+
+        self.soak, self.stop = soak, threading.Event()
+        self.store = S3Store(f"s3://{soak.server.bucket}/soak", endpoint_url=soak.server.endpoint,
+                             region="us-east-1")  # fmt: skip
+        self.seen: dict[tuple[int, int], tuple[bytes | None, bytes | None]] = {}
+        self.problems: list[str] = []
+        self.reads = 0
+
+    def run(self) -> None:
+        while not self.stop.wait(0.3):
+            for p in range(PARTITIONS):
+                if (self.soak.logs / f"{EVENTS}-{p}" / "partition.metadata").exists():
+                    self.read(p)
+
+    def read(self, p: int) -> None:
+        from kafkatier.tiering.read.remote_reader import joined_batches
+
+        expect = 0
+        try:
+            for batch in joined_batches(self.store, self.soak.logs, EVENTS, p, 0):
+                if batch.base_offset != expect:
+                    self.problems.append(f"{EVENTS}-{p}: a read jumped from {expect} to "
+                                         f"{batch.base_offset}")  # fmt: skip
+                    return
+                for record in batch.records():
+                    self.seen[(p, record.offset)] = (record.key, record.value)
+                expect = batch.next_offset
+        except Exception as exc:
+            first = (str(exc).splitlines() or [""])[0]
+            self.problems.append(f"{EVENTS}-{p}: a read failed at offset {expect}: "
+                                 f"{type(exc).__name__}: {first}")  # fmt: skip
+        self.reads += 1
+
+
 def recreate(soak: Soak) -> None:
     """Delete both topics (partition dirs, the sink's bookkeeping, the checkpoint); the next
     writer creates them again under new topic ids."""
@@ -228,20 +272,34 @@ def one_round(soak: Soak) -> None:
     writer_ok: list[bool] = []
     thread = threading.Thread(target=lambda: (writer_ok.append(run_writer(soak, target, True)),
                                               done.set()))  # fmt: skip
+    reader = ConcurrentReader(soak)
     thread.start()
+    reader.start()
     while not done.wait(soak.rng.uniform(0.5, 3)):
         sidecar_pass(soak, faulty=True)
     thread.join()
+    reader.stop.set()
+    reader.join()
     if not writer_ok[0]:
         recovery = committed(soak.logs, soak.generation) + 1
         if not run_writer(soak, recovery, faulty=False):
             soak.violation("the fault-free writer after a kill did not finish")
     sidecar_pass(soak, faulty=True)
-    check(soak)
+    views = check(soak)
+    for problem in reader.problems[:5]:
+        soak.violation(f"concurrent read: {problem}")
+    differ = [k for k, rec in reader.seen.items()
+              if (found := views[(EVENTS, k[0])].get(k[1])) is None
+              or (found.key, found.value) != rec]  # fmt: skip
+    if differ:
+        soak.violation(f"concurrent read: {len(differ)} records differ from the final view, "
+                       f"e.g. {EVENTS}-{differ[0][0]} offset {differ[0][1]}")  # fmt: skip
+    soak.work_done["concurrent reads"] += reader.reads
+    soak.work_done["records read concurrently"] += len(reader.seen)
 
 
-def check(soak: Soak) -> None:
-    """The round's invariants (module docstring, 5)."""
+def check(soak: Soak) -> dict[tuple[str, int], dict[int, chk.Rec]]:
+    """The round's invariants (module docstring, 5); returns each partition's view."""
     s3, bucket, gen = s3_client(soak.server), soak.server.bucket, soak.generation
     end = committed(soak.logs, gen)
     rows = ROWS * (end + 1)
@@ -283,6 +341,7 @@ def check(soak: Soak) -> None:
     verify(soak, soak.logs, "the log dir")
     print(f"round {soak.rounds}: generation {gen}, {end + 1} batches committed, {rows} rows, "
           f"{len(soak.violations)} violations so far", flush=True)
+    return views
 
 
 def check_restore(soak: Soak, views: dict[tuple[str, int], dict[int, chk.Rec]]) -> None:
@@ -291,8 +350,9 @@ def check_restore(soak: Soak, views: dict[tuple[str, int], dict[int, chk.Rec]]) 
     shutil.rmtree(target, ignore_errors=True)
     target.mkdir()
     for topic in (EVENTS, STATE):
+        tid = chk.topic_id(soak.logs / f"{topic}-0")  # the incarnation the log dir holds
         done = run_cli(soak, ["restore", "--config", str(soak.props), "--topic", topic,
-                              "--to", str(target), "--quiet"])  # fmt: skip
+                              "--topic-id", tid, "--to", str(target), "--quiet"])  # fmt: skip
         if done.returncode != 0 and "no remote" not in done.stderr:
             soak.violation(f"restore of {topic} exited {done.returncode}: "
                            f"{done.stderr.strip().splitlines()[-1:]}")  # fmt: skip
@@ -392,6 +452,7 @@ def main() -> int:
     began = time.monotonic()
     with ExitStack() as stack:
         server = stack.enter_context(weed_server(work / "s3", bucket="soak"))
+        os.environ.update(server.env)  # the concurrent reader's S3 client, in this process
         proxy = FaultProxy(int(server.endpoint.rsplit(":", 1)[1]))
         stack.callback(proxy.close)
         soak = Soak(work / "run", random.Random(args.seed), server, proxy)
@@ -420,6 +481,7 @@ def report(soak: Soak, args: argparse.Namespace, seconds: float) -> None:
     totals = [sum(int(m.group(i)) for m in done if m) for i in (1, 2, 3)]
     print(f"sidecar passes: {sum(1 for m in done if m)} completed; {totals[0]} segments "
           f"({totals[1]} bytes) uploaded, {totals[2]} local segments deleted")  # fmt: skip
+    print("concurrent reads: " + ", ".join(f"{n} {k}" for k, n in sorted(soak.work_done.items())))
     print(f"violations: {len(soak.violations)}")
     for text in soak.violations:
         print(f"  {text}")
