@@ -52,6 +52,7 @@ from kafkatier.sink.source.plan import (
     Offsets,
     ending_offsets,
     from_json,
+    input_partitions,
     rate_limit,
     read_tasks,
     starting_offsets,
@@ -92,11 +93,12 @@ def register_data_source(spark: SparkSession) -> None:
 
 
 class KafkaTierPartition(InputPartition):
-    """One Spark task's work: a :class:`ReadTask` (picklable, as Spark requires)."""
+    """One Spark task's work: one or more :class:`ReadTask` ranges (picklable, as Spark
+    requires), planned by bytes (``split.py``)."""
 
-    def __init__(self, task: ReadTask) -> None:
-        super().__init__(task)
-        self.task = task
+    def __init__(self, tasks: tuple[ReadTask, ...]) -> None:
+        super().__init__(tasks)
+        self.tasks = tasks
 
 
 class KafkaTierDataSource(DataSource):
@@ -129,8 +131,8 @@ class KafkaTierDataSource(DataSource):
 
 def _read(partition: InputPartition) -> Iterator[pa.RecordBatch]:
     """Spark reads one ``InputPartition(None)`` when a plan has no partitions: nothing to read."""
-    task = partition.value
-    return iter(()) if task is None else read_task(task)
+    tasks = partition.value
+    return iter(()) if tasks is None else (b for task in tasks for b in read_task(task))
 
 
 class KafkaTierBatchReader(DataSourceReader):
@@ -153,7 +155,8 @@ class KafkaTierBatchReader(DataSourceReader):
         bounds = survey(self.opts, tps)
         starts = starting_offsets(self.opts, bounds)
         ends = ending_offsets(self.opts, bounds)
-        return [KafkaTierPartition(t) for t in read_tasks(self.opts, starts, ends, bounds)]
+        tasks = read_tasks(self.opts, starts, ends, bounds)
+        return [KafkaTierPartition(t) for t in input_partitions(self.opts, tasks, bounds)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return _read(partition)
@@ -211,7 +214,8 @@ class KafkaTierStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             bounds = self._survey()  # a restart replays a logged batch before any latestOffset
         stop = {tp: e for tp, e in stop.items() if tp in bounds}
         starts = {tp: begin.get(tp, bounds[tp].log_start) for tp in stop}
-        return [KafkaTierPartition(t) for t in read_tasks(self.opts, starts, stop, bounds)]
+        tasks = read_tasks(self.opts, starts, stop, bounds)
+        return [KafkaTierPartition(t) for t in input_partitions(self.opts, tasks, bounds)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return _read(partition)

@@ -18,10 +18,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kafkatier.sink.source.remote import REMOTE_OPTIONS, RemoteSettings, parse_remote
+from kafkatier.sink.source.split import MAX_PARTITION_BYTES, OPEN_COST_BYTES, SplitSettings
 from kafkatier.sink.source.task import DEFAULT_CHUNK_BYTES
 from kafkatier.storage.errors import ConfigError
 from kafkatier.storage.log.reader import IsolationLevel
@@ -35,7 +36,7 @@ KNOWN_OPTIONS = (
     "path", "subscribe", "subscribePattern", "assign", "startingOffsets", "endingOffsets",
     "startingTimestamp", "endingTimestamp", "startingOffsetsByTimestampStrategy",
     "includeHeaders", "isolationLevel", "failOnDataLoss", "maxOffsetsPerTrigger",
-    "readChunkBytes", *REMOTE_OPTIONS,
+    "readChunkBytes", "minPartitions", "maxPartitionBytes", "openCostInBytes", *REMOTE_OPTIONS,
 )  # fmt: skip
 _CANONICAL = {name.lower(): name for name in KNOWN_OPTIONS}
 _JSON_EXAMPLE = '{"topicA":{"0":23,"1":-1},"topicB":{"0":-2}}'
@@ -60,6 +61,7 @@ class SourceOptions:
     max_offsets_per_trigger: int | None = None
     chunk_bytes: int = DEFAULT_CHUNK_BYTES
     remote: RemoteSettings | None = None  # where the tiering sidecar copied the segments
+    splits: SplitSettings = field(default_factory=SplitSettings)
 
 
 def _error(option: str, problem: str) -> ConfigError:
@@ -98,6 +100,11 @@ def parse_options(options: Mapping[str, Any], *, streaming: bool | None) -> Sour
         max_offsets_per_trigger=_int(opts, "maxOffsetsPerTrigger", minimum=1),
         chunk_bytes=_int(opts, "readChunkBytes", minimum=1) or DEFAULT_CHUNK_BYTES,
         remote=remote,
+        splits=SplitSettings(
+            min_partitions=_int(opts, "minPartitions", minimum=1),
+            max_partition_bytes=_int(opts, "maxPartitionBytes", minimum=1) or MAX_PARTITION_BYTES,
+            open_cost_bytes=_default(_int(opts, "openCostInBytes", minimum=0), OPEN_COST_BYTES),
+        ),
     )
 
 
@@ -183,6 +190,10 @@ def _ending_timestamp(opts: dict[str, str], streaming: bool | None) -> int | Non
     if streaming and "endingTimestamp" in opts:
         raise _error("endingTimestamp", "not valid in streaming queries (they have no end)")
     return _int(opts, "endingTimestamp", minimum=0)
+
+
+def _default(value: int | None, default: int) -> int:
+    return default if value is None else value
 
 
 def _int(opts: dict[str, str], name: str, *, minimum: int) -> int | None:

@@ -22,6 +22,8 @@ from kafkatier.sink.source.remote import (
     remote_reader,
     store_for,
 )
+from kafkatier.sink.source.split import Sized, estimate
+from kafkatier.sink.source.split import plan as plan_splits
 from kafkatier.sink.source.task import ReadTask
 from kafkatier.storage.checkpoint.metadata import partition_dir_name
 from kafkatier.storage.errors import ConfigError, OffsetOutOfRangeError
@@ -230,6 +232,17 @@ def read_tasks(
             )
         )
     return tasks
+
+
+def input_partitions(
+    opts: SourceOptions, tasks: list[ReadTask], bounds: Mapping[TopicPartition, PartitionBounds]
+) -> list[tuple[ReadTask, ...]]:
+    """``tasks`` packed into Spark input partitions by bytes (``split.py``)."""
+    sized = []
+    for task in tasks:
+        b = bounds[(task.topic, task.partition)]
+        sized.append(Sized(task, estimate(task, b.size_bytes, b.log_start, b.high_watermark)))
+    return plan_splits(sized, opts.splits)
 
 
 def rate_limit(starts: Mapping[TopicPartition, int], ends: Offsets, max_offsets: int) -> Offsets:

@@ -228,11 +228,15 @@ def joined_bounds(local: PartitionBounds | None, remote: RemoteLogReader) -> Par
     """One partition's bounds over its remote and local segments. The ends are the local ones:
     everything remote is below the local LSO, except for a partition with no local directory,
     which ends where the remote does."""
+    below = local.log_start if local is not None else remote.end_offset
+    remote_bytes = sum(s.size for s in remote.segments if s.base_offset < below)
     if local is None:
-        return PartitionBounds(earliest(remote, None), remote.end_offset, remote.end_offset)
+        return PartitionBounds(earliest(remote, None), remote.end_offset, remote.end_offset,
+                               size_bytes=remote_bytes)  # fmt: skip
     return PartitionBounds(
         earliest(remote, local.log_start),
         max(local.high_watermark, remote.end_offset),
         max(local.last_stable, remote.end_offset),
         local.aborted,
+        local.size_bytes + remote_bytes,
     )

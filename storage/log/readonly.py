@@ -129,6 +129,11 @@ class ReadOnlyPartition:
             )
         return self._opened[base]
 
+    def size_bytes(self) -> int:
+        """Bytes of the ``.log`` files, by their sizes on disk (no segment is opened)."""
+        return sum((self.directory / segment_file_name(b, ".log")).stat().st_size
+                   for b in self.bases)  # fmt: skip
+
     @property
     def segments(self) -> list[LogSegment]:
         return [self.segment(b) for b in self.bases]
@@ -226,6 +231,7 @@ class PartitionBounds:
     high_watermark: int  # the log end offset: a single always-leader replica
     last_stable: int
     aborted: tuple[AbortedTxn, ...] = ()  # ABORT markers seen by the tail scan
+    size_bytes: int = 0  # of the segments holding [log_start, high_watermark): for planning
 
     def latest(self, committed: bool) -> int:
         """Kafka's end offset for a consumer of that isolation level."""
@@ -238,8 +244,9 @@ class PartitionBounds:
 def scan_bounds(part: ReadOnlyPartition, committed: bool) -> PartitionBounds:
     """Log start, high watermark and LSO of ``part``, read from the files (module docstring)."""
     end = part.log_end_offset()
+    size = part.size_bytes()
     if not committed:
-        return PartitionBounds(part.log_start_offset, end, end)
+        return PartitionBounds(part.log_start_offset, end, end, size_bytes=size)
     start, ongoing = _snapshot_state(part, end)
     aborted: list[AbortedTxn] = []
     high = start
@@ -251,7 +258,7 @@ def scan_bounds(part: ReadOnlyPartition, committed: bool) -> PartitionBounds:
                 _track_txn(segment, header, ongoing, aborted)
     high = max(high, end)
     lso = min([high, *ongoing.values()])
-    return PartitionBounds(part.log_start_offset, high, lso, tuple(aborted))
+    return PartitionBounds(part.log_start_offset, high, lso, tuple(aborted), size)
 
 
 def _track_txn(

@@ -1,0 +1,93 @@
+"""Spark input partitions planned by bytes, as Spark's file sources plan theirs.
+
+A Spark task costs far more than opening a Kafka partition's files (a Python worker, a pickled
+plan, a result stream), so one task per Kafka partition makes a topic of a thousand small
+partitions a thousand tasks. Instead, as ``FilePartition.getFilePartitions`` does for files:
+
+* the target split size is ``min(maxPartitionBytes, max(openCostInBytes, total / cores))``, the
+  total counting each range's bytes plus ``openCostInBytes`` (what opening it is worth);
+* a range larger than the split size is cut into that many offset ranges of about equal bytes
+  (Spark's Kafka source ``minPartitions`` does the same by offsets), so one large partition is
+  read by several tasks;
+* the pieces, largest first, are packed into tasks while a task stays within the split size.
+
+``cores`` is ``minPartitions`` when given, else the planning machine's CPU count: Spark's
+``defaultParallelism`` is not visible to a Python data source. A range's bytes are estimated
+from its partition's segment sizes, in proportion to the offsets it covers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from kafkatier.sink.source.task import ReadTask
+
+MAX_PARTITION_BYTES = 128 * 1024 * 1024
+"""Spark's ``spark.sql.files.maxPartitionBytes`` default."""
+OPEN_COST_BYTES = 4 * 1024 * 1024
+"""Spark's ``spark.sql.files.openCostInBytes`` default."""
+
+
+@dataclass(frozen=True)
+class SplitSettings:
+    """The options ``minPartitions``, ``maxPartitionBytes`` and ``openCostInBytes``."""
+
+    min_partitions: int | None = None
+    max_partition_bytes: int = MAX_PARTITION_BYTES
+    open_cost_bytes: int = OPEN_COST_BYTES
+
+
+@dataclass(frozen=True)
+class Sized:
+    """A range to read and its estimated bytes."""
+
+    task: ReadTask
+    size: int
+
+
+def estimate(task: ReadTask, size_bytes: int, first: int, end: int) -> int:
+    """Bytes of ``task``'s range in a partition of ``size_bytes`` holding offsets [first, end)."""
+    span = max(end - first, 1)
+    return min(size_bytes, size_bytes * (task.end - task.start) // span)
+
+
+def split_size(ranges: Sequence[Sized], settings: SplitSettings, cores: int | None = None) -> int:
+    total = sum(r.size + settings.open_cost_bytes for r in ranges)
+    per_core = total // max(settings.min_partitions or cores or os.cpu_count() or 1, 1)
+    return max(min(settings.max_partition_bytes, max(settings.open_cost_bytes, per_core)), 1)
+
+
+def cut(r: Sized, limit: int) -> list[Sized]:
+    """``r`` in pieces of at most about ``limit`` bytes, by offsets."""
+    offsets = r.task.end - r.task.start
+    n = min(-(-r.size // limit), offsets)
+    if n <= 1:
+        return [r]
+    bounds = [r.task.start + offsets * i // n for i in range(n + 1)]
+    return [Sized(dataclasses.replace(r.task, start=a, end=b), r.size // n)
+            for a, b in itertools.pairwise(bounds)]  # fmt: skip
+
+
+def plan(
+    ranges: Sequence[Sized], settings: SplitSettings, cores: int | None = None
+) -> list[tuple[ReadTask, ...]]:
+    """The Spark input partitions for ``ranges`` (module docstring); each task's ranges in
+    (topic, partition, offset) order."""
+    limit = split_size(ranges, settings, cores)
+    pieces = sorted((p for r in ranges for p in cut(r, limit)), key=lambda p: -p.size)
+    tasks: list[list[ReadTask]] = []
+    current: list[ReadTask] = []
+    filled = 0
+    for piece in pieces:
+        if current and filled + piece.size > limit:
+            tasks.append(current)
+            current, filled = [], 0
+        current.append(piece.task)
+        filled += piece.size + settings.open_cost_bytes
+    if current:
+        tasks.append(current)
+    return [tuple(sorted(t, key=lambda r: (r.topic, r.partition, r.start))) for t in tasks]

@@ -1,0 +1,95 @@
+"""Input partitions planned by bytes (sink/source/split.py), as Spark's file sources plan them."""
+
+from __future__ import annotations
+
+import random
+
+from kafkatier.sink.source.split import Sized, SplitSettings, cut, estimate, plan, split_size
+from kafkatier.sink.source.task import ReadTask
+
+MiB = 1 << 20
+
+
+def rng(topic: str, partition: int, start: int, end: int, size: int) -> Sized:
+    return Sized(ReadTask(log_dir="/logs", topic=topic, partition=partition, start=start,
+                          end=end), size)  # fmt: skip
+
+
+def covered(tasks: list[tuple[ReadTask, ...]]) -> dict[tuple[str, int], list[tuple[int, int]]]:
+    """Every partition's ranges across all tasks, merged where they touch."""
+    found: dict[tuple[str, int], list[tuple[int, int]]] = {}
+    for task in tasks:
+        for r in task:
+            found.setdefault((r.topic, r.partition), []).append((r.start, r.end))
+    merged = {}
+    for tp, ranges in found.items():
+        out: list[tuple[int, int]] = []
+        for a, b in sorted(ranges):
+            assert not out or a >= out[-1][1], f"{tp}: ranges overlap"
+            if out and a == out[-1][1]:
+                out[-1] = (out[-1][0], b)
+            else:
+                out.append((a, b))
+        merged[tp] = out
+    return merged
+
+
+def test_many_small_partitions_share_a_few_tasks() -> None:
+    ranges = [rng("t", p, 0, 200, 25_000) for p in range(1024)]
+    tasks = plan(ranges, SplitSettings(), cores=2)
+    # Spark's sizes: 1,024 x (25 kB + 4 MiB open cost) / 2 cores is above 128 MiB: 128 MiB splits
+    assert split_size(ranges, SplitSettings(), cores=2) == 128 * MiB
+    assert 30 <= len(tasks) <= 34
+    assert covered(tasks) == {("t", p): [(0, 200)] for p in range(1024)}
+    cheap = plan(ranges, SplitSettings(open_cost_bytes=0), cores=2)
+    assert len(cheap) == 2  # with free opens, one task per core
+
+
+def test_a_large_partition_is_cut_into_ranges_of_about_the_split_size() -> None:
+    big = rng("t", 0, 1000, 9_001_000, 1024 * MiB)
+    tasks = plan([big], SplitSettings(), cores=2)
+    assert len(tasks) == 8  # 1 GiB at 128 MiB a split
+    assert covered(tasks) == {("t", 0): [(1000, 9_001_000)]}
+    assert len(plan([big], SplitSettings(max_partition_bytes=256 * MiB), cores=2)) == 4
+
+
+def test_min_partitions_raises_the_task_count() -> None:
+    ranges = [rng("t", p, 0, 1000, 2 * MiB) for p in range(8)]
+    assert len(plan(ranges, SplitSettings(), cores=2)) == 2
+    assert len(plan(ranges, SplitSettings(min_partitions=16), cores=2)) == 8
+    assert len(plan(ranges, SplitSettings(min_partitions=16, open_cost_bytes=0), cores=2)) == 16
+
+
+def test_a_range_is_never_cut_below_one_offset() -> None:
+    assert len(cut(rng("t", 0, 5, 8, 100 * MiB), MiB)) == 3
+    assert [(p.task.start, p.task.end) for p in cut(rng("t", 0, 5, 8, 100 * MiB), MiB)] == [
+        (5, 6), (6, 7), (7, 8)]  # fmt: skip
+
+
+def test_each_task_reads_its_ranges_in_partition_and_offset_order() -> None:
+    ranges = [rng("b", 1, 0, 10, 10), rng("a", 2, 0, 10, 30), rng("a", 0, 5, 9, 20)]
+    [task] = plan(ranges, SplitSettings(), cores=1)
+    assert [(r.topic, r.partition) for r in task] == [("a", 0), ("a", 2), ("b", 1)]
+
+
+def test_random_plans_cover_every_range_exactly_once() -> None:
+    random.seed(5)
+    for _ in range(200):
+        ranges = []
+        for p in range(random.randint(1, 40)):
+            start = random.randint(0, 1000)
+            end = start + random.randint(1, 5000)
+            ranges.append(rng("t", p, start, end, random.randint(0, 300 * MiB)))
+        settings = SplitSettings(min_partitions=random.choice([None, 1, 7, 100]),
+                                 max_partition_bytes=random.choice([MiB, 64 * MiB, 128 * MiB]),
+                                 open_cost_bytes=random.choice([0, 4 * MiB]))  # fmt: skip
+        tasks = plan(ranges, settings, cores=random.randint(1, 8))
+        assert covered(tasks) == {("t", r.task.partition): [(r.task.start, r.task.end)]
+                                  for r in ranges}  # fmt: skip
+
+
+def test_estimate_is_in_proportion_to_the_offsets_covered() -> None:
+    task = rng("t", 0, 250, 750, 0).task
+    assert estimate(task, 1000, 0, 1000) == 500
+    assert estimate(task, 1000, 250, 750) == 1000
+    assert estimate(task, 1000, 0, 0) == 1000  # an empty span never divides by zero
