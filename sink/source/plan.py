@@ -11,6 +11,7 @@ timestamps cover the remote segments too, and earliest is the remote log start
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -95,7 +96,7 @@ def _bounds(opts: SourceOptions, tp: TopicPartition, hint: int) -> PartitionBoun
 
 def _scan(opts: SourceOptions, tp: TopicPartition, hint: int) -> PartitionBounds:
     with ReadOnlyPartition(Path(opts.path), *tp, hint) as part:
-        return scan_bounds(part, opts.committed)
+        return dataclasses.replace(scan_bounds(part, opts.committed), size_bytes=part.size_bytes())
 
 
 def by_timestamp(

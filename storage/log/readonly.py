@@ -22,6 +22,7 @@ the entry, and show aborted data as committed. Readers use both sources.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import os
 import re
 import tempfile
@@ -130,9 +131,13 @@ class ReadOnlyPartition:
         return self._opened[base]
 
     def size_bytes(self) -> int:
-        """Bytes of the ``.log`` files, by their sizes on disk (no segment is opened)."""
-        return sum((self.directory / segment_file_name(b, ".log")).stat().st_size
-                   for b in self.bases)  # fmt: skip
+        """Bytes of the ``.log`` files, by their sizes on disk (no segment is opened); a
+        segment retention deleted since the listing counts as empty."""
+        total = 0
+        for base in self.bases:
+            with contextlib.suppress(FileNotFoundError):
+                total += os.stat(self.directory / segment_file_name(base, ".log")).st_size
+        return total
 
     @property
     def segments(self) -> list[LogSegment]:
@@ -231,7 +236,7 @@ class PartitionBounds:
     high_watermark: int  # the log end offset: a single always-leader replica
     last_stable: int
     aborted: tuple[AbortedTxn, ...] = ()  # ABORT markers seen by the tail scan
-    size_bytes: int = 0  # of the segments holding [log_start, high_watermark): for planning
+    size_bytes: int = 0  # of the segments holding [log_start, high_watermark), if asked for
 
     def latest(self, committed: bool) -> int:
         """Kafka's end offset for a consumer of that isolation level."""
@@ -244,9 +249,8 @@ class PartitionBounds:
 def scan_bounds(part: ReadOnlyPartition, committed: bool) -> PartitionBounds:
     """Log start, high watermark and LSO of ``part``, read from the files (module docstring)."""
     end = part.log_end_offset()
-    size = part.size_bytes()
     if not committed:
-        return PartitionBounds(part.log_start_offset, end, end, size_bytes=size)
+        return PartitionBounds(part.log_start_offset, end, end)
     start, ongoing = _snapshot_state(part, end)
     aborted: list[AbortedTxn] = []
     high = start
@@ -258,7 +262,7 @@ def scan_bounds(part: ReadOnlyPartition, committed: bool) -> PartitionBounds:
                 _track_txn(segment, header, ongoing, aborted)
     high = max(high, end)
     lso = min([high, *ongoing.values()])
-    return PartitionBounds(part.log_start_offset, high, lso, tuple(aborted), size)
+    return PartitionBounds(part.log_start_offset, high, lso, tuple(aborted))
 
 
 def _track_txn(

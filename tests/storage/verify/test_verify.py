@@ -661,3 +661,31 @@ def test_compacted_log_whose_first_segment_was_emptied(tmp_path: Path) -> None:
         (partition / segment_file_name(0, suffix)).write_bytes(b"")
     assert verify_paths([tmp_path]) == []
     assert verify_paths([partition]) == []
+
+
+def test_local_log_whose_start_lost_its_snapshot_to_local_retention(tmp_path: Path) -> None:
+    """A transaction begun in a segment local retention deleted, and no snapshot at the new
+    local start (a recovery dropped it; Kafka keeps none there either): the later snapshot's
+    transaction start and coordinator epoch lie below what a replay can see, and are Kafka's
+    (found by the fault soak). A start inside the visible log must still match."""
+    clock = ManualClock()
+    log_dir, log = open_log(tmp_path, LogConfig.from_properties({}, source="test"), clock)
+    append(log, [(b"a", b"v")], timestamp=clock.now, producer=(2, 0, 0), transactional=True)
+    log.roll()
+    for i in (1, 2):
+        append(log, [(b"b", b"v")], timestamp=clock.now, producer=(2, 0, i), transactional=True)
+    log.roll()
+    log.write_txn_marker(2, 0, commit=True)
+    append(log, [(b"c", b"v")], timestamp=clock.now)
+    log_dir.close()
+    partition = tmp_path / f"{COMPACTED}-0"
+    snapshot = partition / segment_file_name(3, ".snapshot")
+    [entry] = read_snapshot(snapshot)
+    assert (entry.current_txn_first_offset, entry.last_offset) == (0, 2)
+    for suffix in (".log", ".index", ".timeindex"):  # local retention
+        (partition / segment_file_name(0, suffix)).unlink()
+    (partition / segment_file_name(1, ".snapshot")).unlink()  # and no snapshot at the start
+    assert verify_paths([tmp_path]) == []
+    _rewrite_snapshot(snapshot, 2, current_txn_first_offset=2)  # inside the log: must be 1
+    problem = only(verify_paths([tmp_path]))
+    assert problem.file == str(snapshot) and "current_txn_first_offset 2" in problem.message
