@@ -35,7 +35,7 @@ from kafkatier.storage.wire import (
     OFFSET_INDEX_ENTRY,
     TIME_INDEX_ENTRY,
 )
-from kafkatier.tiering.errors import TieringError
+from kafkatier.tiering.errors import ObjectNotFoundError, TieringError
 from kafkatier.tiering.metadata.identity import RemotePartition
 from kafkatier.tiering.metadata.manifest import PartitionManifest, RemoteSegment, object_key
 from kafkatier.tiering.metadata.manifest_store import ManifestStore
@@ -221,10 +221,35 @@ class RemoteLogReader:
         return None
 
 
+ATTEMPTS = 3
+"""Fresh starts of a joined read whose segment or object went while it read (below)."""
+
+
 def joined_batches(
     store: ObjectStore, log_dir: Path, topic: str, partition: int, from_offset: int
 ) -> Iterator[AnyBatch]:
-    """Batches from ``from_offset`` on: remote below the local log start, local from there."""
+    """Batches from ``from_offset`` on: remote below the local log start, local from there.
+
+    Local retention deletes a segment only once its remote copy is FINISHED, so a segment that
+    vanishes under the read (``FileNotFoundError``) is remote now, and a remote object retention
+    or compaction removed (``ObjectNotFoundError``) has a successor in a fresh manifest: either
+    makes the read start over, with a fresh listing and manifest, after the last batch it
+    returned, as the Spark reader does (``sink/source/joined.py``)."""
+    offset = from_offset
+    for attempt in range(ATTEMPTS):
+        try:
+            for batch in _joined_once(store, log_dir, topic, partition, offset):
+                yield batch
+                offset = batch.next_offset
+            return
+        except (FileNotFoundError, ObjectNotFoundError):
+            if attempt + 1 == ATTEMPTS:
+                raise
+
+
+def _joined_once(
+    store: ObjectStore, log_dir: Path, topic: str, partition: int, from_offset: int
+) -> Iterator[AnyBatch]:
     with ReadOnlyPartition(log_dir, topic, partition) as local:
         local_start = local.segments[0].base_offset if local.segments else None
         remote = _reader(store, log_dir, topic, partition)

@@ -68,3 +68,32 @@ def test_offset_for_timestamp_matches_the_engine(tiered) -> None:
     logs, store, _, by_time = tiered
     for ts, expected in by_time.items():
         assert joined_offset_for_timestamp(store, logs, "tiered", 0, ts) == expected, ts
+
+
+def test_a_segment_local_retention_deletes_under_the_read_is_read_from_remote(
+    tiered, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Local retention deletes the first local segment (its remote copy is finished) just as
+    the joined read opens it: the read starts over and returns the original log (the soak's
+    concurrent reader found this failing with FileNotFoundError)."""
+    logs, store, batches, _ = tiered
+    with ReadOnlyPartition(logs, "tiered", 0) as part:
+        first_local = part.bases[0]
+    assert first_local in only_finished_bases(store)
+    original = ReadOnlyPartition.segment
+    deleted: list[int] = []
+
+    def racing(self: ReadOnlyPartition, base: int):  # type: ignore[no-untyped-def]
+        if base == first_local and not deleted:
+            for path in self.directory.glob(f"{first_local:020d}.*"):
+                path.unlink()
+            deleted.append(base)
+        return original(self, base)
+
+    monkeypatch.setattr(ReadOnlyPartition, "segment", racing)
+    got = [(b.base_offset, bytes(b.buffer)) for b in joined_batches(store, logs, "tiered", 0, 0)]
+    assert deleted and got == batches
+
+
+def only_finished_bases(store: CountingStore) -> set[int]:
+    return {s.base_offset for s in RemoteLogReader(store, only(store, "tiered", 0)).segments}
