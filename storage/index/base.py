@@ -48,8 +48,18 @@ class FixedEntryIndex(ABC):
     OFFSET_FIELD: ClassVar[int]  # which field of a parsed entry is the absolute offset
 
     def __init__(
-        self, path: Path, base_offset: int, max_index_size: int, writable: bool = True
+        self,
+        path: Path,
+        base_offset: int,
+        max_index_size: int,
+        writable: bool = True,
+        *,
+        empty: bool = False,
     ) -> None:
+        """``empty``: a read-only view that reads as having no entries whatever the file holds
+        (a reader of a segment a writer may still be indexing: lookups scan the batches)."""
+        if empty and writable:
+            raise ValueError(f"an empty view of {path} cannot be writable")
         self._path = Path(path)
         self.base_offset = base_offset
         self.max_index_size = max_index_size
@@ -59,7 +69,11 @@ class FixedEntryIndex(ABC):
         self._snapshot = b""  # a read-only index's bytes, read once (see _map_file)
         self._closed = False
         self._exists = True
-        created = self._open_file()
+        created = False
+        if empty:
+            self._exists = False
+        else:
+            created = self._open_file()
         self._length = len(self._map) if self._map is not None else len(self._snapshot)
         self.max_entries = self._length // self.ENTRY.size
         # A new file has no entries; an existing one is trusted slot by slot (Kafka's loader).

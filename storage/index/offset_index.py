@@ -34,8 +34,10 @@ class OffsetIndex(FixedEntryIndex):
         base_offset: int,
         max_index_size: int = DEFAULT_MAX_INDEX_SIZE,
         writable: bool = True,
+        *,
+        empty: bool = False,
     ) -> None:
-        super().__init__(path, base_offset, max_index_size, writable)
+        super().__init__(path, base_offset, max_index_size, writable, empty=empty)
         self._last_offset = self._last_entry()[0]
 
     def _parse(self, slot: int) -> tuple[int, int]:

@@ -34,8 +34,10 @@ class TimeIndex(FixedEntryIndex):
         base_offset: int,
         max_index_size: int = DEFAULT_MAX_INDEX_SIZE,
         writable: bool = True,
+        *,
+        empty: bool = False,
     ) -> None:
-        super().__init__(path, base_offset, max_index_size, writable)
+        super().__init__(path, base_offset, max_index_size, writable, empty=empty)
         self._last = self._last_entry_from_file()
 
     def _parse(self, slot: int) -> tuple[int, int]:

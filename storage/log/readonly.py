@@ -25,7 +25,6 @@ import bisect
 import contextlib
 import os
 import re
-import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,7 +36,7 @@ from kafkatier.storage.checkpoint.checkpoint_file import (
 )
 from kafkatier.storage.checkpoint.metadata import parse_partition_dir_name
 from kafkatier.storage.errors import CorruptSnapshotError, KafkaTierError, StorageError
-from kafkatier.storage.index.txn_index import AbortedTxn, TransactionIndex
+from kafkatier.storage.index.txn_index import AbortedTxn
 from kafkatier.storage.log.batch_position import BatchPosition
 from kafkatier.storage.log.reader import offset_for_timestamp
 from kafkatier.storage.log.segment import AnyBatch, LogSegment
@@ -215,17 +214,9 @@ def read_batches(segment: LogSegment, position: int, size: int) -> Iterator[AnyB
 
 def open_without_indexes(directory: Path, base: int) -> LogSegment:
     """``LogSegment(writable=False)`` of ``<base>.log`` whose offset and time indexes read as
-    empty (lookups fall back to scanning the batches): it is opened through a symlink in a
-    scratch directory that holds no index files, then pointed back at the real ``.log`` and
-    ``.txnindex`` paths. Nothing is created in ``directory``."""
-    name = segment_file_name(base, ".log")
-    with tempfile.TemporaryDirectory(prefix="kafkatier-read-") as scratch:
-        os.symlink(directory / name, Path(scratch) / name)
-        segment = LogSegment(Path(scratch), base, writable=False)
-    segment.directory = directory
-    segment.log_path = directory / name
-    segment.txn_index = TransactionIndex(directory / segment_file_name(base, ".txnindex"), base)
-    return segment
+    empty (lookups fall back to scanning the batches): the active segment's indexes may be
+    preallocated and half-written by the writer. Nothing is created in ``directory``."""
+    return LogSegment(directory, base, writable=False, read_indexes=False)
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,7 @@ class LogSegment:
         writable: bool = True,
         created_ms: int | None = None,
         roll_jitter_ms: int = 0,
+        read_indexes: bool = True,
     ) -> None:
         self.directory = Path(directory)
         self.base_offset = base_offset
@@ -58,11 +59,12 @@ class LogSegment:
         flags = (os.O_RDWR | os.O_CREAT) if writable else os.O_RDONLY
         self._fd = os.open(self.log_path, flags, 0o644)
         self.size = os.fstat(self._fd).st_size
+        empty = not read_indexes  # read-only: lookups scan the batches instead
         self.offset_index = OffsetIndex(
-            self._path(".index"), base_offset, max_index_size, writable=writable
+            self._path(".index"), base_offset, max_index_size, writable=writable, empty=empty
         )
         self.time_index = TimeIndex(
-            self._path(".timeindex"), base_offset, max_index_size, writable=writable
+            self._path(".timeindex"), base_offset, max_index_size, writable=writable, empty=empty
         )
         self.txn_index = TransactionIndex(self._path(".txnindex"), base_offset)
         self.created_ms = created_ms if created_ms is not None else int(time.time() * 1000)

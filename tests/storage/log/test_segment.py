@@ -247,3 +247,30 @@ def test_change_suffix_and_delete(tmp_path: Path) -> None:
     assert seg.read_next_offset() == BASE + 2
     seg.delete()
     assert os.listdir(tmp_path) == []
+
+
+def test_a_read_only_segment_without_indexes_scans_and_touches_nothing(tmp_path: Path) -> None:
+    """What a reader opens for the active segment (``open_without_indexes``): its indexes read
+    as empty, lookups scan the batches and find what the indexed segment finds, and no file in
+    the directory is created, changed or removed (no scratch directory either)."""
+    from kafkatier.storage.log.readonly import open_without_indexes
+
+    seg = LogSegment(tmp_path, 100, index_interval_bytes=1)
+    append(seg, [make(100 + 10 * i, [1000 + i] * 10) for i in range(20)])
+    seg.close()
+    indexed = LogSegment(tmp_path, 100, writable=False)
+    (tmp_path / "00000000000000000100.index").write_bytes(b"\xff" * 64)  # a half-written index
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    scratch = set(Path(tempfile.gettempdir()).iterdir())
+    view = open_without_indexes(tmp_path, 100)
+    assert view.offset_index.entries == 0 and view.time_index.entries == 0
+    found = view.translate_offset(157)
+    assert found is not None and found.base_offset == 150 and found.last_offset == 159
+    assert view.find_offset_by_timestamp(1013, 100) == 230
+    assert indexed.find_offset_by_timestamp(1013, 100) == 230
+    view.close()
+    indexed.close()
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+    assert set(Path(tempfile.gettempdir()).iterdir()) <= scratch
+    with pytest.raises(ValueError, match="cannot be writable"):
+        LogSegment(tmp_path, 100, read_indexes=False)
