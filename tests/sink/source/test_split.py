@@ -37,10 +37,12 @@ def covered(tasks: list[tuple[ReadTask, ...]]) -> dict[tuple[str, int], list[tup
 def test_many_small_partitions_share_a_few_tasks() -> None:
     ranges = [rng("t", p, 0, 200, 25_000) for p in range(1024)]
     tasks = plan(ranges, SplitSettings(), cores=2)
-    # Spark's sizes: 1,024 x (25 kB + 4 MiB open cost) / 2 cores is above 128 MiB: 128 MiB splits
+    # 1,024 x (25 kB + 256 KiB open cost) / 2 cores is above 128 MiB: 128 MiB splits
     assert split_size(ranges, SplitSettings(), cores=2) == 128 * MiB
-    assert 30 <= len(tasks) <= 34
+    assert len(tasks) == 3
     assert covered(tasks) == {("t", p): [(0, 200)] for p in range(1024)}
+    spark_files = plan(ranges, SplitSettings(open_cost_bytes=4 * MiB), cores=2)
+    assert 30 <= len(spark_files) <= 34  # Spark's 4 MiB a file
     cheap = plan(ranges, SplitSettings(open_cost_bytes=0), cores=2)
     assert len(cheap) == 2  # with free opens, one task per core
 
@@ -56,7 +58,8 @@ def test_a_large_partition_is_cut_into_ranges_of_about_the_split_size() -> None:
 def test_min_partitions_raises_the_task_count() -> None:
     ranges = [rng("t", p, 0, 1000, 2 * MiB) for p in range(8)]
     assert len(plan(ranges, SplitSettings(), cores=2)) == 2
-    assert len(plan(ranges, SplitSettings(min_partitions=16), cores=2)) == 8
+    assert len(plan(ranges, SplitSettings(min_partitions=16, open_cost_bytes=4 * MiB),
+                    cores=2)) == 8  # fmt: skip
     assert len(plan(ranges, SplitSettings(min_partitions=16, open_cost_bytes=0), cores=2)) == 16
 
 
