@@ -6,18 +6,20 @@ retention, remote compaction and topic re-creation, with invariants checked afte
 One SeaweedFS server on 127.0.0.1 with a fault proxy in front (tests/tiering/fault_proxy.py);
 the sink and the sidecar talk to S3 only through the proxy. A round:
 
-1. sometimes (from the second round on) the topics are deleted and created again: their
+1. in the second round, and later at random, the topics are deleted and created again: their
    partition directories, the sink's bookkeeping and the query's checkpoint go, and the next
    writer creates the topics afresh under new topic ids, while S3 still holds the old ones;
 2. the writer (bench/soak_writer.py: a Spark streaming query through KafkaLogSink into
    ``events`` and the compacted ``state``) runs to a target a few micro-batches ahead, maybe
-   killed from outside after a random delay or by the sink's own crash points;
+   (in the first round always) killed from outside after a random delay or by the sink's own
+   crash points;
 3. meanwhile ``kafkatier sidecar --once`` runs pass after pass (upload, local retention, remote
    compaction, orphan sweep), each maybe killed from outside or at one of the tiering crash
    points, with S3 faults (500, 503, connections reset mid-upload and mid-download, stalls)
    queued in the proxy;
 4. a killed writer is followed by a fault-free one that commits one more batch (Spark replays the
-   batch it died in; the sink completes or aborts what the dead run left);
+   batch it died in; the sink completes or aborts what the dead run left), and a killed sidecar
+   pass by a fault-free one (it finishes what the killed one left half done);
 5. the invariants, read by independent readers (bench/soak_check.py: kafka-python's parser,
    plain boto3 straight to the server), with nothing running:
    - events: every committed row exactly once, nothing uncommitted, no other incarnation's row,
@@ -158,7 +160,7 @@ def run_writer(soak: Soak, target: int, faulty: bool) -> bool:
     """One writer run to ``target``; True if it ended by itself with exit 0."""
     extra, kill_after = {}, None
     if faulty:
-        roll = soak.rng.random()
+        roll = soak.rng.random() * (0.7 if soak.rounds == 1 else 1)  # round 1: always a fault
         if roll < 0.35:
             point = soak.rng.choice(SINK_POINTS)
             batch = soak.rng.randint(committed(soak.logs, soak.generation) + 1, target)
@@ -168,6 +170,9 @@ def run_writer(soak: Soak, target: int, faulty: bool) -> bool:
             kill_after = soak.rng.uniform(5, 40)
     cmd = [sys.executable, str(HERE / "soak_writer.py"), str(soak.props), str(soak.checkpoint),
            str(soak.generation), str(target), str(ROWS)]  # fmt: skip
+    with (soak.work / "writer.log").open("a") as log:
+        log.write(f"\n=== round {soak.rounds}: writer to batch {target}, "
+                  f"{extra or 'no crash point'}, kill after {kill_after} s\n")  # fmt: skip
     proc = start(cmd, soak.env(**extra), soak.work / "writer.log")
     try:
         proc.wait(timeout=kill_after if kill_after is not None else 600)
@@ -265,8 +270,8 @@ def recreate(soak: Soak) -> None:
 
 def one_round(soak: Soak) -> None:
     soak.rounds += 1
-    if soak.rounds > 1 and soak.rng.random() < 0.15:
-        recreate(soak)
+    if soak.rounds == 2 or (soak.rounds > 2 and soak.rng.random() < 0.15):
+        recreate(soak)  # round 2 always: a short run covers every class of fault
     target = committed(soak.logs, soak.generation) + soak.rng.randint(2, 5)
     done = threading.Event()
     writer_ok: list[bool] = []
@@ -284,7 +289,7 @@ def one_round(soak: Soak) -> None:
         recovery = committed(soak.logs, soak.generation) + 1
         if not run_writer(soak, recovery, faulty=False):
             soak.violation("the fault-free writer after a kill did not finish")
-    sidecar_pass(soak, faulty=True)
+    sidecar_pass(soak, faulty=False)  # finishes what a killed pass left half done
     views = check(soak)
     for problem in reader.problems[:5]:
         soak.violation(f"concurrent read: {problem}")

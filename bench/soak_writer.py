@@ -5,14 +5,16 @@
 Streams ``rate-micro-batch`` (batch ``b`` holds values ``b*R .. b*R+R-1``, the same on every
 replay) through one exactly-once sink over the two topics of the soak's ``kafkatier.properties``
 (``CONFIG``: log dir, topic settings): ``events`` (key ``v % 13``, value :func:`value_of`) and
-``state`` (compacted; key ``k<v % 97>``, the same value). Batches after TARGET_BATCH are not
-written; once the sink has committed TARGET_BATCH the query stops and the driver exits 0.
+``state`` (compacted; key ``k<v % 97>``, the same value). A batch after TARGET_BATCH fails
+(so Spark replays it in the next run instead of counting it done); once the sink has committed
+TARGET_BATCH the query stops and the driver exits 0.
 ``KAFKATIER_SINK_CRASH`` makes it SIGKILL itself at a chosen point; the soak also kills it from
 outside. On its first start in a generation it creates the topics' partitions (new topic ids).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import sys
@@ -24,6 +26,10 @@ EVENTS, STATE = "events", "state"
 STATE_KEYS = 97
 # a short-lived driver: the JVM's quick compiler only (C1) and the serial collector start faster
 FAST_START_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
+
+class TargetReached(Exception):
+    """A micro-batch past the run's target: failing it keeps Spark from committing it."""
 
 
 def value_of(generation: int, v: int) -> bytes:
@@ -77,8 +83,8 @@ def main(config_path: Path, checkpoint: str, generation: int, target: int, rows:
     sink = KafkaLogSink(config.log_dir, compression="lz4", sink_id=sink_id(generation))
 
     def write(df: Any, batch_id: int) -> None:
-        if batch_id > target:
-            return
+        if batch_id > target:  # fail it: a batch that returned would count as done for Spark
+            raise TargetReached(f"batch {batch_id} is past the target {target}")
         value = value_sql(generation)
         both = df.selectExpr(f"'{EVENTS}' AS topic", "CAST(value % 13 AS STRING) AS key",
                              f"{value} AS value").unionByName(
@@ -92,7 +98,8 @@ def main(config_path: Path, checkpoint: str, generation: int, target: int, rows:
             print(f"soak writer: query stopped: {query.exception()}", file=sys.stderr)
             return 1
         time.sleep(0.2)
-    query.stop()
+    with contextlib.suppress(Exception):  # the batch past the target may have failed it
+        query.stop()
     sink.close()
     spark.stop()
     return 0
