@@ -19,6 +19,7 @@ appends to it and never shows a transaction before its COMMIT.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -88,8 +89,17 @@ def kafka_schema(include_headers: bool) -> StructType:
 
 
 def register_data_source(spark: SparkSession) -> None:
-    """Make ``spark.read.format("kafkatier")`` and ``readStream.format("kafkatier")`` work."""
-    spark.dataSource.register(KafkaTierDataSource)
+    """Make ``spark.read.format("kafkatier")`` and ``readStream.format("kafkatier")`` work.
+
+    The registered class carries this driver's working directory (pickled with it to the
+    Python workers, whose own working directory is Spark's), so that a relative ``path``
+    resolves as Spark's file sources resolve one."""
+    cwd = os.getcwd()
+
+    class Registered(KafkaTierDataSource):
+        driver_cwd = cwd
+
+    spark.dataSource.register(Registered)
 
 
 class KafkaTierPartition(InputPartition):
@@ -104,12 +114,16 @@ class KafkaTierPartition(InputPartition):
 class KafkaTierDataSource(DataSource):
     """Registered as ``kafkatier``; reads the partition logs under option ``path``."""
 
+    driver_cwd: str | None = None
+    """Where relative paths resolve (set by :func:`register_data_source`)."""
+
     @classmethod
     def name(cls) -> str:
         return "kafkatier"
 
     def schema(self) -> StructType:
-        return kafka_schema(parse_options(self.options, streaming=None).include_headers)
+        opts = parse_options(self.options, streaming=None, base_dir=self.driver_cwd)
+        return kafka_schema(opts.include_headers)
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return KafkaTierBatchReader(self._checked(schema, streaming=False))
@@ -118,7 +132,7 @@ class KafkaTierDataSource(DataSource):
         return KafkaTierStreamReader(self._checked(schema, streaming=True))
 
     def _checked(self, schema: StructType, *, streaming: bool) -> SourceOptions:
-        opts = parse_options(self.options, streaming=streaming)
+        opts = parse_options(self.options, streaming=streaming, base_dir=self.driver_cwd)
         expected = kafka_schema(opts.include_headers)
         if schema != expected:
             raise ConfigError(

@@ -16,6 +16,7 @@ property names (``remote.storage.url``, ``remote.storage.s3.endpoint.url``,
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -39,6 +40,8 @@ KNOWN_OPTIONS = (
     "readChunkBytes", "minPartitions", "maxPartitionBytes", "openCostInBytes", *REMOTE_OPTIONS,
 )  # fmt: skip
 _CANONICAL = {name.lower(): name for name in KNOWN_OPTIONS}
+PATH_OPTIONS = ("path", "kafkatier.config")
+"""Options naming local files, resolved against the driver's working directory."""
 _JSON_EXAMPLE = '{"topicA":{"0":23,"1":-1},"topicB":{"0":-2}}'
 
 
@@ -68,14 +71,21 @@ def _error(option: str, problem: str) -> ConfigError:
     return ConfigError(f"kafkatier option {option!r}: {problem}", setting=option)
 
 
-def parse_options(options: Mapping[str, Any], *, streaming: bool | None) -> SourceOptions:
+def parse_options(
+    options: Mapping[str, Any], *, streaming: bool | None, base_dir: str | None = None
+) -> SourceOptions:
     """Validate ``options`` for a batch (``streaming=False``), streaming (``True``) or not yet
-    known (``None``: schema inference) query."""
+    known (``None``: schema inference) query. Relative paths resolve against ``base_dir`` (the
+    driver's working directory, as Spark's file sources resolve theirs), not the Python
+    worker's."""
     given = {str(k).lower(): str(v) for k, v in options.items()}
     for key in given:
         if key not in _CANONICAL:
             raise _error(key, f"unknown option; known options: {', '.join(KNOWN_OPTIONS)}")
     opts = {_CANONICAL[k]: v for k, v in given.items()}
+    for name in PATH_OPTIONS:
+        if base_dir and opts.get(name, "").strip() and not os.path.isabs(opts[name].strip()):
+            opts[name] = os.path.join(base_dir, opts[name].strip())
     remote = parse_remote(opts)
     path = opts.get("path", "").strip()
     if not path and remote is not None and len(remote.log_dirs) == 1:

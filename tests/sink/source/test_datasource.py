@@ -571,3 +571,19 @@ def test_legacy_compressed_ranges(tmp_path: Path, magic: int) -> None:
         .to_pylist()
     ]
     assert ours == [t for t in theirs if 2 <= t[0] < 8]
+
+
+def test_a_relative_path_reads_from_the_working_directory(
+    spark_kt: Any, sample: Written, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``option("path", "logs")`` resolves against the driver's working directory (when
+    ``register_data_source`` ran), as Spark's file sources resolve a relative path, not against
+    the Python worker's (Spark's own directory)."""
+    monkeypatch.chdir(sample.path.parent)
+    register_data_source(spark_kt)  # captures the driver's working directory
+    try:
+        df = load(spark_kt, Path(sample.path.name), subscribe="events,other")
+        assert rows_of(df) == no_headers(sample.visible(committed=True))
+    finally:
+        monkeypatch.undo()
+        register_data_source(spark_kt)
