@@ -156,6 +156,21 @@ def kill_group(proc: subprocess.Popen[bytes]) -> None:
         time.sleep(0.1)
 
 
+def ended_by_itself(
+    soak: Soak, proc: subprocess.Popen[bytes], kill_after: float | None, limit: float, who: str
+) -> bool:
+    """Wait for ``proc``; SIGKILL it (and its children) after ``kill_after`` seconds, the fault,
+    or after ``limit`` without one; True if it ended by itself."""
+    try:
+        proc.wait(timeout=kill_after if kill_after is not None else limit)
+        return True
+    except subprocess.TimeoutExpired:
+        if kill_after is not None:
+            soak.faults[f"{who} SIGKILL from outside"] += 1
+        kill_group(proc)
+        return False
+
+
 def run_writer(soak: Soak, target: int, faulty: bool) -> bool:
     """One writer run to ``target``; True if it ended by itself with exit 0."""
     extra, kill_after = {}, None
@@ -174,12 +189,7 @@ def run_writer(soak: Soak, target: int, faulty: bool) -> bool:
         log.write(f"\n=== round {soak.rounds}: writer to batch {target}, "
                   f"{extra or 'no crash point'}, kill after {kill_after} s\n")  # fmt: skip
     proc = start(cmd, soak.env(**extra), soak.work / "writer.log")
-    try:
-        proc.wait(timeout=kill_after if kill_after is not None else 600)
-    except subprocess.TimeoutExpired:
-        if kill_after is not None:
-            soak.faults["writer SIGKILL from outside"] += 1
-        kill_group(proc)
+    if not ended_by_itself(soak, proc, kill_after, 600, "writer"):
         return False
     kill_group(proc)  # its JVM, if it outlived it
     if proc.returncode != 0 and not extra:
@@ -205,12 +215,7 @@ def sidecar_pass(soak: Soak, faulty: bool) -> None:
                 soak.faults[f"S3 {fault.split(':')[0]}"] += 1
     cmd = [*KAFKATIER, "sidecar", "--once", "--config", str(soak.props)]
     proc = start(cmd, soak.env(**extra), soak.work / "sidecar.log")
-    try:
-        proc.wait(timeout=kill_after if kill_after is not None else 300)
-    except subprocess.TimeoutExpired:
-        if kill_after is not None:
-            soak.faults["sidecar SIGKILL from outside"] += 1
-        kill_group(proc)
+    ended_by_itself(soak, proc, kill_after, 300, "sidecar")
     soak.proxy.faults.clear()
 
 
