@@ -42,14 +42,13 @@ import os
 import random
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 from collections import Counter
-from contextlib import ExitStack, suppress
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,9 +56,11 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests" / "tiering"))
+sys.path.insert(0, str(HERE.parent / "tests"))
 
 import soak_check as chk  # noqa: E402
 from fault_proxy import FaultProxy  # noqa: E402
+from process_group import kill_group  # noqa: E402
 from soak_writer import EVENTS, STATE, STATE_KEYS, committed, value_of  # noqa: E402
 
 from kafkatier.tiering.store.weed import WEED, WeedServer, weed_server  # noqa: E402
@@ -140,20 +141,6 @@ def start(cmd: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[by
     with log.open("ab") as out:
         return subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True)  # fmt: skip
-
-
-def kill_group(proc: subprocess.Popen[bytes]) -> None:
-    """SIGKILL the process and its children (the writer's JVM and Python workers), reap it."""
-    with suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            os.killpg(proc.pid, 0)
-        except ProcessLookupError:
-            return
-        time.sleep(0.1)
 
 
 def ended_by_itself(

@@ -123,8 +123,8 @@ def expected_states(events: Any) -> Any:
 
 def check_state(replayed: Any, events: Any) -> list[Check]:
     """The state topic ``replayed`` against the states derived from the replayed ``events``."""
-    return [check_latest(replayed, expected_states(events)),
-            check_written_once(replayed, expected_states(events))]  # fmt: skip
+    states = expected_states(events)
+    return [check_latest(replayed, states), check_written_once(replayed, states)]
 
 
 def check_latest(replayed: Any, states: Any) -> Check:

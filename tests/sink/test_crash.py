@@ -9,7 +9,6 @@ whole process group (driver and JVM) from outside after a random delay.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import random
@@ -22,6 +21,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from process_group import kill_group
 
 from kafkatier.sink.hooks import CRASH_ENV
 from kafkatier.storage.arrow.log import read_arrow
@@ -39,21 +39,6 @@ ROWS = 40
 # each fires at its first occurrence in its run: the runs die in batches 0, 0 (replayed), 1, 2
 CHOSEN = ["after-append", "after-decide", "between-markers", "after-markers"]
 RUN_TIMEOUT = 300
-
-
-def _kill_group(proc: subprocess.Popen[bytes]) -> int:
-    """SIGKILL the driver's whole process group (driver, JVM, Python workers) and reap it."""
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    rc = proc.wait()
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            os.killpg(proc.pid, 0)
-        except ProcessLookupError:
-            break
-        time.sleep(0.2)
-    return rc
 
 
 def _epoch(tmp: Path) -> int:
@@ -86,7 +71,7 @@ def _run(tmp: Path, crash: str | None = None, kill_delay: float | None = None) -
             break
         time.sleep(0.05)
     rc = proc.poll()
-    killed = _kill_group(proc)  # also the JVM of a driver that killed itself
+    killed = kill_group(proc)  # also the JVM of a driver that killed itself
     return killed if rc is None else rc
 
 
