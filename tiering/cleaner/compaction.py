@@ -48,7 +48,7 @@ from kafkatier.tiering.cleaner.view import CombinedLog, active_producers, choose
 from kafkatier.tiering.metadata.identity import RemotePartition
 from kafkatier.tiering.metadata.local import LocalPartition
 from kafkatier.tiering.metadata.manifest import PartitionManifest, RemoteSegment, object_key
-from kafkatier.tiering.metadata.manifest_store import ManifestStore
+from kafkatier.tiering.metadata.manifest_store import ManifestCache, ManifestStore
 from kafkatier.tiering.store.object_store import ObjectStore
 
 log = logging.getLogger("kafkatier.tiering")
@@ -86,6 +86,7 @@ class _Partition:
     remote: list[RemoteSegment]
     local: LocalPartition | None
     now_ms: int
+    cache: ManifestCache | None = None
 
 
 def remote_only(manifest: PartitionManifest, local: LocalPartition | None) -> list[RemoteSegment]:
@@ -171,7 +172,7 @@ def _save_checkpoint(part: _Partition, checkpoint: int) -> None:
         manifest.cleaner_checkpoint = checkpoint
         return True
 
-    ManifestStore(part.store).update(part.rp, change)
+    ManifestStore(part.store, cache=part.cache).update(part.rp, change)
 
 
 def compact_remote(
@@ -186,18 +187,20 @@ def compact_remote(
     scratch_dir: Path | None = None,
     read_bytes: int | None = None,
     deferred: list[GroupReplacer] | None = None,
+    cache: ManifestCache | None = None,
 ) -> RemoteCompactionResult:
     """Compact the remote-only segments of one partition once (module docstring).
     ``read_bytes``: bytes per ranged GET (default: :data:`REMOTE_READ_BYTES` or more).
     ``deferred``: step 4 is left to the caller, which gets the replacer in this list (a pass over
-    many partitions then waits out the grace once, not once per partition)."""
-    manifest, _ = ManifestStore(store).load(rp)
+    many partitions then waits out the grace once, not once per partition). ``cache``: the
+    manifests a long-running sidecar knows (manifest_store.py), read and kept current."""
+    manifest, _ = ManifestStore(store, cache=cache).load(rp)
     remote = remote_only(manifest, local)
     result = RemoteCompactionResult(checkpoint=manifest.cleaner_checkpoint)
     if not remote:
         return result
-    part = _Partition(store, rp, config, manifest, remote, local, now_ms)
-    replacer = GroupReplacer(store, rp, owner)
+    part = _Partition(store, rp, config, manifest, remote, local, now_ms, cache)
+    replacer = GroupReplacer(store, rp, owner, cache=cache)
     scratch = Path(tempfile.mkdtemp(prefix="kafkatier-compact-", dir=scratch_dir))
     io_size = read_bytes or max(config.io_buffer_size // 2, REMOTE_READ_BYTES)
     seg_store = RemoteSegmentStore(store, rp, remote,

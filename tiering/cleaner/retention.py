@@ -31,7 +31,7 @@ from kafkatier.tiering.crash import crash_point
 from kafkatier.tiering.metadata.identity import RemotePartition
 from kafkatier.tiering.metadata.local import LocalPartition
 from kafkatier.tiering.metadata.manifest import PartitionManifest, RemoteSegment
-from kafkatier.tiering.metadata.manifest_store import ManifestStore
+from kafkatier.tiering.metadata.manifest_store import ManifestCache, ManifestStore
 from kafkatier.tiering.store.object_store import ObjectStore
 
 log = logging.getLogger("kafkatier.tiering")
@@ -66,11 +66,15 @@ def expired_segments(
 
 
 def expire_remote(
-    store: ObjectStore, part: LocalPartition, now_ms: int, local_only_bytes: int
+    store: ObjectStore,
+    part: LocalPartition,
+    now_ms: int,
+    local_only_bytes: int,
+    cache: ManifestCache | None = None,
 ) -> int:
     """Apply total retention to ``part`` (module docstring); returns how many remote segments
-    were deleted."""
-    manifests = ManifestStore(store)
+    were deleted. ``cache``: the manifests a long-running sidecar knows (manifest_store.py)."""
+    manifests = ManifestStore(store, cache=cache)
     manifest, etag = manifests.load(part.remote)
     start = max(manifest.log_start_offset, part.log_start_offset())
     doomed = expired_segments(manifest, part.config, now_ms, local_only_bytes, start)

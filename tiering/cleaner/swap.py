@@ -45,7 +45,7 @@ from kafkatier.tiering.metadata.manifest import (
     now_ms,
     object_key,
 )
-from kafkatier.tiering.metadata.manifest_store import ManifestStore
+from kafkatier.tiering.metadata.manifest_store import ManifestCache, ManifestStore
 from kafkatier.tiering.store.object_store import ObjectStore
 
 log = logging.getLogger("kafkatier.tiering")
@@ -80,6 +80,8 @@ class GroupReplacer:
     owner: str
     replaced: list[RemoteSegment] = field(default_factory=list)
     swapped_at: float = 0.0
+    cache: ManifestCache | None = None
+    """The sidecar's knowledge of the manifests, kept current by the swaps' writes."""
 
     @property
     def topic(self) -> str:
@@ -91,7 +93,7 @@ class GroupReplacer:
 
     @property
     def manifests(self) -> ManifestStore:
-        return ManifestStore(self.store)
+        return ManifestStore(self.store, cache=self.cache)
 
     def replace(self, cleaned: LogSegment, old: list[RemoteSegment]) -> RemoteSegment | None:
         """Steps 1-3 for ``cleaned`` (finished, indexes trimmed); None: the swap lost a race

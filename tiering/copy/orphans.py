@@ -17,8 +17,14 @@ from collections.abc import Collection
 
 from kafkatier.tiering.copy.upload import delete_attempt
 from kafkatier.tiering.metadata.identity import RemotePartition
-from kafkatier.tiering.metadata.manifest import MANIFEST_NAME, RemoteSegment, SegmentState, now_ms
-from kafkatier.tiering.metadata.manifest_store import ManifestStore
+from kafkatier.tiering.metadata.manifest import (
+    MANIFEST_NAME,
+    PartitionManifest,
+    RemoteSegment,
+    SegmentState,
+    now_ms,
+)
+from kafkatier.tiering.metadata.manifest_store import ManifestCache, ManifestStore
 from kafkatier.tiering.store.object_store import ObjectStore
 
 log = logging.getLogger("kafkatier.tiering")
@@ -31,13 +37,15 @@ def sweep_orphans(
     owner: str,
     grace_ms: int,
     active: Collection[str] = (),
+    cache: ManifestCache | None = None,
 ) -> int:
     """Remove the partition's orphans (module docstring); returns how many attempts or stray
-    objects were removed. ``active``: attempts this process is uploading right now."""
-    manifests = ManifestStore(store)
+    objects were removed. ``active``: attempts this process is uploading right now. The
+    manifest is read afresh after the listing, whatever ``cache`` holds (it is kept current)."""
+    manifests = ManifestStore(store, cache=cache)
     prefix = rp.prefix
     listed = [i.key for i in store.list(prefix) if not i.key.endswith("/" + MANIFEST_NAME)]
-    manifest, _ = manifests.load(rp)
+    manifest, _ = manifests.load(rp, fresh=True)
     doomed = [s.attempt for s in manifest.segments if _is_orphan(s, owner, grace_ms, active)]
     doomed += _duplicates(manifest.segments)
     for attempt in doomed:
@@ -49,6 +57,13 @@ def sweep_orphans(
         log.info("removing stray object %s", key)
         store.delete(key)
     return len(doomed) + len(strays)
+
+
+def has_orphans(manifest: PartitionManifest, owner: str, grace_ms: int) -> bool:
+    """Whether ``manifest`` shows an orphan entry (kinds a-c of the module docstring): what a
+    sidecar that knows the manifest checks before it spends a listing on a sweep."""
+    found = any(_is_orphan(s, owner, grace_ms, ()) for s in manifest.segments)
+    return found or bool(_duplicates(manifest.segments))
 
 
 def _is_orphan(

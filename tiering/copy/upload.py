@@ -40,7 +40,7 @@ from kafkatier.tiering.metadata.manifest import (
     now_ms,
     object_key,
 )
-from kafkatier.tiering.metadata.manifest_store import ManifestStore
+from kafkatier.tiering.metadata.manifest_store import ManifestCache, ManifestStore
 from kafkatier.tiering.store.object_store import ObjectStore, Progress
 
 log = logging.getLogger("kafkatier.tiering")
@@ -59,10 +59,12 @@ class Uploader:
     owner: str
     progress: Progress | None = None
     manifest_lock: threading.Lock = field(default_factory=threading.Lock)
+    cache: ManifestCache | None = None
+    """The manifests a long-running sidecar knows (manifest_store.py), kept current."""
 
     @property
     def manifests(self) -> ManifestStore:
-        return ManifestStore(self.store, lock=self.manifest_lock)
+        return ManifestStore(self.store, lock=self.manifest_lock, cache=self.cache)
 
     def upload(self, part: LocalPartition, cand: Candidate) -> RemoteSegment | None:
         """Copy ``cand``; None when another attempt finished it first (this one is cleaned)."""

@@ -6,6 +6,12 @@ Every change is read-modify-write with ``If-Match`` on the manifest's entity tag
 from one consistent state to the next. A manifest recording another topic id than the partition
 it is read for is refused (:class:`TopicIdMismatchError`), so the remote state of a deleted topic
 is never applied to a topic created again under its name.
+
+A long-running sidecar keeps what it read and wrote in a :class:`ManifestCache`, so a pass over a
+partition with nothing to do sends no request at all (Kafka's tiered storage keeps its remote
+segment metadata in memory too). kafkatier's own commands are the only writers of the manifests
+and every write is conditional: a stale cached manifest costs a failed write (412), after which
+the entry is forgotten and read again; it never turns into a lost update.
 """
 
 from __future__ import annotations
@@ -28,30 +34,72 @@ from kafkatier.tiering.store.object_store import ObjectStore
 
 _HEAD_WORKERS = 8
 """Manifest requests in flight while listing partitions (a boto3 client pools 10+ connections)."""
+_ABSENT = None
+
+
+class ManifestCache:
+    """The manifests one process last read or wrote, with their entity tags (module docstring).
+    An entry of ``(None, None)`` records a manifest known not to exist yet."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._known: dict[str, tuple[bytes | None, str | None]] = {}
+
+    def get(self, key: str) -> tuple[bytes | None, str | None] | None:
+        """The cached bytes and tag; None when nothing is known of ``key``."""
+        with self._lock:
+            return self._known.get(key)
+
+    def put(self, key: str, data: bytes | None, etag: str | None) -> None:
+        with self._lock:
+            self._known[key] = (data, etag)
+
+    def forget(self, key: str) -> None:
+        with self._lock:
+            self._known.pop(key, None)
 
 
 class ManifestStore:
     """Reads and conditionally updates the manifests of one remote store."""
 
     def __init__(
-        self, store: ObjectStore, *, max_retries: int = 50, lock: threading.Lock | None = None
+        self,
+        store: ObjectStore,
+        *,
+        max_retries: int = 50,
+        lock: threading.Lock | None = None,
+        cache: ManifestCache | None = None,
     ) -> None:
         self.store = store
+        self.cache = cache
         self.max_retries = max_retries
         # Writers sharing ``lock`` (one sidecar's upload threads) take turns instead of racing
         # each other to a 412, a sleep and a re-read; the conditional PUT still keeps apart
         # writers that do not share it (another sidecar).
         self.lock = lock if lock is not None else contextlib.nullcontext()
 
-    def load(self, rp: RemotePartition) -> tuple[PartitionManifest, str | None]:
-        """The manifest and its entity tag (None: not created yet, an empty manifest)."""
+    def load(
+        self, rp: RemotePartition, *, fresh: bool = False
+    ) -> tuple[PartitionManifest, str | None]:
+        """The manifest and its entity tag (None: not created yet, an empty manifest); from the
+        cache unless ``fresh`` or unknown there. Each call parses anew: callers may change it."""
         key = manifest_key(rp)
-        got = self.store.get_with_etag(key)
-        if got is None:
+        data, etag = self._fetch(key, fresh)
+        if data is None:
             return PartitionManifest(rp.topic, rp.partition, topic_id=rp.topic_id), None
-        manifest = PartitionManifest.from_bytes(got[0], key)
+        manifest = PartitionManifest.from_bytes(data, key)
         check_identity(manifest, rp, key)
-        return manifest, got[1]
+        return manifest, etag
+
+    def _fetch(self, key: str, fresh: bool) -> tuple[bytes | None, str | None]:
+        cached = None if fresh or self.cache is None else self.cache.get(key)
+        if cached is not None:
+            return cached
+        got = self.store.get_with_etag(key)
+        found = (None, None) if got is None else got
+        if self.cache is not None:
+            self.cache.put(key, *found)
+        return found
 
     def update(
         self, rp: RemotePartition, change: Callable[[PartitionManifest], bool]
@@ -64,16 +112,26 @@ class ManifestStore:
                 manifest, etag = self.load(rp)
                 if not change(manifest):
                     return manifest
+                data = manifest.to_bytes()
                 try:
-                    if etag is None:
-                        self.store.put_bytes(key, manifest.to_bytes(), if_none_match=True)
-                    else:
-                        self.store.put_bytes(key, manifest.to_bytes(), if_match=etag)
-                    return manifest
+                    new_etag = self.store.put_bytes(
+                        key, data, if_none_match=etag is None, if_match=etag
+                    )
                 except PreconditionFailedError:
-                    pass
+                    self._forget(key)  # another writer moved it on, or the cache was stale
+                except BaseException:
+                    self._forget(key)  # the put may or may not have landed
+                    raise
+                else:
+                    if self.cache is not None:
+                        self.cache.put(key, data, new_etag)
+                    return manifest
             time.sleep(0.01)
         raise TieringError("manifest update kept losing to other writers", key=key)
+
+    def _forget(self, key: str) -> None:
+        if self.cache is not None:
+            self.cache.forget(key)
 
     def find(
         self, topic: str, partition: int, topic_id: str
@@ -117,6 +175,7 @@ class ManifestStore:
                 topic is None or old[0] == topic
             ):
                 legacy.append(old)
+        own = [rp for rp in own if rp.identity not in exclude]
         if not own and not legacy:
             return []
         with ThreadPoolExecutor(min(_HEAD_WORKERS, len(own) + len(legacy))) as pool:

@@ -278,14 +278,20 @@ def restore_topic(
         missing = sorted(set(partitions) - set(numbers))
         raise TieringError("no remote data for partitions", topic=topic, partitions=missing)
     results: list[RestoreResult] = []
-    config: dict[str, str] = {}
-    for rp in wanted:
+    configs: list[dict[str, str]] = []
+
+    def one(rp: RemotePartition) -> RestoreResult:
         manifest, _ = manifests.load(rp)
-        result = _restore(store, rp, manifest, Path(log_dir), from_offset, from_timestamp,
-                          threads, progress)  # fmt: skip
-        config = config or manifest.topic_config
-        results.append(result)
-        if on_partition is not None:
-            on_partition(result)
-    write_log_dir_files(log_dir, results, config, topic)
+        configs.append(manifest.topic_config)
+        return _restore(store, rp, manifest, Path(log_dir), from_offset, from_timestamp,
+                        threads, progress)  # fmt: skip
+
+    # ``threads`` partitions at a time, each with ``threads`` downloads: a topic of many small
+    # partitions costs round trips, which overlap instead of adding up.
+    with ThreadPoolExecutor(max_workers=max(threads, 1)) as pool:
+        for result in pool.map(one, wanted):
+            results.append(result)
+            if on_partition is not None:
+                on_partition(result)
+    write_log_dir_files(log_dir, results, next((c for c in configs if c), {}), topic)
     return results

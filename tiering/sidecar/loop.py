@@ -22,7 +22,6 @@ from watchdog.observers import Observer
 
 from kafkatier.tiering.config import TieringConfig
 from kafkatier.tiering.sidecar.metrics import Metrics, serve_metrics
-from kafkatier.tiering.sidecar.status import collect_status
 from kafkatier.tiering.sidecar.tierer import PassResult, Tierer
 from kafkatier.tiering.store.object_store import ObjectStore
 
@@ -55,13 +54,14 @@ class Sidecar:
     def run_pass(self) -> PassResult:
         result = self.tierer.run_once()
         self.passes += 1
-        served = self.config.metrics_port >= 0  # gauges cost a manifest read per partition
-        statuses = collect_status(self.config, self.tierer.store) if served else []
-        self.metrics.record_pass(result, statuses)
+        self.metrics.record_pass(result, list(self.tierer.statuses.values()))
+        requests = ", ".join(f"{n} {kind}" for kind, n in result.requests.items()) or "none"
         log.info("pass %d: %d segments (%d bytes) uploaded, %d local segments deleted, "
-                 "%d partitions failed", self.passes, result.total("uploaded_segments"),
-                 result.total("uploaded_bytes"), result.total("local_segments_deleted"),
-                 result.failures)  # fmt: skip
+                 "%d partitions failed, %d of %d partitions quiet; %.2f s; S3 requests: %s",
+                 self.passes, result.total("uploaded_segments"), result.total("uploaded_bytes"),
+                 result.total("local_segments_deleted"), result.failures,
+                 sum(1 for p in result.partitions if p.skipped), len(result.partitions),
+                 result.seconds, requests)  # fmt: skip
         return result
 
     def run(self, *, on_pass: Callable[[PassResult], None] | None = None) -> None:

@@ -2,8 +2,10 @@
 
 Counters: segments and bytes uploaded, upload failures, local segments/bytes deleted, orphans
 removed, remote segments expired (total retention), remote compactions with the records they
-removed and the remote bytes before and after, passes. Gauges per partition: upload lag in
-bytes and segments, remote size in bytes.
+removed and the remote bytes before and after, passes, and the requests sent to the object store
+by operation (``kafkatier_tier_store_requests_total{operation="GetObject"}``: what tiering costs
+at the store's per-request prices). Gauges per partition (as of the last pass that examined it):
+upload lag in bytes and segments, remote size in bytes.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ class Metrics:
         self.counters: dict[str, int] = dict.fromkeys(
             [*_COUNTERS, "kafkatier_tier_upload_failures_total", "kafkatier_tier_passes_total"], 0
         )
+        self.requests: dict[str, int] = {}
         self.gauges: dict[str, dict[tuple[str, int], int]] = {
             "kafkatier_tier_upload_lag_bytes": {},
             "kafkatier_tier_upload_lag_segments": {},
@@ -52,6 +55,8 @@ class Metrics:
                 self.counters[name] += result.total(attr)
             self.counters["kafkatier_tier_upload_failures_total"] += result.failures
             self.counters["kafkatier_tier_passes_total"] += 1
+            for kind, n in result.requests.items():
+                self.requests[kind] = self.requests.get(kind, 0) + n
             for s in statuses:
                 if s.stale:  # another incarnation's leftovers: the gauges are the live topic's
                     continue
@@ -69,6 +74,10 @@ class Metrics:
         with self._lock:
             for name, value in self.counters.items():
                 lines += [f"# TYPE {name} counter", f"{name} {value}"]
+            name = "kafkatier_tier_store_requests_total"
+            lines.append(f"# TYPE {name} counter")
+            for kind, n in sorted(self.requests.items()):
+                lines.append(f'{name}{{operation="{kind}"}} {n}')
             for name, values in self.gauges.items():
                 lines.append(f"# TYPE {name} gauge")
                 for (topic, partition), value in sorted(values.items()):

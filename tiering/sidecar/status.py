@@ -11,7 +11,9 @@ new topic and never deletes it (``tiering.cleaner.stale``); ``kafkatier clean --
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 from kafkatier.tiering.cleaner.stale import stale
@@ -21,6 +23,8 @@ from kafkatier.tiering.metadata.local import LocalPartition, local_partitions
 from kafkatier.tiering.metadata.manifest import PartitionManifest
 from kafkatier.tiering.metadata.manifest_store import ManifestStore
 from kafkatier.tiering.store.object_store import ObjectStore
+
+STATUS_WORKERS = 16
 
 
 @dataclass(frozen=True)
@@ -78,18 +82,21 @@ def partition_status(part: LocalPartition | None, store: ObjectStore, rp: Remote
 def collect_status(
     config: TieringConfig, store: ObjectStore | None = None
 ) -> list[PartitionStatus]:
-    """Every local partition, plus partitions that exist only remotely."""
+    """Every local partition, plus partitions that exist only remotely; ``STATUS_WORKERS``
+    partitions at a time (each costs a manifest read, milliseconds of waiting on the store)."""
     store = store if store is not None else config.open_store()
-    found: list[PartitionStatus] = []
-    seen: set[tuple[str, int, str]] = set()
     manifests = ManifestStore(store)
-    for log_dir, topic, partition in local_partitions(list(config.log_dirs)):
-        with LocalPartition(log_dir, topic, partition) as part:
-            part.remote, manifest = manifests.find(topic, partition, part.topic_id())
-            found.append(partition_status(part, store, part.remote, manifest=manifest))
-        seen.add(part.remote.identity)
-    remote_only = manifests.partitions(exclude=seen)
-    dead = stale(remote_only, seen)
-    for rp in remote_only:
-        found.append(partition_status(None, store, rp, stale=rp in dead))
+
+    def local(key: tuple[Path, str, int]) -> PartitionStatus:
+        with LocalPartition(*key) as part:
+            part.remote, manifest = manifests.find(key[1], key[2], part.topic_id())
+            return partition_status(part, store, part.remote, manifest=manifest)
+
+    with ThreadPoolExecutor(STATUS_WORKERS) as pool:
+        found = list(pool.map(local, local_partitions(list(config.log_dirs))))
+        seen = {(s.topic, s.partition, s.topic_id) for s in found}
+        remote_only = manifests.partitions(exclude=seen)
+        dead = stale(remote_only, seen)
+        found += pool.map(lambda rp: partition_status(None, store, rp, stale=rp in dead),
+                          remote_only)  # fmt: skip
     return sorted(found, key=lambda s: (s.topic, s.partition, s.stale))

@@ -8,11 +8,19 @@ only remotely (``tiering.cleaner.compaction``: it cleans only when the topic's d
 ``max.compaction.lag.ms`` says so, as the local cleaner).
 Partitions run in parallel on a thread pool (``remote.log.manager.copier.thread.pool.size``);
 a failing partition is logged and counted, and the others carry on.
+
+What a pass costs follows the work it finds, not the partitions that exist: a Tierer keeps the
+manifests it read and wrote between passes (``ManifestCache``: an idle partition costs no request;
+an upload costs its objects and one manifest read-modify-write), sweeps a partition's orphans
+with a listing only the first time it sees the partition, after a failure there, or when the
+manifest shows one, and skips partitions whose files have not changed since a pass left them
+with nothing to do (quiet.py). The store's request counts per pass are in :class:`PassResult`.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,13 +36,23 @@ from kafkatier.tiering.copy.local_retention import (
     locally_deletable,
     remove_deleted_leftovers,
 )
-from kafkatier.tiering.copy.orphans import sweep_orphans
+from kafkatier.tiering.copy.orphans import has_orphans, sweep_orphans
 from kafkatier.tiering.copy.upload import Uploader, new_owner
 from kafkatier.tiering.metadata.identity import RemotePartition
 from kafkatier.tiering.metadata.local import Candidate, LocalPartition, local_partitions
 from kafkatier.tiering.metadata.manifest import PartitionManifest, now_ms
-from kafkatier.tiering.metadata.manifest_store import ManifestStore
+from kafkatier.tiering.metadata.manifest_store import ManifestCache, ManifestStore
+from kafkatier.tiering.sidecar.quiet import (
+    NEVER,
+    LogDirCheckpoints,
+    PartitionKey,
+    QuietPartitions,
+    next_due_ms,
+    observe,
+)
+from kafkatier.tiering.sidecar.status import PartitionStatus, partition_status
 from kafkatier.tiering.store.object_store import ObjectStore
+from kafkatier.tiering.store.requests import since
 
 log = logging.getLogger("kafkatier.tiering")
 SEGMENTS_IN_FLIGHT = 2
@@ -59,11 +77,16 @@ class PartitionPass:
     remote_bytes_before_compaction: int = 0
     remote_bytes_after_compaction: int = 0
     error: str | None = None
+    skipped: bool = False
+    """Quiet since an earlier pass (quiet.py): not opened, no request sent."""
 
 
 @dataclass
 class PassResult:
     partitions: list[PartitionPass] = field(default_factory=list)
+    requests: dict[str, int] = field(default_factory=dict)
+    """Requests the store sent during the pass, by kind (``GetObject``, ``PutObject``, ...)."""
+    seconds: float = 0.0
 
     @property
     def failures(self) -> int:
@@ -84,16 +107,28 @@ class Tierer:
         self.compaction_grace_ms = COMPACTION_GRACE_MS
         self._replaced: list[GroupReplacer] = []  # this pass's compactions, for step 4
         self._located: dict[tuple[str, int, str], RemotePartition] = {}
+        self.cache = ManifestCache()
+        self.uploader.cache = self.cache
+        self.quiet = QuietPartitions()
+        self._swept: set[tuple[str, int, str]] = set()  # partitions swept by this process
+        self.statuses: dict[tuple[str, int], PartitionStatus] = {}
+        """The last status of every tiered partition a pass examined (the metrics' gauges)."""
         self.remote_compaction = True
         """False: upload and retention only (tests comparing compactions at one instant)."""
 
     def run_once(self) -> PassResult:
-        targets = [t for t in local_partitions(list(self.config.log_dirs)) if _tiered(*t)]
+        started, before = time.monotonic(), self.store.requests.snapshot()
+        keys = local_partitions(list(self.config.log_dirs))
+        seen = {log_dir: LogDirCheckpoints(log_dir) for log_dir in {k[0] for k in keys}}
+        now = now_ms()
         result = PassResult()
         with ThreadPoolExecutor(max_workers=max(self.config.threads, 1)) as pool:
-            for outcome in pool.map(lambda t: self._partition(*t), targets):
-                result.partitions.append(outcome)
+            for outcome in pool.map(lambda k: self._partition(k, seen[k[0]], now), keys):
+                if outcome is not None:
+                    result.partitions.append(outcome)
         self._delete_replaced()
+        result.requests = since(before, self.store.requests.snapshot())
+        result.seconds = time.monotonic() - started
         return result
 
     def _delete_replaced(self) -> None:
@@ -108,24 +143,52 @@ class Tierer:
                 log.exception("deleting objects replaced by compaction of %s-%d failed",
                               replacer.topic, replacer.partition)  # fmt: skip
 
-    def _partition(self, log_dir: Path, topic: str, partition: int) -> PartitionPass:
+    def _partition(
+        self, key: PartitionKey, seen: LogDirCheckpoints, now: int
+    ) -> PartitionPass | None:
+        """One partition's part of the pass; None for a partition that is not tiered."""
+        log_dir, topic, partition = key
+        quiet = self.quiet.skip(key, seen, now)
+        if quiet is not None:
+            return PartitionPass(topic, partition, skipped=True) if quiet else None
+        observed = observe(key, seen)
+        part = _open(log_dir, topic, partition)
+        if part is None:
+            return None
         outcome = PartitionPass(topic, partition)
-        try:
-            with LocalPartition(log_dir, topic, partition) as part:
-                self._tier(part, outcome)
-        except Exception as exc:
-            log.exception("tiering %s-%d failed", topic, partition)
-            outcome.error = f"{type(exc).__name__}: {exc}"
+        with part:
+            if not part.config.remote_storage_enable:
+                self.quiet.record(key, seen, observed, part, NEVER)
+                return None
+            try:
+                due = self._tier(part, outcome)
+            except Exception as exc:
+                log.exception("tiering %s-%d failed", topic, partition)
+                outcome.error = f"{type(exc).__name__}: {exc}"
+                self._swept.discard(part.remote.identity)  # what failed may have left strays
+                due = None
+            if due is None:
+                self.quiet.forget(key)
+            else:
+                self.quiet.record(key, seen, observed, part, due)
         return outcome
 
-    def _tier(self, part: LocalPartition, outcome: PartitionPass) -> None:
-        manifests = ManifestStore(self.store)
+    def _tier(self, part: LocalPartition, outcome: PartitionPass) -> int | None:
+        """Tier one partition (module docstring); returns until when it is quiet (quiet.py),
+        None when something is left to do."""
+        manifests = ManifestStore(self.store, cache=self.cache)
         part.remote = self._locate(manifests, part)
-        outcome.orphans_removed = sweep_orphans(
-            self.store, part.remote, owner=self.owner, grace_ms=self.config.orphan_grace_ms,
-        )
-        manifest, _ = manifests.load(part.remote)
-        pending = _pending(part, manifest)
+        manifest, etag = manifests.load(part.remote)
+        grace = self.config.orphan_grace_ms
+        if self._needs_sweep(part.remote, manifest, etag):
+            outcome.orphans_removed = sweep_orphans(
+                self.store, part.remote, owner=self.owner, grace_ms=grace, cache=self.cache
+            )
+            self._swept.add(part.remote.identity)
+            manifest, _ = manifests.load(part.remote)
+        candidates = part.candidates()
+        all_closed_eligible = len(candidates) == max(len(part.segments) - 1, 0)
+        pending = _pending(part, manifest, candidates)
         # A few segments in flight per partition, oldest first: the remote log may have a
         # short-lived gap, which readers treat as its end (PartitionManifest.contiguous).
         with ThreadPoolExecutor(max_workers=SEGMENTS_IN_FLIGHT) as pool:
@@ -133,17 +196,50 @@ class Tierer:
                 if entry is not None:
                     outcome.uploaded_segments += 1
                     outcome.uploaded_bytes += sum(f.size for f in entry.files.values())
+        manifest = self._delete_local(manifests, part, outcome)
+        highest = manifest.highest_offset
+        local_only = sum(s.size for s in part.segments if s.base_offset > highest)
+        outcome.remote_segments_expired = expire_remote(
+            self.store, part, now_ms(), local_only, cache=self.cache
+        )
+        if part.config.is_compacted and self.remote_compaction:
+            self._compact(part, outcome)
         manifest, _ = manifests.load(part.remote)
+        self.statuses[(part.topic, part.partition)] = partition_status(
+            part, self.store, part.remote, manifest=manifest
+        )
+        busy = (outcome.remote_compactions or not all_closed_eligible
+                or _pending(part, manifest, candidates)
+                or has_orphans(manifest, self.owner, grace))  # fmt: skip
+        return None if busy else next_due_ms(part, manifest, grace, now_ms())
+
+    def _needs_sweep(
+        self, rp: RemotePartition, manifest: PartitionManifest, etag: str | None
+    ) -> bool:
+        """A listing sweep (orphans.py) the first time this process sees a partition with a
+        manifest, after a failure there, or when the manifest itself shows an orphan. Without
+        a manifest there is nothing to sweep: an attempt's entry is committed before its
+        first object."""
+        first = rp.identity not in self._swept
+        if etag is None:
+            self._swept.add(rp.identity)  # its entries will all be this process's
+            return False
+        return first or has_orphans(manifest, self.owner, self.config.orphan_grace_ms)
+
+    def _delete_local(
+        self, manifests: ManifestStore, part: LocalPartition, outcome: PartitionPass
+    ) -> PartitionManifest:
+        """Local retention; a deletion is decided on a manifest read afresh (never a cached
+        one), so it costs a request only when local data is about to go."""
+        manifest, _ = manifests.load(part.remote)
+        if interrupted_deletes(part, manifest) or locally_deletable(part, manifest, now_ms()):
+            manifest, _ = manifests.load(part.remote, fresh=True)
         doomed = interrupted_deletes(part, manifest)
-        doomed += locally_deletable(part, manifest, now_ms())[len(doomed):]
+        doomed += locally_deletable(part, manifest, now_ms())[len(doomed) :]
         outcome.local_segments_deleted = len(doomed)
         outcome.local_bytes_deleted = delete_local(part, doomed)
         remove_deleted_leftovers(part)
-        highest = manifest.highest_offset
-        local_only = sum(s.size for s in part.segments if s.base_offset > highest)
-        outcome.remote_segments_expired = expire_remote(self.store, part, now_ms(), local_only)
-        if part.config.is_compacted and self.remote_compaction:
-            self._compact(part, outcome)
+        return manifest
 
     def _locate(self, manifests: ManifestStore, part: LocalPartition) -> RemotePartition:
         """Where the partition's incarnation lives remotely (``ManifestStore.locate``), found
@@ -158,7 +254,7 @@ class Tierer:
     def _compact(self, part: LocalPartition, outcome: PartitionPass) -> None:
         done = compact_remote(self.store, part.remote, config=part.config,
                               local=part, now_ms=now_ms(), owner=self.owner,
-                              deferred=self._replaced)  # fmt: skip
+                              deferred=self._replaced, cache=self.cache)  # fmt: skip
         if done.cleaned:
             outcome.remote_compactions += 1
             outcome.remote_records_removed += done.records_removed
@@ -166,22 +262,22 @@ class Tierer:
             outcome.remote_bytes_after_compaction += done.bytes_after
 
 
-def _pending(part: LocalPartition, manifest: PartitionManifest) -> list[Candidate]:
+def _pending(
+    part: LocalPartition, manifest: PartitionManifest, candidates: list[Candidate]
+) -> list[Candidate]:
     """Eligible segments not yet FINISHED remotely, except those wholly below the log start
     offset (DeleteRecords, or retention already applied remotely): total retention would expire
     them in this same pass (``end_offset < log start``, as ``expired_segments``)."""
     done = {s.base_offset for s in manifest.finished()}
     start = max(manifest.log_start_offset, part.log_start_offset())
-    return [c for c in part.candidates() if c.base_offset not in done and c.next_base > start]
+    return [c for c in candidates if c.base_offset not in done and c.next_base > start]
 
 
-def _tiered(log_dir: Path, topic: str, partition: int) -> bool:
+def _open(log_dir: Path, topic: str, partition: int) -> LocalPartition | None:
     try:
-        with LocalPartition(log_dir, topic, partition) as part:
-            return part.config.remote_storage_enable
+        return LocalPartition(log_dir, topic, partition)
     except ConfigError:
         log.warning("bad topic config for %s in %s: not tiered", topic, log_dir)
-        return False
     except (OSError, StorageError) as exc:  # a partition being created or deleted right now
         log.warning("skipping %s-%d this pass: %s", topic, partition, exc)
-        return False
+    return None

@@ -29,6 +29,7 @@ from typing import Any, Protocol
 import fsspec
 
 from kafkatier.tiering.errors import ObjectNotFoundError, PreconditionFailedError
+from kafkatier.tiering.store.requests import DELETE, GET, HEAD, LIST, PUT, RequestCounts
 
 Progress = Callable[[int], None]
 """Called with the number of bytes just transferred (progress bars, rate limits)."""
@@ -72,6 +73,8 @@ class ObjectStore(Protocol):
     """The remote-storage contract (module docstring); implementations must be picklable."""
 
     url: str
+    requests: RequestCounts
+    """The requests this store sent, by kind (requests.py)."""
 
     def put_file(self, key: str, path: Path, *, progress: Progress | None = None) -> ObjectInfo: ...
 
@@ -119,6 +122,7 @@ class FsspecStore:
         fs, root = fsspec.core.url_to_fs(self.url, **storage_options)
         self._fs = fs
         self._root = root.rstrip("/")
+        self.requests = RequestCounts()
 
     def __getstate__(self) -> dict[str, Any]:
         return {"url": self.url, "rate": self.rate_limit_bps, "options": self.storage_options}
@@ -136,6 +140,7 @@ class FsspecStore:
         return "file" in _protocols(self._fs)
 
     def put_file(self, key: str, path: Path, *, progress: Progress | None = None) -> ObjectInfo:
+        self.requests.add(PUT)
         target = self._path(key)
         self._fs.makedirs(target.rsplit("/", 1)[0], exist_ok=True)
         digest, sha, size = hashlib.md5(usedforsecurity=False), hashlib.sha256(), 0
@@ -154,11 +159,12 @@ class FsspecStore:
     def put_bytes(
         self, key: str, data: bytes, *, if_none_match: bool = False, if_match: str | None = None
     ) -> str:
+        self.requests.add(PUT)
         target = self._path(key)
         self._fs.makedirs(target.rsplit("/", 1)[0], exist_ok=True)
         with self._cas_lock(target):
             if if_none_match or if_match is not None:
-                current = self.get_with_etag(key)
+                current = self._read(key)  # part of this one conditional request
                 if if_none_match and current is not None:
                     raise PreconditionFailedError("object already exists", key=key)
                 if if_match is not None and (current is None or current[1] != if_match):
@@ -183,6 +189,7 @@ class FsspecStore:
 
     def get_bytes(self, key: str, start: int = 0, end: int | None = None) -> bytes:
         """Bytes [start, end) of the object (``end`` None: to its end)."""
+        self.requests.add(GET)
         try:
             with self._fs.open(self._path(key), "rb") as src:
                 src.seek(start)
@@ -191,9 +198,14 @@ class FsspecStore:
             raise ObjectNotFoundError("no such object", key=key) from None
 
     def get_with_etag(self, key: str) -> tuple[bytes, str] | None:
+        self.requests.add(GET)
+        return self._read(key)
+
+    def _read(self, key: str) -> tuple[bytes, str] | None:
         try:
-            data = self.get_bytes(key)
-        except ObjectNotFoundError:
+            with self._fs.open(self._path(key), "rb") as src:
+                data = bytes(src.read())
+        except FileNotFoundError:
             return None
         return data, md5_etag(data)
 
@@ -201,6 +213,7 @@ class FsspecStore:
         self, key: str, path: Path, *, progress: Progress | None = None, size: int | None = None
     ) -> str:
         """Download to ``path``, returning the bytes' SHA-256; ``size`` is only a hint."""
+        self.requests.add(GET)
         sha = hashlib.sha256()
         try:
             with self._fs.open(self._path(key), "rb") as src, open(path, "wb") as dst:
@@ -214,16 +227,19 @@ class FsspecStore:
         return sha.hexdigest()
 
     def head(self, key: str) -> ObjectInfo | None:
+        self.requests.add(HEAD)
         try:
             info = self._fs.info(self._path(key))
         except FileNotFoundError:
             return None
         if info.get("type") == "directory":
             return None
-        return ObjectInfo(key, int(info["size"]), md5_etag(self.get_bytes(key)))
+        got = self._read(key)  # fsspec has no entity tags: the MD5, as put_bytes answers
+        return None if got is None else ObjectInfo(key, int(info["size"]), got[1])
 
     def list_prefixes(self, prefix: str) -> list[str]:
         """One directory listing of the folder ``prefix`` lies in (its sub-directories)."""
+        self.requests.add(LIST)
         folder, _, _ = prefix.rpartition("/")
         base = self._path(folder)
         self._fs.invalidate_cache(base)  # a caching fsspec listing would miss new folders
@@ -241,6 +257,7 @@ class FsspecStore:
 
     def list(self, prefix: str) -> list[ObjectInfo]:
         """Every object whose key starts with ``prefix`` (sizes; etags left empty)."""
+        self.requests.add(LIST)
         base = self._path(prefix.rsplit("/", 1)[0] if "/" in prefix else "")
         try:
             found = self._fs.find(base, detail=True)
@@ -255,6 +272,7 @@ class FsspecStore:
         return result
 
     def delete(self, key: str) -> None:
+        self.requests.add(DELETE)
         with contextlib.suppress(FileNotFoundError):
             self._fs.rm_file(self._path(key))
 

@@ -21,6 +21,7 @@ import botocore.exceptions
 from botocore.config import Config
 
 from kafkatier.tiering.store.object_store import ObjectInfo, RateLimiter
+from kafkatier.tiering.store.requests import RequestCounts
 
 MIB = 1 << 20
 LIST_PAGE_SIZE = 1000
@@ -69,6 +70,7 @@ class S3Bucket:
         self._pool: ThreadPoolExecutor | None = None
         self._limiter = RateLimiter(rate_limit_bps)
         self._client_lock = threading.Lock()
+        self.requests = RequestCounts()
 
     def __getstate__(self) -> dict[str, Any]:
         return {"url": self.url, "settings": self.settings}
@@ -94,6 +96,7 @@ class S3Bucket:
                     read_timeout=s["read_timeout"],
                 )
                 self._client = session.client("s3", endpoint_url=s["endpoint_url"], config=config)
+                self._client.meta.events.register("before-send.s3", self.requests.on_send)
             return self._client
 
     @property
