@@ -135,12 +135,12 @@ def next_due_ms(
     (module docstring); ``NEVER`` when only new data can."""
     cfg = part.config
     dues = [NEVER]
-    closed = part.segments[:-1]
-    remote = manifest.finished()
-    for limit, segments in ((cfg.effective_local_retention_ms, closed),
-                            (cfg.retention_ms, [*closed, *remote])):  # fmt: skip
+    closed = [s.max_timestamp for s in part.segments[:-1]]
+    remote = [s.max_timestamp for s in manifest.finished()]
+    for limit, stamps in ((cfg.effective_local_retention_ms, closed),
+                          (cfg.retention_ms, closed + remote)):  # fmt: skip
         if limit >= 0:
-            dues += [s.max_timestamp + limit + 1 for s in segments]
+            dues += [ts + limit + 1 for ts in stamps]
     dues += [s.updated_ms + grace_ms for s in manifest.segments
              if s.state is SegmentState.COPY_SEGMENT_STARTED]  # fmt: skip
     if cfg.is_compacted:
