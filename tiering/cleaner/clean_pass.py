@@ -106,7 +106,7 @@ class RemotePass:
         try:
             outcome.orphans_removed = sweep_orphans(
                 self.store, rp, owner=self.owner, grace_ms=self.config.orphan_grace_ms,
-            )  # fmt: skip
+            ).removed  # fmt: skip
             outcome.result = compact_remote(self.store, rp, config=cfg, local=part,
                                             now_ms=wall_clock_ms(), owner=self.owner,
                                             grace_ms=self.grace_ms)  # fmt: skip

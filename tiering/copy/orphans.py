@@ -1,21 +1,31 @@
 """Finding and removing what failed or abandoned upload attempts left in the remote store.
 
-An orphan is (a) an entry still COPY_SEGMENT_STARTED whose owner is another sidecar run and which
-has not moved for ``grace_ms`` (its owner died: SIGKILL, power loss), or one of this run's that it
-no longer works on; (b) an entry left DELETE_SEGMENT_STARTED (a deletion cut short); (c) a second
-FINISHED entry for a segment already FINISHED (two sidecars raced; the older entry is kept);
-(d) an object whose attempt the manifest does not name at all. The listing is taken *before* the
-manifest is read: an attempt's STARTED entry is committed before its first object is written, so
-every object listed belongs to an attempt the manifest read afterwards knows, unless it is an
-orphan.
+An upload puts its objects first, under a fresh attempt id, and then names them in the manifest
+in one conditional write, as COPY_SEGMENT_FINISHED (tiering/copy/upload.py): until that write, no
+entry names the attempt. So an orphan is (a) an entry still COPY_SEGMENT_STARTED (written by
+compaction's swaps and by earlier kafkatier versions) whose owner is another sidecar run and
+which has not moved for ``grace_ms`` (its owner died: SIGKILL, power loss), or one of this
+run's that it no longer works on; (b) an entry left DELETE_SEGMENT_STARTED (a deletion cut
+short); (c) a second FINISHED entry for a segment already FINISHED (two sidecars raced; the older
+entry is kept); (d) objects of an attempt the manifest does not name, once every one of them is
+older than ``grace_ms`` (an uploader still at work names them within that time, or never).
+
+The listing is taken *before* the manifest is read, so an attempt that committed meanwhile is
+seen as named. Objects of kind (d) are claimed before they are deleted: the attempt id goes into
+the manifest's ``abandoned`` list by a conditional write (refused if the attempt got named
+meanwhile), and an uploader never commits an attempt that list holds, so a slow uploader and a
+sweep cannot both win. An uploader gives up an attempt older than ``MAX_ATTEMPT_MS`` itself, and
+claims are forgotten after ``ABANDONED_TTL_MS``, far beyond it.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Collection
+from dataclasses import dataclass
 
 from kafkatier.tiering.copy.upload import delete_attempt
+from kafkatier.tiering.crash import crash_point
 from kafkatier.tiering.metadata.identity import RemotePartition
 from kafkatier.tiering.metadata.manifest import (
     MANIFEST_NAME,
@@ -25,9 +35,21 @@ from kafkatier.tiering.metadata.manifest import (
     now_ms,
 )
 from kafkatier.tiering.metadata.manifest_store import ManifestCache, ManifestStore
-from kafkatier.tiering.store.object_store import ObjectStore
+from kafkatier.tiering.store.object_store import ObjectInfo, ObjectStore
 
 log = logging.getLogger("kafkatier.tiering")
+ABANDONED_TTL_MS = 7 * 24 * 3600 * 1000
+"""How long a claim on an unnamed attempt is kept (uploads give up after a day: upload.py)."""
+
+
+@dataclass
+class Sweep:
+    """What one sweep of one partition did."""
+
+    removed: int = 0
+    """Orphan attempts and stray objects removed."""
+    waiting: int = 0
+    """Unnamed attempts left alone because they are younger than the grace: sweep again later."""
 
 
 def sweep_orphans(
@@ -38,25 +60,35 @@ def sweep_orphans(
     grace_ms: int,
     active: Collection[str] = (),
     cache: ManifestCache | None = None,
-) -> int:
-    """Remove the partition's orphans (module docstring); returns how many attempts or stray
-    objects were removed. ``active``: attempts this process is uploading right now. The
-    manifest is read afresh after the listing, whatever ``cache`` holds (it is kept current)."""
+) -> Sweep:
+    """Remove the partition's orphans (module docstring). ``active``: attempts this process is
+    uploading right now. The manifest is read afresh after the listing whenever the listing
+    shows an object (``cache`` is kept current)."""
     manifests = ManifestStore(store, cache=cache)
-    prefix = rp.prefix
-    listed = [i.key for i in store.list(prefix) if not i.key.endswith("/" + MANIFEST_NAME)]
-    manifest, _ = manifests.load(rp, fresh=True)
+    listed = [i for i in store.list(rp.prefix) if not i.key.endswith("/" + MANIFEST_NAME)]
+    manifest, _ = manifests.load(rp, fresh=bool(listed) or cache is None)
+    result = Sweep()
     doomed = [s.attempt for s in manifest.segments if _is_orphan(s, owner, grace_ms, active)]
     doomed += _duplicates(manifest.segments)
     for attempt in doomed:
         log.info("removing orphan attempt %s of %s", attempt, rp)
         delete_attempt(store, manifests, rp, attempt)
-    known = {s.attempt for s in manifest.segments}
-    strays = [k for k in listed if _attempt_of(k[len(prefix):]) not in known]
-    for key in strays:
-        log.info("removing stray object %s", key)
-        store.delete(key)
-    return len(doomed) + len(strays)
+    result.removed = len(doomed)
+    unnamed = _unnamed(listed, manifest, rp.prefix, active)
+    now = now_ms()
+    for attempt, infos in unnamed.items():
+        old = all(now - i.last_modified_ms >= grace_ms for i in infos)
+        if not (old or attempt in manifest.abandoned):
+            result.waiting += 1
+        elif _claim(manifests, rp, attempt, now):
+            for info in infos:
+                log.info("removing stray object %s", info.key)
+                store.delete(info.key)
+                crash_point("mid-delete")
+            result.removed += len(infos)
+    if any(now - at >= ABANDONED_TTL_MS for at in manifest.abandoned.values()):
+        manifests.update(rp, lambda m: _forget_claims(m, now))
+    return result
 
 
 def has_orphans(manifest: PartitionManifest, owner: str, grace_ms: int) -> bool:
@@ -66,9 +98,41 @@ def has_orphans(manifest: PartitionManifest, owner: str, grace_ms: int) -> bool:
     return found or bool(_duplicates(manifest.segments))
 
 
-def _is_orphan(
-    entry: RemoteSegment, owner: str, grace_ms: int, active: Collection[str]
-) -> bool:
+def _unnamed(
+    listed: list[ObjectInfo], manifest: PartitionManifest, prefix: str, active: Collection[str]
+) -> dict[str, list[ObjectInfo]]:
+    known = {s.attempt for s in manifest.segments}
+    found: dict[str, list[ObjectInfo]] = {}
+    for info in listed:
+        attempt = _attempt_of(info.key[len(prefix) :])
+        if attempt not in known and (not attempt or attempt not in active):
+            found.setdefault(attempt, []).append(info)
+    return found
+
+
+def _claim(manifests: ManifestStore, rp: RemotePartition, attempt: str, now: int) -> bool:
+    """Record ``attempt`` as abandoned unless it got named meanwhile; whether it is claimed."""
+    if not attempt:  # not an attempt's key at all: nothing could ever name it
+        return True
+
+    def claim(manifest: PartitionManifest) -> bool:
+        if manifest.find(attempt) is not None or attempt in manifest.abandoned:
+            return False
+        manifest.abandoned[attempt] = now
+        return True
+
+    committed = manifests.update(rp, claim)
+    return committed.find(attempt) is None and attempt in committed.abandoned
+
+
+def _forget_claims(manifest: PartitionManifest, now: int) -> bool:
+    expired = [a for a, at in manifest.abandoned.items() if now - at >= ABANDONED_TTL_MS]
+    for attempt in expired:
+        del manifest.abandoned[attempt]
+    return bool(expired)
+
+
+def _is_orphan(entry: RemoteSegment, owner: str, grace_ms: int, active: Collection[str]) -> bool:
     if entry.state is SegmentState.DELETE_SEGMENT_STARTED:
         return True
     if entry.state is not SegmentState.COPY_SEGMENT_STARTED:

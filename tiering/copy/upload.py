@@ -1,26 +1,32 @@
 """Copying one eligible segment to the remote store, with Kafka's lifecycle
 (tiering/metadata/manifest.py).
 
-1. Commit a COPY_SEGMENT_STARTED entry naming a fresh attempt id (the intent; readers skip it).
-2. Upload the attempt's objects (``log`` first, then the indexes and the producer snapshot).
-3. Verify each object: its size and entity tag as the store answered must equal the local
+1. Upload the objects of a fresh attempt id (``<base>-<attempt>/<kind>``: the ``log``, the
+   indexes and the producer snapshot, all at once).
+2. Verify each object: its size and entity tag as the store answered must equal the local
    file's size and the tag computed locally (MD5, or S3's multipart MD5-of-MD5s), so every byte
    is known to have arrived without reading it back. Stores that hash while sending
    (``ObjectInfo.sha256`` set) do that check per part as the bytes go, reading the file once.
-4. Commit COPY_SEGMENT_FINISHED with sizes and SHA-256 checksums, on condition that the entry is
-   still STARTED (an orphan sweep may have claimed it) and that no other attempt finished the
-   same segment first. Otherwise the attempt's objects are deleted and the entry dropped.
+3. ONE conditional manifest write adds the segment as COPY_SEGMENT_FINISHED with sizes and
+   SHA-256 checksums (the manifest written last is the commit point), on condition that no other
+   attempt finished the same segment first, that no orphan sweep claimed this attempt
+   (tiering/copy/orphans.py: ``abandoned``), and that the attempt is younger than
+   ``MAX_ATTEMPT_MS``. Otherwise the attempt's objects are deleted.
 
-A crash anywhere leaves either a STARTED entry (swept as an orphan later) or a FINISHED entry
-whose objects all exist: the manifest never calls a missing or partial object finished.
+So a segment costs its objects and one manifest write (Kafka's COPY_SEGMENT_STARTED intent is
+not written: it would cost a second write per segment). A crash anywhere leaves either objects
+no entry names (swept once older than the orphan grace) or a FINISHED entry whose objects all
+exist: the manifest never calls a missing or partial object finished.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import socket
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -44,6 +50,9 @@ from kafkatier.tiering.metadata.manifest_store import ManifestCache, ManifestSto
 from kafkatier.tiering.store.object_store import ObjectStore, Progress
 
 log = logging.getLogger("kafkatier.tiering")
+MAX_ATTEMPT_MS = 24 * 3600 * 1000
+"""An attempt older than this gives itself up instead of committing (orphans.py keeps its claims
+on unnamed attempts for far longer)."""
 
 
 def new_owner() -> str:
@@ -61,6 +70,8 @@ class Uploader:
     manifest_lock: threading.Lock = field(default_factory=threading.Lock)
     cache: ManifestCache | None = None
     """The manifests a long-running sidecar knows (manifest_store.py), kept current."""
+    active: set[str] = field(default_factory=set)
+    """Attempts being uploaded right now (their objects are not orphans)."""
 
     @property
     def manifests(self) -> ManifestStore:
@@ -68,26 +79,32 @@ class Uploader:
 
     def upload(self, part: LocalPartition, cand: Candidate) -> RemoteSegment | None:
         """Copy ``cand``; None when another attempt finished it first (this one is cleaned)."""
-        entry = self._start(part, cand)
-        crash_point("after-started")
+        entry = self._entry(part, cand)
+        started = time.monotonic()
+        self.active.add(entry.attempt)
         try:
-            files = self._put_objects(part, cand, entry)
-        except Exception:
-            self._abandon(part, entry)
-            raise
-        crash_point("before-finished")
-        committed = self._finish(part, entry, files)
+            crash_point("after-started")
+            try:
+                files = self._put_objects(part, cand, entry)
+            except Exception:
+                self._remove_objects(part, cand, entry)
+                raise
+            crash_point("before-finished")
+            committed = self._commit(part, entry, files, started)
+        finally:
+            self.active.discard(entry.attempt)
         if committed is None:
-            self._abandon(part, entry)
+            self._remove_objects(part, cand, entry)
             return None
         crash_point("after-finished")
         log.info("uploaded %s-%d segment %d (%d bytes)", part.topic, part.partition,
                  cand.base_offset, cand.segment.size)
         return committed
 
-    def _start(self, part: LocalPartition, cand: Candidate) -> RemoteSegment:
+    def _entry(self, part: LocalPartition, cand: Candidate) -> RemoteSegment:
+        """The segment's entry as it will be committed (files and state set then)."""
         seg = cand.segment
-        entry = RemoteSegment(
+        return RemoteSegment(
             base_offset=cand.base_offset,
             end_offset=cand.next_base - 1,
             max_timestamp=seg.max_timestamp,
@@ -98,19 +115,6 @@ class Uploader:
             updated_ms=now_ms(),
             leader_epochs=part.leader_epochs(cand.base_offset, cand.next_base),
         )
-        overrides = part.topic_overrides()
-        log_start = part.log_start_offset()
-
-        def add(manifest: PartitionManifest) -> bool:
-            if manifest.find(entry.attempt) is not None:
-                return False  # our earlier put landed though its answer was lost: retried
-            manifest.topic_config = overrides
-            manifest.log_start_offset = max(manifest.log_start_offset, log_start)
-            manifest.segments.append(entry)
-            return True
-
-        self.manifests.update(part.remote, add)
-        return entry
 
     def _put_objects(
         self, part: LocalPartition, cand: Candidate, entry: RemoteSegment
@@ -140,35 +144,47 @@ class Uploader:
         crash_point("mid-upload")
         return RemoteFile(size, sha, info.etag)
 
-    def _finish(
-        self, part: LocalPartition, entry: RemoteSegment, files: dict[str, RemoteFile]
+    def _commit(
+        self,
+        part: LocalPartition,
+        entry: RemoteSegment,
+        files: dict[str, RemoteFile],
+        started: float,
     ) -> RemoteSegment | None:
+        """Step 3 (module docstring); None when the attempt may not be committed."""
         outcome: list[RemoteSegment] = []
+        overrides = part.topic_overrides()
+        log_start = part.log_start_offset()
 
         def finish(manifest: PartitionManifest) -> bool:
             outcome.clear()
             mine = manifest.find(entry.attempt)
-            if mine is not None and mine.finished and mine.files == files:
-                outcome.append(mine)  # our earlier put landed though its answer was lost
+            if mine is not None:  # our earlier put landed though its answer was lost
+                if mine.finished and mine.files == files:
+                    outcome.append(mine)
                 return False
-            if mine is None or mine.state is not SegmentState.COPY_SEGMENT_STARTED:
+            too_old = (time.monotonic() - started) * 1000 >= MAX_ATTEMPT_MS
+            if too_old or entry.attempt in manifest.abandoned:
                 return False
             if manifest.finished_for(entry.base_offset) is not None:
                 return False
-            mine.state = SegmentState.COPY_SEGMENT_FINISHED
-            mine.files = files
-            mine.updated_ms = now_ms()
-            outcome.append(mine)
+            done = dataclasses.replace(entry, state=SegmentState.COPY_SEGMENT_FINISHED,
+                                       files=files, updated_ms=now_ms())  # fmt: skip
+            manifest.topic_config = overrides
+            manifest.log_start_offset = max(manifest.log_start_offset, log_start)
+            manifest.segments.append(done)
+            outcome.append(done)
             return True
 
         self.manifests.update(part.remote, finish)
         return outcome[0] if outcome else None
 
-    def _abandon(self, part: LocalPartition, entry: RemoteSegment) -> None:
-        """Best effort: remove the attempt's objects, then its entry (an orphan sweep would)."""
+    def _remove_objects(self, part: LocalPartition, cand: Candidate, entry: RemoteSegment) -> None:
+        """Best effort: delete the uncommitted attempt's objects (else a sweep will)."""
         try:
-            delete_attempt(self.store, self.manifests, part.remote, entry.attempt)
-        except Exception as exc:  # the orphan sweep will retry
+            for kind in cand.files():
+                self.store.delete(object_key(part.remote, entry, kind))
+        except Exception as exc:
             log.warning("could not clean attempt %s: %s", entry.attempt, exc)
 
 

@@ -117,6 +117,9 @@ class PartitionManifest:
     cleaner_checkpoint: int | None = None
     """Remote compaction's cleaner-offset-checkpoint (first dirty offset of the remote copy);
     None: never compacted. Written only once set, so older manifests read unchanged."""
+    abandoned: dict[str, int] = field(default_factory=dict)
+    """Attempt ids an orphan sweep claimed (tiering/copy/orphans.py) -> when, in ms: such an
+    attempt is never committed. Written only when not empty."""
 
     def finished(self) -> list[RemoteSegment]:
         """FINISHED segments by base offset: what readers and restores may use."""
@@ -156,6 +159,8 @@ class PartitionManifest:
         }
         if self.cleaner_checkpoint is not None:
             body["cleaner_checkpoint"] = self.cleaner_checkpoint
+        if self.abandoned:
+            body["abandoned"] = self.abandoned
         return json.dumps(body, indent=1, sort_keys=True).encode()
 
     @classmethod
@@ -172,6 +177,7 @@ class PartitionManifest:
                 segments=[RemoteSegment.from_json(s) for s in raw.get("segments", [])],
                 topic_config={str(k): str(v) for k, v in raw.get("topic_config", {}).items()},
                 cleaner_checkpoint=_optional_int(raw.get("cleaner_checkpoint")),
+                abandoned={str(k): int(v) for k, v in raw.get("abandoned", {}).items()},
             )
         except (ValueError, KeyError, TypeError) as exc:
             raise TieringError(f"malformed manifest: {exc}", key=key) from None

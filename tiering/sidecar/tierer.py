@@ -178,13 +178,14 @@ class Tierer:
         None when something is left to do."""
         manifests = ManifestStore(self.store, cache=self.cache)
         part.remote = self._locate(manifests, part)
-        manifest, etag = manifests.load(part.remote)
+        manifest, _ = manifests.load(part.remote)
         grace = self.config.orphan_grace_ms
-        if self._needs_sweep(part.remote, manifest, etag):
-            outcome.orphans_removed = sweep_orphans(
-                self.store, part.remote, owner=self.owner, grace_ms=grace, cache=self.cache
-            )
-            self._swept.add(part.remote.identity)
+        if self._needs_sweep(part.remote, manifest):
+            sweep = sweep_orphans(self.store, part.remote, owner=self.owner, grace_ms=grace,
+                                  active=self.uploader.active, cache=self.cache)  # fmt: skip
+            outcome.orphans_removed = sweep.removed
+            if not sweep.waiting:  # else: again next pass, when the grace may have passed
+                self._swept.add(part.remote.identity)
             manifest, _ = manifests.load(part.remote)
         candidates = part.candidates()
         all_closed_eligible = len(candidates) == max(len(part.segments) - 1, 0)
@@ -213,17 +214,11 @@ class Tierer:
                 or has_orphans(manifest, self.owner, grace))  # fmt: skip
         return None if busy else next_due_ms(part, manifest, grace, now_ms())
 
-    def _needs_sweep(
-        self, rp: RemotePartition, manifest: PartitionManifest, etag: str | None
-    ) -> bool:
-        """A listing sweep (orphans.py) the first time this process sees a partition with a
-        manifest, after a failure there, or when the manifest itself shows an orphan. Without
-        a manifest there is nothing to sweep: an attempt's entry is committed before its
-        first object."""
+    def _needs_sweep(self, rp: RemotePartition, manifest: PartitionManifest) -> bool:
+        """A listing sweep (orphans.py) the first time this process sees a partition (a run
+        that died may have left objects no entry names), after a failure there, until no
+        unnamed attempt waits out its grace, or when the manifest itself shows an orphan."""
         first = rp.identity not in self._swept
-        if etag is None:
-            self._swept.add(rp.identity)  # its entries will all be this process's
-            return False
         return first or has_orphans(manifest, self.owner, self.config.orphan_grace_ms)
 
     def _delete_local(

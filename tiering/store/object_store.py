@@ -47,6 +47,8 @@ class ObjectInfo:
     sha256: str = ""
     """Set by ``put_file`` only: the SHA-256 of the bytes sent, hashed as they were read, when
     the store has also checked the stored copy (size, entity tag) against those bytes."""
+    last_modified_ms: int = 0
+    """Set by ``list``: when the object was written, by the store's clock."""
 
 
 class RateLimiter:
@@ -268,7 +270,7 @@ class FsspecStore:
             key = path[len(self._root) + 1 :] if path.startswith(self._root) else path
             key = key.lstrip("/")
             if key.startswith(prefix) and not key.endswith((".part", ".lock")):
-                result.append(ObjectInfo(key, int(info["size"]), ""))
+                result.append(ObjectInfo(key, int(info["size"]), "", last_modified_ms=_ms(info)))
         return result
 
     def delete(self, key: str) -> None:
@@ -283,6 +285,14 @@ class FsspecStore:
             while block := src.read(1 << 20):
                 digest.update(block)
         return digest.hexdigest()
+
+
+def _ms(info: dict[str, Any]) -> int:
+    """An fsspec entry's modification time in ms (``mtime``, else ``created``; float or
+    datetime by filesystem)."""
+    stamp = info.get("mtime", info.get("created", 0))
+    seconds = stamp.timestamp() if hasattr(stamp, "timestamp") else float(stamp or 0)
+    return int(seconds * 1000)
 
 
 def _protocols(fs: Any) -> tuple[str, ...]:

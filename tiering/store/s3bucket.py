@@ -143,7 +143,9 @@ class S3Bucket:
         found: list[ObjectInfo] = []
         for page in self._pages(prefix):
             for item in page.get("Contents", ()):
-                found.append(ObjectInfo(item["Key"][strip:], int(item["Size"]), item["ETag"]))
+                when = int(item["LastModified"].timestamp() * 1000)
+                found.append(ObjectInfo(item["Key"][strip:], int(item["Size"]), item["ETag"],
+                                        last_modified_ms=when))  # fmt: skip
         return found
 
     def delete(self, key: str) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from kafkatier.storage.log.readonly import ReadOnlyPartition
 from kafkatier.storage.verify.paths import verify_paths
 from kafkatier.tiering.config import TieringConfig
 from kafkatier.tiering.copy.orphans import sweep_orphans
+from kafkatier.tiering.copy.upload import MAX_ATTEMPT_MS, Uploader
 from kafkatier.tiering.metadata.local import LocalPartition
 from kafkatier.tiering.metadata.manifest import RemoteSegment, SegmentState, attempt_prefix, now_ms
 from kafkatier.tiering.metadata.manifest_store import ManifestStore
@@ -145,14 +147,16 @@ def test_orphans_of_a_dead_owner_are_removed(tmp_path, file_store) -> None:
     file_store.put_bytes(prefix + "log", b"partial")
     stray = attempt_prefix(rp, 5, "feedbeef") + "index"
     file_store.put_bytes(stray, b"no entry names me")
-    assert sweep_orphans(file_store, rp, owner="me", grace_ms=60_000) == 1  # stray only
-    assert file_store.head(stray) is None
+    young = sweep_orphans(file_store, rp, owner="me", grace_ms=60_000)
+    assert (young.removed, young.waiting) == (0, 1)  # an uploader may still name the stray
+    assert file_store.head(stray) is not None
     assert file_store.head(prefix + "log") is not None  # within its owner's grace period
-    assert sweep_orphans(file_store, rp, owner="me", grace_ms=0) == 1
-    assert file_store.head(prefix + "log") is None
+    assert sweep_orphans(file_store, rp, owner="me", grace_ms=0).removed == 2
+    assert file_store.head(prefix + "log") is None and file_store.head(stray) is None
     manifest, _ = manifests.load(only(manifests.store, "tiered", 0))
     assert manifest.find(dead.attempt) is None
     assert all(s.finished for s in manifest.segments)
+    assert "feedbeef" in manifest.abandoned  # claimed: its uploader could never commit it
 
 
 def test_new_segments_upload_on_the_next_pass(tmp_path, file_store) -> None:
@@ -241,3 +245,51 @@ def test_total_retention_expires_remote_copies_and_moves_the_log_start(tmp_path,
     listed = {i.key[len(prefix):].split("/")[0] for i in file_store.list(prefix)}
     listed -= {"manifest.json"}
     assert listed == {f"{s.base_offset:020d}-{s.attempt}" for s in remote}
+
+
+def _uploaded_but_uncommitted(logs: Path, store: ObjectStore):  # type: ignore[no-untyped-def]
+    """An attempt whose objects are in the store and whose commit has not been written."""
+    part = LocalPartition(logs, "tiered", 0)
+    cand = part.candidates()[0]
+    uploader = Uploader(store, "slow:1:x")
+    entry = uploader._entry(part, cand)
+    files = uploader._put_objects(part, cand, entry)
+    return part, cand, uploader, entry, files
+
+
+@pytest.mark.parametrize("backend", ["file", "s3"])
+def test_a_swept_attempt_never_commits(tmp_path, backend, request) -> None:
+    """A sweep that claims an unnamed attempt (a slow uploader, past the grace) and an uploader
+    that commits it cannot both win: the commit is refused, nothing names the deleted objects."""
+    store = request.getfixturevalue("s3_store" if backend == "s3" else "file_store")
+    logs = write_tiered(tmp_path / "logs")
+    part, cand, uploader, entry, files = _uploaded_but_uncommitted(logs, store)
+    rp = part.remote
+    assert store.list(rp.prefix)  # the objects, and no manifest names them yet
+    swept = sweep_orphans(store, rp, owner="other:2:y", grace_ms=0)
+    assert swept.removed == len(files) and not store.list(rp.prefix + f"{cand.base_offset:020d}")
+    assert uploader._commit(part, entry, files, time.monotonic()) is None
+    manifest, _ = ManifestStore(store).load(rp)
+    assert manifest.find(entry.attempt) is None and entry.attempt in manifest.abandoned
+    part.close()
+
+
+def test_an_attempt_older_than_the_limit_gives_itself_up(tmp_path, file_store) -> None:
+    logs = write_tiered(tmp_path / "logs")
+    part, _cand, uploader, entry, files = _uploaded_but_uncommitted(logs, file_store)
+    long_ago = time.monotonic() - MAX_ATTEMPT_MS / 1000 - 1
+    assert uploader._commit(part, entry, files, long_ago) is None
+    assert uploader._commit(part, entry, files, time.monotonic()) is not None
+    part.close()
+
+
+def test_a_young_unnamed_attempt_waits_for_the_next_sweep(tmp_path, file_store) -> None:
+    logs = write_tiered(tmp_path / "logs")
+    part, _cand, uploader, entry, files = _uploaded_but_uncommitted(logs, file_store)
+    swept = sweep_orphans(file_store, part.remote, owner="other:2:y", grace_ms=60_000)
+    assert (swept.removed, swept.waiting) == (0, 1)
+    committed = uploader._commit(part, entry, files, time.monotonic())
+    assert committed is not None and committed.finished
+    again = sweep_orphans(file_store, part.remote, owner="other:2:y", grace_ms=0)
+    assert (again.removed, again.waiting) == (0, 0)  # named now: never a stray
+    part.close()

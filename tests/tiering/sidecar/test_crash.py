@@ -77,7 +77,7 @@ def _setup(tmp_path: Path, s3_env, s3_url: str) -> tuple[Path, Path, dict[str, s
     ["mid-upload:3", "after-started:2"],
     ["before-finished:2"],
     ["after-finished:3", "mid-local-delete:2"],
-    ["after-started", "mid-delete"],
+    ["after-started", "mid-upload:2", "mid-delete"],
 ])
 def test_sigkill_at_named_points_then_restart_converges(tmp_path, s3_env, s3_url, crashes):
     logs, conf, env, store, original = _setup(tmp_path, s3_env, s3_url)

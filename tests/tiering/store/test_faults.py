@@ -75,8 +75,8 @@ def test_outage_mid_segment_leaves_local_data_and_converges_after(
     direct = _store(s3_url, s3_env.endpoint)
     manifest, _ = ManifestStore(direct).load(only(direct, "tiered", 0))
     assert manifest.finished() == []
-    states = {s.state.value for s in manifest.segments}
-    assert states == {"COPY_SEGMENT_STARTED"}  # abandoned attempts, whose cleanup failed too
+    assert manifest.segments == []  # an attempt is named only by its commit; the objects of
+    # the failed ones, whose cleanup failed too, are strays for the next run's sweep
     proxy.recover()
     assert _tier(logs, _store(s3_url, proxy.endpoint)).failures == 0
     _assert_remote_matches(direct, original)
