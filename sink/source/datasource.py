@@ -61,7 +61,7 @@ from kafkatier.sink.source.plan import (
     to_json,
     topic_partitions,
 )
-from kafkatier.sink.source.read import read_task
+from kafkatier.sink.source.read import read_ranges
 from kafkatier.sink.source.task import ReadTask
 from kafkatier.storage.errors import ConfigError
 from kafkatier.storage.log.readonly import PartitionBounds, TopicPartition
@@ -146,7 +146,7 @@ class KafkaTierDataSource(DataSource):
 def _read(partition: InputPartition) -> Iterator[pa.RecordBatch]:
     """Spark reads one ``InputPartition(None)`` when a plan has no partitions: nothing to read."""
     tasks = partition.value
-    return iter(()) if tasks is None else (b for task in tasks for b in read_task(task))
+    return iter(()) if tasks is None else read_ranges(tasks)
 
 
 class KafkaTierBatchReader(DataSourceReader):

@@ -1,0 +1,46 @@
+"""The executor side hands Spark few, large record batches: many small partitions in one task
+are merged, in order, into batches of about ``COALESCE_BYTES``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from kafkatier.sink.source import read as read_module
+from kafkatier.sink.source.read import read_ranges, read_task
+from kafkatier.sink.source.task import ReadTask
+from kafkatier.storage.log.directory import LogDirectory
+from kafkatier.storage.record.builder import build_batch
+from kafkatier.storage.record.record import Record
+
+
+def _write(path: Path, partitions: int, per: int) -> list[ReadTask]:
+    with LogDirectory(path) as logs:
+        for p in range(partitions):
+            log = logs.get_or_create("t", p)
+            for i in range(0, per, 10):
+                records = [Record(j, 1_700_000_000_000 + j, f"k{p}-{i + j}".encode(),
+                                  b"v" * 50, ()) for j in range(10)]  # fmt: skip
+                log.append(build_batch(records))
+    return [ReadTask(str(path), "t", p, 0, per) for p in range(partitions)]
+
+
+@pytest.mark.parametrize("batches", [0, 2.5, 1000])
+def test_batches_are_merged_in_order_and_up_to_the_limit(tmp_path, monkeypatch, batches) -> None:
+    """``batches``: the limit, in the size of one partition's batch (0: never merge)."""
+    tasks = _write(tmp_path / "logs", partitions=12, per=40)
+    one_by_one = [b for t in tasks for b in read_task(t)]
+    limit = max(int(batches * one_by_one[0].nbytes), 1)
+    monkeypatch.setattr(read_module, "COALESCE_BYTES", limit)
+    merged = list(read_ranges(tasks))
+    assert pa.Table.from_batches(merged).equals(pa.Table.from_batches(one_by_one))
+    if batches == 0:
+        assert len(merged) == len(one_by_one)
+    elif batches == 1000:
+        assert len(merged) == 1
+    else:
+        assert 1 < len(merged) < len(one_by_one)
+        biggest = max(b.nbytes for b in one_by_one)
+        assert all(b.nbytes < limit + biggest for b in merged)
