@@ -11,6 +11,8 @@ then per-run overrides, which :meth:`TopicConfigStore.update` validates and pers
 
 from __future__ import annotations
 
+import functools
+import os
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -37,8 +39,15 @@ class TopicConfigStore:
         return read_properties(path) if path.exists() else {}
 
     def get(self, topic: str) -> LogConfig:
-        """Kafka's defaults overlaid with the topic's file; errors name the file and setting."""
-        return LogConfig.from_properties(self.stored(topic), source=str(self.path(topic)))
+        """Kafka's defaults overlaid with the topic's file; errors name the file and setting.
+        Parsed once per version of the file (``_parsed``): a reader opening thousands of
+        partitions of a topic validates its settings once, not once per partition."""
+        path = self.path(topic)
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            return _parsed(str(path), None)
+        return _parsed(str(path), (st.st_ino, st.st_mtime_ns, st.st_size))
 
     def update(self, topic: str, overrides: Mapping[str, str], source: str) -> LogConfig:
         """Validate ``overrides`` on top of the stored settings, then persist them atomically."""
@@ -57,3 +66,11 @@ class TopicConfigStore:
         for path in self.log_dir.glob(f"{FILE_PREFIX}*{FILE_SUFFIX}"):
             names.append(path.name[len(FILE_PREFIX) : -len(FILE_SUFFIX)])
         return sorted(names)
+
+
+@functools.lru_cache(maxsize=1024)
+def _parsed(path: str, version: tuple[int, int, int] | None) -> LogConfig:
+    """The settings of ``path`` as of ``version`` (inode, mtime, size: every write replaces the
+    file, so a new version has a new inode; None: no file). LogConfig is frozen: shared safely."""
+    stored = read_properties(Path(path)) if version is not None else {}
+    return LogConfig.from_properties(stored, source=path)

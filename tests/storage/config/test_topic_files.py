@@ -49,3 +49,16 @@ def test_config_file_is_not_a_partition_and_log_dir_uses_it(tmp_path: Path) -> N
         log = log_dir.get_or_create("t", 0)
         assert log.config.segment_bytes == 5000
         assert list(log_dir.topics()) == ["t"]
+
+
+def test_a_topic_config_is_parsed_once_per_version_of_its_file(tmp_path: Path) -> None:
+    store = TopicConfigStore(tmp_path)
+    assert store.get("t").segment_bytes == LogConfig().segment_bytes  # no file yet
+    store.update("t", {"segment.bytes": "4096"}, "test")
+    first = store.get("t")
+    assert first.segment_bytes == 4096 and store.get("t") is first  # parsed once
+    for size in ("8192", "4096"):  # each write is seen at once, even a return to a value
+        store.update("t", {"segment.bytes": size}, "test")
+        assert store.get("t").segment_bytes == int(size)
+    store.path("t").unlink()
+    assert store.get("t").segment_bytes == LogConfig().segment_bytes
