@@ -38,17 +38,12 @@ Subprocess steps that exceed ``--timeout`` seconds are killed and shown as such.
 from __future__ import annotations
 
 import argparse
-import asyncio
-import json
-import multiprocessing
 import os
-import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -58,6 +53,7 @@ from typing import Any
 
 import boto3
 from botocore.config import Config
+from s3_counting import Counters, start_proxy, weed_metrics_port
 
 from kafkatier.storage.checkpoint.checkpoint_file import (
     RECOVERY_POINT_CHECKPOINT,
@@ -68,7 +64,7 @@ from kafkatier.storage.record.builder import build_batch
 from kafkatier.storage.record.record import Record
 from kafkatier.tiering.config import TieringConfig
 from kafkatier.tiering.sidecar.tierer import Tierer
-from kafkatier.tiering.store.weed import free_ports, weed_server
+from kafkatier.tiering.store.weed import weed_server
 
 TOPIC = "scale"
 BUCKET = "bench"
@@ -121,156 +117,6 @@ def roll_all(logs: Path, n: int) -> None:
                 del log_dir.logs[(TOPIC, p)]
     checkpoint = OffsetCheckpointFile(logs / RECOVERY_POINT_CHECKPOINT)
     checkpoint.write({**checkpoint.read(), **points})
-
-
-# The counting proxy: a byte pump each way; the client-to-server side parses request heads
-# (and skips their bodies) to classify them. Responses are copied as they come, so
-# ``Expect: 100-continue`` works untouched.
-
-
-def classify(method: str, target: str, headers: dict[str, str]) -> str:
-    """The S3 operation kind of one path-style request."""
-    path, _, query = target.partition("?")
-    params = {p.split("=", 1)[0] for p in query.split("&") if p}
-    keyed = "/" in path.strip("/")
-    copy = "x-amz-copy-source" in headers
-    if method == "GET":
-        if "uploadId" in params:
-            return "LIST_PARTS"
-        if "uploads" in params:
-            return "LIST_MPU"
-        return "GET" if keyed else "LIST"
-    if method == "PUT":
-        if "partNumber" in params:
-            return "PART_COPY" if copy else "PART"
-        return "COPY" if copy else "PUT"
-    if method == "POST":
-        if "uploads" in params:
-            return "MPU_NEW"
-        if "uploadId" in params:
-            return "MPU_DONE"
-        if "delete" in params:
-            return "DEL_MANY"
-    if method == "DELETE" and "uploadId" in params:
-        return "MPU_ABORT"
-    return method
-
-
-async def _copy(src: asyncio.StreamReader, dst: asyncio.StreamWriter, n: int) -> None:
-    while n > 0:
-        data = await src.read(min(n, 1 << 16))
-        if not data:
-            raise ConnectionError("short body")
-        dst.write(data)
-        n -= len(data)
-    await dst.drain()
-
-
-async def _copy_chunked(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
-    while True:
-        line = await src.readuntil(b"\r\n")
-        dst.write(line)
-        size = int(line.split(b";")[0], 16)
-        if size == 0:
-            while (trailer := await src.readuntil(b"\r\n")) != b"\r\n":
-                dst.write(trailer)
-            dst.write(b"\r\n")
-            await dst.drain()
-            return
-        await _copy(src, dst, size + 2)
-
-
-async def _requests(src: asyncio.StreamReader, dst: asyncio.StreamWriter,
-                    client: asyncio.StreamWriter, counts: Counter[str]) -> None:  # fmt: skip
-    """Client to server: count each request, forward it and its body."""
-    while True:
-        try:
-            head = await src.readuntil(b"\r\n\r\n")
-        except (asyncio.IncompleteReadError, ConnectionError):
-            return
-        line, *lines = head.decode("latin-1").split("\r\n")
-        method, target, _ = line.split(" ", 2)
-        if target == COUNTS_PATH:
-            body = json.dumps(counts).encode()
-            client.write(b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s"
-                         % (len(body), body))  # fmt: skip
-            await client.drain()
-            return
-        headers = {k.strip().lower(): v.strip()
-                   for k, _, v in (h.partition(":") for h in lines if h)}  # fmt: skip
-        counts[classify(method, target, headers)] += 1
-        dst.write(head)
-        if "chunked" in headers.get("transfer-encoding", "").lower():
-            await _copy_chunked(src, dst)
-        else:
-            await _copy(src, dst, int(headers.get("content-length", "0")))
-
-
-async def _responses(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
-    while data := await src.read(1 << 16):
-        dst.write(data)
-        await dst.drain()
-
-
-async def _connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                      upstream: int, counts: Counter[str]) -> None:  # fmt: skip
-    up_reader, up_writer = await asyncio.open_connection("127.0.0.1", upstream)
-    tasks = [asyncio.ensure_future(_requests(reader, up_writer, writer, counts)),
-             asyncio.ensure_future(_responses(up_reader, writer))]  # fmt: skip
-    try:
-        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for task in tasks:
-            task.cancel()
-        for w in (writer, up_writer):
-            w.close()
-
-
-def serve_proxy(port: int, upstream: int) -> None:
-    """The proxy process: listens on ``port``, forwards to ``upstream``, serves its counts as
-    JSON at ``COUNTS_PATH``."""
-    counts: Counter[str] = Counter()
-
-    async def main() -> None:
-        server = await asyncio.start_server(
-            lambda r, w: _connection(r, w, upstream, counts), "127.0.0.1", port, backlog=1024
-        )
-        async with server:
-            await server.serve_forever()
-
-    asyncio.run(main())
-
-
-@dataclass
-class Counters:
-    """The proxy's per-kind counts and SeaweedFS's own total, read from outside."""
-
-    proxy_url: str
-    metrics_url: str
-
-    def read(self) -> tuple[Counter[str], int]:
-        with urllib.request.urlopen(self.proxy_url + COUNTS_PATH, timeout=30) as r:
-            kinds = Counter(json.loads(r.read()))
-        with urllib.request.urlopen(self.metrics_url, timeout=30) as r:
-            text = r.read().decode()
-        total = sum(float(m) for m in re.findall(r"^SeaweedFS_s3_request_total\{.*\} (\S+)$",
-                                                 text, re.M))  # fmt: skip
-        return kinds, round(total)
-
-
-def weed_metrics_port(root: Path) -> tuple[int, int]:
-    """(pid, -metricsPort) of the ``weed mini`` this process started with data in ``root``."""
-    marker = f"-dir={root / 'data'}"
-    for proc in Path("/proc").iterdir():
-        try:
-            args = (proc / "cmdline").read_bytes().decode().split("\0")
-            ppid = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        if marker in args and ppid == os.getpid():
-            port = next(a.split("=", 1)[1] for a in args if a.startswith("-metricsPort="))
-            return int(proc.name), int(port)
-    raise RuntimeError("weed mini process not found")
 
 
 @dataclass
@@ -423,25 +269,6 @@ def print_table(results: dict[int, dict[str, Step]], timeout: float) -> None:
         for name in ("upload", "idle 2", "idle 3", "upload 2", "idle 4", "status", "restore",
                      "boto3"):  # fmt: skip
             print(f"{n:>5} {name:8} {s[name].requests / n:6.2f}  {_kinds(s[name], n) or 'none'}")
-
-
-def start_proxy(upstream: int) -> tuple[Any, str]:
-    """The counting proxy in its own process (spawned), once it answers."""
-    port = free_ports(1)[0]
-    proc = multiprocessing.get_context("spawn").Process(
-        target=serve_proxy, args=(port, upstream), daemon=True
-    )
-    proc.start()
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            urllib.request.urlopen(url + COUNTS_PATH, timeout=5).read()
-            return proc, url
-        except OSError:
-            if time.monotonic() > deadline or not proc.is_alive():
-                raise
-            time.sleep(0.1)
 
 
 def cli_startup() -> float:
