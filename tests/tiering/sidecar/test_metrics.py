@@ -94,3 +94,15 @@ def test_remote_compaction_and_retention_counters_sum_over_partitions_and_passes
     assert samples["kafkatier_tier_remote_segments_expired_total"] == 5
     assert samples["kafkatier_tier_upload_failures_total"] == 1
     assert samples["kafkatier_tier_passes_total"] == 2
+
+
+def test_store_requests_are_counted_by_operation_over_passes() -> None:
+    metrics = Metrics()
+    metrics.record_pass(PassResult([], requests={"PutObject": 5, "GetObject": 2}), [])
+    metrics.record_pass(PassResult([], requests={"PutObject": 3}), [])
+    metrics.record_pass(PassResult([]), [])  # an idle pass: nothing sent
+    text = metrics.render()
+    assert "# TYPE kafkatier_tier_store_requests_total counter" in text
+    assert 'kafkatier_tier_store_requests_total{operation="PutObject"} 8' in text
+    assert 'kafkatier_tier_store_requests_total{operation="GetObject"} 2' in text
+    assert _samples(text)["kafkatier_tier_passes_total"] == 3
