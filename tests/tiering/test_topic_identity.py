@@ -174,7 +174,8 @@ def test_a_topic_recreated_over_a_store_written_before_topic_ids(legacy) -> None
     config = tier(logs, store)
     remote = Path(store.url.removeprefix("file://"))
     assert {k: v for k, v in files_of(remote).items() if k in before} == before
-    assert sorted(store.list_prefixes("")) == ["tiered-0/", "tiered-1/", f"tiered-{new_id}/"]
+    folders = ["tiered-0/", "tiered-1/", f"tiered-{new_id}/"]
+    assert sorted(store.list_prefixes("")) == sorted(folders)  # an id may start with "0"
     stale = sorted((s.partition, s.topic_id) for s in collect_status(config, store) if s.stale)
     assert stale == [(0, *old_ids), (1, *old_ids)]
 
