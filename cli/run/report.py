@@ -60,7 +60,7 @@ def _topic_lines(outcome: Outcome, topic: str) -> list[str]:
     remote = sum(s.remote_bytes for s in mine)
     t = pass_totals(outcome.passes, topic)
     shown = ("uploaded_segments", "uploaded_bytes", "local_segments_deleted",
-             "local_bytes_deleted", "remote_segments_expired", *_COMPACTION)  # fmt: skip
+             "local_bytes_deleted", "remote_segments_expired", "skipped", *_COMPACTION)  # fmt: skip
     extra = ", ".join(f"{name.replace('_', ' ')} {value}" for name, value in t.items()
                       if value and name not in shown)  # fmt: skip
     lines = [
@@ -69,7 +69,8 @@ def _topic_lines(outcome: Outcome, topic: str) -> list[str]:
         f"{sum(s.remote_segments for s in mine)} segments",
         f"    sidecar: {t['uploaded_segments']} segments uploaded ({human(t['uploaded_bytes'])}), "
         f"{t['local_segments_deleted']} local segments deleted "
-        f"({human(t['local_bytes_deleted'])} freed)",
+        f"({human(t['local_bytes_deleted'])} freed), {t.get('skipped', 0)} partition passes "
+        "skipped as quiet",
     ]  # fmt: skip
     lines.append(f"    remote retention: {t['remote_segments_expired']} segments expired")
     if t.get(_COMPACTION[0]):
