@@ -86,35 +86,32 @@ def _batch(start: int) -> Any:
 
 
 def write_topic(logs: Path, n: int) -> None:
-    """N partitions of one closed and one active segment, closed cleanly. Each log is closed as
-    soon as it is written (a log holds ~5 descriptors: 4096 open ones would pass the limit);
-    partition 0 stays open so the others get its topic id, and the recovery points of all are
-    checkpointed at the end (``LogDirectory.close`` only knows the logs still open)."""
-    points: dict[tuple[str, int], int] = {}
-    with LogDirectory(logs) as log_dir:
-        log_dir.topic_configs.update(TOPIC, {
-            "remote.storage.enable": "true", "segment.bytes": str(SEGMENT_BYTES),
-            "retention.ms": "-1"}, "bench")  # fmt: skip
-        for p in range(n):
-            log = log_dir.get_or_create(TOPIC, p)
-            log.append(_batch(0))
-            log.append(_batch(BATCH_RECORDS))
-            assert len(log.segments) == 2, f"partition {p}: {len(log.segments)} segments"
-            if p > 0:
-                log.close()
-                points[(TOPIC, p)] = log.recovery_point
-                del log_dir.logs[(TOPIC, p)]
-    checkpoint = OffsetCheckpointFile(logs / RECOVERY_POINT_CHECKPOINT)
-    checkpoint.write({**checkpoint.read(), **points})
+    """N partitions of one closed and one active segment, closed cleanly."""
+    append_all(logs, n, [0, BATCH_RECORDS], {
+        "remote.storage.enable": "true", "segment.bytes": str(SEGMENT_BYTES),
+        "retention.ms": "-1"})  # fmt: skip
 
 
 def roll_all(logs: Path, n: int) -> None:
     """One more batch a partition, which rolls: one new closed segment each, closed cleanly."""
+    append_all(logs, n, [2 * BATCH_RECORDS])
+
+
+def append_all(
+    logs: Path, n: int, starts: list[int], config: dict[str, str] | None = None
+) -> None:
+    """A batch at each of ``starts`` into every partition. Each log is closed as soon as it is
+    written (a log holds ~5 descriptors: 4096 open ones would pass the limit); partition 0
+    stays open so the others get its topic id, and the recovery points of all are checkpointed
+    at the end (``LogDirectory.close`` only knows the logs still open)."""
     points: dict[tuple[str, int], int] = {}
     with LogDirectory(logs) as log_dir:
+        if config:
+            log_dir.topic_configs.update(TOPIC, config, "bench")
         for p in range(n):
             log = log_dir.get_or_create(TOPIC, p)
-            log.append(_batch(2 * BATCH_RECORDS))
+            for start in starts:
+                log.append(_batch(start))
             if p > 0:
                 log.close()
                 points[(TOPIC, p)] = log.recovery_point
