@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import traceback
 from collections.abc import Sequence
 
 from kafkatier.cli import __version__
@@ -32,6 +33,8 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Run 'kafkatier COMMAND --help' for a command's options.",
     )
     parser.add_argument("--version", action="version", version=f"kafkatier {__version__}")
+    parser.add_argument("--debug", action="store_true",
+                        help="on an error, show the Python traceback after the one-line message")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
         importlib.import_module(f"kafkatier.cli.{name}").register(subparsers)
@@ -46,15 +49,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         result: int = args.func(args)
-    except ConfigError as exc:  # a bad setting or input column is a usage error
-        print(f"kafkatier {args.command}: error: {exc}", file=sys.stderr)
-        return 2
-    except KafkaTierError as exc:
-        print(f"kafkatier {args.command}: error: {exc}", file=sys.stderr)
-        return 1
     except BrokenPipeError:
         return 0
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:
+        code, message = describe(exc)
+        print(f"kafkatier {args.command}: error: {message}", file=sys.stderr)
+        if args.debug:
+            traceback.print_exc()
+        return code
     return result
+
+
+def describe(exc: Exception) -> tuple[int, str]:
+    """The exit code and the one line for an error that ended a command: 2 for a bad setting or
+    input (usage), 1 for the rest; a file-system error names its path; an error kafkatier did not
+    expect says so and how to see where it came from."""
+    if isinstance(exc, ConfigError):
+        return 2, str(exc)
+    if isinstance(exc, KafkaTierError):
+        return 1, str(exc)
+    if isinstance(exc, OSError) and exc.strerror:
+        paths = " -> ".join(str(p) for p in (exc.filename, exc.filename2) if p is not None)
+        return 1, f"{paths}: {exc.strerror}" if paths else exc.strerror
+    return 1, f"unexpected {type(exc).__name__}: {exc} (run with --debug for the traceback)"
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ Keys (defaults in brackets)::
     remote.storage.s3.endpoint.url         S3 endpoint [AWS default]
     remote.storage.s3.region               region [the AWS chain's]
     remote.storage.s3.profile              shared-config profile [the AWS chain's]
+    remote.storage.s3.max.attempts         tries of one request, retries with backoff included [5]
     remote.storage.multipart.threshold.bytes   [8388608]
     remote.storage.multipart.part.bytes        [8388608]
     remote.log.manager.copier.thread.pool.size partitions uploaded in parallel [4]
@@ -49,6 +50,7 @@ _INT_KEYS = {
     "remote.log.manager.task.interval.ms": ("interval_ms", 30_000),
     "remote.log.orphan.grace.ms": ("orphan_grace_ms", 60_000),
     "remote.log.metrics.port": ("metrics_port", -1),
+    "remote.storage.s3.max.attempts": ("max_attempts", 5),
 }
 _RANGES = {  # attr: (low, high) inclusive, with -1 allowed where it means "off"
     "multipart_threshold": (1, None),
@@ -58,6 +60,7 @@ _RANGES = {  # attr: (low, high) inclusive, with -1 allowed where it means "off"
     "interval_ms": (1, None),
     "orphan_grace_ms": (0, None),
     "metrics_port": (0, 65535),
+    "max_attempts": (1, 100),
 }
 _OFF_ALLOWED = {"rate_limit_bps", "metrics_port"}
 FOREIGN_PREFIXES = ("topic.", "run.", "remote.storage.embedded")
@@ -87,6 +90,7 @@ class TieringConfig:
     orphan_grace_ms: int = 60_000
     metrics_port: int = -1
     metrics_host: str | None = None
+    max_attempts: int = 5
 
     @classmethod
     def load(cls, path: Path) -> TieringConfig:
@@ -135,6 +139,7 @@ class TieringConfig:
                 multipart_threshold=self.multipart_threshold,
                 multipart_chunksize=self.multipart_part,
                 rate_limit_bps=max(self.rate_limit_bps, 0),
+                max_attempts=self.max_attempts,
             )
         return FsspecStore(self.remote_url, rate_limit_bps=max(self.rate_limit_bps, 0))
 

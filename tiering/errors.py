@@ -24,3 +24,13 @@ class RemoteVerifyError(TieringError):
 class TopicIdMismatchError(TieringError):
     """Remote data of one topic incarnation met a partition of another (the same name, another
     topic id): it is never applied to, restored into or read as that partition."""
+
+
+class RemoteStoreError(TieringError):
+    """The remote store itself cannot be used (unreachable endpoint, no or refused credentials,
+    missing bucket): a fault of the environment, named in one line (store, endpoint, cause)."""
+
+
+class CorruptRemoteObjectError(RemoteVerifyError):
+    """A remote object's bytes fail a check of their own (a batch CRC, offsets outside the
+    segment): never served or restored; ``key`` and ``position`` name where."""

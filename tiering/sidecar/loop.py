@@ -21,6 +21,7 @@ from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
 from kafkatier.tiering.config import TieringConfig
+from kafkatier.tiering.errors import RemoteStoreError
 from kafkatier.tiering.sidecar.metrics import Metrics, serve_metrics
 from kafkatier.tiering.sidecar.tierer import PassResult, Tierer
 from kafkatier.tiering.store.object_store import ObjectStore
@@ -78,6 +79,11 @@ class Sidecar:
                 self.wake_event.clear()
                 try:
                     result = self.run_pass()
+                except RemoteStoreError as exc:
+                    if self.passes == 0:  # a store never reached: a setting to fix, not to wait out
+                        raise
+                    log.error("tiering pass failed; retrying at the next wake-up: %s", exc)
+                    self.metrics.count_failure()
                 except Exception:  # e.g. files vanishing under a concurrent writer: next pass
                     log.exception("tiering pass failed; retrying at the next wake-up")
                     self.metrics.count_failure()

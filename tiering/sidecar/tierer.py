@@ -38,6 +38,7 @@ from kafkatier.tiering.copy.local_retention import (
 )
 from kafkatier.tiering.copy.orphans import has_orphans, sweep_orphans
 from kafkatier.tiering.copy.upload import Uploader, new_owner
+from kafkatier.tiering.errors import RemoteStoreError
 from kafkatier.tiering.metadata.identity import RemotePartition
 from kafkatier.tiering.metadata.local import Candidate, LocalPartition, local_partitions
 from kafkatier.tiering.metadata.manifest import PartitionManifest, now_ms
@@ -115,6 +116,9 @@ class Tierer:
         """The last status of every tiered partition a pass examined (the metrics' gauges)."""
         self.remote_compaction = True
         """False: upload and retention only (tests comparing compactions at one instant)."""
+        self._store_failure: RemoteStoreError | None = None
+        """Set by the first partition that found the store itself unusable: the others of the
+        pass stop asking it (each would wait out the same retries)."""
 
     def run_once(self) -> PassResult:
         started, before = time.monotonic(), self.store.requests.snapshot()
@@ -126,6 +130,9 @@ class Tierer:
             for outcome in pool.map(lambda k: self._partition(k, seen[k[0]], now), keys):
                 if outcome is not None:
                     result.partitions.append(outcome)
+        failure, self._store_failure = self._store_failure, None
+        if failure is not None:  # the store itself, not a partition: the pass fails as a whole
+            raise failure
         self._delete_replaced()
         result.requests = since(before, self.store.requests.snapshot())
         result.seconds = time.monotonic() - started
@@ -148,6 +155,8 @@ class Tierer:
     ) -> PartitionPass | None:
         """One partition's part of the pass; None for a partition that is not tiered."""
         log_dir, topic, partition = key
+        if self._store_failure is not None:
+            return None
         quiet = self.quiet.skip(key, seen, now)
         if quiet is not None:
             return PartitionPass(topic, partition, skipped=True) if quiet else None
@@ -162,6 +171,10 @@ class Tierer:
                 return None
             try:
                 due = self._tier(part, outcome)
+            except RemoteStoreError as exc:
+                self._store_failure = exc
+                self.quiet.forget(key)
+                return None
             except Exception as exc:
                 log.exception("tiering %s-%d failed", topic, partition)
                 outcome.error = f"{type(exc).__name__}: {exc}"

@@ -22,6 +22,7 @@ from botocore.config import Config
 
 from kafkatier.tiering.store.object_store import ObjectInfo, RateLimiter
 from kafkatier.tiering.store.requests import RequestCounts
+from kafkatier.tiering.store.s3failures import GuardedClient, translated
 
 MIB = 1 << 20
 LIST_PAGE_SIZE = 1000
@@ -87,7 +88,9 @@ class S3Bucket:
         with self._client_lock:
             if self._client is None:
                 s = self.settings
-                session = boto3.session.Session(profile_name=s["profile"], region_name=s["region"])
+                with translated(self.url, self.endpoint):
+                    session = boto3.session.Session(profile_name=s["profile"],
+                                                    region_name=s["region"])  # fmt: skip
                 config = Config(
                     retries={"mode": "standard", "max_attempts": s["max_attempts"]},
                     s3={"addressing_style": "path"},
@@ -95,9 +98,16 @@ class S3Bucket:
                     connect_timeout=s["connect_timeout"],
                     read_timeout=s["read_timeout"],
                 )
-                self._client = session.client("s3", endpoint_url=s["endpoint_url"], config=config)
-                self._client.meta.events.register("before-send.s3", self.requests.on_send)
+                with translated(self.url, self.endpoint):
+                    client = session.client("s3", endpoint_url=s["endpoint_url"], config=config)
+                client.meta.events.register("before-send.s3", self.requests.on_send)
+                self._client = GuardedClient(client, self.url, self.endpoint)
             return self._client
+
+    @property
+    def endpoint(self) -> str:
+        """The endpoint requests go to, as a user would name it in the settings."""
+        return self.settings["endpoint_url"] or "the AWS S3 endpoint of the region"
 
     @property
     def pool(self) -> ThreadPoolExecutor:
