@@ -78,6 +78,8 @@ class RestoreResult:
     bytes_downloaded: int = 0
     log_start_offset: int = 0
     log_end_offset: int = 0
+    restored: bool = False
+    """The partition's folder was written (False: nothing of it was selected)."""
 
 
 def select_segments(
@@ -178,9 +180,17 @@ def _restore(
     topic, partition = manifest.topic, manifest.partition
     segments = select_segments(manifest, from_offset, from_timestamp)
     result = RestoreResult(topic, partition, segments=len(segments))
-    if not segments:
-        return result
     directory = log_dir / partition_dir_name(topic, partition)
+    if not segments:
+        if manifest.finished():  # the filters left nothing of what there is
+            return result
+        # Every remote segment expired: the partition is empty at its log start, as a broker's
+        # is once retention took all; starting it at 0 would hand out its offsets again.
+        directory.mkdir(parents=True, exist_ok=True)
+        result.log_start_offset = result.log_end_offset = manifest.log_start_offset
+        result.restored = True
+        _write_partition_files(rp, manifest, [], directory, manifest.log_start_offset)
+        return result
     directory.mkdir(parents=True, exist_ok=True)
     # largest first, so the small index and snapshot objects fill in beside the last .log
     plan = sorted(plan_downloads(rp, segments, directory), key=lambda d: -d.meta.size)
@@ -195,6 +205,7 @@ def _restore(
     start = max(manifest.log_start_offset, segments[0].base_offset, from_offset or 0)
     result.log_start_offset = start
     result.log_end_offset = segments[-1].end_offset + 1
+    result.restored = True
     _write_partition_files(rp, manifest, segments, directory, start)
     return result
 
@@ -237,7 +248,7 @@ def write_log_dir_files(log_dir: Path, results: list[RestoreResult], config: dic
             log_dir / META_PROPERTIES_FILE))  # fmt: skip
     if config:
         jobs.append(lambda: TopicConfigStore(log_dir).update(topic, config, "remote manifest"))
-    done = [r for r in results if r.segments]
+    done = [r for r in results if r.restored]
     ends = {(r.topic, r.partition): r.log_end_offset for r in done}
     jobs.append(lambda: _merge_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT, ends))
     starts = {(r.topic, r.partition): r.log_start_offset for r in done if r.log_start_offset > 0}
@@ -293,5 +304,7 @@ def restore_topic(
             results.append(result)
             if on_partition is not None:
                 on_partition(result)
-    write_log_dir_files(log_dir, results, next((c for c in configs if c), {}), topic)
+    if any(r.restored for r in results):  # nothing restored leaves DIR as it was
+        Path(log_dir).mkdir(parents=True, exist_ok=True)  # as a broker creates a missing log dir
+        write_log_dir_files(log_dir, results, next((c for c in configs if c), {}), topic)
     return results

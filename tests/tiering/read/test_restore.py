@@ -160,3 +160,30 @@ def test_multipart_segments_restore_through_resets_and_bit_flips(
              (".log", ".index", ".timeindex", ".snapshot")]
     assert len([n for n in names if n.endswith(".log")]) == 2
     _same_files(logs / "big-0", tmp_path / "restored" / "big-0", names)
+
+
+def test_restore_of_a_partition_without_remote_segments_into_a_new_dir(uploaded, tmp_path) -> None:
+    """A partition whose remote segments all expired (the manifest remains, with its log start)
+    restores as an empty log at that offset, into a log dir the restore creates, as a broker
+    creates a missing one."""
+    _, store = uploaded
+    rp = only(store, "tiered", 1)
+
+    def expire_all(manifest) -> bool:  # type: ignore[no-untyped-def]
+        manifest.log_start_offset = manifest.highest_offset + 1
+        manifest.segments = []
+        return True
+
+    start = ManifestStore(store).update(rp, expire_all).log_start_offset
+    conf = tmp_path / "restore.properties"
+    conf.write_text(f"log.dirs={tmp_path / 'logs'}\nremote.storage.url={store.url}\n")
+    target = tmp_path / "not" / "yet" / "there"
+    assert main(["restore", "--config", str(conf), "--topic", "tiered", "--to", str(target),
+                 "--quiet"]) == 0  # fmt: skip
+    assert verify_paths([target]) == []
+    assert start > 0
+    with LogDirectory(target) as log_dir:
+        empty = log_dir.get("tiered", 1)
+        assert empty is not None
+        assert (empty.log_start_offset, empty.log_end_offset) == (start, start)
+        assert log_dir.topic_id("tiered") == rp.topic_id
