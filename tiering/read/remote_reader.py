@@ -18,9 +18,12 @@ from __future__ import annotations
 import bisect
 import struct
 import threading
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
+
+import crc32c
 
 from kafkatier.storage.index.txn_index import AbortedTxn
 from kafkatier.storage.log.readonly import ReadOnlyPartition
@@ -29,13 +32,15 @@ from kafkatier.storage.record.batch import RecordBatch
 from kafkatier.storage.record.records import iter_batches
 from kafkatier.storage.wire import (
     BATCH_HEADER_SIZE,
+    CRC_OFFSET,
+    CRC_START,
     LOG_OVERHEAD,
     MAGIC_OFFSET,
     OFFSET_AND_LENGTH,
     OFFSET_INDEX_ENTRY,
     TIME_INDEX_ENTRY,
 )
-from kafkatier.tiering.errors import ObjectNotFoundError, TieringError
+from kafkatier.tiering.errors import CorruptRemoteObjectError, ObjectNotFoundError, TieringError
 from kafkatier.tiering.metadata.identity import RemotePartition
 from kafkatier.tiering.metadata.manifest import PartitionManifest, RemoteSegment, object_key
 from kafkatier.tiering.metadata.manifest_store import ManifestStore
@@ -43,6 +48,7 @@ from kafkatier.tiering.read.incarnation import incarnation_of
 from kafkatier.tiering.store.object_store import ObjectStore
 
 _LAST_OFFSET_DELTA = struct.Struct(">i")
+_CRC = struct.Struct(">I")
 _LAST_OFFSET_DELTA_AT = 23  # BATCH_HEADER: baseOffset, length, epoch, magic, crc, attributes
 
 
@@ -75,11 +81,45 @@ def batch_spans(data: bytes) -> list[BatchSpan]:
     return spans
 
 
+def verify_spans(
+    data: bytes, spans: list[BatchSpan], seg: RemoteSegment, key: str, at: int
+) -> None:
+    """Refuse bytes that are not what the segment's manifest entry promises: every batch's CRC
+    (CRC-32C from the attributes on for v2, CRC-32 from the magic on for legacy messages) and
+    its offsets inside the segment's range. A flipped bit, a truncated object or another
+    segment under the key fail here, named, before any record is served."""
+    view = memoryview(data)
+    for span in spans:
+        pos, end = span.position, span.position + span.size
+        if span.legacy:
+            stored = _CRC.unpack_from(data, pos + LOG_OVERHEAD)[0]
+            computed = zlib.crc32(view[pos + MAGIC_OFFSET : end])
+        else:
+            stored = _CRC.unpack_from(data, pos + CRC_OFFSET)[0]
+            computed = crc32c.crc32c(view[pos + CRC_START : end])
+        if stored != computed:
+            raise CorruptRemoteObjectError(
+                f"batch CRC mismatch (stored {stored}, computed {computed})", key=key,
+                position=at + pos,
+            )  # fmt: skip
+        if not seg.base_offset <= span.last_offset <= seg.end_offset:
+            raise CorruptRemoteObjectError(
+                f"batch ending at offset {span.last_offset} outside the segment's offsets "
+                f"[{seg.base_offset}, {seg.end_offset}]", key=key, position=at + pos,
+            )  # fmt: skip
+
+
 class RemoteLogReader:
     """Batches and timestamp lookups of one partition's FINISHED remote segments."""
 
-    def __init__(self, store: ObjectStore, rp: RemotePartition, *,
-                 manifest: PartitionManifest | None = None, chunk_bytes: int = 1 << 20) -> None:
+    def __init__(
+        self,
+        store: ObjectStore,
+        rp: RemotePartition,
+        *,
+        manifest: PartitionManifest | None = None,
+        chunk_bytes: int = 1 << 20,
+    ) -> None:
         self.store = store
         self.rp = rp
         self.topic = rp.topic
@@ -159,8 +199,10 @@ class RemoteLogReader:
             position = self._position(seg, offset) if seg.base_offset <= offset else 0
             for key, at, data in self._segment_runs(seg, position):
                 last = None if end is None else end - 1
-                stop = next((s for s in batch_spans(data) if last is not None
-                             and s.last_offset >= last), None)
+                stop = next(
+                    (s for s in batch_spans(data) if last is not None and s.last_offset >= last),
+                    None,
+                )
                 if stop is not None:
                     yield key, at, data[: stop.position + stop.size]
                     return
@@ -180,8 +222,10 @@ class RemoteLogReader:
                     data = self.store.get_bytes(key, position, position + LOG_OVERHEAD + length)
                     spans = batch_spans(data)
                 if not spans:
-                    raise TieringError("truncated or malformed batch in remote segment", key=key,
-                                       position=position)
+                    raise TieringError(
+                        "truncated or malformed batch in remote segment", key=key, position=position
+                    )
+            verify_spans(data, spans, seg, key, position)
             used = spans[-1].position + spans[-1].size
             yield key, position, data[:used]
             position += used

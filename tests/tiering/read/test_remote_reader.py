@@ -9,6 +9,8 @@ from tier_fixtures import T0, only, write_tiered
 
 from kafkatier.storage.log.readonly import ReadOnlyPartition
 from kafkatier.tiering.config import TieringConfig
+from kafkatier.tiering.errors import TieringError
+from kafkatier.tiering.metadata.manifest import object_key
 from kafkatier.tiering.read.remote_reader import (
     RemoteLogReader,
     joined_batches,
@@ -97,3 +99,43 @@ def test_a_segment_local_retention_deletes_under_the_read_is_read_from_remote(
 
 def only_finished_bases(store: CountingStore) -> set[int]:
     return {s.base_offset for s in RemoteLogReader(store, only(store, "tiered", 0)).segments}
+
+
+def _swap_object(store: FsspecStore, key: str, change) -> None:  # type: ignore[no-untyped-def]
+    store.put_bytes(key, change(store.get_bytes(key)))
+
+
+def _flip(data: bytes) -> bytes:
+    out = bytearray(data)
+    out[len(out) // 2] ^= 0x04  # inside some batch's records
+    return bytes(out)
+
+
+CORRUPTIONS = {
+    "flipped bit": lambda data, other: _flip(data),
+    "truncated": lambda data, other: data[: len(data) - 7],
+    "another segment under the key": lambda data, other: (other + data)[: len(data)],
+}
+
+
+@pytest.mark.parametrize("kind", sorted(CORRUPTIONS))
+def test_a_corrupt_remote_segment_is_refused_and_named(tiered, kind: str) -> None:
+    """Whatever is wrong with the bytes under a segment's key, no record of them is served:
+    the read fails naming the object (and where in it)."""
+    _, store, batches, _ = tiered
+    rp = only(store, "tiered", 0)
+    reader = RemoteLogReader(store, rp)
+    victim, other = reader.segments[1], reader.segments[0]
+    key = object_key(rp, victim, "log")
+    other_bytes = store.get_bytes(object_key(rp, other, "log"))
+    _swap_object(store, key, lambda data: CORRUPTIONS[kind](data, other_bytes))
+    fresh = RemoteLogReader(store, rp)
+    served: list[int] = []
+    with pytest.raises(TieringError, match=key):
+        for batch in fresh.batches_from(victim.base_offset):
+            served.append(batch.base_offset)
+    expected = {o: b for o, b in batches}
+    assert all(o < victim.end_offset + 1 for o in served)
+    assert not served or kind == "truncated"  # only whole batches before the cut may be read
+    for offset in served:
+        assert offset in expected
