@@ -113,7 +113,7 @@ def _partitions(
             setting="--partitions",
             value=wanted,
         )
-    count = existing or wanted or 1
+    count = existing or (1 if wanted is None else wanted)
     if count < 1:
         raise ConfigError("--partitions must be at least 1", setting="--partitions", value=count)
     config = log_dir.topic_configs.update(topic, overrides, source="--config")
