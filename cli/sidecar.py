@@ -86,6 +86,7 @@ def run(args: argparse.Namespace) -> int:
     config.write_topic_configs()  # the file's topic.* settings are what the passes apply
     with remote_storage(config) as tiering:
         sidecar = Sidecar(tiering)
+        sidecar.tierer.store.probe()  # a store it cannot use is a setting to fix: say so now
         if args.once:
             return 1 if sidecar.run_pass().failures else 0
         sidecar.install_signal_handlers()

@@ -60,6 +60,7 @@ def run(args: argparse.Namespace) -> int:
             say(f"remote store: {tiering.remote_url} at "
                 f"{tiering.endpoint_url or 'the AWS default'}"
                 + (" (embedded SeaweedFS)" if config.embedded_dir else ""))  # fmt: skip
+            tiering.open_store().probe()  # a store it cannot use ends the run before the job
             say(f"starting Spark ({config.run.spark_master})")
             spark = spark_session(config.run.spark_master, config.run.work_dir)
             try:

@@ -24,6 +24,7 @@ from kafkatier.storage.log.directory import LogDirectory
 from kafkatier.storage.log.log import wall_clock_ms
 from kafkatier.storage.log.writer_lock import writer_turn
 from kafkatier.tiering.config import TieringConfig
+from kafkatier.tiering.errors import RemoteStoreError
 from kafkatier.tiering.sidecar.loop import Sidecar
 from kafkatier.tiering.sidecar.metrics import serve_metrics
 from kafkatier.tiering.sidecar.status import collect_status
@@ -86,6 +87,8 @@ class SidecarThread:
             while not self.stopping.is_set():
                 try:
                     self._record(self.sidecar.run_pass())
+                except RemoteStoreError as exc:  # the store went away: one line, the next pass
+                    log.error("sidecar pass failed; retrying at the next one: %s", exc)
                 except Exception:  # a file vanishing under the writer: the next pass
                     log.exception("sidecar pass failed; retrying at the next one")
                 self.stopping.wait(self.sidecar.config.interval_ms / 1000)

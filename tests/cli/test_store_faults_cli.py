@@ -25,6 +25,7 @@ def _commands(conf: Path, target: Path) -> dict[str, list[str]]:
         "restore": ["restore", "--config", str(conf), "--topic", "tiered", "--to", str(target),
                     "--quiet"],
         "clean": ["clean", "--remote", "--config", str(conf), "--topic", "tiered"],
+        "run": ["run", "--config", str(conf)],  # refused before Spark starts
     }  # fmt: skip
 
 

@@ -108,6 +108,10 @@ class ObjectStore(Protocol):
 
     def expected_etag(self, path: Path) -> str: ...
 
+    def probe(self) -> None:
+        """One cheap request that fails as any would when the store itself cannot be used
+        (unreachable, no or refused credentials, no bucket): commands call it before work."""
+
 
 def md5_etag(data: bytes) -> str:
     return hashlib.md5(data, usedforsecurity=False).hexdigest()
@@ -128,6 +132,9 @@ class FsspecStore:
 
     def __getstate__(self) -> dict[str, Any]:
         return {"url": self.url, "rate": self.rate_limit_bps, "options": self.storage_options}
+
+    def probe(self) -> None:
+        self._fs.exists(self._root)  # for a remote fsspec backend: authenticates and connects
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(  # type: ignore[misc]

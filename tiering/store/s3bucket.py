@@ -129,6 +129,11 @@ class S3Bucket:
         return paginator.paginate(Bucket=self.bucket, Prefix=self._key(prefix), **extra,
                                   PaginationConfig={"PageSize": LIST_PAGE_SIZE})  # fmt: skip
 
+    def probe(self) -> None:
+        """A listing of at most one key under the prefix: an unreachable endpoint, credentials
+        missing or refused and a missing bucket all fail it (a HEAD could not tell the bucket)."""
+        self.client.list_objects_v2(Bucket=self.bucket, Prefix=self._key(""), MaxKeys=1)
+
     def head(self, key: str) -> ObjectInfo | None:
         try:
             response = self.client.head_object(Bucket=self.bucket, Key=self._key(key))

@@ -14,7 +14,12 @@ from typing import Any
 import botocore.exceptions
 import pytest
 
-from kafkatier.tiering.errors import ObjectNotFoundError, PreconditionFailedError, RemoteVerifyError
+from kafkatier.tiering.errors import (
+    ObjectNotFoundError,
+    PreconditionFailedError,
+    RemoteStoreError,
+    RemoteVerifyError,
+)
 from kafkatier.tiering.store import s3bucket
 from kafkatier.tiering.store.object_store import FsspecStore, ObjectStore
 from kafkatier.tiering.store.s3store import S3Store
@@ -151,7 +156,7 @@ def test_s3_multipart_upload_etag_matches_local_computation(
 def test_s3_rejects_a_wrong_secret(s3_env, s3_url, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "wrong-secret")
     store = S3Store(s3_url, endpoint_url=s3_env.endpoint, region="us-east-1", max_attempts=1)
-    with pytest.raises(botocore.exceptions.ClientError):
+    with pytest.raises(RemoteStoreError, match="refused the credentials"):
         store.put_bytes("x", b"y")
 
 
