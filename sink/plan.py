@@ -49,7 +49,7 @@ def build_plan(
     wanted = [settings.topic] if settings.topic is not None else sorted(logs.topics())
     for name in wanted:
         count = topic_partitions(logs, name, settings.partitions)
-        topics[name] = TopicPlan(count, logs.config_for(name).max_message_bytes)
+        topics[name] = TopicPlan(count, logs.config_for(name).max_batch_bytes)
         for p, seq in next_sequences(logs, name, count, producer_id, epoch).items():
             sequences[(name, p)] = seq
     new_topic = None

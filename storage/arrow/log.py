@@ -55,7 +55,7 @@ def append_arrow(
         base_sequence=base_sequence,
         transactional=transactional,
         timestamp=timestamp,
-        max_batch_bytes=log.config.max_message_bytes,
+        max_batch_bytes=log.config.max_batch_bytes,
     )
     return log.append(encoded.data)
 

@@ -157,6 +157,14 @@ class LogConfig:
         return "delete" in self.cleanup_policy
 
     @property
+    def max_batch_bytes(self) -> int:
+        """The largest batch kafkatier's own writers build for this topic: ``max.message.bytes``,
+        and never more than ``segment.bytes``, which a batch must fit (Kafka's broker refuses a
+        larger one; a producer's ``batch.size`` is the client's to bound, and here we are the
+        client)."""
+        return min(self.max_message_bytes, self.segment_bytes)
+
+    @property
     def max_segment_ms(self) -> int:
         """Roll age (§9.2): compacted topics roll by max.compaction.lag.ms too."""
         if self.is_compacted and self.max_compaction_lag_ms > 0:

@@ -1,0 +1,77 @@
+"""The sink and ``kafkatier produce`` under topic settings that bound a batch: whatever
+``segment.bytes`` and ``max.message.bytes`` a topic has, the writers build batches that fit
+(as a producer's ``batch.size`` bounded by the broker's limits), every record lands once, and
+the log verifies. A single record larger than the limit is refused with one line naming it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from kafkatier.cli.main import main
+from kafkatier.sink import KafkaLogSink
+from kafkatier.storage.arrow.log import read_arrow
+from kafkatier.storage.config.topic_files import TopicConfigStore
+from kafkatier.storage.log.directory import LogDirectory
+from kafkatier.storage.verify.paths import verify_paths
+
+BOUNDS = {  # topic settings -> the largest batch they allow
+    "small segment.bytes": ({"segment.bytes": "4096"}, 4096),
+    "tiny segment.bytes": ({"segment.bytes": "700"}, 700),
+    "small max.message.bytes": ({"max.message.bytes": "1500", "segment.bytes": "1048576"}, 1500),
+}
+
+
+def _check(log_dir: Path, topic: str, rows: int, limit: int) -> None:
+    assert verify_paths([log_dir]) == []
+    with LogDirectory(log_dir) as logs:
+        topic_logs = [log for log in logs if log.topic == topic]
+        sizes = [b.size_in_bytes for log in topic_logs for s in log.segments for b in s.batches()]
+        values = sorted(v for log in topic_logs for v in read_arrow(log)["value"].to_pylist())
+    assert max(sizes) <= limit
+    assert values == sorted(f"value-{i:06d}-".encode() * 4 for i in range(rows))
+
+
+@pytest.mark.parametrize("bound", sorted(BOUNDS))
+def test_sink_batches_fit_the_topic(spark: Any, tmp_path: Path, bound: str) -> None:
+    settings, limit = BOUNDS[bound]
+    TopicConfigStore(tmp_path).update("events", settings, source="test")
+    rows = 3000
+    frame = spark.range(0, rows, 1, 3).selectExpr(
+        "CAST(repeat(CONCAT('value-', lpad(CAST(id AS STRING), 6, '0'), '-'), 4) AS BINARY)"
+        " AS value", "CAST(CONCAT('k', id % 97) AS BINARY) AS key")  # fmt: skip
+    KafkaLogSink(tmp_path, topic="events", partitions=3, compression="none")(frame, 0)
+    _check(tmp_path, "events", rows, limit)
+
+
+@pytest.mark.parametrize("bound", sorted(BOUNDS))
+def test_produce_batches_fit_the_topic(tmp_path: Path, bound: str) -> None:
+    settings, limit = BOUNDS[bound]
+    rows = 3000
+    source = tmp_path / "in.parquet"
+    pq.write_table(pa.table({
+        "key": [f"k{i % 97}".encode() for i in range(rows)],
+        "value": [f"value-{i:06d}-".encode() * 4 for i in range(rows)],
+    }), source)  # fmt: skip
+    extra = [arg for k, v in settings.items() for arg in ("--config", f"{k}={v}")]
+    logs = tmp_path / "logs"
+    assert main(["produce", str(logs), "--topic", "events", "--input", str(source),
+                 "--partitions", "3", "--compression", "none", *extra]) == 0  # fmt: skip
+    _check(logs, "events", rows, limit)
+
+
+def test_a_record_larger_than_a_segment_is_refused_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = tmp_path / "in.parquet"
+    pq.write_table(pa.table({"key": [b"k"], "value": [b"x" * 5000]}), source)
+    capsys.readouterr()
+    code = main(["produce", str(tmp_path / "logs"), "--topic", "events", "--input", str(source),
+                 "--compression", "none", "--config", "segment.bytes=1024"])  # fmt: skip
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code != 0 and len(err) == 1, err
+    assert "1024" in err[0], err
