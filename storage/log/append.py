@@ -48,6 +48,17 @@ def append_rules(cfg: LogConfig) -> AppendRules:
     )
 
 
+@dataclass(slots=True)
+class Validated:
+    """What :func:`validate_append` found: the batches to write (offsets assigned), the
+    duplicates skipped, and the producer state the batches lead to, ready to commit."""
+
+    placed: list[RecordBatch]
+    duplicates: list[tuple[int, int]]
+    infos: dict[int, ProducerAppendInfo]
+    completed: list[CompletedTxn]
+
+
 def validate_append(
     incoming: Sequence[RecordBatch],
     origin: AppendOrigin,
@@ -58,19 +69,18 @@ def validate_append(
     leader_epoch: int,
     now: int,
     file: str,
-) -> tuple[list[RecordBatch], list[tuple[int, int]]]:
+    rules: AppendRules | None = None,
+) -> Validated:
     """A dry run of the append at ``next_offset`` of the log in ``file``: the batches as they
     will be written (offsets assigned) and the duplicates skipped; raises on any rule broken,
-    having changed nothing."""
-    rules = append_rules(config)
-    placed: list[RecordBatch] = []
-    infos: dict[int, ProducerAppendInfo] = {}
-    duplicates: list[tuple[int, int]] = []
+    having changed nothing. ``rules``: ``append_rules(config)``, if the caller keeps them."""
+    rules = rules or append_rules(config)
+    found = Validated([], [], {}, [])
     for batch in incoming:
         if origin is AppendOrigin.CLIENT and batch.has_producer_id:
             dup = state.find_duplicate_batch(batch)
             if dup is not None:
-                duplicates.append((dup.first_offset, dup.last_offset))
+                found.duplicates.append((dup.first_offset, dup.last_offset))
                 continue
         buf = prepare_for_log(batch, rules, now)
         assign_offset(buf, next_offset, leader_epoch)
@@ -78,12 +88,41 @@ def validate_append(
         check_fits_segment(out, config, file)
         next_offset = out.next_offset
         if out.has_producer_id:
-            info = infos.get(out.producer_id)
+            info = found.infos.get(out.producer_id)
             if info is None:
-                info = infos[out.producer_id] = state.prepare_update(out.producer_id, origin)
-            info.append(out)
-        placed.append(out)
-    return placed, duplicates
+                info = found.infos[out.producer_id] = state.prepare_update(out.producer_id, origin)
+            txn = info.append(out)
+            if txn is not None:
+                found.completed.append(txn)
+        found.placed.append(out)
+    return found
+
+
+def validate_marker(
+    marker: bytes,
+    control: wire.ControlType,
+    coordinator_epoch: int,
+    state: ProducerStateManager,
+    config: LogConfig,
+    *,
+    next_offset: int,
+    leader_epoch: int,
+    now: int,
+    file: str,
+    rules: AppendRules,
+) -> Validated:
+    """:func:`validate_append` of one transaction marker from ``build_control_batch``
+    (``control`` and ``coordinator_epoch`` are what it was built with): the same checks and
+    state for origin COORDINATOR, without decoding back the record this process just encoded."""
+    buf = prepare_for_log(RecordBatch(marker, 0, file=file), rules, now)
+    assign_offset(buf, next_offset, leader_epoch)
+    out = RecordBatch(buf, 0, file=file)
+    check_fits_segment(out, config, file)
+    info = state.prepare_update(out.producer_id, AppendOrigin.COORDINATOR)
+    txn = info.append_end_txn_marker(
+        control, out.producer_epoch, coordinator_epoch, out.base_offset, out.max_timestamp
+    )
+    return Validated([out], [], {out.producer_id: info}, [] if txn is None else [txn])
 
 
 def check_fits_segment(batch: RecordBatch, config: LogConfig, file: str) -> None:
@@ -109,7 +148,7 @@ def commit_producer_state(
 ) -> None:
     """Kafka's order for the batches just written: update entries, then index aborted txns
     (in the segment ``segment_for`` gives for the marker's offset) with their LSO, then the end
-    offset. Re-applies the checks :func:`validate_append` passed."""
+    offset. Re-applies the checks :func:`validate_append` passed (for a part of its batches)."""
     infos: dict[int, ProducerAppendInfo] = {}
     completed: list[CompletedTxn] = []
     for batch in batches:
@@ -120,13 +159,23 @@ def commit_producer_state(
             txn = info.append(batch)
             if txn is not None:
                 completed.append(txn)
-    for info in infos.values():
+    commit_validated(state, Validated(list(batches), [], infos, completed), segment_for)
+
+
+def commit_validated(
+    state: ProducerStateManager,
+    validated: Validated,
+    segment_for: Callable[[int], LogSegment],
+) -> None:
+    """:func:`commit_producer_state` for all of ``validated.placed``, just written, with the
+    state :func:`validate_append` computed (nothing changed producer state in between)."""
+    for info in validated.infos.values():
         state.update(info)
-    for txn in completed:
+    for txn in validated.completed:
         if txn.is_aborted:
             lso = state.last_stable_offset(txn)
             segment_for(txn.last_offset).append_aborted_txn(
                 AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, lso)
             )
         state.complete_txn(txn)
-    state.update_map_end_offset(batches[-1].next_offset)
+    state.update_map_end_offset(validated.placed[-1].next_offset)

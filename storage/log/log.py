@@ -11,6 +11,8 @@ segments (when: ``roll.py``), keeps the last stable offset, and serves reads
 from __future__ import annotations
 
 import bisect
+import contextlib
+import functools
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -18,19 +20,24 @@ from pathlib import Path
 from kafkatier.storage import wire
 from kafkatier.storage.checkpoint.leader_epoch import LeaderEpochFileCache
 from kafkatier.storage.config.log_config import LogConfig
+from kafkatier.storage.config.spec import LONG_MAX
 from kafkatier.storage.errors import OffsetOutOfRangeError
-from kafkatier.storage.fsutil import fsync_dir
+from kafkatier.storage.fsutil import fsync_dir, fsync_file
 from kafkatier.storage.log.append import (
     LogAppendInfo,
+    Validated,
+    append_rules,
     commit_producer_state,
+    commit_validated,
     duplicate_info,
     validate_append,
+    validate_marker,
 )
 from kafkatier.storage.log.batch_position import BatchInfo
 from kafkatier.storage.log.delayed_delete import PendingDeletions
 from kafkatier.storage.log.roll import needs_new_segment, should_roll
 from kafkatier.storage.log.segment import LogSegment
-from kafkatier.storage.log.validator import parse_incoming
+from kafkatier.storage.log.validator import AppendRules, parse_incoming
 from kafkatier.storage.producer.entry import AppendOrigin
 from kafkatier.storage.producer.state import ProducerStateManager
 from kafkatier.storage.record.batch import RecordBatch
@@ -73,6 +80,11 @@ class Log:
         self.clock = clock
         self.leader_epoch = max(leader_epoch_cache.latest_epoch or 0, 0)
         self.pending_deletions = PendingDeletions()  # ``.deleted`` files awaiting removal
+        self._dir_unsynced = True  # a segment file created since the directory's last fsync
+        self._last_flush_ms: int | None = None  # the last full flush (or first look), flush.ms
+        self._rules: tuple[LogConfig, AppendRules] | None = None  # see _append_rules
+        self._rolled_to: int | None = None  # the newest roll's base, if not flushed yet
+        self._unsynced_snapshots: list[Path] = []  # written at roll, fsynced by the next flush
 
     # ------------------------------------------------------------------ offsets
 
@@ -128,7 +140,7 @@ class Log:
         are skipped.
         """
         incoming = parse_incoming(data, origin)
-        placed, duplicates = validate_append(
+        found = validate_append(
             incoming,
             origin,
             self.producer_state,
@@ -137,19 +149,30 @@ class Log:
             leader_epoch=self.leader_epoch,
             now=self.clock(),
             file=str(self.directory),
+            rules=self._append_rules(),
         )
-        if not placed:
-            return duplicate_info(duplicates, len(incoming))
+        if not found.placed:
+            return duplicate_info(found.duplicates, len(incoming))
+        return self._append_validated(found, origin)
+
+    def _append_validated(self, found: Validated, origin: AppendOrigin) -> LogAppendInfo:
+        placed = found.placed
         self._assign_leader_epoch(placed[0].base_offset)
-        self._write(placed, origin)
+        self._write(found, origin)
         return LogAppendInfo(
             first_offset=placed[0].base_offset,
             last_offset=placed[-1].last_offset,
             max_timestamp=max(b.max_timestamp for b in placed),
             num_batches=len(placed),
             num_records=sum(b.records_count for b in placed),
-            duplicate_batches=len(duplicates),
+            duplicate_batches=len(found.duplicates),
         )
+
+    def _append_rules(self) -> AppendRules:
+        """``append_rules`` of the current config, computed again only when it is replaced."""
+        if self._rules is None or self._rules[0] is not self.config:
+            self._rules = (self.config, append_rules(self.config))
+        return self._rules[1]
 
     def _assign_leader_epoch(self, start_offset: int) -> None:
         latest = self.leader_epoch_cache.latest_epoch
@@ -157,25 +180,36 @@ class Log:
             self.leader_epoch_cache.assign(self.leader_epoch, start_offset)
             self.leader_epoch_cache.flush()
 
-    def _write(self, batches: Sequence[RecordBatch], origin: AppendOrigin) -> None:
+    def _write(self, found: Validated, origin: AppendOrigin) -> None:
         """Append in chunks that fit the active segment, rolling between them (§9.2). Each
         chunk's producer state is committed before the next roll, so the new segment's base
-        offset and its producer snapshot both describe the log up to that chunk."""
+        offset and its producer snapshot both describe the log up to that chunk; one chunk
+        (the usual case) commits the state validation computed."""
+        batches = found.placed
         chunk: list[RecordBatch] = []
         chunk_bytes = 0
         for batch in batches:
             pending = chunk_bytes + batch.size_in_bytes
             if chunk and needs_new_segment(self.active_segment, self.config, pending, batch):
-                self._write_chunk(chunk, origin)
+                self._write_chunk(chunk)
+                commit_producer_state(self.producer_state, chunk, origin, self.segment_for)
                 chunk, chunk_bytes = [], 0
             if not chunk:
                 self._maybe_roll(batch.size_in_bytes, batch)
             chunk.append(batch)
             chunk_bytes += batch.size_in_bytes
-        if chunk:
-            self._write_chunk(chunk, origin)
+        self._write_chunk(chunk)
+        if len(chunk) == len(batches):
+            commit_validated(self.producer_state, found, self.segment_for)
+        else:
+            commit_producer_state(self.producer_state, chunk, origin, self.segment_for)
 
-    def _write_chunk(self, chunk: Sequence[RecordBatch], origin: AppendOrigin) -> None:
+    def _write_chunk(self, chunk: Sequence[RecordBatch]) -> None:
+        if len(chunk) == 1:
+            only = chunk[0]
+            info = BatchInfo(0, only.size_in_bytes, only.last_offset, only.max_timestamp)
+            self.active_segment.append(only.buffer, [info])
+            return
         data = bytearray()
         infos: list[BatchInfo] = []
         for batch in chunk:
@@ -184,7 +218,6 @@ class Log:
             )
             data += batch.buffer
         self.active_segment.append(data, infos)
-        commit_producer_state(self.producer_state, chunk, origin, self.segment_for)
 
     def _maybe_roll(self, size: int, first: RecordBatch) -> None:
         if should_roll(self.active_segment, self.config, self.clock, size, first):
@@ -194,31 +227,36 @@ class Log:
         """Close the active segment for appends and start a new one at the log end offset.
 
         As Kafka: final time-index entry and trimmed indexes on the old segment, a producer
-        snapshot at the new base offset; we also flush the old segment at once, which moves the
-        recovery point (Kafka flushes it asynchronously)."""
+        snapshot at the new base offset, and the old segment's flush left to the next flush
+        (Kafka schedules it at once; here the writer's next ``flush_data``, which the sink runs
+        for every batch, or ``flush``), which then moves the recovery point to the new base."""
         new_base = self.log_end_offset
         active = self.active_segment
         if active.size == 0 and active.base_offset == new_base:
             return active
         active.on_become_inactive()
-        active.flush()
-        self.recovery_point = max(self.recovery_point, new_base)
         self.producer_state.update_map_end_offset(new_base)
-        self.producer_state.take_snapshot()
+        snapshot = self.producer_state.take_snapshot(sync=False)
+        if snapshot is not None:
+            self._unsynced_snapshots.append(snapshot)
         segment = self.new_segment(new_base)
         self.segments.append(segment)
+        self._rolled_to = new_base
         return segment
 
     def new_segment(self, base_offset: int, suffix: str = "") -> LogSegment:
-        return LogSegment(
-            self.directory,
-            base_offset,
-            index_interval_bytes=self.config.index_interval_bytes,
-            max_index_size=self.config.segment_index_bytes,
-            suffix=suffix,
-            created_ms=self.clock(),
-            roll_jitter_ms=self.config.random_segment_jitter(),
-        )
+        try:
+            return LogSegment(
+                self.directory,
+                base_offset,
+                index_interval_bytes=self.config.index_interval_bytes,
+                max_index_size=self.config.segment_index_bytes,
+                suffix=suffix,
+                created_ms=self.clock(),
+                roll_jitter_ms=self.config.random_segment_jitter(),
+            )
+        finally:  # once its files exist: their names are durable after the next flush
+            self._dir_unsynced = True
 
     def write_txn_marker(
         self,
@@ -229,16 +267,30 @@ class Log:
         coordinator_epoch: int = 0,
         timestamp: int | None = None,
     ) -> LogAppendInfo:
-        """Append a COMMIT or ABORT marker, as the transaction coordinator would (§3)."""
-        marker = build_control_batch(
-            wire.ControlType.COMMIT if commit else wire.ControlType.ABORT,
-            producer_id=producer_id,
-            producer_epoch=producer_epoch,
-            coordinator_epoch=coordinator_epoch,
-            timestamp=self.clock() if timestamp is None else timestamp,
-            partition_leader_epoch=self.leader_epoch,
+        """Append a COMMIT or ABORT marker, as the transaction coordinator would (§3): what
+        ``append(marker, origin=COORDINATOR)`` does, without parsing back the marker."""
+        control = wire.ControlType.COMMIT if commit else wire.ControlType.ABORT
+        marker = _marker(
+            control,
+            producer_id,
+            producer_epoch,
+            coordinator_epoch,
+            self.clock() if timestamp is None else timestamp,
+            self.leader_epoch,
         )
-        return self.append(marker, origin=AppendOrigin.COORDINATOR)
+        found = validate_marker(
+            marker,
+            control,
+            coordinator_epoch,
+            self.producer_state,
+            self.config,
+            next_offset=self.log_end_offset,
+            leader_epoch=self.leader_epoch,
+            now=self.clock(),
+            file=str(self.directory),
+            rules=self._append_rules(),
+        )
+        return self._append_validated(found, AppendOrigin.COORDINATOR)
 
     def release_removed_segments(self) -> int:
         """Close the oldest segments whose ``.log`` another process removed; returns how many.
@@ -257,6 +309,67 @@ class Log:
         return released
 
     # ------------------------------------------------------------------ durability
+    # Two levels, as Kafka: ``flush`` (Kafka's: every file, moves the recovery point) and
+    # ``flush_data`` (what a writer needs before it acknowledges: the ``.log`` bytes and their
+    # file names durable). Below the recovery point everything is durable; above it the loader
+    # re-validates the batches and rebuilds indexes, producer state and leader epochs after an
+    # unclean shutdown, so only the ``.log`` bytes must survive for the appends to.
+
+    @property
+    def has_unflushed_data(self) -> bool:
+        """Whether :meth:`flush_data` has anything to fsync."""
+        return (
+            self._dir_unsynced
+            or self._rolled_to is not None
+            or any(s.unsynced for s in self.segments_from(self.recovery_point))
+        )
+
+    @property
+    def needs_flush(self) -> bool:
+        """Whether :meth:`flush` has anything to do (appends above the recovery point, or
+        files not yet fsynced)."""
+        return self.recovery_point < self.log_end_offset or self.has_unflushed_data
+
+    def flush_data(self) -> None:
+        """Make every append durable, without the indexes: fsync the ``.log`` files above the
+        recovery point that changed since their last fsync, and the directory if a segment was
+        created since its last fsync. The recovery point stays (after a crash the loader
+        recovers from it) but for the flush of the segments rolled since the last flush, which
+        moves it to the newest roll; ``flush.messages`` or ``flush.ms`` may ask for a full
+        flush instead."""
+        if self._full_flush_due():
+            self.flush()
+            return
+        if self._rolled_to is not None:
+            self._flush_rolled(self._rolled_to)
+        for segment in self.segments_from(self.recovery_point):
+            segment.flush_data()
+        if self._dir_unsynced:
+            self._sync_dir()
+
+    def _flush_rolled(self, upto: int) -> None:
+        """Kafka's flush at roll: every segment below ``upto`` (the newest roll's base) with
+        its indexes, the roll snapshots, the directory; then the recovery point moves there."""
+        for segment in self.segments_from(self.recovery_point):
+            if segment.base_offset >= upto:
+                break
+            segment.flush()
+        self._sync_snapshots()
+        self._sync_dir()
+        self.recovery_point = max(self.recovery_point, upto)
+        self._rolled_to = None
+
+    def _full_flush_due(self) -> bool:
+        """Kafka's ``flush.messages`` (offsets since the recovery point) and ``flush.ms``."""
+        cfg = self.config
+        if self.log_end_offset - self.recovery_point >= cfg.flush_messages:
+            return True
+        if cfg.flush_ms >= LONG_MAX:
+            return False
+        now = self.clock()
+        if self._last_flush_ms is None:
+            self._last_flush_ms = now
+        return now - self._last_flush_ms >= cfg.flush_ms
 
     def flush(self) -> None:
         """fsync every segment above the recovery point; the recovery point becomes the end.
@@ -267,9 +380,29 @@ class Log:
         segments = self.segments_from(self.recovery_point)
         for segment in segments:
             segment.flush()
-        if any(s.base_offset >= self.recovery_point for s in segments):
-            fsync_dir(self.directory)
+        self._sync_snapshots()
+        if self._dir_unsynced or any(s.base_offset >= self.recovery_point for s in segments):
+            self._sync_dir()
         self.recovery_point = end
+        self._rolled_to = None
+        if self.config.flush_ms < LONG_MAX:
+            self._last_flush_ms = self.clock()
+
+    def _sync_snapshots(self) -> None:
+        """fsync the producer snapshots written at roll (a later roll or retention may have
+        removed some: those need nothing)."""
+        while self._unsynced_snapshots:
+            with contextlib.suppress(FileNotFoundError):
+                fsync_file(self._unsynced_snapshots[0])
+            self._unsynced_snapshots.pop(0)
+
+    def _sync_dir(self) -> None:
+        self._dir_unsynced = False  # before the fsync: a segment created meanwhile marks it again
+        try:
+            fsync_dir(self.directory)
+        except BaseException:
+            self._dir_unsynced = True
+            raise
 
     def close(self) -> None:
         """Clean close: flush, producer snapshot at the end offset, trimmed indexes (§9.4)."""
@@ -278,3 +411,24 @@ class Log:
         self.leader_epoch_cache.flush()
         for segment in self.segments:
             segment.close()
+
+
+@functools.lru_cache(maxsize=4)
+def _marker(
+    control_type: wire.ControlType,
+    producer_id: int,
+    producer_epoch: int,
+    coordinator_epoch: int,
+    timestamp: int,
+    leader_epoch: int,
+) -> bytes:
+    """``build_control_batch`` remembered: a transaction's markers in every partition are the
+    same bytes when written with one timestamp (offsets are assigned on append)."""
+    return build_control_batch(
+        control_type,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        coordinator_epoch=coordinator_epoch,
+        timestamp=timestamp,
+        partition_leader_epoch=leader_epoch,
+    )
