@@ -11,8 +11,6 @@ segments (when: ``roll.py``), keeps the last stable offset, and serves reads
 from __future__ import annotations
 
 import bisect
-import contextlib
-import functools
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -20,28 +18,28 @@ from pathlib import Path
 from kafkatier.storage import wire
 from kafkatier.storage.checkpoint.leader_epoch import LeaderEpochFileCache
 from kafkatier.storage.config.log_config import LogConfig
-from kafkatier.storage.config.spec import LONG_MAX
 from kafkatier.storage.errors import OffsetOutOfRangeError
-from kafkatier.storage.fsutil import fsync_dir, fsync_file
 from kafkatier.storage.log.append import (
+    AppendTarget,
     LogAppendInfo,
     Validated,
     append_rules,
     commit_producer_state,
     commit_validated,
     duplicate_info,
+    marker_bytes,
     validate_append,
     validate_marker,
 )
 from kafkatier.storage.log.batch_position import BatchInfo
 from kafkatier.storage.log.delayed_delete import PendingDeletions
+from kafkatier.storage.log.durability import Durability
 from kafkatier.storage.log.roll import needs_new_segment, should_roll
 from kafkatier.storage.log.segment import LogSegment
 from kafkatier.storage.log.validator import AppendRules, parse_incoming
 from kafkatier.storage.producer.entry import AppendOrigin
 from kafkatier.storage.producer.state import ProducerStateManager
 from kafkatier.storage.record.batch import RecordBatch
-from kafkatier.storage.record.builder import build_control_batch
 
 Clock = Callable[[], int]
 __all__ = ["Clock", "Log", "wall_clock_ms"]
@@ -80,11 +78,8 @@ class Log:
         self.clock = clock
         self.leader_epoch = max(leader_epoch_cache.latest_epoch or 0, 0)
         self.pending_deletions = PendingDeletions()  # ``.deleted`` files awaiting removal
-        self._dir_unsynced = True  # a segment file created since the directory's last fsync
-        self._last_flush_ms: int | None = None  # the last full flush (or first look), flush.ms
-        self._rules: tuple[LogConfig, AppendRules] | None = None  # see _append_rules
-        self._rolled_to: int | None = None  # the newest roll's base, if not flushed yet
-        self._unsynced_snapshots: list[Path] = []  # written at roll, fsynced by the next flush
+        self.durability = Durability()  # what is not fsynced yet
+        self._rules: tuple[LogConfig, AppendRules] | None = None  # see _append_target
 
     # ------------------------------------------------------------------ offsets
 
@@ -140,17 +135,7 @@ class Log:
         are skipped.
         """
         incoming = parse_incoming(data, origin)
-        found = validate_append(
-            incoming,
-            origin,
-            self.producer_state,
-            self.config,
-            next_offset=self.log_end_offset,
-            leader_epoch=self.leader_epoch,
-            now=self.clock(),
-            file=str(self.directory),
-            rules=self._append_rules(),
-        )
+        found = validate_append(incoming, origin, self._append_target())
         if not found.placed:
             return duplicate_info(found.duplicates, len(incoming))
         return self._append_validated(found, origin)
@@ -168,11 +153,20 @@ class Log:
             duplicate_batches=len(found.duplicates),
         )
 
-    def _append_rules(self) -> AppendRules:
-        """``append_rules`` of the current config, computed again only when it is replaced."""
+    def _append_target(self) -> AppendTarget:
+        """What the append checks read of this log, now (``append_rules`` of the config computed
+        again only when the config is replaced)."""
         if self._rules is None or self._rules[0] is not self.config:
             self._rules = (self.config, append_rules(self.config))
-        return self._rules[1]
+        return AppendTarget(
+            self.producer_state,
+            self.config,
+            self._rules[1],
+            self.log_end_offset,
+            self.leader_epoch,
+            self.clock(),
+            str(self.directory),
+        )
 
     def _assign_leader_epoch(self, start_offset: int) -> None:
         latest = self.leader_epoch_cache.latest_epoch
@@ -237,11 +231,9 @@ class Log:
         active.on_become_inactive()
         self.producer_state.update_map_end_offset(new_base)
         snapshot = self.producer_state.take_snapshot(sync=False)
-        if snapshot is not None:
-            self._unsynced_snapshots.append(snapshot)
         segment = self.new_segment(new_base)
         self.segments.append(segment)
-        self._rolled_to = new_base
+        self.durability.rolled(new_base, snapshot)
         return segment
 
     def new_segment(self, base_offset: int, suffix: str = "") -> LogSegment:
@@ -256,7 +248,7 @@ class Log:
                 roll_jitter_ms=self.config.random_segment_jitter(),
             )
         finally:  # once its files exist: their names are durable after the next flush
-            self._dir_unsynced = True
+            self.durability.segment_created()
 
     def write_txn_marker(
         self,
@@ -270,7 +262,7 @@ class Log:
         """Append a COMMIT or ABORT marker, as the transaction coordinator would (§3): what
         ``append(marker, origin=COORDINATOR)`` does, without parsing back the marker."""
         control = wire.ControlType.COMMIT if commit else wire.ControlType.ABORT
-        marker = _marker(
+        marker = marker_bytes(
             control,
             producer_id,
             producer_epoch,
@@ -278,18 +270,7 @@ class Log:
             self.clock() if timestamp is None else timestamp,
             self.leader_epoch,
         )
-        found = validate_marker(
-            marker,
-            control,
-            coordinator_epoch,
-            self.producer_state,
-            self.config,
-            next_offset=self.log_end_offset,
-            leader_epoch=self.leader_epoch,
-            now=self.clock(),
-            file=str(self.directory),
-            rules=self._append_rules(),
-        )
+        found = validate_marker(marker, control, coordinator_epoch, self._append_target())
         return self._append_validated(found, AppendOrigin.COORDINATOR)
 
     def release_removed_segments(self) -> int:
@@ -309,100 +290,28 @@ class Log:
         return released
 
     # ------------------------------------------------------------------ durability
-    # Two levels, as Kafka: ``flush`` (Kafka's: every file, moves the recovery point) and
-    # ``flush_data`` (what a writer needs before it acknowledges: the ``.log`` bytes and their
-    # file names durable). Below the recovery point everything is durable; above it the loader
-    # re-validates the batches and rebuilds indexes, producer state and leader epochs after an
-    # unclean shutdown, so only the ``.log`` bytes must survive for the appends to.
+    # Kafka's two levels of flush, and why the lighter one is enough: durability.py.
 
     @property
     def has_unflushed_data(self) -> bool:
         """Whether :meth:`flush_data` has anything to fsync."""
-        return (
-            self._dir_unsynced
-            or self._rolled_to is not None
-            or any(s.unsynced for s in self.segments_from(self.recovery_point))
-        )
+        return self.durability.has_unflushed_data(self)
 
     @property
     def needs_flush(self) -> bool:
         """Whether :meth:`flush` has anything to do (appends above the recovery point, or
         files not yet fsynced)."""
-        return self.recovery_point < self.log_end_offset or self.has_unflushed_data
+        return self.durability.needs_flush(self)
 
     def flush_data(self) -> None:
-        """Make every append durable, without the indexes: fsync the ``.log`` files above the
-        recovery point that changed since their last fsync, and the directory if a segment was
-        created since its last fsync. The recovery point stays (after a crash the loader
-        recovers from it) but for the flush of the segments rolled since the last flush, which
-        moves it to the newest roll; ``flush.messages`` or ``flush.ms`` may ask for a full
-        flush instead."""
-        if self._full_flush_due():
-            self.flush()
-            return
-        if self._rolled_to is not None:
-            self._flush_rolled(self._rolled_to)
-        for segment in self.segments_from(self.recovery_point):
-            segment.flush_data()
-        if self._dir_unsynced:
-            self._sync_dir()
-
-    def _flush_rolled(self, upto: int) -> None:
-        """Kafka's flush at roll: every segment below ``upto`` (the newest roll's base) with
-        its indexes, the roll snapshots, the directory; then the recovery point moves there."""
-        for segment in self.segments_from(self.recovery_point):
-            if segment.base_offset >= upto:
-                break
-            segment.flush()
-        self._sync_snapshots()
-        self._sync_dir()
-        self.recovery_point = max(self.recovery_point, upto)
-        self._rolled_to = None
-
-    def _full_flush_due(self) -> bool:
-        """Kafka's ``flush.messages`` (offsets since the recovery point) and ``flush.ms``."""
-        cfg = self.config
-        if self.log_end_offset - self.recovery_point >= cfg.flush_messages:
-            return True
-        if cfg.flush_ms >= LONG_MAX:
-            return False
-        now = self.clock()
-        if self._last_flush_ms is None:
-            self._last_flush_ms = now
-        return now - self._last_flush_ms >= cfg.flush_ms
+        """Make every append durable, not the indexes; the recovery point moves only to a roll
+        since the last flush (``Durability.flush_data``)."""
+        self.durability.flush_data(self)
 
     def flush(self) -> None:
-        """fsync every segment above the recovery point; the recovery point becomes the end.
-
-        As Kafka's ``LocalLog.flush``, the directory is fsynced too when a segment created since
-        the last flush is among them: its file names must survive a power loss with its data."""
-        end = self.log_end_offset
-        segments = self.segments_from(self.recovery_point)
-        for segment in segments:
-            segment.flush()
-        self._sync_snapshots()
-        if self._dir_unsynced or any(s.base_offset >= self.recovery_point for s in segments):
-            self._sync_dir()
-        self.recovery_point = end
-        self._rolled_to = None
-        if self.config.flush_ms < LONG_MAX:
-            self._last_flush_ms = self.clock()
-
-    def _sync_snapshots(self) -> None:
-        """fsync the producer snapshots written at roll (a later roll or retention may have
-        removed some: those need nothing)."""
-        while self._unsynced_snapshots:
-            with contextlib.suppress(FileNotFoundError):
-                fsync_file(self._unsynced_snapshots[0])
-            self._unsynced_snapshots.pop(0)
-
-    def _sync_dir(self) -> None:
-        self._dir_unsynced = False  # before the fsync: a segment created meanwhile marks it again
-        try:
-            fsync_dir(self.directory)
-        except BaseException:
-            self._dir_unsynced = True
-            raise
+        """fsync everything above the recovery point (segments, indexes, roll snapshots, the
+        directory when it holds new names); the recovery point becomes the end."""
+        self.durability.flush(self)
 
     def close(self) -> None:
         """Clean close: flush, producer snapshot at the end offset, trimmed indexes (§9.4)."""
@@ -411,24 +320,3 @@ class Log:
         self.leader_epoch_cache.flush()
         for segment in self.segments:
             segment.close()
-
-
-@functools.lru_cache(maxsize=4)
-def _marker(
-    control_type: wire.ControlType,
-    producer_id: int,
-    producer_epoch: int,
-    coordinator_epoch: int,
-    timestamp: int,
-    leader_epoch: int,
-) -> bytes:
-    """``build_control_batch`` remembered: a transaction's markers in every partition are the
-    same bytes when written with one timestamp (offsets are assigned on append)."""
-    return build_control_batch(
-        control_type,
-        producer_id=producer_id,
-        producer_epoch=producer_epoch,
-        coordinator_epoch=coordinator_epoch,
-        timestamp=timestamp,
-        partition_leader_epoch=leader_epoch,
-    )

@@ -22,7 +22,6 @@ import os
 import random
 import signal
 import subprocess
-import sys
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -31,7 +30,7 @@ from typing import Any
 import power_loss
 import pytest
 from crash_writer import read_partition
-from process_group import kill_group
+from process_group import kill_group, spawn
 
 from kafkatier.sink import sink as sink_module
 from kafkatier.sink.hooks import CRASH_ENV
@@ -110,14 +109,7 @@ def run_driver(tmp: Path, crash: str, target: int) -> int:
     env[CRASH_ENV] = crash
     shape = [target, ROWS, PARTITIONS, KEYS, SEGMENT_BYTES]
     args = [str(tmp / "logs"), str(tmp / "chk"), str(tmp / "local"), *map(str, shape)]
-    with open(tmp / "driver.err", "ab") as err:
-        proc = subprocess.Popen(
-            [sys.executable, str(DRIVER), *args],
-            env=env,
-            start_new_session=True,
-            stdout=subprocess.DEVNULL,
-            stderr=err,
-        )
+    proc = spawn(DRIVER, args, env, tmp / "driver.err")
     try:
         rc: int | None = proc.wait(timeout=RUN_TIMEOUT)
     except subprocess.TimeoutExpired:
@@ -128,7 +120,7 @@ def run_driver(tmp: Path, crash: str, target: int) -> int:
 
 def sigkill_and_cut(tmp: Path, crash: str, rng: random.Random) -> power_loss.Loss:
     logs = tmp / "logs"
-    durable = power_loss.log_sizes(logs)
+    durable = power_loss.durable_files(logs)
     rc = run_driver(tmp, crash, target=int(crash.rsplit(":", 1)[1]))
     assert rc == -signal.SIGKILL, f"{crash}: driver exited {rc}, see {tmp}/driver.err"
     return power_loss.lose_unsynced(logs, tmp / "fsyncs.jsonl", durable, rng)
@@ -141,7 +133,8 @@ def test_sigkill_between_the_shared_flush_and_the_commit(spark: Any, tmp_path: P
     after = state(logs)
     assert after["last_committed_batch"] == 0 and after["unflushed_commit"]["batch_id"] == 0
     assert after["inflight"]["batch_id"] == 1 and not after["inflight"]["commit_decided"]
-    assert lost.bytes_lost == 0, lost  # the shared flush covered batch 0's markers and batch 1
+    assert set(lost) <= {"indexes_zeroed"}, lost  # the shared flush covered batch 0's markers,
+    # batch 1 and the snapshots of its rolls
     sink = new_sink(logs)  # the next instance: recovery, then Spark's replay of batch 1
     for batch in (1, 2):
         sink(rows(spark, batch * ROWS, (batch + 1) * ROWS), batch)
@@ -166,13 +159,19 @@ def die_at(point: str, nth: int = 1) -> Callable[[str, int], None]:
     return crash
 
 
+def record_syncs(monkeypatch: pytest.MonkeyPatch, record: Path) -> None:
+    """This process's fsyncs and syncfs recorded in ``record`` (power_loss.py)."""
+    for target, name, replacement in power_loss.recorders(str(record)):
+        monkeypatch.setattr(target, name, replacement)
+
+
 def test_power_cuts_after_the_commit_decision(
     spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     record = tmp_path / "fsyncs.jsonl"
     logs = tmp_path / "logs"
     rng = random.Random(7)
-    monkeypatch.setattr(os, "fsync", power_loss.recorder(str(record)))
+    record_syncs(monkeypatch, record)
     partitions, size = PARTITIONS // 4, ROWS // 4
     sink = new_sink(logs, partitions)
     sink(rows(spark, 0, size), 0)
@@ -180,6 +179,7 @@ def test_power_cuts_after_the_commit_decision(
     start = size + 8  # markers everywhere (it flushes every partition written since its last)
     durable: dict[str, int] = {}  # the record holds every fsync since the log dir was created
     steps = [(2, "after-append"), (3, "after-append"), (4, "after-markers")]
+    total: power_loss.Loss = Counter()
     for batch, point in steps:
         nth = partitions * 3 // 4 if point == "after-append" else 1  # most partitions appended
         with monkeypatch.context() as patch:
@@ -189,12 +189,14 @@ def test_power_cuts_after_the_commit_decision(
                 sink(rows(spark, start, start + size), batch)
         assert state(logs)["inflight"]["commit_decided"] == (point == "after-markers")
         lost = power_loss.lose_unsynced(logs, record, durable, rng)
-        assert lost.files_cut > partitions // 4, lost  # the data, markers of the last batch
-        monkeypatch.setattr(os, "fsync", power_loss.recorder(str(record)))
-        durable = power_loss.log_sizes(logs)
+        assert lost["files_cut"] > partitions // 4, lost  # the data, markers of the last batch
+        total += lost
+        record_syncs(monkeypatch, record)
+        durable = power_loss.durable_files(logs)
         sink = new_sink(logs, partitions)  # the next instance: recovery
         sink(rows(spark, start, start + size), batch)  # Spark's replay: again, or skipped
         assert state(logs)["last_committed_batch"] == batch
         start += size
     sink.close()
+    assert total["snapshots_lost"] > 0, total  # rolls in the cut batches
     check_exactly_once(logs, start, partitions)

@@ -491,10 +491,10 @@ def test_flush_syncs_the_directory_when_it_covers_new_segments(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Kafka's LocalLog.flush: new segment files need their directory entry made durable."""
-    import kafkatier.storage.log.log as log_module
+    import kafkatier.storage.log.durability as durability_module
 
     synced: list[Path] = []
-    monkeypatch.setattr(log_module, "fsync_dir", synced.append)
+    monkeypatch.setattr(durability_module, "fsync_dir", synced.append)
     log = new_log(tmp_path, **{"segment.bytes": 500})
     log.append(batch(1))
     log.flush()  # segment 0 is new: created after recovery point 0
