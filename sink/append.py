@@ -1,8 +1,9 @@
 """The driver's side of a micro-batch: sequences and offsets for the encoded pieces.
 
-The driver is the single writer of every partition: it appends the pieces in task order, giving
-each batch the partition's next sequence (:func:`kafkatier.sink.stage.assign_sequences`) before
-``Log.append`` gives it offsets and checks epoch and sequences as a leader does.
+The driver is the single writer of every partition: it appends each partition's pieces in task
+order, giving each batch the partition's next sequence
+(:func:`kafkatier.sink.stage.assign_sequences`) before ``Log.append`` gives it offsets and checks
+epoch and sequences as a leader does.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """What the sink reads from its surroundings: the streaming query's id, and the crash hook.
 
 ``KAFKATIER_SINK_CRASH=<point>[:<batch>]`` makes the driver SIGKILL itself at ``after-append``,
-``after-decide``, ``between-markers`` or ``after-markers`` (the first time it gets there, or only
-in that batch): the crash tests' way to stop a real driver at a chosen step of the protocol.
+``after-flush`` (the batch's data flush done, its commit not yet decided), ``after-decide``,
+``between-markers`` or ``after-markers`` (the first time it gets there, or only in that batch):
+the crash tests' way to stop a real driver at a chosen step of the protocol.
 """
 
 from __future__ import annotations

@@ -14,11 +14,11 @@ import itertools
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from kafkatier.sink.encode import CHUNK_BYTES, CHUNK_SCHEMA, Encode, EncodePlan, TopicPlan
 from kafkatier.sink.jvm import JvmEncoder, input_error
-from kafkatier.sink.stage import read_spans
+from kafkatier.sink.stage import StagingFiles
 from kafkatier.sink.txn import next_sequences, topic_partitions
 from kafkatier.storage.config.log_config import LogConfig
 from kafkatier.storage.errors import CorruptRecordError
@@ -81,8 +81,9 @@ class Piece:
 def encoded_pieces(
     df: DataFrame, plan: EncodePlan, jvm: JvmEncoder | None = None
 ) -> Iterator[Piece]:
-    """The micro-batch encoded by one parallel job, piece by piece in task order: the JVM
-    encoder's (:mod:`kafkatier.sink.jvm`) when given, else a ``mapInArrow`` of Python workers.
+    """The micro-batch encoded by one parallel job, piece by piece (each partition's in task
+    order; staged ones partition by partition): the JVM encoder's (:mod:`kafkatier.sink.jvm`)
+    when given, else a ``mapInArrow`` of Python workers.
 
     Staged (``plan.staging_dir``): the job returns where each piece is (a few small rows per
     task, collected) and the driver reads the pieces from the staging files one at a time.
@@ -101,25 +102,55 @@ def encoded_pieces(
         raise mapped from None
 
 
+_SPAN_FIELDS: Final = ("task", "topic", "partition", "records", "path", "position", "length")
+
+
+class _Span(NamedTuple):
+    """Where one task wrote one piece (a staged row of ``CHUNK_SCHEMA``, without ``data``)."""
+
+    task: int
+    topic: str
+    partition: int
+    records: int
+    path: str
+    position: int
+    length: int
+
+
+def _spans(rows: list[Any]) -> list[_Span]:
+    """The rows as spans, by partition and then task order (a stable sort keeps each task's
+    pieces in the order it wrote them): Row's by-name lookups cost more than the appends."""
+    if rows and tuple(rows[0].__fields__[: len(_SPAN_FIELDS)]) != _SPAN_FIELDS:
+        fields = rows[0].__fields__
+        raise CorruptRecordError(f"staged pieces have columns {fields}", file="<staged>")
+    spans = [_Span(*row[: len(_SPAN_FIELDS)]) for row in rows]
+    return sorted(spans, key=lambda span: (span.topic, span.partition, span.task))
+
+
 def _staged(rows: list[Any]) -> Iterator[Piece]:
-    """Each task's pieces for one partition read as one (up to CHUNK_BYTES): fewer appends.
-    Partitions are independent logs, so only the order within each one matters."""
-    rows = sorted(rows, key=lambda r: (r["task"], r["topic"], r["partition"]))  # stable
-    for (_, topic, partition), group in itertools.groupby(
-        rows, key=lambda r: (r["task"], r["topic"], r["partition"])
-    ):
-        spans: list[Any] = []
-        for row in group:
-            if spans and sum(r["length"] for r in spans) + row["length"] > CHUNK_BYTES:
-                yield _read(topic, partition, spans)
-                spans = []
-            spans.append(row)
-        yield _read(topic, partition, spans)
+    """Each partition's pieces from every task read as one (up to CHUNK_BYTES), in task order:
+    one append per partition however many tasks wrote to it. Partitions are independent logs,
+    so only the order within each one matters."""
+    with StagingFiles() as files:
+        for _, group in itertools.groupby(
+            _spans(rows), key=lambda span: (span.topic, span.partition)
+        ):
+            spans: list[_Span] = []
+            size = 0
+            for span in group:
+                if spans and size + span.length > CHUNK_BYTES:
+                    yield _read(files, spans)
+                    spans, size = [], 0
+                spans.append(span)
+                size += span.length
+            yield _read(files, spans)
 
 
-def _read(topic: str, partition: int, spans: list[Any]) -> Piece:
-    data = read_spans([(r["path"], r["position"], r["length"]) for r in spans])
-    return Piece(topic, partition, sum(r["records"] for r in spans), data, spans[0]["path"])
+def _read(files: StagingFiles, spans: list[_Span]) -> Piece:
+    data = files.read([(s.path, s.position, s.length) for s in spans])
+    first = spans[0]
+    records = sum(s.records for s in spans)
+    return Piece(first.topic, first.partition, records, data, first.path)
 
 
 def _fetched(encoded: DataFrame) -> Iterator[Piece]:

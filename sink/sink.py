@@ -21,11 +21,21 @@ runs entirely under the sink's exclusive lock file and is one Kafka transaction:
 4. Record ``inflight = {batch_id, commit_decided: false}``; encode on executors in one
    parallel job (:mod:`kafkatier.sink.encode`), then append the pieces in task order, the
    driver giving each batch its sequence and offsets (:mod:`kafkatier.sink.append`).
-5. fsync every partition, then durably set ``commit_decided``: this
-   write is the commit point. Data is on disk before it, so an OS crash cannot leave a decided
-   transaction with lost data.
-6. COMMIT markers on every partition written, fsync again, then record ``last_committed_batch``
-   and clear ``inflight``. Only then does the call return.
+5. One shared flush: fsync the ``.log`` of every partition written since its last fsync (this
+   batch's data and the previous batch's COMMIT markers; ``LogDirectory.flush_data``), then
+   durably set ``commit_decided`` with each partition's log end offset, and clear
+   ``unflushed_commit``: this write is the commit point. Data is on disk before it, so an OS
+   crash cannot leave a decided transaction with lost data.
+6. COMMIT markers on every partition written, then record ``last_committed_batch`` and move the
+   decided transaction to ``unflushed_commit`` (its markers are durable once the next batch's
+   flush, or a clean close, has run). Only then does the call return.
+
+Why the markers need no flush of their own: a machine crash may lose a marker only together with
+everything after it in its partition (the loader cuts a partition at its first torn batch), and
+``unflushed_commit`` keeps, per partition, the offset where the committed batch's data ended. So
+recovery commits an open transaction that starts below that offset (the committed batch's, its
+marker lost), and treats any other as the in-flight batch's. Indexes are never flushed per batch
+(Kafka flushes them at roll; the loader rebuilds them above the recovery point).
 
 Several writers may share a log dir (sinks with other sink ids, on the same topics or others;
 ``kafkatier produce``; ``kafkatier clean``): each micro-batch is also one turn on the log dir
@@ -83,7 +93,7 @@ from kafkatier.sink.stage import (
     staging_wanted,
 )
 from kafkatier.sink.stop import close_when_stopped
-from kafkatier.sink.txn import end_txn, open_txn_logs, topic_partitions
+from kafkatier.sink.txn import end_txn, open_txn_logs, split_by_decision, topic_partitions
 from kafkatier.storage.config.topic_files import TopicConfigStore
 from kafkatier.storage.log.directory import LogDirectory
 from kafkatier.storage.log.log import Log
@@ -212,24 +222,38 @@ class KafkaLogSink:
 
     def _recover(self, state: SinkState) -> None:
         """End the open transactions: a rotated-out producer id's first (its markers use the
-        fencing epoch), before anything is written with the new id; then forget the old id."""
+        fencing epoch), before anything is written with the new id; then forget the old id.
+
+        A transaction is committed if its batch's commit was decided: the in-flight batch's
+        when ``commit_decided``, and the last committed batch's where its marker is missing
+        (``unflushed_commit``, see the module docstring); else aborted."""
         inflight = state.inflight
-        commit = inflight is not None and inflight.commit_decided
+        decided = inflight is not None and inflight.commit_decided
+        committed = state.unflushed_commit
+        committed_ends = committed.end_offsets() if committed is not None else {}
         topics = {t for t, _ in self.logs.logs}
+        ended = 0
         for producer_id, epoch in state.producers_to_recover(self._epoch_now()):
             pending = open_txn_logs(self.logs, topics, producer_id)
-            if pending:
-                action = "committing" if commit else "aborting"
-                log.warning("sink %s: %s an open transaction of producer %d in %d partitions",
-                            self.sink_id, action, producer_id, len(pending))  # fmt: skip
-                end_txn(pending, producer_id, epoch, commit=commit, crash=no_crash)
-                self.logs.flush()
-        if inflight is not None or state.previous_producer_id is not None:
-            if inflight is not None and commit:
+            commit, abort = split_by_decision(pending, producer_id, committed_ends, decided)
+            ended += self._end_txns(commit, producer_id, epoch, commit=True)
+            ended += self._end_txns(abort, producer_id, epoch, commit=False)
+        if ended or decided:
+            self.logs.flush_data()  # the markers, and a decided batch's, durable
+            state.unflushed_commit = None
+        if ended or inflight is not None or state.previous_producer_id is not None:
+            if inflight is not None and decided:
                 state.last_committed_batch = max(state.last_committed_batch, inflight.batch_id)
             state.inflight = None
             state.previous_producer_id = None
             save_state(self.log_dir, state)
+
+    def _end_txns(self, logs: list[Log], producer_id: int, epoch: int, *, commit: bool) -> int:
+        if logs:
+            log.warning("sink %s: %s an open transaction of producer %d in %d partitions",
+                        self.sink_id, "committing" if commit else "aborting", producer_id,
+                        len(logs))  # fmt: skip
+        return end_txn(logs, producer_id, epoch, commit=commit, crash=no_crash)
 
     def close(self) -> None:
         """Close the logs cleanly (checkpoints, clean-shutdown marker), in a turn on the log dir
@@ -289,9 +313,12 @@ class KafkaLogSink:
         state.inflight = InFlight(batch_id)
         state.query_id = query_id or state.query_id
         save_state(self.log_dir, state)
-        touched = self._append_all(df, cols, plan, batch_id)
-        self.logs.flush()  # data durable before the commit decision
-        state.inflight = InFlight(batch_id, True, sorted(touched))
+        touched = sorted(self._append_all(df, cols, plan, batch_id))
+        self.logs.flush_data()  # this batch's data and the previous batch's markers
+        crash_point("after-flush", batch_id)
+        ends = [self._log_for(*tp).log_end_offset for tp in touched]
+        state.inflight = InFlight(batch_id, True, touched, ends)
+        state.unflushed_commit = None
         save_state(self.log_dir, state)  # the commit point
         crash_point("after-decide", batch_id)
         pending = open_txn_logs(self.logs, {t for t, _ in touched}, state.producer_id)
@@ -303,9 +330,8 @@ class KafkaLogSink:
             crash=lambda point: crash_point(point, batch_id),
         )
         crash_point("after-markers", batch_id)
-        self.logs.flush()
         state.last_committed_batch = batch_id
-        state.inflight = None
+        state.unflushed_commit, state.inflight = state.inflight, None
         save_state(self.log_dir, state)
 
     def _append_all(

@@ -12,8 +12,9 @@ Staging (the fast path, when executors see the driver's filesystem: local mode, 
 mount): each task attempt writes its encoded batches to one file
 ``<root>/kafkatier-staging/<sink key>/<batch id>-<random>/task-<p>-<attempt>.kbatches``
 (concatenated v2 batches, base offsets 0, not a segment) and returns only where they are; the
-driver reads them back piece by piece. Staging files are scratch, never the log: they hold no
-committed state, are read only by the batch call that created them, are deleted when it ends,
+driver reads them back piece by piece (:class:`StagingFiles`: each file opened once per batch,
+a bounded number at a time). Staging files are scratch, never the log: they hold no committed
+state, are read only by the batch call that created them, are deleted when it ends,
 and the whole sink's staging tree is removed when a sink instance starts (a crashed driver's
 leftovers). A replayed batch id encodes afresh. They live outside the log dir, so a Kafka broker
 still loads the log dir.
@@ -23,10 +24,13 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
 import shutil
 import struct
 import tempfile
 import uuid
+from collections import OrderedDict
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -43,6 +47,7 @@ from kafkatier.storage.wire import (
 
 BASE_SEQUENCE_OFFSET: Final = RECORDS_COUNT_OFFSET - 4  # not declared in wire.py
 STAGING_DIR_NAME: Final = "kafkatier-staging"
+STAGING_FILES_OPEN: Final = 64  # descriptors a batch's reads keep open at most
 _INT32: Final = struct.Struct(">i")
 _UINT32: Final = struct.Struct(">I")
 
@@ -78,22 +83,66 @@ def task_file(batch_dir: str, partition_id: int, attempt_id: int) -> Path:
     return folder / f"task-{partition_id}-{attempt_id}.kbatches"
 
 
-def read_spans(spans: list[tuple[str, int, int]]) -> bytearray:
-    """The (path, position, length) spans of staging files, back to back in one buffer (a
-    short read is corruption)."""
-    buf = bytearray(sum(length for _, _, length in spans))
-    view = memoryview(buf)
-    at = 0
-    for path, position, length in spans:
-        with open(path, "rb", buffering=0) as f:
-            f.seek(position)
-            got = f.readinto(view[at : at + length])
-        if got != length:
-            raise CorruptRecordError(
-                f"staging file ended after {got} of {length} bytes", file=path, position=position
-            )
-        at += length
-    return buf
+class StagingFiles:
+    """The staging files one batch call reads, each opened once and kept open while it is read
+    from, at most ``budget`` at a time (the least recently used one is closed first)."""
+
+    def __init__(self, budget: int = STAGING_FILES_OPEN) -> None:
+        self.budget = max(1, budget)
+        self._open: OrderedDict[str, int] = OrderedDict()
+
+    def read(self, spans: Sequence[tuple[str, int, int]]) -> bytearray:
+        """The (path, position, length) spans back to back in one buffer (a short read is
+        corruption)."""
+        buf = bytearray(sum(length for _, _, length in spans))
+        view = memoryview(buf)
+        at = 0
+        for path, position, length in spans:
+            got = self._read_into(self._fd(path), view[at : at + length], position)
+            if got != length:
+                raise CorruptRecordError(
+                    f"staging file ended after {got} of {length} bytes",
+                    file=path,
+                    position=position,
+                )
+            at += length
+        return buf
+
+    @staticmethod
+    def _read_into(fd: int, target: memoryview, position: int) -> int:
+        got = 0
+        while got < len(target):
+            n = os.preadv(fd, [target[got:]], position + got)
+            if n == 0:
+                break
+            got += n
+        return got
+
+    def _fd(self, path: str) -> int:
+        fd = self._open.get(path)
+        if fd is not None:
+            self._open.move_to_end(path)
+            return fd
+        while len(self._open) >= self.budget:
+            os.close(self._open.popitem(last=False)[1])
+        fd = self._open[path] = os.open(path, os.O_RDONLY)
+        return fd
+
+    def close(self) -> None:
+        while self._open:
+            os.close(self._open.popitem()[1])
+
+    def __enter__(self) -> StagingFiles:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def read_spans(spans: Sequence[tuple[str, int, int]]) -> bytearray:
+    """:meth:`StagingFiles.read` with files opened for this call only."""
+    with StagingFiles() as files:
+        return files.read(spans)
 
 
 def assign_sequences(buf: bytearray, first_sequence: int, *, source: str) -> tuple[int, int]:

@@ -9,7 +9,7 @@ a crash cannot be missed.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 from kafkatier.sink.schema import SinkSchemaError
 from kafkatier.storage.log.directory import LogDirectory
@@ -42,8 +42,7 @@ def topic_partitions(logs: LogDirectory, topic: str, partitions: int | None) -> 
         count = partitions
     if count < 1:
         raise SinkSchemaError(f"partitions must be >= 1, got {count}", topic=topic)
-    for p in range(count):
-        logs.get_or_create(topic, p)
+    logs.create_partitions(topic, count)
     return count
 
 
@@ -75,14 +74,43 @@ def open_txn_logs(logs: LogDirectory, topics: Iterable[str], producer_id: int) -
     return found
 
 
+def split_by_decision(
+    logs: Iterable[Log],
+    producer_id: int,
+    committed_ends: Mapping[tuple[str, int], int],
+    commit_others: bool,
+) -> tuple[list[Log], list[Log]]:
+    """The logs with an open transaction of ``producer_id``, split into (to commit, to abort).
+
+    ``committed_ends``: per partition, the log end offset after the data of a committed batch
+    whose COMMIT markers may have been lost (written, not yet flushed). An open transaction that
+    starts below it is that batch's (a later batch's data can only follow its marker, so it was
+    lost with it) and is committed; any other is the in-flight batch's: committed if
+    ``commit_others`` (its commit was decided), else aborted."""
+    commit: list[Log] = []
+    abort: list[Log] = []
+    for log in logs:
+        entry = log.producer_state.last_entry(producer_id)
+        first = None if entry is None else entry.current_txn_first_offset
+        end = committed_ends.get((log.topic, log.partition))
+        if first is not None and end is not None and first < end:
+            commit.append(log)
+        else:
+            (commit if commit_others else abort).append(log)
+    return commit, abort
+
+
 def end_txn(
     logs: Iterable[Log], producer_id: int, epoch: int, *, commit: bool, crash: CrashHook
 ) -> int:
-    """Write a COMMIT or ABORT marker to each log; returns how many were written."""
+    """Write a COMMIT or ABORT marker to each log, all with one timestamp; returns how many
+    were written."""
     written = 0
+    now: int | None = None
     for log in logs:
         if written:
             crash("between-markers")
-        log.write_txn_marker(producer_id, epoch, commit=commit)
+        now = log.clock() if now is None else now
+        log.write_txn_marker(producer_id, epoch, commit=commit, timestamp=now)
         written += 1
     return written

@@ -6,7 +6,10 @@ import contextlib
 import os
 import signal
 import subprocess
+import sys
 import time
+from collections.abc import Mapping
+from pathlib import Path
 
 
 def kill_group(proc: subprocess.Popen[bytes], poll: float = 0.1) -> int:
@@ -23,3 +26,18 @@ def kill_group(proc: subprocess.Popen[bytes], poll: float = 0.1) -> int:
             break
         time.sleep(poll)
     return rc
+
+
+def spawn(
+    script: Path, args: list[str], env: Mapping[str, str], err: Path
+) -> subprocess.Popen[bytes]:
+    """``script`` run by this Python in a new session (so :func:`kill_group` reaches all it
+    starts), stdout discarded, stderr appended to ``err``."""
+    with open(err, "ab") as out:
+        return subprocess.Popen(
+            [sys.executable, str(script), *args],
+            env=dict(env),
+            start_new_session=True,
+            stdout=subprocess.DEVNULL,
+            stderr=out,
+        )

@@ -11,6 +11,7 @@ module sits below :class:`~kafkatier.storage.log.log.Log` instead of beside it.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -24,6 +25,7 @@ from kafkatier.storage.producer.append import ProducerAppendInfo
 from kafkatier.storage.producer.entry import AppendOrigin, CompletedTxn
 from kafkatier.storage.producer.state import ProducerStateManager
 from kafkatier.storage.record.batch import RecordBatch
+from kafkatier.storage.record.builder import build_control_batch
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,42 +50,80 @@ def append_rules(cfg: LogConfig) -> AppendRules:
     )
 
 
+@dataclass(slots=True)
+class Validated:
+    """What :func:`validate_append` found: the batches to write (offsets assigned), the
+    duplicates skipped, and the producer state the batches lead to, ready to commit."""
+
+    placed: list[RecordBatch]
+    duplicates: list[tuple[int, int]]
+    infos: dict[int, ProducerAppendInfo]
+    completed: list[CompletedTxn]
+
+
+@dataclass(frozen=True, slots=True)
+class AppendTarget:
+    """What the append checks read of the log they append to: its producer state, config (and
+    the rules derived from it), end offset and leader epoch, the time, and its directory (named
+    in errors)."""
+
+    state: ProducerStateManager
+    config: LogConfig
+    rules: AppendRules
+    next_offset: int
+    leader_epoch: int
+    now: int
+    file: str
+
+    def place(self, batch: RecordBatch, offset: int) -> RecordBatch:
+        """``batch`` as it will be written at ``offset``: recompressed or stamped where the topic
+        says, offsets and leader epoch assigned; raises if it cannot fit a segment."""
+        buf = prepare_for_log(batch, self.rules, self.now)
+        assign_offset(buf, offset, self.leader_epoch)
+        out = RecordBatch(buf, 0, file=self.file)
+        check_fits_segment(out, self.config, self.file)
+        return out
+
+
 def validate_append(
-    incoming: Sequence[RecordBatch],
-    origin: AppendOrigin,
-    state: ProducerStateManager,
-    config: LogConfig,
-    *,
-    next_offset: int,
-    leader_epoch: int,
-    now: int,
-    file: str,
-) -> tuple[list[RecordBatch], list[tuple[int, int]]]:
-    """A dry run of the append at ``next_offset`` of the log in ``file``: the batches as they
-    will be written (offsets assigned) and the duplicates skipped; raises on any rule broken,
-    having changed nothing."""
-    rules = append_rules(config)
-    placed: list[RecordBatch] = []
-    infos: dict[int, ProducerAppendInfo] = {}
-    duplicates: list[tuple[int, int]] = []
+    incoming: Sequence[RecordBatch], origin: AppendOrigin, target: AppendTarget
+) -> Validated:
+    """A dry run of the append to ``target``: the batches as they will be written (offsets
+    assigned) and the duplicates skipped; raises on any rule broken, having changed nothing."""
+    state = target.state
+    found = Validated([], [], {}, [])
+    next_offset = target.next_offset
     for batch in incoming:
         if origin is AppendOrigin.CLIENT and batch.has_producer_id:
             dup = state.find_duplicate_batch(batch)
             if dup is not None:
-                duplicates.append((dup.first_offset, dup.last_offset))
+                found.duplicates.append((dup.first_offset, dup.last_offset))
                 continue
-        buf = prepare_for_log(batch, rules, now)
-        assign_offset(buf, next_offset, leader_epoch)
-        out = RecordBatch(buf, 0, file=file)
-        check_fits_segment(out, config, file)
+        out = target.place(batch, next_offset)
         next_offset = out.next_offset
         if out.has_producer_id:
-            info = infos.get(out.producer_id)
+            info = found.infos.get(out.producer_id)
             if info is None:
-                info = infos[out.producer_id] = state.prepare_update(out.producer_id, origin)
-            info.append(out)
-        placed.append(out)
-    return placed, duplicates
+                info = found.infos[out.producer_id] = state.prepare_update(out.producer_id, origin)
+            txn = info.append(out)
+            if txn is not None:
+                found.completed.append(txn)
+        found.placed.append(out)
+    return found
+
+
+def validate_marker(
+    marker: bytes, control: wire.ControlType, coordinator_epoch: int, target: AppendTarget
+) -> Validated:
+    """:func:`validate_append` of one transaction marker from ``build_control_batch``
+    (``control`` and ``coordinator_epoch`` are what it was built with): the same checks and
+    state for origin COORDINATOR, without decoding back the record this process just encoded."""
+    out = target.place(RecordBatch(marker, 0, file=target.file), target.next_offset)
+    info = target.state.prepare_update(out.producer_id, AppendOrigin.COORDINATOR)
+    txn = info.append_end_txn_marker(
+        control, out.producer_epoch, coordinator_epoch, out.base_offset, out.max_timestamp
+    )
+    return Validated([out], [], {out.producer_id: info}, [] if txn is None else [txn])
 
 
 def check_fits_segment(batch: RecordBatch, config: LogConfig, file: str) -> None:
@@ -109,7 +149,7 @@ def commit_producer_state(
 ) -> None:
     """Kafka's order for the batches just written: update entries, then index aborted txns
     (in the segment ``segment_for`` gives for the marker's offset) with their LSO, then the end
-    offset. Re-applies the checks :func:`validate_append` passed."""
+    offset. Re-applies the checks :func:`validate_append` passed (for a part of its batches)."""
     infos: dict[int, ProducerAppendInfo] = {}
     completed: list[CompletedTxn] = []
     for batch in batches:
@@ -120,13 +160,44 @@ def commit_producer_state(
             txn = info.append(batch)
             if txn is not None:
                 completed.append(txn)
-    for info in infos.values():
+    commit_validated(state, Validated(list(batches), [], infos, completed), segment_for)
+
+
+def commit_validated(
+    state: ProducerStateManager,
+    validated: Validated,
+    segment_for: Callable[[int], LogSegment],
+) -> None:
+    """:func:`commit_producer_state` for all of ``validated.placed``, just written, with the
+    state :func:`validate_append` computed (nothing changed producer state in between)."""
+    for info in validated.infos.values():
         state.update(info)
-    for txn in completed:
+    for txn in validated.completed:
         if txn.is_aborted:
             lso = state.last_stable_offset(txn)
             segment_for(txn.last_offset).append_aborted_txn(
                 AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, lso)
             )
         state.complete_txn(txn)
-    state.update_map_end_offset(batches[-1].next_offset)
+    state.update_map_end_offset(validated.placed[-1].next_offset)
+
+
+@functools.lru_cache(maxsize=4)
+def marker_bytes(
+    control_type: wire.ControlType,
+    producer_id: int,
+    producer_epoch: int,
+    coordinator_epoch: int,
+    timestamp: int,
+    leader_epoch: int,
+) -> bytes:
+    """``build_control_batch`` remembered: a transaction's markers in every partition are the
+    same bytes when written with one timestamp (offsets are assigned on append)."""
+    return build_control_batch(
+        control_type,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        coordinator_epoch=coordinator_epoch,
+        timestamp=timestamp,
+        partition_leader_epoch=leader_epoch,
+    )

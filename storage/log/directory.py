@@ -6,12 +6,17 @@ lines), ``cleaner-offset-checkpoint`` (the cleaner's, issue 3) and ``.kafka_clea
 whose mere existence marks a clean shutdown. As a broker does, opening a log dir removes the
 marker first, so a crash while it is open makes the next open recover every partition from its
 recovery point; closing it flushes everything, writes the checkpoints and the marker last.
+
+Durability between opens has two levels (see ``Log.flush_data``): :meth:`LogDirectory.flush`,
+Kafka's flush of every file, which moves the recovery points, and :meth:`LogDirectory.flush_data`,
+what a writer needs before it acknowledges: the appended ``.log`` bytes and new file names. Both
+touch only the partitions written since their last flush, in parallel threads (fsync releases the
+GIL, and the filesystem commits concurrent fsyncs together: ``flusher.py``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from kafkatier.storage.checkpoint.checkpoint_file import (
@@ -30,14 +35,15 @@ from kafkatier.storage.checkpoint.metadata import (
 )
 from kafkatier.storage.config.log_config import LogConfig
 from kafkatier.storage.config.topic_files import TopicConfigStore
+from kafkatier.storage.log.flusher import Flusher
 from kafkatier.storage.log.loader import open_log
 from kafkatier.storage.log.log import Clock, Log, wall_clock_ms
 
 META_PROPERTIES = "meta.properties"
 PARTITION_METADATA = "partition.metadata"
-FLUSH_THREADS = 8
 TopicPartition = tuple[str, int]
 ConfigResolver = Callable[[str], LogConfig]
+Checkpoints = tuple[dict[TopicPartition, int], dict[TopicPartition, int], dict[TopicPartition, int]]
 
 
 class LogDirectory:
@@ -55,6 +61,8 @@ class LogDirectory:
         self.config_for: ConfigResolver = config_for or self.topic_configs.get
         self.clock = clock
         self.logs: dict[TopicPartition, Log] = {}
+        self._flusher = Flusher()
+        self._checkpointed: Checkpoints | None = None  # what this object last wrote
         self.path.mkdir(parents=True, exist_ok=True)
         self._ensure_meta_properties()
         marker = CleanShutdownFile(self.path)
@@ -66,10 +74,7 @@ class LogDirectory:
             self.path / CLEANER_OFFSET_CHECKPOINT
         ).read()
         """First dirty offset per compacted partition (where the last cleaning ended)."""
-        for child in sorted(self.path.iterdir()):
-            parsed = parse_partition_dir_name(child.name) if child.is_dir() else None
-            if parsed is not None:
-                self.logs[parsed] = self._open(parsed)
+        self._open_all()
         for topic, partition in self.logs:  # a crash in get_or_create can leave a dir without it
             self._ensure_partition_metadata(topic, partition)
 
@@ -77,6 +82,22 @@ class LogDirectory:
         path = self.path / META_PROPERTIES
         if not path.exists():
             MetaProperties.new_kraft(node_id=0).write(path)
+
+    def _open_all(self) -> None:
+        """Open (and recover) every partition directory, in parallel threads: recovery fsyncs a
+        producer snapshot and the leader-epoch checkpoint of each partition it replays."""
+        found: list[TopicPartition] = []
+        for child in sorted(self.path.iterdir()):
+            parsed = parse_partition_dir_name(child.name) if child.is_dir() else None
+            if parsed is not None:
+                found.append(parsed)
+        opened: dict[TopicPartition, Log] = {}
+
+        def open_one(tp: TopicPartition) -> None:
+            opened[tp] = self._open(tp)
+
+        self._flusher.run(open_one, found)
+        self.logs.update((tp, opened[tp]) for tp in found)
 
     def _open(self, tp: TopicPartition) -> Log:
         return open_log(
@@ -111,6 +132,28 @@ class LogDirectory:
         self.logs[tp] = self._open(tp)
         return self.logs[tp]
 
+    def create_partitions(self, topic: str, count: int) -> None:
+        """:meth:`get_or_create` for partitions ``0..count-1`` of ``topic``; the missing ones are
+        created in parallel threads (each fsyncs its ``partition.metadata``), with one topic id."""
+        missing = [(topic, p) for p in range(count) if (topic, p) not in self.logs]
+        if not missing:
+            return
+        topic_id = self.topic_id(topic) or new_topic_id()
+        created: dict[TopicPartition, Log] = {}
+
+        def create(tp: TopicPartition) -> None:
+            directory = self.path / partition_dir_name(*tp)
+            directory.mkdir(parents=True, exist_ok=True)
+            metadata = PartitionMetadataFile(directory / PARTITION_METADATA)
+            if not metadata.exists():
+                metadata.write(topic_id)
+            created[tp] = self._open(tp)
+
+        try:
+            self._flusher.run(create, missing)
+        finally:  # the ones opened before a failure are open: keep them
+            self.logs.update((tp, created[tp]) for tp in missing if tp in created)
+
     def _ensure_partition_metadata(self, topic: str, partition: int) -> None:
         metadata = PartitionMetadataFile(
             self.path / partition_dir_name(topic, partition) / PARTITION_METADATA
@@ -134,19 +177,30 @@ class LogDirectory:
     def checkpoint(self) -> None:
         """Write recovery points, log start offsets (only those above the first segment, as
         Kafka's ``checkpointLogStartOffsetsInDir``) and, once there are any, cleaner offsets."""
+        points, starts, cleaned = wanted = self._checkpoints()
+        OffsetCheckpointFile(self.path / RECOVERY_POINT_CHECKPOINT).write(points)
+        OffsetCheckpointFile(self.path / LOG_START_OFFSET_CHECKPOINT).write(starts)
+        cleaner = self.path / CLEANER_OFFSET_CHECKPOINT
+        if self.cleaner_offsets or cleaner.exists():
+            OffsetCheckpointFile(cleaner).write(cleaned)
+        self._checkpointed = wanted
+
+    def checkpoint_if_changed(self) -> None:
+        """:meth:`checkpoint`, unless it would write what this object last wrote."""
+        if self._checkpoints() != self._checkpointed:
+            self.checkpoint()
+
+    def _checkpoints(self) -> Checkpoints:
         points = {tp: log.recovery_point for tp, log in self.logs.items()}
         starts = {
             tp: log.log_start_offset
             for tp, log in self.logs.items()
             if log.log_start_offset > log.segments[0].base_offset
         }
-        OffsetCheckpointFile(self.path / RECOVERY_POINT_CHECKPOINT).write(points)
-        OffsetCheckpointFile(self.path / LOG_START_OFFSET_CHECKPOINT).write(starts)
-        cleaner = self.path / CLEANER_OFFSET_CHECKPOINT
-        if self.cleaner_offsets or cleaner.exists():
-            OffsetCheckpointFile(cleaner).write(
-                {tp: self.first_dirty_offset(tp) for tp in self.cleaner_offsets if tp in self.logs}
-            )
+        cleaned = {
+            tp: self.first_dirty_offset(tp) for tp in self.cleaner_offsets if tp in self.logs
+        }
+        return points, starts, cleaned
 
     def first_dirty_offset(self, tp: TopicPartition) -> int:
         """Where cleaning of ``tp`` resumes: the checkpoint, but the log start offset when the
@@ -158,18 +212,24 @@ class LogDirectory:
         return offset
 
     def flush(self) -> None:
-        """Durably persist every partition and then the checkpoints that describe them. The
-        partitions are fsynced in parallel threads (fsync releases the GIL, and the filesystem
-        can commit concurrent fsyncs together); each thread flushes one ``Log``."""
-        logs = list(self.logs.values())
-        with ThreadPoolExecutor(max(1, min(FLUSH_THREADS, len(logs)))) as pool:
-            list(pool.map(lambda log: log.flush(), logs))  # re-raises the first failure
+        """Durably persist every partition changed since its last flush (``Log.flush``: indexes
+        too, recovery points move), then the checkpoints that describe them."""
+        self._flusher.run(Log.flush, [log for log in self.logs.values() if log.needs_flush])
         self.checkpoint()
+
+    def flush_data(self) -> None:
+        """Make every append durable (``Log.flush_data``, for the partitions with unsynced data),
+        then the checkpoints if a recovery point moved (a segment rolled since the last write)."""
+        logs = [log for log in self.logs.values() if log.has_unflushed_data]
+        self._flusher.run(Log.flush_data, logs)
+        self.checkpoint_if_changed()
 
     def close(self) -> None:
         """Clean shutdown: logs closed, checkpoints written, then the clean-shutdown marker."""
-        for log in self.logs.values():
-            log.close()
+        try:
+            self._flusher.run(Log.close, list(self.logs.values()))
+        finally:
+            self._flusher.stop()
         self.checkpoint()
         CleanShutdownFile(self.path).mark()
         self.logs.clear()
@@ -181,7 +241,9 @@ class LogDirectory:
         if exc_type is None:
             self.close()
             return
+        self._flusher.stop()
         for log in self.logs.values():  # no marker: the next open recovers from the checkpoints
             for segment in log.segments:
                 segment.close_handlers()
         self.logs.clear()
+

@@ -19,22 +19,27 @@ from kafkatier.storage import wire
 from kafkatier.storage.checkpoint.leader_epoch import LeaderEpochFileCache
 from kafkatier.storage.config.log_config import LogConfig
 from kafkatier.storage.errors import OffsetOutOfRangeError
-from kafkatier.storage.fsutil import fsync_dir
 from kafkatier.storage.log.append import (
+    AppendTarget,
     LogAppendInfo,
+    Validated,
+    append_rules,
     commit_producer_state,
+    commit_validated,
     duplicate_info,
+    marker_bytes,
     validate_append,
+    validate_marker,
 )
 from kafkatier.storage.log.batch_position import BatchInfo
 from kafkatier.storage.log.delayed_delete import PendingDeletions
+from kafkatier.storage.log.durability import Durability
 from kafkatier.storage.log.roll import needs_new_segment, should_roll
 from kafkatier.storage.log.segment import LogSegment
-from kafkatier.storage.log.validator import parse_incoming
+from kafkatier.storage.log.validator import AppendRules, parse_incoming
 from kafkatier.storage.producer.entry import AppendOrigin
 from kafkatier.storage.producer.state import ProducerStateManager
 from kafkatier.storage.record.batch import RecordBatch
-from kafkatier.storage.record.builder import build_control_batch
 
 Clock = Callable[[], int]
 __all__ = ["Clock", "Log", "wall_clock_ms"]
@@ -73,6 +78,8 @@ class Log:
         self.clock = clock
         self.leader_epoch = max(leader_epoch_cache.latest_epoch or 0, 0)
         self.pending_deletions = PendingDeletions()  # ``.deleted`` files awaiting removal
+        self.durability = Durability()  # what is not fsynced yet
+        self._rules: tuple[LogConfig, AppendRules] | None = None  # see _append_target
 
     # ------------------------------------------------------------------ offsets
 
@@ -128,27 +135,37 @@ class Log:
         are skipped.
         """
         incoming = parse_incoming(data, origin)
-        placed, duplicates = validate_append(
-            incoming,
-            origin,
-            self.producer_state,
-            self.config,
-            next_offset=self.log_end_offset,
-            leader_epoch=self.leader_epoch,
-            now=self.clock(),
-            file=str(self.directory),
-        )
-        if not placed:
-            return duplicate_info(duplicates, len(incoming))
+        found = validate_append(incoming, origin, self._append_target())
+        if not found.placed:
+            return duplicate_info(found.duplicates, len(incoming))
+        return self._append_validated(found, origin)
+
+    def _append_validated(self, found: Validated, origin: AppendOrigin) -> LogAppendInfo:
+        placed = found.placed
         self._assign_leader_epoch(placed[0].base_offset)
-        self._write(placed, origin)
+        self._write(found, origin)
         return LogAppendInfo(
             first_offset=placed[0].base_offset,
             last_offset=placed[-1].last_offset,
             max_timestamp=max(b.max_timestamp for b in placed),
             num_batches=len(placed),
             num_records=sum(b.records_count for b in placed),
-            duplicate_batches=len(duplicates),
+            duplicate_batches=len(found.duplicates),
+        )
+
+    def _append_target(self) -> AppendTarget:
+        """What the append checks read of this log, now (``append_rules`` of the config computed
+        again only when the config is replaced)."""
+        if self._rules is None or self._rules[0] is not self.config:
+            self._rules = (self.config, append_rules(self.config))
+        return AppendTarget(
+            self.producer_state,
+            self.config,
+            self._rules[1],
+            self.log_end_offset,
+            self.leader_epoch,
+            self.clock(),
+            str(self.directory),
         )
 
     def _assign_leader_epoch(self, start_offset: int) -> None:
@@ -157,25 +174,36 @@ class Log:
             self.leader_epoch_cache.assign(self.leader_epoch, start_offset)
             self.leader_epoch_cache.flush()
 
-    def _write(self, batches: Sequence[RecordBatch], origin: AppendOrigin) -> None:
+    def _write(self, found: Validated, origin: AppendOrigin) -> None:
         """Append in chunks that fit the active segment, rolling between them (§9.2). Each
         chunk's producer state is committed before the next roll, so the new segment's base
-        offset and its producer snapshot both describe the log up to that chunk."""
+        offset and its producer snapshot both describe the log up to that chunk; one chunk
+        (the usual case) commits the state validation computed."""
+        batches = found.placed
         chunk: list[RecordBatch] = []
         chunk_bytes = 0
         for batch in batches:
             pending = chunk_bytes + batch.size_in_bytes
             if chunk and needs_new_segment(self.active_segment, self.config, pending, batch):
-                self._write_chunk(chunk, origin)
+                self._write_chunk(chunk)
+                commit_producer_state(self.producer_state, chunk, origin, self.segment_for)
                 chunk, chunk_bytes = [], 0
             if not chunk:
                 self._maybe_roll(batch.size_in_bytes, batch)
             chunk.append(batch)
             chunk_bytes += batch.size_in_bytes
-        if chunk:
-            self._write_chunk(chunk, origin)
+        self._write_chunk(chunk)
+        if len(chunk) == len(batches):
+            commit_validated(self.producer_state, found, self.segment_for)
+        else:
+            commit_producer_state(self.producer_state, chunk, origin, self.segment_for)
 
-    def _write_chunk(self, chunk: Sequence[RecordBatch], origin: AppendOrigin) -> None:
+    def _write_chunk(self, chunk: Sequence[RecordBatch]) -> None:
+        if len(chunk) == 1:
+            only = chunk[0]
+            info = BatchInfo(0, only.size_in_bytes, only.last_offset, only.max_timestamp)
+            self.active_segment.append(only.buffer, [info])
+            return
         data = bytearray()
         infos: list[BatchInfo] = []
         for batch in chunk:
@@ -184,7 +212,6 @@ class Log:
             )
             data += batch.buffer
         self.active_segment.append(data, infos)
-        commit_producer_state(self.producer_state, chunk, origin, self.segment_for)
 
     def _maybe_roll(self, size: int, first: RecordBatch) -> None:
         if should_roll(self.active_segment, self.config, self.clock, size, first):
@@ -194,31 +221,34 @@ class Log:
         """Close the active segment for appends and start a new one at the log end offset.
 
         As Kafka: final time-index entry and trimmed indexes on the old segment, a producer
-        snapshot at the new base offset; we also flush the old segment at once, which moves the
-        recovery point (Kafka flushes it asynchronously)."""
+        snapshot at the new base offset, and the old segment's flush left to the next flush
+        (Kafka schedules it at once; here the writer's next ``flush_data``, which the sink runs
+        for every batch, or ``flush``), which then moves the recovery point to the new base."""
         new_base = self.log_end_offset
         active = self.active_segment
         if active.size == 0 and active.base_offset == new_base:
             return active
         active.on_become_inactive()
-        active.flush()
-        self.recovery_point = max(self.recovery_point, new_base)
         self.producer_state.update_map_end_offset(new_base)
-        self.producer_state.take_snapshot()
+        snapshot = self.producer_state.take_snapshot(sync=False)
         segment = self.new_segment(new_base)
         self.segments.append(segment)
+        self.durability.rolled(new_base, snapshot)
         return segment
 
     def new_segment(self, base_offset: int, suffix: str = "") -> LogSegment:
-        return LogSegment(
-            self.directory,
-            base_offset,
-            index_interval_bytes=self.config.index_interval_bytes,
-            max_index_size=self.config.segment_index_bytes,
-            suffix=suffix,
-            created_ms=self.clock(),
-            roll_jitter_ms=self.config.random_segment_jitter(),
-        )
+        try:
+            return LogSegment(
+                self.directory,
+                base_offset,
+                index_interval_bytes=self.config.index_interval_bytes,
+                max_index_size=self.config.segment_index_bytes,
+                suffix=suffix,
+                created_ms=self.clock(),
+                roll_jitter_ms=self.config.random_segment_jitter(),
+            )
+        finally:  # once its files exist: their names are durable after the next flush
+            self.durability.segment_created()
 
     def write_txn_marker(
         self,
@@ -229,16 +259,19 @@ class Log:
         coordinator_epoch: int = 0,
         timestamp: int | None = None,
     ) -> LogAppendInfo:
-        """Append a COMMIT or ABORT marker, as the transaction coordinator would (§3)."""
-        marker = build_control_batch(
-            wire.ControlType.COMMIT if commit else wire.ControlType.ABORT,
-            producer_id=producer_id,
-            producer_epoch=producer_epoch,
-            coordinator_epoch=coordinator_epoch,
-            timestamp=self.clock() if timestamp is None else timestamp,
-            partition_leader_epoch=self.leader_epoch,
+        """Append a COMMIT or ABORT marker, as the transaction coordinator would (§3): what
+        ``append(marker, origin=COORDINATOR)`` does, without parsing back the marker."""
+        control = wire.ControlType.COMMIT if commit else wire.ControlType.ABORT
+        marker = marker_bytes(
+            control,
+            producer_id,
+            producer_epoch,
+            coordinator_epoch,
+            self.clock() if timestamp is None else timestamp,
+            self.leader_epoch,
         )
-        return self.append(marker, origin=AppendOrigin.COORDINATOR)
+        found = validate_marker(marker, control, coordinator_epoch, self._append_target())
+        return self._append_validated(found, AppendOrigin.COORDINATOR)
 
     def release_removed_segments(self) -> int:
         """Close the oldest segments whose ``.log`` another process removed; returns how many.
@@ -257,19 +290,28 @@ class Log:
         return released
 
     # ------------------------------------------------------------------ durability
+    # Kafka's two levels of flush, and why the lighter one is enough: durability.py.
+
+    @property
+    def has_unflushed_data(self) -> bool:
+        """Whether :meth:`flush_data` has anything to fsync."""
+        return self.durability.has_unflushed_data(self)
+
+    @property
+    def needs_flush(self) -> bool:
+        """Whether :meth:`flush` has anything to do (appends above the recovery point, or
+        files not yet fsynced)."""
+        return self.durability.needs_flush(self)
+
+    def flush_data(self) -> None:
+        """Make every append durable, not the indexes; the recovery point moves only to a roll
+        since the last flush (``Durability.flush_data``)."""
+        self.durability.flush_data(self)
 
     def flush(self) -> None:
-        """fsync every segment above the recovery point; the recovery point becomes the end.
-
-        As Kafka's ``LocalLog.flush``, the directory is fsynced too when a segment created since
-        the last flush is among them: its file names must survive a power loss with its data."""
-        end = self.log_end_offset
-        segments = self.segments_from(self.recovery_point)
-        for segment in segments:
-            segment.flush()
-        if any(s.base_offset >= self.recovery_point for s in segments):
-            fsync_dir(self.directory)
-        self.recovery_point = end
+        """fsync everything above the recovery point (segments, indexes, roll snapshots, the
+        directory when it holds new names); the recovery point becomes the end."""
+        self.durability.flush(self)
 
     def close(self) -> None:
         """Clean close: flush, producer snapshot at the end offset, trimmed indexes (§9.4)."""

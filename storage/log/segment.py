@@ -72,6 +72,7 @@ class LogSegment:
         self.rolling_based_timestamp: int | None = None
         self._bytes_since_last_index_entry = 0
         self._max_ts: tuple[int, int] | None = None  # (max timestamp, offset of its batch)
+        self._unsynced = writable  # an earlier process's writes may sit in the page cache only
 
     def _path(self, ext: str) -> Path:
         return self.directory / wire.segment_file_name(self.base_offset, ext + self.suffix)
@@ -140,7 +141,10 @@ class LogSegment:
         if self.size == 0:
             self.rolling_based_timestamp = max(b.max_timestamp for b in batches)
         start = self.size
-        written = os.pwrite(self._fd, data, start)
+        try:
+            written = os.pwrite(self._fd, data, start)
+        finally:  # after the write: an fsync racing it in another thread cannot clear the mark
+            self._unsynced = True
         if written != len(data):
             raise StorageError("short write", file=str(self.log_path), position=start)
         for info in batches:
@@ -223,11 +227,31 @@ class LogSegment:
 
     # ----------------------------------------------------------------- lifecycle
 
+    @property
+    def unsynced(self) -> bool:
+        """Whether the ``.log`` file may hold bytes no fsync has covered yet (true for a
+        segment just opened: the process that wrote it may have died before its fsync)."""
+        return self._unsynced
+
+    def flush_data(self) -> None:
+        """fsync the ``.log`` file if it changed since its last fsync; the indexes are left
+        to :meth:`flush` (the loader rebuilds them from the ``.log`` above the recovery point)."""
+        if self._unsynced:
+            self._sync_log()
+
     def flush(self) -> None:
-        os.fsync(self._fd)
+        self._sync_log()
         self.offset_index.flush()
         self.time_index.flush()
         self.txn_index.flush()
+
+    def _sync_log(self) -> None:
+        self._unsynced = False  # before the fsync: a write racing it marks the file again
+        try:
+            os.fsync(self._fd)
+        except BaseException:
+            self._unsynced = True
+            raise
 
     def on_become_inactive(self) -> None:
         """On roll: final time-index entry (the segment's max), indexes trimmed (Kafka)."""
@@ -249,6 +273,7 @@ class LogSegment:
             return 0
         removed = self.size - found.position
         os.ftruncate(self._fd, found.position)
+        self._unsynced = True
         self.size = found.position
         self._max_ts = None
         if self.time_index.entries == 0:
@@ -267,6 +292,7 @@ class LogSegment:
 
     def truncate_bytes(self, valid_bytes: int) -> None:
         os.ftruncate(self._fd, valid_bytes)
+        self._unsynced = True
         self.size = valid_bytes
 
     def close(self) -> None:

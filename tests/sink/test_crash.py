@@ -13,15 +13,13 @@ import json
 import os
 import random
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pytest
-from process_group import kill_group
+from process_group import kill_group, spawn
 
 from kafkatier.sink.hooks import CRASH_ENV
 from kafkatier.storage.arrow.log import read_arrow
@@ -56,14 +54,7 @@ def _run(tmp: Path, crash: str | None = None, kill_delay: float | None = None) -
         env[CRASH_ENV] = crash
     args = [str(tmp / "logs"), str(tmp / "chk"), str(tmp / "local"), str(TARGET), str(ROWS)]
     epoch = _epoch(tmp)
-    with open(tmp / "driver.err", "ab") as err:
-        proc = subprocess.Popen(
-            [sys.executable, str(DRIVER), *args],
-            env=env,
-            start_new_session=True,
-            stdout=subprocess.DEVNULL,
-            stderr=err,
-        )
+    proc = spawn(DRIVER, args, env, tmp / "driver.err")
     deadline = time.monotonic() + RUN_TIMEOUT
     while proc.poll() is None and time.monotonic() < deadline:
         if kill_delay is not None and _epoch(tmp) > epoch:

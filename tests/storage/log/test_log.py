@@ -491,10 +491,10 @@ def test_flush_syncs_the_directory_when_it_covers_new_segments(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Kafka's LocalLog.flush: new segment files need their directory entry made durable."""
-    import kafkatier.storage.log.log as log_module
+    import kafkatier.storage.log.durability as durability_module
 
     synced: list[Path] = []
-    monkeypatch.setattr(log_module, "fsync_dir", synced.append)
+    monkeypatch.setattr(durability_module, "fsync_dir", synced.append)
     log = new_log(tmp_path, **{"segment.bytes": 500})
     log.append(batch(1))
     log.flush()  # segment 0 is new: created after recovery point 0
@@ -504,9 +504,18 @@ def test_flush_syncs_the_directory_when_it_covers_new_segments(
     assert len(synced) == 1
     while len(log.segments) < 3:
         log.append(batch(2, size=100))
-    log.flush()
+    assert len(synced) == 1  # a roll leaves its flush to the next flush (Kafka: scheduled)
+    log.flush()  # segments 1 and 2 are new
     assert synced == [log.directory] * 2
     assert log.recovery_point == log.log_end_offset
+    log.append(batch(1))
+    log.flush_data()  # appends only: the data, not the directory
+    assert len(synced) == 2 and log.recovery_point < log.log_end_offset
+    while len(log.segments) < 4:
+        log.append(batch(2, size=100))
+    log.flush_data()  # the roll's flush: up to the new segment, whose name is new too
+    assert synced == [log.directory] * 3
+    assert log.recovery_point == log.active_segment.base_offset
 
 
 OPS = st.lists(

@@ -23,7 +23,9 @@ final class BatchBuilder {
   final String topic;
   final int partition;
   final int limit; // header + uncompressed records may not exceed it
-  final Bytes records = new Bytes(64 * 1024);
+  // small at first, doubling as records come: a task writing to a thousand partitions of a
+  // few records each would otherwise allocate (and zero) 64 KiB per partition per batch
+  final Bytes records = new Bytes(1024);
   int count;
   private long baseTimestamp;
   private long maxTimestamp;
