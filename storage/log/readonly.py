@@ -26,7 +26,6 @@ from kafkatier.storage.checkpoint.checkpoint_file import (
 from kafkatier.storage.checkpoint.metadata import parse_partition_dir_name
 from kafkatier.storage.errors import KafkaTierError, StorageError
 from kafkatier.storage.index.txn_index import AbortedTxn
-from kafkatier.storage.log.reader import offset_for_timestamp
 from kafkatier.storage.log.segment import AnyBatch, LogSegment
 from kafkatier.storage.log.tail import Header, LogFile
 from kafkatier.storage.producer.snapshot import SNAPSHOT_SUFFIX
@@ -168,6 +167,8 @@ class ReadOnlyPartition:
         ``active_segment`` and ``log_start_offset``, which this view has."""
         if not self.bases:
             return None
+        from kafkatier.storage.log.reader import offset_for_timestamp  # the engine: lazily
+
         return offset_for_timestamp(cast("Log", self), timestamp)
 
     def aborted_txns(self, start: int, end: int) -> list[AbortedTxn]:

@@ -22,6 +22,7 @@ from botocore.config import Config
 
 from kafkatier.tiering.store.object_store import ObjectInfo, RateLimiter
 from kafkatier.tiering.store.requests import RequestCounts
+from kafkatier.tiering.store.s3small import SignedGets
 
 MIB = 1 << 20
 LIST_PAGE_SIZE = 1000
@@ -67,6 +68,7 @@ class S3Bucket:
             "read_timeout": read_timeout,
         }
         self._client: Any = None
+        self._small: SignedGets | None = None
         self._pool: ThreadPoolExecutor | None = None
         self._limiter = RateLimiter(rate_limit_bps)
         self._client_lock = threading.Lock()
@@ -97,7 +99,14 @@ class S3Bucket:
                 )
                 self._client = session.client("s3", endpoint_url=s["endpoint_url"], config=config)
                 self._client.meta.events.register("before-send.s3", self.requests.on_send)
+                if s["endpoint_url"]:
+                    self._small = SignedGets(self._client, session, self.bucket, self.requests)
             return self._client
+
+    @property
+    def small_gets(self) -> SignedGets | None:
+        """Lean GETs of small whole objects (s3small.py), with an explicit endpoint only."""
+        return self._small if self.client is not None else None
 
     @property
     def pool(self) -> ThreadPoolExecutor:
