@@ -24,7 +24,8 @@ N closed segments are eligible for upload). Then, timed and with the S3 requests
     subprocess, against plain boto3 downloading every object under the topic's remote prefix
     (one client, a ThreadPoolExecutor of 16 ``get_object`` calls, the listing included, the
     client created outside the timing), and their ratio. The CLI's start-up (``kafkatier
-    --help``) is timed once on its own, as it is part of every subprocess figure.
+    --help``) is timed once on its own, as it is part of every subprocess figure; the detail
+    lines give each subprocess's CPU seconds too (what it costs, however busy the machine).
 
 Requests are counted on the server side of the network: the proxy classifies each request by its
 method, query and headers (GET, HEAD, LIST, PUT, DELETE, COPY and the multipart kinds), and
@@ -126,6 +127,7 @@ class Step:
     kinds: Counter[str] = field(default_factory=Counter)
     weed_total: int = 0
     timed_out: bool = False
+    child_cpu: float = 0.0  # user + system CPU seconds of the subprocess (CLI steps)
 
     @property
     def requests(self) -> int:
@@ -135,12 +137,21 @@ class Step:
 def measure(counters: Counters, run: Callable[[], Any]) -> tuple[Step, Any]:
     """Wall time and requests of ``run()``; a run returning "timeout" is marked as such."""
     kinds0, total0 = counters.read()
+    cpu0 = _children_cpu()
     began = time.perf_counter()
     value = run()
     seconds = time.perf_counter() - began
     kinds1, total1 = counters.read()
     kinds1.subtract(kinds0)
-    return Step(seconds, +kinds1, total1 - total0, value == "timeout"), value
+    step = Step(seconds, +kinds1, total1 - total0, value == "timeout", _children_cpu() - cpu0)
+    return step, value
+
+
+def _children_cpu() -> float:
+    """CPU seconds of the finished subprocesses: a CLI step's cost whatever else the shared
+    machine runs (its wall time also waits for CPUs others hold)."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
 
 
 def _cli(args: list[str], timeout: float) -> str:
@@ -248,8 +259,9 @@ def print_detail(n: int, steps: dict[str, Step], objects: int, size: int) -> Non
     print(f"N={n}: boto3 fetched {objects} objects, {size / 1024:.0f} KiB", flush=True)
     for name, step in steps.items():
         check = "" if step.weed_total == step.requests else f" (SeaweedFS: {step.weed_total})"
+        cpu = f" ({step.child_cpu:.2f} s CPU)" if step.child_cpu else ""
         print(
-            f"  {name:8} {step.seconds:8.2f} s {step.requests:7d} requests{check}; "
+            f"  {name:8} {step.seconds:8.2f} s{cpu} {step.requests:7d} requests{check}; "
             f"per partition: {_kinds(step, n) or 'none'}",
             flush=True,
         )
