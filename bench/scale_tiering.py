@@ -24,8 +24,9 @@ N closed segments are eligible for upload). Then, timed and with the S3 requests
     subprocess, against plain boto3 downloading every object under the topic's remote prefix
     (one client, a ThreadPoolExecutor of 16 ``get_object`` calls, the listing included, the
     client created outside the timing), and their ratio. The CLI's start-up (``kafkatier
-    --help``) is timed once on its own, as it is part of every subprocess figure; the detail
-    lines give each subprocess's CPU seconds too (what it costs, however busy the machine).
+    [status|restore] --help``) is timed once on its own, as it is part of every subprocess
+    figure; the detail lines give each subprocess's CPU seconds too (what it costs, however
+    busy the machine).
 
 Requests are counted on the server side of the network: the proxy classifies each request by its
 method, query and headers (GET, HEAD, LIST, PUT, DELETE, COPY and the multipart kinds), and
@@ -293,12 +294,13 @@ def print_table(results: dict[int, dict[str, Step]], timeout: float) -> None:
                       f"{_kinds(s[name], n) or 'none'}")  # fmt: skip
 
 
-def cli_startup() -> float:
-    """The best of three ``kafkatier --help``: what every subprocess figure includes."""
+def cli_startup(*command: str) -> float:
+    """The best of three ``kafkatier [COMMAND] --help``: what a subprocess figure includes (a
+    command imports its own module only; ``--help`` alone imports them all)."""
     times = []
     for _ in range(3):
         began = time.perf_counter()
-        subprocess.run([*KAFKATIER, "--help"], capture_output=True, check=True)
+        subprocess.run([*KAFKATIER, *command, "--help"], capture_output=True, check=True)
         times.append(time.perf_counter() - began)
     return min(times)
 
@@ -315,7 +317,9 @@ def run(counts: list[int], timeout: float) -> dict[int, dict[str, Step]]:
                 counters = Counters(url, f"http://127.0.0.1:{metrics_port}/metrics")
                 print(
                     f"weed mini pid {pid} at {server.endpoint}, counting proxy at {url}; "
-                    f"CLI start-up (kafkatier --help): {cli_startup():.2f} s",
+                    f"CLI start-up: kafkatier --help {cli_startup():.2f} s, kafkatier status "
+                    f"--help {cli_startup('status'):.2f} s, kafkatier restore --help "
+                    f"{cli_startup('restore'):.2f} s",
                     flush=True,
                 )
                 for n in counts:
