@@ -47,14 +47,14 @@ def read_ranges(tasks: Iterable[ReadTask]) -> Iterator[pa.RecordBatch]:
         headers = task.include_headers
         parts = read_task(task) if task.store is not None else local_parts(task)
         for part in parts if task.start < task.end else ():
+            if isinstance(part, Run):
+                runs.append(part)
+                held += len(part.data)
+            if runs and (held >= COALESCE_BYTES or not isinstance(part, Run)):
+                yield from merged.add(_decoded(runs, headers))  # rows stay in order
+                runs, held = [], 0
             if not isinstance(part, Run):
                 yield from merged.add(part)
-                continue
-            runs.append(part)
-            held += len(part.data)
-            if held >= COALESCE_BYTES:
-                yield from merged.add(_decoded(runs, headers))
-                runs, held = [], 0
     if runs:
         yield from merged.add(_decoded(runs, headers))
     yield from merged.flush()
