@@ -24,7 +24,9 @@ N closed segments are eligible for upload). Then, timed and with the S3 requests
     subprocess, against plain boto3 downloading every object under the topic's remote prefix
     (one client, a ThreadPoolExecutor of 16 ``get_object`` calls, the listing included, the
     client created outside the timing), and their ratio. The CLI's start-up (``kafkatier
-    --help``) is timed once on its own, as it is part of every subprocess figure.
+    [status|restore] --help``) is timed once on its own, as it is part of every subprocess
+    figure; the detail lines give each subprocess's CPU seconds too (what it costs, however
+    busy the machine).
 
 Requests are counted on the server side of the network: the proxy classifies each request by its
 method, query and headers (GET, HEAD, LIST, PUT, DELETE, COPY and the multipart kinds), and
@@ -126,6 +128,7 @@ class Step:
     kinds: Counter[str] = field(default_factory=Counter)
     weed_total: int = 0
     timed_out: bool = False
+    child_cpu: float = 0.0  # user + system CPU seconds of the subprocess (CLI steps)
 
     @property
     def requests(self) -> int:
@@ -135,12 +138,21 @@ class Step:
 def measure(counters: Counters, run: Callable[[], Any]) -> tuple[Step, Any]:
     """Wall time and requests of ``run()``; a run returning "timeout" is marked as such."""
     kinds0, total0 = counters.read()
+    cpu0 = _children_cpu()
     began = time.perf_counter()
     value = run()
     seconds = time.perf_counter() - began
     kinds1, total1 = counters.read()
     kinds1.subtract(kinds0)
-    return Step(seconds, +kinds1, total1 - total0, value == "timeout"), value
+    step = Step(seconds, +kinds1, total1 - total0, value == "timeout", _children_cpu() - cpu0)
+    return step, value
+
+
+def _children_cpu() -> float:
+    """CPU seconds of the finished subprocesses: a CLI step's cost whatever else the shared
+    machine runs (its wall time also waits for CPUs others hold)."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
 
 
 def _cli(args: list[str], timeout: float) -> str:
@@ -248,8 +260,9 @@ def print_detail(n: int, steps: dict[str, Step], objects: int, size: int) -> Non
     print(f"N={n}: boto3 fetched {objects} objects, {size / 1024:.0f} KiB", flush=True)
     for name, step in steps.items():
         check = "" if step.weed_total == step.requests else f" (SeaweedFS: {step.weed_total})"
+        cpu = f" ({step.child_cpu:.2f} s CPU)" if step.child_cpu else ""
         print(
-            f"  {name:8} {step.seconds:8.2f} s {step.requests:7d} requests{check}; "
+            f"  {name:8} {step.seconds:8.2f} s{cpu} {step.requests:7d} requests{check}; "
             f"per partition: {_kinds(step, n) or 'none'}",
             flush=True,
         )
@@ -281,12 +294,13 @@ def print_table(results: dict[int, dict[str, Step]], timeout: float) -> None:
                       f"{_kinds(s[name], n) or 'none'}")  # fmt: skip
 
 
-def cli_startup() -> float:
-    """The best of three ``kafkatier --help``: what every subprocess figure includes."""
+def cli_startup(*command: str) -> float:
+    """The best of three ``kafkatier [COMMAND] --help``: what a subprocess figure includes (a
+    command imports its own module only; ``--help`` alone imports them all)."""
     times = []
     for _ in range(3):
         began = time.perf_counter()
-        subprocess.run([*KAFKATIER, "--help"], capture_output=True, check=True)
+        subprocess.run([*KAFKATIER, *command, "--help"], capture_output=True, check=True)
         times.append(time.perf_counter() - began)
     return min(times)
 
@@ -303,7 +317,9 @@ def run(counts: list[int], timeout: float) -> dict[int, dict[str, Step]]:
                 counters = Counters(url, f"http://127.0.0.1:{metrics_port}/metrics")
                 print(
                     f"weed mini pid {pid} at {server.endpoint}, counting proxy at {url}; "
-                    f"CLI start-up (kafkatier --help): {cli_startup():.2f} s",
+                    f"CLI start-up: kafkatier --help {cli_startup():.2f} s, kafkatier status "
+                    f"--help {cli_startup('status'):.2f} s, kafkatier restore --help "
+                    f"{cli_startup('restore'):.2f} s",
                     flush=True,
                 )
                 for n in counts:

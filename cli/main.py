@@ -23,7 +23,9 @@ COMMANDS: tuple[str, ...] = (
 them."""
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The whole parser; with ``command``, only that subcommand's (its module alone is imported:
+    ``status`` must not pay for the imports of ``run``, Spark's among them)."""
     parser = argparse.ArgumentParser(
         prog="kafkatier",
         description=(
@@ -36,13 +38,30 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true",
                         help="on an error, show the Python traceback after the one-line message")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMANDS:
+    for name in COMMANDS if command is None else [_module(command)]:
         importlib.import_module(f"kafkatier.cli.{name}").register(subparsers)
     return parser
 
 
+def _module(command: str) -> str:
+    return next(name for name in COMMANDS if name.split(".")[0] == command)
+
+
+def _command(argv: Sequence[str]) -> str | None:
+    """The subcommand ``argv`` names, when nothing before it asks for the whole parser
+    (``--help``, ``--version``) and it is one (a typo needs the whole list)."""
+    known = {name.split(".")[0] for name in COMMANDS}
+    for arg in argv:
+        if not arg.startswith("-"):
+            return arg if arg in known else None
+        if arg in ("-h", "--help", "--version"):
+            return None
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(_command(argv))
     args = parser.parse_args(argv)
     if getattr(args, "func", None) is None:
         parser.print_help()

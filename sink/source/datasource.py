@@ -9,9 +9,8 @@ Rows have exactly the Kafka source's schema (``key, value, topic, partition, off
 timestampType`` and, with ``includeHeaders=true``, ``headers``). Options: ``options``.
 With the tiering sidecar's remote options (``remote.storage.url`` ... or ``kafkatier.config``),
 a topic whose older segments exist only in the remote store reads whole: ``remote``.
-One Spark task reads one partition's offset range (``local``), on the executors, without
-touching the files; the driver only looks at the log's tail to find its bounds
-(``storage.log.readonly``).
+A Spark task reads the offset ranges of one or more partitions (``split``, ``read``), on the
+executors; the driver only looks at each log's tail to find its bounds (``storage.log.bounds``).
 Streaming offsets are Spark's Kafka offset JSON, ``{"topic": {"0": 42}}``: each micro-batch
 reads up to the partitions' last stable offsets, so a query follows a log while the sink
 appends to it and never shows a transaction before its COMMIT.
@@ -64,7 +63,8 @@ from kafkatier.sink.source.plan import (
 from kafkatier.sink.source.read import read_ranges
 from kafkatier.sink.source.task import ReadTask
 from kafkatier.storage.errors import ConfigError
-from kafkatier.storage.log.readonly import PartitionBounds, TopicPartition
+from kafkatier.storage.log.bounds import PartitionBounds
+from kafkatier.storage.log.readonly import TopicPartition
 
 __all__ = ["KafkaTierDataSource", "kafka_schema", "register_data_source"]
 REMOTE_LISTING_MAX_AGE_S = 60.0

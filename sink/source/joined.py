@@ -93,7 +93,7 @@ def _aborted(
 
 
 def _remote_tables(
-    reader: RemoteLogReader, task: ReadTask, start: int, stop: int, keep: BatchFilter
+    reader: RemoteLogReader, task: ReadTask, start: int, stop: int, keep: BatchFilter | None
 ) -> Iterator[pa.Table]:
     """Decoded rows of [start, stop) from the remote ``log`` objects, one ranged GET a time;
     v2 runs through the numba decoder, legacy (magic 0/1) runs per record."""

@@ -19,28 +19,37 @@ from typing import Any
 import pyarrow as pa
 
 from kafkatier.sink.source.task import BatchFilter, ReadTask, batch_filter, checked_start, project
-from kafkatier.storage.arrow.codec import decode_arrow
+from kafkatier.storage.arrow.pieces import Run, decode_runs
 from kafkatier.storage.arrow.table import SPARK_KAFKA_SCHEMA
 from kafkatier.storage.log.readonly import ReadOnlyPartition, byte_ranges, read_batches
-from kafkatier.storage.log.segment import AnyBatch, LogSegment
+from kafkatier.storage.log.segment import AnyBatch
 from kafkatier.storage.wire import NO_TIMESTAMP
 
 
-def read_local(task: ReadTask) -> Iterator[pa.RecordBatch]:
-    """The visible records of the task's range in the partition's local files."""
+def local_parts(task: ReadTask) -> Iterator[Run | pa.Table]:
+    """The task's range in the partition's local files: runs of v2 batches still to decode
+    (``storage.arrow.pieces``: a caller decodes many partitions' runs at once), and the decoded
+    rows of legacy batches, in ``output_schema``."""
     with ReadOnlyPartition(
         Path(task.log_dir), task.topic, task.partition, task.log_start_hint
     ) as part:
         start = checked_start(task, task.start, part.log_start_offset, str(part.directory))
         keep = batch_filter(task, [*part.aborted_txns(start, task.end), *task.aborted])
-        for table in local_tables(part, task, start, keep):
-            yield from project(table, task.include_headers).to_batches()
+        for found in _parts(part, task, start, keep):
+            yield found if isinstance(found, Run) else project(found, task.include_headers)
 
 
 def local_tables(
-    part: ReadOnlyPartition, task: ReadTask, start: int, keep: BatchFilter
+    part: ReadOnlyPartition, task: ReadTask, start: int, keep: BatchFilter | None
 ) -> Iterator[pa.Table]:
     """The decoded rows of [start, task.end) in the local segments, chunk by chunk."""
+    for found in _parts(part, task, start, keep):
+        yield decode_runs([found]) if isinstance(found, Run) else found
+
+
+def _parts(
+    part: ReadOnlyPartition, task: ReadTask, start: int, keep: BatchFilter | None
+) -> Iterator[Run | pa.Table]:
     for segment in part.segments_from(start):
         if segment.base_offset >= task.end:
             break
@@ -49,36 +58,21 @@ def local_tables(
             continue
         ranges = byte_ranges(segment, found.position, task.end, task.chunk_bytes)
         for position, size, legacy in ranges:
-            yield (
-                legacy_table(read_batches(segment, position, size), start, task, keep)
-                if legacy
-                else _decode(segment, position, size, start, task, keep)
-            )
-
-
-def _decode(
-    segment: LogSegment, position: int, size: int, start: int, task: ReadTask, keep: BatchFilter
-) -> pa.Table:
-    return decode_arrow(
-        segment.read_bytes(position, size),
-        topic=task.topic,
-        partition=task.partition,
-        file=str(segment.log_path),
-        start_offset=start,
-        end_offset=task.end,
-        batch_filter=keep,
-        base_position=position,
-    )
+            if legacy:
+                yield legacy_table(read_batches(segment, position, size), start, task, keep)
+            else:
+                yield Run(segment.read_bytes(position, size), task.topic, task.partition, start,
+                          task.end, keep, str(segment.log_path), position)  # fmt: skip
 
 
 def legacy_table(
-    batches: Iterable[AnyBatch], start: int, task: ReadTask, keep: BatchFilter
+    batches: Iterable[AnyBatch], start: int, task: ReadTask, keep: BatchFilter | None
 ) -> pa.Table:
     """Magic 0/1 messages, per record. As Kafka's consumer (and so Spark) reports them: v0 has
     no timestamp (-1) and timestamp type -1; v1 has its own."""
     rows: list[dict[str, Any]] = []
     for batch in batches:
-        if not keep(batch):
+        if batch.is_control or (keep is not None and not keep(batch)):
             continue
         ts_type = int(batch.timestamp_type) if batch.magic >= 1 else NO_TIMESTAMP
         for record in batch.records():

@@ -28,13 +28,12 @@ from kafkatier.sink.source.split import plan as plan_splits
 from kafkatier.sink.source.task import ReadTask
 from kafkatier.storage.checkpoint.metadata import partition_dir_name
 from kafkatier.storage.errors import ConfigError, OffsetOutOfRangeError
+from kafkatier.storage.log.bounds import PartitionBounds, scan_bounds
 from kafkatier.storage.log.readonly import (
-    PartitionBounds,
     ReadOnlyPartition,
     TopicPartition,
     checkpointed_log_starts,
     discover,
-    scan_bounds,
 )
 from kafkatier.tiering.store.object_store import ObjectStore
 

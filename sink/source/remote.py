@@ -32,7 +32,8 @@ from urllib.parse import urlparse
 
 from kafkatier.storage.checkpoint.metadata import parse_partition_dir_name
 from kafkatier.storage.errors import ConfigError, KafkaTierError
-from kafkatier.storage.log.readonly import PartitionBounds, TopicPartition
+from kafkatier.storage.log.bounds import PartitionBounds
+from kafkatier.storage.log.readonly import TopicPartition
 from kafkatier.tiering.config import TieringConfig
 from kafkatier.tiering.metadata.identity import (
     parse_partition_folder,

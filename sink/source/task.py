@@ -66,14 +66,14 @@ def checked_start(task: ReadTask, start: int, log_start: int, where: str) -> int
     return log_start
 
 
-def batch_filter(task: ReadTask, aborted: Iterable[AbortedTxn]) -> BatchFilter:
-    """What ``task``'s isolation level lets through; ``aborted`` may repeat a transaction."""
-    if not task.committed:
-        return lambda batch: not batch.is_control
+def batch_filter(task: ReadTask, aborted: Iterable[AbortedTxn]) -> BatchFilter | None:
+    """What ``task``'s isolation level lets through; ``aborted`` may repeat a transaction.
+    None when that is every data batch (readers drop control batches anyway): no transaction
+    aborted in the range, or ``read_uncommitted``."""
     txns: dict[tuple[int, int], AbortedTxn] = {}
-    for txn in aborted:
+    for txn in aborted if task.committed else ():
         txns.setdefault((txn.producer_id, txn.first_offset), txn)
-    return AbortedTransactionFilter.of(list(txns.values())).keep
+    return AbortedTransactionFilter.of(list(txns.values())).keep if txns else None
 
 
 def project(table: pa.Table, include_headers: bool) -> pa.Table:

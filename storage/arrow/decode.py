@@ -3,7 +3,9 @@
 Per batch (a Python loop per batch, never per record): CRC check, control/filter/offset-range
 selection and decompression. Per record: one numba pass (decode_kernels.parse_batches).
 Batches are decoded in groups of at most ``GROUP_BYTES`` record bytes, so int32 Arrow offsets
-always suffice and the preallocated outputs stay small.
+always suffice and the preallocated outputs stay small. The stages (``scan``, ``select``,
+``groups``, ``decode_group``) are shared with ``pieces.py``, which decodes many partitions' runs
+of batches at once.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ from kafkatier.storage.wire import (
 GROUP_BYTES: Final = 256 << 20
 _MIN_RECORD_BYTES: Final = 7  # length, attributes, ts delta, offset delta, key, value, count
 _MAX_CODEC: Final = max(Codec)
-_INT64_MAX: Final = 2**63 - 1
+INT64_MAX: Final = 2**63 - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +72,7 @@ class BatchHeader:
 
 
 @dataclass(frozen=True)
-class _Source:
+class Source:
     """The buffer being decoded and what error messages say about it."""
 
     view: memoryview
@@ -82,7 +84,7 @@ class _Source:
         return {"file": self.file, "position": self.base_position + int(position)}
 
 
-def _scan(src: _Source) -> tuple[NDArray[np.int64], NDArray[Any]]:
+def scan(src: Source) -> tuple[NDArray[np.int64], NDArray[Any]]:
     positions, err, at = D.scan_batches(src.array)
     if err == D.SCAN_MAGIC:
         magic = int(src.array[at + 16])
@@ -100,7 +102,7 @@ def _scan(src: _Source) -> tuple[NDArray[np.int64], NDArray[Any]]:
     return positions, headers.reshape(len(positions))
 
 
-def _control(src: _Source, position: int) -> tuple[ControlType, int]:
+def _control(src: Source, position: int) -> tuple[ControlType, int]:
     """A control batch's marker, through the general reader (one per transaction: rare)."""
     from kafkatier.storage.record.batch import RecordBatch
 
@@ -111,7 +113,7 @@ def _control(src: _Source, position: int) -> tuple[ControlType, int]:
         raise type(exc)(exc.message, **src.where(position)) from exc
 
 
-def _header(src: _Source, hdr: NDArray[Any], position: int) -> BatchHeader:
+def _header(src: Source, hdr: NDArray[Any], position: int) -> BatchHeader:
     attrs = int(hdr["attributes"])
     control = _control(src, position) if attrs & ATTR_CONTROL else None
     return BatchHeader(
@@ -129,17 +131,18 @@ def _header(src: _Source, hdr: NDArray[Any], position: int) -> BatchHeader:
     )
 
 
-def _select(
-    src: _Source,
+def select(
+    src: Source,
     positions: NDArray[np.int64],
     hdr: NDArray[Any],
-    bounds: tuple[int, int],
+    bounds: tuple[int, int] | tuple[NDArray[np.int64], NDArray[np.int64]],
     batch_filter: Callable[[Any], bool] | None,
     verify_crc: bool,
 ) -> NDArray[np.intp]:
     """Indices of the batches to decode: in range, CRC-checked, wanted, data (not control).
 
-    The filter sees every batch in range in offset order, control batches included."""
+    The filter sees every batch in range in offset order, control batches included. ``bounds``
+    is one offset range for all batches, or one per batch (two arrays)."""
     base = hdr["base_offset"].astype(np.int64)
     last = base + hdr["last_offset_delta"]
     idx = np.flatnonzero((last >= bounds[0]) & (base < bounds[1]))
@@ -164,7 +167,7 @@ def _select(
 
 
 @dataclass(frozen=True)
-class _Group:
+class Group:
     """Some batches to parse: batch ``b``'s records are ``spans[b]`` of its chunk's payload.
 
     ``chunks`` pairs payloads with the batches they hold: the whole buffer for uncompressed
@@ -177,7 +180,7 @@ class _Group:
     positions: NDArray[np.int64]
 
 
-def _records_bytes(src: _Source, hdr: NDArray[Any], position: int) -> bytes | memoryview:
+def _records_bytes(src: Source, hdr: NDArray[Any], position: int) -> bytes | memoryview:
     end = position + int(hdr["batch_length"]) + LOG_OVERHEAD
     body = src.view[position + BATCH_HEADER_SIZE : end]
     codec = int(hdr["attributes"]) & ATTR_CODEC_MASK
@@ -201,7 +204,7 @@ def _meta(hdr: NDArray[Any]) -> NDArray[np.int64]:
     return meta
 
 
-def _check_counts(src: _Source, group: _Group) -> None:
+def _check_counts(src: Source, group: Group) -> None:
     room = (group.spans[:, 1] - group.spans[:, 0]) // _MIN_RECORD_BYTES
     bad = np.flatnonzero((group.meta[:, 0] < 0) | (group.meta[:, 0] > room))
     if len(bad):
@@ -211,9 +214,9 @@ def _check_counts(src: _Source, group: _Group) -> None:
         )
 
 
-def _groups(
-    src: _Source, positions: NDArray[np.int64], hdr: NDArray[Any], idx: NDArray[np.intp]
-) -> Iterator[_Group]:
+def groups(
+    src: Source, positions: NDArray[np.int64], hdr: NDArray[Any], idx: NDArray[np.intp]
+) -> Iterator[Group]:
     """Yield the selected batches in groups of about GROUP_BYTES record bytes.
 
     Uncompressed batches are parsed in place; compressed ones are decompressed one by one.
@@ -226,7 +229,7 @@ def _groups(
             pos = positions[sub]
             ends = pos + hdr["batch_length"][sub] + LOG_OVERHEAD
             spans = np.stack([pos + BATCH_HEADER_SIZE, ends], axis=1)
-            yield _Group([(src.array, slice(0, len(sub)))], spans, _meta(hdr[sub]), pos)
+            yield Group([(src.array, slice(0, len(sub)))], spans, _meta(hdr[sub]), pos)
         return
     parts: list[NDArray[np.uint8]] = []
     chosen: list[int] = []
@@ -242,15 +245,15 @@ def _groups(
         yield _per_batch(parts, hdr[chosen], positions[chosen])
 
 
-def _per_batch(parts: list[NDArray[np.uint8]], hdr: NDArray[Any], pos: NDArray[np.int64]) -> _Group:
+def _per_batch(parts: list[NDArray[np.uint8]], hdr: NDArray[Any], pos: NDArray[np.int64]) -> Group:
     spans = np.zeros((len(parts), 2), np.int64)
     spans[:, 1] = [len(p) for p in parts]
     chunks = [(p, slice(b, b + 1)) for b, p in enumerate(parts)]
-    return _Group(chunks, spans, _meta(hdr), pos)
+    return Group(chunks, spans, _meta(hdr), pos)
 
 
-def _decode_group(
-    src: _Source, group: _Group, bounds: tuple[int, int], topic: str, partition: int
+def decode_group(
+    src: Source, group: Group, bounds: tuple[int, int], topic: str, partition: int
 ) -> pa.Table:
     _check_counts(src, group)
     (err, batch, record), outputs, cursors = parse(group.chunks, group.spans, group.meta, bounds)
@@ -273,12 +276,12 @@ def decode(
 ) -> pa.Table:
     """See :func:`kafkatier.storage.arrow.codec.decode_arrow`."""
     view = memoryview(buf).cast("B").toreadonly()  # one numba specialisation for any input
-    src = _Source(view, np.frombuffer(view, np.uint8), file, base_position)
-    positions, hdr = _scan(src)
-    bounds = (int(start_offset), _INT64_MAX if end_offset is None else int(end_offset))
-    idx = _select(src, positions, hdr, bounds, batch_filter, verify_crc)
-    groups = _groups(src, positions, hdr, idx)
-    tables = [_decode_group(src, g, bounds, topic, partition) for g in groups]
+    src = Source(view, np.frombuffer(view, np.uint8), file, base_position)
+    positions, hdr = scan(src)
+    bounds = (int(start_offset), INT64_MAX if end_offset is None else int(end_offset))
+    idx = select(src, positions, hdr, bounds, batch_filter, verify_crc)
+    found = groups(src, positions, hdr, idx)
+    tables = [decode_group(src, g, bounds, topic, partition) for g in found]
     if not tables:
         return SPARK_KAFKA_SCHEMA.empty_table()
     return tables[0] if len(tables) == 1 else pa.concat_tables(tables)

@@ -6,17 +6,7 @@ retention suffix are ignored) through ``LogSegment(writable=False)``; missing in
 empty. The log start offset is the first segment's base, raised by the log dir's
 ``log-start-offset-checkpoint`` when that says more.
 
-The last stable offset (LSO) lives in a writer's memory only, so :func:`scan_bounds` rebuilds it
-from the files: it takes the open transactions recorded in the newest producer snapshot
-(``<offset>.snapshot``, written at every roll, so usually at the active segment's base) and scans
-the batch headers from that offset to the end of the log (61 bytes each; only transaction markers
-are read whole), opening a transaction at a producer's first transactional data batch and closing
-it at its COMMIT/ABORT marker. LSO = the first offset of the
-earliest transaction still open, else the log end. Without a usable snapshot the scan starts at
-the log start. The ABORT markers seen in the scan are returned too: a writer appends the marker
-to the ``.log`` before it indexes the aborted transaction in ``.txnindex``, so a reader that
-trusted only the ``.txnindex`` could, for a moment, see the marker (and the LSO past it) but not
-the entry, and show aborted data as committed. Readers use both sources.
+What a reader may read of it (log start, high watermark, last stable offset) is ``bounds.py``.
 """
 
 from __future__ import annotations
@@ -26,7 +16,6 @@ import contextlib
 import os
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
@@ -35,20 +24,13 @@ from kafkatier.storage.checkpoint.checkpoint_file import (
     OffsetCheckpointFile,
 )
 from kafkatier.storage.checkpoint.metadata import parse_partition_dir_name
-from kafkatier.storage.errors import CorruptSnapshotError, KafkaTierError, StorageError
+from kafkatier.storage.errors import KafkaTierError, StorageError
 from kafkatier.storage.index.txn_index import AbortedTxn
-from kafkatier.storage.log.batch_position import BatchPosition
-from kafkatier.storage.log.reader import offset_for_timestamp
 from kafkatier.storage.log.segment import AnyBatch, LogSegment
-from kafkatier.storage.producer.snapshot import list_snapshot_files, read_snapshot
-from kafkatier.storage.record.batch import RecordBatch
+from kafkatier.storage.log.tail import Header, LogFile
+from kafkatier.storage.producer.snapshot import SNAPSHOT_SUFFIX
 from kafkatier.storage.record.records import iter_batches
 from kafkatier.storage.wire import (
-    ATTR_CONTROL,
-    ATTR_TRANSACTIONAL,
-    BATCH_HEADER,
-    BATCH_HEADER_SIZE,
-    ControlType,
     offset_from_file_name,
     segment_file_name,
 )
@@ -101,11 +83,10 @@ class ReadOnlyPartition:
         self.topic = topic
         self.partition = partition
         self.directory = Path(log_dir) / f"{topic}-{partition}"
-        self.bases = sorted(
-            offset_from_file_name(p.name)
-            for p in self.directory.iterdir()
-            if _SEGMENT_NAME.fullmatch(p.name)
-        )
+        names = os.listdir(os.path.join(log_dir, f"{topic}-{partition}"))
+        self.bases = sorted(offset_from_file_name(n) for n in names if _SEGMENT_NAME.fullmatch(n))
+        self.snapshots = _snapshot_offsets(names)
+        """Offsets of the producer snapshots listed with the segments."""
         self._opened: dict[int, LogSegment] = {}
         self.log_start_offset = max(self.bases[0] if self.bases else 0, log_start_hint)
 
@@ -132,11 +113,17 @@ class ReadOnlyPartition:
     def size_bytes(self) -> int:
         """Bytes of the ``.log`` files, by their sizes on disk (no segment is opened); a
         segment retention deleted since the listing counts as empty."""
-        total = 0
+        return sum(self.log_sizes())
+
+    def log_sizes(self) -> list[int]:
+        """The size of each segment's ``.log`` (:meth:`size_bytes`), oldest first."""
+        sizes = []
         for base in self.bases:
-            with contextlib.suppress(FileNotFoundError):
-                total += os.stat(self.directory / segment_file_name(base, ".log")).st_size
-        return total
+            try:
+                sizes.append(os.stat(self._file(base, ".log")).st_size)
+            except FileNotFoundError:
+                sizes.append(0)
+        return sizes
 
     @property
     def segments(self) -> list[LogSegment]:
@@ -148,21 +135,40 @@ class ReadOnlyPartition:
 
     def segments_from(self, offset: int) -> Iterator[LogSegment]:
         """The segment holding ``offset`` (the last with base <= offset) and every later one."""
-        first = max(bisect.bisect_right(self.bases, offset) - 1, 0)
-        for base in self.bases[first:]:
+        for base in self.bases_from(offset):
             yield self.segment(base)
+
+    def bases_from(self, offset: int) -> list[int]:
+        """The bases of :meth:`segments_from`, no segment opened."""
+        return self.bases[max(bisect.bisect_right(self.bases, offset) - 1, 0) :]
 
     def log_end_offset(self) -> int:
         """The offset after the last whole batch on disk (a torn tail does not count)."""
         if not self.bases:
             return self.log_start_offset
-        return max(self.active_segment.read_next_offset(), self.log_start_offset)
+        with self.last_log() as log:
+            return self.end_of(list(log.headers()))
+
+    def end_of(self, tail: list[Header]) -> int:
+        """The log end offset, given the last segment's batches."""
+        end = tail[-1].at.last_offset + 1 if tail else self.bases[-1]
+        return max(end, self.log_start_offset)
+
+    def last_log(self) -> LogFile:
+        """The last segment's ``.log`` alone, for its batch headers (``tail.py``: no index
+        opened, a small file read at once)."""
+        return LogFile(self._file(self.bases[-1], ".log"))
+
+    def _file(self, base: int, suffix: str) -> str:
+        return os.path.join(self.directory, segment_file_name(base, suffix))
 
     def offset_for_timestamp(self, timestamp: int) -> int | None:
         """Kafka's ListOffsets by time, via the engine's lookup: it only reads ``segments``,
         ``active_segment`` and ``log_start_offset``, which this view has."""
         if not self.bases:
             return None
+        from kafkatier.storage.log.reader import offset_for_timestamp  # the engine: lazily
+
         return offset_for_timestamp(cast("Log", self), timestamp)
 
     def aborted_txns(self, start: int, end: int) -> list[AbortedTxn]:
@@ -219,79 +225,11 @@ def open_without_indexes(directory: Path, base: int) -> LogSegment:
     return LogSegment(directory, base, writable=False, read_indexes=False)
 
 
-@dataclass(frozen=True)
-class PartitionBounds:
-    """What a reader may read of one partition at one moment."""
-
-    log_start: int
-    high_watermark: int  # the log end offset: a single always-leader replica
-    last_stable: int
-    aborted: tuple[AbortedTxn, ...] = ()  # ABORT markers seen by the tail scan
-    size_bytes: int = 0  # of the segments holding [log_start, high_watermark), if asked for
-
-    def latest(self, committed: bool) -> int:
-        """Kafka's end offset for a consumer of that isolation level."""
-        return self.last_stable if committed else self.high_watermark
-
-    def aborted_in(self, start: int, end: int) -> tuple[AbortedTxn, ...]:
-        return tuple(t for t in self.aborted if t.last_offset >= start and t.first_offset < end)
-
-
-def scan_bounds(part: ReadOnlyPartition, committed: bool) -> PartitionBounds:
-    """Log start, high watermark and LSO of ``part``, read from the files (module docstring)."""
-    end = part.log_end_offset()
-    if not committed:
-        return PartitionBounds(part.log_start_offset, end, end)
-    start, ongoing = _snapshot_state(part, end)
-    aborted: list[AbortedTxn] = []
-    high = start
-    for segment in part.segments_from(start):
-        found = segment.translate_offset(start)
-        for header in segment.scan_headers(found.position) if found is not None else ():
-            high = header.last_offset + 1
-            if header.magic >= 2:
-                _track_txn(segment, header, ongoing, aborted)
-    high = max(high, end)
-    lso = min([high, *ongoing.values()])
-    return PartitionBounds(part.log_start_offset, high, lso, tuple(aborted))
-
-
-def _track_txn(
-    segment: LogSegment, at: BatchPosition, ongoing: dict[int, int], aborted: list[AbortedTxn]
-) -> None:
-    """Open or close a transaction from one batch's header: only the 61 header bytes are read,
-    and the whole batch for a transaction marker (small), never the data."""
-    fields = BATCH_HEADER.unpack(segment.read_bytes(at.position, BATCH_HEADER_SIZE))
-    attributes, pid = fields[5], fields[9]
-    if not attributes & ATTR_TRANSACTIONAL:
-        return
-    if not attributes & ATTR_CONTROL:
-        ongoing.setdefault(pid, at.base_offset)
-        return
-    first = ongoing.pop(pid, None)
-    if first is None:
-        return
-    marker = RecordBatch(segment.read_bytes(at.position, at.size), file=str(segment.log_path))
-    if marker.control_record()[0] == ControlType.ABORT:
-        lso = min([at.last_offset + 1, *ongoing.values()])
-        aborted.append(AbortedTxn(pid, first, at.last_offset, lso))
-
-
-def _snapshot_state(part: ReadOnlyPartition, end: int) -> tuple[int, dict[int, int]]:
-    """(offset, producer id -> first offset of its open transaction) from the newest readable
-    snapshot within the log, else (log start, nothing open)."""
-    usable = [
-        s for s in list_snapshot_files(part.directory) if part.log_start_offset <= s.offset <= end
-    ]
-    for snap in reversed(usable):
-        try:
-            entries = read_snapshot(snap.path)
-        except (FileNotFoundError, CorruptSnapshotError):
-            continue  # deleted by the writer meanwhile, or torn: an older one will do
-        ongoing = {
-            e.producer_id: e.current_txn_first_offset
-            for e in entries
-            if e.current_txn_first_offset >= 0
-        }
-        return snap.offset, ongoing
-    return part.log_start_offset, {}
+def _snapshot_offsets(names: Iterable[str]) -> list[int]:
+    """Offsets of the ``<offset>.snapshot`` names (Kafka's listSnapshotFiles), in order."""
+    found = []
+    for name in names:
+        if name.endswith(SNAPSHOT_SUFFIX):
+            with contextlib.suppress(ValueError):  # not a snapshot name: never ours to touch
+                found.append(offset_from_file_name(name))
+    return sorted(found)

@@ -28,7 +28,8 @@ from kafkatier.storage.checkpoint.metadata import parse_partition_dir_name
 from kafkatier.storage.config.log_config import LogConfig
 from kafkatier.storage.config.topic_files import TopicConfigStore
 from kafkatier.storage.errors import StorageError
-from kafkatier.storage.log.readonly import ReadOnlyPartition, scan_bounds
+from kafkatier.storage.log.bounds import scan_bounds
+from kafkatier.storage.log.readonly import ReadOnlyPartition
 from kafkatier.storage.log.segment import LogSegment
 from kafkatier.storage.producer.snapshot import snapshot_path
 from kafkatier.tiering.metadata.identity import RemotePartition, topic_id_of

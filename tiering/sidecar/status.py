@@ -16,9 +16,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from kafkatier.storage.checkpoint.metadata import partition_dir_name
+from kafkatier.storage.config.topic_files import TopicConfigStore
+from kafkatier.storage.log.readonly import ReadOnlyPartition, checkpointed_log_starts
 from kafkatier.tiering.cleaner.stale import stale
 from kafkatier.tiering.config import TieringConfig
-from kafkatier.tiering.metadata.identity import RemotePartition
+from kafkatier.tiering.metadata.identity import RemotePartition, topic_id_of
 from kafkatier.tiering.metadata.local import LocalPartition, local_partitions
 from kafkatier.tiering.metadata.manifest import PartitionManifest
 from kafkatier.tiering.metadata.manifest_store import ManifestStore
@@ -50,29 +53,62 @@ class PartitionStatus:
         return asdict(self)
 
 
+@dataclass(frozen=True)
+class LocalSummary:
+    """What status shows of a local partition: its segments (base offset, bytes) oldest first,
+    log start (as the writer checkpointed it) and end, whether its topic is tiered."""
+
+    segments: list[tuple[int, int]]
+    log_start: int
+    log_end: int
+    tiered: bool
+
+    @classmethod
+    def of(cls, part: LocalPartition) -> LocalSummary:
+        segments = [(s.base_offset, s.size) for s in part.segments]
+        return cls(segments, part.log_start_offset(), part.log_end_offset(),
+                   part.config.remote_storage_enable)  # fmt: skip
+
+    @classmethod
+    def read(
+        cls, log_dir: Path, topic: str, partition: int, log_start: int, tiered: bool
+    ) -> LocalSummary:
+        """From the partition's listing, the sizes of its ``.log`` files and the headers of the
+        last one: no segment or index opened (``status`` over thousands of partitions)."""
+        with ReadOnlyPartition(log_dir, topic, partition) as view:
+            sizes = view.log_sizes()
+            return cls(list(zip(view.bases, sizes, strict=True)), log_start,
+                       view.log_end_offset(), tiered)  # fmt: skip
+
+
 def partition_status(part: LocalPartition | None, store: ObjectStore, rp: RemotePartition,
                      stale: bool = False, manifest: PartitionManifest | None = None,
                      ) -> PartitionStatus:  # fmt: skip
-    topic, partition = rp.topic, rp.partition
+    local = LocalSummary.of(part) if part is not None else None
     manifest = manifest if manifest is not None else ManifestStore(store).load(rp)[0]
+    return summary_status(local, rp, manifest, stale)
+
+
+def summary_status(
+    local: LocalSummary | None, rp: RemotePartition, manifest: PartitionManifest, stale: bool
+) -> PartitionStatus:
     finished = manifest.finished()
     highest = manifest.highest_offset
-    segs = part.segments if part is not None else []
-    closed = segs[:-1]
-    lagging = [s for s in closed if s.base_offset > highest]
+    segs = local.segments if local is not None else []
+    lagging = [size for base, size in segs[:-1] if base > highest]
     return PartitionStatus(
-        topic=topic,
-        partition=partition,
-        tiered=part.config.remote_storage_enable if part is not None else bool(finished),
-        local_start=max(segs[0].base_offset, part.log_start_offset()) if segs and part else None,
-        local_end=part.log_end_offset() if part is not None and segs else None,
-        local_bytes=sum(s.size for s in segs),
+        topic=rp.topic,
+        partition=rp.partition,
+        tiered=local.tiered if local is not None else bool(finished),
+        local_start=max(segs[0][0], local.log_start) if segs and local else None,
+        local_end=local.log_end if local is not None and segs else None,
+        local_bytes=sum(size for _, size in segs),
         local_segments=len(segs),
         remote_start=max(manifest.log_start_offset, finished[0].base_offset) if finished else None,
         remote_end=highest + 1 if finished else None,
         remote_bytes=sum(s.size for s in finished),
         remote_segments=len(finished),
-        lag_bytes=sum(s.size for s in lagging),
+        lag_bytes=sum(lagging),
         lag_segments=len(lagging),
         topic_id=rp.topic_id,
         stale=stale,
@@ -83,17 +119,25 @@ def collect_status(
     config: TieringConfig, store: ObjectStore | None = None
 ) -> list[PartitionStatus]:
     """Every local partition, plus partitions that exist only remotely; ``STATUS_WORKERS``
-    partitions at a time (each costs a manifest read, milliseconds of waiting on the store)."""
+    partitions at a time (each costs a manifest read, milliseconds of waiting on the store).
+    Each log dir's checkpoint and each topic's configuration are read once."""
     store = store if store is not None else config.open_store()
     manifests = ManifestStore(store)
+    keys = local_partitions(list(config.log_dirs))
+    starts = {d: checkpointed_log_starts(d) for d in {k[0] for k in keys}}
+    tiered = {(d, t): TopicConfigStore(d).get(t).remote_storage_enable for d, t, _ in keys}
 
     def local(key: tuple[Path, str, int]) -> PartitionStatus:
-        with LocalPartition(*key) as part:
-            part.remote, manifest = manifests.find(key[1], key[2], part.topic_id())
-            return partition_status(part, store, part.remote, manifest=manifest)
+        log_dir, topic, partition = key
+        summary = LocalSummary.read(log_dir, topic, partition,
+                                    starts[log_dir].get((topic, partition), 0),
+                                    tiered[(log_dir, topic)])  # fmt: skip
+        topic_id = topic_id_of(Path(log_dir) / partition_dir_name(topic, partition))
+        remote, manifest = manifests.find(topic, partition, topic_id)
+        return summary_status(summary, remote, manifest, stale=False)
 
     with ThreadPoolExecutor(STATUS_WORKERS) as pool:
-        found = list(pool.map(local, local_partitions(list(config.log_dirs))))
+        found = list(pool.map(local, keys))
         seen = {(s.topic, s.partition, s.topic_id) for s in found}
         remote_only = manifests.partitions(exclude=seen)
         dead = stale(remote_only, seen)

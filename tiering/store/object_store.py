@@ -26,8 +26,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-import fsspec
-
 from kafkatier.tiering.errors import ObjectNotFoundError, PreconditionFailedError
 from kafkatier.tiering.store.requests import DELETE, GET, HEAD, LIST, PUT, RequestCounts
 
@@ -125,6 +123,8 @@ class FsspecStore:
         self.rate_limit_bps = rate_limit_bps
         self._limiter = RateLimiter(rate_limit_bps)
         self.storage_options = storage_options
+        import fsspec  # here: the S3 store's users (status, restore) need none of it
+
         fs, root = fsspec.core.url_to_fs(self.url, **storage_options)
         self._fs = fs
         self._root = root.rstrip("/")

@@ -23,6 +23,7 @@ from botocore.config import Config
 from kafkatier.tiering.store.object_store import ObjectInfo, RateLimiter
 from kafkatier.tiering.store.requests import RequestCounts
 from kafkatier.tiering.store.s3failures import GuardedClient, translated
+from kafkatier.tiering.store.s3small import SignedGets
 
 MIB = 1 << 20
 LIST_PAGE_SIZE = 1000
@@ -68,6 +69,7 @@ class S3Bucket:
             "read_timeout": read_timeout,
         }
         self._client: Any = None
+        self._small: SignedGets | None = None
         self._pool: ThreadPoolExecutor | None = None
         self._limiter = RateLimiter(rate_limit_bps)
         self._client_lock = threading.Lock()
@@ -102,12 +104,19 @@ class S3Bucket:
                     client = session.client("s3", endpoint_url=s["endpoint_url"], config=config)
                 client.meta.events.register("before-send.s3", self.requests.on_send)
                 self._client = GuardedClient(client, self.url, self.endpoint)
+                if s["endpoint_url"]:
+                    self._small = SignedGets(client, session, self.bucket, self.requests)
             return self._client
 
     @property
     def endpoint(self) -> str:
         """The endpoint requests go to, as a user would name it in the settings."""
         return self.settings["endpoint_url"] or "the AWS S3 endpoint of the region"
+
+    @property
+    def small_gets(self) -> SignedGets | None:
+        """Lean GETs of small whole objects (s3small.py), with an explicit endpoint only."""
+        return self._small if self.client is not None else None
 
     @property
     def pool(self) -> ThreadPoolExecutor:

@@ -38,6 +38,7 @@ from kafkatier.tiering.store.s3parts import (
     receive_parts,
     send_parts,
 )
+from kafkatier.tiering.store.s3small import Unanswered
 
 __all__ = ["IO_CHUNK", "S3Store"]
 
@@ -146,6 +147,11 @@ class S3Store(S3Bucket):
         return got[0]
 
     def get_with_etag(self, key: str) -> tuple[bytes, str] | None:
+        """A small object (a manifest) whole: through s3small.py when it can answer."""
+        small = self.small_gets
+        if small is not None:
+            with contextlib.suppress(Unanswered):
+                return small.get(self._key(key))
         return self._read(key, {})
 
     def _read(self, key: str, extra: dict[str, str]) -> tuple[bytes, str] | None:

@@ -30,10 +30,11 @@ from kafkatier.sink.source.read import read_task
 from kafkatier.sink.source.task import ReadTask
 from kafkatier.storage.arrow.log import append_arrow
 from kafkatier.storage.errors import ConfigError, OffsetOutOfRangeError
+from kafkatier.storage.log.bounds import scan_bounds
 from kafkatier.storage.log.directory import LogDirectory
 from kafkatier.storage.log.log import Log
 from kafkatier.storage.log.reader import IsolationLevel, iter_records
-from kafkatier.storage.log.readonly import ReadOnlyPartition, scan_bounds
+from kafkatier.storage.log.readonly import ReadOnlyPartition
 from kafkatier.storage.verify.paths import verify_paths
 
 CORPUS = Path(__file__).resolve().parents[3].parent / "shared" / "kafka-corpus"

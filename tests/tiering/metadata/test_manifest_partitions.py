@@ -17,6 +17,7 @@ from kafkatier.tiering.metadata.manifest import MANIFEST_NAME, PartitionManifest
 from kafkatier.tiering.metadata.manifest_store import ManifestStore
 from kafkatier.tiering.store import s3bucket
 from kafkatier.tiering.store.object_store import ObjectStore
+from kafkatier.tiering.store.requests import since
 from kafkatier.tiering.store.s3store import S3Store
 
 ORDERS, OTHER, OLD = new_topic_id(), new_topic_id(), new_topic_id()
@@ -108,26 +109,19 @@ def test_s3_requests_of_partitions_do_not_grow_with_segment_objects(
     objects does not add a single request (a full listing would page through them all)."""
     monkeypatch.setattr(s3bucket, "LIST_PAGE_SIZE", 2)  # pages small enough to show growth
     _populate(s3_store)
-    sent: Counter[str] = Counter()
     listings: list[dict[str, Any]] = []
-    lock = threading.Lock()
-
-    def count(model: Any, **_: Any) -> None:  # once per operation called (retries not counted)
-        with lock:
-            sent[model.name] += 1
-
-    events = s3_store.client.meta.events
-    events.register("before-call.s3", count)
-    events.register("before-parameter-build.s3.ListObjectsV2",
-                    lambda params, **_: listings.append(dict(params)))
+    s3_store.client.meta.events.register(
+        "before-parameter-build.s3.ListObjectsV2", lambda params, **_: listings.append(dict(params))
+    )
+    counted = s3_store.requests.snapshot()  # every request sent, boto3's and s3small's
     assert ManifestStore(s3_store).partitions() == REAL
-    before = dict(sent)
+    before = since(counted, s3_store.requests.snapshot())
     assert before["HeadObject"] == REQUESTS["head"]
     assert before["GetObject"] == REQUESTS["get_with_etag"]
     assert before["ListObjectsV2"] >= REQUESTS["list_prefixes"]  # pages of two folders
     for rp in REAL:
         _segment_objects(s3_store, rp, 10)
-    sent.clear()
+    counted = s3_store.requests.snapshot()
     assert ManifestStore(s3_store).partitions() == REAL
-    assert dict(sent) == before
+    assert since(counted, s3_store.requests.snapshot()) == before
     assert listings and all(p.get("Delimiter") == "/" for p in listings)

@@ -16,7 +16,10 @@ from tier_fixtures import append_more, only, write_tiered
 
 from kafkatier.cli.main import main
 from kafkatier.storage.log.readonly import ReadOnlyPartition
+from kafkatier.tiering.config import TieringConfig
+from kafkatier.tiering.metadata.local import LocalPartition
 from kafkatier.tiering.metadata.manifest_store import ManifestStore
+from kafkatier.tiering.sidecar.status import collect_status, partition_status
 from kafkatier.tiering.store.object_store import FsspecStore
 
 
@@ -63,6 +66,35 @@ def test_once_then_status(tmp_path, capsys) -> None:
     assert "tiered-0" in text and "lag" in text
     lagging = next(line for line in text.splitlines() if line.startswith("tiered-0"))
     assert lagging.split()[-1] != "0"  # lag bytes after new rolls
+
+
+def test_status_from_listings_is_status_from_opened_partitions(tmp_path) -> None:
+    """``status`` reads sizes and ends from listings and the last segment's headers; the
+    sidecar's view opens every segment: both see the same, lag, open transaction and all."""
+    logs = write_tiered(tmp_path / "logs", partitions=3, overrides={"segment.bytes": "1200"})
+    store = FsspecStore(f"file://{tmp_path / 'remote'}")
+    conf = write_conf(tmp_path / "sidecar.properties", logs, store.url)
+    assert main(["sidecar", "--config", str(conf), "--once"]) == 0
+    append_more(logs, "tiered", 1, steps=9, start=400)  # rolls: lag
+    config = TieringConfig.load(conf)
+    opened = []
+    for p in range(3):
+        with LocalPartition(logs, "tiered", p) as part:
+            remote, _ = ManifestStore(store).find("tiered", p, part.topic_id())
+            opened.append(partition_status(part, store, remote))
+    assert collect_status(config, store) == opened
+    assert opened[1].lag_segments > 0 and len({s.local_end for s in opened}) > 1
+
+
+def test_status_imports_neither_spark_nor_the_decoder(tmp_path) -> None:
+    """What ``kafkatier status`` pays at start-up: its own module's imports only."""
+    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "kafkatier.cli.main",
+                           "status", "--config", str(tmp_path / "none.properties")],
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 2 and "none.properties" in done.stderr
+    imported = {line.split("|")[-1].strip() for line in done.stderr.splitlines() if "|" in line}
+    assert "kafkatier.tiering.sidecar.status" in imported
+    assert not {"pyspark", "numba", "pyarrow", "kafkatier.cli.run"} & imported
 
 
 def test_bad_config_is_a_usage_error(tmp_path) -> None:

@@ -1,0 +1,123 @@
+"""What a reader may read of one partition now, from its files alone: log start, high watermark
+(the log end offset: a single always-leader replica) and last stable offset (LSO).
+
+The LSO lives in a writer's memory only, so :func:`scan_bounds` rebuilds it from the files: it
+takes the open transactions recorded in the newest producer snapshot (``<offset>.snapshot``,
+written at every roll, so usually at the last segment's base) and scans the batch headers from
+that offset to the end of the log (only transaction markers are read whole), opening a
+transaction at a producer's first transactional data batch and closing it at its COMMIT/ABORT
+marker. LSO = the first offset of the earliest transaction still open, else the log end. Without
+a usable snapshot the scan starts at the log start. The last segment's headers are read once
+(``tail.py``), for the log end and for its transactions: planning over a thousand small
+partitions costs one small read each. The ABORT markers seen in the scan are returned too: a
+writer appends the marker to the ``.log`` before it indexes the aborted transaction in
+``.txnindex``, so a reader that trusted only the ``.txnindex`` could, for a moment, see the
+marker (and the LSO past it) but not the entry, and show aborted data as committed. Readers use
+both sources.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from kafkatier.storage.errors import CorruptSnapshotError
+from kafkatier.storage.index.txn_index import AbortedTxn
+from kafkatier.storage.log.readonly import ReadOnlyPartition
+from kafkatier.storage.log.tail import Header
+from kafkatier.storage.producer.snapshot import read_snapshot, snapshot_path
+from kafkatier.storage.record.batch import RecordBatch
+from kafkatier.storage.wire import (
+    ATTR_CONTROL,
+    ATTR_TRANSACTIONAL,
+    BATCH_HEADER,
+    BATCH_HEADER_SIZE,
+    ControlType,
+)
+
+
+@dataclass(frozen=True)
+class PartitionBounds:
+    """What a reader may read of one partition at one moment."""
+
+    log_start: int
+    high_watermark: int  # the log end offset: a single always-leader replica
+    last_stable: int
+    aborted: tuple[AbortedTxn, ...] = ()  # ABORT markers seen by the tail scan
+    size_bytes: int = 0  # of the segments holding [log_start, high_watermark), if asked for
+
+    def latest(self, committed: bool) -> int:
+        """Kafka's end offset for a consumer of that isolation level."""
+        return self.last_stable if committed else self.high_watermark
+
+    def aborted_in(self, start: int, end: int) -> tuple[AbortedTxn, ...]:
+        return tuple(t for t in self.aborted if t.last_offset >= start and t.first_offset < end)
+
+
+def scan_bounds(part: ReadOnlyPartition, committed: bool) -> PartitionBounds:
+    """Log start, high watermark and LSO of ``part``, read from the files (module docstring).
+    The last segment's headers are read once, for its end and its transactions."""
+    if not part.bases:
+        return PartitionBounds(part.log_start_offset, part.log_start_offset, part.log_start_offset)
+    with part.last_log() as log:
+        tail = list(log.headers())
+        end = part.end_of(tail)
+        if not committed:
+            return PartitionBounds(part.log_start_offset, end, end)
+        start, ongoing = _snapshot_state(part, end)
+        aborted: list[AbortedTxn] = []
+        for base in part.bases_from(start)[:-1]:  # closed segments: indexed
+            segment = part.segment(base)
+            found = segment.translate_offset(start)
+            for at in segment.scan_headers(found.position) if found is not None else ():
+                if at.magic >= 2:
+                    fields = BATCH_HEADER.unpack(segment.read_bytes(at.position, BATCH_HEADER_SIZE))
+                    header = Header(at, fields[5], fields[9])
+                    _track_txn(header, segment.read_bytes, str(segment.log_path), ongoing, aborted)
+        for header in tail:
+            if header.at.last_offset >= start:
+                _track_txn(header, log.read, log.path, ongoing, aborted)
+    lso = min([end, *ongoing.values()])
+    return PartitionBounds(part.log_start_offset, end, lso, tuple(aborted))
+
+
+def _track_txn(
+    header: Header,
+    read: Callable[[int, int], bytes],
+    file: str,
+    ongoing: dict[int, int],
+    aborted: list[AbortedTxn],
+) -> None:
+    """Open or close a transaction from one batch's header; a transaction marker (small) is
+    read whole, never the data."""
+    at, pid = header.at, header.producer_id
+    if not header.attributes & ATTR_TRANSACTIONAL:
+        return
+    if not header.attributes & ATTR_CONTROL:
+        ongoing.setdefault(pid, at.base_offset)
+        return
+    first = ongoing.pop(pid, None)
+    if first is None:
+        return
+    marker = RecordBatch(read(at.position, at.size), file=file)
+    if marker.control_record()[0] == ControlType.ABORT:
+        lso = min([at.last_offset + 1, *ongoing.values()])
+        aborted.append(AbortedTxn(pid, first, at.last_offset, lso))
+
+
+def _snapshot_state(part: ReadOnlyPartition, end: int) -> tuple[int, dict[int, int]]:
+    """(offset, producer id -> first offset of its open transaction) from the newest readable
+    snapshot within the log, else (log start, nothing open)."""
+    usable = [o for o in part.snapshots if part.log_start_offset <= o <= end]
+    for offset in reversed(usable):
+        try:
+            entries = read_snapshot(snapshot_path(part.directory, offset))
+        except (FileNotFoundError, IsADirectoryError, CorruptSnapshotError):
+            continue  # deleted by the writer meanwhile, or torn: an older one will do
+        ongoing = {
+            e.producer_id: e.current_txn_first_offset
+            for e in entries
+            if e.current_txn_first_offset >= 0
+        }
+        return offset, ongoing
+    return part.log_start_offset, {}

@@ -1,0 +1,92 @@
+"""The batch headers of a ``.log`` file read through a window of the file, not one ``pread`` each.
+
+A reader planning over a thousand small partitions walks the tail of each one's active segment
+(``bounds.scan_bounds``: the log end offset, transactions still open). Batches sit back to
+back (kafka-format.md §1, §9): ``baseOffset`` int64, ``batchLength`` int32, then for v2 the rest
+of the 61-byte header (``attributes`` at 21, ``lastOffsetDelta`` at 23, ``producerId`` at 43);
+a legacy v0/v1 message's offset is its last. Small batches are read ``WINDOW`` bytes at a time
+(a small segment costs one read), a large one's header alone (a segment of large batches is
+not read whole), and only through ``pread``: never a map (a writer recovering
+from a crash truncates a torn tail, and a mapped page past the end of file is SIGBUS).
+Framing follows ``batch_position.header_at``: a partial batch at the end is where the log ends
+(it is being written), a header no batch can have is corruption.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from kafkatier.storage import wire
+from kafkatier.storage.errors import CorruptRecordError
+from kafkatier.storage.log.batch_position import BatchPosition
+
+WINDOW = 1 << 20
+LARGE_BATCH = WINDOW // 16
+"""After a batch this large, the next read is of one header: batches are often alike."""
+
+
+@dataclass(frozen=True, slots=True)
+class Header:
+    """A batch found in the file, with what a transaction tracker needs of its header."""
+
+    at: BatchPosition
+    attributes: int  # 0 for legacy messages: never transactional
+    producer_id: int
+
+
+class LogFile:
+    """A ``.log`` file opened read-only: its size at opening and its batch headers."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.fd = os.open(path, os.O_RDONLY)
+        self.size = os.fstat(self.fd).st_size
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+    def __enter__(self) -> LogFile:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def read(self, position: int, size: int) -> bytes:
+        return os.pread(self.fd, size, position)
+
+    def headers(self, position: int = 0) -> Iterator[Header]:
+        """Every whole batch from ``position`` to the size at opening (module docstring)."""
+        window, begin, step = b"", position, WINDOW
+        while position + wire.HEADER_SIZE_UP_TO_MAGIC <= self.size:
+            if position + wire.BATCH_HEADER_SIZE > begin + len(window):
+                window, begin = self.read(position, step), position
+            found = self._header(window, position - begin, position)
+            if found is None:
+                return
+            yield found
+            position += found.at.size
+            step = WINDOW if found.at.size <= LARGE_BATCH else wire.BATCH_HEADER_SIZE
+
+    def _header(self, window: bytes, i: int, position: int) -> Header | None:
+        if len(window) - i < wire.HEADER_SIZE_UP_TO_MAGIC:
+            return None  # truncated since opening
+        base, length = wire.OFFSET_AND_LENGTH.unpack_from(window, i)
+        magic = window[i + wire.MAGIC_OFFSET]
+        size = wire.LOG_OVERHEAD + length
+        if length < wire.MIN_LEGACY_RECORD_SIZE or magic > 2:
+            raise CorruptRecordError(
+                f"invalid batch header (length {length}, magic {magic})",
+                file=self.path,
+                position=position,
+            )
+        if position + size > self.size:
+            return None
+        if magic < 2:
+            return Header(BatchPosition(position, size, base, base, magic), 0, -1)
+        if len(window) - i < wire.BATCH_HEADER_SIZE:
+            return None
+        fields = wire.BATCH_HEADER.unpack_from(window, i)
+        last = base + fields[6]
+        return Header(BatchPosition(position, size, base, last, magic), fields[5], fields[9])
