@@ -12,6 +12,12 @@ Kafka's flush of every file, which moves the recovery points, and :meth:`LogDire
 what a writer needs before it acknowledges: the appended ``.log`` bytes and new file names. Both
 touch only the partitions written since their last flush, in parallel threads (fsync releases the
 GIL, and the filesystem commits concurrent fsyncs together: ``flusher.py``).
+
+Every partition stays open (its offsets, producer state and leader epochs in memory), but the
+descriptors of its segments are counted by one :class:`~kafkatier.storage.file_budget.
+FileBudget` (``log.max.open.files``; by default the process's, half its ``RLIMIT_NOFILE``): a
+log dir of thousands of partitions keeps at most that many files open and mapped, closing the
+least recently used idle ones and reopening them at their next use.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ from kafkatier.storage.checkpoint.metadata import (
 )
 from kafkatier.storage.config.log_config import LogConfig
 from kafkatier.storage.config.topic_files import TopicConfigStore
+from kafkatier.storage.file_budget import FileBudget, process_budget, resolve_max_open_files
 from kafkatier.storage.log.flusher import Flusher
 from kafkatier.storage.log.loader import open_log
 from kafkatier.storage.log.log import Clock, Log, wall_clock_ms
@@ -55,8 +62,16 @@ class LogDirectory:
         *,
         config_for: ConfigResolver | None = None,
         clock: Clock = wall_clock_ms,
+        max_open_files: int | None = None,
     ) -> None:
+        """``max_open_files``: ``log.max.open.files`` for this log dir alone (None or -1: the
+        process's budget, derived from ``RLIMIT_NOFILE``)."""
         self.path = Path(path)
+        self.file_budget = (
+            process_budget()
+            if max_open_files is None or max_open_files == -1
+            else FileBudget(resolve_max_open_files(max_open_files))
+        )
         self.topic_configs = TopicConfigStore(self.path)
         self.config_for: ConfigResolver = config_for or self.topic_configs.get
         self.clock = clock
@@ -107,6 +122,7 @@ class LogDirectory:
             log_start_offset=self._log_starts.get(tp, 0),
             clean_shutdown=self.had_clean_shutdown,
             clock=self.clock,
+            budget=self.file_budget,
         )
 
     def __iter__(self) -> Iterator[Log]:

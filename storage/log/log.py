@@ -22,6 +22,7 @@ from kafkatier.storage.checkpoint.leader_epoch import LeaderEpochFileCache
 from kafkatier.storage.config.log_config import LogConfig
 from kafkatier.storage.config.spec import LONG_MAX
 from kafkatier.storage.errors import OffsetOutOfRangeError
+from kafkatier.storage.file_budget import FileBudget
 from kafkatier.storage.fsutil import fsync_dir, fsync_file
 from kafkatier.storage.log.append import (
     LogAppendInfo,
@@ -67,6 +68,7 @@ class Log:
         log_start_offset: int,
         recovery_point: int,
         clock: Clock = wall_clock_ms,
+        budget: FileBudget | None = None,
     ) -> None:
         self.directory = Path(directory)
         self.topic = topic
@@ -78,6 +80,7 @@ class Log:
         self.log_start_offset = log_start_offset
         self.recovery_point = recovery_point
         self.clock = clock
+        self.budget = budget  # where its segments' descriptors are counted (None: the process's)
         self.leader_epoch = max(leader_epoch_cache.latest_epoch or 0, 0)
         self.pending_deletions = PendingDeletions()  # ``.deleted`` files awaiting removal
         self._dir_unsynced = True  # a segment file created since the directory's last fsync
@@ -254,6 +257,7 @@ class Log:
                 suffix=suffix,
                 created_ms=self.clock(),
                 roll_jitter_ms=self.config.random_segment_jitter(),
+                budget=self.budget,
             )
         finally:  # once its files exist: their names are durable after the next flush
             self._dir_unsynced = True
