@@ -152,14 +152,14 @@ class BudgetedFile:
             budget.opened(self)
 
     @classmethod
-    def writable(cls, path: Path, budget: FileBudget) -> tuple[BudgetedFile, int]:
-        """The file at ``path``, created empty if missing, and its size; an existing file is
-        only stat'ed (its descriptor opens at first use)."""
+    def writable(cls, path: Path, budget: FileBudget) -> tuple[BudgetedFile, int | None]:
+        """The file at ``path`` and its size, or None for a file created now (empty, its
+        descriptor open); an existing file is only stat'ed (opened at first use)."""
         try:
             return cls(path, os.O_RDWR, budget), os.stat(path).st_size
         except FileNotFoundError:
             fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-            return cls(path, os.O_RDWR, budget, fd), os.fstat(fd).st_size
+            return cls(path, os.O_RDWR, budget, fd), None
 
     def use(self) -> _Pinned:
         return _Pinned(self)

@@ -220,13 +220,14 @@ class FixedEntryIndex(ABC):
                 self.resize(self._entries * self.ENTRY.size)
 
     def flush(self) -> None:
-        """msync the map; once the budget unmapped it, fsync the file if written meanwhile."""
+        """msync the map if an entry was written since the last flush (once the budget
+        unmapped it, fsync the file: its pages stay dirty in the page cache)."""
         with self._lock:
-            if not self.writable:
+            if not self.writable or not self._dirty:
                 return
             if self._map is not None:
                 self._map.flush()
-            elif self._dirty and not self._closed:
+            elif not self._closed:
                 fsync_file(self._path)
             self._dirty = False
 

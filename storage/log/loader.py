@@ -88,6 +88,41 @@ def open_log(
     return log
 
 
+def new_log(
+    directory: Path,
+    config: LogConfig,
+    *,
+    clock: Clock = wall_clock_ms,
+    budget: FileBudget | None = None,
+) -> Log:
+    """The log of a partition directory known new and durable (``creation.py``: metadata,
+    leader-epoch checkpoint and an empty first segment in it): nothing to load or recover, the
+    indexes grown to ``segment.index.bytes`` as at any load."""
+    directory = Path(directory)
+    parsed = parse_partition_dir_name(directory.name)
+    if parsed is None:
+        raise ValueError(f"{directory} is not named <topic>-<partition>")
+    producer_state = ProducerStateManager(
+        directory, producer_id_expiration_ms=config.producer_id_expiration_ms, clock=clock
+    )
+    segment = _new_segment(directory, 0, config, clock, budget)
+    segment.offset_index.resize(config.segment_index_bytes)
+    segment.time_index.resize(config.segment_index_bytes)
+    return Log(
+        directory,
+        *parsed,
+        config,
+        [segment],
+        producer_state,
+        LeaderEpochFileCache(directory / LEADER_EPOCH_CHECKPOINT),
+        log_start_offset=0,
+        recovery_point=0,
+        clock=clock,
+        budget=budget,
+        directory_synced=True,
+    )
+
+
 def _new_segment(
     directory: Path, base: int, config: LogConfig, clock: Clock, budget: FileBudget | None
 ) -> LogSegment:

@@ -69,7 +69,10 @@ class Log:
         recovery_point: int,
         clock: Clock = wall_clock_ms,
         budget: FileBudget | None = None,
+        directory_synced: bool = False,
     ) -> None:
+        """``directory_synced``: every file name in the directory is known durable (a new
+        partition's, ``creation.py``); otherwise the first flush fsyncs the directory."""
         self.directory = Path(directory)
         self.topic = topic
         self.partition = partition
@@ -83,7 +86,7 @@ class Log:
         self.budget = budget  # where its segments' descriptors are counted (None: the process's)
         self.leader_epoch = max(leader_epoch_cache.latest_epoch or 0, 0)
         self.pending_deletions = PendingDeletions()  # ``.deleted`` files awaiting removal
-        self._dir_unsynced = True  # a segment file created since the directory's last fsync
+        self._dir_unsynced = not directory_synced  # a file created since the dir's last fsync
         self._last_flush_ms: int | None = None  # the last full flush (or first look), flush.ms
         self._rules: tuple[LogConfig, AppendRules] | None = None  # see _append_rules
         self._rolled_to: int | None = None  # the newest roll's base, if not flushed yet
@@ -409,9 +412,15 @@ class Log:
             raise
 
     def close(self) -> None:
-        """Clean close: flush, producer snapshot at the end offset, trimmed indexes (§9.4)."""
-        self.flush()
-        self.producer_state.take_snapshot()
+        """Clean close (§9.4): producer snapshot at the end offset, flush (if anything
+        changed since the last: the snapshot's fsync goes with it, as Kafka's, without the
+        directory's; a snapshot lost in a crash costs the next open a replay, nothing more),
+        trimmed indexes."""
+        snapshot = self.producer_state.take_snapshot(sync=False)
+        if snapshot is not None:
+            self._unsynced_snapshots.append(snapshot)
+        if self.needs_flush or self._unsynced_snapshots:
+            self.flush()
         self.leader_epoch_cache.flush()
         for segment in self.segments:
             segment.close()

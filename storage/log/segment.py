@@ -71,8 +71,10 @@ class LogSegment:
         if writable and not read_indexes:
             raise ValueError(f"an empty view of {self._path('.index')} cannot be writable")
         self._budget = (budget or process_budget()) if writable else None
+        created = False
         if self._budget is not None:
-            self._file, self.size = BudgetedFile.writable(self._path(".log"), self._budget)
+            self._file, size = BudgetedFile.writable(self._path(".log"), self._budget)
+            created, self.size = size is None, size or 0
         else:
             self._file = BudgetedFile(self._path(".log"), os.O_RDONLY, None)
             with self._file.use() as fd:
@@ -81,8 +83,8 @@ class LogSegment:
         self._read_indexes = read_indexes  # False: read-only, lookups scan the batches instead
         self._offset_index = LazyIndex(self._path(".index"), self._load_offset_index)
         self._time_index = LazyIndex(self._path(".timeindex"), self._load_time_index)
-        if not writable:  # a reader's indexes are read once, now (no descriptor is kept)
-            self._offset_index.get()
+        if created or not writable:  # a new segment's are created with it; a reader's are
+            self._offset_index.get()  # read once, now (no descriptor is kept)
             self._time_index.get()
         self.txn_index = TransactionIndex(self._path(".txnindex"), base_offset)
         self.created_ms = created_ms if created_ms is not None else int(time.time() * 1000)
