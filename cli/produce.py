@@ -96,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
     with writer_turn(args.log_dir, who="kafkatier produce"), LogDirectory(args.log_dir) as log_dir:
         logs = _partitions(log_dir, args.topic, args.partitions, overrides)
         summary = _append_file(logs, args.input, fmt, args.compression)
-        log_dir.flush()
+    # closing the log dir flushed every partition once, in parallel: the records are durable
     _print_summary(args.topic, summary)
     return 0
 
@@ -117,7 +117,8 @@ def _partitions(
     if count < 1:
         raise ConfigError("--partitions must be at least 1", setting="--partitions", value=count)
     config = log_dir.topic_configs.update(topic, overrides, source="--config")
-    logs = [log_dir.get_or_create(topic, p) for p in range(count)]
+    log_dir.create_partitions(topic, count)
+    logs = [log_dir.logs[(topic, p)] for p in range(count)]
     for log in logs:
         log.config = config
     return logs

@@ -50,6 +50,19 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def write_unseen(path: Path, data: bytes) -> None:
+    """Write and fsync a file no reader can see yet (inside a directory still staged under
+    another name): no temporary file is needed, and the fsync uses the writing descriptor."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def atomic_write(path: Path, data: bytes, *, sync: bool = True) -> None:
     """Replace ``path`` with ``data`` so that readers see the old or the new content, never a mix.
 

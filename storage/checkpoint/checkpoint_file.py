@@ -123,9 +123,13 @@ class CheckpointFile(Generic[T]):
         return entries
 
     def write(self, entries: Iterable[T], *, sync: bool = True) -> None:
+        atomic_write(self.path, self.encode(entries), sync=sync)
+
+    def encode(self, entries: Iterable[T]) -> bytes:
+        """The file's bytes for ``entries``."""
         body = [self._format_entry(entry) for entry in entries]
         lines = [str(self.version), str(len(body)), *body]
-        atomic_write(self.path, "".join(line + "\n" for line in lines).encode("utf-8"), sync=sync)
+        return "".join(line + "\n" for line in lines).encode("utf-8")
 
     def _header_int(self, line: str, number: int) -> int:
         try:

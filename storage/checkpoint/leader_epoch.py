@@ -189,6 +189,10 @@ class LeaderEpochFileCache:
             kept = _truncated_from_start(kept, start_offset)
         return list(_truncated_from_end(kept, end_offset))
 
+    def encode(self) -> bytes:
+        """The checkpoint's bytes for the entries now (what :meth:`flush` would write)."""
+        return self._file.encode(self._entries)
+
     def flush(self, *, sync: bool = True) -> None:
         """Write the checkpoint (atomically) if it changed or does not exist yet."""
         if self._dirty or not self.path.exists():

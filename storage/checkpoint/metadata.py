@@ -112,14 +112,17 @@ class PartitionMetadataFile:
         return self.path.exists()
 
     def write(self, topic_id: str, *, sync: bool = True) -> None:
+        atomic_write(self.path, self.encode(topic_id), sync=sync)
+
+    def encode(self, topic_id: str) -> bytes:
+        """The file's bytes for ``topic_id`` (checked: a Uuid, not the zero one)."""
         try:
             canonical = uuid_to_str(uuid_from_str(topic_id))
         except ValueError as e:
             raise CheckpointError(str(e), file=str(self.path), topic_id=topic_id) from None
         if canonical == ZERO_UUID:
             raise CheckpointError("the zero Uuid is not a topic id", file=str(self.path))
-        text = f"version: {self.VERSION}\ntopic_id: {canonical}"
-        atomic_write(self.path, text.encode("utf-8"), sync=sync)
+        return f"version: {self.VERSION}\ntopic_id: {canonical}".encode()
 
     def read(self) -> str:
         """The topic id; CheckpointError naming the file and line for anything malformed."""

@@ -6,6 +6,12 @@ memory-mapped; opening an existing file trusts every whole slot in it, so an unt
 counts as entries, exactly as Kafka does. Python cannot mmap an empty file, so a zero-length index
 keeps no map at all and reads from an empty buffer. Kafka's search over the entries is
 ``search.py``.
+
+A writable index given a :class:`~kafkatier.storage.file_budget.FileBudget` counts its map as
+one handle: the budget may unmap it while it is idle (its lock free), and the next access maps
+it again; the entries, length and dirty state stay in memory meanwhile. A flush of an index
+written through a map since closed fsyncs the file itself (the pages stay dirty in the page
+cache after an unmap).
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from __future__ import annotations
 import mmap
 import os
 import struct
+import sys
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
@@ -21,7 +28,13 @@ from typing import ClassVar
 
 from kafkatier.storage import wire
 from kafkatier.storage.errors import CorruptIndexError, StorageError
+from kafkatier.storage.file_budget import FileBudget
+from kafkatier.storage.fsutil import fsync_file
 from kafkatier.storage.index.search import largest_lower_bound
+
+# Python 3.13+ can map without keeping a duplicate of the descriptor (the map then has no size()
+# or resize(), which this module never calls).
+_MAP_OPTIONS: dict[str, bool] = {"trackfd": False} if sys.version_info >= (3, 13) else {}
 
 __all__ = ["FixedEntryIndex", "IndexFullError", "InvalidIndexEntryError"]
 
@@ -55,9 +68,11 @@ class FixedEntryIndex(ABC):
         writable: bool = True,
         *,
         empty: bool = False,
+        budget: FileBudget | None = None,
     ) -> None:
         """``empty``: a read-only view that reads as having no entries whatever the file holds
-        (a reader of a segment a writer may still be indexing: lookups scan the batches)."""
+        (a reader of a segment a writer may still be indexing: lookups scan the batches).
+        ``budget``: where a writable index's map is counted (None: kept until closed)."""
         if empty and writable:
             raise ValueError(f"an empty view of {path} cannot be writable")
         self._path = Path(path)
@@ -69,6 +84,11 @@ class FixedEntryIndex(ABC):
         self._snapshot = b""  # a read-only index's bytes, read once (see _map_file)
         self._closed = False
         self._exists = True
+        self._budget = budget if writable else None
+        self._unmapped = False  # the budget took the map: map again at the next access
+        self._registering = False  # this index's own registration must not evict it
+        self._dirty = False  # entries written since the last flush
+        self.referenced = True
         created = False
         if empty:
             self._exists = False
@@ -104,21 +124,62 @@ class FixedEntryIndex(ABC):
         if not self.writable:
             self._snapshot = self._path.read_bytes()
             return
-        with open(self._path, "r+b") as f:
+        with open(self._path, "r+b") as f:  # the map keeps its own duplicate before 3.13
             length = os.fstat(f.fileno()).st_size
-            self._map = mmap.mmap(f.fileno(), length, access=mmap.ACCESS_WRITE) if length else None
+            self._map = (
+                mmap.mmap(f.fileno(), length, access=mmap.ACCESS_WRITE, **_MAP_OPTIONS)
+                if length
+                else None
+            )
+        self._unmapped = False
+        if self._map is not None and self._budget is not None:
+            self._registering = True
+            try:
+                self._budget.opened(self)
+            finally:
+                self._registering = False
 
     def _buffer(self) -> mmap.mmap | bytes:
         if self._closed:
             raise StorageError("index is closed", file=str(self._path))
+        if self._unmapped:
+            self._map_file()
+        self.referenced = True
         return self._map if self._map is not None else self._snapshot
+
+    def _unmap(self) -> None:
+        """Close the map (lock held); the budget stops counting it."""
+        if self._map is not None:
+            self._map.close()
+            self._map = None
+            if self._budget is not None:
+                self._budget.closed(self)
+
+    def release_if_idle(self) -> bool:
+        """The budget's eviction: unmap unless in use (lock held by anyone, or registering);
+        the next access maps the file again."""
+        if self._registering or not self._lock.acquire(blocking=False):
+            return False
+        try:
+            if self._map is None or self._registering:
+                return False
+            try:
+                self._map.close()
+            except BufferError:  # a view into the map is still alive: in use
+                return False
+            self._map = None
+            self._unmapped = True
+        finally:
+            self._lock.release()
+        if self._budget is not None:
+            self._budget.closed(self)
+        return True
 
     def close_handler(self) -> None:
         """Unmap without trimming (Kafka's ``closeHandler``, used before deletion)."""
         with self._lock:
-            if self._map is not None:
-                self._map.close()
-                self._map = None
+            self._unmap()
+            self._unmapped = False
             self._closed = True
 
     def close(self) -> None:
@@ -130,8 +191,9 @@ class FixedEntryIndex(ABC):
             self.close_handler()
 
     def resize(self, new_size: int) -> bool:
-        """Set the file length to ``new_size`` rounded down to whole entries and remap; Kafka uses
-        it to trim on roll/close and to regrow the active segment's indexes on load."""
+        """Set the file length to ``new_size`` rounded down to whole entries (mapped again at the
+        next access); Kafka uses it to trim on roll/close and to regrow the active segment's
+        indexes on load. The valid entries are never cut, so the cached last entry stays."""
         with self._lock:
             size = self.ENTRY.size
             rounded = size * (new_size // size)
@@ -142,15 +204,13 @@ class FixedEntryIndex(ABC):
                 raise ValueError(
                     f"cannot resize {self._path} to {rounded} bytes: {self._entries} entries in use"
                 )
-            self._buffer()  # raises if closed
-            if self._map is not None:
-                self._map.close()
-                self._map = None
+            if self._closed:
+                raise StorageError("index is closed", file=str(self._path))
+            self._unmap()
             os.truncate(self._path, rounded)
-            self._map_file()
+            self._unmapped = True  # mapped again at the next access
             self._length = rounded
             self.max_entries = self._length // size
-            self._entries_changed()
             return True
 
     def trim_to_valid_size(self) -> None:
@@ -160,9 +220,16 @@ class FixedEntryIndex(ABC):
                 self.resize(self._entries * self.ENTRY.size)
 
     def flush(self) -> None:
+        """msync the map if an entry was written since the last flush (once the budget
+        unmapped it, fsync the file: its pages stay dirty in the page cache)."""
         with self._lock:
-            if self._map is not None and self.writable:
+            if not self.writable or not self._dirty:
+                return
+            if self._map is not None:
                 self._map.flush()
+            elif not self._closed:
+                fsync_file(self._path)
+            self._dirty = False
 
     def rename_to(self, path: Path) -> None:
         """Atomically rename the file; the map stays valid (it follows the inode on POSIX)."""
@@ -264,9 +331,11 @@ class FixedEntryIndex(ABC):
 
     def _write(self, fields: tuple[int, int]) -> None:
         """Store an entry in the next free slot (callers ran :meth:`_check_can_append`)."""
-        assert self._map is not None  # a non-full writable index has a non-empty map
-        self.ENTRY.pack_into(self._map, self._entries * self.ENTRY.size, *fields)
+        buffer = self._buffer()
+        assert isinstance(buffer, mmap.mmap)  # a non-full writable index has a non-empty map
+        self.ENTRY.pack_into(buffer, self._entries * self.ENTRY.size, *fields)
         self._entries += 1
+        self._dirty = True
 
     # ------------------------------------------------------------------ search and truncation
 

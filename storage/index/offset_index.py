@@ -7,6 +7,7 @@ from typing import ClassVar
 
 from kafkatier.storage import wire
 from kafkatier.storage.errors import CorruptIndexError
+from kafkatier.storage.file_budget import FileBudget
 from kafkatier.storage.index.base import FixedEntryIndex, InvalidIndexEntryError
 
 DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024  # segment.index.bytes
@@ -36,8 +37,9 @@ class OffsetIndex(FixedEntryIndex):
         writable: bool = True,
         *,
         empty: bool = False,
+        budget: FileBudget | None = None,
     ) -> None:
-        super().__init__(path, base_offset, max_index_size, writable, empty=empty)
+        super().__init__(path, base_offset, max_index_size, writable, empty=empty, budget=budget)
         self._last_offset = self._last_entry()[0]
 
     def _parse(self, slot: int) -> tuple[int, int]:

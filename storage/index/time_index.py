@@ -7,6 +7,7 @@ from typing import ClassVar
 
 from kafkatier.storage import wire
 from kafkatier.storage.errors import CorruptIndexError
+from kafkatier.storage.file_budget import FileBudget
 from kafkatier.storage.index.base import FixedEntryIndex, InvalidIndexEntryError
 from kafkatier.storage.index.offset_index import DEFAULT_MAX_INDEX_SIZE
 
@@ -36,8 +37,9 @@ class TimeIndex(FixedEntryIndex):
         writable: bool = True,
         *,
         empty: bool = False,
+        budget: FileBudget | None = None,
     ) -> None:
-        super().__init__(path, base_offset, max_index_size, writable, empty=empty)
+        super().__init__(path, base_offset, max_index_size, writable, empty=empty, budget=budget)
         self._last = self._last_entry_from_file()
 
     def _parse(self, slot: int) -> tuple[int, int]:

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, ClassVar
+from typing import ClassVar
 
 from kafkatier.storage import wire
 from kafkatier.storage.errors import CorruptIndexError
+from kafkatier.storage.fsutil import fsync_file
 
 ABORTED_TXN_VERSION = 0
 
@@ -67,14 +69,17 @@ class TransactionIndex:
     Not preallocated and created lazily by the first append, so a segment without aborted
     transactions may have no file at all. Entries have strictly increasing ``last_offset``; a
     partial entry at the end of the file is ignored, as Kafka's reader ignores it. Reads go to the
-    file itself (it is small), so a read-only file can be read without a write handle.
+    file itself (it is small), so a read-only file can be read without a write handle. No
+    descriptor is kept between appends (aborted transactions are rare, and a process holding
+    thousands of segments must not hold one per file): each append opens, writes and closes,
+    and :meth:`flush` fsyncs the file if an append came since the last flush.
     """
 
     def __init__(self, path: Path, base_offset: int) -> None:
         self._path = Path(path)
         self.base_offset = base_offset
         self._lock = threading.RLock()
-        self._writer: BinaryIO | None = None
+        self._unsynced = False
         self._last_offset: int | None = None
         self._last_offset_known = False
 
@@ -118,9 +123,9 @@ class TransactionIndex:
                     f"last offset {txn.last_offset} of an aborted transaction is not greater "
                     f"than the index's last offset {last} ({self._path})"
                 )
-            if self._writer is None or self._writer.closed:
-                self._writer = open(self._path, "ab", buffering=0)  # noqa: SIM115 (kept open)
-            self._writer.write(txn.pack())
+            with open(self._path, "ab", buffering=0) as out:
+                out.write(txn.pack())
+            self._unsynced = True
             self._last_offset = txn.last_offset
             self._last_offset_known = True
 
@@ -166,16 +171,15 @@ class TransactionIndex:
             self._last_offset, self._last_offset_known = None, True
 
     def flush(self) -> None:
+        """fsync the file if appended to since the last flush."""
         with self._lock:
-            if self._writer is not None and not self._writer.closed:
-                os.fsync(self._writer.fileno())
+            if self._unsynced:
+                with contextlib.suppress(FileNotFoundError):  # deleted meanwhile: nothing to keep
+                    fsync_file(self._path)
+                self._unsynced = False
 
     def close(self) -> None:
-        """Close the write handle; later appends and reads reopen the file, as Kafka's do."""
-        with self._lock:
-            if self._writer is not None:
-                self._writer.close()
-                self._writer = None
+        """Nothing is held open between appends; kept for the segment's close sequence."""
 
     def rename_to(self, path: Path) -> None:
         with self._lock:

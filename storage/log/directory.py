@@ -12,6 +12,12 @@ Kafka's flush of every file, which moves the recovery points, and :meth:`LogDire
 what a writer needs before it acknowledges: the appended ``.log`` bytes and new file names. Both
 touch only the partitions written since their last flush, in parallel threads (fsync releases the
 GIL, and the filesystem commits concurrent fsyncs together: ``flusher.py``).
+
+Every partition stays open (its offsets, producer state and leader epochs in memory), but the
+descriptors of its segments are counted by one :class:`~kafkatier.storage.file_budget.
+FileBudget` (``log.max.open.files``; by default the process's, half its ``RLIMIT_NOFILE``): a
+log dir of thousands of partitions keeps at most that many files open and mapped, closing the
+least recently used idle ones and reopening them at their next use.
 """
 
 from __future__ import annotations
@@ -35,8 +41,14 @@ from kafkatier.storage.checkpoint.metadata import (
 )
 from kafkatier.storage.config.log_config import LogConfig
 from kafkatier.storage.config.topic_files import TopicConfigStore
+from kafkatier.storage.file_budget import FileBudget, process_budget, resolve_max_open_files
+from kafkatier.storage.log.creation import (
+    commit_staged,
+    complete_interrupted_creations,
+    stage_partition,
+)
 from kafkatier.storage.log.flusher import Flusher
-from kafkatier.storage.log.loader import open_log
+from kafkatier.storage.log.loader import new_log, open_log
 from kafkatier.storage.log.log import Clock, Log, wall_clock_ms
 
 META_PROPERTIES = "meta.properties"
@@ -55,8 +67,16 @@ class LogDirectory:
         *,
         config_for: ConfigResolver | None = None,
         clock: Clock = wall_clock_ms,
+        max_open_files: int | None = None,
     ) -> None:
+        """``max_open_files``: ``log.max.open.files`` for this log dir alone (None or -1: the
+        process's budget, derived from ``RLIMIT_NOFILE``)."""
         self.path = Path(path)
+        self.file_budget = (
+            process_budget()
+            if max_open_files is None or max_open_files == -1
+            else FileBudget(resolve_max_open_files(max_open_files))
+        )
         self.topic_configs = TopicConfigStore(self.path)
         self.config_for: ConfigResolver = config_for or self.topic_configs.get
         self.clock = clock
@@ -68,6 +88,7 @@ class LogDirectory:
         marker = CleanShutdownFile(self.path)
         self.had_clean_shutdown = marker.exists()
         marker.remove()
+        complete_interrupted_creations(self.path)
         self._recovery_points = OffsetCheckpointFile(self.path / RECOVERY_POINT_CHECKPOINT).read()
         self._log_starts = OffsetCheckpointFile(self.path / LOG_START_OFFSET_CHECKPOINT).read()
         self.cleaner_offsets: dict[TopicPartition, int] = OffsetCheckpointFile(
@@ -107,6 +128,7 @@ class LogDirectory:
             log_start_offset=self._log_starts.get(tp, 0),
             clean_shutdown=self.had_clean_shutdown,
             clock=self.clock,
+            budget=self.file_budget,
         )
 
     def __iter__(self) -> Iterator[Log]:
@@ -123,36 +145,44 @@ class LogDirectory:
         return self.logs.get((topic, partition))
 
     def get_or_create(self, topic: str, partition: int) -> Log:
-        """The partition's log; a new one gets ``partition.metadata`` with the topic's id first."""
+        """The partition's log; a new one is created as by :meth:`create_partitions`."""
         tp = (topic, partition)
-        if tp in self.logs:
-            return self.logs[tp]
-        (self.path / partition_dir_name(topic, partition)).mkdir(parents=True, exist_ok=True)
-        self._ensure_partition_metadata(topic, partition)
-        self.logs[tp] = self._open(tp)
+        if tp not in self.logs:
+            self._create(topic, [partition])
         return self.logs[tp]
 
     def create_partitions(self, topic: str, count: int) -> None:
-        """:meth:`get_or_create` for partitions ``0..count-1`` of ``topic``; the missing ones are
-        created in parallel threads (each fsyncs its ``partition.metadata``), with one topic id."""
-        missing = [(topic, p) for p in range(count) if (topic, p) not in self.logs]
-        if not missing:
+        """:meth:`get_or_create` for partitions ``0..count-1`` of ``topic``: the missing ones
+        appear together or not at all (``creation.py``), with the topic's id."""
+        self._create(topic, [p for p in range(count) if (topic, p) not in self.logs])
+
+    def _create(self, topic: str, partitions: list[int]) -> None:
+        """Stage, commit and open new partitions of ``topic``, each step in parallel threads."""
+        if not partitions:
             return
         topic_id = self.topic_id(topic) or new_topic_id()
+        staged: dict[TopicPartition, Path] = {}
+
+        def stage(tp: TopicPartition) -> None:
+            staged[tp] = stage_partition(self.path, tp, topic_id)
+
+        tps = [(topic, p) for p in partitions]
+        self._flusher.run(stage, tps)
+        commit_staged(self.path, {tp: staged[tp] for tp in tps})
         created: dict[TopicPartition, Log] = {}
 
-        def create(tp: TopicPartition) -> None:
-            directory = self.path / partition_dir_name(*tp)
-            directory.mkdir(parents=True, exist_ok=True)
-            metadata = PartitionMetadataFile(directory / PARTITION_METADATA)
-            if not metadata.exists():
-                metadata.write(topic_id)
-            created[tp] = self._open(tp)
+        def open_new(tp: TopicPartition) -> None:
+            created[tp] = new_log(
+                self.path / partition_dir_name(*tp),
+                self.config_for(topic),
+                clock=self.clock,
+                budget=self.file_budget,
+            )
 
         try:
-            self._flusher.run(create, missing)
+            self._flusher.run(open_new, tps)
         finally:  # the ones opened before a failure are open: keep them
-            self.logs.update((tp, created[tp]) for tp in missing if tp in created)
+            self.logs.update((tp, created[tp]) for tp in tps if tp in created)
 
     def _ensure_partition_metadata(self, topic: str, partition: int) -> None:
         metadata = PartitionMetadataFile(

@@ -19,6 +19,7 @@ from kafkatier.storage.checkpoint.leader_epoch import LeaderEpochFileCache
 from kafkatier.storage.checkpoint.metadata import parse_partition_dir_name
 from kafkatier.storage.config.log_config import LogConfig
 from kafkatier.storage.errors import CorruptIndexError, CorruptRecordError, InvalidRecordError
+from kafkatier.storage.file_budget import FileBudget
 from kafkatier.storage.fsutil import fsync_dir
 from kafkatier.storage.index.txn_index import AbortedTxn
 from kafkatier.storage.log.log import Clock, Log, wall_clock_ms
@@ -39,8 +40,10 @@ def open_log(
     log_start_offset: int = 0,
     clean_shutdown: bool = False,
     clock: Clock = wall_clock_ms,
+    budget: FileBudget | None = None,
 ) -> Log:
-    """Open (creating if needed) the partition directory and recover it as a broker would."""
+    """Open (creating if needed) the partition directory and recover it as a broker would;
+    ``budget`` counts its segments' descriptors (None: the process's)."""
     directory = Path(directory)
     parsed = parse_partition_dir_name(directory.name)
     if parsed is None:
@@ -48,13 +51,13 @@ def open_log(
     topic, partition = parsed
     directory.mkdir(parents=True, exist_ok=True)
     complete_interrupted_operations(directory)
-    segments, needs_recovery = load_segments(directory, config, clock)
+    segments, needs_recovery = load_segments(directory, config, clock, budget)
     producer_state = ProducerStateManager(
         directory, producer_id_expiration_ms=config.producer_id_expiration_ms, clock=clock
     )
     cache = LeaderEpochFileCache(directory / LEADER_EPOCH_CHECKPOINT)
     if not segments:
-        segments = [_new_segment(directory, log_start_offset, config, clock)]
+        segments = [_new_segment(directory, log_start_offset, config, clock, budget)]
     log = Log(
         directory,
         topic,
@@ -66,6 +69,7 @@ def open_log(
         log_start_offset=max(log_start_offset, segments[0].base_offset),
         recovery_point=recovery_point,
         clock=clock,
+        budget=budget,
     )
     first_to_recover = _first_to_recover(log, needs_recovery, clean_shutdown)
     if first_to_recover is not None:
@@ -84,13 +88,51 @@ def open_log(
     return log
 
 
-def _new_segment(directory: Path, base: int, config: LogConfig, clock: Clock) -> LogSegment:
+def new_log(
+    directory: Path,
+    config: LogConfig,
+    *,
+    clock: Clock = wall_clock_ms,
+    budget: FileBudget | None = None,
+) -> Log:
+    """The log of a partition directory known new and durable (``creation.py``: metadata,
+    leader-epoch checkpoint and an empty first segment in it): nothing to load or recover, the
+    indexes grown to ``segment.index.bytes`` as at any load."""
+    directory = Path(directory)
+    parsed = parse_partition_dir_name(directory.name)
+    if parsed is None:
+        raise ValueError(f"{directory} is not named <topic>-<partition>")
+    producer_state = ProducerStateManager(
+        directory, producer_id_expiration_ms=config.producer_id_expiration_ms, clock=clock
+    )
+    segment = _new_segment(directory, 0, config, clock, budget)
+    segment.offset_index.resize(config.segment_index_bytes)
+    segment.time_index.resize(config.segment_index_bytes)
+    return Log(
+        directory,
+        *parsed,
+        config,
+        [segment],
+        producer_state,
+        LeaderEpochFileCache(directory / LEADER_EPOCH_CHECKPOINT),
+        log_start_offset=0,
+        recovery_point=0,
+        clock=clock,
+        budget=budget,
+        directory_synced=True,
+    )
+
+
+def _new_segment(
+    directory: Path, base: int, config: LogConfig, clock: Clock, budget: FileBudget | None
+) -> LogSegment:
     return LogSegment(
         directory,
         base,
         index_interval_bytes=config.index_interval_bytes,
         max_index_size=config.segment_index_bytes,
         created_ms=clock(),
+        budget=budget,
     )
 
 
@@ -142,7 +184,7 @@ def _is_segment_file(name: str) -> bool:
 
 
 def load_segments(
-    directory: Path, config: LogConfig, clock: Clock
+    directory: Path, config: LogConfig, clock: Clock, budget: FileBudget | None = None
 ) -> tuple[list[LogSegment], set[int]]:
     """Segments in offset order; orphan index files removed; those lacking an index noted."""
     logs = {wire.offset_from_file_name(p.name) for p in _files_with(directory, ".log")}
@@ -157,7 +199,7 @@ def load_segments(
         if not index.exists():
             needs_recovery.add(base)
         time_index_missing = not (directory / wire.segment_file_name(base, ".timeindex")).exists()
-        segment = _new_segment(directory, base, config, clock)
+        segment = _new_segment(directory, base, config, clock, budget)
         if time_index_missing:  # Kafka's sanityCheck: a recreated time index starts empty
             segment.time_index.resize(0)
         try:

@@ -19,6 +19,7 @@ from kafkatier.storage import wire
 from kafkatier.storage.checkpoint.leader_epoch import LeaderEpochFileCache
 from kafkatier.storage.config.log_config import LogConfig
 from kafkatier.storage.errors import OffsetOutOfRangeError
+from kafkatier.storage.file_budget import FileBudget
 from kafkatier.storage.log.append import (
     AppendTarget,
     LogAppendInfo,
@@ -65,7 +66,11 @@ class Log:
         log_start_offset: int,
         recovery_point: int,
         clock: Clock = wall_clock_ms,
+        budget: FileBudget | None = None,
+        directory_synced: bool = False,
     ) -> None:
+        """``directory_synced``: every file name in the directory is known durable (a new
+        partition's, ``creation.py``); otherwise the first flush fsyncs the directory."""
         self.directory = Path(directory)
         self.topic = topic
         self.partition = partition
@@ -76,9 +81,11 @@ class Log:
         self.log_start_offset = log_start_offset
         self.recovery_point = recovery_point
         self.clock = clock
+        self.budget = budget  # where its segments' descriptors are counted (None: the process's)
         self.leader_epoch = max(leader_epoch_cache.latest_epoch or 0, 0)
         self.pending_deletions = PendingDeletions()  # ``.deleted`` files awaiting removal
         self.durability = Durability()  # what is not fsynced yet
+        self.durability.dir_unsynced = not directory_synced  # a new partition's are durable
         self._rules: tuple[LogConfig, AppendRules] | None = None  # see _append_target
 
     # ------------------------------------------------------------------ offsets
@@ -246,6 +253,7 @@ class Log:
                 suffix=suffix,
                 created_ms=self.clock(),
                 roll_jitter_ms=self.config.random_segment_jitter(),
+                budget=self.budget,
             )
         finally:  # once its files exist: their names are durable after the next flush
             self.durability.segment_created()
@@ -314,9 +322,15 @@ class Log:
         self.durability.flush(self)
 
     def close(self) -> None:
-        """Clean close: flush, producer snapshot at the end offset, trimmed indexes (§9.4)."""
-        self.flush()
-        self.producer_state.take_snapshot()
+        """Clean close (§9.4): producer snapshot at the end offset, flush (if anything
+        changed since the last: the snapshot's fsync goes with it, as Kafka's, without the
+        directory's; a snapshot lost in a crash costs the next open a replay, nothing more),
+        trimmed indexes."""
+        snapshot = self.producer_state.take_snapshot(sync=False)
+        if snapshot is not None:
+            self.durability.unsynced_snapshots.append(snapshot)
+        if self.needs_flush or self.durability.unsynced_snapshots:
+            self.flush()
         self.leader_epoch_cache.flush()
         for segment in self.segments:
             segment.close()

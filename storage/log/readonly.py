@@ -26,6 +26,7 @@ from kafkatier.storage.checkpoint.checkpoint_file import (
 from kafkatier.storage.checkpoint.metadata import parse_partition_dir_name
 from kafkatier.storage.errors import KafkaTierError, StorageError
 from kafkatier.storage.index.txn_index import AbortedTxn
+from kafkatier.storage.log.creation import topics_being_created
 from kafkatier.storage.log.segment import AnyBatch, LogSegment
 from kafkatier.storage.log.tail import Header, LogFile
 from kafkatier.storage.producer.snapshot import SNAPSHOT_SUFFIX
@@ -45,13 +46,16 @@ _SEGMENT_NAME = re.compile(r"\d{20}\.log")
 def discover(
     log_dir: Path, topics: Iterable[str] | None, pattern: str | None
 ) -> list[TopicPartition]:
-    """Live partition directories of the named topics (or of topics matching ``pattern``)."""
+    """Live partition directories of the named topics (or of topics matching ``pattern``);
+    none of a topic whose creation is under way or was interrupted (``creation.py``)."""
     wanted = None if topics is None else set(topics)
     regex = None if pattern is None else re.compile(pattern)
     found: list[TopicPartition] = []
-    for child in Path(log_dir).iterdir() if Path(log_dir).is_dir() else ():
+    children = list(Path(log_dir).iterdir()) if Path(log_dir).is_dir() else []
+    creating = topics_being_created(child.name for child in children)
+    for child in children:
         parsed = parse_partition_dir_name(child.name) if child.is_dir() else None
-        if parsed is None:
+        if parsed is None or parsed[0] in creating:
             continue
         if (wanted is not None and parsed[0] in wanted) or (
             regex is not None and regex.fullmatch(parsed[0])

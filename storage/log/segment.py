@@ -7,6 +7,12 @@ sparsely (a new entry once more than ``index.interval.bytes`` were appended sinc
 that carried it; ``<base>.txnindex`` lists aborted transactions whose ABORT marker is here.
 Names are the 20-digit base offset; ``suffix`` (``.cleaned``, ``.swap``, ``.deleted``) is
 appended after the normal extension during the cleaner's and retention's multi-file protocols.
+A writable segment's descriptors are counted by a :class:`~kafkatier.storage.file_budget.
+FileBudget` (``log.max.open.files``): the ``.log`` is opened at first use and may be closed
+while idle, and the offset and time indexes are opened at first use (Kafka's ``LazyIndex``) and
+may be unmapped while idle; all reopen transparently. A read-only segment (a reader beside the
+writer) keeps its ``.log`` open from construction to close, so a file another process deletes
+meanwhile stays readable, and reads its indexes at construction, as they were then.
 Finding batch boundaries from their headers is ``batch_position.py`` (with :class:`BatchInfo`
 and :class:`BatchPosition`).
 """
@@ -18,9 +24,13 @@ import os
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from kafkatier.storage import wire
 from kafkatier.storage.errors import StorageError
+from kafkatier.storage.file_budget import BudgetedFile, FileBudget, process_budget
+from kafkatier.storage.index.base import FixedEntryIndex
+from kafkatier.storage.index.lazy import LazyIndex
 from kafkatier.storage.index.offset_index import OffsetIndex
 from kafkatier.storage.index.time_index import TimeIndex
 from kafkatier.storage.index.txn_index import AbortedTxn, TransactionIndex
@@ -49,23 +59,33 @@ class LogSegment:
         created_ms: int | None = None,
         roll_jitter_ms: int = 0,
         read_indexes: bool = True,
+        budget: FileBudget | None = None,
     ) -> None:
+        """``budget``: where a writable segment's descriptors are counted (default: the
+        process's, :func:`~kafkatier.storage.file_budget.process_budget`)."""
         self.directory = Path(directory)
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
         self.suffix = suffix
         self.writable = writable
-        self.log_path = self._path(".log")
-        flags = (os.O_RDWR | os.O_CREAT) if writable else os.O_RDONLY
-        self._fd = os.open(self.log_path, flags, 0o644)
-        self.size = os.fstat(self._fd).st_size
-        empty = not read_indexes  # read-only: lookups scan the batches instead
-        self.offset_index = OffsetIndex(
-            self._path(".index"), base_offset, max_index_size, writable=writable, empty=empty
-        )
-        self.time_index = TimeIndex(
-            self._path(".timeindex"), base_offset, max_index_size, writable=writable, empty=empty
-        )
+        if writable and not read_indexes:
+            raise ValueError(f"an empty view of {self._path('.index')} cannot be writable")
+        self._budget = (budget or process_budget()) if writable else None
+        created = False
+        if self._budget is not None:
+            self._file, size = BudgetedFile.writable(self._path(".log"), self._budget)
+            created, self.size = size is None, size or 0
+        else:
+            self._file = BudgetedFile(self._path(".log"), os.O_RDONLY, None)
+            with self._file.use() as fd:
+                self.size = os.fstat(fd).st_size
+        self._max_index_size = max_index_size
+        self._read_indexes = read_indexes  # False: read-only, lookups scan the batches instead
+        self._offset_index = LazyIndex(self._path(".index"), self._load_offset_index)
+        self._time_index = LazyIndex(self._path(".timeindex"), self._load_time_index)
+        if created or not writable:  # a new segment's are created with it; a reader's are
+            self._offset_index.get()  # read once, now (no descriptor is kept)
+            self._time_index.get()
         self.txn_index = TransactionIndex(self._path(".txnindex"), base_offset)
         self.created_ms = created_ms if created_ms is not None else int(time.time() * 1000)
         self.roll_jitter_ms = roll_jitter_ms
@@ -76,6 +96,49 @@ class LogSegment:
 
     def _path(self, ext: str) -> Path:
         return self.directory / wire.segment_file_name(self.base_offset, ext + self.suffix)
+
+    @property
+    def log_path(self) -> Path:
+        return self._file.path
+
+    @log_path.setter
+    def log_path(self, path: Path) -> None:
+        self._file.path = path
+
+    # ----------------------------------------------------------------- indexes, opened lazily
+
+    @property
+    def offset_index(self) -> OffsetIndex:
+        return self._offset_index.get()
+
+    @property
+    def time_index(self) -> TimeIndex:
+        return self._time_index.get()
+
+    def _load_offset_index(self, path: Path) -> OffsetIndex:
+        self._check_index_may_open(path)
+        return OffsetIndex(path, self.base_offset, self._max_index_size, **self._index_options())
+
+    def _load_time_index(self, path: Path) -> TimeIndex:
+        self._check_index_may_open(path)
+        return TimeIndex(path, self.base_offset, self._max_index_size, **self._index_options())
+
+    def _index_options(self) -> dict[str, Any]:
+        return {
+            "writable": self.writable,
+            "empty": not self._read_indexes,
+            "budget": self._budget,
+        }
+
+    def _check_index_may_open(self, path: Path) -> None:
+        """A writable index creates its missing file, which must not resurrect the files of a
+        segment another process removed (the sidecar's local retention)."""
+        if self.writable and not path.exists() and not self.log_path.exists():
+            raise StorageError("segment removed by another process", file=str(self.log_path))
+
+    def loaded_indexes(self) -> list[FixedEntryIndex]:
+        """The offset and time indexes opened so far (none are opened by asking)."""
+        return [i for i in (self._offset_index.loaded, self._time_index.loaded) if i is not None]
 
     def __repr__(self) -> str:
         return f"LogSegment({self.log_path}, size={self.size})"
@@ -109,7 +172,10 @@ class LogSegment:
         one (read back from the file after a reopen, as ``loadFirstBatchTimestamp``), else by
         the clock since this segment object was created."""
         if self.rolling_based_timestamp is None:
-            first = header_at(self._fd, 0, self.size, str(self.log_path)) if self.size else None
+            first = None
+            if self.size:
+                with self._file.use() as fd:
+                    first = header_at(fd, 0, self.size, str(self.log_path))
             if first is not None:
                 batch = next(self.batches(0, end=first.size), None)
                 self.rolling_based_timestamp = None if batch is None else batch.max_timestamp
@@ -142,7 +208,8 @@ class LogSegment:
             self.rolling_based_timestamp = max(b.max_timestamp for b in batches)
         start = self.size
         try:
-            written = os.pwrite(self._fd, data, start)
+            with self._file.use() as fd:
+                written = os.pwrite(fd, data, start)
         finally:  # after the write: an fsync racing it in another thread cannot clear the mark
             self._unsynced = True
         if written != len(data):
@@ -171,12 +238,14 @@ class LogSegment:
     # ----------------------------------------------------------------- reads
 
     def read_bytes(self, position: int, size: int) -> bytes:
-        return os.pread(self._fd, size, position)
+        with self._file.use() as fd:
+            return os.pread(fd, size, position)
 
     def scan_headers(self, position: int = 0) -> Iterator[BatchPosition]:
         """Batch boundaries from ``position`` on, reading only headers (no CRC check)."""
         while position < self.size:  # read per step: the segment may grow meanwhile
-            found = header_at(self._fd, position, self.size, str(self.log_path))
+            with self._file.use() as fd:
+                found = header_at(fd, position, self.size, str(self.log_path))
             if found is None:
                 return
             yield found
@@ -197,7 +266,8 @@ class LogSegment:
             return
         # The map is left to the garbage collector: yielded batches are views into it, and
         # closing it while a caller still holds one would raise (or fault).
-        view = mmap.mmap(self._fd, stop, access=mmap.ACCESS_READ)
+        with self._file.use() as fd:  # the map keeps its own descriptor
+            view = mmap.mmap(fd, stop, access=mmap.ACCESS_READ)
         yield from iter_batches(memoryview(view), position, stop, file=str(self.log_path))
 
     def read_next_offset(self) -> int:
@@ -241,14 +311,14 @@ class LogSegment:
 
     def flush(self) -> None:
         self._sync_log()
-        self.offset_index.flush()
-        self.time_index.flush()
+        self._offset_index.flush()
+        self._time_index.flush()
         self.txn_index.flush()
 
     def _sync_log(self) -> None:
         self._unsynced = False  # before the fsync: a write racing it marks the file again
         try:
-            os.fsync(self._fd)
+            self._file.fsync()
         except BaseException:
             self._unsynced = True
             raise
@@ -272,7 +342,8 @@ class LogSegment:
         if found is None:
             return 0
         removed = self.size - found.position
-        os.ftruncate(self._fd, found.position)
+        with self._file.use() as fd:
+            os.ftruncate(fd, found.position)
         self._unsynced = True
         self.size = found.position
         self._max_ts = None
@@ -291,35 +362,33 @@ class LogSegment:
         return best
 
     def truncate_bytes(self, valid_bytes: int) -> None:
-        os.ftruncate(self._fd, valid_bytes)
+        with self._file.use() as fd:
+            os.ftruncate(fd, valid_bytes)
         self._unsynced = True
         self.size = valid_bytes
 
     def close(self) -> None:
-        """Final time-index entry, trimmed indexes, file closed (Kafka's ``LogSegment.close``)."""
-        if self.writable and self.max_timestamp >= 0:
-            ts, offset = self.max_timestamp_and_offset
-            self.time_index.maybe_append(ts, offset, skip_full_check=True)
-        if self.writable:
-            self.offset_index.trim_to_valid_size()
-            self.time_index.trim_to_valid_size()
+        """Final time-index entry, trimmed indexes, file closed (Kafka's ``LogSegment.close``):
+        the entry only if this process tracked the segment's max timestamp (else the time
+        index's last entry is that max already), and only opened indexes are trimmed."""
+        if self.writable and self._max_ts is not None and self._max_ts[0] >= 0:
+            self.time_index.maybe_append(*self._max_ts, skip_full_check=True)
         self.close_handlers()
 
     def close_handlers(self) -> None:
-        self.offset_index.close()
-        self.time_index.close()
+        """Close the opened indexes (a writable one is trimmed first) and the ``.log``."""
+        self._offset_index.close()
+        self._time_index.close()
         self.txn_index.close()
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        self._file.close()
 
     def change_suffix(self, new_suffix: str) -> None:
         """Rename all four files from the current suffix to ``new_suffix`` (Kafka's
         ``changeFileSuffixes``), ``.log`` last so a crash leaves the segment recognisable."""
         old_paths = {ext: self._path(ext) for ext in SUFFIXES}
         self.suffix = new_suffix
-        self.offset_index.rename_to(self._path(".index"))
-        self.time_index.rename_to(self._path(".timeindex"))
+        self._offset_index.rename_to(self._path(".index"))
+        self._time_index.rename_to(self._path(".timeindex"))
         self.txn_index.rename_to(self._path(".txnindex"))
         os.replace(old_paths[".log"], self._path(".log"))
         self.log_path = self._path(".log")
@@ -327,8 +396,8 @@ class LogSegment:
     def delete(self) -> None:
         """Close and remove every file of this segment (missing files are fine)."""
         self.close_handlers()
-        self.offset_index.delete()
-        self.time_index.delete()
+        self._offset_index.delete()
+        self._time_index.delete()
         self.txn_index.delete()
         self.log_path.unlink(missing_ok=True)
 

@@ -505,7 +505,8 @@ def install_crash_point(spec: str) -> None:
 
         def torn(self: LogSegment, data: Any, batches: Any) -> None:
             if count[0] + 1 >= int(n):
-                os.pwrite(self._fd, bytes(data)[: len(data) // 2], self.size)
+                with self._file.use() as fd:
+                    os.pwrite(fd, bytes(data)[: len(data) // 2], self.size)
                 hit()
             count[0] += 1
             original(self, data, batches)

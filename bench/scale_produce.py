@@ -1,0 +1,149 @@
+"""Benchmark: what each partition costs ``kafkatier produce``, new topic and existing topic.
+
+    python bench/scale_produce.py [--partitions 8,64,256,1024,4096] [--records 100000]
+        [--rounds 1] [--kafkatier PATH[,PATH...]] [--max-open-files N]
+
+One input file of ``--records`` records (16-byte keys, 100-byte values, as ``bench/scale.py``'s
+``rows()``), written once as Parquet. For each partition count N and each round, a fresh log dir,
+then two whole processes, timed from start to exit as a user sees them (interpreter start-up,
+imports, reading the file, writing, flushing, closing)::
+
+    kafkatier produce DIR --topic scale --input in.parquet --partitions N --compression lz4
+
+the first creating the topic ("new"), the second appending the same records to it
+("existing"). With several ``--kafkatier`` executables (e.g. another checkout's venv, to compare
+before and after a change), each round runs each of them in turn, in an order rotated from
+round to round, so all see the same machine (it is shared and noisy: compare the columns of one
+run, not runs). ``--max-open-files`` runs every process under that ``RLIMIT_NOFILE``.
+Printed: the command, then per N the median time of each side and its ratio to the same side at
+the smallest N.
+
+From a driver: ``run(partitions=[8, 1024], records=100_000)`` returns one dict per N and
+executable (``partitions``, ``kafkatier``, ``new_s``, ``existing_s``, the per-round lists).
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from scale import rows
+
+TOPIC = "scale"
+DEFAULT_KAFKATIER = str(Path(sys.executable).with_name("kafkatier"))
+
+
+def produce_command(kafkatier: str, log_dir: Path, source: Path, partitions: int) -> list[str]:
+    return [kafkatier, "produce", str(log_dir), "--topic", TOPIC, "--input", str(source),
+            "--partitions", str(partitions), "--compression", "lz4"]  # fmt: skip
+
+
+def timed_process(command: list[str], max_open_files: int | None) -> float:
+    """Wall time of ``command`` from spawn to exit; raises with its stderr if it fails."""
+
+    def limit() -> None:
+        if max_open_files is not None:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (max_open_files, max_open_files))
+
+    began = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True, preexec_fn=limit)
+    elapsed = time.perf_counter() - began
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} exited {done.returncode}: {done.stderr[-2000:]}")
+    return elapsed
+
+
+def one_round(kafkatier: str, root: Path, source: Path, n: int,
+              max_open_files: int | None) -> tuple[float, float]:  # fmt: skip
+    """(new topic, existing topic) seconds of one fresh log dir."""
+    log_dir = root / f"logs-{n}"
+    shutil.rmtree(log_dir, ignore_errors=True)
+    command = produce_command(kafkatier, log_dir, source, n)
+    new = timed_process(command, max_open_files)
+    existing = timed_process(command, max_open_files)
+    shutil.rmtree(log_dir)
+    return new, existing
+
+
+def run(
+    partitions: Sequence[int] = (8, 64, 256, 1024, 4096),
+    records: int = 100_000,
+    rounds: int = 1,
+    kafkatiers: Sequence[str] = (DEFAULT_KAFKATIER,),
+    max_open_files: int | None = None,
+    root: Path | None = None,
+) -> list[dict[str, Any]]:
+    """One dict per partition count and executable, with the median and per-round times."""
+    work = Path(tempfile.mkdtemp(prefix="kafkatier-produce-", dir=root))
+    try:
+        source = work / "in.parquet"
+        pq.write_table(rows(records), source)
+        for kafkatier in kafkatiers:  # untimed: compiles and caches the numba kernels
+            one_round(kafkatier, work, source, min(partitions), max_open_files)
+        results = []
+        for n in partitions:
+            times: dict[str, list[tuple[float, float]]] = {k: [] for k in kafkatiers}
+            for r in range(rounds):
+                turn = r % len(kafkatiers)
+                order = [*kafkatiers[turn:], *kafkatiers[:turn]]
+                for kafkatier in order:
+                    times[kafkatier].append(one_round(kafkatier, work, source, n, max_open_files))
+            for kafkatier, pairs in times.items():
+                results.append({
+                    "partitions": n, "kafkatier": kafkatier, "records": records,
+                    "new_s": statistics.median(p[0] for p in pairs),
+                    "existing_s": statistics.median(p[1] for p in pairs),
+                    "new_rounds": [p[0] for p in pairs], "existing_rounds": [p[1] for p in pairs],
+                })  # fmt: skip
+        return results
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def print_table(results: list[dict[str, Any]]) -> None:
+    first: dict[str, dict[str, Any]] = {}
+    print(f"{'parts':>6}  {'new topic':>18}  {'existing topic':>18}  kafkatier")
+    for row in results:
+        base = first.setdefault(row["kafkatier"], row)
+        new, existing = row["new_s"], row["existing_s"]
+        print(f"{row['partitions']:>6}  {new:7.2f} s ({new / base['new_s']:5.2f}x)"
+              f"  {existing:7.2f} s ({existing / base['existing_s']:5.2f}x)"
+              f"  {row['kafkatier']}", flush=True)  # fmt: skip
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--partitions", default="8,64,256,1024,4096")
+    parser.add_argument("--records", type=int, default=100_000)
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--kafkatier", default=DEFAULT_KAFKATIER,
+                        help="comma-separated executables, compared side by side")  # fmt: skip
+    parser.add_argument("--max-open-files", type=int, help="RLIMIT_NOFILE of every process")
+    args = parser.parse_args(argv)
+    counts = [int(x) for x in args.partitions.split(",")]
+    kafkatiers = args.kafkatier.split(",")
+    extra = f" --max-open-files {args.max_open_files}" if args.max_open_files else ""
+    print(f"command: python bench/scale_produce.py --partitions {args.partitions} --records "
+          f"{args.records} --rounds {args.rounds} --kafkatier {args.kafkatier}{extra}")  # fmt: skip
+    each = " ".join(produce_command("kafkatier", Path("DIR"), Path("in.parquet"), 0))
+    print(f"each: {each.replace('--partitions 0', '--partitions N')}  (new topic, then again)")
+    results = run(counts, args.records, args.rounds, kafkatiers, args.max_open_files)
+    print_table(results)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

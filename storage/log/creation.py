@@ -1,0 +1,137 @@
+"""Creating a topic's partitions: all of them or none, at the cost of the files they need.
+
+A partition directory is born as ``<topic>-<partition>.<topic id>-delete`` (Kafka's name for a
+directory it is deleting, which every reader here ignores and a broker finishing a deletion
+removes) holding what a new partition needs before its first append: ``partition.metadata``
+(the topic id), ``leader-epoch-checkpoint`` (epoch 0 from offset 0, as a broker writes when it
+becomes the leader of a new partition, so the first append has no checkpoint to write) and the
+empty first segment (``.log``, and ``.index``/``.timeindex`` of length 0, as a closed empty
+segment has them). The two checkpoint files and each directory are fsynced in parallel threads
+(the filesystem commits them together), then the log dir once, and only then are the
+directories renamed to their live names (the log dir fsynced once more). So a partition costs
+its files and three fsyncs, and its :class:`Log` needs no recovery and no loading: it is known
+empty, and its directory durable.
+
+The first rename commits the creation. After a crash, the next :class:`LogDirectory` open runs
+:func:`complete_interrupted_creations`: staged directories of a topic id that some live
+partition already carries are renamed in (the creation had committed), the others are removed
+(it had not). Readers listing partitions skip a topic with staged directories
+(:func:`topics_being_created`), so a crash never shows part of a new topic.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Final
+
+from kafkatier.storage.checkpoint.leader_epoch import LEADER_EPOCH_CHECKPOINT, LeaderEpochFileCache
+from kafkatier.storage.checkpoint.metadata import (
+    PARTITION_METADATA_FILE,
+    PartitionMetadataFile,
+    parse_partition_dir_name,
+    partition_dir_name,
+    uuid_from_str,
+)
+from kafkatier.storage.errors import StorageError
+from kafkatier.storage.fsutil import fsync_dir, write_unseen
+from kafkatier.storage.wire import segment_file_name
+
+STAGED_SUFFIX: Final = "-delete"
+_TOPIC_ID_LENGTH: Final = 22  # Kafka's own -delete directories carry a 32-character hex id
+_CREATE_EMPTY: Final = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+TopicPartition = tuple[str, int]
+
+
+def staged_dir_name(topic: str, partition: int, topic_id: str) -> str:
+    return f"{partition_dir_name(topic, partition)}.{topic_id}{STAGED_SUFFIX}"
+
+
+def parse_staged_dir_name(name: str) -> tuple[str, int, str] | None:
+    """(topic, partition, topic id) of a staged partition directory; None for anything else
+    (Kafka's own ``-delete`` directories included)."""
+    if not name.endswith(STAGED_SUFFIX):
+        return None
+    live, dot, topic_id = name[: -len(STAGED_SUFFIX)].rpartition(".")
+    parsed = parse_partition_dir_name(live) if dot else None
+    if parsed is None or len(topic_id) != _TOPIC_ID_LENGTH:
+        return None
+    try:
+        uuid_from_str(topic_id)
+    except ValueError:
+        return None
+    return parsed[0], parsed[1], topic_id
+
+
+def stage_partition(log_dir: Path, tp: TopicPartition, topic_id: str) -> Path:
+    """The staged directory of ``tp`` with its files, all durable; returns its path."""
+    staged = log_dir / staged_dir_name(*tp, topic_id)
+    staged.mkdir(exist_ok=True)
+    for ext in (".log", ".index", ".timeindex"):
+        os.close(os.open(staged / segment_file_name(0, ext), _CREATE_EMPTY, 0o644))
+    metadata = PartitionMetadataFile(staged / PARTITION_METADATA_FILE)
+    write_unseen(metadata.path, metadata.encode(topic_id))
+    epochs = LeaderEpochFileCache(staged / LEADER_EPOCH_CHECKPOINT)
+    epochs.assign(0, 0)
+    write_unseen(epochs.path, epochs.encode())
+    fsync_dir(staged)
+    return staged
+
+
+def commit_staged(log_dir: Path, staged: dict[TopicPartition, Path]) -> None:
+    """Make the staged directories' names durable, rename them live, make that durable."""
+    fsync_dir(log_dir)
+    for tp, path in staged.items():
+        path.rename(log_dir / partition_dir_name(*tp))
+    fsync_dir(log_dir)
+
+
+def complete_interrupted_creations(log_dir: Path) -> None:
+    """Finish (some partition already live) or undo (none) every creation a crash interrupted."""
+    groups: dict[tuple[str, str], dict[int, Path]] = {}
+    for child in log_dir.iterdir():
+        parsed = parse_staged_dir_name(child.name)
+        if parsed is not None and child.is_dir():
+            topic, partition, topic_id = parsed
+            groups.setdefault((topic, topic_id), {})[partition] = child
+    renamed = False
+    for (topic, topic_id), staged in groups.items():
+        if _carries_topic_id(log_dir, topic, topic_id):
+            for partition, path in staged.items():
+                live = log_dir / partition_dir_name(topic, partition)
+                if live.exists():
+                    shutil.rmtree(path)
+                else:
+                    path.rename(live)
+                    renamed = True
+        else:
+            for path in staged.values():
+                shutil.rmtree(path)
+    if renamed:
+        fsync_dir(log_dir)
+
+
+def _carries_topic_id(log_dir: Path, topic: str, topic_id: str) -> bool:
+    """Whether a live partition directory of ``topic`` holds ``topic_id``."""
+    for child in log_dir.iterdir():
+        parsed = parse_partition_dir_name(child.name)
+        if parsed is None or parsed[0] != topic:
+            continue
+        try:
+            if PartitionMetadataFile(child / PARTITION_METADATA_FILE).read() == topic_id:
+                return True
+        except (OSError, StorageError):
+            continue
+    return False
+
+
+def topics_being_created(names: Iterable[str]) -> set[str]:
+    """The topics with a staged partition directory among ``names`` (a log dir's listing)."""
+    found = set()
+    for name in names:
+        parsed = parse_staged_dir_name(name)
+        if parsed is not None:
+            found.add(parsed[0])
+    return found
