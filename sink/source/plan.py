@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from kafkatier.sink.source.options import EARLIEST, LATEST, OffsetSpec, SourceOptions
@@ -38,6 +39,10 @@ from kafkatier.storage.log.readonly import (
 from kafkatier.tiering.store.object_store import ObjectStore
 
 Offsets = dict[TopicPartition, int]
+SURVEY_THREADS = 8
+"""Partitions surveyed at a time. Each waits on I/O: a few small files (from disk when the page
+cache is cold: 1,024 partitions took 2 s one by one) and, for a tiered topic, its manifest;
+threads overlap the waits, and cost little when the files are cached (the GIL takes turns)."""
 
 
 def topic_partitions(opts: SourceOptions, *, listing_max_age_s: float = 0) -> list[TopicPartition]:
@@ -68,18 +73,22 @@ def _store(opts: SourceOptions) -> ObjectStore:
 def survey(
     opts: SourceOptions, tps: Iterable[TopicPartition]
 ) -> dict[TopicPartition, PartitionBounds]:
-    """Bounds of each partition, read from its files (and remote manifest) now."""
+    """Bounds of each partition, read from its files (and remote manifest) now,
+    ``SURVEY_THREADS`` partitions at a time."""
     hints = checkpointed_log_starts(Path(opts.path))
-    if opts.remote is None:
-        return {tp: _bounds(opts, tp, hints.get(tp, 0)) for tp in tps}
-    found: dict[TopicPartition, PartitionBounds] = {}
-    for tp in tps:
+
+    def one(tp: TopicPartition) -> PartitionBounds:
+        if opts.remote is None:
+            return _bounds(opts, tp, hints.get(tp, 0))
         local = None
         if (Path(opts.path) / partition_dir_name(*tp)).is_dir():
             local = _bounds(opts, tp, hints.get(tp, 0))
         remote = remote_reader(opts.remote, _store(opts), opts.path, tp, opts.chunk_bytes)
-        found[tp] = joined_bounds(local, remote)
-    return found
+        return joined_bounds(local, remote)
+
+    wanted = list(tps)
+    with ThreadPoolExecutor(max(min(SURVEY_THREADS, len(wanted)), 1)) as pool:
+        return dict(zip(wanted, pool.map(one, wanted), strict=True))
 
 
 def _bounds(opts: SourceOptions, tp: TopicPartition, hint: int) -> PartitionBounds:

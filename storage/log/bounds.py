@@ -25,7 +25,7 @@ from kafkatier.storage.errors import CorruptSnapshotError
 from kafkatier.storage.index.txn_index import AbortedTxn
 from kafkatier.storage.log.readonly import ReadOnlyPartition
 from kafkatier.storage.log.tail import Header
-from kafkatier.storage.producer.snapshot import read_snapshot, snapshot_path
+from kafkatier.storage.producer.snapshot import SNAPSHOT_SUFFIX, decode_snapshot
 from kafkatier.storage.record.batch import RecordBatch
 from kafkatier.storage.wire import (
     ATTR_CONTROL,
@@ -110,8 +110,10 @@ def _snapshot_state(part: ReadOnlyPartition, end: int) -> tuple[int, dict[int, i
     snapshot within the log, else (log start, nothing open)."""
     usable = [o for o in part.snapshots if part.log_start_offset <= o <= end]
     for offset in reversed(usable):
+        path = part.file(offset, SNAPSHOT_SUFFIX)
         try:
-            entries = read_snapshot(snapshot_path(part.directory, offset))
+            with open(path, "rb") as src:
+                entries = decode_snapshot(src.read(), file=path)
         except (FileNotFoundError, IsADirectoryError, CorruptSnapshotError):
             continue  # deleted by the writer meanwhile, or torn: an older one will do
         ongoing = {

@@ -124,7 +124,7 @@ class ReadOnlyPartition:
         sizes = []
         for base in self.bases:
             try:
-                sizes.append(os.stat(self._file(base, ".log")).st_size)
+                sizes.append(os.stat(self.file(base, ".log")).st_size)
             except FileNotFoundError:
                 sizes.append(0)
         return sizes
@@ -161,9 +161,10 @@ class ReadOnlyPartition:
     def last_log(self) -> LogFile:
         """The last segment's ``.log`` alone, for its batch headers (``tail.py``: no index
         opened, a small file read at once)."""
-        return LogFile(self._file(self.bases[-1], ".log"))
+        return LogFile(self.file(self.bases[-1], ".log"))
 
-    def _file(self, base: int, suffix: str) -> str:
+    def file(self, base: int, suffix: str) -> str:
+        """The path of ``<base><suffix>`` in the partition's directory (``.log``, ``.snapshot``)."""
         return os.path.join(self.directory, segment_file_name(base, suffix))
 
     def offset_for_timestamp(self, timestamp: int) -> int | None:

@@ -125,7 +125,8 @@ def collect_status(
     manifests = ManifestStore(store)
     keys = local_partitions(list(config.log_dirs))
     starts = {d: checkpointed_log_starts(d) for d in {k[0] for k in keys}}
-    tiered = {(d, t): TopicConfigStore(d).get(t).remote_storage_enable for d, t, _ in keys}
+    topics = {(d, t) for d, t, _ in keys}
+    tiered = {(d, t): TopicConfigStore(d).get(t).remote_storage_enable for d, t in topics}
 
     def local(key: tuple[Path, str, int]) -> PartitionStatus:
         log_dir, topic, partition = key
