@@ -51,8 +51,8 @@ def produce_command(kafkatier: str, log_dir: Path, source: Path, partitions: int
             "--partitions", str(partitions), "--compression", "lz4"]  # fmt: skip
 
 
-def timed_process(command: list[str], max_open_files: int | None) -> float:
-    """Wall time of ``command`` from spawn to exit; raises with its stderr if it fails."""
+def timed_process(command: list[str], max_open_files: int | None) -> float | None:
+    """Wall time of ``command`` from spawn to exit; None (its error printed) if it fails."""
 
     def limit() -> None:
         if max_open_files is not None:
@@ -62,19 +62,21 @@ def timed_process(command: list[str], max_open_files: int | None) -> float:
     done = subprocess.run(command, capture_output=True, text=True, preexec_fn=limit)
     elapsed = time.perf_counter() - began
     if done.returncode != 0:
-        raise RuntimeError(f"{' '.join(command)} exited {done.returncode}: {done.stderr[-2000:]}")
+        last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
+        print(f"  failed, exit {done.returncode}: {' '.join(command)}: {last}", flush=True)
+        return None
     return elapsed
 
 
 def one_round(kafkatier: str, root: Path, source: Path, n: int,
-              max_open_files: int | None) -> tuple[float, float]:  # fmt: skip
-    """(new topic, existing topic) seconds of one fresh log dir."""
+              max_open_files: int | None) -> tuple[float | None, float | None]:  # fmt: skip
+    """(new topic, existing topic) seconds of one fresh log dir (None: failed)."""
     log_dir = root / f"logs-{n}"
     shutil.rmtree(log_dir, ignore_errors=True)
     command = produce_command(kafkatier, log_dir, source, n)
     new = timed_process(command, max_open_files)
-    existing = timed_process(command, max_open_files)
-    shutil.rmtree(log_dir)
+    existing = timed_process(command, max_open_files) if new is not None else None
+    shutil.rmtree(log_dir, ignore_errors=True)
     return new, existing
 
 
@@ -95,7 +97,7 @@ def run(
             one_round(kafkatier, work, source, min(partitions), max_open_files)
         results = []
         for n in partitions:
-            times: dict[str, list[tuple[float, float]]] = {k: [] for k in kafkatiers}
+            times: dict[str, list[tuple[float | None, float | None]]] = {k: [] for k in kafkatiers}
             for r in range(rounds):
                 turn = r % len(kafkatiers)
                 order = [*kafkatiers[turn:], *kafkatiers[:turn]]
@@ -104,8 +106,8 @@ def run(
             for kafkatier, pairs in times.items():
                 results.append({
                     "partitions": n, "kafkatier": kafkatier, "records": records,
-                    "new_s": statistics.median(p[0] for p in pairs),
-                    "existing_s": statistics.median(p[1] for p in pairs),
+                    "new_s": _median([p[0] for p in pairs]),
+                    "existing_s": _median([p[1] for p in pairs]),
                     "new_rounds": [p[0] for p in pairs], "existing_rounds": [p[1] for p in pairs],
                 })  # fmt: skip
         return results
@@ -113,15 +115,27 @@ def run(
         shutil.rmtree(work, ignore_errors=True)
 
 
+def _median(values: list[float | None]) -> float | None:
+    """The median, None if any round failed."""
+    return None if None in values else statistics.median(v for v in values if v is not None)
+
+
+def _cell(value: float | None, base: float | None) -> str:
+    if value is None:
+        return f"{'failed':>18}"
+    ratio = f"{value / base:5.2f}x" if base else "   - "
+    return f"{value:7.2f} s ({ratio})"
+
+
 def print_table(results: list[dict[str, Any]]) -> None:
+    """Times, and their ratio to the same executable's at the first (smallest) count."""
     first: dict[str, dict[str, Any]] = {}
     print(f"{'parts':>6}  {'new topic':>18}  {'existing topic':>18}  kafkatier")
     for row in results:
         base = first.setdefault(row["kafkatier"], row)
-        new, existing = row["new_s"], row["existing_s"]
-        print(f"{row['partitions']:>6}  {new:7.2f} s ({new / base['new_s']:5.2f}x)"
-              f"  {existing:7.2f} s ({existing / base['existing_s']:5.2f}x)"
-              f"  {row['kafkatier']}", flush=True)  # fmt: skip
+        print(f"{row['partitions']:>6}  {_cell(row['new_s'], base['new_s'])}"
+              f"  {_cell(row['existing_s'], base['existing_s'])}  {row['kafkatier']}",
+              flush=True)  # fmt: skip
 
 
 def main(argv: Sequence[str] | None = None) -> int:

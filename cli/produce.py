@@ -58,6 +58,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="codec of the written batches (default: the topic's compression.type)",
     )
     parser.add_argument(
+        "--max-open-files",
+        type=int,
+        metavar="N",
+        help="log.max.open.files: files the log dir keeps open or mapped at once, the least "
+        "recently used closed beyond it (default -1: half of ulimit -n)",
+    )
+    parser.add_argument(
         "--config",
         action="append",
         default=[],
@@ -93,7 +100,10 @@ def run(args: argparse.Namespace) -> int:
         return 2
     fmt = detect_format(args.input, args.format)
     overrides = parse_overrides(args.config, source="--config")
-    with writer_turn(args.log_dir, who="kafkatier produce"), LogDirectory(args.log_dir) as log_dir:
+    with (
+        writer_turn(args.log_dir, who="kafkatier produce"),
+        LogDirectory(args.log_dir, max_open_files=args.max_open_files) as log_dir,
+    ):
         logs = _partitions(log_dir, args.topic, args.partitions, overrides)
         summary = _append_file(logs, args.input, fmt, args.compression)
     # closing the log dir flushed every partition once, in parallel: the records are durable

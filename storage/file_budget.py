@@ -32,6 +32,8 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Final, Protocol
 
+from kafkatier.storage.errors import ConfigError
+
 LOG_MAX_OPEN_FILES: Final = "log.max.open.files"
 MIN_OPEN_FILES: Final = 16
 _UNBOUNDED_SOFT_LIMIT: Final = 1 << 20
@@ -57,12 +59,16 @@ def default_max_open_files() -> int:
 
 
 def resolve_max_open_files(value: int | None) -> int:
-    """``log.max.open.files`` as given (None or -1: derived from the limit); ValueError names
-    the setting for anything below :data:`MIN_OPEN_FILES`."""
+    """``log.max.open.files`` as given (None or -1: derived from the limit); a ConfigError
+    naming the setting for anything below :data:`MIN_OPEN_FILES`."""
     if value is None or value == -1:
         return default_max_open_files()
     if value < MIN_OPEN_FILES:
-        raise ValueError(f"{LOG_MAX_OPEN_FILES}={value}: must be -1 or at least {MIN_OPEN_FILES}")
+        raise ConfigError(
+            f"must be -1 (half the open-file limit) or at least {MIN_OPEN_FILES}",
+            setting=LOG_MAX_OPEN_FILES,
+            value=value,
+        )
     return value
 
 

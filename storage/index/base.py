@@ -35,6 +35,10 @@ from kafkatier.storage.index.search import largest_lower_bound
 # Python 3.13+ can map without keeping a duplicate of the descriptor (the map then has no size()
 # or resize(), which this module never calls).
 _MAP_OPTIONS: dict[str, bool] = {"trackfd": False} if sys.version_info >= (3, 13) else {}
+# Lookups binary-search and appends touch one page: no read-ahead. Without this, the first write
+# to a page of a preallocated (sparse) index faults in and zero-fills a whole read-ahead window
+# (Python's struct.pack_into clears its bytes first), which cost milliseconds per new index.
+_RANDOM_ACCESS: int | None = getattr(mmap, "MADV_RANDOM", None)
 
 __all__ = ["FixedEntryIndex", "IndexFullError", "InvalidIndexEntryError"]
 
@@ -131,6 +135,8 @@ class FixedEntryIndex(ABC):
                 if length
                 else None
             )
+        if self._map is not None and _RANDOM_ACCESS is not None:
+            self._map.madvise(_RANDOM_ACCESS)
         self._unmapped = False
         if self._map is not None and self._budget is not None:
             self._registering = True

@@ -30,6 +30,7 @@ from kafkatier.storage.record.batch import RecordBatch
 
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 INDEX_SUFFIXES = (".index", ".timeindex", ".txnindex")
+_INTERRUPTED = (".deleted", ".cleaned", ".swap")
 
 
 def open_log(
@@ -141,7 +142,10 @@ def _files_with(directory: Path, suffix: str) -> list[Path]:
 
 
 def complete_interrupted_operations(directory: Path) -> None:
-    """§9.3 steps 1-2: drop ``.deleted``/``.cleaned`` files, finish ``.swap`` replacements."""
+    """§9.3 steps 1-2: drop ``.deleted``/``.cleaned`` files, finish ``.swap`` replacements
+    (one listing when there are none, as almost always)."""
+    if not any(name.endswith(_INTERRUPTED) for name in os.listdir(directory)):
+        return
     for path in _files_with(directory, ".deleted"):
         path.unlink(missing_ok=True)
     cleaned = _files_with(directory, ".cleaned")
@@ -187,18 +191,17 @@ def load_segments(
     directory: Path, config: LogConfig, clock: Clock, budget: FileBudget | None = None
 ) -> tuple[list[LogSegment], set[int]]:
     """Segments in offset order; orphan index files removed; those lacking an index noted."""
-    logs = {wire.offset_from_file_name(p.name) for p in _files_with(directory, ".log")}
+    names = set(os.listdir(directory))
+    logs = {wire.offset_from_file_name(n) for n in names if n.endswith(".log")}
     needs_recovery: set[int] = set()
-    for suffix in INDEX_SUFFIXES:
-        for path in _files_with(directory, suffix):
-            if wire.offset_from_file_name(path.name) not in logs:
-                path.unlink()
+    for name in sorted(n for n in names if n.endswith(INDEX_SUFFIXES)):
+        if wire.offset_from_file_name(name) not in logs:
+            (directory / name).unlink()
     segments = []
     for base in sorted(logs):
-        index = directory / wire.segment_file_name(base, ".index")
-        if not index.exists():
+        if wire.segment_file_name(base, ".index") not in names:
             needs_recovery.add(base)
-        time_index_missing = not (directory / wire.segment_file_name(base, ".timeindex")).exists()
+        time_index_missing = wire.segment_file_name(base, ".timeindex") not in names
         segment = _new_segment(directory, base, config, clock, budget)
         if time_index_missing:  # Kafka's sanityCheck: a recreated time index starts empty
             segment.time_index.resize(0)

@@ -9,8 +9,8 @@ Names are the 20-digit base offset; ``suffix`` (``.cleaned``, ``.swap``, ``.dele
 appended after the normal extension during the cleaner's and retention's multi-file protocols.
 A writable segment's descriptors are counted by a :class:`~kafkatier.storage.file_budget.
 FileBudget` (``log.max.open.files``): the ``.log`` is opened at first use and may be closed
-while idle, and the offset and time indexes are opened at first use (Kafka's ``LazyIndex``) and
-may be unmapped while idle; all reopen transparently. A read-only segment (a reader beside the
+while idle, and the offset and time indexes are opened at first use (``segment_indexes.py``,
+Kafka's ``LazyIndex``) and may be unmapped while idle; all reopen transparently. A read-only segment (a reader beside the
 writer) keeps its ``.log`` open from construction to close, so a file another process deletes
 meanwhile stays readable, and reads its indexes at construction, as they were then.
 Finding batch boundaries from their headers is ``batch_position.py`` (with :class:`BatchInfo`
@@ -24,17 +24,15 @@ import os
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
 
 from kafkatier.storage import wire
 from kafkatier.storage.errors import StorageError
 from kafkatier.storage.file_budget import BudgetedFile, FileBudget, process_budget
-from kafkatier.storage.index.base import FixedEntryIndex
-from kafkatier.storage.index.lazy import LazyIndex
 from kafkatier.storage.index.offset_index import OffsetIndex
 from kafkatier.storage.index.time_index import TimeIndex
 from kafkatier.storage.index.txn_index import AbortedTxn, TransactionIndex
 from kafkatier.storage.log.batch_position import BatchInfo, BatchPosition, header_at
+from kafkatier.storage.log.segment_indexes import SegmentIndexes
 from kafkatier.storage.record.batch import RecordBatch
 from kafkatier.storage.record.legacy import LegacyBatch
 from kafkatier.storage.record.records import iter_batches
@@ -68,8 +66,6 @@ class LogSegment:
         self.index_interval_bytes = index_interval_bytes
         self.suffix = suffix
         self.writable = writable
-        if writable and not read_indexes:
-            raise ValueError(f"an empty view of {self._path('.index')} cannot be writable")
         self._budget = (budget or process_budget()) if writable else None
         created = False
         if self._budget is not None:
@@ -79,13 +75,16 @@ class LogSegment:
             self._file = BudgetedFile(self._path(".log"), os.O_RDONLY, None)
             with self._file.use() as fd:
                 self.size = os.fstat(fd).st_size
-        self._max_index_size = max_index_size
-        self._read_indexes = read_indexes  # False: read-only, lookups scan the batches instead
-        self._offset_index = LazyIndex(self._path(".index"), self._load_offset_index)
-        self._time_index = LazyIndex(self._path(".timeindex"), self._load_time_index)
-        if created or not writable:  # a new segment's are created with it; a reader's are
-            self._offset_index.get()  # read once, now (no descriptor is kept)
-            self._time_index.get()
+        self._indexes = SegmentIndexes(
+            self._path,
+            base_offset,
+            max_index_size,
+            writable=writable,
+            read_indexes=read_indexes,  # False: read-only, lookups scan the batches instead
+            budget=self._budget,
+        )
+        if created or not writable:
+            self._indexes.open_now()
         self.txn_index = TransactionIndex(self._path(".txnindex"), base_offset)
         self.created_ms = created_ms if created_ms is not None else int(time.time() * 1000)
         self.roll_jitter_ms = roll_jitter_ms
@@ -105,40 +104,13 @@ class LogSegment:
     def log_path(self, path: Path) -> None:
         self._file.path = path
 
-    # ----------------------------------------------------------------- indexes, opened lazily
-
     @property
     def offset_index(self) -> OffsetIndex:
-        return self._offset_index.get()
+        return self._indexes.offset.get()
 
     @property
     def time_index(self) -> TimeIndex:
-        return self._time_index.get()
-
-    def _load_offset_index(self, path: Path) -> OffsetIndex:
-        self._check_index_may_open(path)
-        return OffsetIndex(path, self.base_offset, self._max_index_size, **self._index_options())
-
-    def _load_time_index(self, path: Path) -> TimeIndex:
-        self._check_index_may_open(path)
-        return TimeIndex(path, self.base_offset, self._max_index_size, **self._index_options())
-
-    def _index_options(self) -> dict[str, Any]:
-        return {
-            "writable": self.writable,
-            "empty": not self._read_indexes,
-            "budget": self._budget,
-        }
-
-    def _check_index_may_open(self, path: Path) -> None:
-        """A writable index creates its missing file, which must not resurrect the files of a
-        segment another process removed (the sidecar's local retention)."""
-        if self.writable and not path.exists() and not self.log_path.exists():
-            raise StorageError("segment removed by another process", file=str(self.log_path))
-
-    def loaded_indexes(self) -> list[FixedEntryIndex]:
-        """The offset and time indexes opened so far (none are opened by asking)."""
-        return [i for i in (self._offset_index.loaded, self._time_index.loaded) if i is not None]
+        return self._indexes.time.get()
 
     def __repr__(self) -> str:
         return f"LogSegment({self.log_path}, size={self.size})"
@@ -311,8 +283,7 @@ class LogSegment:
 
     def flush(self) -> None:
         self._sync_log()
-        self._offset_index.flush()
-        self._time_index.flush()
+        self._indexes.flush()
         self.txn_index.flush()
 
     def _sync_log(self) -> None:
@@ -377,8 +348,7 @@ class LogSegment:
 
     def close_handlers(self) -> None:
         """Close the opened indexes (a writable one is trimmed first) and the ``.log``."""
-        self._offset_index.close()
-        self._time_index.close()
+        self._indexes.close()
         self.txn_index.close()
         self._file.close()
 
@@ -387,8 +357,7 @@ class LogSegment:
         ``changeFileSuffixes``), ``.log`` last so a crash leaves the segment recognisable."""
         old_paths = {ext: self._path(ext) for ext in SUFFIXES}
         self.suffix = new_suffix
-        self._offset_index.rename_to(self._path(".index"))
-        self._time_index.rename_to(self._path(".timeindex"))
+        self._indexes.rename()
         self.txn_index.rename_to(self._path(".txnindex"))
         os.replace(old_paths[".log"], self._path(".log"))
         self.log_path = self._path(".log")
@@ -396,8 +365,7 @@ class LogSegment:
     def delete(self) -> None:
         """Close and remove every file of this segment (missing files are fine)."""
         self.close_handlers()
-        self._offset_index.delete()
-        self._time_index.delete()
+        self._indexes.delete()
         self.txn_index.delete()
         self.log_path.unlink(missing_ok=True)
 

@@ -178,15 +178,19 @@ class SnapshotFile:
 
 
 def list_snapshot_files(directory: Path) -> list[SnapshotFile]:
-    """Every regular ``*.snapshot`` file in ``directory`` whose name parses, by offset."""
+    """Every regular ``*.snapshot`` file in ``directory`` whose name parses, by offset (one
+    listing, file types from it: this runs for every partition a log dir opens)."""
     directory = Path(directory)
-    if not directory.is_dir():
+    try:
+        entries = list(os.scandir(directory))
+    except (FileNotFoundError, NotADirectoryError):
         return []
     found = []
-    for child in directory.iterdir():
-        if child.name.endswith(SNAPSHOT_SUFFIX) and child.is_file():
+    for entry in entries:
+        if entry.name.endswith(SNAPSHOT_SUFFIX) and entry.is_file():
             try:
-                found.append(SnapshotFile(child))
+                offset = offset_from_file_name(entry.name)
             except ValueError:
                 continue  # not a Kafka snapshot name (e.g. "notes.snapshot"); never ours to touch
+            found.append(SnapshotFile(directory / entry.name, offset))
     return sorted(found, key=lambda snapshot: snapshot.offset)

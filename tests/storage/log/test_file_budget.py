@@ -16,6 +16,7 @@ from crash_writer import check_partition
 from fd_probe import open_descriptors
 
 from kafkatier.storage.config.log_config import LogConfig
+from kafkatier.storage.errors import ConfigError
 from kafkatier.storage.file_budget import (
     MIN_OPEN_FILES,
     BudgetedFile,
@@ -205,7 +206,7 @@ def test_pins_hold_across_threads(tmp_path: Path) -> None:
 def test_the_setting_is_checked_and_derived_from_the_limit() -> None:
     assert resolve_max_open_files(None) == resolve_max_open_files(-1) == default_max_open_files()
     assert resolve_max_open_files(64) == 64
-    with pytest.raises(ValueError, match=r"log\.max\.open\.files=3"):
+    with pytest.raises(ConfigError, match=r"setting=log\.max\.open\.files, value=3"):
         resolve_max_open_files(3)
     script = (
         "import resource; resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256)); "
@@ -213,3 +214,44 @@ def test_the_setting_is_checked_and_derived_from_the_limit() -> None:
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "128"
+
+
+LOW_LIMIT_WRITER = """
+import resource, sys
+resource.setrlimit(resource.RLIMIT_NOFILE, ({limit}, {limit}))
+from pathlib import Path
+from fd_probe import open_descriptors
+from kafkatier.storage.log.directory import LogDirectory
+from kafkatier.storage.record.builder import build_batch
+from kafkatier.storage.record.record import Record
+root, count, peak = Path(sys.argv[1]), {count}, 0
+def batch(i):
+    return build_batch([Record(0, 1_700_000_000_000 + i, None, bytes([i]) * 5000)])
+with LogDirectory(root) as log_dir:
+    log_dir.create_partitions("t", count)
+    for i in range(2):  # the second batch of each partition writes an index entry
+        for log in log_dir:
+            log.append(batch(i))
+            peak = max(peak, open_descriptors())
+    log_dir.flush()
+with LogDirectory(root) as log_dir:
+    assert sorted(log.log_end_offset for log in log_dir) == [2] * count
+    for log in log_dir:
+        assert log.segments[0].translate_offset(1).position > 0
+        log.append(batch(2))
+        peak = max(peak, open_descriptors())
+print(peak)
+"""
+
+
+def test_more_partitions_than_the_process_may_open_files(tmp_path: Path) -> None:
+    """A log dir of 512 partitions (three descriptors each when open) in a process limited to
+    64 descriptors: written, flushed, closed, reopened and written again (the suite's cheap
+    stand-in for 4,096 partitions under 256, which bench/scale_produce.py runs)."""
+    script = LOW_LIMIT_WRITER.format(limit=64, count=512)
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True,
+                          text=True, cwd=Path(__file__).parents[1], timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert int(done.stdout) < 64
+    with LogDirectory(tmp_path) as log_dir:
+        assert sorted(log.log_end_offset for log in log_dir) == [3] * 512

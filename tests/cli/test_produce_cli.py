@@ -1,0 +1,58 @@
+"""``kafkatier produce`` into more partitions than the process may open files, new topic then
+existing topic: every record lands where Kafka's partitioner puts it, all durable, none lost."""
+
+from __future__ import annotations
+
+import resource
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from kafkatier.storage.log.directory import LogDirectory
+from kafkatier.storage.log.reader import iter_records
+from kafkatier.storage.partitioner import assign_partitions
+
+KAFKATIER = Path(sys.executable).with_name("kafkatier")
+PARTITIONS, RECORDS, LIMIT = 256, 1024, 48
+
+
+def limited() -> None:
+    resource.setrlimit(resource.RLIMIT_NOFILE, (LIMIT, LIMIT))
+
+
+def test_produce_to_more_partitions_than_open_files(tmp_path: Path) -> None:
+    keys = [f"user-{i}".encode() for i in range(RECORDS)]
+    source = tmp_path / "in.parquet"
+    pq.write_table(pa.table({"key": keys, "value": [b"v" * 100] * RECORDS}), source)
+    command = [str(KAFKATIER), "produce", str(tmp_path / "logs"), "--topic", "t", "--input",
+               str(source), "--compression", "lz4"]  # fmt: skip
+    for extra in (["--partitions", str(PARTITIONS)], ["--max-open-files", "16"]):  # new, then
+        done = subprocess.run(command + extra, capture_output=True, text=True,
+                              preexec_fn=limited, timeout=300)  # fmt: skip
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert done.stdout.startswith(f"produced {RECORDS} records to t\n")
+    expected = assign_partitions(pa.array(keys), PARTITIONS).tolist()
+    with LogDirectory(tmp_path / "logs") as log_dir:
+        assert len(log_dir.logs) == PARTITIONS
+        found = {
+            record.key: p for (_t, p), log in log_dir.logs.items() for record in iter_records(log)
+        }
+        counts = [log_dir.logs[("t", p)].log_end_offset for p in range(PARTITIONS)]
+    assert found == dict(zip(keys, expected, strict=True))
+    assert counts == [2 * expected.count(p) for p in range(PARTITIONS)]
+
+
+def test_a_bad_budget_is_one_line_naming_the_setting(tmp_path: Path) -> None:
+    source = tmp_path / "in.parquet"
+    pq.write_table(pa.table({"value": [b"v"]}), source)
+    done = subprocess.run([str(KAFKATIER), "produce", str(tmp_path / "logs"), "--topic", "t",
+                           "--input", str(source), "--max-open-files", "3"],
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr == (
+        "kafkatier produce: error: must be -1 (half the open-file limit) or at least 16 "
+        "(setting=log.max.open.files, value=3)\n"
+    )
