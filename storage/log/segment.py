@@ -233,20 +233,26 @@ class LogSegment:
         segment just opened: the process that wrote it may have died before its fsync)."""
         return self._unsynced
 
-    def flush_data(self) -> None:
+    def flush_data(self, *, covered: bool = False) -> None:
         """fsync the ``.log`` file if it changed since its last fsync; the indexes are left
-        to :meth:`flush` (the loader rebuilds them from the ``.log`` above the recovery point)."""
+        to :meth:`flush` (the loader rebuilds them from the ``.log`` above the recovery point).
+        ``covered``: a syncfs of the filesystem, begun after every write so far, made them
+        durable; only the mark is cleared."""
         if self._unsynced:
-            self._sync_log()
+            self._sync_log(covered)
 
-    def flush(self) -> None:
-        self._sync_log()
-        self.offset_index.flush()
-        self.time_index.flush()
-        self.txn_index.flush()
+    def flush(self, *, covered: bool = False) -> None:
+        """fsync the ``.log`` file and its indexes (``covered``: as :meth:`flush_data`)."""
+        self._sync_log(covered)
+        if not covered:
+            self.offset_index.flush()
+            self.time_index.flush()
+            self.txn_index.flush()
 
-    def _sync_log(self) -> None:
+    def _sync_log(self, covered: bool) -> None:
         self._unsynced = False  # before the fsync: a write racing it marks the file again
+        if covered:
+            return
         try:
             os.fsync(self._fd)
         except BaseException:
