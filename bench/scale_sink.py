@@ -16,9 +16,11 @@ local[2] streaming query. For each row count and each partition count N, in one 
   the sink's flush, which may sync the whole filesystem, does not pay for Parquet's pages.
 
 One untimed batch of each writer runs first (JIT, the encoder jar, Python workers). Printed: the
-command, per row count and N the first batch, the warm batch median (and best), Parquet's median
-in the same rounds and the ratio of the two medians; then, per row count, the warm median at the
-largest N over the smallest (the issue's goal: 1,024 within 1.5x of 8).
+command, per row count and N the first batch, the warm batch median (and best) of wall time and
+of the CPU seconds of the whole process tree (driver, JVM, Python workers: on a shared machine
+less noisy than wall time), Parquet's median in the same rounds and the ratio of the two wall
+medians; then, per row count, the warm medians at the largest N over the smallest (the issue's
+goal: 1,024 within 1.5x of 8).
 
 ``run()`` returns the figures as dicts, for a driver that runs several benchmarks in one session.
 """
@@ -39,6 +41,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
+from _process import tree_cpu_seconds
 from scale import rows as scale_rows
 from spark_settings import spark_builder
 
@@ -49,10 +52,11 @@ DEFAULT_PARTITIONS = (8, 64, 256, 1024)
 DEFAULT_ROWS = (5_000, 200_000)
 
 
-def timed(action: Callable[[], None]) -> float:
-    began = time.perf_counter()
+def timed(action: Callable[[], None]) -> tuple[float, float]:
+    """Wall and process-tree CPU seconds of ``action``."""
+    cpu, began = tree_cpu_seconds(), time.perf_counter()
     action()
-    return time.perf_counter() - began
+    return time.perf_counter() - began, tree_cpu_seconds() - cpu
 
 
 def sync_tree(root: Path) -> None:
@@ -95,10 +99,10 @@ def measure(spark_df: Any, work: Path, partitions: int, repeat: int, warmup: int
             encoder: str) -> dict[str, Any]:  # fmt: skip
     """The first batch, then ``repeat`` warm batches beside Parquet writes (module docstring)."""
     run = SinkRun(work / f"sink-{partitions}", partitions, encoder)
-    sink_times: list[float] = []
-    parquet_times: list[float] = []
+    sink_times: list[tuple[float, float]] = []
+    parquet_times: list[tuple[float, float]] = []
     try:
-        first = timed(lambda: run.write(spark_df))
+        first = timed(lambda: run.write(spark_df))[0]
         for _ in range(warmup):
             run.write(spark_df)
         for i in range(repeat):
@@ -115,14 +119,16 @@ def measure(spark_df: Any, work: Path, partitions: int, repeat: int, warmup: int
             shutil.rmtree(target, ignore_errors=True)
     finally:
         run.close()
+    walls = [wall for wall, _ in sink_times]
     return {
         "partitions": partitions,
         "first_s": first,
-        "warm_median_s": statistics.median(sink_times),
-        "warm_best_s": min(sink_times),
-        "parquet_median_s": statistics.median(parquet_times),
-        "warm_runs_s": sink_times,
-        "parquet_runs_s": parquet_times,
+        "warm_median_s": statistics.median(walls),
+        "warm_best_s": min(walls),
+        "warm_cpu_median_s": statistics.median(cpu for _, cpu in sink_times),
+        "parquet_median_s": statistics.median(wall for wall, _ in parquet_times),
+        "warm_runs_s": walls,
+        "parquet_runs_s": [wall for wall, _ in parquet_times],
     }
 
 
@@ -175,13 +181,14 @@ def warm_up(df: Any, work: Path, partitions: int, encoder: str) -> None:
 
 
 HEADER = (f"{'rows':>8} {'parts':>6} {'first batch':>12} {'warm median (best)':>20} "
-          f"{'parquet median':>15} {'sink/parquet':>13}")  # fmt: skip
+          f"{'warm CPU':>9} {'parquet median':>15} {'sink/parquet':>13}")  # fmt: skip
 
 
 def row_line(r: dict[str, Any]) -> str:
     ratio = r["warm_median_s"] / r["parquet_median_s"]
     return (f"{r['rows']:>8} {r['partitions']:>6} {r['first_s']:>10.3f} s "
             f"{r['warm_median_s']:>9.3f} s ({r['warm_best_s']:.3f}) "
+            f"{r['warm_cpu_median_s']:>7.2f} s "
             f"{r['parquet_median_s']:>13.3f} s {ratio:>13.2f}")  # fmt: skip
 
 
@@ -195,7 +202,8 @@ def scaling_lines(results: list[dict[str, Any]]) -> list[str]:
             continue
         lines.append(
             f"{count} rows: warm batch at {high['partitions']} partitions / at "
-            f"{low['partitions']}: {high['warm_median_s'] / low['warm_median_s']:.2f}x "
+            f"{low['partitions']}: {high['warm_median_s'] / low['warm_median_s']:.2f}x wall, "
+            f"{high['warm_cpu_median_s'] / low['warm_cpu_median_s']:.2f}x CPU "
             f"(first batch {high['first_s'] / low['first_s']:.2f}x)"
         )
     return lines

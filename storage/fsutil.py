@@ -1,4 +1,5 @@
-"""Crash-safe file replacement, as Kafka does it for every checkpoint and metadata file.
+"""Crash-safe file replacement, as Kafka does it for every checkpoint and metadata file, and
+the system calls that make files durable.
 
 Kafka never rewrites a checkpoint in place: it writes ``<file>.tmp``, fsyncs it, renames it over
 the target (``Utils.atomicMoveWithFallback``) and fsyncs the parent directory so the rename itself
@@ -9,7 +10,11 @@ stray ``.tmp`` that the next write overwrites.
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import functools
 import os
+import re
+import sys
 from pathlib import Path
 from typing import Final
 
@@ -95,3 +100,48 @@ def delete_if_exists(path: Path, *, sync: bool = True) -> bool:
     if sync:
         fsync_dir(path.parent)
     return True
+
+
+SYNCFS_FILESYSTEMS: Final = {0xEF53: "ext4", 0x58465342: "xfs", 0x9123683E: "btrfs"}
+"""``statfs`` magic numbers of the filesystems whose ``syncfs`` is trusted (:func:`syncfs_trusted`);
+0xEF53 is also ext2/ext3, which Linux mounts with the ext4 driver."""
+SYNCFS_MIN_KERNEL: Final = (5, 8)
+"""The first Linux whose ``syncfs`` reports writeback errors (before, it always returned 0)."""
+
+
+def syncfs(fd: int) -> None:
+    """``syncfs(2)``: write back everything cached for the filesystem holding ``fd`` (file data,
+    pages written through shared mappings, metadata, directories), wait for it and flush the
+    device's cache; ``OSError`` when it fails."""
+    if _libc().syncfs(fd) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, f"syncfs: {os.strerror(code)}")
+
+
+def syncfs_trusted(path: Path) -> bool:
+    """Whether one :func:`syncfs` of the filesystem holding ``path`` is as strong as an fsync of
+    every file written there: Linux 5.8 or later (which reports a writeback error of any file to
+    every descriptor that was open on the filesystem when it happened, as fsync reports one of
+    its file) on ext4, XFS or btrfs, whose ``sync_fs`` commits the journal (or transaction) and
+    flushes the device as their fsync does. Network and FUSE filesystems, overlayfs and other
+    systems: no."""
+    if not sys.platform.startswith("linux") or _kernel() < SYNCFS_MIN_KERNEL:
+        return False
+    try:
+        libc = _libc()
+        found = ctypes.create_string_buffer(256)  # struct statfs: 120 bytes on 64-bit Linux
+        if not hasattr(libc, "syncfs") or libc.statfs(os.fsencode(path), found) != 0:
+            return False
+    except OSError:
+        return False
+    return ctypes.c_long.from_buffer(found).value in SYNCFS_FILESYSTEMS  # f_type comes first
+
+
+def _kernel() -> tuple[int, int]:
+    found = re.match(r"(\d+)\.(\d+)", os.uname().release)
+    return (int(found[1]), int(found[2])) if found else (0, 0)
+
+
+@functools.cache
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)

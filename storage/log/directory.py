@@ -7,11 +7,11 @@ whose mere existence marks a clean shutdown. As a broker does, opening a log dir
 marker first, so a crash while it is open makes the next open recover every partition from its
 recovery point; closing it flushes everything, writes the checkpoints and the marker last.
 
-Durability between opens has two levels (see ``Log.flush_data``): :meth:`LogDirectory.flush`,
+Durability between opens has two levels (see ``durability.py``): :meth:`LogDirectory.flush`,
 Kafka's flush of every file, which moves the recovery points, and :meth:`LogDirectory.flush_data`,
 what a writer needs before it acknowledges: the appended ``.log`` bytes and new file names. Both
-touch only the partitions written since their last flush, in parallel threads (fsync releases the
-GIL, and the filesystem commits concurrent fsyncs together: ``flusher.py``).
+touch only the partitions written since their last flush: in parallel threads, or for many
+partitions with one syncfs of the filesystem where that is as strong (``flusher.py``).
 
 Every partition stays open (its offsets, producer state and leader epochs in memory), but the
 descriptors of its segments are counted by one :class:`~kafkatier.storage.file_budget.
@@ -47,7 +47,7 @@ from kafkatier.storage.log.creation import (
     complete_interrupted_creations,
     stage_partition,
 )
-from kafkatier.storage.log.flusher import Flusher
+from kafkatier.storage.log.flusher import SYNCFS_MIN_LOGS, FileSystemSync, Flusher
 from kafkatier.storage.log.loader import new_log, open_log
 from kafkatier.storage.log.log import Clock, Log, wall_clock_ms
 
@@ -84,6 +84,7 @@ class LogDirectory:
         self._flusher = Flusher()
         self._checkpointed: Checkpoints | None = None  # what this object last wrote
         self.path.mkdir(parents=True, exist_ok=True)
+        self._filesystem = FileSystemSync(self.path)  # before any file is opened: see its doc
         self._ensure_meta_properties()
         marker = CleanShutdownFile(self.path)
         self.had_clean_shutdown = marker.exists()
@@ -244,15 +245,23 @@ class LogDirectory:
     def flush(self) -> None:
         """Durably persist every partition changed since its last flush (``Log.flush``: indexes
         too, recovery points move), then the checkpoints that describe them."""
-        self._flusher.run(Log.flush, [log for log in self.logs.values() if log.needs_flush])
+        self._sync(Log.flush, [log for log in self.logs.values() if log.needs_flush])
         self.checkpoint()
 
     def flush_data(self) -> None:
         """Make every append durable (``Log.flush_data``, for the partitions with unsynced data),
         then the checkpoints if a recovery point moved (a segment rolled since the last write)."""
-        logs = [log for log in self.logs.values() if log.has_unflushed_data]
-        self._flusher.run(Log.flush_data, logs)
+        self._sync(Log.flush_data, [log for log in self.logs.values() if log.has_unflushed_data])
         self.checkpoint_if_changed()
+
+    def _sync(self, flush: Callable[..., None], logs: list[Log]) -> None:
+        """``flush`` of each log: after one syncfs when there are many (it covers every write so
+        far: this object's caller writes in this thread only), else fsyncs in the threads."""
+        if len(logs) >= SYNCFS_MIN_LOGS and self._filesystem.sync():
+            for log in logs:
+                flush(log, covered=True)
+        else:
+            self._flusher.run(flush, logs)
 
     def close(self) -> None:
         """Clean shutdown: logs closed, checkpoints written, then the clean-shutdown marker."""
@@ -260,6 +269,7 @@ class LogDirectory:
             self._flusher.run(Log.close, list(self.logs.values()))
         finally:
             self._flusher.stop()
+            self._filesystem.close()
         self.checkpoint()
         CleanShutdownFile(self.path).mark()
         self.logs.clear()
@@ -272,6 +282,7 @@ class LogDirectory:
             self.close()
             return
         self._flusher.stop()
+        self._filesystem.close()
         for log in self.logs.values():  # no marker: the next open recovers from the checkpoints
             for segment in log.segments:
                 segment.close_handlers()

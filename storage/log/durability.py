@@ -16,7 +16,9 @@ and rebuilds the indexes, the producer state (from the newest intact snapshot at
 point) and the leader epochs. A roll snapshot lost before its fsync is therefore harmless too.
 
 A flag is cleared before its fsync and set again if the fsync fails, so a write racing a flush
-in another thread is never marked durable by it.
+in another thread is never marked durable by it. ``covered=True`` tells both flushes that the
+caller has just synced the whole filesystem (``syncfs``, begun after every write of this log:
+``LogDirectory``): they move the same marks and recovery point, and call nothing.
 """
 
 from __future__ import annotations
@@ -76,41 +78,41 @@ class Durability:
         """Whether :meth:`flush` has anything to do."""
         return log.recovery_point < log.log_end_offset or self.has_unflushed_data(log)
 
-    def flush_data(self, log: FlushedLog) -> None:
+    def flush_data(self, log: FlushedLog, *, covered: bool = False) -> None:
         """The appends durable (module docstring)."""
         if self._full_flush_due(log):
-            self.flush(log)
+            self.flush(log, covered=covered)
             return
         if self.rolled_to is not None:
-            self._flush_rolled(log, self.rolled_to)
+            self._flush_rolled(log, self.rolled_to, covered)
         for segment in log.segments_from(log.recovery_point):
-            segment.flush_data()
+            segment.flush_data(covered=covered)
         if self.dir_unsynced:
-            self._sync_dir(log)
+            self._sync_dir(log, covered)
 
-    def flush(self, log: FlushedLog) -> None:
+    def flush(self, log: FlushedLog, *, covered: bool = False) -> None:
         """Everything durable; the recovery point becomes the log end (module docstring)."""
         end = log.log_end_offset
         segments = log.segments_from(log.recovery_point)
         for segment in segments:
-            segment.flush()
-        self._sync_snapshots()
+            segment.flush(covered=covered)
+        self._sync_snapshots(covered)
         if self.dir_unsynced or any(s.base_offset >= log.recovery_point for s in segments):
-            self._sync_dir(log)
+            self._sync_dir(log, covered)
         log.recovery_point = end
         self.rolled_to = None
         if log.config.flush_ms < LONG_MAX:
             self.last_flush_ms = log.clock()
 
-    def _flush_rolled(self, log: FlushedLog, upto: int) -> None:
+    def _flush_rolled(self, log: FlushedLog, upto: int, covered: bool) -> None:
         """Kafka's flush at roll: every segment below ``upto`` with its indexes, the roll
         snapshots, the directory; then the recovery point moves to ``upto``."""
         for segment in log.segments_from(log.recovery_point):
             if segment.base_offset >= upto:
                 break
-            segment.flush()
-        self._sync_snapshots()
-        self._sync_dir(log)
+            segment.flush(covered=covered)
+        self._sync_snapshots(covered)
+        self._sync_dir(log, covered)
         log.recovery_point = max(log.recovery_point, upto)
         self.rolled_to = None
 
@@ -126,16 +128,19 @@ class Durability:
             self.last_flush_ms = now
         return now - self.last_flush_ms >= cfg.flush_ms
 
-    def _sync_snapshots(self) -> None:
+    def _sync_snapshots(self, covered: bool) -> None:
         """fsync the roll snapshots (a later roll or retention may have removed some: those
         need nothing)."""
         while self.unsynced_snapshots:
-            with contextlib.suppress(FileNotFoundError):
-                fsync_file(self.unsynced_snapshots[0])
+            if not covered:
+                with contextlib.suppress(FileNotFoundError):
+                    fsync_file(self.unsynced_snapshots[0])
             self.unsynced_snapshots.pop(0)
 
-    def _sync_dir(self, log: FlushedLog) -> None:
+    def _sync_dir(self, log: FlushedLog, covered: bool) -> None:
         self.dir_unsynced = False
+        if covered:
+            return
         try:
             fsync_dir(log.directory)
         except BaseException:

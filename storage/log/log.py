@@ -311,15 +311,15 @@ class Log:
         files not yet fsynced)."""
         return self.durability.needs_flush(self)
 
-    def flush_data(self) -> None:
+    def flush_data(self, *, covered: bool = False) -> None:
         """Make every append durable, not the indexes; the recovery point moves only to a roll
-        since the last flush (``Durability.flush_data``)."""
-        self.durability.flush_data(self)
+        since the last flush (``Durability.flush_data``; ``covered``: after a syncfs)."""
+        self.durability.flush_data(self, covered=covered)
 
-    def flush(self) -> None:
+    def flush(self, *, covered: bool = False) -> None:
         """fsync everything above the recovery point (segments, indexes, roll snapshots, the
         directory when it holds new names); the recovery point becomes the end."""
-        self.durability.flush(self)
+        self.durability.flush(self, covered=covered)
 
     def close(self) -> None:
         """Clean close (§9.4): producer snapshot at the end offset, flush (if anything

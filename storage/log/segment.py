@@ -10,8 +10,9 @@ appended after the normal extension during the cleaner's and retention's multi-f
 A writable segment's descriptors are counted by a :class:`~kafkatier.storage.file_budget.
 FileBudget` (``log.max.open.files``): the ``.log`` is opened at first use and may be closed
 while idle, and the offset and time indexes are opened at first use (``segment_indexes.py``,
-Kafka's ``LazyIndex``) and may be unmapped while idle; all reopen transparently. A read-only segment (a reader beside the
-writer) keeps its ``.log`` open from construction to close, so a file another process deletes
+Kafka's ``LazyIndex``) and may be unmapped while idle; all reopen transparently. A read-only
+segment (a reader beside the writer) keeps its ``.log`` open from construction to close, so a
+file another process deletes
 meanwhile stays readable, and reads its indexes at construction, as they were then.
 Finding batch boundaries from their headers is ``batch_position.py`` (with :class:`BatchInfo`
 and :class:`BatchPosition`).
@@ -275,19 +276,25 @@ class LogSegment:
         segment just opened: the process that wrote it may have died before its fsync)."""
         return self._unsynced
 
-    def flush_data(self) -> None:
+    def flush_data(self, *, covered: bool = False) -> None:
         """fsync the ``.log`` file if it changed since its last fsync; the indexes are left
-        to :meth:`flush` (the loader rebuilds them from the ``.log`` above the recovery point)."""
+        to :meth:`flush` (the loader rebuilds them from the ``.log`` above the recovery point).
+        ``covered``: a syncfs of the filesystem, begun after every write so far, made them
+        durable; only the mark is cleared."""
         if self._unsynced:
-            self._sync_log()
+            self._sync_log(covered)
 
-    def flush(self) -> None:
-        self._sync_log()
-        self._indexes.flush()
-        self.txn_index.flush()
+    def flush(self, *, covered: bool = False) -> None:
+        """fsync the ``.log`` file and its indexes (``covered``: as :meth:`flush_data`)."""
+        self._sync_log(covered)
+        if not covered:
+            self._indexes.flush()
+            self.txn_index.flush()
 
-    def _sync_log(self) -> None:
+    def _sync_log(self, covered: bool) -> None:
         self._unsynced = False  # before the fsync: a write racing it marks the file again
+        if covered:
+            return
         try:
             self._file.fsync()
         except BaseException:

@@ -3,7 +3,8 @@
 SIGKILL alone loses nothing the process wrote (the page cache survives it), so it cannot catch a
 missing fsync. A driver run with ``POWER_LOSS_LOG=<file>`` calls :func:`install_recorder`, which
 records, after every ``os.fsync`` the process makes, the size of the file (or the names in the
-directory) it covered. After the test kills the driver,
+directory) it covered, and after every ``fsutil.syncfs`` the same of every file and directory
+under the log dir (one syncfs covers the whole filesystem). After the test kills the driver,
 :func:`lose_unsynced` leaves the log dir as a power cut at that moment could have:
 
 * each ``.log`` and ``.txnindex`` file cut at a random point between what was fsynced and its end
@@ -23,6 +24,7 @@ with fsyncs, so what is on disk is what a power loss leaves of them.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import random
@@ -46,21 +48,21 @@ SNAPSHOTS = "*-*/*.snapshot"
 INDEX_PAGE = 4096
 Loss = Counter[str]
 """What :func:`lose_unsynced` took away: ``files_cut``, ``bytes_lost``, ``files_gone``,
-``snapshots_lost``, ``indexes_zeroed``."""
+``snapshots_lost``, ``indexes_zeroed``; and ``syncfs``, how many the record holds."""
 
 
 def install_recorder(record: str) -> None:
-    """Make every ``os.fsync`` of this process record what it covered."""
+    """Make every ``os.fsync`` and ``fsutil.syncfs`` of this process record what it covered."""
     for target, name, replacement in recorders(record):
         setattr(target, name, replacement)
 
 
 def recorders(record: str) -> list[tuple[Any, str, Callable[[Any], None]]]:
-    """(module, attribute, replacement) for ``os.fsync``: it calls the real one, then appends
-    what it covered to ``record``, one JSON per line: ``{"file": path, "size": n}`` or
-    ``{"dir": path, "names": [...]}``."""
+    """(module, attribute, replacement) for ``os.fsync`` and ``fsutil.syncfs``: each calls the
+    real one, then appends what it covered to ``record``, one JSON per line:
+    ``{"file": path, "size": n}`` or ``{"dir": path, "names": [...]}``."""
     out = os.open(record, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    real_fsync = os.fsync
+    real_fsync, real_syncfs = os.fsync, fsutil.syncfs
 
     def write(lines: Iterator[dict[str, object]]) -> None:
         os.write(out, "".join(json.dumps(line) + "\n" for line in lines).encode())
@@ -70,7 +72,12 @@ def recorders(record: str) -> list[tuple[Any, str, Callable[[Any], None]]]:
         real_fsync(fd)
         write(_covered(os.readlink(f"/proc/self/fd/{fd}")))
 
-    return [(os, "fsync", fsync)]
+    def syncfs(fd: int) -> None:
+        real_syncfs(fd)
+        root = os.readlink(f"/proc/self/fd/{fd}")
+        write(itertools.chain([{"syncfs": root}], *map(_covered, _tree(root))))
+
+    return [(os, "fsync", fsync), (fsutil, "syncfs", syncfs)]
 
 
 def _covered(path: str) -> Iterator[dict[str, object]]:
@@ -79,6 +86,12 @@ def _covered(path: str) -> Iterator[dict[str, object]]:
         yield {"dir": path, "names": sorted(os.listdir(path))}
     else:
         yield {"file": path, "size": info.st_size}
+
+
+def _tree(root: str) -> Iterator[str]:
+    for folder, _dirs, files in os.walk(root):
+        yield folder
+        yield from (os.path.join(folder, name) for name in files)
 
 
 def durable_files(log_dir: Path) -> dict[str, int]:
@@ -92,10 +105,10 @@ def lose_unsynced(
     log_dir: Path, record: Path, durable_at_start: dict[str, int], rng: random.Random
 ) -> Loss:
     """Apply the power loss (module docstring) and start a new record."""
-    synced, listed = _read_record(record)
+    loss: Loss = Counter()
+    synced, listed = _read_record(record, loss)
     synced = {**durable_at_start, **synced}
     record.unlink(missing_ok=True)
-    loss: Loss = Counter()
     for path in sorted(p for pattern in APPENDED for p in log_dir.glob(pattern)):
         if path.exists():  # a segment removed just before goes with all its files
             _lose_appended(path, synced, listed, rng, loss)
@@ -129,7 +142,7 @@ def _lose_appended(
         loss["bytes_lost"] += size - cut
 
 
-def _read_record(record: Path) -> tuple[dict[str, int], dict[str, set[str]]]:
+def _read_record(record: Path, loss: Loss) -> tuple[dict[str, int], dict[str, set[str]]]:
     synced: dict[str, int] = {}
     listed: dict[str, set[str]] = {}
     if not record.exists():
@@ -138,8 +151,10 @@ def _read_record(record: Path) -> tuple[dict[str, int], dict[str, set[str]]]:
         entry = json.loads(line)
         if "file" in entry:
             synced[entry["file"]] = entry["size"]
-        else:
+        elif "dir" in entry:
             listed[entry["dir"]] = set(entry["names"])
+        else:
+            loss["syncfs"] += 1
     return synced, listed
 
 

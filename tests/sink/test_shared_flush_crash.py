@@ -12,7 +12,9 @@ partitions (a crash hook that raises, as test_epoch_rotation.py does: no Spark s
 after appending a batch, when the previous batch's markers are not flushed yet (the cut takes
 them, and the new data after them, from about half the partitions: recovery must commit the
 previous batch there and abort the new one everywhere), and after the markers (decided, markers
-lost).
+lost). Both ways of flushing many partitions are cut: one syncfs of the filesystem (the 1,024
+partitions, and the in-process instances after the first) and an fsync per file (the first
+in-process instance, on a filesystem where syncfs is not trusted).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from process_group import kill_group, spawn
 from kafkatier.sink import sink as sink_module
 from kafkatier.sink.hooks import CRASH_ENV
 from kafkatier.sink.sink import KafkaLogSink
+from kafkatier.storage import fsutil
 from kafkatier.storage.verify.paths import verify_paths
 
 pytest.importorskip("pyspark", reason="pyspark is needed for the Spark sink crash test")
@@ -133,8 +136,9 @@ def test_sigkill_between_the_shared_flush_and_the_commit(spark: Any, tmp_path: P
     after = state(logs)
     assert after["last_committed_batch"] == 0 and after["unflushed_commit"]["batch_id"] == 0
     assert after["inflight"]["batch_id"] == 1 and not after["inflight"]["commit_decided"]
-    assert set(lost) <= {"indexes_zeroed"}, lost  # the shared flush covered batch 0's markers,
-    # batch 1 and the snapshots of its rolls
+    assert lost["syncfs"] > 0, lost  # the flushes of 1,024 partitions sync the filesystem
+    assert set(lost) <= {"indexes_zeroed", "syncfs"}, lost  # the shared flush covered batch 0's
+    # markers, batch 1 and the snapshots of its rolls
     sink = new_sink(logs)  # the next instance: recovery, then Spark's replay of batch 1
     for batch in (1, 2):
         sink(rows(spark, batch * ROWS, (batch + 1) * ROWS), batch)
@@ -174,7 +178,9 @@ def test_power_cuts_after_the_commit_decision(
     record_syncs(monkeypatch, record)
     partitions, size = PARTITIONS // 4, ROWS // 4
     sink = new_sink(logs, partitions)
-    sink(rows(spark, 0, size), 0)
+    with monkeypatch.context() as patch:  # the first instance's log dir fsyncs each file
+        patch.setattr(fsutil, "syncfs_trusted", lambda path: False)
+        sink(rows(spark, 0, size), 0)
     sink(rows(spark, size, size + 8), 1)  # a few partitions: its flush still covers batch 0's
     start = size + 8  # markers everywhere (it flushes every partition written since its last)
     durable: dict[str, int] = {}  # the record holds every fsync since the log dir was created
@@ -190,6 +196,7 @@ def test_power_cuts_after_the_commit_decision(
         assert state(logs)["inflight"]["commit_decided"] == (point == "after-markers")
         lost = power_loss.lose_unsynced(logs, record, durable, rng)
         assert lost["files_cut"] > partitions // 4, lost  # the data, markers of the last batch
+        assert (lost["syncfs"] > 0) == (batch > 2), lost  # see the module docstring
         total += lost
         record_syncs(monkeypatch, record)
         durable = power_loss.durable_files(logs)

@@ -1,4 +1,6 @@
+import errno
 import os
+from pathlib import Path
 
 import pytest
 
@@ -7,6 +9,8 @@ from kafkatier.storage.fsutil import (
     delete_if_exists,
     fsync_dir,
     fsync_file,
+    syncfs,
+    syncfs_trusted,
     temp_path,
 )
 
@@ -83,3 +87,16 @@ def test_delete_if_exists(tmp_path):
     assert not path.exists()
     path.write_bytes(b"")
     assert delete_if_exists(path, sync=False) is True
+
+
+def test_syncfs_is_trusted_only_where_it_is_as_strong_as_fsync(tmp_path):
+    assert not syncfs_trusted(Path("/proc"))  # procfs: not a disk filesystem
+    assert not syncfs_trusted(tmp_path / "missing")  # statfs fails: not trusted
+
+
+def test_syncfs_failures_raise(tmp_path):
+    fd = os.open(tmp_path, os.O_RDONLY)
+    os.close(fd)
+    with pytest.raises(OSError) as raised:
+        syncfs(fd)  # closed descriptor
+    assert raised.value.errno == errno.EBADF

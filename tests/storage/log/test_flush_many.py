@@ -1,0 +1,129 @@
+"""LogDirectory's flushes of many partitions: one syncfs of the filesystem in place of an fsync
+per file where it is trusted, the same marks and recovery points either way, and the fsyncs
+back when syncfs fails or few partitions need a flush."""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kafkatier.storage import fsutil
+from kafkatier.storage.config.log_config import LogConfig
+from kafkatier.storage.log.directory import LogDirectory
+from kafkatier.storage.log.flusher import SYNCFS_MIN_LOGS
+from kafkatier.storage.record.builder import build_batch
+from kafkatier.storage.record.record import Record
+
+NOW = 1_700_000_000_000
+TOPIC = "t"
+
+
+def small(_topic: str) -> LogConfig:
+    return LogConfig(segment_bytes=600, segment_index_bytes=4096)
+
+
+def batch(n: int) -> bytes:
+    return build_batch([Record(i, NOW + i, None, b"x" * 50) for i in range(n)])
+
+
+class Syncs:
+    """The paths this process fsyncs and how often it calls syncfs (the real calls still run)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, syncfs: Callable[[int], None]) -> None:
+        self.fsynced: list[str] = []
+        self.syncfs_calls = 0
+        real_fsync = os.fsync
+
+        def fsync(fd: Any) -> None:
+            fd = fd if isinstance(fd, int) else fd.fileno()
+            self.fsynced.append(os.readlink(f"/proc/self/fd/{fd}"))
+            real_fsync(fd)
+
+        def counted_syncfs(fd: int) -> None:
+            self.syncfs_calls += 1
+            syncfs(fd)
+
+        monkeypatch.setattr(os, "fsync", fsync)
+        monkeypatch.setattr(fsutil, "syncfs", counted_syncfs)
+
+    def logs_fsynced(self) -> int:
+        return sum(1 for path in self.fsynced if path.endswith(".log"))
+
+
+def write(logs: LogDirectory, partitions: int, roll_every: int = 0) -> None:
+    """A batch to each partition; every ``roll_every``-th one also rolls (a batch of 6 records
+    outgrows the 600-byte segments)."""
+    for p in range(partitions):
+        log = logs.get_or_create(TOPIC, p)
+        log.append(batch(6 if roll_every and p % roll_every == 0 else 1))
+
+
+def durable_state(logs: LogDirectory) -> list[tuple[int, int, bool]]:
+    return [(log.recovery_point, len(log.segments), log.has_unflushed_data) for log in logs]
+
+
+needs_syncfs = pytest.mark.skipif(
+    not fsutil.syncfs_trusted(Path(__file__).parent), reason="syncfs is not trusted here"
+)
+
+
+@needs_syncfs
+def test_one_syncfs_replaces_the_fsyncs_of_many_partitions(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    states = []
+    for trusted in (True, False):
+        with monkeypatch.context() as patch:
+            patch.setattr(fsutil, "syncfs_trusted", lambda path, trusted=trusted: trusted)
+            logs = LogDirectory(tmp_path / str(trusted), config_for=small)
+        syncs = Syncs(monkeypatch, fsutil.syncfs)
+        for _ in range(3):
+            write(logs, SYNCFS_MIN_LOGS, roll_every=4)
+            logs.flush_data()
+        if trusted:
+            assert syncs.syncfs_calls == 3 and syncs.logs_fsynced() == 0
+        else:
+            assert syncs.syncfs_calls == 0 and syncs.logs_fsynced() >= 3 * SYNCFS_MIN_LOGS
+        states.append(durable_state(logs))
+        logs.close()
+    assert states[0] == states[1]  # the same marks cleared, the same recovery points moved
+    assert all(not unflushed for _, _, unflushed in states[0])
+    assert {point for point, segments, _ in states[0] if segments > 1} != {0}  # rolls flushed
+
+
+def test_a_few_partitions_keep_their_fsyncs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    logs = LogDirectory(tmp_path, config_for=small)
+    syncs = Syncs(monkeypatch, fsutil.syncfs)
+    write(logs, SYNCFS_MIN_LOGS - 1)
+    logs.flush()
+    assert syncs.syncfs_calls == 0 and syncs.logs_fsynced() == SYNCFS_MIN_LOGS - 1
+    logs.close()
+
+
+@needs_syncfs
+def test_a_failed_syncfs_gives_way_to_fsyncs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    def failing(fd: int) -> None:
+        raise OSError(errno.EIO, "syncfs: Input/output error")
+
+    logs = LogDirectory(tmp_path, config_for=small)
+    syncs = Syncs(monkeypatch, failing)
+    write(logs, SYNCFS_MIN_LOGS)
+    with caplog.at_level(logging.WARNING):
+        logs.flush_data()
+    assert syncs.syncfs_calls == 1 and syncs.logs_fsynced() == SYNCFS_MIN_LOGS
+    assert "fsyncing each file from now on" in caplog.text
+    write(logs, SYNCFS_MIN_LOGS)
+    logs.flush()
+    assert syncs.syncfs_calls == 1 and syncs.logs_fsynced() == 2 * SYNCFS_MIN_LOGS
+    assert all(not unflushed for _, _, unflushed in durable_state(logs))
+    logs.close()
