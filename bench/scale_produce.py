@@ -40,7 +40,7 @@ import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from scale import rows
+from scale_read import rows
 
 TOPIC = "scale"
 DEFAULT_KAFKATIER = str(Path(sys.executable).with_name("kafkatier"))

@@ -42,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from _process import tree_cpu_seconds
-from scale import rows as scale_rows
+from scale_read import rows as scale_rows
 from spark_settings import spark_builder
 
 from kafkatier.sink import KafkaLogSink
