@@ -3,7 +3,7 @@
     python bench/scale_produce.py [--partitions 8,64,256,1024,4096] [--records 100000]
         [--rounds 1] [--kafkatier PATH[,PATH...]] [--max-open-files N]
 
-One input file of ``--records`` records (16-byte keys, 100-byte values, as ``bench/scale.py``'s
+One input file of ``--records`` records (16-byte keys, 100-byte values, as ``bench/scale_read.py``'s
 ``rows()``), written once as Parquet. For each partition count N and each round, a fresh log dir,
 then two whole processes, timed from start to exit as a user sees them (interpreter start-up,
 imports, reading the file, writing, flushing, closing)::

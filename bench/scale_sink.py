@@ -3,9 +3,9 @@
     python bench/scale_sink.py [--partitions 8,64,256,1024] [--rows 5000,200000] [--repeat 5]
                                [--warmup 2] [--encoder auto|jvm|python]
 
-The rows of bench/scale.py (``rows()``: random 16-byte keys, 100-byte values, half of each value
-compressible), one cached DataFrame of two Spark partitions per row count, as a micro-batch of a
-local[2] streaming query. For each row count and each partition count N, in one Spark session:
+The rows of bench/scale_read.py (``rows()``: random 16-byte keys, 100-byte values, half of each
+value compressible), one cached DataFrame of two Spark partitions per row count, as a micro-batch
+of a local[2] streaming query. For each row count and each partition count N, in one Spark session:
 
 * a new ``KafkaLogSink`` (lz4) into a new log dir writes batch 0, which also creates the topic
   of N partitions: the *first* batch a user sees;
@@ -71,7 +71,7 @@ def sync_tree(root: Path) -> None:
 
 
 def batch_frame(spark: Any, n: int) -> Any:
-    """``n`` rows of bench/scale.py in a cached DataFrame of two partitions."""
+    """``n`` rows of bench/scale_read.py in a cached DataFrame of two partitions."""
     df = spark.createDataFrame(scale_rows(n).to_pandas()).repartition(2).cache()
     df.count()
     return df
