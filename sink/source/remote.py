@@ -35,6 +35,7 @@ from kafkatier.storage.errors import ConfigError, KafkaTierError
 from kafkatier.storage.log.bounds import PartitionBounds
 from kafkatier.storage.log.readonly import TopicPartition
 from kafkatier.tiering.config import TieringConfig
+from kafkatier.tiering.errors import RemoteStoreError
 from kafkatier.tiering.metadata.identity import (
     parse_partition_folder,
     parse_topic_folder,
@@ -89,6 +90,8 @@ class RemoteSettings:
         messages carry no credentials)."""
         try:
             yield
+        except RemoteStoreError as exc:  # the store the option names cannot be used
+            raise self.error(str(exc)) from None
         except KafkaTierError:
             raise  # already typed and named (a manifest, a segment object, a record)
         except Exception as exc:

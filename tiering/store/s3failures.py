@@ -53,7 +53,7 @@ def _cause(exc: BaseException, url: str, endpoint: str) -> str | None:
         message = error.get("Message") or code
         if code == "NoSuchBucket":
             bucket = url[len("s3://") :].partition("/")[0]
-            return f"bucket {bucket!r} does not exist at {endpoint}"
+            return f"bucket {bucket!r} does not exist at {endpoint} (NoSuchBucket)"
         if code in _DENIED or (status == 403 and code in ("", "403", "Forbidden")):
             return (f"{endpoint} refused the credentials or the access ({code or status}: "
                     f"{message}); credentials come from {CREDENTIAL_CHAIN}")  # fmt: skip
