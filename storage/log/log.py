@@ -171,10 +171,13 @@ class Log:
         )
 
     def _assign_leader_epoch(self, start_offset: int) -> None:
+        """A new epoch's first offset in the leader-epoch checkpoint, written without fsync: the
+        next flush syncs it (durability.py), as Kafka 3.7 defers it off the append path."""
         latest = self.leader_epoch_cache.latest_epoch
         if latest is None or latest < self.leader_epoch:
             self.leader_epoch_cache.assign(self.leader_epoch, start_offset)
-            self.leader_epoch_cache.flush()
+            self.leader_epoch_cache.flush(sync=False)
+            self.durability.file_written(self.leader_epoch_cache.path)
 
     def _write(self, found: Validated, origin: AppendOrigin) -> None:
         """Append in chunks that fit the active segment, rolling between them (§9.2). Each
