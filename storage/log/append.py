@@ -20,7 +20,13 @@ from kafkatier.storage.config.log_config import LogConfig
 from kafkatier.storage.errors import RecordTooLargeError
 from kafkatier.storage.index.txn_index import AbortedTxn
 from kafkatier.storage.log.segment import LogSegment
-from kafkatier.storage.log.validator import AppendRules, assign_offset, prepare_for_log
+from kafkatier.storage.log.validator import (
+    AppendRules,
+    assign_offset,
+    check_unrewritten,
+    needs_rewrite,
+    prepare_for_log,
+)
 from kafkatier.storage.producer.append import ProducerAppendInfo
 from kafkatier.storage.producer.entry import AppendOrigin, CompletedTxn
 from kafkatier.storage.producer.state import ProducerStateManager
@@ -75,21 +81,31 @@ class AppendTarget:
     now: int
     file: str
 
-    def place(self, batch: RecordBatch, offset: int) -> RecordBatch:
+    def place(self, batch: RecordBatch, offset: int, *, owned: bool = False) -> RecordBatch:
         """``batch`` as it will be written at ``offset``: recompressed or stamped where the topic
-        says, offsets and leader epoch assigned; raises if it cannot fit a segment."""
-        buf = prepare_for_log(batch, self.rules, self.now)
-        assign_offset(buf, offset, self.leader_epoch)
-        out = RecordBatch(buf, 0, file=self.file)
+        says, offsets and leader epoch assigned; raises if it cannot fit a segment. ``owned``:
+        the batch is in a buffer of the log's own, where a batch that needs no rewriting gets its
+        offset and epoch in place (no copy, no second parse)."""
+        if owned and not needs_rewrite(batch, self.rules):
+            check_unrewritten(batch, self.rules)
+            assign_offset(batch.buffer, offset, self.leader_epoch)
+            batch.base_offset, batch.partition_leader_epoch = offset, self.leader_epoch
+            batch.file = self.file
+            out = batch
+        else:
+            buf = prepare_for_log(batch, self.rules, self.now)
+            assign_offset(buf, offset, self.leader_epoch)
+            out = RecordBatch(buf, 0, file=self.file)
         check_fits_segment(out, self.config, self.file)
         return out
 
 
 def validate_append(
-    incoming: Sequence[RecordBatch], origin: AppendOrigin, target: AppendTarget
+    incoming: Sequence[RecordBatch], origin: AppendOrigin, target: AppendTarget, *, owned: bool
 ) -> Validated:
     """A dry run of the append to ``target``: the batches as they will be written (offsets
-    assigned) and the duplicates skipped; raises on any rule broken, having changed nothing."""
+    assigned) and the duplicates skipped; raises on any rule broken, having changed nothing of
+    the log (``owned``: the batches are in a buffer of the log's own, see ``place``)."""
     state = target.state
     found = Validated([], [], {}, [])
     next_offset = target.next_offset
@@ -99,7 +115,7 @@ def validate_append(
             if dup is not None:
                 found.duplicates.append((dup.first_offset, dup.last_offset))
                 continue
-        out = target.place(batch, next_offset)
+        out = target.place(batch, next_offset, owned=owned)
         next_offset = out.next_offset
         if out.has_producer_id:
             info = found.infos.get(out.producer_id)
@@ -118,7 +134,8 @@ def validate_marker(
     """:func:`validate_append` of one transaction marker from ``build_control_batch``
     (``control`` and ``coordinator_epoch`` are what it was built with): the same checks and
     state for origin COORDINATOR, without decoding back the record this process just encoded."""
-    out = target.place(RecordBatch(marker, 0, file=target.file), target.next_offset)
+    own = RecordBatch(bytearray(marker), 0, file=target.file)
+    out = target.place(own, target.next_offset, owned=True)
     info = target.state.prepare_update(out.producer_id, AppendOrigin.COORDINATOR)
     txn = info.append_end_txn_marker(
         control, out.producer_epoch, coordinator_epoch, out.base_offset, out.max_timestamp

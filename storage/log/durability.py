@@ -4,7 +4,9 @@
   indexes, the producer snapshots written at roll, the directory when it holds new names; then
   the recovery point moves to the log end.
 * ``flush_data`` is what a writer needs before it acknowledges (the sink before its commit
-  decision): the ``.log`` bytes appended since their last fsync and the names of new files. The
+  decision): the ``.log`` bytes appended since their last fsync, the small files written
+  without fsync since (the producer snapshots of rolls, the leader-epoch checkpoint of an epoch
+  change: Kafka 3.7 defers their fsyncs too, KAFKA-15046) and the names of new files. The
   indexes are not msynced and the recovery point stays, except that a roll since the last flush
   gets Kafka's flush at roll (the rolled segments in full, then the recovery point moves to the
   newest roll's base; Kafka schedules that flush when it rolls). ``flush.messages`` and
@@ -13,7 +15,8 @@
 Why the ``.log`` bytes are enough: below the recovery point everything is durable; above it the
 loader, after an unclean shutdown, re-validates every batch, cuts the file at the first torn one,
 and rebuilds the indexes, the producer state (from the newest intact snapshot at or below the
-point) and the leader epochs. A roll snapshot lost before its fsync is therefore harmless too.
+point) and the leader epochs. A roll snapshot lost before its fsync is therefore harmless too,
+and so is a leader-epoch checkpoint (the loader rebuilds one that does not parse).
 
 A flag is cleared before its fsync and set again if the fsync fails, so a write racing a flush
 in another thread is never marked durable by it. ``covered=True`` tells both flushes that the
@@ -54,7 +57,7 @@ class Durability:
     def __init__(self) -> None:
         self.dir_unsynced = True  # a file created since the directory's last fsync
         self.rolled_to: int | None = None  # the newest roll's base, if not flushed yet
-        self.unsynced_snapshots: list[Path] = []  # written at roll, fsynced by the next flush
+        self.unsynced_files: list[Path] = []  # written without fsync, fsynced by the next flush
         self.last_flush_ms: int | None = None  # the last full flush (or first look), flush.ms
 
     def segment_created(self) -> None:
@@ -63,14 +66,21 @@ class Durability:
     def rolled(self, base: int, snapshot: Path | None) -> None:
         """A roll to ``base``, with the producer snapshot it wrote without fsync (if any)."""
         if snapshot is not None:
-            self.unsynced_snapshots.append(snapshot)
+            self.file_written(snapshot)
         self.rolled_to = base
+
+    def file_written(self, path: Path) -> None:
+        """``path`` replaced (``fsutil.atomic_write``) without fsync: the next flush syncs it
+        and its directory."""
+        self.unsynced_files.append(path)
+        self.dir_unsynced = True
 
     def has_unflushed_data(self, log: FlushedLog) -> bool:
         """Whether :meth:`flush_data` has anything to fsync."""
         return (
             self.dir_unsynced
             or self.rolled_to is not None
+            or bool(self.unsynced_files)
             or any(s.unsynced for s in log.segments_from(log.recovery_point))
         )
 
@@ -87,6 +97,7 @@ class Durability:
             self._flush_rolled(log, self.rolled_to, covered)
         for segment in log.segments_from(log.recovery_point):
             segment.flush_data(covered=covered)
+        self._sync_files(covered)
         if self.dir_unsynced:
             self._sync_dir(log, covered)
 
@@ -96,7 +107,7 @@ class Durability:
         segments = log.segments_from(log.recovery_point)
         for segment in segments:
             segment.flush(covered=covered)
-        self._sync_snapshots(covered)
+        self._sync_files(covered)
         if self.dir_unsynced or any(s.base_offset >= log.recovery_point for s in segments):
             self._sync_dir(log, covered)
         log.recovery_point = end
@@ -111,7 +122,7 @@ class Durability:
             if segment.base_offset >= upto:
                 break
             segment.flush(covered=covered)
-        self._sync_snapshots(covered)
+        self._sync_files(covered)
         self._sync_dir(log, covered)
         log.recovery_point = max(log.recovery_point, upto)
         self.rolled_to = None
@@ -128,14 +139,17 @@ class Durability:
             self.last_flush_ms = now
         return now - self.last_flush_ms >= cfg.flush_ms
 
-    def _sync_snapshots(self, covered: bool) -> None:
-        """fsync the roll snapshots (a later roll or retention may have removed some: those
-        need nothing)."""
-        while self.unsynced_snapshots:
-            if not covered:
+    def _sync_files(self, covered: bool) -> None:
+        """fsync the files written without it (a later roll or retention may have removed a
+        snapshot: it needs nothing; a file written twice is synced once)."""
+        synced: set[Path] = set()
+        while self.unsynced_files:
+            path = self.unsynced_files[0]
+            if not covered and path not in synced:
                 with contextlib.suppress(FileNotFoundError):
-                    fsync_file(self.unsynced_snapshots[0])
-            self.unsynced_snapshots.pop(0)
+                    fsync_file(path)
+                synced.add(path)
+            self.unsynced_files.pop(0)
 
     def _sync_dir(self, log: FlushedLog, covered: bool) -> None:
         self.dir_unsynced = False

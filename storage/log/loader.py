@@ -10,6 +10,7 @@ then go too). Finally producer state is rebuilt from the latest snapshot plus a 
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterable
 from pathlib import Path
@@ -18,7 +19,12 @@ from kafkatier.storage import wire
 from kafkatier.storage.checkpoint.leader_epoch import LeaderEpochFileCache
 from kafkatier.storage.checkpoint.metadata import parse_partition_dir_name
 from kafkatier.storage.config.log_config import LogConfig
-from kafkatier.storage.errors import CorruptIndexError, CorruptRecordError, InvalidRecordError
+from kafkatier.storage.errors import (
+    CheckpointError,
+    CorruptIndexError,
+    CorruptRecordError,
+    InvalidRecordError,
+)
 from kafkatier.storage.file_budget import FileBudget
 from kafkatier.storage.fsutil import fsync_dir
 from kafkatier.storage.index.txn_index import AbortedTxn
@@ -29,6 +35,7 @@ from kafkatier.storage.producer.state import ProducerStateManager
 from kafkatier.storage.record.batch import RecordBatch
 
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+logger = logging.getLogger(__name__)
 INDEX_SUFFIXES = (".index", ".timeindex", ".txnindex")
 _INTERRUPTED = (".deleted", ".cleaned", ".swap")
 
@@ -56,7 +63,7 @@ def open_log(
     producer_state = ProducerStateManager(
         directory, producer_id_expiration_ms=config.producer_id_expiration_ms, clock=clock
     )
-    cache = LeaderEpochFileCache(directory / LEADER_EPOCH_CHECKPOINT)
+    cache = _leader_epochs(directory, segments, needs_recovery)
     if not segments:
         segments = [_new_segment(directory, log_start_offset, config, clock, budget)]
     log = Log(
@@ -87,6 +94,23 @@ def open_log(
     log.leader_epoch = max(cache.latest_epoch or 0, 0)
     log.recovery_point = min(max(log.recovery_point, 0), end)
     return log
+
+
+def _leader_epochs(
+    directory: Path, segments: list[LogSegment], needs_recovery: set[int]
+) -> LeaderEpochFileCache:
+    """The leader-epoch checkpoint; one that does not parse (it is written without fsync at an
+    epoch change, and synced by the next flush: a power loss in between may tear it) is removed
+    and rebuilt from the batches, which carry their epochs, by recovering every segment."""
+    path = directory / LEADER_EPOCH_CHECKPOINT
+    try:
+        return LeaderEpochFileCache(path)
+    except CheckpointError as exc:
+        logger.warning("%s; rebuilding it from the batches of %s", exc, directory)
+    path.unlink()
+    if segments:
+        needs_recovery.add(segments[0].base_offset)
+    return LeaderEpochFileCache(path)
 
 
 def new_log(

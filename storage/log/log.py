@@ -141,22 +141,24 @@ class Log:
         producer already appended (same producer, epoch and sequence range among its last five)
         are skipped.
         """
-        incoming = parse_incoming(data, origin)
-        found = validate_append(incoming, origin, self._append_target())
+        incoming = parse_incoming(bytearray(data), origin)  # a copy: offsets go in in place
+        found = validate_append(incoming, origin, self._append_target(), owned=True)
         if not found.placed:
             return duplicate_info(found.duplicates, len(incoming))
         return self._append_validated(found, origin)
 
     def _append_validated(self, found: Validated, origin: AppendOrigin) -> LogAppendInfo:
         placed = found.placed
-        self._assign_leader_epoch(placed[0].base_offset)
+        first = placed[0]
+        self._assign_leader_epoch(first.base_offset)
         self._write(found, origin)
+        many = len(placed) > 1
         return LogAppendInfo(
-            first_offset=placed[0].base_offset,
+            first_offset=first.base_offset,
             last_offset=placed[-1].last_offset,
-            max_timestamp=max(b.max_timestamp for b in placed),
+            max_timestamp=max(b.max_timestamp for b in placed) if many else first.max_timestamp,
             num_batches=len(placed),
-            num_records=sum(b.records_count for b in placed),
+            num_records=sum(b.records_count for b in placed) if many else first.records_count,
             duplicate_batches=len(found.duplicates),
         )
 
@@ -176,10 +178,13 @@ class Log:
         )
 
     def _assign_leader_epoch(self, start_offset: int) -> None:
+        """A new epoch's first offset in the leader-epoch checkpoint, written without fsync: the
+        next flush syncs it (durability.py), as Kafka 3.7 defers it off the append path."""
         latest = self.leader_epoch_cache.latest_epoch
         if latest is None or latest < self.leader_epoch:
             self.leader_epoch_cache.assign(self.leader_epoch, start_offset)
-            self.leader_epoch_cache.flush()
+            self.leader_epoch_cache.flush(sync=False)
+            self.durability.file_written(self.leader_epoch_cache.path)
 
     def _write(self, found: Validated, origin: AppendOrigin) -> None:
         """Append in chunks that fit the active segment, rolling between them (§9.2). Each
@@ -211,14 +216,14 @@ class Log:
             info = BatchInfo(0, only.size_in_bytes, only.last_offset, only.max_timestamp)
             self.active_segment.append(only.buffer, [info])
             return
-        data = bytearray()
         infos: list[BatchInfo] = []
+        position = 0
         for batch in chunk:
             infos.append(
-                BatchInfo(len(data), batch.size_in_bytes, batch.last_offset, batch.max_timestamp)
+                BatchInfo(position, batch.size_in_bytes, batch.last_offset, batch.max_timestamp)
             )
-            data += batch.buffer
-        self.active_segment.append(data, infos)
+            position += batch.size_in_bytes
+        self.active_segment.append([batch.buffer for batch in chunk], infos)
 
     def _maybe_roll(self, size: int, first: RecordBatch) -> None:
         if should_roll(self.active_segment, self.config, self.clock, size, first):

@@ -39,6 +39,8 @@ from kafkatier.storage.record.legacy import LegacyBatch
 from kafkatier.storage.record.records import iter_batches
 
 AnyBatch = RecordBatch | LegacyBatch
+Buffer = bytes | bytearray | memoryview
+IOV_MAX = 1024  # the most buffers one pwritev takes on Linux
 SUFFIXES = (".log", ".index", ".timeindex", ".txnindex")
 __all__ = ["SUFFIXES", "AnyBatch", "LogSegment"]
 
@@ -162,8 +164,9 @@ class LogSegment:
     def can_convert_to_relative_offset(self, offset: int) -> bool:
         return 0 <= offset - self.base_offset <= wire.INT32_MAX
 
-    def append(self, data: bytes | bytearray | memoryview, batches: Sequence[BatchInfo]) -> None:
-        """Write ``data`` (whole batches, offsets assigned) at the end and index it per batch.
+    def append(self, data: Buffer | Sequence[Buffer], batches: Sequence[BatchInfo]) -> None:
+        """Write ``data`` (whole batches, offsets assigned; or their buffers, written in one
+        ``pwritev``) at the end and index it per batch.
 
         Indexing per batch (not per append, as Kafka 3.x does) keeps every offset-index entry
         equal to the last offset of the batch at its position, which DumpLogSegments verifies.
@@ -180,18 +183,25 @@ class LogSegment:
         if self.size == 0:
             self.rolling_based_timestamp = max(b.max_timestamp for b in batches)
         start = self.size
+        if isinstance(data, (bytes, bytearray, memoryview)):
+            data = [data]
+            size = memoryview(data[0]).nbytes
+        else:
+            if len(data) > IOV_MAX:
+                data = [b"".join(data)]
+            size = sum(memoryview(part).nbytes for part in data)
         try:
             with self._file.use() as fd:
-                written = os.pwrite(fd, data, start)
+                written = os.pwritev(fd, data, start)
         finally:  # after the write: an fsync racing it in another thread cannot clear the mark
             self._unsynced = True
-        if written != len(data):
+        if written != size:
             raise StorageError("short write", file=str(self.log_path), position=start)
         for info in batches:
             self._index_batch(
                 start + info.position, info.size, info.last_offset, info.max_timestamp
             )
-        self.size = start + len(data)
+        self.size = start + size
 
     def _index_batch(self, position: int, size: int, last_offset: int, max_ts: int) -> None:
         self._track_max(max_ts, last_offset)

@@ -76,6 +76,20 @@ def _check_client_batch(batch: RecordBatch, origin: AppendOrigin) -> None:
         raise InvalidRecordError("idempotent batch without a base sequence", **where)
 
 
+def needs_rewrite(batch: RecordBatch, rules: AppendRules) -> bool:
+    """Whether :func:`prepare_for_log` changes more than the offsets: a ``LogAppendTime`` topic,
+    or a data batch in another codec than the topic's ``compression.type``."""
+    return rules.log_append_time or (
+        rules.compression is not None and not batch.is_control and batch.codec != rules.compression
+    )
+
+
+def check_unrewritten(batch: RecordBatch, rules: AppendRules) -> None:
+    """:func:`prepare_for_log`'s checks of a batch that :func:`needs_rewrite` says is written as
+    it came."""
+    _check_size(batch.size_in_bytes, rules, batch.position)
+
+
 def prepare_for_log(batch: RecordBatch, rules: AppendRules, now_ms: int) -> bytearray:
     """The batch's bytes as they will be written: recompressed / stamped where the topic says.
 
@@ -117,7 +131,7 @@ def _stamp_log_append_time(buf: bytearray, now_ms: int) -> None:
     _U32.pack_into(buf, wire.CRC_OFFSET, crc)
 
 
-def assign_offset(buf: bytearray, base_offset: int, leader_epoch: int) -> None:
+def assign_offset(buf: bytearray | memoryview, base_offset: int, leader_epoch: int) -> None:
     """Write baseOffset and partitionLeaderEpoch in place (not covered by the CRC)."""
     _I64.pack_into(buf, 0, base_offset)
     struct.pack_into(">i", buf, wire.PLE_OFFSET, leader_epoch)

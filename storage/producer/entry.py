@@ -175,7 +175,7 @@ class ProducerStateEntry:
         if epoch != self.producer_epoch:
             return None
         for batch in self.batch_metadata:
-            if batch.first_seq == first_seq and batch.last_seq == last_seq:
+            if batch.last_seq == last_seq and batch.first_seq == first_seq:
                 return batch
         return None
 

@@ -63,7 +63,7 @@ class RecordBatch:
     The CRC-32C covers bytes [21, end); baseOffset and partitionLeaderEpoch can be rewritten in
     place without touching it. Header fields are plain attributes, unpacked once."""
 
-    __slots__ = (*_HEADER_FIELDS, "_view", "file", "position")
+    __slots__ = (*_HEADER_FIELDS, "_view", "file", "position", "size_in_bytes")
     base_offset: int
     batch_length: int
     partition_leader_epoch: int
@@ -77,11 +77,14 @@ class RecordBatch:
     producer_epoch: int
     base_sequence: int
     records_count: int
+    size_in_bytes: int
+    """The whole batch: LOG_OVERHEAD (offset and length) + batch_length."""
 
     def __init__(self, buffer: Buffer, position: int = 0, *, file: str | None = None) -> None:
         view = memoryview(buffer).cast("B")
         self.position, self.file = position, file
-        if len(view) - position < BATCH_HEADER_SIZE:
+        available = len(view) - position
+        if available < BATCH_HEADER_SIZE:
             raise CorruptRecordError(
                 "record batch shorter than its header", file=file, position=position
             )
@@ -100,7 +103,7 @@ class RecordBatch:
             self.base_sequence,
             self.records_count,
         ) = BATCH_HEADER.unpack_from(view, position)
-        size = LOG_OVERHEAD + self.batch_length
+        self.size_in_bytes = size = LOG_OVERHEAD + self.batch_length
         if self.magic != 2:
             raise CorruptRecordError(
                 f"magic {self.magic} is not a v2 batch", file=file, position=position
@@ -109,7 +112,7 @@ class RecordBatch:
             raise CorruptRecordError(
                 f"batch size {size} is smaller than the minimum 61", file=file, position=position
             )
-        if size > len(view) - position:
+        if size > available:
             raise CorruptRecordError(
                 f"batch of {size} bytes extends past the buffer end", file=file, position=position
             )
@@ -124,11 +127,6 @@ class RecordBatch:
     @property
     def buffer(self) -> memoryview:
         return self._view
-
-    @property
-    def size_in_bytes(self) -> int:
-        size: int = LOG_OVERHEAD + self.batch_length
-        return size
 
     @property
     def last_offset(self) -> int:

@@ -11,9 +11,10 @@ under the log dir (one syncfs covers the whole filesystem). After the test kills
   (half the time exactly at the fsynced size, else anywhere, torn batches included: writes reach
   the disk in order within a file, as the loader assumes);
 * a segment file created but never made durable by a directory fsync gone;
-* a producer ``.snapshot`` no fsync covered (roll snapshots are fsynced by the next flush, not
-  when written) gone, empty or cut short, as its directory entry and its content may each be
-  lost: the loader must fall back to an older snapshot;
+* a producer ``.snapshot`` or ``leader-epoch-checkpoint`` no fsync covered (written at a roll
+  or an epoch change, fsynced by the next flush) gone, empty or cut short, as its directory
+  entry and its content may each be lost: the loader must fall back to an older snapshot, or
+  rebuild the checkpoint;
 * the offset and time indexes of the segments above the recovery point zeroed (their first page:
   they are only ever msynced at roll and clean close, and a page never written back reads as
   zeros).
@@ -44,11 +45,12 @@ from kafkatier.storage.checkpoint.metadata import parse_partition_dir_name
 ENV = "POWER_LOSS_LOG"
 SEGMENT_SUFFIXES = (".log", ".index", ".timeindex", ".txnindex")
 APPENDED = ("*-*/*.log", "*-*/*.txnindex")  # written in place, in order
-SNAPSHOTS = "*-*/*.snapshot"
+DEFERRED = ("*-*/*.snapshot", "*-*/leader-epoch-checkpoint")  # written whole, fsynced later
 INDEX_PAGE = 4096
 Loss = Counter[str]
 """What :func:`lose_unsynced` took away: ``files_cut``, ``bytes_lost``, ``files_gone``,
-``snapshots_lost``, ``indexes_zeroed``; and ``syncfs``, how many the record holds."""
+``deferred_lost`` (files of ``DEFERRED``), ``indexes_zeroed``; and ``syncfs``, how many the
+record holds."""
 
 
 def install_recorder(record: str) -> None:
@@ -95,9 +97,9 @@ def _tree(root: str) -> Iterator[str]:
 
 
 def durable_files(log_dir: Path) -> dict[str, int]:
-    """Every segment log, transaction index and snapshot and its size: what a run starts from
-    is durable."""
-    patterns = (*APPENDED, SNAPSHOTS)
+    """Every segment log, transaction index and file of ``DEFERRED`` and its size: what a run
+    starts from is durable."""
+    patterns = (*APPENDED, *DEFERRED)
     return {str(p): p.stat().st_size for pattern in patterns for p in log_dir.glob(pattern)}
 
 
@@ -112,10 +114,10 @@ def lose_unsynced(
     for path in sorted(p for pattern in APPENDED for p in log_dir.glob(pattern)):
         if path.exists():  # a segment removed just before goes with all its files
             _lose_appended(path, synced, listed, rng, loss)
-    for path in sorted(log_dir.glob(SNAPSHOTS)):
+    for path in sorted(p for pattern in DEFERRED for p in log_dir.glob(pattern)):
         if _content_durable(path, synced):
             continue
-        loss["snapshots_lost"] += 1
+        loss["deferred_lost"] += 1
         if not _name_durable(path, listed, synced) and rng.random() < 0.5:
             path.unlink()
         else:
