@@ -69,10 +69,7 @@ class Log:
         recovery_point: int,
         clock: Clock = wall_clock_ms,
         budget: FileBudget | None = None,
-        directory_synced: bool = False,
     ) -> None:
-        """``directory_synced``: every file name in the directory is known durable (a new
-        partition's, ``creation.py``); otherwise the first flush fsyncs the directory."""
         self.directory = Path(directory)
         self.topic = topic
         self.partition = partition
@@ -86,7 +83,7 @@ class Log:
         self.budget = budget  # where its segments' descriptors are counted (None: the process's)
         self.leader_epoch = max(leader_epoch_cache.latest_epoch or 0, 0)
         self.pending_deletions = PendingDeletions()  # ``.deleted`` files awaiting removal
-        self._dir_unsynced = not directory_synced  # a file created since the dir's last fsync
+        self._dir_unsynced = True  # a segment file created since the directory's last fsync
         self._last_flush_ms: int | None = None  # the last full flush (or first look), flush.ms
         self._rules: tuple[LogConfig, AppendRules] | None = None  # see _append_rules
         self._rolled_to: int | None = None  # the newest roll's base, if not flushed yet
