@@ -32,7 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -87,8 +87,10 @@ def run(
     kafkatiers: Sequence[str] = (DEFAULT_KAFKATIER,),
     max_open_files: int | None = None,
     root: Path | None = None,
+    report: Callable[[dict[str, Any]], None] | None = None,
 ) -> list[dict[str, Any]]:
-    """One dict per partition count and executable, with the median and per-round times."""
+    """One dict per partition count and executable, with the median and per-round times
+    (each also given to ``report`` as soon as it is measured)."""
     work = Path(tempfile.mkdtemp(prefix="kafkatier-produce-", dir=root))
     try:
         source = work / "in.parquet"
@@ -110,6 +112,8 @@ def run(
                     "existing_s": _median([p[1] for p in pairs]),
                     "new_rounds": [p[0] for p in pairs], "existing_rounds": [p[1] for p in pairs],
                 })  # fmt: skip
+                if report is not None:
+                    report(results[-1])
         return results
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -127,12 +131,16 @@ def _cell(value: float | None, base: float | None) -> str:
     return f"{value:7.2f} s ({ratio})"
 
 
-def print_table(results: list[dict[str, Any]]) -> None:
-    """Times, and their ratio to the same executable's at the first (smallest) count."""
-    first: dict[str, dict[str, Any]] = {}
-    print(f"{'parts':>6}  {'new topic':>18}  {'existing topic':>18}  kafkatier")
-    for row in results:
-        base = first.setdefault(row["kafkatier"], row)
+class TablePrinter:
+    """Prints each result as a row: times, and their ratio to the same executable's at the
+    first (smallest) partition count."""
+
+    def __init__(self) -> None:
+        self.first: dict[str, dict[str, Any]] = {}
+        print(f"{'parts':>6}  {'new topic':>18}  {'existing topic':>18}  kafkatier", flush=True)
+
+    def __call__(self, row: dict[str, Any]) -> None:
+        base = self.first.setdefault(row["kafkatier"], row)
         print(f"{row['partitions']:>6}  {_cell(row['new_s'], base['new_s'])}"
               f"  {_cell(row['existing_s'], base['existing_s'])}  {row['kafkatier']}",
               flush=True)  # fmt: skip
@@ -154,8 +162,7 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"{args.records} --rounds {args.rounds} --kafkatier {args.kafkatier}{extra}")  # fmt: skip
     each = " ".join(produce_command("kafkatier", Path("DIR"), Path("in.parquet"), 0))
     print(f"each: {each.replace('--partitions 0', '--partitions N')}  (new topic, then again)")
-    results = run(counts, args.records, args.rounds, kafkatiers, args.max_open_files)
-    print_table(results)
+    run(counts, args.records, args.rounds, kafkatiers, args.max_open_files, report=TablePrinter())
     return 0
 
 

@@ -32,7 +32,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Final, Protocol
 
-from kafkatier.storage.errors import ConfigError
+from kafkatier.storage.errors import ConfigError, StorageError
 
 LOG_MAX_OPEN_FILES: Final = "log.max.open.files"
 MIN_OPEN_FILES: Final = 16
@@ -151,6 +151,7 @@ class BudgetedFile:
         self._lock = threading.Lock()
         self._fd = fd
         self._pins = 0
+        self._closed = False
         self.referenced = True
         if budget is None and fd < 0:
             self._fd = os.open(path, flags)
@@ -173,6 +174,8 @@ class BudgetedFile:
     def _pin(self) -> int:
         opened = False
         with self._lock:
+            if self._closed:
+                raise StorageError("file closed", file=str(self.path))
             if self._fd < 0:
                 self._fd = os.open(self.path, self._flags)
                 opened = True
@@ -205,6 +208,8 @@ class BudgetedFile:
         """fsync the file: through the open descriptor, else a short-lived one (not counted:
         a flush of many evicted files must not churn the budget)."""
         with self._lock:
+            if self._closed:
+                raise StorageError("file closed", file=str(self.path))
             if self._fd >= 0:
                 self._pins += 1
                 fd = self._fd
@@ -223,8 +228,10 @@ class BudgetedFile:
             self._unpin()
 
     def close(self) -> None:
+        """Close for good: a later use raises (as a closed channel does)."""
         with self._lock:
             fd, self._fd = self._fd, -1
+            self._closed = True
         if fd >= 0:
             os.close(fd)
             if self._budget is not None:

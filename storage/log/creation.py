@@ -9,8 +9,8 @@ empty first segment (``.log``, and ``.index``/``.timeindex`` of length 0, as a c
 segment has them). The two checkpoint files and each directory are fsynced in parallel threads
 (the filesystem commits them together), then the log dir once, and only then are the
 directories renamed to their live names (the log dir fsynced once more). So a partition costs
-its files and three fsyncs, and its :class:`Log` needs no recovery and no loading: it is known
-empty, and its directory durable.
+its files and three fsyncs (and one more of its directory at its first flush, as any log opened),
+and its :class:`Log` needs no recovery and no loading: it is known empty.
 
 The first rename commits the creation. After a crash, the next :class:`LogDirectory` open runs
 :func:`complete_interrupted_creations`: staged directories of a topic id that some live

@@ -158,8 +158,13 @@ class LogDirectory:
         self._create(topic, [p for p in range(count) if (topic, p) not in self.logs])
 
     def _create(self, topic: str, partitions: list[int]) -> None:
-        """Stage, commit and open new partitions of ``topic``, each step in parallel threads."""
-        if not partitions:
+        """Stage, commit and open new partitions of ``topic``, each step in parallel threads
+        (one another writer created since this object opened is opened as it is)."""
+        tps = [(topic, p) for p in partitions]
+        for tp in [tp for tp in tps if (self.path / partition_dir_name(*tp)).is_dir()]:
+            self.logs[tp] = self._open(tp)
+            tps.remove(tp)
+        if not tps:
             return
         topic_id = self.topic_id(topic) or new_topic_id()
         staged: dict[TopicPartition, Path] = {}
@@ -167,7 +172,6 @@ class LogDirectory:
         def stage(tp: TopicPartition) -> None:
             staged[tp] = stage_partition(self.path, tp, topic_id)
 
-        tps = [(topic, p) for p in partitions]
         self._flusher.run(stage, tps)
         commit_staged(self.path, {tp: staged[tp] for tp in tps})
         created: dict[TopicPartition, Log] = {}

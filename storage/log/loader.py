@@ -120,9 +120,10 @@ def new_log(
     clock: Clock = wall_clock_ms,
     budget: FileBudget | None = None,
 ) -> Log:
-    """The log of a partition directory known new and durable (``creation.py``: metadata,
-    leader-epoch checkpoint and an empty first segment in it): nothing to load or recover, the
-    indexes grown to ``segment.index.bytes`` as at any load."""
+    """The log of a partition directory known new (``creation.py``: metadata, leader-epoch
+    checkpoint and an empty first segment in it, all durable): nothing to load or recover, the
+    indexes grown to ``segment.index.bytes`` as at any load. Its first flush fsyncs the
+    directory once more, under its live name, as for any log opened."""
     directory = Path(directory)
     parsed = parse_partition_dir_name(directory.name)
     if parsed is None:
@@ -144,7 +145,6 @@ def new_log(
         recovery_point=0,
         clock=clock,
         budget=budget,
-        directory_synced=True,
     )
 
 

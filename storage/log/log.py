@@ -67,10 +67,7 @@ class Log:
         recovery_point: int,
         clock: Clock = wall_clock_ms,
         budget: FileBudget | None = None,
-        directory_synced: bool = False,
     ) -> None:
-        """``directory_synced``: every file name in the directory is known durable (a new
-        partition's, ``creation.py``); otherwise the first flush fsyncs the directory."""
         self.directory = Path(directory)
         self.topic = topic
         self.partition = partition
@@ -84,8 +81,7 @@ class Log:
         self.budget = budget  # where its segments' descriptors are counted (None: the process's)
         self.leader_epoch = max(leader_epoch_cache.latest_epoch or 0, 0)
         self.pending_deletions = PendingDeletions()  # ``.deleted`` files awaiting removal
-        self.durability = Durability()  # what is not fsynced yet
-        self.durability.dir_unsynced = not directory_synced  # a new partition's are durable
+        self.durability = Durability()  # what is not fsynced yet (the first flush: the dir too)
         self._rules: tuple[LogConfig, AppendRules] | None = None  # see _append_target
 
     # ------------------------------------------------------------------ offsets

@@ -12,8 +12,8 @@ FileBudget` (``log.max.open.files``): the ``.log`` is opened at first use and ma
 while idle, and the offset and time indexes are opened at first use (``segment_indexes.py``,
 Kafka's ``LazyIndex``) and may be unmapped while idle; all reopen transparently. A read-only
 segment (a reader beside the writer) keeps its ``.log`` open from construction to close, so a
-file another process deletes
-meanwhile stays readable, and reads its indexes at construction, as they were then.
+file another process deletes meanwhile stays readable, and reads its indexes at construction,
+as they were then.
 Finding batch boundaries from their headers is ``batch_position.py`` (with :class:`BatchInfo`
 and :class:`BatchPosition`).
 """

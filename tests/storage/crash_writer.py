@@ -4,7 +4,8 @@ storage tests share (they import this module: pytest puts this folder on ``sys.p
 As a script: ``crash_writer.py <log dir> <seed> [<crash point>:<n>]`` opens a LogDirectory and
 appends until killed: per partition an idempotent producer (retries, epoch bumps, two-batch
 appends), two transactional producers (interleaved, committed or aborted) and a plain one, in
-small segments; now and then a clean close and reopen. After each ``LogDirectory.flush()`` it
+small segments, its files closed and reopened all along by a tiny budget of open files; now and
+then a clean close and reopen. After each ``LogDirectory.flush()`` it
 prints ``ACK <partition> <last offset> <digest>``, the digest chaining every batch of the
 partition up to that offset (:func:`chain`): acknowledged data must survive any kill. With a
 crash point it SIGKILLs itself the n-th time it gets there (:func:`install_crash_point`). A broken
@@ -517,11 +518,19 @@ def install_crash_point(spec: str) -> None:
     _wrap(owner, method, before, hit)
 
 
+def open_log_dir(path: Path) -> LogDirectory:
+    """The writer's log dir, with a budget of 4 open files (below what the setting allows):
+    segment files and index maps close and reopen all along, which must change nothing."""
+    log_dir = LogDirectory(path, config_for=lambda _topic: crash_config(), max_open_files=16)
+    log_dir.file_budget.limit = 4
+    return log_dir
+
+
 def main(argv: list[str]) -> None:
     path, rng = Path(argv[1]), random.Random(int(argv[2]))
     if len(argv) > 3:
         install_crash_point(argv[3])
-    log_dir = LogDirectory(path, config_for=lambda _topic: crash_config())
+    log_dir = open_log_dir(path)
     parts = [PartitionWriter(log_dir.get_or_create(TOPIC, p), p) for p in range(PARTITIONS)]
     print("READY", flush=True)
     deadline = time.monotonic() + 60
@@ -533,7 +542,7 @@ def main(argv: list[str]) -> None:
                 part.ack()
         if rng.random() < 0.01:
             log_dir.close()
-            log_dir = LogDirectory(path, config_for=lambda _topic: crash_config())
+            log_dir = open_log_dir(path)
             parts = [PartitionWriter(log_dir.get_or_create(TOPIC, p), p) for p in range(PARTITIONS)]
     expect(False, "not killed within 60 s")
 

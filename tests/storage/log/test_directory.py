@@ -179,3 +179,17 @@ def test_a_partition_dir_left_without_metadata_gets_its_topics_id(tmp_path: Path
     texts = {n: (tmp_path / n / "partition.metadata").read_text() for n in ("t-0", "t-1", "u-0")}
     assert texts["t-1"] == texts["t-0"] != texts["u-0"]
     reopened.close()
+
+
+def test_a_partition_another_writer_created_meanwhile_is_opened_not_created(
+    tmp_path: Path,
+) -> None:
+    stale = LogDirectory(tmp_path, config_for=small)
+    with LogDirectory(tmp_path, config_for=small) as other:
+        other.create_partitions("t", 2)
+        other.logs[("t", 1)].append(batch(3))
+    stale.create_partitions("t", 3)  # 0 and 1 exist on disk: opened; 2 is new
+    assert [stale.logs[("t", p)].log_end_offset for p in range(3)] == [0, 3, 0]
+    ids = {(tmp_path / f"t-{p}" / "partition.metadata").read_text() for p in range(3)}
+    assert len(ids) == 1
+    stale.close()
