@@ -1,13 +1,15 @@
 """The executor side of the ``kafkatier`` data source over local files: one offset range of one
-partition, decoded chunk by chunk into Arrow record batches in Spark's Kafka source schema.
+partition, read chunk by chunk for the Arrow decoder, in Spark's Kafka source schema.
 
-v2 batches go through the numba decoder (``storage.arrow.codec.decode_arrow``) a chunk of whole
-batches at a time, so a task's memory is bounded by ``chunk_bytes`` of log plus its decoded rows,
-whatever the range. Legacy magic 0/1 message sets (Kafka before 0.11) take the per-record path.
-``read_committed`` drops control batches and the data of aborted transactions with the engine's
+v2 batches are read as runs of whole batches of at most ``chunk_bytes`` (``Run``), which the
+caller decodes with the numba decoder (``storage.arrow.pieces``), many partitions' runs at once,
+so a task's memory is bounded by a chunk of log plus its decoded rows, whatever the range.
+Legacy magic 0/1 message sets (Kafka before 0.11) take the per-record path. ``read_committed``
+drops control batches and the data of aborted transactions with the engine's
 ``AbortedTransactionFilter`` (Kafka's consumer logic), one filter for the whole range so its state
 carries across chunks; the aborted transactions come from the ``.txnindex`` files and from the
-ABORT markers the planner saw (see ``storage/log/readonly.py``).
+ABORT markers the planner saw (see ``storage/log/bounds.py``); no filter at all when none was
+aborted in the range.
 """
 
 from __future__ import annotations
