@@ -1,17 +1,20 @@
 """The executor side of the ``kafkatier`` data source over local files: one offset range of one
-partition, decoded chunk by chunk into Arrow record batches in Spark's Kafka source schema.
+partition, read chunk by chunk for the Arrow decoder, in Spark's Kafka source schema.
 
-v2 batches go through the numba decoder (``storage.arrow.codec.decode_arrow``) a chunk of whole
-batches at a time, so a task's memory is bounded by ``chunk_bytes`` of log plus its decoded rows,
-whatever the range. Legacy magic 0/1 message sets (Kafka before 0.11) take the per-record path.
-``read_committed`` drops control batches and the data of aborted transactions with the engine's
+v2 batches are read as runs of whole batches of at most ``chunk_bytes`` (``Run``), which the
+caller decodes with the numba decoder (``storage.arrow.pieces``), many partitions' runs at once,
+so a task's memory is bounded by a chunk of log plus its decoded rows, whatever the range.
+Legacy magic 0/1 message sets (Kafka before 0.11) take the per-record path. ``read_committed``
+drops control batches and the data of aborted transactions with the engine's
 ``AbortedTransactionFilter`` (Kafka's consumer logic), one filter for the whole range so its state
 carries across chunks; the aborted transactions come from the ``.txnindex`` files and from the
-ABORT markers the planner saw (see ``storage/log/readonly.py``).
+ABORT markers the planner saw (see ``storage/log/bounds.py``); no filter at all when none was
+aborted in the range.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +24,13 @@ import pyarrow as pa
 from kafkatier.sink.source.task import BatchFilter, ReadTask, batch_filter, checked_start, project
 from kafkatier.storage.arrow.pieces import Run, decode_runs
 from kafkatier.storage.arrow.table import SPARK_KAFKA_SCHEMA
-from kafkatier.storage.log.readonly import ReadOnlyPartition, byte_ranges, read_batches
+from kafkatier.storage.log.batch_position import BatchPosition
+from kafkatier.storage.log.readonly import (
+    ReadOnlyPartition,
+    SegmentBytes,
+    byte_ranges,
+    read_batches,
+)
 from kafkatier.storage.log.segment import AnyBatch
 from kafkatier.storage.wire import NO_TIMESTAMP
 
@@ -33,7 +42,7 @@ def local_parts(task: ReadTask) -> Iterator[Run | pa.Table]:
     with ReadOnlyPartition(
         Path(task.log_dir), task.topic, task.partition, task.log_start_hint
     ) as part:
-        start = checked_start(task, task.start, part.log_start_offset, str(part.directory))
+        start = checked_start(task, task.start, part.log_start_offset, part.path)
         keep = batch_filter(task, [*part.aborted_txns(start, task.end), *task.aborted])
         for found in _parts(part, task, start, keep):
             yield found if isinstance(found, Run) else project(found, task.include_headers)
@@ -50,19 +59,41 @@ def local_tables(
 def _parts(
     part: ReadOnlyPartition, task: ReadTask, start: int, keep: BatchFilter | None
 ) -> Iterator[Run | pa.Table]:
-    for segment in part.segments_from(start):
-        if segment.base_offset >= task.end:
+    """Closed segments through their offset index; the last one through its ``.log`` alone
+    (``storage.log.tail``: no index opened, a small file read at once), its headers walked to
+    ``start``, as it has no index a reader may trust."""
+    for base in part.bases_from(start):
+        if base >= task.end:
             break
-        found = segment.translate_offset(start)
-        if found is None:
+        if base != part.bases[-1]:
+            segment = part.segment(base)
+            found = segment.translate_offset(start)
+            if found is not None:
+                headers = segment.scan_headers(found.position)
+                yield from _runs(segment, headers, found.position, task, start, keep)
             continue
-        ranges = byte_ranges(segment, found.position, task.end, task.chunk_bytes)
-        for position, size, legacy in ranges:
-            if legacy:
-                yield legacy_table(read_batches(segment, position, size), start, task, keep)
-            else:
-                yield Run(segment.read_bytes(position, size), task.topic, task.partition, start,
-                          task.end, keep, str(segment.log_path), position)  # fmt: skip
+        with part.last_log() as log:
+            tail = (h.at for h in log.headers() if h.at.last_offset >= start)
+            first = next(tail, None)
+            if first is not None:
+                headers = itertools.chain([first], tail)
+                yield from _runs(log, headers, first.position, task, start, keep)
+
+
+def _runs(
+    segment: SegmentBytes,
+    headers: Iterable[BatchPosition],
+    position: int,
+    task: ReadTask,
+    start: int,
+    keep: BatchFilter | None,
+) -> Iterator[Run | pa.Table]:
+    for at, size, legacy in byte_ranges(headers, position, task.end, task.chunk_bytes):
+        if legacy:
+            yield legacy_table(read_batches(segment, at, size), start, task, keep)
+        else:
+            yield Run(segment.read_bytes(at, size), task.topic, task.partition, start, task.end,
+                      keep, str(segment.log_path), at)  # fmt: skip
 
 
 def legacy_table(

@@ -85,6 +85,20 @@ class Source:
 
 
 def scan(src: Source) -> tuple[NDArray[np.int64], NDArray[Any]]:
+    """The batches framed in ``src``: their positions and headers."""
+    positions = frame(src)
+    return positions, headers_at(src.array, positions)
+
+
+def headers_at(array: NDArray[np.uint8], positions: NDArray[np.int64]) -> NDArray[Any]:
+    """The batch headers at ``positions`` of ``array`` as BATCH_HEADER_DTYPE records."""
+    headers: NDArray[Any] = gather_rows(array, positions, BATCH_HEADER_SIZE)
+    return headers.view(BATCH_HEADER_DTYPE).reshape(len(positions))
+
+
+def frame(src: Source) -> NDArray[np.int64]:
+    """Where each whole batch of ``src`` starts (a partial one at the end is left out)."""
+    positions: NDArray[np.int64]
     positions, err, at = D.scan_batches(src.array)
     if err == D.SCAN_MAGIC:
         magic = int(src.array[at + 16])
@@ -98,8 +112,7 @@ def scan(src: Source) -> tuple[NDArray[np.int64], NDArray[Any]]:
         raise CorruptRecordError(
             "record batch size is smaller than a batch header", **src.where(at)
         )
-    headers = gather_rows(src.array, positions, BATCH_HEADER_SIZE).view(BATCH_HEADER_DTYPE)
-    return positions, headers.reshape(len(positions))
+    return positions
 
 
 def _control(src: Source, position: int) -> tuple[ControlType, int]:

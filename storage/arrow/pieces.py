@@ -90,11 +90,10 @@ def decode_runs(runs: Sequence[Run], *, verify_crc: bool = True) -> pa.Table:
 def _frame(src: _Joined) -> tuple[NDArray[np.int64], NDArray[Any], NDArray[np.intp]]:
     """Every run's batches, each run framed alone: positions in the joined buffer, headers,
     and the run of each batch."""
-    found = [D.scan(src.part(r)) for r in range(len(src.runs))]
-    positions = np.concatenate([p + src.starts[r] for r, (p, _) in enumerate(found)])
-    hdr = np.concatenate([h for _, h in found])
-    run_of = np.repeat(np.arange(len(found), dtype=np.intp), [len(p) for p, _ in found])
-    return positions.astype(np.int64), hdr, run_of
+    found = [D.frame(src.part(r)) for r in range(len(src.runs))]
+    positions = np.concatenate([p + src.starts[r] for r, p in enumerate(found)]).astype(np.int64)
+    run_of = np.repeat(np.arange(len(found), dtype=np.intp), [len(p) for p in found])
+    return positions, D.headers_at(src.array, positions), run_of
 
 
 def _filter(src: _Joined) -> BatchFilter | None:

@@ -76,7 +76,7 @@ def scan_bounds(part: ReadOnlyPartition, committed: bool) -> PartitionBounds:
                     _track_txn(header, segment.read_bytes, str(segment.log_path), ongoing, aborted)
         for header in tail:
             if header.at.last_offset >= start:
-                _track_txn(header, log.read, log.path, ongoing, aborted)
+                _track_txn(header, log.read_bytes, log.log_path, ongoing, aborted)
     lso = min([end, *ongoing.values()])
     return PartitionBounds(part.log_start_offset, end, lso, tuple(aborted))
 

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import functools
 import os
 import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Protocol, cast
 
 from kafkatier.storage.checkpoint.checkpoint_file import (
     LOG_START_OFFSET_CHECKPOINT,
@@ -25,7 +26,8 @@ from kafkatier.storage.checkpoint.checkpoint_file import (
 )
 from kafkatier.storage.checkpoint.metadata import parse_partition_dir_name
 from kafkatier.storage.errors import KafkaTierError, StorageError
-from kafkatier.storage.index.txn_index import AbortedTxn
+from kafkatier.storage.index.txn_index import AbortedTxn, TransactionIndex
+from kafkatier.storage.log.batch_position import BatchPosition
 from kafkatier.storage.log.creation import topics_being_created
 from kafkatier.storage.log.segment import AnyBatch, LogSegment
 from kafkatier.storage.log.tail import Header, LogFile
@@ -86,13 +88,18 @@ class ReadOnlyPartition:
     def __init__(self, log_dir: Path, topic: str, partition: int, log_start_hint: int = 0) -> None:
         self.topic = topic
         self.partition = partition
-        self.directory = Path(log_dir) / f"{topic}-{partition}"
-        names = os.listdir(os.path.join(log_dir, f"{topic}-{partition}"))
-        self.bases = sorted(offset_from_file_name(n) for n in names if _SEGMENT_NAME.fullmatch(n))
+        self.path = os.path.join(log_dir, f"{topic}-{partition}")
+        names = os.listdir(self.path)
+        self.bases = sorted(int(n[:20]) for n in names if _SEGMENT_NAME.fullmatch(n))
         self.snapshots = _snapshot_offsets(names)
         """Offsets of the producer snapshots listed with the segments."""
         self._opened: dict[int, LogSegment] = {}
         self.log_start_offset = max(self.bases[0] if self.bases else 0, log_start_hint)
+
+    @functools.cached_property
+    def directory(self) -> Path:
+        """The partition's directory (``path`` as a ``Path``, made when first asked for)."""
+        return Path(self.path)
 
     def close(self) -> None:
         for segment in self._opened.values():
@@ -165,7 +172,7 @@ class ReadOnlyPartition:
 
     def file(self, base: int, suffix: str) -> str:
         """The path of ``<base><suffix>`` in the partition's directory (``.log``, ``.snapshot``)."""
-        return os.path.join(self.directory, segment_file_name(base, suffix))
+        return os.path.join(self.path, segment_file_name(base, suffix))
 
     def offset_for_timestamp(self, timestamp: int) -> int | None:
         """Kafka's ListOffsets by time, via the engine's lookup: it only reads ``segments``,
@@ -177,28 +184,40 @@ class ReadOnlyPartition:
         return offset_for_timestamp(cast("Log", self), timestamp)
 
     def aborted_txns(self, start: int, end: int) -> list[AbortedTxn]:
-        """``.txnindex`` entries overlapping [start, end) (Kafka's collectAbortedTransactions)."""
+        """``.txnindex`` entries overlapping [start, end) (Kafka's collectAbortedTransactions),
+        read from the files alone (no segment opened)."""
         found: list[AbortedTxn] = []
-        for segment in self.segments_from(start):
-            txns, complete = segment.collect_aborted_txns(start, end)
+        for base in self.bases_from(start):
+            index = TransactionIndex(Path(self.file(base, ".txnindex")), base)
+            txns, complete = index.collect_aborted_txns(start, end)
             found.extend(txns)
             if complete:
                 break
         return found
 
 
+class SegmentBytes(Protocol):
+    """What reading runs of batches needs of a segment: ``LogSegment`` or ``LogFile``."""
+
+    @property
+    def log_path(self) -> str | Path: ...
+
+    def read_bytes(self, position: int, size: int) -> bytes: ...
+
+
 def byte_ranges(
-    segment: LogSegment, position: int, end_offset: int, chunk_bytes: int
+    headers: Iterable[BatchPosition], position: int, end_offset: int, chunk_bytes: int
 ) -> Iterator[tuple[int, int, bool]]:
-    """(position, size, legacy) of runs of whole batches from ``position`` until one holds
-    ``end_offset - 1`` or beyond, at most ``chunk_bytes`` each (one batch may exceed it), never
-    mixing v2 and legacy (magic 0/1) batches. Only headers are read; a legacy header gives only
-    its wrapper's last offset, so the stop is judged by the last offsets already covered (a
-    batch past the end may come along: readers filter records by offset)."""
+    """(position, size, legacy) of runs of whole batches (``headers``, from the one at
+    ``position`` on) until one holds ``end_offset - 1`` or beyond, at most ``chunk_bytes`` each
+    (one batch may exceed it), never mixing v2 and legacy (magic 0/1) batches. Only headers are
+    read; a legacy header gives only its wrapper's last offset, so the stop is judged by the
+    last offsets already covered (a batch past the end may come along: readers filter records
+    by offset)."""
     begin = end = position
     legacy = False
     covered = -1
-    for header in segment.scan_headers(position):
+    for header in headers:
         if covered >= end_offset - 1:
             break
         covered = header.last_offset
@@ -212,7 +231,7 @@ def byte_ranges(
         yield begin, end - begin, legacy
 
 
-def read_batches(segment: LogSegment, position: int, size: int) -> Iterator[AnyBatch]:
+def read_batches(segment: SegmentBytes, position: int, size: int) -> Iterator[AnyBatch]:
     """The batches in ``size`` bytes at ``position``, read with ``pread``. Never through a map of
     the ``.log``: a writer recovering from a crash truncates a torn tail, and a mapped page past
     the end of file is SIGBUS. Framing errors name the file position."""

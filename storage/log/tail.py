@@ -37,10 +37,11 @@ class Header:
 
 
 class LogFile:
-    """A ``.log`` file opened read-only: its size at opening and its batch headers."""
+    """A ``.log`` file opened read-only: its size at opening, its batch headers, and bytes read
+    as from a ``LogSegment`` (``read_bytes``, ``log_path``) without opening its indexes."""
 
     def __init__(self, path: str) -> None:
-        self.path = path
+        self.log_path = path
         self.fd = os.open(path, os.O_RDONLY)
         self.size = os.fstat(self.fd).st_size
 
@@ -53,7 +54,7 @@ class LogFile:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def read(self, position: int, size: int) -> bytes:
+    def read_bytes(self, position: int, size: int) -> bytes:
         return os.pread(self.fd, size, position)
 
     def headers(self, position: int = 0) -> Iterator[Header]:
@@ -61,7 +62,7 @@ class LogFile:
         window, begin, step = b"", position, WINDOW
         while position + wire.HEADER_SIZE_UP_TO_MAGIC <= self.size:
             if position + wire.BATCH_HEADER_SIZE > begin + len(window):
-                window, begin = self.read(position, step), position
+                window, begin = self.read_bytes(position, step), position
             found = self._header(window, position - begin, position)
             if found is None:
                 return
@@ -78,7 +79,7 @@ class LogFile:
         if length < wire.MIN_LEGACY_RECORD_SIZE or magic > 2:
             raise CorruptRecordError(
                 f"invalid batch header (length {length}, magic {magic})",
-                file=self.path,
+                file=self.log_path,
                 position=position,
             )
         if position + size > self.size:
