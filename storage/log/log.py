@@ -329,8 +329,8 @@ class Log:
         trimmed indexes."""
         snapshot = self.producer_state.take_snapshot(sync=False)
         if snapshot is not None:
-            self.durability.unsynced_snapshots.append(snapshot)
-        if self.needs_flush or self.durability.unsynced_snapshots:
+            self.durability.unsynced_files.append(snapshot)
+        if self.needs_flush or self.durability.unsynced_files:
             self.flush()
         self.leader_epoch_cache.flush()
         for segment in self.segments:
