@@ -8,6 +8,7 @@ rebuilds them from their keyword fields.
 
 from __future__ import annotations
 
+import errno
 from typing import Any
 
 
@@ -59,6 +60,19 @@ class CorruptSnapshotError(StorageError):
 
 class CheckpointError(StorageError):
     """A checkpoint or metadata file that does not parse."""
+
+
+class LogWriteError(StorageError):
+    """A write, allocation or sync the filesystem refused (no space left, quota, I/O error):
+    ``file`` and ``position`` say where. The operation that raised it left its log as it was
+    before (a partial write is cut off again), so it can be retried once the cause is gone."""
+
+    @classmethod
+    def of(cls, action: str, exc: OSError, **context: object) -> LogWriteError:
+        """``action`` failed with ``exc``: its strerror (errno name) as the message."""
+        name = errno.errorcode.get(exc.errno or 0, "")
+        cause = f"{exc.strerror or exc} ({name})" if name else (exc.strerror or str(exc))
+        return cls(f"{action}: {cause}", **context)
 
 
 class OffsetOutOfRangeError(StorageError):

@@ -15,6 +15,7 @@ import functools
 import os
 import re
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
 
@@ -27,11 +28,24 @@ def temp_path(path: Path) -> Path:
     return path.with_name(path.name + TMP_SUFFIX)
 
 
+@contextlib.contextmanager
+def naming(path: Path | str) -> Iterator[None]:
+    """An ``OSError`` raised inside without a file name (a write, fsync or ftruncate on a
+    descriptor: ENOSPC, EIO) gets ``path`` as its name, so its one line says which file."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename is not None or exc.errno is None:
+            raise
+        raise OSError(exc.errno, exc.strerror, str(path)) from exc
+
+
 def fsync_file(path: Path) -> None:
     """Flush a file's data and metadata to stable storage."""
     fd = os.open(path, os.O_RDONLY)
     try:
-        os.fsync(fd)
+        with naming(path):
+            os.fsync(fd)
     finally:
         os.close(fd)
 
@@ -50,7 +64,8 @@ def fsync_dir(path: Path) -> None:
             return
         raise
     try:
-        os.fsync(fd)
+        with naming(path):
+            os.fsync(fd)
     finally:
         os.close(fd)
 
@@ -60,10 +75,11 @@ def write_unseen(path: Path, data: bytes) -> None:
     another name): no temporary file is needed, and the fsync uses the writing descriptor."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
+        with naming(path):
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
     finally:
         os.close(fd)
 
@@ -77,7 +93,7 @@ def atomic_write(path: Path, data: bytes, *, sync: bool = True) -> None:
     """
     tmp = temp_path(path)
     try:
-        with open(tmp, "wb") as out:
+        with naming(tmp), open(tmp, "wb") as out:
             out.write(data)
             out.flush()
             if sync:

@@ -167,6 +167,20 @@ def _clean_group(
     only the txn index that retained ABORT markers go to is the group's."""
     store = rnd.store
     cleaned = store.create_cleaned(group[0].base_offset)
+    try:
+        _write_group(rnd, group, txn, cleaned)
+    except BaseException:
+        cleaned.discard()  # a full disk or a bad batch: the log stays as it was, nothing left
+        raise
+    store.replace_segments(cleaned, [g.base_offset for g in group], group[-1].last_modified_ms)
+
+
+def _write_group(
+    rnd: _Round, group: Sequence[SegmentInfo], txn: CleanedTransactionMetadata,
+    cleaned: CleanedSegment,
+) -> None:  # fmt: skip
+    """The group's retained batches written into ``cleaned`` (not yet swapped in)."""
+    store = rnd.store
     txn.on_retained_abort = cleaned.append_aborted_txn
     ctx = FilterContext(rnd.offset_map, rnd.now_ms, rnd.config.delete_retention_ms, txn,
                         rnd.last_records, rnd.upper_bound, rnd.stats)  # fmt: skip
@@ -192,7 +206,6 @@ def _clean_group(
     writer.flush()
     if chunks is not None:
         _add_chunk_stats(rnd.stats, chunks)
-    store.replace_segments(cleaned, [g.base_offset for g in group], group[-1].last_modified_ms)
 
 
 def _clean_pass(rnd: _Round, ltc: LogToClean) -> int:

@@ -52,6 +52,10 @@ class CleanedSegment(Protocol):
 
     def append_aborted_txn(self, txn: AbortedTxn) -> None: ...
 
+    def discard(self) -> None:
+        """Delete its files: a group whose cleaning failed (a full disk) leaves no space taken
+        and the log as it was."""
+
     @property
     def size(self) -> int: ...
 
@@ -117,6 +121,9 @@ class _LocalCleaned:
 
     def append_aborted_txn(self, txn: AbortedTxn) -> None:
         self.segment.append_aborted_txn(txn)
+
+    def discard(self) -> None:
+        self.segment.delete()
 
 
 class LocalSegmentStore:
@@ -215,10 +222,14 @@ class LocalSegmentStore:
         """§11.4 steps 1-4 for one group: finish the ``.cleaned`` files, then swap them in."""
         assert isinstance(new, _LocalCleaned)
         cleaned = new.segment
-        cleaned.on_become_inactive()
-        cleaned.flush()
-        mtime = last_modified_ms / 1000
-        os.utime(cleaned.log_path, (mtime, mtime))
+        try:
+            cleaned.on_become_inactive()
+            cleaned.flush()
+            mtime = last_modified_ms / 1000
+            os.utime(cleaned.log_path, (mtime, mtime))
+        except BaseException:
+            new.discard()  # not swapped in yet: the log is as it was
+            raise
         self.hook.step()
         self._rename(cleaned, ".swap")
         old = [self._segment(base) for base in old_bases]

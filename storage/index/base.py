@@ -16,6 +16,7 @@ cache after an unmap).
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 import struct
@@ -27,7 +28,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from kafkatier.storage import wire
-from kafkatier.storage.errors import CorruptIndexError, StorageError
+from kafkatier.storage.errors import CorruptIndexError, LogWriteError, StorageError
 from kafkatier.storage.file_budget import FileBudget
 from kafkatier.storage.fsutil import fsync_file
 from kafkatier.storage.index.search import largest_lower_bound
@@ -39,6 +40,11 @@ _MAP_OPTIONS: dict[str, bool] = {"trackfd": False} if sys.version_info >= (3, 13
 # to a page of a preallocated (sparse) index faults in and zero-fills a whole read-ahead window
 # (Python's struct.pack_into clears its bytes first), which cost milliseconds per new index.
 _RANDOM_ACCESS: int | None = getattr(mmap, "MADV_RANDOM", None)
+
+# Disk blocks are allocated ahead of the writes through the map in steps of this many bytes: a
+# write to a hole of a sparse file that the filesystem cannot fill (no space) is a SIGBUS that
+# kills the process, where posix_fallocate fails with ENOSPC.
+_BACKING_STEP = 64 * 1024
 
 __all__ = ["FixedEntryIndex", "IndexFullError", "InvalidIndexEntryError"]
 
@@ -92,6 +98,7 @@ class FixedEntryIndex(ABC):
         self._unmapped = False  # the budget took the map: map again at the next access
         self._registering = False  # this index's own registration must not evict it
         self._dirty = False  # entries written since the last flush
+        self._backed = 0  # bytes from the start known allocated on disk (see reserve)
         self.referenced = True
         created = False
         if empty:
@@ -214,6 +221,7 @@ class FixedEntryIndex(ABC):
                 raise StorageError("index is closed", file=str(self._path))
             self._unmap()
             os.truncate(self._path, rounded)
+            self._backed = min(self._backed, rounded)
             self._unmapped = True  # mapped again at the next access
             self._length = rounded
             self.max_entries = self._length // size
@@ -335,8 +343,32 @@ class FixedEntryIndex(ABC):
                 file=str(self._path),
             )
 
+    def reserve(self, entries: int) -> None:
+        """Allocate disk blocks for the next ``entries`` slots (as far as the file goes) unless
+        they have them: :class:`LogWriteError` (no space) here, before the caller writes
+        anything, instead of a SIGBUS at the write through the map. Written in steps of
+        ``_BACKING_STEP`` bytes, so nearly every call only compares two numbers."""
+        with self._lock:
+            end = min((self._entries + entries) * self.ENTRY.size, self._length)
+            if end <= self._backed:
+                return
+            stop = min(self._length, -(-end // _BACKING_STEP) * _BACKING_STEP)
+            try:
+                fd = os.open(self._path, os.O_RDWR)
+                try:
+                    os.posix_fallocate(fd, self._backed, stop - self._backed)
+                finally:
+                    os.close(fd)
+            except OSError as exc:
+                if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):  # nothing to allocate with
+                    raise LogWriteError.of(
+                        "cannot allocate index space", exc, file=str(self._path), position=end
+                    ) from exc
+            self._backed = stop
+
     def _write(self, fields: tuple[int, int]) -> None:
         """Store an entry in the next free slot (callers ran :meth:`_check_can_append`)."""
+        self.reserve(1)
         buffer = self._buffer()
         assert isinstance(buffer, mmap.mmap)  # a non-full writable index has a non-empty map
         self.ENTRY.pack_into(buffer, self._entries * self.ENTRY.size, *fields)

@@ -20,6 +20,8 @@ and :class:`BatchPosition`).
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import mmap
 import os
 import time
@@ -27,7 +29,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from kafkatier.storage import wire
-from kafkatier.storage.errors import StorageError
+from kafkatier.storage.errors import LogWriteError, StorageError
 from kafkatier.storage.file_budget import BudgetedFile, FileBudget, process_budget
 from kafkatier.storage.index.offset_index import OffsetIndex
 from kafkatier.storage.index.time_index import TimeIndex
@@ -43,6 +45,18 @@ Buffer = bytes | bytearray | memoryview
 IOV_MAX = 1024  # the most buffers one pwritev takes on Linux
 SUFFIXES = (".log", ".index", ".timeindex", ".txnindex")
 __all__ = ["SUFFIXES", "AnyBatch", "LogSegment"]
+
+
+def _after(views: Sequence[memoryview], skip: int) -> list[memoryview]:
+    """``views`` without their first ``skip`` bytes (what a short pwritev left to write)."""
+    out: list[memoryview] = []
+    for view in views:
+        if skip >= view.nbytes:
+            skip -= view.nbytes
+            continue
+        out.append(view[skip:])
+        skip = 0
+    return out
 
 
 class LogSegment:
@@ -185,23 +199,58 @@ class LogSegment:
         start = self.size
         if isinstance(data, (bytes, bytearray, memoryview)):
             data = [data]
-            size = memoryview(data[0]).nbytes
-        else:
-            if len(data) > IOV_MAX:
-                data = [b"".join(data)]
-            size = sum(memoryview(part).nbytes for part in data)
-        try:
-            with self._file.use() as fd:
-                written = os.pwritev(fd, data, start)
-        finally:  # after the write: an fsync racing it in another thread cannot clear the mark
-            self._unsynced = True
-        if written != size:
-            raise StorageError("short write", file=str(self.log_path), position=start)
+        elif len(data) > IOV_MAX:
+            data = [b"".join(data)]
+        self._reserve_index_entries(batches)
+        size = self._write_all(data, start)
         for info in batches:
             self._index_batch(
                 start + info.position, info.size, info.last_offset, info.max_timestamp
             )
         self.size = start + size
+
+    def _write_all(self, data: Sequence[Buffer], start: int) -> int:
+        """Write ``data`` at ``start`` (pwritev, continued after a short write) and return its
+        size. On a failure (no space, quota, I/O error) the bytes written are cut off again, so
+        the file ends where it did, and :class:`LogWriteError` names the file and position."""
+        views = [memoryview(part).cast("B") for part in data]
+        size = sum(v.nbytes for v in views)
+        done = 0
+        try:
+            with self._file.use() as fd:
+                while done < size:
+                    written = os.pwritev(fd, _after(views, done), start + done)
+                    if written == 0:
+                        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+                    done += written
+        except OSError as exc:
+            self._cut_back(start)
+            raise LogWriteError.of(
+                f"cannot append {size} bytes", exc, file=str(self.log_path), position=start
+            ) from exc
+        finally:  # after the write: an fsync racing it in another thread cannot clear the mark
+            self._unsynced = True
+        return size
+
+    def _cut_back(self, size: int) -> None:
+        """Best effort: the file back to ``size`` bytes after a failed write (if this fails
+        too, the next open's recovery cuts the torn tail, which lies above the recovery
+        point: nothing below it was touched)."""
+        with contextlib.suppress(OSError), self._file.use() as fd:
+            os.ftruncate(fd, size)
+
+    def _reserve_index_entries(self, batches: Sequence[BatchInfo]) -> None:
+        """Have disk space for the index entries ``batches`` will add before the ``.log``
+        write: an index is written through a map, where no space would be a SIGBUS."""
+        due = 0
+        since = self._bytes_since_last_index_entry
+        for info in batches:
+            if since > self.index_interval_bytes:
+                due, since = due + 1, 0
+            since += info.size
+        if due:
+            self.offset_index.reserve(due)
+            self.time_index.reserve(due)
 
     def _index_batch(self, position: int, size: int, last_offset: int, max_ts: int) -> None:
         self._track_max(max_ts, last_offset)

@@ -54,6 +54,9 @@ class _Cleaned:
     def append_aborted_txn(self, txn: AbortedTxn) -> None:
         self.segment.append_aborted_txn(txn)
 
+    def discard(self) -> None:
+        self.segment.delete()
+
 
 class _ReadAhead:
     """Sequential ranged reads of remote segments with the next range already on its way: the

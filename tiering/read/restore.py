@@ -37,7 +37,7 @@ from kafkatier.storage.checkpoint.metadata import (
     partition_dir_name,
 )
 from kafkatier.storage.config.topic_files import TopicConfigStore
-from kafkatier.storage.fsutil import fsync_dir, fsync_file
+from kafkatier.storage.fsutil import fsync_dir, fsync_file, naming
 from kafkatier.storage.producer.snapshot import snapshot_path
 from kafkatier.storage.wire import segment_file_name
 from kafkatier.tiering.errors import RemoteVerifyError, TieringError
@@ -58,6 +58,8 @@ from kafkatier.tiering.read.incarnation import choose, local_topic_ids
 from kafkatier.tiering.store.object_store import ObjectStore, Progress
 
 STAGING = ".kafkatier-restore"
+STAGING_OBJECTS = "objects"  # under STAGING: downloads before their checks pass
+PARTIAL_SUFFIX = ".partial"  # a new partition being restored, under STAGING
 _SUFFIXES = {"log": ".log", "index": ".index", "timeindex": ".timeindex", "txnindex": ".txnindex"}
 
 
@@ -130,7 +132,8 @@ def fetch(
     temp = staging / item.target.name
     for attempt in range(attempts):
         try:
-            digest = store.get_file(item.key, temp, progress=progress, size=item.meta.size)
+            with naming(temp):  # a full disk's ENOSPC names the file it was writing
+                digest = store.get_file(item.key, temp, progress=progress, size=item.meta.size)
             if _is_complete(temp, item.meta, digest):
                 fsync_file(temp)  # durable before its name is: the checkpoints follow the data
                 os.replace(temp, item.target)
@@ -180,24 +183,52 @@ def _restore(
     topic, partition = manifest.topic, manifest.partition
     segments = select_segments(manifest, from_offset, from_timestamp)
     result = RestoreResult(topic, partition, segments=len(segments))
-    directory = log_dir / partition_dir_name(topic, partition)
+    live = log_dir / partition_dir_name(topic, partition)
+    # A new partition is built beside the log dir's partitions and renamed in whole at the end
+    # (a failure such as a full disk leaves nothing half-restored where a broker or reader
+    # looks; the next restore resumes in it); an existing one is completed in place.
+    directory = live if live.exists() else log_dir / STAGING / (live.name + PARTIAL_SUFFIX)
+    objects = log_dir / STAGING / STAGING_OBJECTS / live.name
+    _restore_into(store, rp, manifest, segments, (directory, objects), result, from_offset,
+                  threads, progress)  # fmt: skip
+    if result.restored and directory != live:
+        os.rename(directory, live)
+        fsync_dir(log_dir)
+    return result
+
+
+def _restore_into(
+    store: ObjectStore,
+    rp: RemotePartition,
+    manifest: PartitionManifest,
+    segments: list[RemoteSegment],
+    paths: tuple[Path, Path],
+    result: RestoreResult,
+    from_offset: int | None,
+    threads: int,
+    progress: Progress | None,
+) -> None:
+    """Download ``segments`` into ``paths[0]`` (each object through ``paths[1]``, where it is
+    checked) and write its partition files."""
+    directory, staging = paths
     if not segments:
         if manifest.finished():  # the filters left nothing of what there is
-            return result
+            return
         # Every remote segment expired: the partition is empty at its log start, as a broker's
         # is once retention took all; starting it at 0 would hand out its offsets again.
         directory.mkdir(parents=True, exist_ok=True)
         result.log_start_offset = result.log_end_offset = manifest.log_start_offset
         result.restored = True
         _write_partition_files(rp, manifest, [], directory, manifest.log_start_offset)
-        return result
+        return
     directory.mkdir(parents=True, exist_ok=True)
     # largest first, so the small index and snapshot objects fill in beside the last .log
     plan = sorted(plan_downloads(rp, segments, directory), key=lambda d: -d.meta.size)
-    staging = log_dir / STAGING / partition_dir_name(topic, partition)
-    with ThreadPoolExecutor(max_workers=max(threads, 1)) as pool:
-        sizes = list(pool.map(lambda d: fetch(store, d, staging, progress), plan))
-    shutil.rmtree(staging, ignore_errors=True)
+    try:
+        with ThreadPoolExecutor(max_workers=max(threads, 1)) as pool:
+            sizes = list(pool.map(lambda d: fetch(store, d, staging, progress), plan))
+    finally:  # a failed download's part is not kept: a full disk gets its space back
+        shutil.rmtree(staging, ignore_errors=True)
     fsync_dir(directory)  # the renames, before any checkpoint names the data
     result.files_downloaded = sum(1 for n in sizes if n)
     result.files_skipped = len(sizes) - result.files_downloaded
@@ -207,7 +238,6 @@ def _restore(
     result.log_end_offset = segments[-1].end_offset + 1
     result.restored = True
     _write_partition_files(rp, manifest, segments, directory, start)
-    return result
 
 
 def _all(*jobs: Callable[[], object]) -> None:
