@@ -84,7 +84,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 def describe(exc: Exception) -> tuple[int, str]:
     """The exit code and the one line for an error that ended a command: 2 for a bad setting or
     input (usage), 1 for the rest; a file-system error names its path; an error kafkatier did not
-    expect says so and how to see where it came from."""
+    expect says so and how to see where it came from. Notes added to the error
+    (``add_note``) follow on the same line."""
+    code, line = _describe(exc)
+    notes = getattr(exc, "__notes__", ())  # what the command adds: e.g. what it did before
+    return code, "; ".join([line, *notes])
+
+
+def _describe(exc: Exception) -> tuple[int, str]:
     if isinstance(exc, ConfigError):
         return 2, str(exc)
     if isinstance(exc, KafkaTierError):

@@ -105,7 +105,13 @@ def run(args: argparse.Namespace) -> int:
         LogDirectory(args.log_dir, max_open_files=args.max_open_files) as log_dir,
     ):
         logs = _partitions(log_dir, args.topic, args.partitions, overrides)
-        summary = _append_file(logs, args.input, fmt, args.compression)
+        summary = Summary()
+        ends = [log.log_end_offset for log in logs]
+        try:
+            _append_file(logs, args.input, fmt, args.compression, summary)
+        except Exception as exc:  # a full disk: say what is in the log, what is not
+            exc.add_note(_partial(logs, ends))
+            raise
     # closing the log dir flushed every partition once, in parallel: the records are durable
     _print_summary(args.topic, summary)
     return 0
@@ -134,8 +140,10 @@ def _partitions(
     return logs
 
 
-def _append_file(logs: list[Log], path: Path, fmt: str, compression: str | None) -> Summary:
-    summary = Summary()
+def _append_file(
+    logs: list[Log], path: Path, fmt: str, compression: str | None, summary: Summary
+) -> None:
+    """Append the file's records to ``logs``, recording in ``summary`` what each got."""
     keyless = 0
     show = sys.stderr.isatty()
     with tqdm(desc="records", unit="rec", disable=not show, file=sys.stderr) as progress:
@@ -147,7 +155,6 @@ def _append_file(logs: list[Log], path: Path, fmt: str, compression: str | None)
             keyless += len(chunk) if keys is None else int(keys.null_count)
             _append_chunk(logs, chunk, parts, compression, summary)
             progress.update(len(chunk))
-    return summary
 
 
 def _append_chunk(
@@ -163,6 +170,21 @@ def _append_chunk(
             info = append_arrow(logs[partition], ordered.slice(start, count), codec=compression)
             summary.add(partition, info.first_offset, info.last_offset, info.num_records)
         start += count
+
+
+def _partial(logs: list[Log], ends: list[int]) -> str:
+    """What an append that failed midway left in the log (``ends``: the log end offsets
+    before it): whole batches of the first records, as a producer's acknowledged sends, and
+    none of the rest."""
+    added = [(log, end) for log, end in zip(logs, ends, strict=True) if log.log_end_offset > end]
+    if not added:
+        return "no record of the input was appended"
+    total = sum(log.log_end_offset - end for log, end in added)
+    ranges = ", ".join(
+        f"{log.topic}-{log.partition} offsets {end}..{log.log_end_offset - 1}"
+        for log, end in added
+    )
+    return f"{total} records of the input were appended before it ({ranges}), the rest were not"
 
 
 def _print_summary(topic: str, summary: Summary) -> None:
