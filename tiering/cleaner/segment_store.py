@@ -32,8 +32,10 @@ from kafkatier.storage.log.segment import AnyBatch, LogSegment
 from kafkatier.storage.wire import OFFSET_INDEX_ENTRY
 from kafkatier.tiering.cleaner.swap import GroupReplacer
 from kafkatier.tiering.cleaner.view import RemoteSegmentFile, chunked_batches
+from kafkatier.tiering.errors import CorruptRemoteObjectError
 from kafkatier.tiering.metadata.identity import RemotePartition
 from kafkatier.tiering.metadata.manifest import RemoteSegment, object_key
+from kafkatier.tiering.read.remote_reader import batch_spans, verify_spans
 from kafkatier.tiering.store.object_store import ObjectStore
 
 
@@ -182,16 +184,32 @@ class RemoteSegmentStore:
         return entries[i][1] if i >= 0 else 0
 
     def read_chunk(self, base_offset: int, position: int, size: int) -> bytes:
+        """Bytes from a batch boundary; a remote segment's whole batches in them verified
+        (``verify_spans``: CRCs, offsets in the segment's range) before the cleaner keeps any
+        of their records: a corrupt object is never rewritten into a cleaned segment."""
         seg = self._find(base_offset)
         if isinstance(seg, RemoteSegmentFile):
-            return self._ahead.read(seg, position, size)
+            data = self._ahead.read(seg, position, size)
+            verify_spans(data, batch_spans(data), seg.remote, seg.key, position)
+            return data
         return seg.read_bytes(position, size)
 
     def read_batches(self, base_offset: int, start_offset: int = -1) -> Iterator[AnyBatch]:
         seg = self._find(base_offset)
         position = self.start_position(base_offset, start_offset)
-        yield from chunked_batches(seg.read_bytes, seg.size, position, self.io_buffer_size,
-                                   self.location(base_offset))  # fmt: skip
+        batches = chunked_batches(seg.read_bytes, seg.size, position, self.io_buffer_size,
+                                  self.location(base_offset))  # fmt: skip
+        if isinstance(seg, LogSegment):
+            yield from batches
+            return
+        for batch in batches:  # verified as read_chunk's are
+            inside = seg.base_offset <= batch.last_offset <= seg.remote.end_offset
+            if not (inside and batch.is_valid()):
+                raise CorruptRemoteObjectError(
+                    "batch CRC or offsets do not match the manifest", key=seg.key,
+                    position=batch.position,
+                )  # fmt: skip
+            yield batch
 
     def location(self, base_offset: int) -> str:
         seg = self._find(base_offset)

@@ -34,6 +34,7 @@ from kafkatier.storage.producer.state import ProducerStateManager
 from kafkatier.storage.record.batch import RecordBatch
 from kafkatier.storage.record.records import iter_batches
 from kafkatier.storage.wire import BATCH_HEADER_SIZE, NO_TIMESTAMP, OFFSET_AND_LENGTH
+from kafkatier.tiering.errors import CorruptRemoteObjectError
 from kafkatier.tiering.metadata.identity import RemotePartition
 from kafkatier.tiering.metadata.manifest import RemoteSegment, object_key
 from kafkatier.tiering.store.object_store import ObjectStore
@@ -58,8 +59,18 @@ class RemoteSegmentFile:
         return self.remote.max_timestamp if self.remote.max_timestamp >= 0 else 0
 
     def read_bytes(self, position: int, size: int) -> bytes:
+        """Bytes of the object; fewer than the manifest's size promises is a corrupt object
+        (truncated, or another one under the key), never a short segment."""
         end = min(position + size, self.size)
-        return self.store.get_bytes(self.key, position, end) if end > position else b""
+        if end <= position:
+            return b""
+        data = self.store.get_bytes(self.key, position, end)
+        if len(data) != end - position:
+            raise CorruptRemoteObjectError(
+                f"object shorter than the manifest's {self.size} bytes", key=self.key,
+                position=position + len(data),
+            )  # fmt: skip
+        return data
 
     def _read_head(self, size: int) -> bytes:
         """The segment's first ``size`` bytes; up to ``HEAD_BYTES`` fetched once and kept: the

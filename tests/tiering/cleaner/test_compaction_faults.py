@@ -25,8 +25,9 @@ from kafkatier.storage.log.log import wall_clock_ms
 from kafkatier.tiering.cleaner.clean_pass import RemotePass
 from kafkatier.tiering.cleaner.compaction import compact_remote
 from kafkatier.tiering.config import TieringConfig
+from kafkatier.tiering.errors import CorruptRemoteObjectError
 from kafkatier.tiering.metadata.local import LocalPartition
-from kafkatier.tiering.metadata.manifest import object_key
+from kafkatier.tiering.metadata.manifest import manifest_key, object_key
 from kafkatier.tiering.metadata.manifest_store import ManifestStore
 from kafkatier.tiering.read.remote_reader import RemoteLogReader
 from kafkatier.tiering.store.s3store import S3Store
@@ -110,4 +111,40 @@ def test_outage_mid_compaction_fails_cleanly_and_the_next_pass_converges(
     outcomes = RemotePass(config, _store(s3_url, proxy.endpoint)).run()
     assert [o.error for o in outcomes] == [None] and outcomes[0].orphans_removed >= 1
     assert restored_rows(tmp_path, direct, "after-rerun") == new
+    assert_no_orphans(direct)
+
+
+def _flip(data: bytes) -> bytes:
+    out = bytearray(data)
+    out[len(out) // 2] ^= 0x04  # inside some batch's records
+    return bytes(out)
+
+
+CORRUPTIONS = {
+    "flipped bit": lambda data, other: _flip(data),
+    "truncated": lambda data, other: data[: len(data) - 7],
+    "another segment under the key": lambda data, other: (other + data)[: len(data)],
+}
+
+
+@pytest.mark.parametrize("kind", sorted(CORRUPTIONS))
+def test_a_corrupt_object_stops_remote_compaction_before_any_rewrite(
+    tmp_path, s3_env, s3_url, kind: str
+) -> None:
+    """The cleaner reads every remote batch it keeps records of; a corrupt object (whatever is
+    wrong with it) fails the pass naming the object, and nothing was rewritten or swapped: the
+    manifest is the one before, and no object was left behind."""
+    direct = _store(s3_url, s3_env.endpoint)
+    logs, _old, _new = _prepare(tmp_path, direct)
+    rp = only(direct, TOPIC, 0)
+    manifests = ManifestStore(direct)
+    manifest, _ = manifests.load(rp)
+    victim, other = manifest.finished()[1], manifest.finished()[0]
+    key = object_key(rp, victim, "log")
+    other_bytes = direct.get_bytes(object_key(rp, other, "log"))
+    direct.put_bytes(key, CORRUPTIONS[kind](direct.get_bytes(key), other_bytes))
+    before = direct.get_bytes(manifest_key(rp))
+    with pytest.raises(CorruptRemoteObjectError, match=key):
+        _compact(logs, direct)
+    assert direct.get_bytes(manifest_key(rp)) == before
     assert_no_orphans(direct)
