@@ -27,8 +27,11 @@ from pathlib import Path
 from kafkatier.storage.log.segment import LogSegment
 from kafkatier.storage.producer.snapshot import DELETED_SUFFIX, list_snapshot_files
 from kafkatier.tiering.crash import crash_point
+from kafkatier.tiering.errors import CorruptRemoteObjectError
+from kafkatier.tiering.metadata.identity import RemotePartition
 from kafkatier.tiering.metadata.local import LocalPartition, sha256_file
-from kafkatier.tiering.metadata.manifest import PartitionManifest
+from kafkatier.tiering.metadata.manifest import PartitionManifest, object_key
+from kafkatier.tiering.store.object_store import ObjectStore
 
 
 def locally_deletable(
@@ -144,3 +147,28 @@ def delete_local(part: LocalPartition, doomed: list[LogSegment]) -> int:
                 snap.delete_if_exists()
     return freed
 
+
+
+def check_remote_copies(
+    store: ObjectStore, rp: RemotePartition, manifest: PartitionManifest, doomed: list[LogSegment]
+) -> None:
+    """Before local segments go on the strength of the manifest: each one's remote ``.log``
+    (the data; its indexes can be rebuilt from it) is there with the size and entity tag the
+    manifest recorded (one HEAD per segment deleted), else :class:`CorruptRemoteObjectError`
+    names the object and nothing is deleted. Segments below the log start have no copy to
+    check: retention took them from both tiers."""
+    copies = {seg.base_offset: seg for seg in manifest.finished()}
+    for segment in doomed:
+        seg = copies.get(segment.base_offset)
+        meta = seg.files.get("log") if seg is not None else None
+        if seg is None or meta is None:
+            continue
+        key = object_key(rp, seg, "log")
+        info = store.head(key)
+        if info is None or info.size != meta.size or (meta.etag and info.etag != meta.etag):
+            found = "missing" if info is None else f"{info.size} bytes, etag {info.etag}"
+            raise CorruptRemoteObjectError(
+                f"remote copy differs from the manifest ({found}; manifest: {meta.size} bytes, "
+                f"etag {meta.etag or '-'}): local segment kept",
+                key=key, local=str(segment.log_path),
+            )  # fmt: skip

@@ -31,6 +31,7 @@ from kafkatier.tiering.cleaner.retention import expire_remote
 from kafkatier.tiering.cleaner.swap import GroupReplacer
 from kafkatier.tiering.config import TieringConfig
 from kafkatier.tiering.copy.local_retention import (
+    check_remote_copies,
     delete_local,
     interrupted_deletes,
     locally_deletable,
@@ -244,6 +245,7 @@ class Tierer:
             manifest, _ = manifests.load(part.remote, fresh=True)
         doomed = interrupted_deletes(part, manifest)
         doomed += locally_deletable(part, manifest, now_ms())[len(doomed) :]
+        check_remote_copies(self.store, part.remote, manifest, doomed)
         outcome.local_segments_deleted = len(doomed)
         outcome.local_bytes_deleted = delete_local(part, doomed)
         remove_deleted_leftovers(part)
