@@ -1,13 +1,15 @@
 """Topic settings a user may give, drawn at random, through every command that touches the data:
 ``produce`` (twice, so that segments roll and compaction has something to do), ``clean``, a
-sidecar pass to a remote store, ``restore``. Whatever the settings, the commands succeed, every
-log verifies, and what can be read (remote joined with local) is the produced records: each at
-its own offset, unchanged; all of them where neither retention nor compaction may remove one;
-every key's latest record where only compaction may."""
+sidecar pass to a remote store, ``restore``, and the Spark reader over both tiers. Whatever the
+settings, the commands succeed, every log verifies, and what can be read (remote joined with
+local) is the produced records: each at its own offset, unchanged; all of them where neither
+retention nor compaction may remove one; every key's latest record where only compaction may.
+``spark.read.format("kafkatier")`` reads exactly that too."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -15,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kafkatier.cli.main import main
+from kafkatier.sink.source.datasource import register_data_source
 from kafkatier.storage.log.directory import LogDirectory
 from kafkatier.storage.verify.paths import verify_paths
 from kafkatier.tiering.config import TieringConfig
@@ -87,11 +90,24 @@ def _check_survivors(produced: Produced, read: Produced, policy: str) -> None:
                 assert offset in got, (partition, key, offset)
 
 
+def _spark_read(spark: Any, logs: Path, url: str) -> Produced:
+    """The topic through the Spark data source, remote and local tiers together."""
+    register_data_source(spark)
+    df = (spark.read.format("kafkatier").option("path", str(logs)).option("subscribe", TOPIC)
+          .option("remote.storage.url", url).load())  # fmt: skip
+    out: Produced = {p: {} for p in range(PARTITIONS)}
+    for row in df.select("partition", "offset", "key", "value").collect():
+        key = bytes(row.key) if row.key is not None else None
+        value = bytes(row.value) if row.value is not None else None
+        out[row.partition][row.offset] = (key, value)
+    return {p: dict(sorted(found.items())) for p, found in out.items()}
+
+
 @settings(max_examples=8, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
 @given(topic=TOPIC_SETTINGS, compression=COMPRESSION)
 def test_every_command_under_random_topic_settings(
-    tmp_path_factory, topic: dict[str, str], compression: str  # type: ignore[no-untyped-def]
+    tmp_path_factory, spark: Any, topic: dict[str, str], compression: str  # type: ignore[no-untyped-def]
 ) -> None:
     root = tmp_path_factory.mktemp("matrix")
     logs, restored = root / "logs", root / "restored"
@@ -103,6 +119,7 @@ def test_every_command_under_random_topic_settings(
                      *extra]) == 0  # fmt: skip
     produced = _local(logs)
     assert main(["clean", str(logs)]) == 0
+    (root / "remote").mkdir()  # the "bucket": there even if nothing closed to upload
     store = FsspecStore(f"file://{root / 'remote'}")
     config = TieringConfig(log_dirs=(logs,), remote_url=store.url)
     assert Tierer(config, store).run_once().failures == 0
@@ -116,6 +133,7 @@ def test_every_command_under_random_topic_settings(
         assert verify_paths([restored]) == []
     read = {p: _records(joined_batches(store, logs, TOPIC, p, 0)) for p in range(PARTITIONS)}
     _check_survivors(produced, read, topic["cleanup.policy"])
+    assert _spark_read(spark, logs, store.url) == read
     if code == 0:
         remote = _local(restored)
         for partition, records in remote.items():
