@@ -1,5 +1,6 @@
-"""Fault soak: the sink, the sidecar and restore together under SIGKILLs, S3 faults, local
-retention, remote compaction and topic re-creation, with invariants checked after every round.
+"""Fault soak: the sink, the sidecar and restore together under SIGKILLs, S3 faults, full
+disks, local retention, remote compaction and topic re-creation, with invariants checked after
+every round.
 
     python bench/soak.py --duration SECONDS --seed N [--work DIR] [--keep]
 
@@ -13,14 +14,17 @@ the sink and the sidecar talk to S3 only through the proxy. A round:
    ``events`` and the compacted ``state``) runs to a target a few micro-batches ahead, maybe
    (in the first round always) killed from outside after a random delay or by the sink's own
    crash points;
-3. meanwhile ``kafkatier sidecar --once`` runs pass after pass (upload, local retention, remote
+3. in the third round, and later at random, the log dir's filesystem (a tmpfs of its own, when
+   the soak may mount one) is filled to 0-2 MiB of free space while the writer and the sidecar
+   run: the writer may fail, and must then say ENOSPC; the space returns before step 5;
+4. meanwhile ``kafkatier sidecar --once`` runs pass after pass (upload, local retention, remote
    compaction, orphan sweep), each maybe killed from outside or at one of the tiering crash
    points, with S3 faults (500, 503, connections reset mid-upload and mid-download, stalls)
    queued in the proxy;
-4. a killed writer is followed by a fault-free one that commits one more batch (Spark replays the
+5. a killed writer is followed by a fault-free one that commits one more batch (Spark replays the
    batch it died in; the sink completes or aborts what the dead run left), and a killed sidecar
    pass by a fault-free one (it finishes what the killed one left half done);
-5. the invariants, read by independent readers (bench/soak_check.py: kafka-python's parser,
+6. the invariants, read by independent readers (bench/soak_check.py: kafka-python's parser,
    plain boto3 straight to the server), with nothing running:
    - events: every committed row exactly once, nothing uncommitted, no other incarnation's row,
      and no offset missing from 0 to the end across local and S3 (nothing local deleted
@@ -61,6 +65,7 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 import soak_check as chk  # noqa: E402
 from fault_proxy import FaultProxy  # noqa: E402
 from process_group import kill_group  # noqa: E402
+from small_fs import fill  # noqa: E402
 from soak_writer import EVENTS, STATE, STATE_KEYS, committed, value_of  # noqa: E402
 
 from kafkatier.tiering.store.weed import WEED, WeedServer, weed_server  # noqa: E402
@@ -73,8 +78,7 @@ TIER_POINTS = ("after-started", "before-finished", "after-finished", "mid-upload
                "after-local-checkpoint", "compact-after-upload", "compact-after-swap",
                "compact-mid-delete", "after-remote-start")  # fmt: skip
 S3_FAULTS = ("500", "503", "reset-up:{n}", "reset-down:{n}", "stall:2")
-# max.message.bytes: the sink's batches must fit segment.bytes, which it does not yet ensure by
-# itself (the issue on every topic config); until then the topic bounds them.
+DISK_MIB = 384  # the log dir's own filesystem (a tmpfs, when this process may mount one)
 PROPERTIES = """\
 log.dirs={logs}
 remote.storage.url=s3://{bucket}/soak
@@ -85,7 +89,6 @@ remote.log.manager.copier.thread.pool.size=2
 topic.events.partitions={partitions}
 topic.events.compression.type=lz4
 topic.events.segment.bytes=16384
-topic.events.max.message.bytes=6000
 topic.events.remote.storage.enable=true
 topic.events.local.retention.bytes=32768
 topic.events.retention.ms=-1
@@ -93,7 +96,6 @@ topic.state.partitions={partitions}
 topic.state.cleanup.policy=compact
 topic.state.compression.type=lz4
 topic.state.segment.bytes=16384
-topic.state.max.message.bytes=6000
 topic.state.min.cleanable.dirty.ratio=0.01
 topic.state.remote.storage.enable=true
 topic.state.local.retention.bytes=32768
@@ -108,6 +110,7 @@ class Soak:
     rng: random.Random
     server: WeedServer
     proxy: FaultProxy
+    disk: bool = False  # the log dir is on its own filesystem: full-disk faults are possible
     generation: int = 0
     rounds: int = 0
     faults: Counter[str] = field(default_factory=Counter)
@@ -158,8 +161,9 @@ def ended_by_itself(
         return False
 
 
-def run_writer(soak: Soak, target: int, faulty: bool) -> bool:
-    """One writer run to ``target``; True if it ended by itself with exit 0."""
+def run_writer(soak: Soak, target: int, faulty: bool, disk_full: bool = False) -> bool:
+    """One writer run to ``target``; True if it ended by itself with exit 0. ``disk_full``: the
+    log dir's filesystem is full, so the run may fail (its error must name ENOSPC)."""
     extra, kill_after = {}, None
     if faulty:
         roll = soak.rng.random() * (0.7 if soak.rounds == 1 else 1)  # round 1: always a fault
@@ -179,8 +183,12 @@ def run_writer(soak: Soak, target: int, faulty: bool) -> bool:
     if not ended_by_itself(soak, proc, kill_after, 600, "writer"):
         return False
     kill_group(proc)  # its JVM, if it outlived it
-    if proc.returncode != 0 and not extra:
+    if proc.returncode != 0 and not extra and not disk_full:
         soak.violation(f"writer exited {proc.returncode} without a fault (see writer.log)")
+    if proc.returncode != 0 and disk_full and not extra:
+        tail = (soak.work / "writer.log").read_text(errors="replace")[-20000:]
+        if "No space left on device" not in tail:
+            soak.violation("writer failed on a full disk without saying so (see writer.log)")
     return proc.returncode == 0
 
 
@@ -260,15 +268,38 @@ def recreate(soak: Soak) -> None:
     soak.faults["topics deleted and created again"] += 1
 
 
+def fill_disk(soak: Soak) -> Path | None:
+    """Maybe (round 3 always) fill the log dir's filesystem, leaving 0 to 2 MiB: the writer's
+    staging and appends, the sidecar's checkpoints and compaction then hit ENOSPC. Returns
+    the filler file, whose removal gives the space back (module docstring, 3)."""
+    if not soak.disk or not (soak.rounds == 3 or soak.rng.random() < 0.2):
+        return None
+    leave = soak.rng.choice((0, 64 << 10, 512 << 10, 2 << 20))
+    soak.faults[f"disk full ({leave >> 10} KiB left)"] += 1
+    return fill(soak.logs, leave=leave)
+
+
+def mount_disk(soak: Soak, stack: ExitStack) -> None:
+    """The log dir on a tmpfs of its own (``DISK_MIB``), so that it can be filled; without
+    the right to mount (not root), no full-disk faults (said in the report)."""
+    soak.logs.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={DISK_MIB}m", "tmpfs",
+                           str(soak.logs)], capture_output=True, check=False)  # fmt: skip
+    soak.disk = done.returncode == 0
+    if soak.disk:
+        stack.callback(lambda: subprocess.run(["umount", "-l", str(soak.logs)], check=False))
+
+
 def one_round(soak: Soak) -> None:
     soak.rounds += 1
     if soak.rounds == 2 or (soak.rounds > 2 and soak.rng.random() < 0.15):
         recreate(soak)  # round 2 always: a short run covers every class of fault
     target = committed(soak.logs, soak.generation) + soak.rng.randint(2, 5)
+    filler = fill_disk(soak)
     done = threading.Event()
     writer_ok: list[bool] = []
-    thread = threading.Thread(target=lambda: (writer_ok.append(run_writer(soak, target, True)),
-                                              done.set()))  # fmt: skip
+    thread = threading.Thread(target=lambda: (
+        writer_ok.append(run_writer(soak, target, True, filler is not None)), done.set()))
     reader = ConcurrentReader(soak)
     thread.start()
     reader.start()
@@ -277,6 +308,8 @@ def one_round(soak: Soak) -> None:
     thread.join()
     reader.stop.set()
     reader.join()
+    if filler is not None:
+        filler.unlink()  # space returns: the fault-free runs below must finish the work
     if not writer_ok[0]:
         recovery = committed(soak.logs, soak.generation) + 1
         if not run_writer(soak, recovery, faulty=False):
@@ -296,7 +329,7 @@ def one_round(soak: Soak) -> None:
 
 
 def check(soak: Soak) -> dict[tuple[str, int], dict[int, chk.Rec]]:
-    """The round's invariants (module docstring, 5); returns each partition's view."""
+    """The round's invariants (module docstring, 6); returns each partition's view."""
     s3, bucket, gen = s3_client(soak.server), soak.server.bucket, soak.generation
     end = committed(soak.logs, gen)
     rows = ROWS * (end + 1)
@@ -455,6 +488,7 @@ def main() -> int:
         soak = Soak(work / "run", random.Random(args.seed), server, proxy)
         shutil.rmtree(soak.work, ignore_errors=True)
         soak.work.mkdir(parents=True)
+        mount_disk(soak, stack)
         soak.props.write_text(PROPERTIES.format(logs=soak.logs, bucket=server.bucket,
                                                 endpoint=proxy.endpoint, partitions=PARTITIONS))
         while time.monotonic() - began < args.duration:
@@ -468,6 +502,8 @@ def main() -> int:
 
 def report(soak: Soak, args: argparse.Namespace, seconds: float) -> None:
     print(f"\ncommand: python bench/soak.py --duration {args.duration:g} --seed {args.seed}")
+    if not soak.disk:
+        print("full-disk faults: none (no right to mount a tmpfs for the log dir)")
     print(f"rounds: {soak.rounds} in {seconds:.0f} s; topic generations: {soak.generation + 1}; "
           f"faults injected: {sum(soak.faults.values())}")  # fmt: skip
     for kind, n in sorted(soak.faults.items()):
