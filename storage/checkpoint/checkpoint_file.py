@@ -14,7 +14,9 @@ writes it atomically through ``<file>.tmp``.
 
 from __future__ import annotations
 
+import os
 import re
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Final, Generic, TypeVar
@@ -205,3 +207,25 @@ class OffsetCheckpointFile:
             raise CheckpointError(
                 "offset out of int64 range", file=str(self.path), topic=topic, offset=offset
             )
+
+
+_OFFSETS_SEEN: dict[Path, tuple[tuple[int, int, int], dict[tuple[str, int], int]]] = {}
+_OFFSETS_LOCK = threading.Lock()
+
+
+def read_offsets_cached(path: Path) -> dict[tuple[str, int], int]:
+    """:meth:`OffsetCheckpointFile.read`, parsed again only when the file changed (its inode,
+    size or mtime; writers replace it, so a new version is a new inode). A process that asks
+    for one partition's entry of every partition of a log dir (the sidecar's pass) would
+    otherwise parse the whole file once per partition: quadratic in partitions. The mapping
+    returned is shared: read it, do not change it. Raises as ``read`` does."""
+    st = os.stat(path)
+    key = (st.st_ino, st.st_size, st.st_mtime_ns)
+    with _OFFSETS_LOCK:
+        seen = _OFFSETS_SEEN.get(path)
+    if seen is not None and seen[0] == key:
+        return seen[1]
+    offsets = OffsetCheckpointFile(path).read()
+    with _OFFSETS_LOCK:
+        _OFFSETS_SEEN[path] = (key, offsets)
+    return offsets

@@ -21,7 +21,7 @@ from pathlib import Path
 from kafkatier.storage.checkpoint.checkpoint_file import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
-    OffsetCheckpointFile,
+    read_offsets_cached,
 )
 from kafkatier.storage.checkpoint.leader_epoch import LeaderEpochFileCache
 from kafkatier.storage.checkpoint.metadata import parse_partition_dir_name
@@ -99,7 +99,7 @@ class LocalPartition:
 
     def recovery_point(self) -> int:
         try:
-            points = OffsetCheckpointFile(self.log_dir / RECOVERY_POINT_CHECKPOINT).read()
+            points = read_offsets_cached(self.log_dir / RECOVERY_POINT_CHECKPOINT)
         except (FileNotFoundError, StorageError):
             return 0
         return points.get((self.topic, self.partition), 0)
@@ -110,7 +110,7 @@ class LocalPartition:
         local retention moves only the local start, and the log start offset in the manifest
         drives the expiry of remote copies."""
         try:
-            starts = OffsetCheckpointFile(self.log_dir / LOG_START_OFFSET_CHECKPOINT).read()
+            starts = read_offsets_cached(self.log_dir / LOG_START_OFFSET_CHECKPOINT)
         except (FileNotFoundError, StorageError):
             return 0
         return starts.get((self.topic, self.partition), 0)

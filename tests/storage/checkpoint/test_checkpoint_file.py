@@ -13,6 +13,7 @@ from kafkatier.storage.checkpoint.checkpoint_file import (
     CheckpointFile,
     OffsetCheckpointFile,
     is_valid_topic_name,
+    read_offsets_cached,
 )
 from kafkatier.storage.errors import CheckpointError
 
@@ -185,3 +186,17 @@ def test_reads_every_corpus_offset_checkpoint():
         assert len(offsets) == declared, path
         for (topic, partition), offset in offsets.items():
             assert is_valid_topic_name(topic) and partition >= 0 and offset >= 0, path
+
+
+def test_cached_offsets_follow_every_rewrite(tmp_path: Path) -> None:
+    """The cache serves a parse only while the file is the one parsed: each writer's replace
+    (a new inode, whatever its size or mtime) is read afresh."""
+    path = tmp_path / "log-start-offset-checkpoint"
+    file = OffsetCheckpointFile(path)
+    for step in range(5):
+        file.write({("t", p): step * 10 + p for p in range(3)}, sync=False)
+        assert read_offsets_cached(path) == {("t", p): step * 10 + p for p in range(3)}
+        assert read_offsets_cached(path) is read_offsets_cached(path)  # not parsed again
+    path.unlink()
+    with pytest.raises(FileNotFoundError):
+        read_offsets_cached(path)
