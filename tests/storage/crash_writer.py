@@ -506,8 +506,10 @@ def install_crash_point(spec: str) -> None:
 
         def torn(self: LogSegment, data: Any, batches: Any) -> None:
             if count[0] + 1 >= int(n):
+                whole = b"".join(bytes(part) for part in data) if isinstance(data, list) else (
+                    bytes(data))  # fmt: skip
                 with self._file.use() as fd:
-                    os.pwrite(fd, bytes(data)[: len(data) // 2], self.size)
+                    os.pwrite(fd, whole[: len(whole) // 2], self.size)
                 hit()
             count[0] += 1
             original(self, data, batches)
