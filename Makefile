@@ -21,7 +21,7 @@ test: $(STAMP)
 	$(PY) -m ruff check . .ci/check_imports.py
 	bash .ci/mypy.sh
 	$(PY) .ci/check_imports.py
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=25
 
 lint: $(STAMP)
 	$(PY) -m ruff check .
