@@ -74,9 +74,6 @@ BUCKET = "bench"
 BATCH_RECORDS = 100  # two batches a partition: 200 records, one closed + one active segment
 SEGMENT_BYTES = 16384  # one ~11.7 KiB batch fits, two do not: the second batch rolls
 DOWNLOAD_THREADS = 16
-FDS_PER_PARTITION = 5
-"""Descriptors an open partition of two segments holds (a .log each, and each mapped index:
-Python's mmap keeps a duplicate of the file's descriptor)."""
 KAFKATIER = [sys.executable, "-m", "kafkatier.cli.main"]
 COUNTS_PATH = "/__counts__"
 T0 = 1_700_000_000_000
@@ -206,12 +203,6 @@ def sidecar_passes(
     tierer.store.head("warm-up")  # the client is created outside the timing
     steps: dict[str, Step] = {}
     for name in ("upload", "idle 2", "idle 3", "upload 2", "idle 4"):
-        limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-        if name == "upload 2" and n * FDS_PER_PARTITION > limit:
-            print(f"N={n}: no upload pass of new segments: appending to them opens every "
-                  f"partition at once (LogDirectory), about {FDS_PER_PARTITION} descriptors "
-                  "each, past this process's limit", flush=True)  # fmt: skip
-            break
         if name == "upload 2":
             roll_all(logs, n)
         steps[name], result = measure(counters, tierer.run_once)
