@@ -8,6 +8,12 @@ CPU through boto3 and 0.7 s signed with botocore's own SigV4 signer and sent thr
 client's own HTTP session (its connection pool, proxies, TLS settings and timeouts), measured
 side by side against SeaweedFS on this machine.
 
+Over a plain ``http://`` endpoint with no proxy configured (SeaweedFS or MinIO beside the
+job), the GET goes out on a keep-alive ``http.client`` connection of the calling thread, signed
+here (AWS Signature Version 4, the signing key derived once a day): 0.35 ms of CPU a GET where
+botocore's request objects and session cost 1.45 ms (side by side, 300 manifest GETs against
+SeaweedFS). Over TLS or through a proxy it goes through the client's own HTTP session, as above.
+
 Only the answers a caller expects are taken from here: 200 (the bytes and the entity tag, as
 GetObject gives them) and 404 ``NoSuchKey`` (no object). As boto3 does for GetObject, the
 request asks for the object's stored checksum (``x-amz-checksum-mode: ENABLED``) and the bytes
@@ -36,6 +42,7 @@ from botocore.auth import S3SigV4Auth
 from botocore.awsrequest import AWSRequest
 
 from kafkatier.tiering.store.requests import GET, RequestCounts
+from kafkatier.tiering.store.sigv4 import LeanHttp, lean_possible
 
 _NO_SUCH_KEY = b"<Code>NoSuchKey</Code>"
 
@@ -54,27 +61,41 @@ class SignedGets:
         self.region = client.meta.region_name or "us-east-1"
         self.credentials = session.get_credentials()
         self.counts = counts
+        config = client.meta.config
+        self.lean = (
+            LeanHttp(self.url, (config.connect_timeout, config.read_timeout))
+            if lean_possible(self.url, config.proxies)
+            else None
+        )
 
     def get(self, key: str) -> tuple[bytes, str] | None:
         """(bytes, entity tag), or None when there is no such key; :class:`Unanswered` else."""
         if self.credentials is None:
             raise Unanswered  # boto3 says why, in the store's words
-        request = AWSRequest(method="GET", url=self.url + quote(key, safe="/~"),
-                             headers={"x-amz-checksum-mode": "ENABLED"})  # fmt: skip
-        S3SigV4Auth(self.credentials.get_frozen_credentials(), "s3", self.region).add_auth(request)
+        frozen = self.credentials.get_frozen_credentials()
         try:
-            response = self.http.send(request.prepare())
-            body = response.content
+            if self.lean is not None:
+                status, body, headers = self.lean.get(quote(key, safe="/~"), frozen, self.region)
+            else:
+                status, body, headers = self._session_get(key, frozen)
         except Exception as exc:  # boto3 sends it again and reports what it finds
             raise Unanswered from exc
         finally:
             self.counts.add(GET)
-        etag = response.headers.get("ETag")
-        if response.status_code == 200 and etag is not None and _intact(body, response.headers):
+        etag = headers.get("ETag")
+        if status == 200 and etag is not None and _intact(body, headers):
             return body, str(etag)
-        if response.status_code == 404 and _NO_SUCH_KEY in body:
+        if status == 404 and _NO_SUCH_KEY in body:
             return None
         raise Unanswered
+
+    def _session_get(self, key: str, frozen: Any) -> tuple[int, bytes, Any]:
+        """Signed by botocore, sent through the client's HTTP session."""
+        request = AWSRequest(method="GET", url=self.url + quote(key, safe="/~"),
+                             headers={"x-amz-checksum-mode": "ENABLED"})  # fmt: skip
+        S3SigV4Auth(frozen, "s3", self.region).add_auth(request)
+        response = self.http.send(request.prepare())
+        return response.status_code, response.content, response.headers
 
 
 _CHECKSUMS: dict[str, Callable[[bytes], bytes]] = {

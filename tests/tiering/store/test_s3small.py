@@ -16,9 +16,13 @@ from kafkatier.tiering.store.s3store import S3Store
 KEYS = ["m/manifest.json", "odd names/a b+c=d,e;f~g!h(i)'j*k.json", "ünï/çødé/m.json", "x/%41"]
 
 
-def test_small_gets_answer_as_boto3_does(s3_store: S3Store) -> None:
+@pytest.mark.parametrize("transport", ["lean http.client", "botocore session"])
+def test_small_gets_answer_as_boto3_does(s3_store: S3Store, transport: str) -> None:
     small = s3_store.small_gets
     assert small is not None
+    assert small.lean is not None  # the test server is plain http, no proxy: the lean path
+    if transport == "botocore session":
+        small.lean = None
     for n, key in enumerate(KEYS):
         etag = s3_store.put_bytes(key, f"manifest {n}".encode() * 50)
         before = s3_store.requests.snapshot().get("GetObject", 0)
