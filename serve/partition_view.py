@@ -1,0 +1,133 @@
+"""What one partition serves, read from its files: bounds, record batches, aborted transactions,
+offsets by time. Every function here blocks on the disk and runs in the server's thread pool.
+
+The partition is opened with ``ReadOnlyPartition`` (no locks, no recovery: the sink may append
+meanwhile) and its log start raised by the log dir's ``log-start-offset-checkpoint``. The high
+watermark is the log end (a single always-leader replica); the last stable offset is rebuilt
+from the newest producer snapshot and the batch headers after it (``bounds.scan_bounds``).
+
+A fetch returns the bytes of whole batches exactly as they lie in the ``.log`` file, from the
+batch holding the fetch offset up to the isolation level's bound (HW for read_uncommitted, LSO
+for read_committed) and at most ``max_bytes``: the first batch goes out whole even when larger,
+if the response holds nothing yet (Kafka's KIP-74 rule), so a consumer always makes progress.
+Aborted transactions come from the ``.txnindex`` files and from the ABORT markers the bounds scan
+saw (a writer appends the marker before it indexes the transaction).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from kafkatier.storage.index.txn_index import AbortedTxn
+from kafkatier.storage.log.bounds import PartitionBounds, scan_bounds
+from kafkatier.storage.log.readonly import (
+    ReadOnlyPartition,
+    byte_ranges,
+    checkpointed_log_starts,
+)
+
+
+@dataclass(frozen=True)
+class FetchedPartition:
+    """One partition's part of a Fetch response."""
+
+    bounds: PartitionBounds
+    records: bytes = b""
+    aborted: tuple[AbortedTxn, ...] = ()
+    out_of_range: bool = False
+
+
+def open_partition(log_dir: Path, topic: str, partition: int) -> ReadOnlyPartition:
+    hint = checkpointed_log_starts(log_dir).get((topic, partition), 0)
+    return ReadOnlyPartition(log_dir, topic, partition, hint)
+
+
+def bounds(log_dir: Path, topic: str, partition: int) -> PartitionBounds:
+    """Log start, high watermark and last stable offset now."""
+    with open_partition(log_dir, topic, partition) as part:
+        return scan_bounds(part, committed=True)
+
+
+def fetch(
+    log_dir: Path, topic: str, partition: int, offset: int, max_bytes: int, committed: bool,
+    min_one: bool,
+) -> FetchedPartition:
+    """Batches from ``offset`` (module docstring); out of range below the log start or past
+    the high watermark."""
+    with open_partition(log_dir, topic, partition) as part:
+        found = scan_bounds(part, committed=True)
+        if offset < found.log_start or offset > found.high_watermark:
+            return FetchedPartition(found, out_of_range=True)
+        bound = found.latest(committed)
+        records = read_run(part, offset, bound, max_bytes, min_one)
+        aborted: tuple[AbortedTxn, ...] = ()
+        if committed and records:
+            aborted = _aborted(part, found, offset, bound)
+        return FetchedPartition(found, records, aborted)
+
+
+def read_run(
+    part: ReadOnlyPartition, offset: int, bound: int, max_bytes: int, min_one: bool
+) -> bytes:
+    """Whole batches holding offsets in [offset, bound), at most ``max_bytes`` (one batch more
+    when ``min_one``), from a single segment (the next fetch goes on in the next one)."""
+    for base in part.bases_from(offset):
+        if base >= bound:
+            break
+        segment = part.segment(base)
+        found = segment.translate_offset(offset)
+        if found is None:
+            continue
+        if found.base_offset >= bound:
+            break
+        runs = byte_ranges(segment.scan_headers(found.position), found.position, bound, max_bytes)
+        for position, size, _legacy in runs:
+            if size > max_bytes and not min_one:
+                return b""
+            return segment.read_bytes(position, size)
+    return b""
+
+
+def _aborted(
+    part: ReadOnlyPartition, found: PartitionBounds, start: int, end: int
+) -> tuple[AbortedTxn, ...]:
+    """Aborted transactions overlapping [start, end): the ``.txnindex`` entries and the markers
+    the bounds scan saw, each once, in first-offset order."""
+    merged = {(t.producer_id, t.first_offset): t for t in part.aborted_txns(start, end)}
+    for txn in found.aborted_in(start, end):
+        merged.setdefault((txn.producer_id, txn.first_offset), txn)
+    return tuple(sorted(merged.values(), key=lambda t: t.first_offset))
+
+
+def offset_for_timestamp(
+    log_dir: Path, topic: str, partition: int, timestamp: int
+) -> tuple[int, int] | None:
+    """(offset, timestamp) of the first record whose timestamp is >= ``timestamp`` (Kafka's
+    ListOffsets by time), or None when every record is older."""
+    with open_partition(log_dir, topic, partition) as part:
+        offset = part.offset_for_timestamp(timestamp)
+        if offset is None:
+            return None
+        for segment in part.segments_from(offset):
+            found = segment.translate_offset(offset)
+            if found is None:
+                continue
+            for batch in segment.batches(found.position):
+                for record in batch.records():
+                    if record.offset >= offset:
+                        return record.offset, record.timestamp
+        return offset, timestamp
+
+
+def change_token(log_dir: Path, topic: str, partition: int) -> tuple[int, ...]:
+    """Changes whenever the partition's log grows or rolls: its segment bases and the last
+    ``.log``'s size (a ``listdir`` and a ``stat``), for long-polling fetches."""
+    path = log_dir / f"{topic}-{partition}"
+    try:
+        bases = sorted(int(n[:20]) for n in os.listdir(path) if n.endswith(".log"))
+        size = os.stat(path / f"{bases[-1]:020d}.log").st_size if bases else 0
+    except (FileNotFoundError, ValueError):
+        return (-1,)
+    return (*bases[-2:], len(bases), size)
