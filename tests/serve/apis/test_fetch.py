@@ -90,7 +90,8 @@ def test_offsets_for_times(codecs_dir: Path, serve: Any) -> None:
     stamps = [rows[0][5] - 5, rows[40][5], rows[41][5] - 1, rows[-1][5] + 1]
     with serve(codecs_dir) as port:
         kp = KafkaConsumer(bootstrap_servers=f"127.0.0.1:{port}", group_id=None)
-        cc = Consumer({"bootstrap.servers": f"127.0.0.1:{port}", "group.id": "t"})
+        cc = Consumer({"bootstrap.servers": f"127.0.0.1:{port}", "group.id": "t",
+                       "enable.auto.commit": False})  # no groups yet: nothing to commit
         try:
             for ts in stamps:
                 for p in range(PARTITIONS):
@@ -121,7 +122,8 @@ def test_a_tailing_consumer_sees_appends_within_its_poll(tmp_path: Path, serve: 
         log.flush()
         with serve(log_dir) as port:
             consumer = Consumer({"bootstrap.servers": f"127.0.0.1:{port}", "group.id": "t",
-                                 "fetch.wait.max.ms": 10_000, "fetch.min.bytes": 1})  # fmt: skip
+                                 "enable.auto.commit": False, "fetch.wait.max.ms": 10_000,
+                                 "fetch.min.bytes": 1})  # fmt: skip
             consumer.assign([TopicPartition("tail", 0, 1)])
             try:
                 assert consumer.poll(1.0) is None  # nothing after offset 0 yet: waiting
