@@ -55,6 +55,8 @@ class Server:
         self._connections.add(task)
         try:
             await serve_connection(ctx, reader, writer)
+        except asyncio.CancelledError:
+            pass  # stop() ends every connection; asyncio's own callback must not see it raised
         finally:
             self._connections.discard(task)
 
