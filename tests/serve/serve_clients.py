@@ -25,13 +25,17 @@ def _isolation(committed: bool) -> str:
     return "read_committed" if committed else "read_uncommitted"
 
 
-def kafka_python_rows(port: int, topic: str, partitions: int, committed: bool) -> list[Row]:
+Topics = dict[str, int]
+"""Topic -> partition count: what a helper consumes, all of it with one consumer."""
+
+
+def kafka_python_rows(port: int, topics: Topics, committed: bool) -> list[Row]:
     from kafka import KafkaConsumer, TopicPartition
 
     consumer = KafkaConsumer(bootstrap_servers=f"127.0.0.1:{port}", group_id=None,
                              enable_auto_commit=False, isolation_level=_isolation(committed))
     try:
-        tps = [TopicPartition(topic, p) for p in range(partitions)]
+        tps = [TopicPartition(t, p) for t, n in topics.items() for p in range(n)]
         consumer.assign(tps)
         consumer.seek_to_beginning()
         ends = consumer.end_offsets(tps)
@@ -50,7 +54,7 @@ def kafka_python_rows(port: int, topic: str, partitions: int, committed: bool) -
         consumer.close()
 
 
-def confluent_rows(port: int, topic: str, partitions: int, committed: bool) -> list[Row]:
+def confluent_rows(port: int, topics: Topics, committed: bool) -> list[Row]:
     from confluent_kafka import Consumer, KafkaError, TopicPartition
 
     consumer = Consumer({
@@ -59,18 +63,18 @@ def confluent_rows(port: int, topic: str, partitions: int, committed: bool) -> l
         "isolation.level": _isolation(committed),
     })
     try:
-        consumer.assign([TopicPartition(topic, p, -2) for p in range(partitions)])
+        consumer.assign([TopicPartition(t, p, -2) for t, n in topics.items() for p in range(n)])
         rows: list[Row] = []
-        at_end: set[int] = set()
+        at_end: set[tuple[str, int]] = set()
         deadline = time.monotonic() + DEADLINE_S
-        while len(at_end) < partitions:
+        while len(at_end) < sum(topics.values()):
             assert time.monotonic() < deadline, "confluent-kafka did not reach every end"
             msg = consumer.poll(0.5)
             if msg is None:
                 continue
             if msg.error():
                 assert msg.error().code() == KafkaError._PARTITION_EOF, msg.error()
-                at_end.add(msg.partition())
+                at_end.add((msg.topic(), msg.partition()))
                 continue
             ts_type, ts = msg.timestamp()
             rows.append((msg.topic(), msg.partition(), msg.offset(), msg.key(), msg.value(), ts,
@@ -80,18 +84,18 @@ def confluent_rows(port: int, topic: str, partitions: int, committed: bool) -> l
         consumer.close()
 
 
-def aiokafka_rows(port: int, topic: str, partitions: int, committed: bool) -> list[Row]:
-    return asyncio.run(_aiokafka_rows(port, topic, partitions, committed))
+def aiokafka_rows(port: int, topics: Topics, committed: bool) -> list[Row]:
+    return asyncio.run(_aiokafka_rows(port, topics, committed))
 
 
-async def _aiokafka_rows(port: int, topic: str, partitions: int, committed: bool) -> list[Row]:
+async def _aiokafka_rows(port: int, topics: Topics, committed: bool) -> list[Row]:
     from aiokafka import AIOKafkaConsumer, TopicPartition
 
     consumer = AIOKafkaConsumer(bootstrap_servers=f"127.0.0.1:{port}", group_id=None,
                                 enable_auto_commit=False, isolation_level=_isolation(committed))
     await consumer.start()
     try:
-        tps = [TopicPartition(topic, p) for p in range(partitions)]
+        tps = [TopicPartition(t, p) for t, n in topics.items() for p in range(n)]
         consumer.assign(tps)
         await consumer.seek_to_beginning()
         ends = await consumer.end_offsets(tps)
@@ -110,17 +114,11 @@ async def _aiokafka_rows(port: int, topic: str, partitions: int, committed: bool
         await consumer.stop()
 
 
-def kcat_rows(port: int, topic: str, committed: bool) -> list[Row]:
+def kcat_rows(port: int, topics: Topics, committed: bool) -> list[Row]:
     """kcat's JSON envelopes: keys, values and header values come back as text (UTF-8 data
     only)."""
-    assert KCAT is not None
-    out = subprocess.run(
-        [KCAT, "-b", f"127.0.0.1:{port}", "-C", "-t", topic, "-o", "beginning", "-e", "-J",
-         "-q", "-X", f"isolation.level={_isolation(committed)}"],
-        capture_output=True, timeout=DEADLINE_S, check=True, text=True,
-    )  # fmt: skip
     rows: list[Row] = []
-    for line in out.stdout.splitlines():
+    for line in _kcat(port, topics, committed, ["-J"]):
         m = json.loads(line)
         raw = m.get("headers") or []
         headers = tuple((raw[i], raw[i + 1].encode()) for i in range(0, len(raw), 2))
@@ -129,16 +127,25 @@ def kcat_rows(port: int, topic: str, committed: bool) -> list[Row]:
     return sorted(rows)
 
 
-def kcat_offsets(port: int, topic: str, committed: bool) -> list[tuple[str, int, int]]:
+def kcat_offsets(port: int, topics: Topics, committed: bool) -> list[tuple[str, int, int]]:
     """(topic, partition, offset) of every record kcat consumes (any bytes: no JSON)."""
-    assert KCAT is not None
-    out = subprocess.run(
-        [KCAT, "-b", f"127.0.0.1:{port}", "-C", "-t", topic, "-o", "beginning", "-e", "-q",
-         "-f", "%t %p %o\\n", "-X", f"isolation.level={_isolation(committed)}"],
-        capture_output=True, timeout=DEADLINE_S, check=True, text=True,
-    )  # fmt: skip
-    rows = [line.split(" ") for line in out.stdout.splitlines()]
+    rows = [line.split(" ") for line in _kcat(port, topics, committed, ["-f", "%t %p %o\\n"])]
     return sorted((t, int(p), int(o)) for t, p, o in rows)
+
+
+def _kcat(port: int, topics: Topics, committed: bool, output: list[str]) -> list[str]:
+    """kcat's output lines consuming every topic from the beginning to its end (-G is a group:
+    kcat's plain -C takes one topic, so one run per topic)."""
+    assert KCAT is not None
+    lines: list[str] = []
+    for topic in topics:
+        out = subprocess.run(
+            [KCAT, "-b", f"127.0.0.1:{port}", "-C", "-t", topic, "-o", "beginning", "-e", "-q",
+             *output, "-X", f"isolation.level={_isolation(committed)}"],
+            capture_output=True, timeout=DEADLINE_S, check=True, text=True,
+        )  # fmt: skip
+        lines.extend(out.stdout.splitlines())
+    return lines
 
 
 def _utf8(text: str | None) -> bytes | None:
