@@ -1,0 +1,63 @@
+"""Metadata: this server as the one broker and controller (node 0 at the advertised listener),
+every topic of the log dirs with its partitions and the topic id of its ``partition.metadata``;
+an unknown topic is UNKNOWN_TOPIC_OR_PARTITION, and nothing is created."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+from kafkatier.storage.checkpoint.metadata import PartitionMetadataFile, uuid_from_str
+from kafkatier.storage.log.directory import LogDirectory
+
+
+def make_topics(log_dir: Path) -> dict[str, uuid.UUID]:
+    with LogDirectory(log_dir) as ld:
+        for topic, partitions in (("a", 2), ("b.c", 3)):
+            for p in range(partitions):
+                ld.get_or_create(topic, p)
+    return {
+        t: uuid.UUID(bytes=uuid_from_str(PartitionMetadataFile(
+            log_dir / f"{t}-0" / "partition.metadata").read()))  # fmt: skip
+        for t in ("a", "b.c")
+    }
+
+
+def test_kafka_python_sees_the_broker_topics_and_ids(tmp_path: Path, serve: Any) -> None:
+    from kafka import KafkaConsumer
+
+    ids = make_topics(tmp_path)
+    with serve(tmp_path) as port:
+        c = KafkaConsumer(bootstrap_servers=f"127.0.0.1:{port}", group_id=None)
+        try:
+            assert c.topics() == {"a", "b.c"}
+            assert c.partitions_for_topic("a") == {0, 1}
+            assert c.partitions_for_topic("b.c") == {0, 1, 2}
+            cluster = c._client.cluster  # the client's parsed Metadata response
+            assert [(b.node_id, b.host, b.port) for b in cluster.brokers()] == [
+                (0, "127.0.0.1", port)
+            ]
+            assert {t: cluster.topic_id(t) for t in ids} == ids
+        finally:
+            c.close()
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == [
+        "a-0", "a-1", "b.c-0", "b.c-1", "b.c-2"
+    ]
+
+
+def test_confluent_sees_topics_and_an_unknown_one_is_an_error(tmp_path: Path, serve: Any) -> None:
+    from confluent_kafka import KafkaError
+    from confluent_kafka.admin import AdminClient
+
+    make_topics(tmp_path)
+    with serve(tmp_path) as port:
+        admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"})
+        found = admin.list_topics(timeout=10)
+        assert found.controller_id == 0 and list(found.brokers) == [0]
+        assert {t: sorted(m.partitions) for t, m in found.topics.items()} == {
+            "a": [0, 1], "b.c": [0, 1, 2]
+        }
+        missing = admin.list_topics(topic="nope", timeout=10).topics["nope"]
+        assert missing.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+    assert not (tmp_path / "nope-0").exists()
