@@ -46,7 +46,7 @@ def kafka_python_rows(port: int, topics: Topics, committed: bool) -> list[Row]:
             for tp, records in consumer.poll(timeout_ms=500).items():
                 rows.extend(
                     (tp.topic, tp.partition, r.offset, r.key, r.value, r.timestamp,
-                     r.timestamp_type, tuple(r.headers or ()))  # fmt: skip
+                     r.timestamp_type, tuple(r.headers or ()))
                     for r in records
                 )
         return sorted(rows)
@@ -106,7 +106,7 @@ async def _aiokafka_rows(port: int, topics: Topics, committed: bool) -> list[Row
             for tp, records in (await consumer.getmany(timeout_ms=500)).items():
                 rows.extend(
                     (tp.topic, tp.partition, r.offset, r.key, r.value, r.timestamp,
-                     r.timestamp_type, tuple(r.headers or ()))  # fmt: skip
+                     r.timestamp_type, tuple(r.headers or ()))
                     for r in records
                 )
         return sorted(rows)
@@ -122,8 +122,9 @@ def kcat_rows(port: int, topics: Topics, committed: bool) -> list[Row]:
         m = json.loads(line)
         raw = m.get("headers") or []
         headers = tuple((raw[i], raw[i + 1].encode()) for i in range(0, len(raw), 2))
+        log_append = int(m["tstype"] == "logappend")
         rows.append((m["topic"], m["partition"], m["offset"], _utf8(m["key"]),
-                     _utf8(m["payload"]), m["ts"], int(m["tstype"] == "logappend"), headers))  # fmt: skip
+                     _utf8(m["payload"]), m["ts"], log_append, headers))
     return sorted(rows)
 
 

@@ -19,7 +19,8 @@ from serve_clients import (
     kcat_offsets,
     kcat_rows,
 )
-from test_datasource import Written, kafka_python_rows as disk_rows, write_sample
+from test_datasource import Written, write_sample
+from test_datasource import kafka_python_rows as disk_rows
 from topics import CODECS, PARTITIONS, produce_codecs
 
 from kafkatier.storage.log.directory import LogDirectory

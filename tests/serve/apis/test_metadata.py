@@ -19,7 +19,7 @@ def make_topics(log_dir: Path) -> dict[str, uuid.UUID]:
                 ld.get_or_create(topic, p)
     return {
         t: uuid.UUID(bytes=uuid_from_str(PartitionMetadataFile(
-            log_dir / f"{t}-0" / "partition.metadata").read()))  # fmt: skip
+            log_dir / f"{t}-0" / "partition.metadata").read()))
         for t in ("a", "b.c")
     }
 
