@@ -12,14 +12,21 @@ for read_committed) and at most ``max_bytes``: the first batch goes out whole ev
 if the response holds nothing yet (Kafka's KIP-74 rule), so a consumer always makes progress.
 Aborted transactions come from the ``.txnindex`` files and from the ABORT markers the bounds scan
 saw (a writer appends the marker before it indexes the transaction).
+
+With a remote store configured (``remote_view``), offsets below the local log start are read
+from the remote copy of the segments local retention deleted, and the log start is the remote
+one: consumers replay a tiered topic from its beginning.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from kafkatier.serve.remote_view import RemoteTier, read_remote_run
 from kafkatier.storage.index.txn_index import AbortedTxn
 from kafkatier.storage.log.bounds import PartitionBounds, scan_bounds
 from kafkatier.storage.log.readonly import (
@@ -27,6 +34,8 @@ from kafkatier.storage.log.readonly import (
     byte_ranges,
     checkpointed_log_starts,
 )
+from kafkatier.storage.log.segment import AnyBatch
+from kafkatier.tiering.read.remote_reader import RemoteLogReader
 
 
 @dataclass(frozen=True)
@@ -44,27 +53,41 @@ def open_partition(log_dir: Path, topic: str, partition: int) -> ReadOnlyPartiti
     return ReadOnlyPartition(log_dir, topic, partition, hint)
 
 
-def bounds(log_dir: Path, topic: str, partition: int) -> PartitionBounds:
-    """Log start, high watermark and last stable offset now."""
+def bounds(log_dir: Path, topic: str, partition: int, tier: RemoteTier | None) -> PartitionBounds:
+    """Log start (the remote one, if older), high watermark and last stable offset now."""
     with open_partition(log_dir, topic, partition) as part:
-        return scan_bounds(part, committed=True)
+        remote = tier.reader(log_dir, topic, partition) if tier is not None else None
+        return _with_remote_start(scan_bounds(part, committed=True), remote)
+
+
+def _with_remote_start(found: PartitionBounds, remote: RemoteLogReader | None) -> PartitionBounds:
+    first = None if remote is None else remote.first_offset
+    if first is None or first >= found.log_start:
+        return found
+    return dataclasses.replace(found, log_start=first)
 
 
 def fetch(
     log_dir: Path, topic: str, partition: int, offset: int, max_bytes: int, committed: bool,
-    min_one: bool,
+    min_one: bool, tier: RemoteTier | None = None,
 ) -> FetchedPartition:
     """Batches from ``offset`` (module docstring); out of range below the log start or past
     the high watermark."""
     with open_partition(log_dir, topic, partition) as part:
-        found = scan_bounds(part, committed=True)
+        local = scan_bounds(part, committed=True)
+        remote = tier.reader(log_dir, topic, partition) if tier is not None else None
+        found = _with_remote_start(local, remote)
         if offset < found.log_start or offset > found.high_watermark:
             return FetchedPartition(found, out_of_range=True)
         bound = found.latest(committed)
-        records = read_run(part, offset, bound, max_bytes, min_one)
+        if remote is not None and offset < local.log_start:
+            end = min(bound, local.log_start)
+            records = read_remote_run(remote, offset, end, max_bytes, min_one)
+        else:
+            records = read_run(part, offset, bound, max_bytes, min_one)
         aborted: tuple[AbortedTxn, ...] = ()
         if committed and records:
-            aborted = _aborted(part, found, offset, bound)
+            aborted = _aborted(part, found, offset, bound, remote)
         return FetchedPartition(found, records, aborted)
 
 
@@ -91,34 +114,51 @@ def read_run(
 
 
 def _aborted(
-    part: ReadOnlyPartition, found: PartitionBounds, start: int, end: int
+    part: ReadOnlyPartition, found: PartitionBounds, start: int, end: int,
+    remote: RemoteLogReader | None,
 ) -> tuple[AbortedTxn, ...]:
-    """Aborted transactions overlapping [start, end): the ``.txnindex`` entries and the markers
-    the bounds scan saw, each once, in first-offset order."""
-    merged = {(t.producer_id, t.first_offset): t for t in part.aborted_txns(start, end)}
+    """Aborted transactions overlapping [start, end): the remote and local ``.txnindex``
+    entries and the markers the bounds scan saw, each once, in first-offset order."""
+    txns, complete = remote.aborted_txns(start, end) if remote is not None else ([], False)
+    if not complete:
+        txns.extend(part.aborted_txns(start, end))
+    merged = {(t.producer_id, t.first_offset): t for t in txns}
     for txn in found.aborted_in(start, end):
         merged.setdefault((txn.producer_id, txn.first_offset), txn)
     return tuple(sorted(merged.values(), key=lambda t: t.first_offset))
 
 
 def offset_for_timestamp(
-    log_dir: Path, topic: str, partition: int, timestamp: int
+    log_dir: Path, topic: str, partition: int, timestamp: int, tier: RemoteTier | None = None
 ) -> tuple[int, int] | None:
     """(offset, timestamp) of the first record whose timestamp is >= ``timestamp`` (Kafka's
-    ListOffsets by time), or None when every record is older."""
+    ListOffsets by time: the remote segments first, then the local ones), or None when every
+    record is older."""
     with open_partition(log_dir, topic, partition) as part:
+        remote = tier.reader(log_dir, topic, partition) if tier is not None else None
+        if remote is not None and (offset := remote.offset_for_timestamp(timestamp)) is not None:
+            return _record_at(remote.batches_from(offset), offset)
         offset = part.offset_for_timestamp(timestamp)
         if offset is None:
             return None
-        for segment in part.segments_from(offset):
-            found = segment.translate_offset(offset)
-            if found is None:
-                continue
-            for batch in segment.batches(found.position):
-                for record in batch.records():
-                    if record.offset >= offset:
-                        return record.offset, record.timestamp
-        return offset, timestamp
+        return _record_at(_local_batches(part, offset), offset)
+
+
+def _local_batches(part: ReadOnlyPartition, offset: int) -> Iterator[AnyBatch]:
+    for segment in part.segments_from(offset):
+        found = segment.translate_offset(offset)
+        if found is not None:
+            yield from segment.batches(found.position)
+
+
+def _record_at(batches: Iterable[AnyBatch], offset: int) -> tuple[int, int]:
+    """(offset, timestamp) of the first record at or after ``offset`` (timestamp -1 if it went
+    meanwhile: retention deleted its segment)."""
+    for batch in batches:
+        for record in batch.records():
+            if record.offset >= offset:
+                return record.offset, record.timestamp
+    return offset, -1
 
 
 def change_token(log_dir: Path, topic: str, partition: int) -> tuple[int, ...]:

@@ -1,6 +1,7 @@
-"""ListOffsets (key 2): earliest (-2: the log start), latest (-1: the high watermark, or the last
-stable offset for read_committed) and by timestamp (the first record at or after it, through the
-time indexes; offset -1 when every record is older), per partition.
+"""ListOffsets (key 2), per partition: earliest (-2: the log start, remote segments included),
+latest (-1: the high watermark, or the last stable offset for read_committed) and by timestamp
+(the first record at or after it, through the time indexes, remote ones first; offset -1 when
+every record is older).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from kafkatier.serve.apis.versions import LIST_OFFSETS
 from kafkatier.serve.catalog import TopicInfo
 from kafkatier.serve.context import ServeContext
 from kafkatier.serve.protocol import build, payload_module
+from kafkatier.serve.remote_view import RemoteTier
 
 LATEST, EARLIEST = -1, -2
 
@@ -30,7 +32,8 @@ async def handle(ctx: ServeContext, version: int, request: Any) -> Any:
         info = topics.get(topic.name)
         parts = []
         for p in topic.partitions:
-            found = await ctx.blocking(_lookup, info, p.partition_index, p.timestamp, committed)
+            found = await ctx.blocking(_lookup, info, p.partition_index, p.timestamp, committed,
+                                       ctx.remote)  # fmt: skip
             error, offset, timestamp = found
             parts.append(build(module.ListOffsetsPartitionResponse,
                                partition_index=p.partition_index, error_code=error,
@@ -42,19 +45,20 @@ async def handle(ctx: ServeContext, version: int, request: Any) -> Any:
 
 
 def _lookup(
-    info: TopicInfo | None, partition: int, timestamp: int, committed: bool
+    info: TopicInfo | None, partition: int, timestamp: int, committed: bool,
+    tier: RemoteTier | None,
 ) -> tuple[ErrorCode, int, int]:
     """(error, offset, timestamp) of one partition's query."""
     log_dir: Path | None = None if info is None else info.partitions.get(partition)
     if log_dir is None or info is None:
         return ErrorCode.unknown_topic_or_partition, -1, -1
     if timestamp in (LATEST, EARLIEST):
-        bounds = partition_view.bounds(log_dir, info.name, partition)
+        bounds = partition_view.bounds(log_dir, info.name, partition, tier)
         offset = bounds.latest(committed) if timestamp == LATEST else bounds.log_start
         return ErrorCode.none, offset, -1
     if timestamp < 0:
         return ErrorCode.unsupported_version, -1, -1  # -3 and below: newer versions' queries
-    found = partition_view.offset_for_timestamp(log_dir, info.name, partition, timestamp)
+    found = partition_view.offset_for_timestamp(log_dir, info.name, partition, timestamp, tier)
     if found is None:
         return ErrorCode.none, -1, -1
     return ErrorCode.none, found[0], found[1]
