@@ -29,6 +29,12 @@ Topics = dict[str, int]
 """Topic -> partition count: what a helper consumes, all of it with one consumer."""
 
 
+def record_row(r: Any) -> Row:
+    """A kafka-python or aiokafka ConsumerRecord as a row (they have the same fields)."""
+    return (r.topic, r.partition, r.offset, r.key, r.value, r.timestamp, r.timestamp_type,
+            tuple(r.headers or ()))  # fmt: skip
+
+
 def kafka_python_rows(port: int, topics: Topics, committed: bool) -> list[Row]:
     from kafka import KafkaConsumer, TopicPartition
 
@@ -43,12 +49,8 @@ def kafka_python_rows(port: int, topics: Topics, committed: bool) -> list[Row]:
         deadline = time.monotonic() + DEADLINE_S
         while any(consumer.position(tp) < ends[tp] for tp in tps):
             assert time.monotonic() < deadline, "kafka-python did not reach the end offsets"
-            for tp, records in consumer.poll(timeout_ms=500).items():
-                rows.extend(
-                    (tp.topic, tp.partition, r.offset, r.key, r.value, r.timestamp,
-                     r.timestamp_type, tuple(r.headers or ()))
-                    for r in records
-                )
+            for records in consumer.poll(timeout_ms=500).values():
+                rows.extend(map(record_row, records))
         return sorted(rows)
     finally:
         consumer.close()
@@ -103,12 +105,8 @@ async def _aiokafka_rows(port: int, topics: Topics, committed: bool) -> list[Row
         deadline = time.monotonic() + DEADLINE_S
         while any([await consumer.position(tp) < ends[tp] for tp in tps]):
             assert time.monotonic() < deadline, "aiokafka did not reach the end offsets"
-            for tp, records in (await consumer.getmany(timeout_ms=500)).items():
-                rows.extend(
-                    (tp.topic, tp.partition, r.offset, r.key, r.value, r.timestamp,
-                     r.timestamp_type, tuple(r.headers or ()))
-                    for r in records
-                )
+            for records in (await consumer.getmany(timeout_ms=500)).values():
+                rows.extend(map(record_row, records))
         return sorted(rows)
     finally:
         await consumer.stop()
