@@ -12,7 +12,9 @@ from typing import TypeVar
 
 from kafkatier.serve.catalog import Catalog
 from kafkatier.serve.config import Listener, ServeConfig
+from kafkatier.serve.partition_view import Sources
 from kafkatier.serve.remote_view import RemoteTier
+from kafkatier.serve.tail_cache import TailCache
 from kafkatier.storage.errors import KafkaTierError
 from kafkatier.storage.java_properties import read_properties
 
@@ -28,14 +30,15 @@ class ServeContext:
     advertised: tuple[Listener, ...]  # ports resolved once bound (a listener on port 0)
     catalog: Catalog = field(init=False)
     cluster_id: str = field(init=False)
-    remote: RemoteTier | None = field(init=False)
-    """The remote store's segments, when the configuration names one."""
+    sources: Sources = field(init=False)
+    """The local files (with their tail cache) and the remote store, if configured."""
 
     def __post_init__(self) -> None:
         self.catalog = Catalog(self.config.log_dirs)
         self.cluster_id = cluster_id(self.config.log_dirs)
         tiering = self.config.tiering
-        self.remote = RemoteTier(tiering.open_store()) if tiering is not None else None
+        remote = RemoteTier(tiering.open_store()) if tiering is not None else None
+        self.sources = Sources(TailCache(), remote)
 
     async def blocking(self, func: Callable[..., T], *args: object) -> T:
         """``func(*args)`` in the thread pool, awaited without blocking the loop."""

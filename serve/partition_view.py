@@ -27,7 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kafkatier.serve.remote_view import RemoteTier, read_remote_run
+from kafkatier.serve.tail_cache import TailCache
 from kafkatier.storage.index.txn_index import AbortedTxn
+from kafkatier.storage.log.batch_position import BatchPosition
 from kafkatier.storage.log.bounds import PartitionBounds, scan_bounds
 from kafkatier.storage.log.readonly import (
     ReadOnlyPartition,
@@ -36,6 +38,18 @@ from kafkatier.storage.log.readonly import (
 )
 from kafkatier.storage.log.segment import AnyBatch
 from kafkatier.tiering.read.remote_reader import RemoteLogReader
+
+
+@dataclass(frozen=True)
+class Sources:
+    """Where a partition's data are read from: the local files (their last segment's headers
+    kept in ``tails``) and, when configured, the remote tier."""
+
+    tails: TailCache
+    remote: RemoteTier | None = None
+
+    def remote_reader(self, log_dir: Path, topic: str, partition: int) -> RemoteLogReader | None:
+        return None if self.remote is None else self.remote.reader(log_dir, topic, partition)
 
 
 @dataclass(frozen=True)
@@ -53,11 +67,11 @@ def open_partition(log_dir: Path, topic: str, partition: int) -> ReadOnlyPartiti
     return ReadOnlyPartition(log_dir, topic, partition, hint)
 
 
-def bounds(log_dir: Path, topic: str, partition: int, tier: RemoteTier | None) -> PartitionBounds:
+def bounds(log_dir: Path, topic: str, partition: int, sources: Sources) -> PartitionBounds:
     """Log start (the remote one, if older), high watermark and last stable offset now."""
     with open_partition(log_dir, topic, partition) as part:
-        remote = tier.reader(log_dir, topic, partition) if tier is not None else None
-        return _with_remote_start(scan_bounds(part, committed=True), remote)
+        local = scan_bounds(part, committed=True, tail=sources.tails.headers(part))
+        return _with_remote_start(local, sources.remote_reader(log_dir, topic, partition))
 
 
 def _with_remote_start(found: PartitionBounds, remote: RemoteLogReader | None) -> PartitionBounds:
@@ -69,13 +83,13 @@ def _with_remote_start(found: PartitionBounds, remote: RemoteLogReader | None) -
 
 def fetch(
     log_dir: Path, topic: str, partition: int, offset: int, max_bytes: int, committed: bool,
-    min_one: bool, tier: RemoteTier | None = None,
+    min_one: bool, sources: Sources,
 ) -> FetchedPartition:
     """Batches from ``offset`` (module docstring); out of range below the log start or past
     the high watermark."""
     with open_partition(log_dir, topic, partition) as part:
-        local = scan_bounds(part, committed=True)
-        remote = tier.reader(log_dir, topic, partition) if tier is not None else None
+        local = scan_bounds(part, committed=True, tail=sources.tails.headers(part))
+        remote = sources.remote_reader(log_dir, topic, partition)
         found = _with_remote_start(local, remote)
         if offset < found.log_start or offset > found.high_watermark:
             return FetchedPartition(found, out_of_range=True)
@@ -84,7 +98,7 @@ def fetch(
             end = min(bound, local.log_start)
             records = read_remote_run(remote, offset, end, max_bytes, min_one)
         else:
-            records = read_run(part, offset, bound, max_bytes, min_one)
+            records = read_run(part, offset, bound, max_bytes, min_one, sources.tails)
         aborted: tuple[AbortedTxn, ...] = ()
         if committed and records:
             aborted = _aborted(part, found, offset, bound, remote)
@@ -92,20 +106,28 @@ def fetch(
 
 
 def read_run(
-    part: ReadOnlyPartition, offset: int, bound: int, max_bytes: int, min_one: bool
+    part: ReadOnlyPartition, offset: int, bound: int, max_bytes: int, min_one: bool,
+    tails: TailCache,
 ) -> bytes:
     """Whole batches holding offsets in [offset, bound), at most ``max_bytes`` (one batch more
-    when ``min_one``), from a single segment (the next fetch goes on in the next one)."""
+    when ``min_one``), from a single segment (the next fetch goes on in the next one). The last
+    segment is located through the tail cache, the others through their offset indexes."""
     for base in part.bases_from(offset):
         if base >= bound:
             break
         segment = part.segment(base)
-        found = segment.translate_offset(offset)
+        headers: Iterable[BatchPosition]
+        if base == part.bases[-1]:
+            headers = tails.locate(part, offset)
+            found = headers[0] if headers else None
+        else:
+            found = segment.translate_offset(offset)
+            headers = segment.scan_headers(found.position) if found is not None else []
         if found is None:
             continue
         if found.base_offset >= bound:
             break
-        runs = byte_ranges(segment.scan_headers(found.position), found.position, bound, max_bytes)
+        runs = byte_ranges(headers, found.position, bound, max_bytes)
         for position, size, _legacy in runs:
             if size > max_bytes and not min_one:
                 return b""
@@ -129,13 +151,13 @@ def _aborted(
 
 
 def offset_for_timestamp(
-    log_dir: Path, topic: str, partition: int, timestamp: int, tier: RemoteTier | None = None
+    log_dir: Path, topic: str, partition: int, timestamp: int, sources: Sources
 ) -> tuple[int, int] | None:
     """(offset, timestamp) of the first record whose timestamp is >= ``timestamp`` (Kafka's
     ListOffsets by time: the remote segments first, then the local ones), or None when every
     record is older."""
     with open_partition(log_dir, topic, partition) as part:
-        remote = tier.reader(log_dir, topic, partition) if tier is not None else None
+        remote = sources.remote_reader(log_dir, topic, partition)
         if remote is not None and (offset := remote.offset_for_timestamp(timestamp)) is not None:
             return _record_at(remote.batches_from(offset), offset)
         offset = part.offset_for_timestamp(timestamp)

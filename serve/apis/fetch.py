@@ -32,9 +32,8 @@ from kafkatier.serve import partition_view
 from kafkatier.serve.apis.versions import FETCH
 from kafkatier.serve.catalog import TopicInfo
 from kafkatier.serve.context import ServeContext
-from kafkatier.serve.partition_view import FetchedPartition
+from kafkatier.serve.partition_view import FetchedPartition, Sources
 from kafkatier.serve.protocol import build, payload_module
-from kafkatier.serve.remote_view import RemoteTier
 
 POLL_SECONDS = 0.05
 
@@ -65,7 +64,8 @@ async def handle(ctx: ServeContext, version: int, request: Any) -> Any:
     deadline = time.monotonic() + request.max_wait.total_seconds()
     while True:
         tokens = await ctx.blocking(_tokens, wanted)
-        results = await ctx.blocking(_read_all, wanted, request.max_bytes, committed, ctx.remote)
+        results = await ctx.blocking(_read_all, wanted, request.max_bytes, committed,
+                                     ctx.sources)  # fmt: skip
         size = sum(len(r.records) for r in results if r is not None)
         failed = any(r is None or r.out_of_range for r in results)
         if size >= request.min_bytes or failed or time.monotonic() >= deadline:
@@ -105,7 +105,7 @@ async def _wait_for_change(
 
 
 def _read_all(
-    wanted: list[Wanted], max_bytes: int, committed: bool, tier: RemoteTier | None
+    wanted: list[Wanted], max_bytes: int, committed: bool, sources: Sources
 ) -> list[FetchedPartition | None]:
     """Each partition's answer (None: not in the log dirs), within the response's byte limit."""
     results: list[FetchedPartition | None] = []
@@ -116,7 +116,7 @@ def _read_all(
             continue
         budget = max(min(w.max_bytes, max_bytes - used), 0)
         found = partition_view.fetch(w.log_dir, w.topic.name, w.partition, w.offset, budget,
-                                     committed, min_one=used == 0, tier=tier)  # fmt: skip
+                                     committed, used == 0, sources)  # fmt: skip
         used += len(found.records)
         results.append(found)
     return results

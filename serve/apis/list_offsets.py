@@ -17,8 +17,8 @@ from kafkatier.serve import partition_view
 from kafkatier.serve.apis.versions import LIST_OFFSETS
 from kafkatier.serve.catalog import TopicInfo
 from kafkatier.serve.context import ServeContext
+from kafkatier.serve.partition_view import Sources
 from kafkatier.serve.protocol import build, payload_module
-from kafkatier.serve.remote_view import RemoteTier
 
 LATEST, EARLIEST = -1, -2
 
@@ -33,7 +33,7 @@ async def handle(ctx: ServeContext, version: int, request: Any) -> Any:
         parts = []
         for p in topic.partitions:
             found = await ctx.blocking(_lookup, info, p.partition_index, p.timestamp, committed,
-                                       ctx.remote)  # fmt: skip
+                                       ctx.sources)  # fmt: skip
             error, offset, timestamp = found
             parts.append(build(module.ListOffsetsPartitionResponse,
                                partition_index=p.partition_index, error_code=error,
@@ -45,20 +45,19 @@ async def handle(ctx: ServeContext, version: int, request: Any) -> Any:
 
 
 def _lookup(
-    info: TopicInfo | None, partition: int, timestamp: int, committed: bool,
-    tier: RemoteTier | None,
+    info: TopicInfo | None, partition: int, timestamp: int, committed: bool, sources: Sources
 ) -> tuple[ErrorCode, int, int]:
     """(error, offset, timestamp) of one partition's query."""
     log_dir: Path | None = None if info is None else info.partitions.get(partition)
     if log_dir is None or info is None:
         return ErrorCode.unknown_topic_or_partition, -1, -1
     if timestamp in (LATEST, EARLIEST):
-        bounds = partition_view.bounds(log_dir, info.name, partition, tier)
+        bounds = partition_view.bounds(log_dir, info.name, partition, sources)
         offset = bounds.latest(committed) if timestamp == LATEST else bounds.log_start
         return ErrorCode.none, offset, -1
     if timestamp < 0:
         return ErrorCode.unsupported_version, -1, -1  # -3 and below: newer versions' queries
-    found = partition_view.offset_for_timestamp(log_dir, info.name, partition, timestamp, tier)
+    found = partition_view.offset_for_timestamp(log_dir, info.name, partition, timestamp, sources)
     if found is None:
         return ErrorCode.none, -1, -1
     return ErrorCode.none, found[0], found[1]
