@@ -114,3 +114,41 @@ def test_produce_is_refused_saying_why(tmp_path: Any, serve: Any) -> None:
                 producer.send("t", b"value", partition=0).get(timeout=20)
         finally:
             producer.close(timeout=5)
+
+
+def test_idle_connections_and_a_client_vanishing_mid_response(
+    tmp_path: Any, serve: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """200 idle connections stay open beside a working client, and clients that send a fetch
+    and close before reading the response cost nothing but their own connection (no log
+    line)."""
+    from kafka.protocol.consumer.fetch import FetchRequest
+    from topics import produce_codecs
+
+    caplog.set_level(logging.INFO, logger="kafkatier.serve")
+    produce_codecs(tmp_path / "logs")
+    part = FetchRequest.FetchTopic.FetchPartition
+    fetch = FetchRequest(version=12, replica_id=-1, max_wait_ms=0, min_bytes=1,
+                         max_bytes=50 << 20, isolation_level=0, session_id=0, session_epoch=-1,
+                         topics=[FetchRequest.FetchTopic(topic="codec-none", partitions=[
+                             part(partition=p, current_leader_epoch=-1, fetch_offset=0,
+                                  log_start_offset=-1, partition_max_bytes=1 << 20)
+                             for p in range(3)])],
+                         forgotten_topics_data=[], rack_id="")  # fmt: skip
+    fetch.with_header(correlation_id=9)
+    frame = bytes(fetch.encode(version=12, header=True, framed=True))
+    with serve(tmp_path / "logs") as port:
+        idle = [socket.create_connection(("127.0.0.1", port)) for _ in range(200)]
+        try:
+            for _ in range(20):
+                with raw_socket(port) as vanishing:
+                    vanishing.sendall(frame)  # closed before the response is read
+            with raw_socket(port) as sock:
+                sock.sendall(frame)
+                answer = read_frame(sock)
+                assert struct.unpack_from(">i", answer)[0] == 9 and len(answer) > 10_000
+            assert api_versions_v0(port) == SUPPORTED
+        finally:
+            for sock in idle:
+                sock.close()
+    assert "closing the connection" not in caplog.text and "Traceback" not in caplog.text
