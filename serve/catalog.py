@@ -4,7 +4,9 @@ A topic's id is the one its partitions' ``partition.metadata`` holds (Kafka's fi
 every kafkatier writer and by Kafka 2.8+). A log dir written before topic ids existed (Kafka
 2.7 and older) has none; such a topic gets a stable id derived from its name (UUID v5), so
 clients that fetch by topic id (Fetch v13+) can still name it. Directories are listed again on
-every lookup (a ``listdir`` per log dir): topics the sink creates appear without a restart.
+every lookup (a ``listdir`` per log dir): topics the sink creates appear without a restart. A
+topic id read once is kept while its ``partition.metadata`` keeps its inode and mtime (a ``stat``
+per topic, not a read).
 KRaft's ``__cluster_metadata`` is the controller's log, not a topic, and is left out, as Kafka
 leaves it out of Metadata.
 """
@@ -42,6 +44,7 @@ class Catalog:
 
     def __init__(self, log_dirs: tuple[Path, ...]) -> None:
         self.log_dirs = log_dirs
+        self._ids: dict[Path, tuple[tuple[int, int], uuid.UUID]] = {}
 
     def topics(self) -> dict[str, TopicInfo]:
         found: dict[str, dict[int, Path]] = {}
@@ -58,7 +61,7 @@ class Catalog:
                 if (log_dir / name).is_dir():
                     found.setdefault(parsed[0], {}).setdefault(parsed[1], log_dir)
         return {
-            topic: TopicInfo(topic, topic_id(topic, parts), dict(sorted(parts.items())),
+            topic: TopicInfo(topic, self.topic_id(topic, parts), dict(sorted(parts.items())),
                              topic in _INTERNAL)
             for topic, parts in sorted(found.items())
         }
@@ -71,12 +74,20 @@ class Catalog:
         return None
 
 
-def topic_id(topic: str, partitions: dict[int, Path]) -> uuid.UUID:
-    """The id in the first readable ``partition.metadata`` (module docstring for the fallback)."""
-    for partition, log_dir in sorted(partitions.items()):
-        path = log_dir / f"{topic}-{partition}" / "partition.metadata"
-        try:
-            return uuid.UUID(bytes=uuid_from_str(PartitionMetadataFile(path).read()))
-        except (FileNotFoundError, KafkaTierError):
-            continue
-    return uuid.uuid5(_NAMESPACE, f"kafkatier:{topic}")
+    def topic_id(self, topic: str, partitions: dict[int, Path]) -> uuid.UUID:
+        """The id in the first readable ``partition.metadata`` (module docstring for the
+        fallback and the cache)."""
+        for partition, log_dir in sorted(partitions.items()):
+            path = log_dir / f"{topic}-{partition}" / "partition.metadata"
+            try:
+                stat = path.stat()
+                identity = (stat.st_ino, stat.st_mtime_ns)
+                cached = self._ids.get(path)
+                if cached is not None and cached[0] == identity:
+                    return cached[1]
+                found = uuid.UUID(bytes=uuid_from_str(PartitionMetadataFile(path).read()))
+            except (FileNotFoundError, KafkaTierError):
+                continue
+            self._ids[path] = (identity, found)
+            return found
+        return uuid.uuid5(_NAMESPACE, f"kafkatier:{topic}")
