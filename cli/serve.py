@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import logging
 import signal
 from pathlib import Path
 
+from kafkatier.cli.config.loader import load_config
+from kafkatier.cli.config.remote import remote_storage
 from kafkatier.cli.sidecar import setup_logging
 from kafkatier.serve.config import ServeConfig
 from kafkatier.serve.server import Server
@@ -20,6 +23,8 @@ read-only: Produce gets POLICY_VIOLATION. SIGTERM/SIGINT stop it cleanly.
 
 The configuration is conf/kafkatier.properties' format: log.dirs, and Kafka's listeners
 [PLAINTEXT://127.0.0.1:9092], advertised.listeners [listeners] and socket.request.max.bytes.
+With remote.storage.url, offsets below a partition's local log start are read from the remote
+copy (remote.storage.embedded=true starts the embedded S3 server for as long as serve runs).
 
 exit codes: 0 stopped cleanly, 2 usage or configuration error.
 
@@ -47,7 +52,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def run(args: argparse.Namespace) -> int:
     config = ServeConfig.load(args.config)
     setup_logging(args.log_format, args.log_level)
-    asyncio.run(_serve(config))
+    if config.tiering is None:
+        asyncio.run(_serve(config))
+        return 0
+    with remote_storage(load_config(args.config)) as tiering:  # the embedded S3 server, if asked
+        asyncio.run(_serve(dataclasses.replace(config, tiering=tiering)))
     return 0
 
 

@@ -6,10 +6,16 @@ A partition's ``RemoteLogReader`` (tiering/read/remote_reader.py: its manifest, 
 :data:`REFRESH_S` seconds, then built again from a fresh manifest, so the segments the sidecar
 uploads or remote retention deletes show within seconds. At most :data:`MAX_READERS` are
 kept (least recently used dropped). Everything here blocks on the store: the thread pool runs it.
+
+A store that cannot be read (unreachable, refused, a manifest that does not parse) is logged
+once per partition and :data:`REFRESH_S`, and the partition is served from its local segments
+alone meanwhile: local reads never wait on S3, and offsets only the remote copy holds are
+then out of range.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import OrderedDict
@@ -21,6 +27,8 @@ from kafkatier.tiering.store.object_store import ObjectStore
 
 REFRESH_S = 5.0
 MAX_READERS = 1024
+log = logging.getLogger("kafkatier.serve")
+HINT = "serve from a log dir that holds the topic"
 
 
 class RemoteTier:
@@ -28,9 +36,9 @@ class RemoteTier:
 
     def __init__(self, store: ObjectStore) -> None:
         self.store = store
-        self._readers: OrderedDict[tuple[Path, str, int], tuple[float, RemoteLogReader]] = (
-            OrderedDict()
-        )
+        self._readers: OrderedDict[
+            tuple[Path, str, int], tuple[float, RemoteLogReader | None]
+        ] = OrderedDict()
         self._lock = threading.Lock()
 
     def reader(self, log_dir: Path, topic: str, partition: int) -> RemoteLogReader | None:
@@ -40,14 +48,23 @@ class RemoteTier:
             cached = self._readers.get(key)
             if cached is not None and time.monotonic() - cached[0] < REFRESH_S:
                 self._readers.move_to_end(key)
-                return cached[1] if cached[1].segments else None
-        rp, manifest = incarnation_of(self.store, log_dir, topic, partition,
-                                      hint="serve from a log dir that holds the topic")  # fmt: skip
-        fresh = RemoteLogReader(self.store, rp, manifest=manifest)
+                return cached[1]
+        fresh = self._load(log_dir, topic, partition)
         with self._lock:
             self._readers[key] = (time.monotonic(), fresh)
             while len(self._readers) > MAX_READERS:
                 self._readers.popitem(last=False)
+        return fresh
+
+    def _load(self, log_dir: Path, topic: str, partition: int) -> RemoteLogReader | None:
+        try:
+            rp, manifest = incarnation_of(self.store, log_dir, topic, partition, hint=HINT)
+            fresh = RemoteLogReader(self.store, rp, manifest=manifest)
+        except Exception as exc:  # any store failure: serve the local segments meanwhile
+            log.warning("remote store %s unreadable for %s-%d, serving local segments only: "
+                        "%s: %s", self.store.url, topic, partition, type(exc).__name__,
+                        exc)  # fmt: skip
+            return None
         return fresh if fresh.segments else None
 
 

@@ -43,3 +43,33 @@ def test_a_tiered_topic_replays_from_the_remote_start(
             assert c.beginning_offsets(tps) == dict.fromkeys(tps, 0)
         finally:
             c.close()
+
+
+def test_an_unreadable_store_leaves_the_local_segments_served(
+    tmp_path: Path, serve: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A remote store that cannot be read (no credentials, an endpoint refusing connections):
+    one warning per partition, and consumers replay what is still local (from the local log
+    start) instead of failing."""
+    import logging
+
+    from kafka import KafkaConsumer, TopicPartition
+
+    caplog.set_level(logging.WARNING, logger="kafkatier.serve")
+    logs = tmp_path / "logs"
+    write_topics(logs)
+    (tmp_path / "remote").mkdir()
+    tier(logs, FsspecStore(f"file://{tmp_path / 'remote'}"))
+    local = [r for r in disk_rows(logs, "rt") if r[1] == 0]
+    with serve(logs, remote__storage__url="s3://nowhere/x",
+               remote__storage__s3__endpoint__url="http://127.0.0.1:9",
+               remote__storage__s3__max__attempts="1") as port:  # fmt: skip
+        assert kafka_python_rows(port, {"rt": 1}, False) == local
+        c = KafkaConsumer(bootstrap_servers=f"127.0.0.1:{port}", group_id=None)
+        try:
+            tp = TopicPartition("rt", 0)
+            assert c.beginning_offsets([tp]) == {tp: local[0][2]} and local[0][2] > 0
+        finally:
+            c.close()
+    warnings = [r for r in caplog.records if "unreadable for rt-0" in r.getMessage()]
+    assert 1 <= len(warnings) <= 2, caplog.text
