@@ -71,7 +71,7 @@ async def handle(ctx: ServeContext, version: int, request: Any) -> Any:
         if size >= request.min_bytes or failed or time.monotonic() >= deadline:
             break
         await _wait_for_change(ctx, wanted, tokens, deadline)
-    return _response(module, wanted, results)
+    return _response(module, wanted, results, committed)
 
 
 def _resolve(request: Any, topics: dict[str, TopicInfo], version: int) -> list[Wanted]:
@@ -122,10 +122,12 @@ def _read_all(
     return results
 
 
-def _response(module: Any, wanted: list[Wanted], results: list[FetchedPartition | None]) -> Any:
+def _response(
+    module: Any, wanted: list[Wanted], results: list[FetchedPartition | None], committed: bool
+) -> Any:
     grouped: dict[Any, list[Any]] = {}
     for w, found in zip(wanted, results, strict=True):
-        grouped.setdefault(w.key, []).append(_partition(module, w, found))
+        grouped.setdefault(w.key, []).append(_partition(module, w, found, committed))
     topics = tuple(
         build(module.FetchableTopicResponse, topic=key, topic_id=key, partitions=tuple(parts))
         for key, parts in grouped.items()
@@ -134,21 +136,24 @@ def _response(module: Any, wanted: list[Wanted], results: list[FetchedPartition 
                  error_code=ErrorCode.none, session_id=0, responses=topics)  # fmt: skip
 
 
-def _partition(module: Any, w: Wanted, found: FetchedPartition | None) -> Any:
+def _partition(module: Any, w: Wanted, found: FetchedPartition | None, committed: bool) -> Any:
+    """One partition's answer; aborted transactions are a list for read_committed (maybe
+    empty) and null for read_uncommitted, as Kafka sends them."""
     if found is None:
-        unknown = ErrorCode.unknown_topic_id if w.topic is None and not isinstance(
-            w.key, str) else ErrorCode.unknown_topic_or_partition
+        by_id = not isinstance(w.key, str)  # v13+ names topics by id
+        unknown = (ErrorCode.unknown_topic_id if by_id and w.topic is None
+                   else ErrorCode.unknown_topic_or_partition)  # fmt: skip
         return build(module.PartitionData, partition_index=w.partition, error_code=unknown,
                      high_watermark=-1, aborted_transactions=None, records=None)  # fmt: skip
     bounds = found.bounds
     aborted = tuple(
         build(module.AbortedTransaction, producer_id=t.producer_id, first_offset=t.first_offset)
         for t in found.aborted
-    )
+    ) if committed else None
     return build(
         module.PartitionData, partition_index=w.partition,
         error_code=ErrorCode.offset_out_of_range if found.out_of_range else ErrorCode.none,
         high_watermark=bounds.high_watermark, last_stable_offset=bounds.last_stable,
-        log_start_offset=bounds.log_start, aborted_transactions=aborted or None,
+        log_start_offset=bounds.log_start, aborted_transactions=aborted,
         records=found.records,
     )
