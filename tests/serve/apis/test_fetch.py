@@ -18,6 +18,7 @@ from serve_clients import (
     kafka_python_rows,
     kcat_offsets,
     kcat_rows,
+    record_row,
 )
 from test_datasource import Written, write_sample
 from test_datasource import kafka_python_rows as disk_rows
@@ -106,6 +107,19 @@ def test_offsets_for_times(codecs_dir: Path, serve: Any) -> None:
                         assert (got.offset, got.timestamp) == (want[2], want[5])
                     [tp] = cc.offsets_for_times([CTP("codec-lz4", p, ts)], timeout=10)
                     assert tp.offset == (want[2] if want else -1)
+            # consuming from a timestamp: seek to its offset, read to the end
+            ts = stamps[2]
+            tps = {TopicPartition("codec-lz4", p): None for p in range(PARTITIONS)}
+            found = kp.offsets_for_times(dict.fromkeys(tps, ts))
+            kp.assign(list(tps))
+            for tp, at in found.items():
+                kp.seek(tp, at.offset)
+            ends = kp.end_offsets(list(tps))
+            got_rows = []
+            while any(kp.position(tp) < ends[tp] for tp in tps):
+                for records in kp.poll(timeout_ms=500).values():
+                    got_rows.extend(r[:3] for r in map(record_row, records))
+            assert sorted(got_rows) == [r[:3] for r in rows if r[5] >= ts]
         finally:
             kp.close()
             cc.close()
