@@ -12,9 +12,10 @@ from typing import Any
 
 from kio.index import load_request_schema
 
-from kafkatier.serve.apis import api_versions, fetch, list_offsets, metadata, writes
+from kafkatier.serve.apis import api_versions, cluster, fetch, list_offsets, metadata, writes
 from kafkatier.serve.apis.versions import (
     API_VERSIONS,
+    DESCRIBE_CLUSTER,
     FETCH,
     LIST_OFFSETS,
     METADATA,
@@ -33,6 +34,7 @@ HANDLERS: dict[int, Handler] = {
     LIST_OFFSETS: list_offsets.handle,
     METADATA: metadata.handle,
     API_VERSIONS: api_versions.handle,
+    DESCRIBE_CLUSTER: cluster.handle,
 }
 assert set(HANDLERS) == set(SUPPORTED), "every served API key needs a handler, and only those"
 

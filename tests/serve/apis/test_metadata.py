@@ -61,3 +61,39 @@ def test_confluent_sees_topics_and_an_unknown_one_is_an_error(tmp_path: Path, se
         missing = admin.list_topics(topic="nope", timeout=10).topics["nope"]
         assert missing.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
     assert not (tmp_path / "nope-0").exists()
+
+
+
+def test_describe_cluster(tmp_path: Path, serve: Any) -> None:
+    """kafka-python's admin client (DescribeCluster, Metadata only as a fallback), and the
+    request itself encoded by kafka-python's protocol classes, each version served."""
+    import socket
+
+    from kafka import KafkaAdminClient
+    from kafka.protocol.admin import DescribeClusterRequest, DescribeClusterResponse
+
+    make_topics(tmp_path)
+    cluster_id = (tmp_path / "meta.properties").read_text().split("cluster.id=")[1].split()[0]
+    with serve(tmp_path) as port:
+        admin = KafkaAdminClient(bootstrap_servers=f"127.0.0.1:{port}")
+        try:
+            found = admin.describe_cluster()
+        finally:
+            admin.close()
+        assert (found["cluster_id"], found["controller_id"]) == (cluster_id, 0)
+        assert [(b["broker_id"], b["host"], b["port"]) for b in found["brokers"]] == [
+            (0, "127.0.0.1", port)
+        ]
+        for version, endpoint_type, error in ((0, 1, 0), (1, 1, 0), (2, 1, 0), (1, 2, 114)):
+            request = DescribeClusterRequest(version=version, endpoint_type=endpoint_type,
+                                             include_cluster_authorized_operations=False)
+            request.with_header(correlation_id=version)
+            with socket.create_connection(("127.0.0.1", port)) as sock:
+                sock.sendall(bytes(request.encode(version=version, header=True, framed=True)))
+                size = int.from_bytes(sock.recv(4, socket.MSG_WAITALL), "big")
+                raw = sock.recv(size, socket.MSG_WAITALL)
+            answer = DescribeClusterResponse.decode(raw, version=version, header=True)
+            assert answer.error_code == error
+            if not error:
+                assert answer.cluster_id == cluster_id
+                assert [(b.broker_id, b.port) for b in answer.brokers] == [(0, port)]
