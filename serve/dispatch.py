@@ -12,10 +12,19 @@ from typing import Any
 
 from kio.index import load_request_schema
 
-from kafkatier.serve.apis import api_versions, cluster, fetch, list_offsets, metadata, writes
+from kafkatier.serve.apis import (
+    api_versions,
+    cluster,
+    configs,
+    fetch,
+    list_offsets,
+    metadata,
+    writes,
+)
 from kafkatier.serve.apis.versions import (
     API_VERSIONS,
     DESCRIBE_CLUSTER,
+    DESCRIBE_CONFIGS,
     FETCH,
     LIST_OFFSETS,
     METADATA,
@@ -35,6 +44,7 @@ HANDLERS: dict[int, Handler] = {
     METADATA: metadata.handle,
     API_VERSIONS: api_versions.handle,
     DESCRIBE_CLUSTER: cluster.handle,
+    DESCRIBE_CONFIGS: configs.handle,
 }
 assert set(HANDLERS) == set(SUPPORTED), "every served API key needs a handler, and only those"
 

@@ -8,7 +8,8 @@ and kio (generated from Kafka 4's specs) has none of them.
 
 from __future__ import annotations
 
-PRODUCE, FETCH, LIST_OFFSETS, METADATA, API_VERSIONS, DESCRIBE_CLUSTER = 0, 1, 2, 3, 18, 60
+PRODUCE, FETCH, LIST_OFFSETS, METADATA, API_VERSIONS = 0, 1, 2, 3, 18
+DESCRIBE_CONFIGS, DESCRIBE_CLUSTER = 32, 60
 
 SUPPORTED: dict[int, tuple[int, int]] = {
     PRODUCE: (3, 9),
@@ -16,6 +17,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     LIST_OFFSETS: (1, 6),
     METADATA: (0, 12),
     API_VERSIONS: (0, 4),
+    DESCRIBE_CONFIGS: (1, 4),
     DESCRIBE_CLUSTER: (0, 2),
 }
 """API key -> (min, max) version served."""

@@ -8,7 +8,10 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from kafkatier.storage.checkpoint.metadata import PartitionMetadataFile, uuid_from_str
+from kafkatier.storage.config.topic_files import TopicConfigStore
 from kafkatier.storage.log.directory import LogDirectory
 
 
@@ -97,3 +100,27 @@ def test_describe_cluster(tmp_path: Path, serve: Any) -> None:
             if not error:
                 assert answer.cluster_id == cluster_id
                 assert [(b.broker_id, b.port) for b in answer.brokers] == [(0, port)]
+
+
+def test_describe_topic_configs(tmp_path: Path, serve: Any) -> None:
+    """confluent-kafka's AdminClient: the topic's own settings from its properties file,
+    Kafka's defaults for the rest; an unknown topic is an error."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource
+
+    make_topics(tmp_path)
+    settings = {"segment.bytes": "1048576", "cleanup.policy": "compact"}
+    TopicConfigStore(tmp_path).update("a", settings, source="test")
+    with serve(tmp_path) as port:
+        admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"})
+        [future] = admin.describe_configs([ConfigResource("topic", "a")]).values()
+        entries = future.result(timeout=20)
+        assert entries["segment.bytes"].value == "1048576"
+        assert entries["cleanup.policy"].value == "compact"
+        assert entries["segment.bytes"].source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+        assert entries["retention.ms"].value == "604800000"  # Kafka's default
+        assert entries["retention.ms"].source == ConfigSource.DEFAULT_CONFIG.value
+        assert all(e.is_read_only for e in entries.values())
+        [missing] = admin.describe_configs([ConfigResource("topic", "nope")]).values()
+        with pytest.raises(KafkaException):
+            missing.result(timeout=20)
