@@ -3,8 +3,8 @@
 One broker (node id 0), read-only: ApiVersions, Metadata, DescribeCluster, DescribeConfigs,
 ListOffsets and Fetch answer from the partition files (record batches go out as the bytes on
 disk, never re-encoded); Produce gets Kafka's error code for a refused write. One asyncio event
-loop; disk and remote reads run in a thread pool. Messages are encoded and decoded with ``kio`` (typed
-classes generated from Kafka's JSON specs).
+loop; disk and remote reads run in a thread pool. Messages are encoded and decoded with
+``kio`` (typed classes generated from Kafka's JSON specs).
 
 Layout, bottom up: ``config`` (the properties file), ``protocol`` (kio glue: versioned schemas,
 request headers, response frames), ``framing`` (size-prefixed frames off a socket), ``catalog``
