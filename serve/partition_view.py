@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,6 +37,7 @@ from kafkatier.storage.log.readonly import (
     checkpointed_log_starts,
 )
 from kafkatier.storage.log.segment import AnyBatch
+from kafkatier.tiering.metadata.manifest import RemoteSegment
 from kafkatier.tiering.read.remote_reader import RemoteLogReader
 
 
@@ -164,6 +165,44 @@ def offset_for_timestamp(
         if offset is None:
             return None
         return _record_at(_local_batches(part, offset), offset)
+
+
+def max_timestamp(
+    log_dir: Path, topic: str, partition: int, sources: Sources
+) -> tuple[int, int] | None:
+    """(offset, timestamp) of the first record holding the partition's largest timestamp
+    (ListOffsets MAX_TIMESTAMP, KIP-734), remote segments included; None when it is empty.
+    Segments are compared by their max timestamps (the time index's last entry; the last
+    segment, whose index a reader does not open, and remote ones by a scan or the manifest),
+    then the winning segment's batches are scanned for the first such record."""
+    with open_partition(log_dir, topic, partition) as part:
+        remote = sources.remote_reader(log_dir, topic, partition)
+        local_start = part.bases[0] if part.bases else 0
+        best: tuple[int, Callable[[], Iterable[AnyBatch]]] | None = None
+        if remote is not None:
+            for seg in remote.segments:
+                if seg.base_offset < local_start and (best is None or seg.max_timestamp > best[0]):
+                    best = (seg.max_timestamp, _remote_batches(remote, seg))
+        for base in part.bases:
+            segment = part.segment(base)
+            top = (max((b.max_timestamp for b in segment.batches()), default=-1)
+                   if base == part.bases[-1] else segment.max_timestamp)  # fmt: skip
+            if best is None or top > best[0]:
+                best = (top, segment.batches)
+        if best is None or best[0] < 0:
+            return None
+        for batch in best[1]():
+            if batch.max_timestamp == best[0]:
+                found = next((r for r in batch.records() if r.timestamp == best[0]), None)
+                if found is not None:
+                    return found.offset, found.timestamp
+        return None
+
+
+def _remote_batches(
+    remote: RemoteLogReader, seg: RemoteSegment
+) -> Callable[[], Iterable[AnyBatch]]:
+    return lambda: remote.batches_from(seg.base_offset, seg.end_offset + 1)
 
 
 def _local_batches(part: ReadOnlyPartition, offset: int) -> Iterator[AnyBatch]:

@@ -1,7 +1,7 @@
 """ListOffsets (key 2), per partition: earliest (-2: the log start, remote segments included),
-latest (-1: the high watermark, or the last stable offset for read_committed) and by timestamp
-(the first record at or after it, through the time indexes, remote ones first; offset -1 when
-every record is older).
+latest (-1: the high watermark, or the last stable offset for read_committed), the record with
+the largest timestamp (-3, v7+) and by timestamp (the first record at or after it, through the
+time indexes, remote ones first; offset -1 when every record is older).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from kafkatier.serve.context import ServeContext
 from kafkatier.serve.partition_view import Sources
 from kafkatier.serve.protocol import build, payload_module
 
-LATEST, EARLIEST = -1, -2
+LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
 
 
 async def handle(ctx: ServeContext, version: int, request: Any) -> Any:
@@ -55,9 +55,13 @@ def _lookup(
         bounds = partition_view.bounds(log_dir, info.name, partition, sources)
         offset = bounds.latest(committed) if timestamp == LATEST else bounds.log_start
         return ErrorCode.none, offset, -1
-    if timestamp < 0:
-        return ErrorCode.unsupported_version, -1, -1  # -3 and below: newer versions' queries
-    found = partition_view.offset_for_timestamp(log_dir, info.name, partition, timestamp, sources)
+    if timestamp == MAX_TIMESTAMP:
+        found = partition_view.max_timestamp(log_dir, info.name, partition, sources)
+    elif timestamp < 0:
+        return ErrorCode.unsupported_version, -1, -1  # -4 and below: queries of v8+
+    else:
+        found = partition_view.offset_for_timestamp(log_dir, info.name, partition, timestamp,
+                                                    sources)  # fmt: skip
     if found is None:
         return ErrorCode.none, -1, -1
     return ErrorCode.none, found[0], found[1]

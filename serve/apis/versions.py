@@ -14,7 +14,7 @@ DESCRIBE_CONFIGS, DESCRIBE_CLUSTER = 32, 60
 SUPPORTED: dict[int, tuple[int, int]] = {
     PRODUCE: (3, 9),
     FETCH: (4, 16),
-    LIST_OFFSETS: (1, 6),
+    LIST_OFFSETS: (1, 7),
     METADATA: (0, 12),
     API_VERSIONS: (0, 4),
     DESCRIBE_CONFIGS: (1, 4),

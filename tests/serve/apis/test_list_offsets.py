@@ -100,3 +100,26 @@ def test_a_fetch_out_of_range_without_reset_policy_is_an_error(
                     c.poll(timeout_ms=500)
         finally:
             c.close()
+
+
+def test_max_timestamp(tmp_path: Path, serve: Any) -> None:
+    """ListOffsets v7's MAX_TIMESTAMP through confluent-kafka's AdminClient: the first record
+    with the largest timestamp, in a closed segment and in the active one."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient, OffsetSpec
+
+    stamps = {"m": [5, 9, 3, 9, 1], "n": [1, 2, 3, 8, 8]}  # per offset
+    with LogDirectory(tmp_path) as ld:
+        for topic, values in stamps.items():
+            log = ld.get_or_create(topic, 0)
+            for i, ts in enumerate(values):
+                log.append(build_batch([Record(i, T0 + ts, b"k", b"v")]))
+                if topic == "m" and i == 2:
+                    log.roll()  # m's maximum is in a closed segment and the active one
+    with serve(tmp_path) as port:
+        admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"})
+        for topic, want in (("m", 1), ("n", 3)):
+            tp = TopicPartition(topic, 0)
+            [future] = admin.list_offsets({tp: OffsetSpec.max_timestamp()}).values()
+            found = future.result(timeout=20)
+            assert (found.offset, found.timestamp) == (want, T0 + stamps[topic][want])
