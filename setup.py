@@ -1,4 +1,4 @@
-"""The wheel's packages: every package below the four top-level folders, under ``kafkatier``.
+"""The wheel's packages: every package below the five top-level folders, under ``kafkatier``.
 
 The metadata lives in pyproject.toml. Only the package list is computed here, because
 setuptools' own discovery cannot rename what it finds: ``storage/log`` must install as
@@ -7,7 +7,7 @@ setuptools' own discovery cannot rename what it finds: ``storage/log`` must inst
 
 from setuptools import find_packages, setup
 
-TOP_LEVEL = ("storage", "sink", "tiering", "cli")
+TOP_LEVEL = ("storage", "sink", "tiering", "serve", "cli")
 
 setup(
     packages=[

@@ -10,7 +10,8 @@ fault with the file and line of an import that breaks it:
 2. no cycle between the parts of any package (its modules and subpackages, each subpackage
    counted as one part), so every package can be read bottom-up;
 3. the top-level packages form layers, each importing only those below it:
-   ``cli`` -> ``sink`` (the Spark side) -> ``tiering`` -> ``storage``.
+   ``cli`` -> ``serve`` (the Kafka protocol) -> ``sink`` (the Spark side) -> ``tiering`` ->
+   ``storage``.
 
 Usage: ``python .ci/check_imports.py [ROOT]`` (default: the checkout holding this file); exit 0
 when all hold, 1 otherwise.
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 NAMESPACE = "kafkatier"
-LAYERS = ("cli", "sink", "tiering", "storage")
+LAYERS = ("cli", "serve", "sink", "tiering", "storage")
 """Top-level packages from the top down; each may import only the ones after it."""
 
 

@@ -8,7 +8,7 @@ repo=$PWD
 root=$(mktemp -d "${TMPDIR:-/tmp}/kafkatier-mypy.XXXXXX")
 trap 'rm -rf "$root"' EXIT
 mkdir -p "$root/kafkatier"
-for pkg in storage sink tiering cli; do
+for pkg in storage sink tiering serve cli; do
   # every package below the folder (subpackages included), Python files only
   find "$pkg" -name '*.py' -not -path '*/__pycache__/*' | while read -r f; do
     mkdir -p "$root/kafkatier/$(dirname "$f")"

@@ -17,7 +17,8 @@ from kafkatier.cli import __version__
 from kafkatier.storage.errors import ConfigError, KafkaTierError
 
 COMMANDS: tuple[str, ...] = (
-    "produce", "dump", "verify", "clean", "demo", "run.command", "sidecar", "restore", "status"
+    "produce", "dump", "verify", "clean", "demo", "run.command", "sidecar", "serve", "restore",
+    "status",
 )
 """Subcommand modules of kafkatier.cli (``run`` is a package), in the order ``--help`` lists
 them."""

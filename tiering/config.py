@@ -65,12 +65,16 @@ _RANGES = {  # attr: (low, high) inclusive, with -1 allowed where it means "off"
 _OFF_ALLOWED = {"rate_limit_bps", "metrics_port"}
 FOREIGN_PREFIXES = ("topic.", "run.", "remote.storage.embedded")
 """Keys of the unified configuration (kafkatier.cli.config.loader) that this loader leaves alone."""
+SERVE_KEYS = frozenset({"listeners", "advertised.listeners", "socket.request.max.bytes"})
+"""Keys of ``kafkatier serve`` (kafkatier.serve.config), left alone here too."""
 _STR_KEYS = {
     "remote.storage.s3.endpoint.url": "endpoint_url",
     "remote.storage.s3.region": "region",
     "remote.storage.s3.profile": "profile",
     "remote.log.metrics.bind.address": "metrics_host",
 }
+KNOWN_KEYS = frozenset({"log.dirs", "remote.storage.url", *_INT_KEYS, *_STR_KEYS})
+"""Every key this loader reads (``kafkatier serve`` accepts them beside its own)."""
 
 
 @dataclass(frozen=True)
@@ -110,9 +114,8 @@ class TieringConfig:
             line = (lines or {}).get(key)
             return source if line is None else f"{source}:{line}"
 
-        known = {"log.dirs", "remote.storage.url", *_INT_KEYS, *_STR_KEYS}
         for key in props:
-            if key not in known and not key.startswith(FOREIGN_PREFIXES):
+            if key not in KNOWN_KEYS | SERVE_KEYS and not key.startswith(FOREIGN_PREFIXES):
                 raise ConfigError(f"unknown sidecar setting {key!r}", setting=key,
                                   source=where(key))  # fmt: skip
         for key in ("log.dirs", "remote.storage.url"):

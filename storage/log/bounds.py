@@ -54,13 +54,16 @@ class PartitionBounds:
         return tuple(t for t in self.aborted if t.last_offset >= start and t.first_offset < end)
 
 
-def scan_bounds(part: ReadOnlyPartition, committed: bool) -> PartitionBounds:
+def scan_bounds(
+    part: ReadOnlyPartition, committed: bool, tail: list[Header] | None = None
+) -> PartitionBounds:
     """Log start, high watermark and LSO of ``part``, read from the files (module docstring).
-    The last segment's headers are read once, for its end and its transactions."""
+    The last segment's headers are read once, for its end and its transactions; a caller that
+    keeps them between calls (``kafkatier serve``'s tail cache) passes them as ``tail``."""
     if not part.bases:
         return PartitionBounds(part.log_start_offset, part.log_start_offset, part.log_start_offset)
     with part.last_log() as log:
-        tail = list(log.headers())
+        tail = list(log.headers()) if tail is None else tail
         end = part.end_of(tail)
         if not committed:
             return PartitionBounds(part.log_start_offset, end, end)

@@ -1,0 +1,199 @@
+"""``kafkatier serve`` throughput: one confluent-kafka (librdkafka) consumer reads a whole lz4
+topic from a ``kafkatier serve`` process, next to the same segment bytes read straight from the
+files in the same run (the ceiling: no network, no protocol), with the server's CPU seconds per
+GB of segment bytes served. A raw fetch loop (kafka-python's protocol classes over a socket,
+records left compressed) shows what the server delivers when the client does not decompress
+and build a Python object per record. Rounds alternate them; the page cache is warm for all.
+
+Usage: ``.venv/bin/python bench/serve.py [--mib 256] [--partitions 4] [--rounds 3]``
+(prints the command, the figures and the ratio). Local segments only: the remote tier is not
+measured yet.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+KAFKATIER = Path(sys.executable).with_name("kafkatier")
+TOPIC = "bench"
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def write_topic(root: Path, mib: int, partitions: int) -> Path:
+    """~``mib`` MiB of 1 KiB values (half random bytes, half repeated: lz4 halves it)."""
+    rows = mib * 1024
+    rng = np.random.default_rng(7)
+    noise = rng.integers(0, 256, size=(rows, 512), dtype=np.uint8)
+    values = [bytes(row) + b"v" * 512 for row in noise]
+    keys = [b"key-%d" % i for i in range(rows)]
+    source = root / "in.parquet"
+    pq.write_table(pa.table({"key": keys, "value": values}), source)
+    logs = root / "logs"
+    subprocess.run([str(KAFKATIER), "produce", str(logs), "--topic", TOPIC, "--input",
+                    str(source), "--partitions", str(partitions), "--compression", "lz4"],
+                   check=True, stdout=subprocess.DEVNULL)  # fmt: skip
+    return logs
+
+
+def segment_bytes(logs: Path) -> int:
+    return sum(f.stat().st_size for f in logs.glob(f"{TOPIC}-*/*.log"))
+
+
+def read_files(logs: Path) -> float:
+    start = time.perf_counter()
+    for path in sorted(logs.glob(f"{TOPIC}-*/*.log")):
+        with open(path, "rb") as src:
+            while src.read(1 << 20):
+                pass
+    return time.perf_counter() - start
+
+
+def consume(port: int, partitions: int) -> tuple[float, int]:
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": f"127.0.0.1:{port}", "group.id": "bench",
+                         "enable.auto.commit": False, "enable.partition.eof": True})  # fmt: skip
+    start = time.perf_counter()
+    consumer.assign([TopicPartition(TOPIC, p, -2) for p in range(partitions)])
+    done, records = 0, 0
+    while done < partitions:
+        for msg in consumer.consume(10_000, 1.0):  # in batches: poll() per record is Python-bound
+            if msg.error():
+                assert msg.error().code() == KafkaError._PARTITION_EOF, msg.error()
+                done += 1
+            else:
+                records += 1
+    took = time.perf_counter() - start
+    consumer.close()
+    return took, records
+
+
+def raw_fetch(port: int, partitions: int) -> float:
+    """Fetch v12 requests for every unfinished partition until each reaches its high
+    watermark; the next offset is the last batch's last offset + 1 (headers only)."""
+    from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
+
+    start = time.perf_counter()
+    offsets = dict.fromkeys(range(partitions), 0)
+    done: set[int] = set()
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        correlation = 0
+        while len(done) < partitions:
+            part = FetchRequest.FetchTopic.FetchPartition
+            topic = FetchRequest.FetchTopic(topic=TOPIC, partitions=[
+                part(partition=p, current_leader_epoch=-1, fetch_offset=o, log_start_offset=-1,
+                     partition_max_bytes=1 << 20)
+                for p, o in offsets.items() if p not in done
+            ])  # fmt: skip
+            request = FetchRequest(version=12, replica_id=-1, max_wait_ms=0, min_bytes=1,
+                                   max_bytes=50 << 20, isolation_level=0, session_id=0,
+                                   session_epoch=-1, topics=[topic], forgotten_topics_data=[],
+                                   rack_id="")  # fmt: skip
+            correlation += 1
+            request.with_header(correlation_id=correlation)
+            sock.sendall(bytes(request.encode(version=12, header=True, framed=True)))
+            size = int.from_bytes(_recv(sock, 4), "big")
+            response = FetchResponse.decode(_recv(sock, size), version=12, header=True)
+            for data in response.responses[0].partitions:
+                p = data.partition_index
+                offsets[p] = _next_offset(data.records, offsets[p])
+                if offsets[p] >= data.high_watermark:
+                    done.add(p)
+    return time.perf_counter() - start
+
+
+def _recv(sock: socket.socket, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(min(n - len(buf), 1 << 20))
+        if not chunk:
+            raise ConnectionError("server closed the connection")
+        buf += chunk
+    return bytes(buf)
+
+
+def _next_offset(records: bytes | None, offset: int) -> int:
+    """One past the last batch's last offset (v2 headers: baseOffset, then lastOffsetDelta)."""
+    pos = 0
+    data = records or b""
+    while pos + 27 <= len(data):
+        base = int.from_bytes(data[pos : pos + 8], "big")
+        length = int.from_bytes(data[pos + 8 : pos + 12], "big")
+        if pos + 12 + length > len(data):
+            break
+        offset = base + int.from_bytes(data[pos + 23 : pos + 27], "big") + 1
+        pos += 12 + length
+    return offset
+
+
+def cpu_seconds(pid: int) -> float:
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+def serve(logs: Path, root: Path) -> tuple[subprocess.Popen[bytes], int]:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    config = root / "serve.properties"
+    config.write_text(f"log.dirs={logs}\nlisteners=PLAINTEXT://127.0.0.1:{port}\n")
+    proc = subprocess.Popen([str(KAFKATIER), "serve", "--config", str(config),
+                             "--log-level", "warning"])  # fmt: skip
+    for _ in range(300):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return proc, port
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError("kafkatier serve did not listen")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--mib", type=int, default=256)
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    print("command:", " ".join([sys.executable, *sys.argv]))
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        logs = write_topic(root, args.mib, args.partitions)
+        size = segment_bytes(logs)
+        proc, port = serve(logs, root)
+        try:
+            read_files(logs)  # warm the page cache
+            for n in range(args.rounds):
+                files = read_files(logs)
+                before = cpu_seconds(proc.pid)
+                took, records = consume(port, args.partitions)
+                cpu = cpu_seconds(proc.pid) - before
+                before = cpu_seconds(proc.pid)
+                raw = raw_fetch(port, args.partitions)
+                raw_cpu = cpu_seconds(proc.pid) - before
+                gb = size / 1e9
+                print(f"round {n + 1}: {size / 1e6:.0f} MB of lz4 segments, {records} records: "
+                      f"confluent-kafka {size / took / 1e6:.0f} MB/s (server CPU "
+                      f"{cpu / gb:.2f} s/GB), raw fetch {size / raw / 1e6:.0f} MB/s (server CPU "
+                      f"{raw_cpu / gb:.2f} s/GB), files {size / files / 1e6:.0f} MB/s; "
+                      f"confluent/files {files / took:.1%}, "
+                      f"raw/files {files / raw:.1%}")  # fmt: skip
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(30)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,69 @@
+"""``kafkatier serve``: answer Kafka clients from the log dirs (the Kafka protocol, read-only)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import logging
+import signal
+from pathlib import Path
+
+from kafkatier.cli.config.loader import load_config
+from kafkatier.cli.config.remote import remote_storage
+from kafkatier.cli.sidecar import setup_logging
+from kafkatier.serve.config import ServeConfig
+from kafkatier.serve.server import Server
+
+EPILOG = """\
+Serves every topic of the configured log dirs to unmodified Kafka clients (kafka-python,
+aiokafka, confluent-kafka/librdkafka, kcat, Java): ApiVersions, Metadata, ListOffsets and Fetch,
+read_committed included; record batches go out as the bytes on disk. One broker, node id 0,
+read-only: Produce gets POLICY_VIOLATION. SIGTERM/SIGINT stop it cleanly.
+
+The configuration is conf/kafkatier.properties' format: log.dirs, and Kafka's listeners
+[PLAINTEXT://127.0.0.1:9092], advertised.listeners [listeners] and socket.request.max.bytes.
+With remote.storage.url, offsets below a partition's local log start are read from the remote
+copy (remote.storage.embedded=true starts the embedded S3 server for as long as serve runs).
+
+exit codes: 0 stopped cleanly, 2 usage or configuration error.
+
+examples:
+  kafkatier serve --config conf/kafkatier.properties
+  kcat -b 127.0.0.1:9092 -C -t events -o beginning -e
+"""
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "serve",
+        help="serve the log dirs to Kafka clients over the Kafka protocol (long-running)",
+        description="Answer Kafka consumers from the log dirs: no Kafka cluster needed.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--config", required=True, type=Path,
+                        help="configuration file (conf/kafkatier.properties format)")
+    parser.add_argument("--log-format", choices=("text", "json"), default="text")
+    parser.add_argument("--log-level", default="info")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    config = ServeConfig.load(args.config)
+    setup_logging(args.log_format, args.log_level)
+    if config.tiering is None:
+        asyncio.run(_serve(config))
+        return 0
+    with remote_storage(load_config(args.config)) as tiering:  # the embedded S3 server, if asked
+        asyncio.run(_serve(dataclasses.replace(config, tiering=tiering)))
+    return 0
+
+
+async def _serve(config: ServeConfig) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await Server(config).run(stop)
+    logging.getLogger("kafkatier.serve").info("stopped")

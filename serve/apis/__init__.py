@@ -1,0 +1,1 @@
+"""One module per Kafka API family; ``versions`` lists what is served."""

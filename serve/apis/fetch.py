@@ -1,0 +1,159 @@
+"""Fetch (key 1): record batches as they lie on disk, by isolation level, with long polling.
+
+Per partition the answer is ``partition_view.fetch``: the batches from the fetch offset up to the
+high watermark (read_uncommitted) or the last stable offset (read_committed, with the aborted
+transactions), OFFSET_OUT_OF_RANGE below the log start or past the log end, never more than the
+partition's and the response's byte limits (the first batch of a response goes out whole).
+
+Long polling: while the response would hold fewer than ``min_bytes`` and ``max_wait_ms`` has not
+passed, the request waits for any fetched partition's log to change (``change_token``, checked
+every :data:`POLL_SECONDS`), then reads again, so a consumer tailing a topic sees appends within
+its poll interval.
+
+Fetch sessions (KIP-227): none are created. A full fetch (session id 0) is answered with session
+id 0, which tells the client there is no session, so every request stays a full one; an
+incremental fetch naming a session gets FETCH_SESSION_ID_NOT_FOUND, as from a broker that evicted
+it. Topics are named by name up to v12 and by id (``partition.metadata``) from v13.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+from kio.static.constants import EntityType
+
+from kafkatier.serve import partition_view
+from kafkatier.serve.apis.versions import FETCH
+from kafkatier.serve.catalog import TopicInfo
+from kafkatier.serve.context import ServeContext
+from kafkatier.serve.partition_view import FetchedPartition, Sources
+from kafkatier.serve.protocol import build, payload_module
+
+POLL_SECONDS = 0.05
+
+
+@dataclass(frozen=True)
+class Wanted:
+    """One partition of the request, resolved against the catalog."""
+
+    topic: TopicInfo | None
+    key: Any  # the topic's name (v4-12) or id (v13+), as the request named it
+    partition: int
+    offset: int
+    max_bytes: int
+
+    @property
+    def log_dir(self) -> Path | None:
+        return None if self.topic is None else self.topic.partitions.get(self.partition)
+
+
+async def handle(ctx: ServeContext, version: int, request: Any) -> Any:
+    module = payload_module(FETCH, version, EntityType.response)
+    if request.session_id != 0:
+        return build(module.FetchResponse, throttle_time=datetime.timedelta(0),
+                     error_code=ErrorCode.fetch_session_id_not_found, session_id=0,
+                     responses=())  # fmt: skip
+    wanted = _resolve(request, await ctx.blocking(ctx.catalog.topics), version)
+    committed = request.isolation_level == 1
+    deadline = time.monotonic() + request.max_wait.total_seconds()
+    while True:
+        tokens = await ctx.blocking(_tokens, wanted)
+        results = await ctx.blocking(_read_all, wanted, request.max_bytes, committed,
+                                     ctx.sources)  # fmt: skip
+        size = sum(len(r.records) for r in results if r is not None)
+        failed = any(r is None or r.out_of_range for r in results)
+        if size >= request.min_bytes or failed or time.monotonic() >= deadline:
+            break
+        await _wait_for_change(ctx, wanted, tokens, deadline)
+    return _response(module, wanted, results, committed)
+
+
+def _resolve(request: Any, topics: dict[str, TopicInfo], version: int) -> list[Wanted]:
+    by_id = {info.topic_id: info for info in topics.values()}
+    wanted: list[Wanted] = []
+    for topic in request.topics:
+        key = topic.topic_id if version >= 13 else topic.topic
+        info = by_id.get(key) if version >= 13 else topics.get(key)
+        wanted.extend(
+            Wanted(info, key, p.partition, p.fetch_offset, p.partition_max_bytes)
+            for p in topic.partitions
+        )
+    return wanted
+
+
+def _tokens(wanted: list[Wanted]) -> list[tuple[int, ...]]:
+    return [
+        partition_view.change_token(w.log_dir, w.topic.name, w.partition)
+        for w in wanted
+        if w.log_dir is not None and w.topic is not None
+    ]
+
+
+async def _wait_for_change(
+    ctx: ServeContext, wanted: list[Wanted], tokens: list[tuple[int, ...]], deadline: float
+) -> None:
+    while time.monotonic() < deadline:
+        await asyncio.sleep(min(POLL_SECONDS, max(deadline - time.monotonic(), 0)))
+        if await ctx.blocking(_tokens, wanted) != tokens:
+            return
+
+
+def _read_all(
+    wanted: list[Wanted], max_bytes: int, committed: bool, sources: Sources
+) -> list[FetchedPartition | None]:
+    """Each partition's answer (None: not in the log dirs), within the response's byte limit."""
+    results: list[FetchedPartition | None] = []
+    used = 0
+    for w in wanted:
+        if w.log_dir is None or w.topic is None:
+            results.append(None)
+            continue
+        budget = max(min(w.max_bytes, max_bytes - used), 0)
+        found = partition_view.fetch(w.log_dir, w.topic.name, w.partition, w.offset, budget,
+                                     committed, used == 0, sources)  # fmt: skip
+        used += len(found.records)
+        results.append(found)
+    return results
+
+
+def _response(
+    module: Any, wanted: list[Wanted], results: list[FetchedPartition | None], committed: bool
+) -> Any:
+    grouped: dict[Any, list[Any]] = {}
+    for w, found in zip(wanted, results, strict=True):
+        grouped.setdefault(w.key, []).append(_partition(module, w, found, committed))
+    topics = tuple(
+        build(module.FetchableTopicResponse, topic=key, topic_id=key, partitions=tuple(parts))
+        for key, parts in grouped.items()
+    )
+    return build(module.FetchResponse, throttle_time=datetime.timedelta(0),
+                 error_code=ErrorCode.none, session_id=0, responses=topics)  # fmt: skip
+
+
+def _partition(module: Any, w: Wanted, found: FetchedPartition | None, committed: bool) -> Any:
+    """One partition's answer; aborted transactions are a list for read_committed (maybe
+    empty) and null for read_uncommitted, as Kafka sends them."""
+    if found is None:
+        by_id = not isinstance(w.key, str)  # v13+ names topics by id
+        unknown = (ErrorCode.unknown_topic_id if by_id and w.topic is None
+                   else ErrorCode.unknown_topic_or_partition)  # fmt: skip
+        return build(module.PartitionData, partition_index=w.partition, error_code=unknown,
+                     high_watermark=-1, aborted_transactions=None, records=None)  # fmt: skip
+    bounds = found.bounds
+    aborted = tuple(
+        build(module.AbortedTransaction, producer_id=t.producer_id, first_offset=t.first_offset)
+        for t in found.aborted
+    ) if committed else None
+    return build(
+        module.PartitionData, partition_index=w.partition,
+        error_code=ErrorCode.offset_out_of_range if found.out_of_range else ErrorCode.none,
+        high_watermark=bounds.high_watermark, last_stable_offset=bounds.last_stable,
+        log_start_offset=bounds.log_start, aborted_transactions=aborted,
+        records=found.records,
+    )

@@ -1,0 +1,67 @@
+"""ListOffsets (key 2), per partition: earliest (-2: the log start, remote segments included),
+latest (-1: the high watermark, or the last stable offset for read_committed), the record with
+the largest timestamp (-3, v7+) and by timestamp (the first record at or after it, through the
+time indexes, remote ones first; offset -1 when every record is older).
+"""
+
+from __future__ import annotations
+
+import datetime
+from pathlib import Path
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+from kio.static.constants import EntityType
+
+from kafkatier.serve import partition_view
+from kafkatier.serve.apis.versions import LIST_OFFSETS
+from kafkatier.serve.catalog import TopicInfo
+from kafkatier.serve.context import ServeContext
+from kafkatier.serve.partition_view import Sources
+from kafkatier.serve.protocol import build, payload_module
+
+LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
+
+
+async def handle(ctx: ServeContext, version: int, request: Any) -> Any:
+    module = payload_module(LIST_OFFSETS, version, EntityType.response)
+    topics = await ctx.blocking(ctx.catalog.topics)
+    committed = getattr(request, "isolation_level", 0) == 1
+    answers = []
+    for topic in request.topics:
+        info = topics.get(topic.name)
+        parts = []
+        for p in topic.partitions:
+            found = await ctx.blocking(_lookup, info, p.partition_index, p.timestamp, committed,
+                                       ctx.sources)  # fmt: skip
+            error, offset, timestamp = found
+            parts.append(build(module.ListOffsetsPartitionResponse,
+                               partition_index=p.partition_index, error_code=error,
+                               timestamp=timestamp, offset=offset, leader_epoch=-1))  # fmt: skip
+        answers.append(build(module.ListOffsetsTopicResponse, name=topic.name,
+                             partitions=tuple(parts)))  # fmt: skip
+    return build(module.ListOffsetsResponse, throttle_time=datetime.timedelta(0),
+                 topics=tuple(answers))  # fmt: skip
+
+
+def _lookup(
+    info: TopicInfo | None, partition: int, timestamp: int, committed: bool, sources: Sources
+) -> tuple[ErrorCode, int, int]:
+    """(error, offset, timestamp) of one partition's query."""
+    log_dir: Path | None = None if info is None else info.partitions.get(partition)
+    if log_dir is None or info is None:
+        return ErrorCode.unknown_topic_or_partition, -1, -1
+    if timestamp in (LATEST, EARLIEST):
+        bounds = partition_view.bounds(log_dir, info.name, partition, sources)
+        offset = bounds.latest(committed) if timestamp == LATEST else bounds.log_start
+        return ErrorCode.none, offset, -1
+    if timestamp == MAX_TIMESTAMP:
+        found = partition_view.max_timestamp(log_dir, info.name, partition, sources)
+    elif timestamp < 0:
+        return ErrorCode.unsupported_version, -1, -1  # -4 and below: queries of v8+
+    else:
+        found = partition_view.offset_for_timestamp(log_dir, info.name, partition, timestamp,
+                                                    sources)  # fmt: skip
+    if found is None:
+        return ErrorCode.none, -1, -1
+    return ErrorCode.none, found[0], found[1]

@@ -1,0 +1,65 @@
+"""Metadata (key 3): one broker (this server, node id 0, at its advertised listener), the
+controller and leader of every partition, and the topics of the log dirs with their ids.
+
+A request for all topics (null list, or an empty one in v0) gets every topic; a named topic the
+log dirs lack gets UNKNOWN_TOPIC_OR_PARTITION (nothing is ever auto-created); a topic asked for
+by id (v10+) is looked up by id. Leader epochs are reported as -1 (unknown), so clients skip
+epoch validation (OffsetForLeaderEpoch, not served yet).
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+from kio.static.constants import EntityType
+
+from kafkatier.serve.apis.versions import METADATA
+from kafkatier.serve.catalog import TopicInfo
+from kafkatier.serve.context import NODE_ID, ServeContext
+from kafkatier.serve.protocol import build, payload_module
+
+
+async def handle(ctx: ServeContext, version: int, request: Any) -> Any:
+    module = payload_module(METADATA, version, EntityType.response)
+    topics = await ctx.blocking(ctx.catalog.topics)
+    listener = ctx.advertised[0]
+    broker = build(module.MetadataResponseBroker, node_id=NODE_ID, host=listener.host,
+                   port=listener.port, rack=None)  # fmt: skip
+    return build(
+        module.MetadataResponse, throttle_time=datetime.timedelta(0), brokers=(broker,),
+        cluster_id=ctx.cluster_id, controller_id=NODE_ID,
+        topics=tuple(_topic(module, topics, asked) for asked in _asked(request, topics, version)),
+        cluster_authorized_operations=-2147483648,
+    )
+
+
+def _asked(request: Any, topics: dict[str, TopicInfo], version: int) -> list[Any]:
+    """The (name, id) pairs to answer: the request's, or every topic's."""
+    if request.topics is None or (version == 0 and not request.topics):
+        return [(info.name, info.topic_id) for info in topics.values()]
+    return [(t.name, getattr(t, "topic_id", None)) for t in request.topics]
+
+
+def _topic(module: Any, topics: dict[str, TopicInfo], asked: tuple[Any, Any]) -> Any:
+    name, topic_id = asked
+    info = topics.get(name) if name else _by_id(topics, topic_id)
+    if info is None:
+        error = ErrorCode.unknown_topic_or_partition if name else ErrorCode.unknown_topic_id
+        return build(module.MetadataResponseTopic, error_code=error, name=name,
+                     topic_id=topic_id, partitions=(),
+                     topic_authorized_operations=-2147483648)  # fmt: skip
+    partitions = tuple(
+        build(module.MetadataResponsePartition, error_code=ErrorCode.none,
+              partition_index=index, leader_id=NODE_ID, leader_epoch=-1,
+              replica_nodes=(NODE_ID,), isr_nodes=(NODE_ID,), offline_replicas=())
+        for index in info.partitions
+    )
+    return build(module.MetadataResponseTopic, error_code=ErrorCode.none, name=info.name,
+                 topic_id=info.topic_id, is_internal=info.internal, partitions=partitions,
+                 topic_authorized_operations=-2147483648)  # fmt: skip
+
+
+def _by_id(topics: dict[str, TopicInfo], topic_id: Any) -> TopicInfo | None:
+    return next((info for info in topics.values() if info.topic_id == topic_id), None)

@@ -1,0 +1,28 @@
+"""The API keys and versions ``kafkatier serve`` answers: what ApiVersions tells clients.
+
+Only what is implemented is listed. Produce is answered (with an error per partition: serve is
+read-only), so producers get a clear error rather than a broker that "does not support"
+producing. Fetch v13+ names topics by id (``partition.metadata``); Kafka 4.0 dropped Fetch v0-3,
+and kio (generated from Kafka 4's specs) has none of them.
+"""
+
+from __future__ import annotations
+
+PRODUCE, FETCH, LIST_OFFSETS, METADATA, API_VERSIONS = 0, 1, 2, 3, 18
+DESCRIBE_CONFIGS, DESCRIBE_CLUSTER = 32, 60
+
+SUPPORTED: dict[int, tuple[int, int]] = {
+    PRODUCE: (3, 9),
+    FETCH: (4, 16),
+    LIST_OFFSETS: (1, 7),
+    METADATA: (0, 12),
+    API_VERSIONS: (0, 4),
+    DESCRIBE_CONFIGS: (1, 4),
+    DESCRIBE_CLUSTER: (0, 2),
+}
+"""API key -> (min, max) version served."""
+
+
+def supports(api_key: int, version: int) -> bool:
+    low, high = SUPPORTED.get(api_key, (0, -1))
+    return low <= version <= high

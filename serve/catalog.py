@@ -1,0 +1,93 @@
+"""The topics a server offers: every live ``<topic>-<partition>`` directory of the log dirs.
+
+A topic's id is the one its partitions' ``partition.metadata`` holds (Kafka's file, written by
+every kafkatier writer and by Kafka 2.8+). A log dir written before topic ids existed (Kafka
+2.7 and older) has none; such a topic gets a stable id derived from its name (UUID v5), so
+clients that fetch by topic id (Fetch v13+) can still name it. Directories are listed again on
+every lookup (a ``listdir`` per log dir): topics the sink creates appear without a restart. A
+topic id read once is kept while its ``partition.metadata`` keeps its inode and mtime (a ``stat``
+per topic, not a read).
+KRaft's ``__cluster_metadata`` is the controller's log, not a topic, and is left out, as Kafka
+leaves it out of Metadata.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from kafkatier.storage.checkpoint.metadata import (
+    PartitionMetadataFile,
+    parse_partition_dir_name,
+    uuid_from_str,
+)
+from kafkatier.storage.errors import KafkaTierError
+from kafkatier.storage.log.creation import topics_being_created
+
+_NOT_TOPICS = frozenset({"__cluster_metadata"})
+_INTERNAL = frozenset({"__consumer_offsets", "__transaction_state"})
+_NAMESPACE = uuid.UUID("6ba7b811-9dad-11d1-80b4-00c04fd430c8")  # RFC 4122's URL namespace
+
+
+@dataclass(frozen=True)
+class TopicInfo:
+    name: str
+    topic_id: uuid.UUID
+    partitions: dict[int, Path]  # partition -> its log dir
+    internal: bool
+
+
+class Catalog:
+    """Topics and partitions of ``log_dirs``, read from the directory listing on each call."""
+
+    def __init__(self, log_dirs: tuple[Path, ...]) -> None:
+        self.log_dirs = log_dirs
+        self._ids: dict[Path, tuple[tuple[int, int], uuid.UUID]] = {}
+
+    def topics(self) -> dict[str, TopicInfo]:
+        found: dict[str, dict[int, Path]] = {}
+        for log_dir in self.log_dirs:
+            try:
+                names = os.listdir(log_dir)
+            except FileNotFoundError:
+                continue
+            creating = topics_being_created(names)
+            for name in names:
+                parsed = parse_partition_dir_name(name)
+                if parsed is None or parsed[0] in creating or parsed[0] in _NOT_TOPICS:
+                    continue
+                if (log_dir / name).is_dir():
+                    found.setdefault(parsed[0], {}).setdefault(parsed[1], log_dir)
+        return {
+            topic: TopicInfo(topic, self.topic_id(topic, parts), dict(sorted(parts.items())),
+                             topic in _INTERNAL)
+            for topic, parts in sorted(found.items())
+        }
+
+    def partition_dir(self, topic: str, partition: int) -> Path | None:
+        """The log dir holding ``topic``-``partition``, or None if no log dir has it."""
+        for log_dir in self.log_dirs:
+            if (log_dir / f"{topic}-{partition}").is_dir():
+                return log_dir
+        return None
+
+
+    def topic_id(self, topic: str, partitions: dict[int, Path]) -> uuid.UUID:
+        """The id in the first readable ``partition.metadata`` (module docstring for the
+        fallback and the cache)."""
+        for partition, log_dir in sorted(partitions.items()):
+            path = log_dir / f"{topic}-{partition}" / "partition.metadata"
+            try:
+                stat = path.stat()
+                identity = (stat.st_ino, stat.st_mtime_ns)
+                cached = self._ids.get(path)
+                if cached is not None and cached[0] == identity:
+                    return cached[1]
+                found = uuid.UUID(bytes=uuid_from_str(PartitionMetadataFile(path).read()))
+            except (FileNotFoundError, KafkaTierError):
+                continue
+            self._ids[path] = (identity, found)
+            return found
+        return uuid.uuid5(_NAMESPACE, f"kafkatier:{topic}")

@@ -1,0 +1,136 @@
+"""The configuration of ``kafkatier serve``: the same ``.properties`` file as ``kafkatier sidecar``
+and ``kafkatier run``, with Kafka's broker keys for where to listen.
+
+Keys (defaults in brackets)::
+
+    log.dirs                   comma-separated Kafka log dirs (required)
+    listeners                  Kafka's listeners: NAME://host:port, comma-separated
+                               [PLAINTEXT://127.0.0.1:9092]; port 0 takes a free port
+    advertised.listeners       what Metadata tells clients to connect to [listeners]; required
+                               when a listener binds every interface (empty host or 0.0.0.0)
+    socket.request.max.bytes   the largest request frame accepted [104857600, Kafka's]
+    remote.storage.url ...     the sidecar's remote store keys (tiering/config.py), optional
+
+Only PLAINTEXT listeners are served so far (a listener whose name maps to another security
+protocol is an error naming it). Every other key the sidecar or ``kafkatier run`` reads is
+accepted; anything else is an error naming the file and line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from kafkatier.storage.errors import ConfigError
+from kafkatier.storage.java_properties import read_properties_located
+from kafkatier.tiering.config import FOREIGN_PREFIXES, KNOWN_KEYS, SERVE_KEYS, TieringConfig
+
+DEFAULT_LISTENERS = "PLAINTEXT://127.0.0.1:9092"
+DEFAULT_MAX_REQUEST_BYTES = 104_857_600  # Kafka's socket.request.max.bytes
+
+
+@dataclass(frozen=True)
+class Listener:
+    """One ``NAME://host:port`` of Kafka's ``listeners`` / ``advertised.listeners``."""
+
+    name: str
+    host: str
+    port: int
+
+    @property
+    def binds_all(self) -> bool:
+        return self.host in ("", "0.0.0.0", "::")
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    """The parsed configuration (module docstring lists the keys)."""
+
+    log_dirs: tuple[Path, ...]
+    listeners: tuple[Listener, ...]
+    advertised: tuple[Listener, ...]
+    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
+    tiering: TieringConfig | None = None  # the remote store, when the file names one
+
+    @classmethod
+    def load(cls, path: Path) -> ServeConfig:
+        try:
+            located = read_properties_located(Path(path))
+        except OSError as exc:
+            raise ConfigError(f"cannot read configuration file: {exc.strerror}",
+                              source=str(path)) from None  # fmt: skip
+        props = {k: v.value for k, v in located.items()}
+        lines = {k: v.line for k, v in located.items()}
+        return cls.from_properties(props, source=str(path), lines=lines)
+
+    @classmethod
+    def from_properties(
+        cls, props: Mapping[str, str], *, source: str, lines: Mapping[str, int] | None = None
+    ) -> ServeConfig:
+        def where(key: str) -> str:
+            line = (lines or {}).get(key)
+            return source if line is None else f"{source}:{line}"
+
+        for key in props:
+            if key not in KNOWN_KEYS | SERVE_KEYS and not key.startswith(FOREIGN_PREFIXES):
+                raise ConfigError(f"unknown setting {key!r}", setting=key, source=where(key))
+        dirs = tuple(Path(d.strip()) for d in props.get("log.dirs", "").split(",") if d.strip())
+        if not dirs:
+            raise ConfigError("required setting missing", setting="log.dirs",
+                              source=where("log.dirs"))  # fmt: skip
+        listeners = parse_listeners(
+            props.get("listeners", DEFAULT_LISTENERS), "listeners", where("listeners")
+        )
+        advertised = _advertised(props, listeners, where("advertised.listeners"))
+        tiering = None
+        if props.get("remote.storage.url", "").strip():
+            tiering = TieringConfig.from_properties(props, source=source, lines=lines)
+        return cls(
+            log_dirs=tuple(d.absolute() for d in dirs), listeners=listeners,
+            advertised=advertised, tiering=tiering,
+            max_request_bytes=_max_request_bytes(props, where("socket.request.max.bytes")),
+        )
+
+
+def parse_listeners(text: str, key: str, where: str) -> tuple[Listener, ...]:
+    """Kafka's ``NAME://host:port,...``; only PLAINTEXT is served (module docstring)."""
+    found: list[Listener] = []
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        name, sep, rest = item.partition("://")
+        host, colon, port_text = rest.rpartition(":")
+        if not sep or not colon or not port_text.isdigit() or int(port_text) > 65535:
+            raise ConfigError(f"not a listener NAME://host:port: {item!r}", setting=key,
+                              source=where)  # fmt: skip
+        if name.upper() != "PLAINTEXT":
+            raise ConfigError(f"listener {name!r}: only PLAINTEXT is served so far", setting=key,
+                              source=where)  # fmt: skip
+        found.append(Listener(name.upper(), host.strip("[]"), int(port_text)))
+    if not found:
+        raise ConfigError("no listener given", setting=key, source=where)
+    if len({listener.name for listener in found}) != len(found):
+        raise ConfigError("each listener name may appear once", setting=key, source=where)
+    return tuple(found)
+
+
+def _advertised(
+    props: Mapping[str, str], listeners: tuple[Listener, ...], where: str
+) -> tuple[Listener, ...]:
+    text = props.get("advertised.listeners", "").strip()
+    if text:
+        return parse_listeners(text, "advertised.listeners", where)
+    if any(listener.binds_all for listener in listeners):
+        raise ConfigError("required when a listener binds every interface (say the host "
+                          "clients reach)", setting="advertised.listeners",
+                          source=where)  # fmt: skip
+    return listeners
+
+
+def _max_request_bytes(props: Mapping[str, str], where: str) -> int:
+    text = props.get("socket.request.max.bytes", str(DEFAULT_MAX_REQUEST_BYTES)).strip()
+    if not text.isdigit() or int(text) < 1024:
+        raise ConfigError("not an integer >= 1024", setting="socket.request.max.bytes",
+                          value=text, source=where)  # fmt: skip
+    return int(text)

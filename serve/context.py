@@ -1,0 +1,57 @@
+"""What every request handler shares: the configuration, the topic catalog, where clients are
+told to connect, and the thread pool that runs blocking disk reads off the event loop."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TypeVar
+
+from kafkatier.serve.catalog import Catalog
+from kafkatier.serve.config import Listener, ServeConfig
+from kafkatier.serve.partition_view import Sources
+from kafkatier.serve.remote_view import RemoteTier
+from kafkatier.serve.tail_cache import TailCache
+from kafkatier.storage.errors import KafkaTierError
+from kafkatier.storage.java_properties import read_properties
+
+T = TypeVar("T")
+NODE_ID = 0
+"""The one broker's node id."""
+
+
+@dataclass
+class ServeContext:
+    config: ServeConfig
+    executor: ThreadPoolExecutor
+    advertised: tuple[Listener, ...]  # ports resolved once bound (a listener on port 0)
+    catalog: Catalog = field(init=False)
+    cluster_id: str = field(init=False)
+    sources: Sources = field(init=False)
+    """The local files (with their tail cache) and the remote store, if configured."""
+
+    def __post_init__(self) -> None:
+        self.catalog = Catalog(self.config.log_dirs)
+        self.cluster_id = cluster_id(self.config.log_dirs)
+        tiering = self.config.tiering
+        remote = RemoteTier(tiering.open_store()) if tiering is not None else None
+        self.sources = Sources(TailCache(), remote)
+
+    async def blocking(self, func: Callable[..., T], *args: object) -> T:
+        """``func(*args)`` in the thread pool, awaited without blocking the loop."""
+        return await asyncio.get_running_loop().run_in_executor(self.executor, func, *args)
+
+
+def cluster_id(log_dirs: tuple[Path, ...]) -> str:
+    """``cluster.id`` of the first log dir's ``meta.properties``, else ``kafkatier``."""
+    for log_dir in log_dirs:
+        try:
+            found = read_properties(log_dir / "meta.properties").get("cluster.id", "").strip()
+        except (OSError, KafkaTierError):
+            continue
+        if found:
+            return found
+    return "kafkatier"

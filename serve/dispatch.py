@@ -1,0 +1,66 @@
+"""Requests to handlers: one API key, one handler module (``apis/``), every served version.
+
+An API key or version that is not served (:data:`versions.SUPPORTED`) cannot be parsed, so the
+connection is closed, as Kafka closes it; ApiVersions is the exception, answered in version 0
+with UNSUPPORTED_VERSION and the served list (KIP-511), so a newer client can step down.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from kio.index import load_request_schema
+
+from kafkatier.serve.apis import (
+    api_versions,
+    cluster,
+    configs,
+    fetch,
+    list_offsets,
+    metadata,
+    writes,
+)
+from kafkatier.serve.apis.versions import (
+    API_VERSIONS,
+    DESCRIBE_CLUSTER,
+    DESCRIBE_CONFIGS,
+    FETCH,
+    LIST_OFFSETS,
+    METADATA,
+    PRODUCE,
+    SUPPORTED,
+    supports,
+)
+from kafkatier.serve.context import ServeContext
+from kafkatier.serve.protocol import MalformedRequest, decode_request, encode_response, peek_header
+
+Handler = Callable[[ServeContext, int, Any], Awaitable[Any]]
+
+HANDLERS: dict[int, Handler] = {
+    PRODUCE: writes.handle,
+    FETCH: fetch.handle,
+    LIST_OFFSETS: list_offsets.handle,
+    METADATA: metadata.handle,
+    API_VERSIONS: api_versions.handle,
+    DESCRIBE_CLUSTER: cluster.handle,
+    DESCRIBE_CONFIGS: configs.handle,
+}
+assert set(HANDLERS) == set(SUPPORTED), "every served API key needs a handler, and only those"
+
+
+class UnsupportedRequest(MalformedRequest):
+    """An API key or version this server does not serve (closes the connection)."""
+
+
+async def dispatch(ctx: ServeContext, frame: bytes) -> bytes | None:
+    """The response frame to ``frame``, or None when the request wants none (acks=0)."""
+    key, version, correlation = peek_header(frame)
+    if not supports(key, version):
+        if key == API_VERSIONS:
+            return encode_response(correlation, api_versions.unsupported())
+        raise UnsupportedRequest(f"api key {key} version {version} is not served "
+                                 "(ApiVersions lists what is)")  # fmt: skip
+    header, request = decode_request(frame, load_request_schema(key, version))
+    response = await HANDLERS[key](ctx, version, request)
+    return None if response is None else encode_response(header.correlation_id, response)

@@ -1,0 +1,39 @@
+"""Size-prefixed frames off a client's socket (Kafka's NetworkReceive).
+
+Every request is ``size:int32`` and ``size`` bytes. A size below the smallest request header or
+above ``socket.request.max.bytes`` is refused before anything is allocated for it (a client
+sending 2 GiB cannot make the server reserve 2 GiB), and a connection closed mid-frame is a
+truncated frame; both end that connection only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+
+_SIZE = struct.Struct(">i")
+MIN_REQUEST_BYTES = 10  # api_key, api_version, correlation_id, client_id length
+
+
+class FrameError(Exception):
+    """A frame that cannot be read: bad size or cut short (the message says which)."""
+
+
+async def read_frame(reader: asyncio.StreamReader, max_bytes: int) -> bytes | None:
+    """The next request frame's bytes, or None when the client closed between frames."""
+    try:
+        head = await reader.readexactly(_SIZE.size)
+    except asyncio.IncompleteReadError as exc:
+        if not exc.partial:
+            return None
+        raise FrameError(f"connection closed inside a size prefix ({len(exc.partial)} of 4 "
+                         "bytes)") from None  # fmt: skip
+    (size,) = _SIZE.unpack(head)
+    if size < MIN_REQUEST_BYTES or size > max_bytes:
+        raise FrameError(f"frame size {size} outside [{MIN_REQUEST_BYTES}, {max_bytes}] "
+                         "(socket.request.max.bytes)")  # fmt: skip
+    try:
+        return await reader.readexactly(size)
+    except asyncio.IncompleteReadError as exc:
+        raise FrameError(f"connection closed after {len(exc.partial)} of a {size}-byte "
+                         "frame") from None  # fmt: skip

@@ -1,0 +1,234 @@
+"""What one partition serves, read from its files: bounds, record batches, aborted transactions,
+offsets by time. Every function here blocks on the disk and runs in the server's thread pool.
+
+The partition is opened with ``ReadOnlyPartition`` (no locks, no recovery: the sink may append
+meanwhile) and its log start raised by the log dir's ``log-start-offset-checkpoint``. The high
+watermark is the log end (a single always-leader replica); the last stable offset is rebuilt
+from the newest producer snapshot and the batch headers after it (``bounds.scan_bounds``).
+
+A fetch returns the bytes of whole batches exactly as they lie in the ``.log`` file, from the
+batch holding the fetch offset up to the isolation level's bound (HW for read_uncommitted, LSO
+for read_committed) and at most ``max_bytes``: the first batch goes out whole even when larger,
+if the response holds nothing yet (Kafka's KIP-74 rule), so a consumer always makes progress.
+Aborted transactions come from the ``.txnindex`` files and from the ABORT markers the bounds scan
+saw (a writer appends the marker before it indexes the transaction).
+
+With a remote store configured (``remote_view``), offsets below the local log start are read
+from the remote copy of the segments local retention deleted, and the log start is the remote
+one: consumers replay a tiered topic from its beginning.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from kafkatier.serve.remote_view import RemoteTier, read_remote_run
+from kafkatier.serve.tail_cache import TailCache
+from kafkatier.storage.index.txn_index import AbortedTxn
+from kafkatier.storage.log.batch_position import BatchPosition
+from kafkatier.storage.log.bounds import PartitionBounds, scan_bounds
+from kafkatier.storage.log.readonly import (
+    ReadOnlyPartition,
+    byte_ranges,
+    checkpointed_log_starts,
+)
+from kafkatier.storage.log.segment import AnyBatch
+from kafkatier.tiering.metadata.manifest import RemoteSegment
+from kafkatier.tiering.read.remote_reader import RemoteLogReader
+
+
+@dataclass(frozen=True)
+class Sources:
+    """Where a partition's data are read from: the local files (their last segment's headers
+    kept in ``tails``) and, when configured, the remote tier."""
+
+    tails: TailCache
+    remote: RemoteTier | None = None
+
+    def remote_reader(self, log_dir: Path, topic: str, partition: int) -> RemoteLogReader | None:
+        return None if self.remote is None else self.remote.reader(log_dir, topic, partition)
+
+
+@dataclass(frozen=True)
+class FetchedPartition:
+    """One partition's part of a Fetch response."""
+
+    bounds: PartitionBounds
+    records: bytes = b""
+    aborted: tuple[AbortedTxn, ...] = ()
+    out_of_range: bool = False
+
+
+def open_partition(log_dir: Path, topic: str, partition: int) -> ReadOnlyPartition:
+    hint = checkpointed_log_starts(log_dir).get((topic, partition), 0)
+    return ReadOnlyPartition(log_dir, topic, partition, hint)
+
+
+def bounds(log_dir: Path, topic: str, partition: int, sources: Sources) -> PartitionBounds:
+    """Log start (the remote one, if older), high watermark and last stable offset now."""
+    with open_partition(log_dir, topic, partition) as part:
+        local = scan_bounds(part, committed=True, tail=sources.tails.headers(part))
+        return _with_remote_start(local, sources.remote_reader(log_dir, topic, partition))
+
+
+def _with_remote_start(found: PartitionBounds, remote: RemoteLogReader | None) -> PartitionBounds:
+    first = None if remote is None else remote.first_offset
+    if first is None or first >= found.log_start:
+        return found
+    return dataclasses.replace(found, log_start=first)
+
+
+def fetch(
+    log_dir: Path, topic: str, partition: int, offset: int, max_bytes: int, committed: bool,
+    min_one: bool, sources: Sources,
+) -> FetchedPartition:
+    """Batches from ``offset`` (module docstring); out of range below the log start or past
+    the high watermark."""
+    with open_partition(log_dir, topic, partition) as part:
+        local = scan_bounds(part, committed=True, tail=sources.tails.headers(part))
+        remote = sources.remote_reader(log_dir, topic, partition)
+        found = _with_remote_start(local, remote)
+        if offset < found.log_start or offset > found.high_watermark:
+            return FetchedPartition(found, out_of_range=True)
+        bound = found.latest(committed)
+        if remote is not None and offset < local.log_start:
+            end = min(bound, local.log_start)
+            records = read_remote_run(remote, offset, end, max_bytes, min_one)
+        else:
+            records = read_run(part, offset, bound, max_bytes, min_one, sources.tails)
+        aborted: tuple[AbortedTxn, ...] = ()
+        if committed and records:
+            aborted = _aborted(part, found, offset, bound, remote)
+        return FetchedPartition(found, records, aborted)
+
+
+def read_run(
+    part: ReadOnlyPartition, offset: int, bound: int, max_bytes: int, min_one: bool,
+    tails: TailCache,
+) -> bytes:
+    """Whole batches holding offsets in [offset, bound), at most ``max_bytes`` (one batch more
+    when ``min_one``), from a single segment (the next fetch goes on in the next one). The last
+    segment is located through the tail cache, the others through their offset indexes."""
+    for base in part.bases_from(offset):
+        if base >= bound:
+            break
+        segment = part.segment(base)
+        headers: Iterable[BatchPosition]
+        if base == part.bases[-1]:
+            headers = tails.locate(part, offset)
+            found = headers[0] if headers else None
+        else:
+            found = segment.translate_offset(offset)
+            headers = segment.scan_headers(found.position) if found is not None else []
+        if found is None:
+            continue
+        if found.base_offset >= bound:
+            break
+        runs = byte_ranges(headers, found.position, bound, max_bytes)
+        for position, size, _legacy in runs:
+            if size > max_bytes and not min_one:
+                return b""
+            return segment.read_bytes(position, size)
+    return b""
+
+
+def _aborted(
+    part: ReadOnlyPartition, found: PartitionBounds, start: int, end: int,
+    remote: RemoteLogReader | None,
+) -> tuple[AbortedTxn, ...]:
+    """Aborted transactions overlapping [start, end): the remote and local ``.txnindex``
+    entries and the markers the bounds scan saw, each once, in first-offset order."""
+    txns, complete = remote.aborted_txns(start, end) if remote is not None else ([], False)
+    if not complete:
+        txns.extend(part.aborted_txns(start, end))
+    merged = {(t.producer_id, t.first_offset): t for t in txns}
+    for txn in found.aborted_in(start, end):
+        merged.setdefault((txn.producer_id, txn.first_offset), txn)
+    return tuple(sorted(merged.values(), key=lambda t: t.first_offset))
+
+
+def offset_for_timestamp(
+    log_dir: Path, topic: str, partition: int, timestamp: int, sources: Sources
+) -> tuple[int, int] | None:
+    """(offset, timestamp) of the first record whose timestamp is >= ``timestamp`` (Kafka's
+    ListOffsets by time: the remote segments first, then the local ones), or None when every
+    record is older."""
+    with open_partition(log_dir, topic, partition) as part:
+        remote = sources.remote_reader(log_dir, topic, partition)
+        if remote is not None and (offset := remote.offset_for_timestamp(timestamp)) is not None:
+            return _record_at(remote.batches_from(offset), offset)
+        offset = part.offset_for_timestamp(timestamp)
+        if offset is None:
+            return None
+        return _record_at(_local_batches(part, offset), offset)
+
+
+def max_timestamp(
+    log_dir: Path, topic: str, partition: int, sources: Sources
+) -> tuple[int, int] | None:
+    """(offset, timestamp) of the first record holding the partition's largest timestamp
+    (ListOffsets MAX_TIMESTAMP, KIP-734), remote segments included; None when it is empty.
+    Segments are compared by their max timestamps (the time index's last entry; the last
+    segment, whose index a reader does not open, and remote ones by a scan or the manifest),
+    then the winning segment's batches are scanned for the first such record."""
+    with open_partition(log_dir, topic, partition) as part:
+        remote = sources.remote_reader(log_dir, topic, partition)
+        local_start = part.bases[0] if part.bases else 0
+        best: tuple[int, Callable[[], Iterable[AnyBatch]]] | None = None
+        if remote is not None:
+            for seg in remote.segments:
+                if seg.base_offset < local_start and (best is None or seg.max_timestamp > best[0]):
+                    best = (seg.max_timestamp, _remote_batches(remote, seg))
+        for base in part.bases:
+            segment = part.segment(base)
+            top = (max((b.max_timestamp for b in segment.batches()), default=-1)
+                   if base == part.bases[-1] else segment.max_timestamp)  # fmt: skip
+            if best is None or top > best[0]:
+                best = (top, segment.batches)
+        if best is None or best[0] < 0:
+            return None
+        for batch in best[1]():
+            if batch.max_timestamp == best[0]:
+                found = next((r for r in batch.records() if r.timestamp == best[0]), None)
+                if found is not None:
+                    return found.offset, found.timestamp
+        return None
+
+
+def _remote_batches(
+    remote: RemoteLogReader, seg: RemoteSegment
+) -> Callable[[], Iterable[AnyBatch]]:
+    return lambda: remote.batches_from(seg.base_offset, seg.end_offset + 1)
+
+
+def _local_batches(part: ReadOnlyPartition, offset: int) -> Iterator[AnyBatch]:
+    for segment in part.segments_from(offset):
+        found = segment.translate_offset(offset)
+        if found is not None:
+            yield from segment.batches(found.position)
+
+
+def _record_at(batches: Iterable[AnyBatch], offset: int) -> tuple[int, int]:
+    """(offset, timestamp) of the first record at or after ``offset`` (timestamp -1 if it went
+    meanwhile: retention deleted its segment)."""
+    for batch in batches:
+        for record in batch.records():
+            if record.offset >= offset:
+                return record.offset, record.timestamp
+    return offset, -1
+
+
+def change_token(log_dir: Path, topic: str, partition: int) -> tuple[int, ...]:
+    """Changes whenever the partition's log grows or rolls: its segment bases and the last
+    ``.log``'s size (a ``listdir`` and a ``stat``), for long-polling fetches."""
+    path = log_dir / f"{topic}-{partition}"
+    try:
+        bases = sorted(int(n[:20]) for n in os.listdir(path) if n.endswith(".log"))
+        size = os.stat(path / f"{bases[-1]:020d}.log").st_size if bases else 0
+    except (FileNotFoundError, ValueError):
+        return (-1,)
+    return (*bases[-2:], len(bases), size)

@@ -1,0 +1,91 @@
+"""The remote tier of a partition, for offsets below its local log start: segments the sidecar
+copied to the remote store and local retention then deleted.
+
+A partition's ``RemoteLogReader`` (tiering/read/remote_reader.py: its manifest, the cached
+``index``/``timeindex`` objects, ranged GETs of the ``log`` object) is kept for
+:data:`REFRESH_S` seconds, then built again from a fresh manifest, so the segments the sidecar
+uploads or remote retention deletes show within seconds. At most :data:`MAX_READERS` are
+kept (least recently used dropped). Everything here blocks on the store: the thread pool runs it.
+
+A store that cannot be read (unreachable, refused, a manifest that does not parse) is logged
+once per partition and :data:`REFRESH_S`, and the partition is served from its local segments
+alone meanwhile: local reads never wait on S3, and offsets only the remote copy holds are
+then out of range.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import OrderedDict
+from pathlib import Path
+
+from kafkatier.tiering.read.incarnation import incarnation_of
+from kafkatier.tiering.read.remote_reader import RemoteLogReader, batch_spans
+from kafkatier.tiering.store.object_store import ObjectStore
+
+REFRESH_S = 5.0
+MAX_READERS = 1024
+log = logging.getLogger("kafkatier.serve")
+HINT = "serve from a log dir that holds the topic"
+
+
+class RemoteTier:
+    """Remote readers of the partitions, by (log dir, topic, partition)."""
+
+    def __init__(self, store: ObjectStore) -> None:
+        self.store = store
+        self._readers: OrderedDict[
+            tuple[Path, str, int], tuple[float, RemoteLogReader | None]
+        ] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def reader(self, log_dir: Path, topic: str, partition: int) -> RemoteLogReader | None:
+        """The partition's remote reader, or None when nothing of it is remote."""
+        key = (log_dir, topic, partition)
+        with self._lock:
+            cached = self._readers.get(key)
+            if cached is not None and time.monotonic() - cached[0] < REFRESH_S:
+                self._readers.move_to_end(key)
+                return cached[1]
+        fresh = self._load(log_dir, topic, partition)
+        with self._lock:
+            self._readers[key] = (time.monotonic(), fresh)
+            while len(self._readers) > MAX_READERS:
+                self._readers.popitem(last=False)
+        return fresh
+
+    def _load(self, log_dir: Path, topic: str, partition: int) -> RemoteLogReader | None:
+        try:
+            rp, manifest = incarnation_of(self.store, log_dir, topic, partition, hint=HINT)
+            fresh = RemoteLogReader(self.store, rp, manifest=manifest)
+        except Exception as exc:  # any store failure: serve the local segments meanwhile
+            log.warning("remote store %s unreadable for %s-%d, serving local segments only: "
+                        "%s: %s", self.store.url, topic, partition, type(exc).__name__,
+                        exc)  # fmt: skip
+            return None
+        return fresh if fresh.segments else None
+
+
+def read_remote_run(
+    remote: RemoteLogReader, offset: int, end: int, max_bytes: int, min_one: bool
+) -> bytes:
+    """Whole remote batches holding offsets in [offset, end), at most ``max_bytes`` (one more
+    batch when ``min_one``), as stored: the first ranged GET's run, trimmed to batches at or
+    after ``offset`` (the index places a read at or before it)."""
+    for _key, _at, data in remote.byte_runs(offset, end):
+        spans = [s for s in batch_spans(data) if s.last_offset >= offset]
+        if not spans:
+            continue
+        first = spans[0].position
+        stop = first
+        for span in spans:  # byte_runs ends the data at the batch covering end - 1
+            if stop > first and span.position + span.size - first > max_bytes:
+                break
+            stop = span.position + span.size
+        if stop - first > max_bytes and not min_one:
+            return b""
+        return data[first:stop]
+    return b""
+

@@ -1,0 +1,79 @@
+"""The server: one asyncio listener per configured listener, a thread pool for disk reads, and a
+clean stop (listeners closed, open connections cancelled, the pool shut down).
+
+A listener on port 0 takes a free port; the advertised listener of the same name then carries
+the bound port, so Metadata points clients back at this server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from concurrent.futures import ThreadPoolExecutor
+
+from kafkatier.serve.config import Listener, ServeConfig
+from kafkatier.serve.connection import serve_connection
+from kafkatier.serve.context import ServeContext
+
+log = logging.getLogger("kafkatier.serve")
+READ_THREADS = 8
+
+
+class Server:
+    def __init__(self, config: ServeConfig) -> None:
+        self.config = config
+        self.executor = ThreadPoolExecutor(READ_THREADS, thread_name_prefix="kafkatier-serve")
+        self._servers: list[asyncio.Server] = []
+        self._connections: set[asyncio.Task[None]] = set()
+        self.bound: dict[str, int] = {}
+        """Listener name -> bound port."""
+
+    async def start(self) -> ServeContext:
+        ctx = ServeContext(self.config, self.executor, self.config.advertised)
+        for listener in self.config.listeners:
+            server = await asyncio.start_server(
+                lambda r, w: self._accept(ctx, r, w), listener.host or None, listener.port
+            )
+            self._servers.append(server)
+            self.bound[listener.name] = server.sockets[0].getsockname()[1]
+            log.info("listening on %s://%s:%d", listener.name, listener.host,
+                     self.bound[listener.name])  # fmt: skip
+        ctx.advertised = tuple(self._resolved(a) for a in self.config.advertised)
+        return ctx
+
+    def _resolved(self, advertised: Listener) -> Listener:
+        if advertised.port == 0 and advertised.name in self.bound:
+            return dataclasses.replace(advertised, port=self.bound[advertised.name])
+        return advertised
+
+    async def _accept(
+        self, ctx: ServeContext, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections.add(task)
+        try:
+            await serve_connection(ctx, reader, writer)
+        except asyncio.CancelledError:
+            pass  # stop() ends every connection; asyncio's own callback must not see it raised
+        finally:
+            self._connections.discard(task)
+
+    async def stop(self) -> None:
+        for server in self._servers:
+            server.close()
+        for task in list(self._connections):
+            task.cancel()
+        await asyncio.gather(*self._connections, return_exceptions=True)
+        for server in self._servers:
+            await server.wait_closed()
+        self.executor.shutdown(wait=True, cancel_futures=True)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Serve until ``stop`` is set."""
+        await self.start()
+        try:
+            await stop.wait()
+        finally:
+            await self.stop()

@@ -1,0 +1,89 @@
+"""``kafkatier serve`` as a user runs it: a bad configuration is one line and exit 2; a running
+server answers a real client (kcat, else kafka-python) and stops cleanly on SIGTERM and SIGINT."""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from kafkatier.cli.main import main
+
+KAFKATIER = Path(sys.executable).with_name("kafkatier")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.mark.parametrize(
+    ("lines", "message"),
+    [
+        (["listeners=SSL://127.0.0.1:9093"], "listener 'SSL': only PLAINTEXT is served so far"),
+        (["listeners=PLAINTEXT://0.0.0.0:9092"], "required when a listener binds every"),
+        (["listeners=PLAINTEXT://nohost"], "not a listener NAME://host:port"),
+        (["socket.request.max.bytes=ten"], "not an integer >= 1024"),
+        (["no.such.key=1"], "unknown setting 'no.such.key'"),
+    ],
+)
+def test_a_bad_config_is_one_line_and_exit_2(
+    tmp_path: Path, lines: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "serve.properties"
+    config.write_text("\n".join([f"log.dirs={tmp_path}", *lines]) + "\n")
+    assert main(["serve", "--config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err, err
+    assert err.startswith("kafkatier serve: error: ") and str(config) in err
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_serves_a_client_then_stops_cleanly(tmp_path: Path, sig: signal.Signals) -> None:
+    (tmp_path / "logs" / "t-0").mkdir(parents=True)
+    port = free_port()
+    config = tmp_path / "serve.properties"
+    config.write_text(f"log.dirs={tmp_path / 'logs'}\n"
+                      f"listeners=PLAINTEXT://127.0.0.1:{port}\n")  # fmt: skip
+    proc = subprocess.Popen([str(KAFKATIER), "serve", "--config", str(config)],
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline, "never listened"
+                time.sleep(0.1)
+        assert 't-0' in metadata(port) or '"t"' in metadata(port)
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err and err.rstrip().endswith("stopped"), err
+
+
+def metadata(port: int) -> str:
+    """The topics a real client lists: kcat -L, else kafka-python's metadata."""
+    kcat = shutil.which("kcat")
+    if kcat:
+        done = subprocess.run([kcat, "-b", f"127.0.0.1:{port}", "-L"], capture_output=True,
+                              text=True, timeout=30, check=True)  # fmt: skip
+        return done.stdout
+    from kafka import KafkaConsumer
+
+    consumer = KafkaConsumer(bootstrap_servers=f"127.0.0.1:{port}")
+    try:
+        return repr(sorted(consumer.topics()))
+    finally:
+        consumer.close()

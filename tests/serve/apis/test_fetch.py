@@ -1,0 +1,163 @@
+"""Unmodified clients consume over ``kafkatier serve`` and see exactly what the independent
+reader (kafka-python's MemoryRecords over the segment files) sees: offsets, keys, values,
+headers, timestamps; read_committed skips aborted transactions and stops at the open one."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from serve_clients import (
+    KCAT,
+    aiokafka_rows,
+    confluent_rows,
+    kafka_python_rows,
+    kcat_offsets,
+    kcat_rows,
+    record_row,
+)
+from test_datasource import Written, write_sample
+from test_datasource import kafka_python_rows as disk_rows
+from topics import CODECS, PARTITIONS, produce_codecs
+
+from kafkatier.storage.log.directory import LogDirectory
+from kafkatier.storage.record.builder import build_batch
+from kafkatier.storage.record.record import Record
+
+Consume = Callable[[int, dict[str, int], bool], list[Any]]
+CLIENTS: dict[str, Consume] = {
+    "kafka-python": kafka_python_rows,
+    "confluent-kafka": confluent_rows,
+    "aiokafka": aiokafka_rows,
+    "kcat": kcat_rows,
+}
+OFFSETS_ONLY: dict[str, Consume] = {"kcat": kcat_offsets}
+"""Clients compared by offsets alone where values are binary (kcat's JSON is text)."""
+
+
+def _client(name: str) -> Consume:
+    if name == "kcat" and KCAT is None:
+        pytest.skip("kcat is not installed (apt-get install kcat)")
+    return CLIENTS[name]
+
+
+@pytest.fixture(scope="module")
+def codecs_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    log_dir = tmp_path_factory.mktemp("codecs") / "logs"
+    produce_codecs(log_dir)
+    return log_dir
+
+
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory: pytest.TempPathFactory) -> Written:
+    return write_sample(tmp_path_factory.mktemp("txn") / "logs")
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_every_codec_reads_as_on_disk(client: str, codecs_dir: Path, serve: Any) -> None:
+    consume = _client(client)
+    expected = disk_rows(codecs_dir, "codec-.*")
+    assert len(expected) == 240 * len(CODECS)
+    assert {r[:2] for r in expected} == {(f"codec-{c}", p) for c in CODECS for p in range(3)}
+    with serve(codecs_dir) as port:
+        topics = {f"codec-{codec}": PARTITIONS for codec in CODECS}
+        assert consume(port, topics, False) == expected
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_read_committed_skips_aborted_data(client: str, sample: Written, serve: Any) -> None:
+    _client(client)
+    consume = OFFSETS_ONLY.get(client, CLIENTS[client])
+    project = (lambda rows: [r[:3] for r in rows]) if client in OFFSETS_ONLY else list
+    with serve(sample.path) as port:
+        on_disk = disk_rows(sample.path, "events|other")
+        committed = sample.visible(committed=True)
+        assert {r[0] for r in committed} == {"events", "other"}
+        assert len(committed) < len(on_disk)  # there is aborted or open data to skip
+        topics = {"events": 3, "other": 1}
+        assert consume(port, topics, False) == project(on_disk)
+        assert consume(port, topics, True) == project(committed)
+
+
+def test_offsets_for_times(codecs_dir: Path, serve: Any) -> None:
+    from confluent_kafka import Consumer
+    from confluent_kafka import TopicPartition as CTP
+    from kafka import KafkaConsumer, TopicPartition
+
+    rows = disk_rows(codecs_dir, "codec-lz4")
+    stamps = [rows[0][5] - 5, rows[40][5], rows[41][5] - 1, rows[-1][5] + 1]
+    with serve(codecs_dir) as port:
+        kp = KafkaConsumer(bootstrap_servers=f"127.0.0.1:{port}", group_id=None)
+        cc = Consumer({"bootstrap.servers": f"127.0.0.1:{port}", "group.id": "t",
+                       "enable.auto.commit": False})  # no groups yet: nothing to commit
+        try:
+            for ts in stamps:
+                for p in range(PARTITIONS):
+                    later = [r for r in rows if r[1] == p and r[5] >= ts]
+                    want = min(later, key=lambda r: r[2]) if later else None
+                    found = kp.offsets_for_times({TopicPartition("codec-lz4", p): ts})
+                    got = found[TopicPartition("codec-lz4", p)]
+                    if want is None:
+                        assert got is None
+                    else:
+                        assert (got.offset, got.timestamp) == (want[2], want[5])
+                    [tp] = cc.offsets_for_times([CTP("codec-lz4", p, ts)], timeout=10)
+                    assert tp.offset == (want[2] if want else -1)
+            # consuming from a timestamp: seek to its offset, read to the end
+            ts = stamps[2]
+            tps = {TopicPartition("codec-lz4", p): None for p in range(PARTITIONS)}
+            found = kp.offsets_for_times(dict.fromkeys(tps, ts))
+            kp.assign(list(tps))
+            for tp, at in found.items():
+                kp.seek(tp, at.offset)
+            ends = kp.end_offsets(list(tps))
+            got_rows = []
+            while any(kp.position(tp) < ends[tp] for tp in tps):
+                for records in kp.poll(timeout_ms=500).values():
+                    got_rows.extend(r[:3] for r in map(record_row, records))
+            assert sorted(got_rows) == [r[:3] for r in rows if r[5] >= ts]
+        finally:
+            kp.close()
+            cc.close()
+
+
+def test_a_tailing_consumer_sees_appends_within_its_poll(tmp_path: Path, serve: Any) -> None:
+    """Long polling: the fetch waits (fetch.wait.max.ms 10 s) and returns as soon as records
+    land, so the consumer sees them well before the wait would have ended."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    log_dir = tmp_path / "logs"
+    with LogDirectory(log_dir) as ld:
+        log = ld.get_or_create("tail", 0)
+        log.append(build_batch([Record(0, 1000, b"k", b"first")]))
+        log.flush()
+        with serve(log_dir) as port:
+            consumer = Consumer({"bootstrap.servers": f"127.0.0.1:{port}", "group.id": "t",
+                                 "enable.auto.commit": False, "fetch.wait.max.ms": 10_000,
+                                 "fetch.min.bytes": 1})  # fmt: skip
+            consumer.assign([TopicPartition("tail", 0, 1)])
+            try:
+                assert consumer.poll(1.0) is None  # nothing after offset 0 yet: waiting
+                appended = threading.Event()
+
+                def later() -> None:
+                    time.sleep(0.5)
+                    log.append(build_batch([Record(1, 2000, b"k", b"second")]))
+                    log.flush()
+                    appended.set()
+
+                threading.Thread(target=later).start()
+                start = time.monotonic()
+                msg = None
+                while msg is None and time.monotonic() - start < 8:
+                    msg = consumer.poll(0.2)
+                took = time.monotonic() - start
+                assert appended.is_set() and msg is not None and not msg.error()
+                assert (msg.offset(), msg.value()) == (1, b"second")
+                assert took < 5, f"the append took {took:.1f} s to reach the consumer"
+            finally:
+                consumer.close()

@@ -1,0 +1,162 @@
+"""Unmodified Kafka clients reading from ``kafkatier serve``: each helper consumes whole
+partitions from the beginning (assign + seek, no group) until it reaches each partition's end
+for its isolation level, and returns the records as rows comparable with the independent
+readers of tests/sink/source/test_datasource.py:
+(topic, partition, offset, key, value, timestamp ms, timestamp type, headers).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from typing import Any
+
+Row = tuple[str, int, int, bytes | None, bytes | None, int, int, tuple[tuple[str, bytes], ...]]
+DEADLINE_S = 30.0
+KCAT = shutil.which("kcat")
+
+
+def _isolation(committed: bool) -> str:
+    return "read_committed" if committed else "read_uncommitted"
+
+
+Topics = dict[str, int]
+"""Topic -> partition count: what a helper consumes, all of it with one consumer."""
+
+
+def record_row(r: Any) -> Row:
+    """A kafka-python or aiokafka ConsumerRecord as a row (they have the same fields)."""
+    return (r.topic, r.partition, r.offset, r.key, r.value, r.timestamp, r.timestamp_type,
+            tuple(r.headers or ()))  # fmt: skip
+
+
+def kafka_python_rows(port: int, topics: Topics, committed: bool) -> list[Row]:
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=f"127.0.0.1:{port}", group_id=None,
+                             enable_auto_commit=False, isolation_level=_isolation(committed))
+    try:
+        tps = [TopicPartition(t, p) for t, n in topics.items() for p in range(n)]
+        consumer.assign(tps)
+        consumer.seek_to_beginning()
+        ends = consumer.end_offsets(tps)
+        rows: list[Row] = []
+        deadline = time.monotonic() + DEADLINE_S
+        while any(consumer.position(tp) < ends[tp] for tp in tps):
+            assert time.monotonic() < deadline, "kafka-python did not reach the end offsets"
+            for records in consumer.poll(timeout_ms=500).values():
+                rows.extend(map(record_row, records))
+        return sorted(rows)
+    finally:
+        consumer.close()
+
+
+def confluent_rows(port: int, topics: Topics, committed: bool) -> list[Row]:
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+    consumer = Consumer({
+        "bootstrap.servers": f"127.0.0.1:{port}", "group.id": "serve-tests",
+        "enable.auto.commit": False, "enable.partition.eof": True,
+        "isolation.level": _isolation(committed),
+    })
+    try:
+        consumer.assign([TopicPartition(t, p, -2) for t, n in topics.items() for p in range(n)])
+        rows: list[Row] = []
+        at_end: set[tuple[str, int]] = set()
+        deadline = time.monotonic() + DEADLINE_S
+        while len(at_end) < sum(topics.values()):
+            assert time.monotonic() < deadline, "confluent-kafka did not reach every end"
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error():
+                assert msg.error().code() == KafkaError._PARTITION_EOF, msg.error()
+                at_end.add((msg.topic(), msg.partition()))
+                continue
+            ts_type, ts = msg.timestamp()
+            rows.append((msg.topic(), msg.partition(), msg.offset(), msg.key(), msg.value(), ts,
+                         ts_type - 1, tuple(msg.headers() or ())))  # fmt: skip
+        return sorted(rows)
+    finally:
+        consumer.close()
+
+
+def aiokafka_rows(port: int, topics: Topics, committed: bool) -> list[Row]:
+    return asyncio.run(_aiokafka_rows(port, topics, committed))
+
+
+async def _aiokafka_rows(port: int, topics: Topics, committed: bool) -> list[Row]:
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    consumer = AIOKafkaConsumer(bootstrap_servers=f"127.0.0.1:{port}", group_id=None,
+                                enable_auto_commit=False, isolation_level=_isolation(committed))
+    await consumer.start()
+    try:
+        tps = [TopicPartition(t, p) for t, n in topics.items() for p in range(n)]
+        consumer.assign(tps)
+        await consumer.seek_to_beginning()
+        ends = await consumer.end_offsets(tps)
+        rows: list[Row] = []
+        deadline = time.monotonic() + DEADLINE_S
+        while any([await consumer.position(tp) < ends[tp] for tp in tps]):
+            assert time.monotonic() < deadline, "aiokafka did not reach the end offsets"
+            for records in (await consumer.getmany(timeout_ms=500)).values():
+                rows.extend(map(record_row, records))
+        return sorted(rows)
+    finally:
+        await consumer.stop()
+
+
+def kcat_rows(port: int, topics: Topics, committed: bool) -> list[Row]:
+    """kcat's JSON envelopes: keys, values and header values come back as text (UTF-8 data
+    only)."""
+    rows: list[Row] = []
+    for line in _kcat(port, topics, committed, ["-J"]):
+        m = json.loads(line)
+        raw = m.get("headers") or []
+        headers = tuple((raw[i], raw[i + 1].encode()) for i in range(0, len(raw), 2))
+        log_append = int(m["tstype"] == "logappend")
+        rows.append((m["topic"], m["partition"], m["offset"], _utf8(m["key"]),
+                     _utf8(m["payload"]), m["ts"], log_append, headers))
+    return sorted(rows)
+
+
+def kcat_offsets(port: int, topics: Topics, committed: bool) -> list[tuple[str, int, int]]:
+    """(topic, partition, offset) of every record kcat consumes (any bytes: no JSON)."""
+    rows = [line.split(" ") for line in _kcat(port, topics, committed, ["-f", "%t %p %o\\n"])]
+    return sorted((t, int(p), int(o)) for t, p, o in rows)
+
+
+def _kcat(port: int, topics: Topics, committed: bool, output: list[str]) -> list[str]:
+    """kcat's output lines consuming every topic from the beginning to its end (-G is a group:
+    kcat's plain -C takes one topic, so one run per topic)."""
+    assert KCAT is not None
+    lines: list[str] = []
+    for topic in topics:
+        out = subprocess.run(
+            [KCAT, "-b", f"127.0.0.1:{port}", "-C", "-t", topic, "-o", "beginning", "-e", "-q",
+             *output, "-X", f"isolation.level={_isolation(committed)}"],
+            capture_output=True, timeout=DEADLINE_S, check=True, text=True,
+        )  # fmt: skip
+        lines.extend(out.stdout.splitlines())
+    return lines
+
+
+def _utf8(text: str | None) -> bytes | None:
+    return None if text is None else text.encode()
+
+
+@contextlib.contextmanager
+def raw_socket(port: int) -> Iterator[Any]:
+    import socket
+
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    try:
+        yield sock
+    finally:
+        sock.close()

@@ -1,0 +1,154 @@
+"""Bad input closes that connection only, with one log line; the server keeps serving others.
+Unknown API keys close the connection as Kafka does; an ApiVersions version the server does not
+know gets UNSUPPORTED_VERSION and the served list in version 0 (KIP-511); Produce is refused
+with POLICY_VIOLATION and a message saying why."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import struct
+from typing import Any
+
+import pytest
+from serve_clients import raw_socket
+
+from kafkatier.serve.apis.versions import SUPPORTED
+
+
+def request(api_key: int, version: int, correlation: int, body: bytes = b"") -> bytes:
+    """A request frame with a v1 header (client id "t"); flexible versions need more."""
+    payload = struct.pack(">hhih", api_key, version, correlation, 1) + b"t" + body
+    return struct.pack(">i", len(payload)) + payload
+
+
+def read_frame(sock: socket.socket) -> bytes:
+    size = struct.unpack(">i", recv_exactly(sock, 4))[0]
+    return recv_exactly(sock, size)
+
+
+def recv_exactly(sock: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        assert chunk, "connection closed"
+        data += chunk
+    return data
+
+
+def closed(sock: socket.socket) -> bool:
+    try:
+        return sock.recv(1) == b""
+    except ConnectionResetError:
+        return True
+
+
+def api_versions_v0(port: int) -> dict[int, tuple[int, int]]:
+    """ApiVersions v0 on a fresh connection: api key -> (min, max)."""
+    with raw_socket(port) as sock:
+        sock.sendall(request(18, 0, 42))
+        return parse_versions(read_frame(sock), 42)
+
+
+def parse_versions(frame: bytes, correlation: int) -> dict[int, tuple[int, int]]:
+    got_correlation, error, count = struct.unpack_from(">ihi", frame)
+    assert got_correlation == correlation
+    entries = [struct.unpack_from(">hhh", frame, 10 + 6 * i) for i in range(count)]
+    return {key: (low, high) for key, low, high in entries} | ({-1: (error, 0)} if error else {})
+
+
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        pytest.param(os.urandom(4096), id="random-bytes"),
+        pytest.param(struct.pack(">i", 2**31 - 1) + b"x" * 100, id="2GiB-frame"),
+        pytest.param(struct.pack(">i", -5), id="negative-size"),
+        pytest.param(request(999, 0, 1), id="unknown-api-key"),
+        pytest.param(request(3, 0, 1, b"\xff\xff"), id="malformed-body"),
+    ],
+)
+def test_bad_input_closes_only_that_connection(
+    garbage: bytes, tmp_path: Any, serve: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="kafkatier.serve")
+    with serve(tmp_path) as port, raw_socket(port) as bystander:
+        bystander.sendall(request(18, 0, 1))  # a healthy client, connected before and after
+        assert parse_versions(read_frame(bystander), 1) == SUPPORTED
+        with raw_socket(port) as bad:
+            bad.sendall(garbage)
+            assert closed(bad)
+        bystander.sendall(request(18, 0, 2))
+        assert parse_versions(read_frame(bystander), 2) == SUPPORTED
+        assert api_versions_v0(port) == SUPPORTED
+    lines = [r.getMessage() for r in caplog.records if "closing the connection" in r.message]
+    assert len(lines) == 1 and "Traceback" not in caplog.text, caplog.text
+
+
+def test_a_request_cut_short_closes_quietly(tmp_path: Any, serve: Any) -> None:
+    with serve(tmp_path) as port:
+        with raw_socket(port) as bad:
+            bad.sendall(request(18, 0, 1)[:9])  # the client vanishes mid-request
+        assert api_versions_v0(port) == SUPPORTED
+
+
+def test_an_unknown_api_versions_version_gets_the_list_in_v0(tmp_path: Any, serve: Any) -> None:
+    with serve(tmp_path) as port, raw_socket(port) as sock:
+        sock.sendall(request(18, 99, 5))
+        answer = parse_versions(read_frame(sock), 5)
+        assert answer.pop(-1) == (35, 0)  # UNSUPPORTED_VERSION
+        assert answer == SUPPORTED
+        sock.sendall(request(18, 0, 6))  # the connection stays open for the retry
+        assert parse_versions(read_frame(sock), 6) == SUPPORTED
+
+
+def test_produce_is_refused_saying_why(tmp_path: Any, serve: Any) -> None:
+    from kafka import KafkaProducer
+    from kafka.errors import PolicyViolationError
+
+    (tmp_path / "t-0").mkdir()
+    with serve(tmp_path) as port:
+        producer = KafkaProducer(bootstrap_servers=f"127.0.0.1:{port}", retries=0)
+        try:
+            with pytest.raises(PolicyViolationError, match="kafkatier serve is read-only"):
+                producer.send("t", b"value", partition=0).get(timeout=20)
+        finally:
+            producer.close(timeout=5)
+
+
+def test_idle_connections_and_a_client_vanishing_mid_response(
+    tmp_path: Any, serve: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """200 idle connections stay open beside a working client, and clients that send a fetch
+    and close before reading the response cost nothing but their own connection (no log
+    line)."""
+    from kafka.protocol.consumer.fetch import FetchRequest
+    from topics import produce_codecs
+
+    caplog.set_level(logging.INFO, logger="kafkatier.serve")
+    produce_codecs(tmp_path / "logs")
+    part = FetchRequest.FetchTopic.FetchPartition
+    fetch = FetchRequest(version=12, replica_id=-1, max_wait_ms=0, min_bytes=1,
+                         max_bytes=50 << 20, isolation_level=0, session_id=0, session_epoch=-1,
+                         topics=[FetchRequest.FetchTopic(topic="codec-none", partitions=[
+                             part(partition=p, current_leader_epoch=-1, fetch_offset=0,
+                                  log_start_offset=-1, partition_max_bytes=1 << 20)
+                             for p in range(3)])],
+                         forgotten_topics_data=[], rack_id="")  # fmt: skip
+    fetch.with_header(correlation_id=9)
+    frame = bytes(fetch.encode(version=12, header=True, framed=True))
+    with serve(tmp_path / "logs") as port:
+        idle = [socket.create_connection(("127.0.0.1", port)) for _ in range(200)]
+        try:
+            for _ in range(20):
+                with raw_socket(port) as vanishing:
+                    vanishing.sendall(frame)  # closed before the response is read
+            with raw_socket(port) as sock:
+                sock.sendall(frame)
+                answer = read_frame(sock)
+                assert struct.unpack_from(">i", answer)[0] == 9 and len(answer) > 10_000
+            assert api_versions_v0(port) == SUPPORTED
+        finally:
+            for sock in idle:
+                sock.close()
+    assert "closing the connection" not in caplog.text and "Traceback" not in caplog.text

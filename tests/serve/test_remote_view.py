@@ -1,0 +1,75 @@
+"""A tiered topic over ``kafkatier serve`` with a remote store configured: the segments local
+retention deleted are served from the remote copy, so kafka-python and confluent-kafka replay
+the topics from offset 0 and see exactly what the segment files held before tiering;
+read_committed skips the aborted transactions of remote segments too."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from serve_clients import confluent_rows, kafka_python_rows
+from test_datasource import kafka_python_rows as disk_rows
+from test_remote import tier, write_topics
+
+from kafkatier.storage.log.readonly import ReadOnlyPartition
+from kafkatier.tiering.store.object_store import FsspecStore
+
+TOPICS = {"rt": 2, "ro": 2}
+
+
+@pytest.mark.parametrize("consume", [kafka_python_rows, confluent_rows])
+def test_a_tiered_topic_replays_from_the_remote_start(
+    tmp_path: Path, serve: Any, consume: Any
+) -> None:
+    from kafka import KafkaConsumer, TopicPartition
+
+    logs = tmp_path / "logs"
+    written = write_topics(logs)
+    before = disk_rows(logs, "rt|ro")
+    (tmp_path / "remote").mkdir()
+    store = FsspecStore(f"file://{tmp_path / 'remote'}")
+    tier(logs, store)
+    with ReadOnlyPartition(logs, "ro", 0) as part:
+        assert part.bases[0] > 0  # offset 0 is only remote now
+    assert disk_rows(logs, "rt|ro") != before
+    with serve(logs, remote__storage__url=store.url) as port:
+        assert consume(port, TOPICS, False) == before
+        assert consume(port, TOPICS, True) == written.visible(committed=True)
+        c = KafkaConsumer(bootstrap_servers=f"127.0.0.1:{port}", group_id=None)
+        try:
+            tps = [TopicPartition(t, p) for t in TOPICS for p in range(2)]
+            assert c.beginning_offsets(tps) == dict.fromkeys(tps, 0)
+        finally:
+            c.close()
+
+
+def test_an_unreadable_store_leaves_the_local_segments_served(
+    tmp_path: Path, serve: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A remote store that cannot be read (no credentials, an endpoint refusing connections):
+    one warning per partition, and consumers replay what is still local (from the local log
+    start) instead of failing."""
+    import logging
+
+    from kafka import KafkaConsumer, TopicPartition
+
+    caplog.set_level(logging.WARNING, logger="kafkatier.serve")
+    logs = tmp_path / "logs"
+    write_topics(logs)
+    (tmp_path / "remote").mkdir()
+    tier(logs, FsspecStore(f"file://{tmp_path / 'remote'}"))
+    local = [r for r in disk_rows(logs, "rt") if r[1] == 0]
+    with serve(logs, remote__storage__url="s3://nowhere/x",
+               remote__storage__s3__endpoint__url="http://127.0.0.1:9",
+               remote__storage__s3__max__attempts="1") as port:  # fmt: skip
+        assert kafka_python_rows(port, {"rt": 1}, False) == local
+        c = KafkaConsumer(bootstrap_servers=f"127.0.0.1:{port}", group_id=None)
+        try:
+            tp = TopicPartition("rt", 0)
+            assert c.beginning_offsets([tp]) == {tp: local[0][2]} and local[0][2] > 0
+        finally:
+            c.close()
+    warnings = [r for r in caplog.records if "unreadable for rt-0" in r.getMessage()]
+    assert 1 <= len(warnings) <= 2, caplog.text

@@ -1,0 +1,58 @@
+"""The tail cache gives the same last-segment headers as a fresh walk of the file after
+appends, a roll, a truncated tail and a swapped file, and locates offsets as the segment's own
+lookup does."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from kafkatier.serve.partition_view import open_partition
+from kafkatier.serve.tail_cache import TailCache
+from kafkatier.storage.log.directory import LogDirectory
+from kafkatier.storage.log.log import Log
+from kafkatier.storage.record.builder import build_batch
+from kafkatier.storage.record.record import Record
+
+
+def fresh(log_dir: Path) -> tuple[list[object], list[object]]:
+    """(cached, walked) headers of t-0's last segment."""
+    with open_partition(log_dir, "t", 0) as part, part.last_log() as log:
+        return CACHE.headers(part), list(log.headers())
+
+
+CACHE = TailCache()
+
+
+def append(log: Log, first: int, n: int) -> None:
+    for i in range(first, first + n):
+        log.append(build_batch([Record(i, 1000 + i, b"k", b"v%d" % i)]))
+
+
+def test_the_cache_follows_the_file(tmp_path: Path) -> None:
+    with LogDirectory(tmp_path) as ld:
+        log = ld.get_or_create("t", 0)
+        append(log, 0, 30)
+        cached, walked = fresh(tmp_path)
+        assert len(walked) == 30 and cached == walked
+        append(log, 30, 5)  # appends: extended from where the last walk ended
+        cached, walked = fresh(tmp_path)
+        assert len(walked) == 35 and cached == walked
+        with open_partition(tmp_path, "t", 0) as part:
+            for offset in (0, 17, 34):
+                at = CACHE.locate(part, offset)[0]
+                assert at == part.segment(part.bases[-1]).translate_offset(offset)
+            assert CACHE.locate(part, 35) == []
+        log.roll()
+        append(log, 35, 3)  # a roll: the new last segment, walked from 0
+        cached, walked = fresh(tmp_path)
+        assert len(walked) == 3 and cached == walked
+    last = sorted((tmp_path / "t-0").glob("*.log"))[-1]
+    os.truncate(last, walked[1].at.position + 5)  # a torn tail cut back by a recovering writer
+    cached, walked = fresh(tmp_path)
+    assert len(walked) == 1 and cached == walked
+    shutil.copy(sorted((tmp_path / "t-0").glob("*.log"))[0], tmp_path / "swap")
+    os.replace(tmp_path / "swap", last)  # another file (inode) under the same name
+    cached, walked = fresh(tmp_path)
+    assert len(walked) == 35 and cached == walked
