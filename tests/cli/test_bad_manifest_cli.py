@@ -1,0 +1,53 @@
+"""A manifest that does not parse, seen by every command that reads the remote side: each
+answers with one line naming the manifest's key, exits 1, and changes nothing (no partition is
+restored from it, no object is written or deleted on its strength)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from tier_fixtures import only, write_tiered
+
+from kafkatier.cli.main import main
+from kafkatier.tiering.config import TieringConfig
+from kafkatier.tiering.errors import TieringError
+from kafkatier.tiering.metadata.manifest import manifest_key
+from kafkatier.tiering.read.remote_reader import joined_batches
+from kafkatier.tiering.sidecar.tierer import Tierer
+from kafkatier.tiering.store.object_store import FsspecStore
+
+
+def _objects(root: Path) -> dict[str, bytes]:
+    files = sorted(p for p in root.rglob("*") if p.is_file())
+    return {str(p.relative_to(root)): p.read_bytes() for p in files}
+
+
+def test_every_command_names_a_manifest_that_does_not_parse(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    logs = write_tiered(tmp_path / "logs")
+    store = FsspecStore(f"file://{tmp_path / 'remote'}")
+    conf = tmp_path / "sidecar.properties"
+    conf.write_text(f"log.dirs={logs}\nremote.storage.url={store.url}\n")
+    assert Tierer(TieringConfig.load(conf)).run_once().failures == 0
+    key = manifest_key(only(store, "tiered", 0))
+    store.put_bytes(key, b'{"version": 1, "segments": [{"base')
+    before = _objects(tmp_path / "remote")
+    target = tmp_path / "restored"
+    commands = {
+        "restore": ["restore", "--config", str(conf), "--topic", "tiered", "--to", str(target),
+                    "--quiet"],
+        "clean": ["clean", "--remote", "--config", str(conf), "--topic", "tiered"],
+        "status": ["status", "--config", str(conf)],
+    }  # fmt: skip
+    capsys.readouterr()
+    for name, argv in commands.items():
+        assert main(argv) == 1, name
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith(f"kafkatier {name}: error: "), (name, err)
+        assert "malformed manifest" in err[0] and key in err[0], (name, err)
+    assert not (target / "tiered-0").exists()
+    assert _objects(tmp_path / "remote") == before
+    with pytest.raises(TieringError, match="malformed manifest"):
+        list(joined_batches(store, logs, "tiered", 0, 0))
