@@ -66,3 +66,16 @@ def only(store: ObjectStore, topic: str, partition: int) -> RemotePartition:
     found = [rp for rp in ManifestStore(store).partitions(topic=topic) if rp.partition == partition]
     assert len(found) <= 1, f"several incarnations: {found}"
     return found[0] if found else RemotePartition.of(topic, partition, "")
+
+
+def _flip(data: bytes) -> bytes:
+    out = bytearray(data)
+    out[len(out) // 2] ^= 0x04  # inside some batch's records
+    return bytes(out)
+
+
+CORRUPTIONS = {  # what may be under a segment's key instead of it: (its bytes, another's) -> bytes
+    "flipped bit": lambda data, other: _flip(data),
+    "truncated": lambda data, other: data[: len(data) - 7],
+    "another segment under the key": lambda data, other: (other + data)[: len(data)],
+}

@@ -17,7 +17,7 @@ from compaction_support import (
 from fault_proxy import FaultProxy, OutageAfterFirstObject, impatient_store
 from test_compaction import TOPIC, append, assert_no_orphans, settings, tier
 from test_compaction_crash import restored_rows
-from tier_fixtures import only
+from tier_fixtures import CORRUPTIONS, only
 
 from kafkatier.storage.cleaner.compact import compact_log
 from kafkatier.storage.log.directory import LogDirectory
@@ -112,19 +112,6 @@ def test_outage_mid_compaction_fails_cleanly_and_the_next_pass_converges(
     assert [o.error for o in outcomes] == [None] and outcomes[0].orphans_removed >= 1
     assert restored_rows(tmp_path, direct, "after-rerun") == new
     assert_no_orphans(direct)
-
-
-def _flip(data: bytes) -> bytes:
-    out = bytearray(data)
-    out[len(out) // 2] ^= 0x04  # inside some batch's records
-    return bytes(out)
-
-
-CORRUPTIONS = {
-    "flipped bit": lambda data, other: _flip(data),
-    "truncated": lambda data, other: data[: len(data) - 7],
-    "another segment under the key": lambda data, other: (other + data)[: len(data)],
-}
 
 
 @pytest.mark.parametrize("kind", sorted(CORRUPTIONS))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tier_fixtures import T0, only, write_tiered
+from tier_fixtures import CORRUPTIONS, T0, only, write_tiered
 
 from kafkatier.storage.log.readonly import ReadOnlyPartition
 from kafkatier.tiering.config import TieringConfig
@@ -103,19 +103,6 @@ def only_finished_bases(store: CountingStore) -> set[int]:
 
 def _swap_object(store: FsspecStore, key: str, change) -> None:  # type: ignore[no-untyped-def]
     store.put_bytes(key, change(store.get_bytes(key)))
-
-
-def _flip(data: bytes) -> bytes:
-    out = bytearray(data)
-    out[len(out) // 2] ^= 0x04  # inside some batch's records
-    return bytes(out)
-
-
-CORRUPTIONS = {
-    "flipped bit": lambda data, other: _flip(data),
-    "truncated": lambda data, other: data[: len(data) - 7],
-    "another segment under the key": lambda data, other: (other + data)[: len(data)],
-}
 
 
 @pytest.mark.parametrize("kind", sorted(CORRUPTIONS))
