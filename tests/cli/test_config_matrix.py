@@ -1,10 +1,11 @@
 """Topic settings a user may give, drawn at random, through every command that touches the data:
 ``produce`` (twice, so that segments roll and compaction has something to do), ``clean``, a
-sidecar pass to a remote store, ``restore``, and the Spark reader over both tiers. Whatever the
-settings, the commands succeed, every log verifies, and what can be read (remote joined with
-local) is the produced records: each at its own offset, unchanged; all of them where neither
-retention nor compaction may remove one; every key's latest record where only compaction may.
-``spark.read.format("kafkatier")`` reads exactly that too."""
+sidecar pass to a remote store, ``restore``, the Spark reader over both tiers, and the Spark sink
+(a micro-batch into a second topic of the same settings). Whatever the settings, the commands
+succeed, every log verifies, the sink's rows read back committed and whole, and what can be read
+(remote joined with local) is the produced records: each at its own offset, unchanged; all of
+them where neither retention nor compaction may remove one; every key's latest record where
+only compaction may. ``spark.read.format("kafkatier")`` reads exactly that too."""
 
 from __future__ import annotations
 
@@ -17,8 +18,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kafkatier.cli.main import main
+from kafkatier.sink import KafkaLogSink
 from kafkatier.sink.source.datasource import register_data_source
+from kafkatier.storage.arrow.log import read_arrow
 from kafkatier.storage.log.directory import LogDirectory
+from kafkatier.storage.log.reader import IsolationLevel
 from kafkatier.storage.verify.paths import verify_paths
 from kafkatier.tiering.config import TieringConfig
 from kafkatier.tiering.read.remote_reader import joined_batches
@@ -103,6 +107,25 @@ def _spark_read(spark: Any, logs: Path, url: str) -> Produced:
     return {p: dict(sorted(found.items())) for p, found in out.items()}
 
 
+def _check_sink(spark: Any, logs: Path, topic: dict[str, str], compression: str) -> None:
+    """One micro-batch through the sink into a topic of the same settings: every row once,
+    read_committed, and the log dir verifies."""
+    rows = 300
+    frame = spark.range(0, rows, 1, 2).selectExpr(
+        "CAST(CONCAT('key-', id % 13) AS BINARY) AS key",
+        "CAST(CONCAT('value-', lpad(CAST(id AS STRING), 5, '0')) AS BINARY) AS value")  # fmt: skip
+    sink = KafkaLogSink(logs, topic=f"{TOPIC}-sink", partitions=PARTITIONS,
+                        compression=compression, config=topic)  # fmt: skip
+    sink(frame, 0)
+    sink.close()
+    with LogDirectory(logs) as log_dir:
+        values = sorted(v for log in log_dir if log.topic == f"{TOPIC}-sink"
+                        for v in read_arrow(log, isolation=IsolationLevel.READ_COMMITTED)
+                        ["value"].to_pylist())  # fmt: skip
+    assert values == [f"value-{i:05d}".encode() for i in range(rows)]
+    assert verify_paths([logs]) == []
+
+
 @settings(max_examples=8, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
 @given(topic=TOPIC_SETTINGS, compression=COMPRESSION)
@@ -134,6 +157,7 @@ def test_every_command_under_random_topic_settings(
     read = {p: _records(joined_batches(store, logs, TOPIC, p, 0)) for p in range(PARTITIONS)}
     _check_survivors(produced, read, topic["cleanup.policy"])
     assert _spark_read(spark, logs, store.url) == read
+    _check_sink(spark, logs, topic, compression)
     if code == 0:
         remote = _local(restored)
         for partition, records in remote.items():
