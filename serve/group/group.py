@@ -71,7 +71,7 @@ class Group:
         return self.state in states
 
     def add(self, member: Member) -> None:
-        if not self.members:
+        if not self.members:  # an Empty group takes any protocol type
             self.protocol_type = member.protocol_type
         self.members[member.member_id] = member
         if self.leader is None:
@@ -81,9 +81,7 @@ class Group:
         member = self.members.pop(member_id, None)
         if self.leader == member_id:
             self.leader = next(iter(self.members), None)
-        if not self.members:
-            self.protocol_type = None
-        return member
+        return member  # the protocol type stays (Kafka's): an Empty group still says "consumer"
 
     def supports(self, protocol_type: str, protocols: Protocols) -> bool:
         """Whether a member with these protocols may join (Kafka's ``supportsProtocols``)."""
