@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
@@ -52,8 +52,9 @@ class JoinRequest:
 
 
 class GroupCoordinator:
-    def __init__(self, settings: GroupSettings, known_groups: list[str] = (),  # type: ignore[assignment]
+    def __init__(self, settings: GroupSettings, known_groups: Iterable[str] = (),
                  clock: Callable[[], float] = time.monotonic) -> None:  # fmt: skip
+        """``known_groups``: groups with committed offsets (Empty until someone joins)."""
         self.settings = settings
         self.clock = clock
         self.groups: dict[str, Group] = {g: Group(g) for g in known_groups}

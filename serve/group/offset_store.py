@@ -60,13 +60,17 @@ class OffsetStore:
         self._lock = threading.Lock()  # the in-memory offsets (held briefly: the loop reads)
         self._write_lock = threading.Lock()  # appends and fsyncs, one at a time
         self._fd = _hold_lock(self.directory)
+        self._offsets: dict[str, Committed] = {}
         try:
             self._logs = LogDirectory(self.directory, clock=clock)
-            self._create_topic()
-            self._offsets: dict[str, Committed] = {}
-            self._replay()
         except BaseException:
             os.close(self._fd)
+            raise
+        try:
+            self._create_topic()
+            self._replay()
+        except BaseException:
+            self.close()
             raise
 
     def _create_topic(self) -> None:
