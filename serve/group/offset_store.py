@@ -4,18 +4,22 @@
 own, written only by this server, so the shared log dirs' writer turns (held by the sink for a
 micro-batch) never delay a commit, and the sink, the sidecar and the readers, which list only
 ``<topic>-<partition>`` children of a log dir, never see it. The server holds its ``.lock``
-(``flock``) while it runs: a second server on the same dir stops at start with a message.
+(``flock``) while it has the dir open: a second server on the same dir is refused (an error
+naming ``offsets.log.dir``).
 
-The topic has ``offsets.topic.num.partitions`` partitions (1 by default: one broker is the
-coordinator of every group, so Kafka's 50, which spread coordinators over brokers, would only
-mean 50 fsyncs' worth of files; the count is fixed once created, as in Kafka) and
+The topic has ``offsets.topic.num.partitions`` partitions (1 by default: Kafka's 50 spread
+group coordinators over brokers, and here one server coordinates every group, so more would
+only mean more files to open, replay and compact; the count is fixed once created, as in
+Kafka) and
 ``cleanup.policy=compact`` in ``kafkatier-topic.__consumer_offsets.properties``, so
 ``kafkatier clean <dir>`` compacts it to the latest commit per key. Records: ``records.py``.
 
-On open every partition is replayed into memory (the latest value per key; a tombstone deletes
-it). A commit appends one batch to the group's partition and fsyncs it (``Log.flush_data``)
-before the memory and the client see it. Commits block (disk): the handlers run them in the
-thread pool, one at a time (a lock); reads of the memory only wait for another read or update.
+The dir is opened at start when it exists, else created at the first commit (a server that
+only serves records writes nothing). On open every partition is replayed into memory (the
+latest value per key; a tombstone deletes it). A commit appends one batch to the group's
+partition and fsyncs it (``Log.flush_data``) before the memory and the client see it. Commits
+block (disk): the handlers run them in the thread pool, one at a time (a lock); reads of the
+memory only wait for another read or update.
 """
 
 from __future__ import annotations
@@ -58,33 +62,43 @@ class OffsetStore:
         self.partitions = partitions
         self.clock = clock
         self._lock = threading.Lock()  # the in-memory offsets (held briefly: the loop reads)
-        self._write_lock = threading.Lock()  # appends and fsyncs, one at a time
-        self._fd = _hold_lock(self.directory)
+        self._write_lock = threading.Lock()  # opening, appends and fsyncs, one at a time
         self._offsets: dict[str, Committed] = {}
+        self._fd: int | None = None
+        self._logs: LogDirectory | None = None
+        if self.directory.is_dir():
+            self._open()
+
+    def _open(self) -> LogDirectory:
+        """Lock, open (creating the topic) and replay; called at start when the dir exists,
+        else at the first commit: serving a log dir creates nothing in it until then."""
+        fd = _hold_lock(self.directory)
         try:
-            self._logs = LogDirectory(self.directory, clock=clock)
+            logs = LogDirectory(self.directory, clock=self.clock)
         except BaseException:
-            os.close(self._fd)
+            os.close(fd)
             raise
+        self._fd, self._logs = fd, logs
         try:
-            self._create_topic()
-            self._replay()
+            self._create_topic(logs)
+            self._replay(logs)
         except BaseException:
             self.close()
             raise
+        return logs
 
-    def _create_topic(self) -> None:
-        existing = self._logs.topics().get(TOPIC)
+    def _create_topic(self, logs: LogDirectory) -> None:
+        existing = logs.topics().get(TOPIC)
         if existing is not None and existing != self.partitions:
             raise ConfigError(f"{TOPIC} in {self.directory} has {existing} partitions; the count "
                               "cannot change once created", setting="offsets.topic.num.partitions",
                               value=str(self.partitions))  # fmt: skip
-        self._logs.topic_configs.update(TOPIC, TOPIC_CONFIG, source="kafkatier serve")
-        self._logs.create_partitions(TOPIC, self.partitions)
+        logs.topic_configs.update(TOPIC, TOPIC_CONFIG, source="kafkatier serve")
+        logs.create_partitions(TOPIC, self.partitions)
 
-    def _replay(self) -> None:
+    def _replay(self, logs: LogDirectory) -> None:
         for partition in range(self.partitions):
-            log = self._logs.get(TOPIC, partition)
+            log = logs.get(TOPIC, partition)
             assert log is not None
             for record in iter_records(log):
                 try:
@@ -115,7 +129,8 @@ class OffsetStore:
             for i, (topic, partition, value) in enumerate(items)
         ]
         with self._write_lock:
-            log = self._logs.get(TOPIC, partition_for(group, self.partitions))
+            logs = self._logs or self._open()
+            log = logs.get(TOPIC, partition_for(group, self.partitions))
             assert log is not None
             log.append(build_batch(records))
             log.flush_data()
@@ -134,11 +149,13 @@ class OffsetStore:
             return [group for group, found in self._offsets.items() if found]
 
     def close(self) -> None:
-        with self._write_lock:
-            try:
-                self._logs.close()
-            finally:
-                os.close(self._fd)
+        logs, fd, self._logs, self._fd = self._logs, self._fd, None, None
+        try:
+            if logs is not None:
+                logs.close()
+        finally:
+            if fd is not None:
+                os.close(fd)
 
 
 def _hold_lock(directory: Path) -> int:
