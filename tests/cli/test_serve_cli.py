@@ -31,6 +31,8 @@ def free_port() -> int:
         (["listeners=PLAINTEXT://0.0.0.0:9092"], "required when a listener binds every"),
         (["listeners=PLAINTEXT://nohost"], "not a listener NAME://host:port"),
         (["socket.request.max.bytes=ten"], "not an integer >= 1024"),
+        (["offsets.topic.num.partitions=0"], "not an integer >= 1"),
+        (["group.initial.rebalance.delay.ms=-1"], "not an integer >= 0"),
         (["no.such.key=1"], "unknown setting 'no.such.key'"),
     ],
 )
