@@ -1,7 +1,7 @@
 """Group members of unmodified Kafka clients for the group tests: each adapter subscribes to
 topics with a ``group.id`` (manual commits, earliest reset, short heartbeats) and offers the
 same small surface: poll some records as rows, the partitions assigned, commit what was
-consumed, close (leaving the group)."""
+consumed, close (leaving the group); and the topic they read."""
 
 from __future__ import annotations
 
@@ -9,11 +9,34 @@ import asyncio
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, Protocol
 
 from serve_clients import Row, record_row
 
+from kafkatier.storage.log.directory import LogDirectory
+from kafkatier.storage.record.builder import build_batch
+from kafkatier.storage.record.record import Record
+
 HEARTBEAT_MS = 200
+TOPIC, PARTITIONS, PER_PARTITION, T0 = "g", 4, 30, 1_700_000_000_000
+ALL = {(TOPIC, p) for p in range(PARTITIONS)}
+GROUPS = {"group__initial__rebalance__delay__ms": "0", "group__min__session__timeout__ms": "500"}
+"""No initial delay (Kafka's 3 s) and short sessions allowed: tests in seconds."""
+
+
+def write_topic(log_dir: Path, first: int = 0, count: int = PER_PARTITION) -> None:
+    """``count`` records per partition from offset ``first``, in batches of three."""
+    with LogDirectory(log_dir) as ld:
+        ld.create_partitions(TOPIC, PARTITIONS)
+        for p in range(PARTITIONS):
+            log = ld.get(TOPIC, p)
+            assert log is not None
+            for start in range(first, first + count, 3):
+                log.append(build_batch([
+                    Record(i, T0 + i, b"k%d" % i, b"v%d-%d" % (p, i), (("h", b"%d" % p),))
+                    for i in range(start, min(start + 3, first + count))
+                ]))  # fmt: skip
 
 
 class GroupMember(Protocol):
