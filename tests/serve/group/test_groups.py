@@ -139,6 +139,9 @@ def test_committed_offsets_survive_a_restart(
         ("resume", t, p): o for (t, p), o in ends.items()
     }
     with serve(logs, **GROUPS) as port:  # a new server process state, the same dirs
+        client = admin(port)
+        listed = client.list_consumer_groups().result(timeout=10).valid
+        assert [(g.group_id, g.state.name) for g in listed] == [("resume", "EMPTY")]
         member = MEMBERS[second](port, "resume", [TOPIC])
         try:
             rest = len(on_disk) - len(before)
