@@ -62,7 +62,8 @@ class ServeContext:
         tiering = self.config.tiering
         remote = RemoteTier(tiering.open_store()) if tiering is not None else None
         self.sources = Sources(TailCache(), remote)
-        self.coordinator = GroupCoordinator(self.config.groups, self.offsets.groups())
+        self.coordinator = GroupCoordinator(self.config.groups, self.offsets.groups(),
+                                            has_offsets=self.offsets.has_offsets)  # fmt: skip
 
     async def blocking(self, func: Callable[..., T], *args: object) -> T:
         """``func(*args)`` in the thread pool, awaited without blocking the loop."""

@@ -6,7 +6,10 @@ group awaits a future its member holds (Kafka's delayed operations in purgatory)
 from ``clock`` (seconds, monotonic; injectable), and :meth:`tick`, called every
 :data:`TICK_SECONDS` by :meth:`run` (or by hand in tests), expires sessions, drops member ids
 never used after MEMBER_ID_REQUIRED, and completes joins whose rebalance timeout passed (members
-that did not rejoin in time are removed). Errors are Kafka's, in Kafka's order of checks.
+that did not rejoin in time are removed), and every :data:`CLEANUP_SECONDS` forgets the Empty
+groups that have no committed offsets (they become Dead, as Kafka's cleanup makes them), so a
+long-running server does not keep every group id it ever saw. Errors are Kafka's, in Kafka's
+order of checks.
 """
 
 from __future__ import annotations
@@ -23,6 +26,9 @@ from kafkatier.serve.group.group import Group, GroupState
 from kafkatier.serve.group.member import JoinResult, Member, Protocols, SyncResult
 
 TICK_SECONDS = 0.05
+CLEANUP_SECONDS = 600.0
+"""How often Empty groups without committed offsets are forgotten (Kafka's
+``offsets.retention.check.interval.ms``)."""
 E = ErrorCode
 S = GroupState
 
@@ -53,11 +59,15 @@ class JoinRequest:
 
 class GroupCoordinator:
     def __init__(self, settings: GroupSettings, known_groups: Iterable[str] = (),
-                 clock: Callable[[], float] = time.monotonic) -> None:  # fmt: skip
-        """``known_groups``: groups with committed offsets (Empty until someone joins)."""
+                 clock: Callable[[], float] = time.monotonic,
+                 has_offsets: Callable[[str], bool] = lambda group: False) -> None:  # fmt: skip
+        """``known_groups``: groups with committed offsets (Empty until someone joins);
+        ``has_offsets``: whether a group has any (the cleanup keeps those)."""
         self.settings = settings
         self.clock = clock
+        self.has_offsets = has_offsets
         self.groups: dict[str, Group] = {g: Group(g) for g in known_groups}
+        self._next_cleanup = clock() + CLEANUP_SECONDS
 
     async def run(self) -> None:
         """Tick until cancelled."""
@@ -74,6 +84,16 @@ class GroupCoordinator:
             for member in [m for m in group.members.values() if m.expired(now)]:
                 self._remove_member(group, member, E.unknown_member_id)
             self._maybe_complete_join(group)
+        if now >= self._next_cleanup:
+            self._next_cleanup = now + CLEANUP_SECONDS
+            self._cleanup()
+
+    def _cleanup(self) -> None:
+        for group_id, group in list(self.groups.items()):
+            if group.is_(S.EMPTY) and not group.members and not group.pending and (
+                    not self.has_offsets(group_id)):
+                group.transition(S.DEAD)
+                del self.groups[group_id]
 
     # JoinGroup
 

@@ -143,6 +143,10 @@ class OffsetStore:
         with self._lock:
             return dict(self._offsets.get(group, {}))
 
+    def has_offsets(self, group: str) -> bool:
+        with self._lock:
+            return bool(self._offsets.get(group))
+
     def groups(self) -> list[str]:
         """Groups with committed offsets."""
         with self._lock:

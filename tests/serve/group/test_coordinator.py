@@ -11,7 +11,12 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode as E
 
-from kafkatier.serve.group.coordinator import GroupCoordinator, GroupSettings, JoinRequest
+from kafkatier.serve.group.coordinator import (
+    CLEANUP_SECONDS,
+    GroupCoordinator,
+    GroupSettings,
+    JoinRequest,
+)
 from kafkatier.serve.group.group import GroupState as S
 from kafkatier.serve.group.member import JoinResult
 
@@ -28,7 +33,8 @@ class Clock:
 
 def coordinator(clock: Clock) -> GroupCoordinator:
     return GroupCoordinator(GroupSettings(min_session_timeout_ms=100,
-                                          initial_rebalance_delay_ms=0), clock=clock)  # fmt: skip
+                                          initial_rebalance_delay_ms=0), clock=clock,
+                            has_offsets=lambda group: group == "kept")  # fmt: skip
 
 
 def request(member_id: str = "", protocols: tuple[tuple[str, bytes], ...] = (("range", b"r"),),
@@ -164,5 +170,23 @@ def test_which_commits_are_accepted() -> None:
         group: Any = c.groups["g"]
         assert group.state is S.EMPTY and group.generation == 2
         assert c.validate_commit("g", "", -1) == E.none
+
+    run(scenario)
+
+
+def test_empty_groups_without_offsets_are_forgotten() -> None:
+    async def scenario(c: GroupCoordinator, clock: Clock) -> None:
+        for group in ("kept", "gone"):
+            assert c.validate_commit(group, "", -1) == E.none  # each now a known, Empty group
+        one = await (await join_new(c))
+        assert c.leave("g", [one.member_id]) == [E.none]  # "g" is Empty again, no offsets
+        live = await (await join_new(c))  # joined again: a member, kept by its heartbeats
+        for step in (CLEANUP_SECONDS - 1, 1):
+            clock.now += step
+            assert c.heartbeat("g", live.member_id, live.generation) == E.none
+            c.tick()
+            if step > 1:
+                assert set(c.groups) == {"kept", "gone", "g"}  # not time for the cleanup yet
+        assert set(c.groups) == {"kept", "g"}  # "g" has a member; "kept" has offsets
 
     run(scenario)
