@@ -86,8 +86,8 @@ class Server:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Serve until ``stop`` is set."""
-        await self.start()
-        try:
+        try:  # a start that fails half-way (a port in use) still releases what it opened
+            await self.start()
             await stop.wait()
         finally:
             await self.stop()
