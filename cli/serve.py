@@ -18,11 +18,17 @@ from kafkatier.serve.server import Server
 EPILOG = """\
 Serves every topic of the configured log dirs to unmodified Kafka clients (kafka-python,
 aiokafka, confluent-kafka/librdkafka, kcat, Java): ApiVersions, Metadata, ListOffsets and Fetch,
-read_committed included; record batches go out as the bytes on disk. One broker, node id 0,
-read-only: Produce gets POLICY_VIOLATION. SIGTERM/SIGINT stop it cleanly.
+read_committed included; record batches go out as the bytes on disk. Consumer groups with the
+classic protocol (subscribe() with a group.id, kcat -G): this server coordinates every group,
+and committed offsets are kept in a __consumer_offsets topic in offsets.log.dir
+[<first log dir>/.kafkatier-serve], fsynced before each commit is acknowledged. One broker,
+node id 0, read-only: Produce gets POLICY_VIOLATION. SIGTERM/SIGINT stop it cleanly.
 
 The configuration is conf/kafkatier.properties' format: log.dirs, and Kafka's listeners
-[PLAINTEXT://127.0.0.1:9092], advertised.listeners [listeners] and socket.request.max.bytes.
+[PLAINTEXT://127.0.0.1:9092], advertised.listeners [listeners], socket.request.max.bytes,
+offsets.topic.num.partitions [1], group.min.session.timeout.ms [6000],
+group.max.session.timeout.ms [1800000], group.initial.rebalance.delay.ms [3000] and
+offset.metadata.max.bytes [4096].
 With remote.storage.url, offsets below a partition's local log start are read from the remote
 copy (remote.storage.embedded=true starts the embedded S3 server for as long as serve runs).
 
@@ -31,6 +37,7 @@ exit codes: 0 stopped cleanly, 2 usage or configuration error.
 examples:
   kafkatier serve --config conf/kafkatier.properties
   kcat -b 127.0.0.1:9092 -C -t events -o beginning -e
+  kcat -b 127.0.0.1:9092 -G my-group events          # a consumer group, offsets committed
 """
 
 

@@ -9,6 +9,11 @@ Keys (defaults in brackets)::
     advertised.listeners       what Metadata tells clients to connect to [listeners]; required
                                when a listener binds every interface (empty host or 0.0.0.0)
     socket.request.max.bytes   the largest request frame accepted [104857600, Kafka's]
+    offsets.log.dir            the server's own log dir for ``__consumer_offsets``
+                               [<first log.dirs entry>/.kafkatier-serve]
+    offsets.topic.num.partitions      partitions of ``__consumer_offsets`` [1; Kafka's is 50]
+    group.min.session.timeout.ms      [6000, Kafka's]    group.max.session.timeout.ms [1800000]
+    group.initial.rebalance.delay.ms  [3000, Kafka's]    offset.metadata.max.bytes    [4096]
     remote.storage.url ...     the sidecar's remote store keys (tiering/config.py), optional
 
 Only PLAINTEXT listeners are served so far (a listener whose name maps to another security
@@ -18,16 +23,25 @@ accepted; anything else is an error naming the file and line.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from kafkatier.serve.group.coordinator import GroupSettings
 from kafkatier.storage.errors import ConfigError
 from kafkatier.storage.java_properties import read_properties_located
 from kafkatier.tiering.config import FOREIGN_PREFIXES, KNOWN_KEYS, SERVE_KEYS, TieringConfig
 
 DEFAULT_LISTENERS = "PLAINTEXT://127.0.0.1:9092"
 DEFAULT_MAX_REQUEST_BYTES = 104_857_600  # Kafka's socket.request.max.bytes
+OFFSETS_DIR_NAME = ".kafkatier-serve"
+"""Hidden: the log dirs' readers list only ``<topic>-<partition>`` children."""
+_GROUP_INTS = {  # key -> (GroupSettings field, minimum)
+    "group.min.session.timeout.ms": ("min_session_timeout_ms", 1),
+    "group.max.session.timeout.ms": ("max_session_timeout_ms", 1),
+    "group.initial.rebalance.delay.ms": ("initial_rebalance_delay_ms", 0),
+    "offset.metadata.max.bytes": ("offset_metadata_max_bytes", 0),
+}
 
 
 @dataclass(frozen=True)
@@ -52,6 +66,13 @@ class ServeConfig:
     advertised: tuple[Listener, ...]
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
     tiering: TieringConfig | None = None  # the remote store, when the file names one
+    offsets_log_dir: Path | None = None  # None: <first log dir>/.kafkatier-serve
+    offsets_partitions: int = 1
+    groups: GroupSettings = field(default_factory=GroupSettings)
+
+    @property
+    def offsets_dir(self) -> Path:
+        return self.offsets_log_dir or self.log_dirs[0] / OFFSETS_DIR_NAME
 
     @classmethod
     def load(cls, path: Path) -> ServeConfig:
@@ -90,6 +111,12 @@ class ServeConfig:
             log_dirs=tuple(d.absolute() for d in dirs), listeners=listeners,
             advertised=advertised, tiering=tiering,
             max_request_bytes=_max_request_bytes(props, where("socket.request.max.bytes")),
+            offsets_log_dir=_offsets_dir(props),
+            offsets_partitions=_int(props, "offsets.topic.num.partitions", 1, 1, where),
+            groups=GroupSettings(**{
+                attr: _int(props, key, getattr(GroupSettings(), attr), low, where)
+                for key, (attr, low) in _GROUP_INTS.items()
+            }),
         )
 
 
@@ -133,4 +160,18 @@ def _max_request_bytes(props: Mapping[str, str], where: str) -> int:
     if not text.isdigit() or int(text) < 1024:
         raise ConfigError("not an integer >= 1024", setting="socket.request.max.bytes",
                           value=text, source=where)  # fmt: skip
+    return int(text)
+
+
+def _offsets_dir(props: Mapping[str, str]) -> Path | None:
+    text = props.get("offsets.log.dir", "").strip()
+    return Path(text).absolute() if text else None
+
+
+def _int(props: Mapping[str, str], key: str, default: int, low: int,
+         where: Callable[[str], str]) -> int:  # fmt: skip
+    text = props.get(key, str(default)).strip()
+    if not text.isdigit() or int(text) < low:
+        raise ConfigError(f"not an integer >= {low}", setting=key, value=text,
+                          source=where(key))  # fmt: skip
     return int(text)

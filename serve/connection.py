@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import logging
 
-from kafkatier.serve.context import ServeContext
+from kafkatier.serve.context import CLIENT, ClientInfo, ServeContext
 from kafkatier.serve.dispatch import dispatch
 from kafkatier.serve.framing import FrameError, read_frame
 from kafkatier.serve.protocol import MalformedRequest
@@ -24,6 +24,7 @@ async def serve_connection(
     ctx: ServeContext, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
 ) -> None:
     peer = writer.get_extra_info("peername")
+    CLIENT.set(ClientInfo("", peer[0] if isinstance(peer, tuple) else str(peer)))
     try:
         while (frame := await read_frame(reader, ctx.config.max_request_bytes)) is not None:
             response = await dispatch(ctx, frame)

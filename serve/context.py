@@ -1,9 +1,11 @@
 """What every request handler shares: the configuration, the topic catalog, where clients are
-told to connect, and the thread pool that runs blocking disk reads off the event loop."""
+told to connect, the thread pool that runs blocking disk reads off the event loop, the group
+coordinator and the committed offsets; and, per request, who sent it (:data:`CLIENT`)."""
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -12,6 +14,8 @@ from typing import TypeVar
 
 from kafkatier.serve.catalog import Catalog
 from kafkatier.serve.config import Listener, ServeConfig
+from kafkatier.serve.group.coordinator import GroupCoordinator
+from kafkatier.serve.group.offset_store import OffsetStore
 from kafkatier.serve.partition_view import Sources
 from kafkatier.serve.remote_view import RemoteTier
 from kafkatier.serve.tail_cache import TailCache
@@ -23,15 +27,34 @@ NODE_ID = 0
 """The one broker's node id."""
 
 
+
+
+@dataclass(frozen=True)
+class ClientInfo:
+    """The client of the request being handled: its ``client.id`` and address."""
+
+    client_id: str
+    host: str
+
+
+CLIENT: contextvars.ContextVar[ClientInfo] = contextvars.ContextVar(
+    "CLIENT", default=ClientInfo("", "")  # noqa: B039 (frozen: immutable)
+)
+"""Set by the connection (host) and dispatch (client id) for the handler of each request."""
+
+
 @dataclass
 class ServeContext:
     config: ServeConfig
     executor: ThreadPoolExecutor
     advertised: tuple[Listener, ...]  # ports resolved once bound (a listener on port 0)
+    offsets: OffsetStore
+    """Committed offsets of every group (``__consumer_offsets`` in ``offsets.log.dir``)."""
     catalog: Catalog = field(init=False)
     cluster_id: str = field(init=False)
     sources: Sources = field(init=False)
     """The local files (with their tail cache) and the remote store, if configured."""
+    coordinator: GroupCoordinator = field(init=False)
 
     def __post_init__(self) -> None:
         self.catalog = Catalog(self.config.log_dirs)
@@ -39,6 +62,8 @@ class ServeContext:
         tiering = self.config.tiering
         remote = RemoteTier(tiering.open_store()) if tiering is not None else None
         self.sources = Sources(TailCache(), remote)
+        self.coordinator = GroupCoordinator(self.config.groups, self.offsets.groups(),
+                                            has_offsets=self.offsets.has_offsets)  # fmt: skip
 
     async def blocking(self, func: Callable[..., T], *args: object) -> T:
         """``func(*args)`` in the thread pool, awaited without blocking the loop."""

@@ -7,6 +7,7 @@ with UNSUPPORTED_VERSION and the served list (KIP-511), so a newer client can st
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -17,22 +18,34 @@ from kafkatier.serve.apis import (
     cluster,
     configs,
     fetch,
+    group_admin,
+    groups,
     list_offsets,
     metadata,
+    offsets,
     writes,
 )
 from kafkatier.serve.apis.versions import (
     API_VERSIONS,
     DESCRIBE_CLUSTER,
     DESCRIBE_CONFIGS,
+    DESCRIBE_GROUPS,
     FETCH,
+    FIND_COORDINATOR,
+    HEARTBEAT,
+    JOIN_GROUP,
+    LEAVE_GROUP,
+    LIST_GROUPS,
     LIST_OFFSETS,
     METADATA,
+    OFFSET_COMMIT,
+    OFFSET_FETCH,
     PRODUCE,
     SUPPORTED,
+    SYNC_GROUP,
     supports,
 )
-from kafkatier.serve.context import ServeContext
+from kafkatier.serve.context import CLIENT, ServeContext
 from kafkatier.serve.protocol import MalformedRequest, decode_request, encode_response, peek_header
 
 Handler = Callable[[ServeContext, int, Any], Awaitable[Any]]
@@ -45,6 +58,15 @@ HANDLERS: dict[int, Handler] = {
     API_VERSIONS: api_versions.handle,
     DESCRIBE_CLUSTER: cluster.handle,
     DESCRIBE_CONFIGS: configs.handle,
+    OFFSET_COMMIT: offsets.offset_commit,
+    OFFSET_FETCH: offsets.offset_fetch,
+    FIND_COORDINATOR: groups.find_coordinator,
+    JOIN_GROUP: groups.join_group,
+    HEARTBEAT: groups.heartbeat,
+    LEAVE_GROUP: groups.leave_group,
+    SYNC_GROUP: groups.sync_group,
+    DESCRIBE_GROUPS: group_admin.describe_groups,
+    LIST_GROUPS: group_admin.list_groups,
 }
 assert set(HANDLERS) == set(SUPPORTED), "every served API key needs a handler, and only those"
 
@@ -62,5 +84,6 @@ async def dispatch(ctx: ServeContext, frame: bytes) -> bytes | None:
         raise UnsupportedRequest(f"api key {key} version {version} is not served "
                                  "(ApiVersions lists what is)")  # fmt: skip
     header, request = decode_request(frame, load_request_schema(key, version))
+    CLIENT.set(dataclasses.replace(CLIENT.get(), client_id=header.client_id or ""))
     response = await HANDLERS[key](ctx, version, request)
     return None if response is None else encode_response(header.correlation_id, response)

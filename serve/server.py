@@ -1,5 +1,6 @@
-"""The server: one asyncio listener per configured listener, a thread pool for disk reads, and a
-clean stop (listeners closed, open connections cancelled, the pool shut down).
+"""The server: one asyncio listener per configured listener, a thread pool for disk reads, the
+group coordinator's timers, and a clean stop (listeners closed, open connections cancelled, the
+timers stopped, ``__consumer_offsets`` closed cleanly, the pool shut down).
 
 A listener on port 0 takes a free port; the advertised listener of the same name then carries
 the bound port, so Metadata points clients back at this server.
@@ -15,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from kafkatier.serve.config import Listener, ServeConfig
 from kafkatier.serve.connection import serve_connection
 from kafkatier.serve.context import ServeContext
+from kafkatier.serve.group.offset_store import OffsetStore
 
 log = logging.getLogger("kafkatier.serve")
 READ_THREADS = 8
@@ -26,11 +28,18 @@ class Server:
         self.executor = ThreadPoolExecutor(READ_THREADS, thread_name_prefix="kafkatier-serve")
         self._servers: list[asyncio.Server] = []
         self._connections: set[asyncio.Task[None]] = set()
+        self._offsets: OffsetStore | None = None
+        self._timers: asyncio.Task[None] | None = None
         self.bound: dict[str, int] = {}
         """Listener name -> bound port."""
 
     async def start(self) -> ServeContext:
-        ctx = ServeContext(self.config, self.executor, self.config.advertised)
+        config = self.config
+        self._offsets = await asyncio.get_running_loop().run_in_executor(
+            self.executor, OffsetStore, config.offsets_dir, config.offsets_partitions
+        )
+        ctx = ServeContext(config, self.executor, config.advertised, self._offsets)
+        self._timers = asyncio.create_task(ctx.coordinator.run())
         for listener in self.config.listeners:
             server = await asyncio.start_server(
                 lambda r, w: self._accept(ctx, r, w), listener.host or None, listener.port
@@ -68,12 +77,17 @@ class Server:
         await asyncio.gather(*self._connections, return_exceptions=True)
         for server in self._servers:
             await server.wait_closed()
+        if self._timers is not None:
+            self._timers.cancel()
+            await asyncio.gather(self._timers, return_exceptions=True)
         self.executor.shutdown(wait=True, cancel_futures=True)
+        if self._offsets is not None:
+            self._offsets.close()
 
     async def run(self, stop: asyncio.Event) -> None:
         """Serve until ``stop`` is set."""
-        await self.start()
-        try:
+        try:  # a start that fails half-way (a port in use) still releases what it opened
+            await self.start()
             await stop.wait()
         finally:
             await self.stop()

@@ -65,7 +65,12 @@ _RANGES = {  # attr: (low, high) inclusive, with -1 allowed where it means "off"
 _OFF_ALLOWED = {"rate_limit_bps", "metrics_port"}
 FOREIGN_PREFIXES = ("topic.", "run.", "remote.storage.embedded")
 """Keys of the unified configuration (kafkatier.cli.config.loader) that this loader leaves alone."""
-SERVE_KEYS = frozenset({"listeners", "advertised.listeners", "socket.request.max.bytes"})
+SERVE_KEYS = frozenset({
+    "listeners", "advertised.listeners", "socket.request.max.bytes", "offsets.log.dir",
+    "offsets.topic.num.partitions", "group.min.session.timeout.ms",
+    "group.max.session.timeout.ms", "group.initial.rebalance.delay.ms",
+    "offset.metadata.max.bytes",
+})  # fmt: skip
 """Keys of ``kafkatier serve`` (kafkatier.serve.config), left alone here too."""
 _STR_KEYS = {
     "remote.storage.s3.endpoint.url": "endpoint_url",

@@ -88,8 +88,15 @@ def log_bytes(paths: Iterable[Path]) -> int:
     total = 0
     for path in map(Path, paths):
         candidates = [path] if path.is_file() else path.rglob("*.log")
-        total += sum(p.stat().st_size for p in candidates if p.name.endswith(".log"))
+        total += sum(p.stat().st_size for p in candidates
+                     if p.name.endswith(".log") and not _hidden(p, path))  # fmt: skip
     return total
+
+
+def _hidden(found: Path, root: Path) -> bool:
+    """Under a hidden dir of ``root`` (``kafkatier serve``'s ``.kafkatier-serve``), which
+    verifying ``root`` does not walk."""
+    return any(part.startswith(".") for part in found.relative_to(root).parts[:-1])
 
 
 def verify_log_dir(path: Path, found: Findings, progress: Progress | None = None) -> None:

@@ -31,6 +31,8 @@ def free_port() -> int:
         (["listeners=PLAINTEXT://0.0.0.0:9092"], "required when a listener binds every"),
         (["listeners=PLAINTEXT://nohost"], "not a listener NAME://host:port"),
         (["socket.request.max.bytes=ten"], "not an integer >= 1024"),
+        (["offsets.topic.num.partitions=0"], "not an integer >= 1"),
+        (["group.initial.rebalance.delay.ms=-1"], "not an integer >= 0"),
         (["no.such.key=1"], "unknown setting 'no.such.key'"),
     ],
 )
@@ -55,14 +57,7 @@ def test_serves_a_client_then_stops_cleanly(tmp_path: Path, sig: signal.Signals)
     proc = subprocess.Popen([str(KAFKATIER), "serve", "--config", str(config)],
                             stderr=subprocess.PIPE, text=True)  # fmt: skip
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert proc.poll() is None and time.monotonic() < deadline, "never listened"
-                time.sleep(0.1)
+        wait_listening(proc, port)
         assert 't-0' in metadata(port) or '"t"' in metadata(port)
         proc.send_signal(sig)
         _, err = proc.communicate(timeout=20)
@@ -71,6 +66,18 @@ def test_serves_a_client_then_stops_cleanly(tmp_path: Path, sig: signal.Signals)
             proc.kill()
     assert proc.returncode == 0, err
     assert "Traceback" not in err and err.rstrip().endswith("stopped"), err
+
+
+def wait_listening(proc: subprocess.Popen[str], port: int) -> None:
+    """Until the server ``proc`` accepts connections on ``port``."""
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            assert proc.poll() is None and time.monotonic() < deadline, "never listened"
+            time.sleep(0.1)
 
 
 def metadata(port: int) -> str:

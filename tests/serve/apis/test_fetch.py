@@ -93,7 +93,7 @@ def test_offsets_for_times(codecs_dir: Path, serve: Any) -> None:
     with serve(codecs_dir) as port:
         kp = KafkaConsumer(bootstrap_servers=f"127.0.0.1:{port}", group_id=None)
         cc = Consumer({"bootstrap.servers": f"127.0.0.1:{port}", "group.id": "t",
-                       "enable.auto.commit": False})  # no groups yet: nothing to commit
+                       "enable.auto.commit": False})  # assign() only: nothing to commit
         try:
             for ts in stamps:
                 for p in range(PARTITIONS):

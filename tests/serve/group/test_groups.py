@@ -1,0 +1,233 @@
+"""Consumer groups over ``kafkatier serve`` with unmodified clients (classic protocol): two
+members split a 4-partition topic and the one that stays takes over the partitions of the one
+that leaves, resuming from its commits; committed offsets survive a restart of the server (a
+consumer of another client resumes: no record twice, none missed, as the segment files hold
+them) and are on disk in Kafka's ``__consumer_offsets`` format; kcat -G consumes and commits;
+a group with no commits has offset -1 (and a server nobody commits to writes nothing); a member
+that vanishes without leaving is expelled when its session times out."""
+
+from __future__ import annotations
+
+import select
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from group_clients import (
+    ALL,
+    GROUPS,
+    MEMBERS,
+    PARTITIONS,
+    PER_PARTITION,
+    TOPIC,
+    ConfluentMember,
+    poll_until,
+    write_topic,
+)
+from kafka.record import MemoryRecords
+from serve_clients import KCAT
+from test_datasource import kafka_python_rows as disk_rows
+
+
+def admin(port: int) -> Any:
+    from confluent_kafka.admin import AdminClient
+
+    return AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"})
+
+
+def described(port: int, group: str) -> Any:
+    client = admin(port)  # kept alive until the result is in
+    return client.describe_consumer_groups([group])[group].result(timeout=10)
+
+
+@pytest.mark.parametrize("client", MEMBERS)
+def test_two_members_split_then_one_takes_over(client: str, tmp_path: Path, serve: Any) -> None:
+    """The topic is empty until the split is settled, so what each member reads is exactly
+    the records of the partitions it was given; after the takeover, the staying member reads
+    only the records appended since (its own partitions and the leaver's resume from their
+    commits)."""
+    from confluent_kafka import ConsumerGroupState
+
+    logs = tmp_path / "logs"
+    write_topic(logs, count=0)
+    make = MEMBERS[client]
+    with serve(logs, **GROUPS) as port:
+        a = make(port, "split", [TOPIC])
+        b = None
+        try:
+            poll_until([a], lambda _: a.assignment() == ALL, "the first member to get all")
+            b = make(port, "split", [TOPIC])
+            pair = [a, b]
+            poll_until(pair, lambda _: all(len(m.assignment()) == 2 for m in pair), "a 2/2 split")
+            mine = [a.assignment(), b.assignment()]
+            assert mine[0] | mine[1] == ALL and not mine[0] & mine[1]
+            write_topic(logs)
+            on_disk = disk_rows(logs, TOPIC)
+            got = poll_until(pair, lambda rows: len(rows[0]) + len(rows[1]) >= len(on_disk),
+                             "the records")  # fmt: skip
+            assert [sorted(got[i]) for i in (0, 1)] == [
+                [r for r in on_disk if r[:2] in part] for part in mine
+            ]  # each exactly its own partitions
+            a.commit()
+            b.commit()
+            b.close()
+            b = None
+            meanwhile = poll_until([a], lambda _: a.assignment() == ALL, "the takeover")
+            assert meanwhile == {0: []}  # nothing new yet, and nothing read twice
+            group = described(port, "split")
+            assert group.state == ConsumerGroupState.STABLE and len(group.members) == 1
+            write_topic(logs, PER_PARTITION, 1)
+            after = poll_until([a], lambda rows: len(rows[0]) >= PARTITIONS, "the appends")[0]
+            after.extend(a.poll())
+            assert sorted(after) == [r for r in disk_rows(logs, TOPIC) if r[2] == PER_PARTITION]
+        finally:
+            for member in (a, b):
+                if member is not None:
+                    member.close()
+
+
+def committed_on_disk(offsets_dir: Path) -> dict[tuple[str, str, int], int]:
+    """The latest committed offset per (group, topic, partition), decoded here from the
+    ``__consumer_offsets`` segments with kafka-python's record reader and Kafka's schemas
+    (key: version int16, group, topic strings, partition int32; value v3: version int16,
+    offset int64, leader epoch int32, metadata string, commit timestamp int64)."""
+    found: dict[tuple[str, str, int], int] = {}
+    for segment in sorted(offsets_dir.glob("__consumer_offsets-*/*.log")):
+        memory = MemoryRecords(segment.read_bytes())
+        while memory.has_next():
+            for record in memory.next_batch():
+                key, at = record.key, 2
+                assert struct.unpack_from(">h", key)[0] == 1
+                fields: list[Any] = []
+                for _ in range(2):
+                    (size,) = struct.unpack_from(">h", key, at)
+                    fields.append(key[at + 2 : at + 2 + size].decode())
+                    at += 2 + size
+                (partition,) = struct.unpack_from(">i", key, at)
+                version, offset = struct.unpack_from(">hq", record.value)
+                assert version == 3
+                found[(fields[0], fields[1], partition)] = offset
+    return found
+
+
+@pytest.mark.parametrize(("first", "second"), [("kafka-python", "confluent-kafka"),
+                                               ("confluent-kafka", "aiokafka"),
+                                               ("aiokafka", "kafka-python")])  # fmt: skip
+def test_committed_offsets_survive_a_restart(
+    first: str, second: str, tmp_path: Path, serve: Any
+) -> None:
+    logs = tmp_path / "logs"
+    write_topic(logs)
+    on_disk = disk_rows(logs, TOPIC)
+    with serve(logs, **GROUPS) as port:
+        member = MEMBERS[first](port, "resume", [TOPIC])
+        try:
+            before = poll_until([member], lambda rows: len(rows[0]) >= 40, "records", most=7)[0]
+            member.commit()
+        finally:
+            member.close()
+    ends: dict[tuple[str, int], int] = {}
+    for row in before:
+        ends[row[:2]] = max(ends.get(row[:2], 0), row[2] + 1)
+    offsets_dir = logs / ".kafkatier-serve"
+    committed = committed_on_disk(offsets_dir)  # a partition not read yet may have 0
+    assert {k: v for k, v in committed.items() if v} == {
+        ("resume", t, p): o for (t, p), o in ends.items()
+    }
+    with serve(logs, **GROUPS) as port:  # a new server process state, the same dirs
+        client = admin(port)
+        listed = client.list_consumer_groups().result(timeout=10).valid
+        assert [(g.group_id, g.state.name) for g in listed] == [("resume", "EMPTY")]
+        member = MEMBERS[second](port, "resume", [TOPIC])
+        try:
+            rest = len(on_disk) - len(before)
+            after = poll_until([member], lambda rows: len(rows[0]) >= rest, "the rest")[0]
+            after.extend(member.poll())
+        finally:
+            member.close()
+    assert before and after
+    assert sorted(before + after) == on_disk  # none twice, none missed
+
+
+@pytest.mark.skipif(KCAT is None, reason="kcat is not installed (apt-get install kcat)")
+def test_kcat_consumes_in_a_group_and_commits(tmp_path: Path, serve: Any) -> None:
+    logs = tmp_path / "logs"
+    write_topic(logs)
+    on_disk = disk_rows(logs, TOPIC)
+
+    def kcat(port: int) -> list[tuple[int, int, str]]:
+        assert KCAT is not None
+        out = subprocess.run(
+            [KCAT, "-b", f"127.0.0.1:{port}", "-G", "kc", "-X", "auto.offset.reset=earliest",
+             "-e", "-q", "-f", "%p %o %s\\n", TOPIC],
+            capture_output=True, timeout=30, check=True, text=True,
+        )  # fmt: skip
+        return sorted((int(p), int(o), v) for p, o, v in map(str.split, out.stdout.splitlines()))
+
+    with serve(logs, **GROUPS) as port:
+        assert kcat(port) == [(r[1], r[2], r[4].decode()) for r in on_disk]
+        assert kcat(port) == []  # the first run committed its positions when it closed
+    assert committed_on_disk(logs / ".kafkatier-serve") == {
+        ("kc", TOPIC, p): PER_PARTITION for p in range(PARTITIONS)
+    }
+
+
+def test_an_unknown_group_has_offset_minus_one(tmp_path: Path, serve: Any) -> None:
+    from confluent_kafka import OFFSET_INVALID, Consumer
+    from confluent_kafka import TopicPartition as CTP
+    from kafka import KafkaConsumer, TopicPartition
+
+    write_topic(tmp_path)
+    with serve(tmp_path, **GROUPS) as port:
+        kp = KafkaConsumer(bootstrap_servers=f"127.0.0.1:{port}", group_id="nobody")
+        cc = Consumer({"bootstrap.servers": f"127.0.0.1:{port}", "group.id": "nobody"})
+        try:
+            assert kp.committed(TopicPartition(TOPIC, 0)) is None  # kafka-python's -1
+            [found] = cc.committed([CTP(TOPIC, 1)], timeout=10)
+            assert found.offset == OFFSET_INVALID and found.error is None
+        finally:
+            kp.close()
+            cc.close()
+    assert not (tmp_path / ".kafkatier-serve").exists()  # created by the first commit only
+
+
+VANISHING = """
+import sys, time
+from kafka import KafkaConsumer
+c = KafkaConsumer("g", bootstrap_servers=sys.argv[1], group_id="expire", session_timeout_ms=1000,
+                  heartbeat_interval_ms=200, enable_auto_commit=False)
+while len(c.assignment()) != 2:
+    c.poll(timeout_ms=200)
+print("assigned", flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_session_timeout_expels_a_vanished_member(tmp_path: Path, serve: Any) -> None:
+    """A member killed without LeaveGroup (SIGKILL) stops heartbeating; after its
+    session.timeout.ms (1 s) the coordinator removes it and the other member gets all."""
+    write_topic(tmp_path)
+    with serve(tmp_path, **GROUPS) as port:
+        a = ConfluentMember(port, "expire", [TOPIC])
+        proc = subprocess.Popen([sys.executable, "-c", VANISHING, f"127.0.0.1:{port}"],
+                                stdout=subprocess.PIPE, text=True)  # fmt: skip
+        try:
+            poll_until([a], lambda _: len(a.assignment()) == 2, "a 2/2 split")
+            ready, _, _ = select.select([proc.stdout], [], [], 20)
+            assert ready and proc.stdout is not None and proc.stdout.readline() == "assigned\n"
+            assert len(described(port, "expire").members) == 2
+            proc.kill()
+            proc.wait(10)
+            killed = time.monotonic()
+            poll_until([a], lambda _: a.assignment() == ALL, "the vanished member's expiry")
+            took = time.monotonic() - killed
+            assert took >= 0.7, f"expelled after {took:.2f} s, before its 1 s session ended"
+            assert len(described(port, "expire").members) == 1
+        finally:
+            proc.kill()
+            proc.wait(10)
+            a.close()

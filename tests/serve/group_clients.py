@@ -1,0 +1,169 @@
+"""Group members of unmodified Kafka clients for the group tests: each adapter subscribes to
+topics with a ``group.id`` (manual commits, earliest reset, short heartbeats) and offers the
+same small surface: poll some records as rows, the partitions assigned, commit what was
+consumed, close (leaving the group); and the topic they read."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+from serve_clients import Row, record_row
+
+from kafkatier.storage.log.directory import LogDirectory
+from kafkatier.storage.record.builder import build_batch
+from kafkatier.storage.record.record import Record
+
+HEARTBEAT_MS = 200
+TOPIC, PARTITIONS, PER_PARTITION, T0 = "g", 4, 30, 1_700_000_000_000
+ALL = {(TOPIC, p) for p in range(PARTITIONS)}
+GROUPS = {"group__initial__rebalance__delay__ms": "0", "group__min__session__timeout__ms": "500"}
+"""No initial delay (Kafka's 3 s) and short sessions allowed: tests in seconds."""
+
+
+def write_topic(log_dir: Path, first: int = 0, count: int = PER_PARTITION) -> None:
+    """``count`` records per partition from offset ``first``, in batches of three."""
+    with LogDirectory(log_dir) as ld:
+        ld.create_partitions(TOPIC, PARTITIONS)
+        for p in range(PARTITIONS):
+            log = ld.get(TOPIC, p)
+            assert log is not None
+            for start in range(first, first + count, 3):
+                log.append(build_batch([
+                    Record(i, T0 + i, b"k%d" % i, b"v%d-%d" % (p, i), (("h", b"%d" % p),))
+                    for i in range(start, min(start + 3, first + count))
+                ]))  # fmt: skip
+
+
+class GroupMember(Protocol):
+    def poll(self, most: int = 500) -> list[Row]: ...
+    def assignment(self) -> set[tuple[str, int]]: ...
+    def commit(self) -> None: ...
+    def close(self) -> None: ...
+
+
+class KafkaPythonMember:
+    def __init__(self, port: int, group: str, topics: list[str], **extra: Any) -> None:
+        from kafka import KafkaConsumer
+
+        self.consumer = KafkaConsumer(
+            *topics, bootstrap_servers=f"127.0.0.1:{port}", group_id=group,
+            enable_auto_commit=False, auto_offset_reset="earliest",
+            heartbeat_interval_ms=HEARTBEAT_MS, **extra,
+        )  # fmt: skip
+
+    def poll(self, most: int = 500) -> list[Row]:
+        found = self.consumer.poll(timeout_ms=200, max_records=most)
+        return [record_row(r) for records in found.values() for r in records]
+
+    def assignment(self) -> set[tuple[str, int]]:
+        return {(tp.topic, tp.partition) for tp in self.consumer.assignment()}
+
+    def commit(self) -> None:
+        self.consumer.commit()
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+class ConfluentMember:
+    def __init__(self, port: int, group: str, topics: list[str], **extra: Any) -> None:
+        from confluent_kafka import Consumer
+
+        self.consumer = Consumer({
+            "bootstrap.servers": f"127.0.0.1:{port}", "group.id": group,
+            "enable.auto.commit": False, "auto.offset.reset": "earliest",
+            "heartbeat.interval.ms": HEARTBEAT_MS, **extra,
+        })  # fmt: skip
+        self.consumer.subscribe(topics)
+
+    def poll(self, most: int = 500) -> list[Row]:
+        rows: list[Row] = []
+        for msg in self.consumer.consume(num_messages=most, timeout=0.2):
+            assert not msg.error(), msg.error()
+            ts_type, ts = msg.timestamp()
+            rows.append((msg.topic(), msg.partition(), msg.offset(), msg.key(), msg.value(), ts,
+                         ts_type - 1, tuple(msg.headers() or ())))  # fmt: skip
+        return rows
+
+    def assignment(self) -> set[tuple[str, int]]:
+        return {(tp.topic, tp.partition) for tp in self.consumer.assignment()}
+
+    def commit(self) -> None:
+        self.consumer.commit(asynchronous=False)
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+class AioKafkaMember:
+    """aiokafka's consumer on its own event loop in a thread, driven through this sync API."""
+
+    def __init__(self, port: int, group: str, topics: list[str], **extra: Any) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.consumer = self._run(self._start(port, group, topics, extra))
+
+    def _run(self, coro: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(30)
+
+    @staticmethod
+    async def _start(port: int, group: str, topics: list[str], extra: dict[str, Any]) -> Any:
+        from aiokafka import AIOKafkaConsumer
+
+        consumer = AIOKafkaConsumer(
+            *topics, bootstrap_servers=f"127.0.0.1:{port}", group_id=group,
+            enable_auto_commit=False, auto_offset_reset="earliest",
+            heartbeat_interval_ms=HEARTBEAT_MS, **extra,
+        )  # fmt: skip
+        await consumer.start()
+        return consumer
+
+    def poll(self, most: int = 500) -> list[Row]:
+        found = self._run(self.consumer.getmany(timeout_ms=200, max_records=most))
+        return [record_row(r) for records in found.values() for r in records]
+
+    def assignment(self) -> set[tuple[str, int]]:
+        async def assigned() -> set[Any]:
+            return set(self.consumer.assignment())
+
+        return {(tp.topic, tp.partition) for tp in self._run(assigned())}
+
+    def commit(self) -> None:
+        self._run(self.consumer.commit())
+
+    def close(self) -> None:
+        try:
+            self._run(self.consumer.stop())
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self.thread.join(10)
+            self.loop.close()
+
+
+MEMBERS: dict[str, Callable[..., GroupMember]] = {
+    "kafka-python": KafkaPythonMember,
+    "confluent-kafka": ConfluentMember,
+    "aiokafka": AioKafkaMember,
+}
+
+
+Rows = dict[int, list[Row]]
+
+
+def poll_until(members: list[GroupMember], done: Callable[[Rows], bool], what: str,
+               most: int = 500, seconds: float = 20) -> Rows:  # fmt: skip
+    """Poll every member in turn (``most`` records a poll) until ``done(rows)``; each
+    member's rows by its index in ``members``."""
+    rows: Rows = {i: [] for i in range(len(members))}
+    deadline = time.monotonic() + seconds
+    while not done(rows):
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        for i, member in enumerate(members):
+            rows[i].extend(member.poll(most))
+    return rows
