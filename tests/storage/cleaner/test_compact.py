@@ -274,6 +274,36 @@ def test_small_map_cleans_in_several_passes_with_the_same_result(tmp_path: Path)
     assert small_out == large_out
 
 
+@pytest.mark.parametrize("path", ["chunks", "batches", "records"])
+def test_a_batch_with_more_keys_than_the_map_holds_is_cleaned_part_way(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, path: str
+) -> None:
+    """Kafka's map takes each put's offset as its latest, so a full map ends the pass inside the
+    batch that filled it (``SkimpyOffsetMap.put``, ``Cleaner.buildOffsetMapForSegment``): a
+    batch with more keys than the map holds still gets cleaned, over several passes."""
+    from kafkatier.storage.cleaner import fast as cleaner_fast
+
+    if path != "chunks":
+        monkeypatch.setattr(cleaner_fast, "ENABLED", False)
+    if path == "records":
+        monkeypatch.setattr(cleaner_fast, "scan", lambda _batch: None)
+    clock = ManualClock()
+    config = compact_config(log_cleaner_dedupe_buffer_size=24 * 8)  # 8 slots, 7 keys a pass
+    log_dir, log = open_log(tmp_path, config, clock)
+    append(log, [(b"k%02d" % i, b"old") for i in range(20)], timestamp=clock.now)
+    append(log, [(b"k00", b"new")], timestamp=clock.now)
+    log.roll()
+    result = compact_log(log, now_ms=clock.now, first_dirty_offset=None)
+    assert result.cleaned and result.end_offset == 21 and result.passes == 3
+    survivors = latest_by_key(committed_records(log))
+    assert survivors == {b"k00": (20, b"new")} | {
+        b"k%02d" % i: (i, b"old") for i in range(1, 20)
+    }
+    assert len(offsets_and_values(log)) == 20
+    log_dir.close()
+    assert verify_paths([tmp_path]) == []
+
+
 def test_memory_stays_within_the_map_budget_plus_a_constant(tmp_path: Path) -> None:
     """Thousands of keys through a 1,000-slot map: several passes, and the traced peak during
     cleaning is the map plus a small constant, whatever the number of keys."""
