@@ -237,6 +237,9 @@ def test_group_limits_are_kafkas() -> None:
     assert [[s.base_offset for s in g] for g in by_index] == [[0, 5], [9]]
     wide = group_segments([info(0, 1), info(2**31, 1)], 100, 100, 2**31 + 5)
     assert len(wide) == 2
+    # an empty segment joins the group whatever offsets follow it; the next one may not
+    gap = group_segments([info(0, 1), info(10, 0), info(2**31 + 20, 1)], 100, 100, 2**31 + 40)
+    assert [[s.base_offset for s in g] for g in gap] == [[0, 10], [2**31 + 20]]
 
 
 def test_cleaned_segments_are_regrouped(tmp_path: Path) -> None:
