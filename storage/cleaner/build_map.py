@@ -3,8 +3,9 @@
 Segments in [start, end) are read from the segment at ``start`` on; batches of aborted
 transactions are skipped (their data never wins), control batches only advance transaction
 tracking, and every other keyed record at or after ``start`` maps its key to its offset. When the
-map reaches its desired size the build stops part-way: ``latest_offset`` then tells the rewrite
-which records the map covers, and the next pass starts after it.
+map reaches its desired size the build stops part-way, possibly inside a batch: ``latest_offset``
+(the last record put, as Kafka's map records every put) then tells the rewrite which records the
+map covers, and the next pass starts after it.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from kafkatier.storage.record.legacy import LegacyBatch
 
 
 def _map_batch_records(batch: AnyBatch, offset_map: OffsetMap, start: int) -> bool:
-    """Put the batch's keyed records; True when the map filled up before all fitted."""
+    """Put the batch's keyed records; True when the map filled up before all fitted, its latest
+    offset then the last record put, as Kafka's (the next pass starts inside the batch)."""
     scanned = cleaner_fast.scan(batch) if isinstance(batch, RecordBatch) else None
     if scanned is not None:
         return cleaner_fast.map_keys(scanned, offset_map, start)
@@ -35,6 +37,8 @@ def _map_batch_records(batch: AnyBatch, offset_map: OffsetMap, start: int) -> bo
     if not keys:
         return False
     put = offset_map.put_hashes(offset_map.digests(keys), np.array(offsets, dtype=np.int64))
+    if put < len(keys) and put:
+        offset_map.update_latest_offset(max(offset_map.latest_offset, offsets[put - 1]))
     return put < len(keys)
 
 

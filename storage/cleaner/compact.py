@@ -64,7 +64,8 @@ def group_segments(
     infos: Sequence[SegmentInfo], max_size: int, max_index_size: int, first_uncleanable: int
 ) -> list[list[SegmentInfo]]:
     """Kafka's ``groupSegmentsBySize``: consecutive segments whose log bytes, offset-index bytes
-    and time-index bytes each stay within the limits and whose offsets fit one segment."""
+    and time-index bytes each stay within the limits and whose offsets fit one segment (not
+    asked of an empty segment, which adds no offsets: as Kafka, so none is left on its own)."""
     groups: list[list[SegmentInfo]] = []
     i = 0
     while i < len(infos):
@@ -80,7 +81,7 @@ def group_segments(
                 log_size + nxt.size > max_size
                 or index_size + nxt.offset_index_bytes > max_index_size
                 or time_size + nxt.time_index_bytes > max_index_size
-                or last - group[0].base_offset > INT32_MAX
+                or (nxt.size > 0 and last - group[0].base_offset > INT32_MAX)
             ):
                 break
             group.append(nxt)

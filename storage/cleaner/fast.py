@@ -53,12 +53,15 @@ def scan(batch: RecordBatch) -> ScannedBatch | None:
 
 
 def map_keys(scanned: ScannedBatch, offset_map: OffsetMap, start: int) -> bool:
-    """Put the keyed records at or after ``start``; True when the map filled up first."""
-    complete, offset_map.size = map_batch(
+    """Put the keyed records at or after ``start``; True when the map filled up first (its
+    latest offset is then the last record put)."""
+    complete, offset_map.size, last_put = map_batch(
         offset_map.table, scanned.payload, scanned.rows, scanned.batch.base_offset, start,
         offset_map.size, offset_map.max_desired_size, offset_map.digest, offset_map.superseded,
         offset_map.superseded_start,
     )  # fmt: skip
+    if not complete:
+        offset_map.update_latest_offset(max(offset_map.latest_offset, last_put))
     return not complete
 
 

@@ -34,9 +34,11 @@ def _hash_keys(buf: U8, rows: I64, lengths: I64, digest: int) -> Table:
 def map_batch(
     table: Table, buf: U8, rows: I64, base_offset: int, start: int, size: int, limit: int,
     digest: int, sup: Bits, sup_start: int,
-) -> tuple[bool, int]:  # fmt: skip
+) -> tuple[bool, int, int]:  # fmt: skip
     """Put every keyed record at or after ``start``, checking the size before each put as Kafka
-    does; (False, size) as soon as the map is full, else (True, size). Replaced offsets are
+    does: (False, size, offset of the last record put, -1 if none) as soon as the map is full,
+    else (True, size, -1). The last put's offset is the map's latest offset when it filled inside
+    this batch (Kafka's ``SkimpyOffsetMap.put`` records every put's offset). Replaced offsets are
     marked in ``sup`` (``OffsetMap.superseded``)."""
     lengths = rows[:, KEY_LEN].copy()
     for i in range(rows.shape[0]):
@@ -44,15 +46,17 @@ def map_batch(
             lengths[i] = -1
     words = _hash_keys(buf, rows, lengths, digest)
     guesses = first_slots(table, words, lengths)
+    last_put = -1
     for i in range(rows.shape[0]):
         if lengths[i] < 0:
             continue
         if size >= limit:
-            return False, size
+            return False, size, last_put
         lo, hi = words[i, 0], words[i, 1]
         slot = resolve(table, lo, hi, guesses[i])
-        size += put_marking(table, slot, lo, hi, base_offset + rows[i, OFF_DELTA], sup, sup_start)
-    return True, size
+        last_put = base_offset + rows[i, OFF_DELTA]
+        size += put_marking(table, slot, lo, hi, last_put, sup, sup_start)
+    return True, size, -1
 
 
 @numba.njit(cache=True, nogil=True)

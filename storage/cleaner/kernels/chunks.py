@@ -113,7 +113,8 @@ def map_chunk(
     sup: Bits, sup_start: int,
 ) -> tuple[int, bool, int, int]:  # fmt: skip
     """Map the plain batches from ``pos``: (where it stopped, map full, size, latest offset).
-    A full map stops at the batch that did not fit, its latest offset not taken (as Python)."""
+    A full map stops at the batch that did not fit, the latest offset then its last record put
+    (as Python)."""
     while True:
         n = plain_batch_size(buf, pos)
         if n == 0:
@@ -123,10 +124,10 @@ def map_chunk(
         if not ok:
             return pos, False, size, latest
         base = _be(buf, pos, 8)
-        complete, size = map_batch(table, payload, rows, base, start, size, limit, digest, sup,
-                                   sup_start)  # fmt: skip
+        complete, size, last_put = map_batch(table, payload, rows, base, start, size, limit,
+                                             digest, sup, sup_start)  # fmt: skip
         if not complete:
-            return pos, True, size, latest
+            return pos, True, size, max(latest, last_put)
         last = base + _be(buf, pos + 23, 4)
         if last >= start:
             latest = last

@@ -237,6 +237,9 @@ def test_group_limits_are_kafkas() -> None:
     assert [[s.base_offset for s in g] for g in by_index] == [[0, 5], [9]]
     wide = group_segments([info(0, 1), info(2**31, 1)], 100, 100, 2**31 + 5)
     assert len(wide) == 2
+    # an empty segment joins the group whatever offsets follow it; the next one may not
+    gap = group_segments([info(0, 1), info(10, 0), info(2**31 + 20, 1)], 100, 100, 2**31 + 40)
+    assert [[s.base_offset for s in g] for g in gap] == [[0, 10], [2**31 + 20]]
 
 
 def test_cleaned_segments_are_regrouped(tmp_path: Path) -> None:
@@ -272,6 +275,36 @@ def test_small_map_cleans_in_several_passes_with_the_same_result(tmp_path: Path)
     assert small.passes > 1 and large.passes == 1
     assert small.end_offset == large.end_offset == 120
     assert small_out == large_out
+
+
+@pytest.mark.parametrize("path", ["chunks", "batches", "records"])
+def test_a_batch_with_more_keys_than_the_map_holds_is_cleaned_part_way(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, path: str
+) -> None:
+    """Kafka's map takes each put's offset as its latest, so a full map ends the pass inside the
+    batch that filled it (``SkimpyOffsetMap.put``, ``Cleaner.buildOffsetMapForSegment``): a
+    batch with more keys than the map holds still gets cleaned, over several passes."""
+    from kafkatier.storage.cleaner import fast as cleaner_fast
+
+    if path != "chunks":
+        monkeypatch.setattr(cleaner_fast, "ENABLED", False)
+    if path == "records":
+        monkeypatch.setattr(cleaner_fast, "scan", lambda _batch: None)
+    clock = ManualClock()
+    config = compact_config(log_cleaner_dedupe_buffer_size=24 * 8)  # 8 slots, 7 keys a pass
+    log_dir, log = open_log(tmp_path, config, clock)
+    append(log, [(b"k%02d" % i, b"old") for i in range(20)], timestamp=clock.now)
+    append(log, [(b"k00", b"new")], timestamp=clock.now)
+    log.roll()
+    result = compact_log(log, now_ms=clock.now, first_dirty_offset=None)
+    assert result.cleaned and result.end_offset == 21 and result.passes == 3
+    survivors = latest_by_key(committed_records(log))
+    assert survivors == {b"k00": (20, b"new")} | {
+        b"k%02d" % i: (i, b"old") for i in range(1, 20)
+    }
+    assert len(offsets_and_values(log)) == 20
+    log_dir.close()
+    assert verify_paths([tmp_path]) == []
 
 
 def test_memory_stays_within_the_map_budget_plus_a_constant(tmp_path: Path) -> None:

@@ -197,9 +197,10 @@ def test_superseded_bits_are_the_records_below_their_keys_entry(keys: list[int])
     rows[:, KEY_POS] = np.cumsum(lengths) - lengths
     rows[:, KEY_LEN] = lengths
     rows[:, OFF_DELTA] = np.arange(len(keys))
-    complete, m.size = map_batch(m.table, buf, rows, start, start, m.size, m.max_desired_size,
-                                 m.digest, m.superseded, m.superseded_start)  # fmt: skip
-    assert complete
+    complete, m.size, last_put = map_batch(m.table, buf, rows, start, start, m.size,
+                                           m.max_desired_size, m.digest, m.superseded,
+                                           m.superseded_start)  # fmt: skip
+    assert complete and last_put == -1
     for i, key in enumerate(raw):
         marked = bool(m.superseded[i >> 3] >> (i & 7) & 1)
         assert marked == (start + i < m.get(key))
