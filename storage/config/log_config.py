@@ -92,8 +92,11 @@ class LogConfig:
     producer_id_expiration_ms: int = setting(
         "producer.id.expiration.ms", _DAY_MS, "int", low=1
     )
+    # At least two 24-byte entries, so the key map holds one key at the 0.9 load factor (smaller
+    # was a ValueError traceback, or a map that never compacts). Kafka asks for 1 MiB a cleaner
+    # thread; tests give a few hundred bytes to force several passes.
     dedupe_buffer_size: int = setting(
-        "log.cleaner.dedupe.buffer.size", 128 << 20, "long", low=1
+        "log.cleaner.dedupe.buffer.size", 128 << 20, "long", low=48
     )
     io_buffer_size: int = setting("log.cleaner.io.buffer.size", 512 << 10, "int", low=0)
     dedupe_buffer_load_factor: float = setting(

@@ -134,6 +134,7 @@ def test_compression_levels():
         ("message.timestamp.type", ["CreateTime", "LogAppendTime"], ["createtime", "None"]),
         ("message.timestamp.after.max.ms", ["0", "3600000"], ["-1"]),
         ("producer.id.expiration.ms", ["1"], ["0", "2147483648"]),
+        ("log.cleaner.dedupe.buffer.size", ["48", "134217728"], ["47", "1", "0"]),
     ],
 )
 def test_ranges(key, good, bad):
