@@ -19,8 +19,8 @@ the sink and the sidecar talk to S3 only through the proxy. A round:
    run: the writer may fail, and must then say ENOSPC; the space returns before step 5;
 4. meanwhile ``kafkatier sidecar --once`` runs pass after pass (upload, local retention, remote
    compaction, orphan sweep), each maybe killed from outside or at one of the tiering crash
-   points, with S3 faults (500, 503, connections reset mid-upload and mid-download, stalls)
-   queued in the proxy;
+   points, with S3 faults (500, 503, connections reset mid-upload and mid-download, stalls,
+   a byte flipped in a response: a corrupt object as the sidecar reads it) queued in the proxy;
 5. a killed writer is followed by a fault-free one that commits one more batch (Spark replays the
    batch it died in; the sink completes or aborts what the dead run left), and a killed sidecar
    pass by a fault-free one (it finishes what the killed one left half done);
@@ -77,7 +77,7 @@ TIER_POINTS = ("after-started", "before-finished", "after-finished", "mid-upload
                "mid-delete", "mid-local-delete", "after-local-delete", "before-local-checkpoint",
                "after-local-checkpoint", "compact-after-upload", "compact-after-swap",
                "compact-mid-delete", "after-remote-start")  # fmt: skip
-S3_FAULTS = ("500", "503", "reset-up:{n}", "reset-down:{n}", "stall:2")
+S3_FAULTS = ("500", "503", "reset-up:{n}", "reset-down:{n}", "stall:2", "corrupt-down:{n}")
 DISK_MIB = 384  # the log dir's own filesystem (a tmpfs, when this process may mount one)
 PROPERTIES = """\
 log.dirs={logs}
