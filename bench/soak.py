@@ -470,6 +470,8 @@ def orphans(soak: Soak) -> list[str]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--duration", type=float, default=1800, help="seconds of rounds [1800]")
+    parser.add_argument("--min-rounds", type=int, default=1,
+                        help="rounds to run even past the duration [1]; 2 covers a re-creation")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--work", type=Path, default=None, help="working folder [a temp one]")
     parser.add_argument("--keep", action="store_true", help="keep the working folder")
@@ -491,7 +493,7 @@ def main() -> int:
         mount_disk(soak, stack)
         soak.props.write_text(PROPERTIES.format(logs=soak.logs, bucket=server.bucket,
                                                 endpoint=proxy.endpoint, partitions=PARTITIONS))
-        while time.monotonic() - began < args.duration:
+        while time.monotonic() - began < args.duration or soak.rounds < args.min_rounds:
             one_round(soak)
         converge(soak)
     if not args.keep and args.work is None:
@@ -501,7 +503,8 @@ def main() -> int:
 
 
 def report(soak: Soak, args: argparse.Namespace, seconds: float) -> None:
-    print(f"\ncommand: python bench/soak.py --duration {args.duration:g} --seed {args.seed}")
+    print(f"\ncommand: python bench/soak.py --duration {args.duration:g} "
+          f"--min-rounds {args.min_rounds} --seed {args.seed}")
     if not soak.disk:
         print("full-disk faults: none (no right to mount a tmpfs for the log dir)")
     print(f"rounds: {soak.rounds} in {seconds:.0f} s; topic generations: {soak.generation + 1}; "
