@@ -11,12 +11,14 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import os
 from concurrent.futures import ThreadPoolExecutor
 
 from kafkatier.serve.config import Listener, ServeConfig
 from kafkatier.serve.connection import serve_connection
 from kafkatier.serve.context import ServeContext
 from kafkatier.serve.group.offset_store import OffsetStore
+from kafkatier.storage.errors import ConfigError
 
 log = logging.getLogger("kafkatier.serve")
 READ_THREADS = 8
@@ -41,9 +43,17 @@ class Server:
         ctx = ServeContext(config, self.executor, config.advertised, self._offsets)
         self._timers = asyncio.create_task(ctx.coordinator.run())
         for listener in self.config.listeners:
-            server = await asyncio.start_server(
-                lambda r, w: self._accept(ctx, r, w), listener.host or None, listener.port
-            )
+            try:
+                server = await asyncio.start_server(
+                    lambda r, w: self._accept(ctx, r, w), listener.host or None, listener.port
+                )
+            except OSError as exc:  # a port in use, an address not of this machine
+                raise ConfigError(
+                    f"cannot listen on {listener.host}:{listener.port}: "
+                    f"{os.strerror(exc.errno) if exc.errno else exc}; fix: another port in "
+                    "listeners (port 0 takes a free one)", setting="listeners",
+                    value=f"{listener.name}://{listener.host}:{listener.port}",
+                ) from None
             self._servers.append(server)
             self.bound[listener.name] = server.sockets[0].getsockname()[1]
             log.info("listening on %s://%s:%d", listener.name, listener.host,

@@ -9,6 +9,7 @@ Sections, by key::
     remote.storage.embedded.dir=DIR               DIR (kafkatier.cli.config.remote)
     topic.<name>.partitions=N                     a topic's partition count
     topic.<name>.<Kafka topic key>=V              its settings, validated by LogConfig
+    listeners, advertised.listeners, group.*, ... kafkatier serve (kafkatier.serve.config)
     run.*                                         the kafkatier run job (kafkatier.cli.config.run)
 
 A topic name may contain dots: the setting is the longest known key the line ends with. Every
@@ -27,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kafkatier.cli.config.run import WORK, RunSettings, parse_run
+from kafkatier.serve.config import ServeConfig
 from kafkatier.storage.config.log_config import LogConfig
 from kafkatier.storage.config.topic_files import TopicConfigStore
 from kafkatier.storage.errors import ConfigError
@@ -42,6 +44,7 @@ BUILTIN: dict[str, str] = {
     "remote.storage.s3.region": "us-east-1",
     "remote.log.manager.copier.thread.pool.size": "4",
     "remote.log.manager.task.interval.ms": "2000",
+    "listeners": "PLAINTEXT://127.0.0.1:9092",
     "topic.events.partitions": "2",
     "topic.events.cleanup.policy": "delete",
     "topic.events.compression.type": "lz4",
@@ -66,6 +69,7 @@ BUILTIN: dict[str, str] = {
     "run.events.topic": "events",
     "run.state.topic": "user-state",
     "run.sidecar.enable": "true",
+    "run.serve.enable": "true",
     "run.verify": "true",
     "run.reset": "true",
 }
@@ -97,6 +101,7 @@ class KafkatierConfig:
     embedded_dir: Path | None
     topics: dict[str, TopicSettings]
     run: RunSettings
+    serve: ServeConfig
 
     @property
     def log_dir(self) -> Path:
@@ -142,8 +147,10 @@ def parse_config(located: Mapping[str, Located], *, source: str) -> KafkatierCon
                           value=exc.context.get("value")) from None  # fmt: skip
     embedded_dir = _embedded(props, tiering, where)
     topics = _topics(props, where, source)
+    serve = ServeConfig.from_properties(props, source=source,
+                                        lines={k: v.line for k, v in located.items()})
     return _absolute(KafkatierConfig(source, tiering, embedded_dir, topics,
-                                     parse_run(props, where)))  # fmt: skip
+                                     parse_run(props, where), serve))  # fmt: skip
 
 
 def _absolute(config: KafkatierConfig) -> KafkatierConfig:

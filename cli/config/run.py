@@ -41,6 +41,7 @@ class RunSettings:
     events_topic: str = "events"
     state_topic: str = "user-state"
     sidecar: bool = True
+    serve: bool = True
     verify: bool = True
     reset: bool = False
     spark_master: str = "local[2]"
@@ -115,6 +116,8 @@ RUN_KEYS: dict[str, tuple[str, Callable[[str], Any], str]] = {
     "run.events.topic": ("events_topic", _name, "append-only topic of every event"),
     "run.state.topic": ("state_topic", _name, "compacted topic: latest state per user"),
     "run.sidecar.enable": ("sidecar", _bool, "run the tiering sidecar in this process"),
+    "run.serve.enable": ("serve", _bool, "serve the topics over the Kafka protocol (listeners) "
+                         "while the job runs, and consume them with a Kafka client at the end"),
     "run.verify": ("verify", _bool, "restore, replay and check everything at the end"),
     "run.reset": ("reset", _bool, "wipe the log dirs, checkpoint, work dir and embedded S3 first"),
     "run.spark.master": ("spark_master", _text, "Spark master URL"),

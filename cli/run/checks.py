@@ -40,7 +40,10 @@ def run_checks(
     store: ObjectStore,
     spark: Any,
     say: Callable[[str], None],
+    served: Callable[[Any, Any], list[Check]] | None = None,
 ) -> list[Check]:
+    """Restore and verify, replay and compare with the model; ``served`` adds the checks of
+    clients that read through ``kafkatier serve``, given the two replays."""
     run = config.run
     checks = []
     for topic in (run.events_topic, run.state_topic):
@@ -63,6 +66,8 @@ def run_checks(
     checks.append(spark_check("state: latest value per key", lambda: check_latest(state, states)))
     checks.append(spark_check("state: every record a state the job wrote, once",
                               lambda: check_written_once(state, states)))
+    if served is not None:
+        checks.extend(served(events, state))
     return checks  # fmt: skip
 
 

@@ -1,14 +1,17 @@
 """``kafkatier run``: the whole pipeline on one machine, from one configuration file.
 
 1. the remote store: the embedded S3 server (SeaweedFS on 127.0.0.1, data in the working folder)
-   when ``remote.storage.embedded=true``, else the configured endpoint;
+   when ``remote.storage.embedded=true``, else the configured endpoint; and ``kafkatier serve``
+   at ``listeners`` (``run.serve.enable``), where a consumer group tails the events topic;
 2. a PySpark Structured Streaming job (local mode) reading the generated clickstream (or a
    landing folder of JSON files) and writing an events topic and a compacted latest-state topic
    through one exactly-once KafkaLogSink;
 3. the tiering sidecar beside it, in this process (uploads, local retention, remote retention
    and compaction), then a final pass once the stream has stopped;
 4. restore of one partition per topic from the store plus ``verify``, replay of both topics
-   with ``spark.read.format("kafkatier")`` and the exactly-once / latest-value checks;
+   with ``spark.read.format("kafkatier")`` and the exactly-once / latest-value checks; the
+   tailing consumer's records, and the state topic read through serve by a Kafka client,
+   compared with the replay (kafkatier.cli.run.serving);
 5. a short report; exit 0 only if every check passed.
 
 Every process it starts (the S3 server, Spark's JVM) is stopped on the way out, Ctrl-C included.
@@ -48,6 +51,7 @@ def run(args: argparse.Namespace) -> int:
     from kafkatier.cli.run.job import spark_session
     from kafkatier.cli.run.pipeline import pipeline, prepare, say
     from kafkatier.cli.run.report import render
+    from kafkatier.cli.run.serving import serving
 
     began = time.monotonic()
     warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas")
@@ -61,12 +65,13 @@ def run(args: argparse.Namespace) -> int:
                 f"{tiering.endpoint_url or 'the AWS default'}"
                 + (" (embedded SeaweedFS)" if config.embedded_dir else ""))  # fmt: skip
             tiering.open_store().probe()  # a store it cannot use ends the run before the job
-            say(f"starting Spark ({config.run.spark_master})")
-            spark = spark_session(config.run.spark_master, config.run.work_dir)
-            try:
-                outcome = pipeline(config, tiering, spark)
-            finally:
-                spark.stop()
+            with serving(config, tiering, say) as bootstrap:  # a port in use: before Spark
+                say(f"starting Spark ({config.run.spark_master})")
+                spark = spark_session(config.run.spark_master, config.run.work_dir)
+                try:
+                    outcome = pipeline(config, tiering, spark, bootstrap)
+                finally:
+                    spark.stop()
     except KeyboardInterrupt:
         print("kafkatier run: interrupted; stopped everything it had started", file=sys.stderr)
         return 130

@@ -15,6 +15,7 @@ from kafkatier.cli.config.loader import KafkatierConfig
 from kafkatier.cli.run.checks import run_checks
 from kafkatier.cli.run.job import BatchWriter, start_query, stop_query, wait_for_end
 from kafkatier.cli.run.report import Outcome, pass_totals
+from kafkatier.cli.run.serving import TailConsumer, served_by, start_tail, try_it_lines
 from kafkatier.sink.sink import KafkaLogSink
 from kafkatier.sink.txn import topic_partitions
 from kafkatier.storage.cleaner.clean_pass import PartitionSummary, clean_log_dir
@@ -120,8 +121,33 @@ class SidecarThread:
                 break
 
 
-def pipeline(config: KafkatierConfig, tiering: TieringConfig, spark: Any) -> Outcome:
+def pipeline(
+    config: KafkatierConfig, tiering: TieringConfig, spark: Any, bootstrap: str | None = None
+) -> Outcome:
+    """The job, the tiering after it, the checks; ``bootstrap``: where ``kafkatier serve``
+    listens, if it runs (a consumer group then tails the events topic from the first batch on,
+    and the checks read through it: kafkatier.cli.run.serving)."""
     run, store = config.run, tiering.open_store()
+    topics = (run.events_topic, run.state_topic)
+    tail = start_tail(bootstrap, run.events_topic) if run.verify else None
+    try:
+        outcome = stream_and_tier(config, tiering, store, spark, tail)
+        if bootstrap is not None:
+            outcome.serve_lines = try_it_lines(config, bootstrap, topics)
+        if run.verify:
+            served = served_by(bootstrap, tail, topics, say)
+            outcome.checks = run_checks(config, tiering, store, spark, say, served)
+        return outcome
+    finally:
+        if tail is not None:
+            tail.halt()
+
+
+def stream_and_tier(config: KafkatierConfig, tiering: TieringConfig, store: ObjectStore,
+                    spark: Any, tail: TailConsumer | None = None) -> Outcome:  # fmt: skip
+    """The streaming job with the sidecar beside it (and ``tail`` consuming), then the final
+    passes."""
+    run = config.run
     topics = (run.events_topic, run.state_topic)
     sink = KafkaLogSink(config.log_dir, compression=_codec(config), sink_id="kafkatier-run")
     writer = BatchWriter(sink, topics, run.batches, say)
@@ -137,6 +163,8 @@ def pipeline(config: KafkatierConfig, tiering: TieringConfig, spark: Any) -> Out
         raise
     shutdown(query, writer, sink, sidecar, graceful=True)
     say(f"stream stopped ({stopped_by})")
+    if tail is not None:
+        tail.stream_stopped()
     outcome = Outcome(writer.stats)
     writer.stats.stopped_by = stopped_by
     deleted = pass_totals(sidecar.passes)["local_bytes_deleted"] if sidecar else 0
@@ -147,8 +175,6 @@ def pipeline(config: KafkatierConfig, tiering: TieringConfig, spark: Any) -> Out
         sidecar.final_passes()
         outcome.passes = sidecar.passes
     outcome.statuses = collect_status(tiering, store)
-    if run.verify:
-        outcome.checks = run_checks(config, tiering, store, spark, say)
     return outcome
 
 

@@ -30,6 +30,7 @@ class Outcome:
     cleaner: list[PartitionSummary] = field(default_factory=list)
     bytes_written: int = 0
     wall_seconds: float = 0.0
+    serve_lines: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -106,6 +107,7 @@ def render(outcome: Outcome, topics: tuple[str, str], stopped_by: str) -> str:
     ]  # fmt: skip
     for topic in topics:
         out.extend(_topic_lines(outcome, topic))
+    out.extend(outcome.serve_lines)
     out.append("  checks:")
     for check in outcome.checks:
         out.append(f"    [{'ok' if check.ok else 'FAIL'}] {check.name}: {check.detail}")

@@ -43,6 +43,7 @@ run.batches={BATCHES}
 run.checkpoint.dir=chk
 run.work.dir=work
 run.reset=true
+listeners=PLAINTEXT://127.0.0.1:0
 """
 
 
@@ -101,6 +102,22 @@ def test_run_end_to_end(finished_run: tuple[Path, str]) -> None:
                        r"uploaded .*, (\d+) local segments deleted", out)  # fmt: skip
     assert tiered is not None, out
     assert int(tiered[1]) > 0 and int(tiered[2]) > 0 and int(tiered[3]) > 0
+
+
+def test_run_serves_the_topics_to_a_kafka_client(finished_run: tuple[Path, str]) -> None:
+    """The consumer group tailing events and the reads from the beginning, through serve with
+    librdkafka, each equal to the replay; the report says how a user reads the topics again."""
+    out = finished_run[1]
+    events = BATCHES * ROWS
+    assert re.search(rf"\[ok\] serve: a consumer group tailing events got every committed "
+                     rf"record once: {events:,} records in 2 partitions", out), out
+    assert re.search(rf"\[ok\] serve: events read from the beginning equals the replay: "
+                     rf"{events:,} records", out), out
+    assert "[ok] serve: user-state read from the beginning equals the replay" in out, out
+    bootstrap = re.search(r"served at (127\.0\.0\.1:\d+) while the job ran", out)
+    assert bootstrap is not None, out
+    assert f"kcat -b {bootstrap[1]} -C -t events -o beginning -e" in out
+    assert "kafkatier serve --config kafkatier.properties" in out
 
 
 def test_reset_wipes_what_a_previous_run_left(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
