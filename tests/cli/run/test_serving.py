@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from kafkatier.cli.run.serving import PartitionTotals, ServeThread, compare
+from kafkatier.cli.run.serving import PartitionTotals, compare
 from kafkatier.serve.config import ServeConfig
+from kafkatier.serve.thread import ServeThread
 from kafkatier.storage.errors import ConfigError
 
 RECORDS = [(0, b"k0", b"v0"), (1, None, b"v1"), (3, b"k3", b"v3")]  # offset 2: a marker
