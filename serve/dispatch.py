@@ -17,6 +17,7 @@ from kafkatier.serve.apis import (
     api_versions,
     cluster,
     configs,
+    epochs,
     fetch,
     group_admin,
     groups,
@@ -40,6 +41,7 @@ from kafkatier.serve.apis.versions import (
     METADATA,
     OFFSET_COMMIT,
     OFFSET_FETCH,
+    OFFSET_FOR_LEADER_EPOCH,
     PRODUCE,
     SUPPORTED,
     SYNC_GROUP,
@@ -67,6 +69,7 @@ HANDLERS: dict[int, Handler] = {
     SYNC_GROUP: groups.sync_group,
     DESCRIBE_GROUPS: group_admin.describe_groups,
     LIST_GROUPS: group_admin.list_groups,
+    OFFSET_FOR_LEADER_EPOCH: epochs.handle,
 }
 assert set(HANDLERS) == set(SUPPORTED), "every served API key needs a handler, and only those"
 

@@ -23,9 +23,10 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from kafkatier.serve.epochs import EpochCaches
 from kafkatier.serve.remote_view import RemoteTier, read_remote_run
 from kafkatier.serve.tail_cache import TailCache
 from kafkatier.storage.index.txn_index import AbortedTxn
@@ -44,10 +45,12 @@ from kafkatier.tiering.read.remote_reader import RemoteLogReader
 @dataclass(frozen=True)
 class Sources:
     """Where a partition's data are read from: the local files (their last segment's headers
-    kept in ``tails``) and, when configured, the remote tier."""
+    kept in ``tails``, their leader epochs in ``epochs``) and, when configured, the remote
+    tier."""
 
     tails: TailCache
     remote: RemoteTier | None = None
+    epochs: EpochCaches = field(default_factory=EpochCaches)
 
     def remote_reader(self, log_dir: Path, topic: str, partition: int) -> RemoteLogReader | None:
         return None if self.remote is None else self.remote.reader(log_dir, topic, partition)

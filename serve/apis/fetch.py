@@ -13,7 +13,8 @@ its poll interval.
 Fetch sessions (KIP-227): none are created. A full fetch (session id 0) is answered with session
 id 0, which tells the client there is no session, so every request stays a full one; an
 incremental fetch naming a session gets FETCH_SESSION_ID_NOT_FOUND, as from a broker that evicted
-it. Topics are named by name up to v12 and by id (``partition.metadata``) from v13.
+it. Topics are named by name up to v12 and by id (``partition.metadata``) from v13. A
+partition's ``current_leader_epoch`` (v9+) is checked as Kafka checks it (epochs.py).
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ class Wanted:
     partition: int
     offset: int
     max_bytes: int
+    current_leader_epoch: int = -1
 
     @property
     def log_dir(self) -> Path | None:
@@ -66,8 +68,8 @@ async def handle(ctx: ServeContext, version: int, request: Any) -> Any:
         tokens = await ctx.blocking(_tokens, wanted)
         results = await ctx.blocking(_read_all, wanted, request.max_bytes, committed,
                                      ctx.sources)  # fmt: skip
-        size = sum(len(r.records) for r in results if r is not None)
-        failed = any(r is None or r.out_of_range for r in results)
+        size = sum(len(r.records) for r in results if isinstance(r, FetchedPartition))
+        failed = any(not isinstance(r, FetchedPartition) or r.out_of_range for r in results)
         if size >= request.min_bytes or failed or time.monotonic() >= deadline:
             break
         await _wait_for_change(ctx, wanted, tokens, deadline)
@@ -81,7 +83,8 @@ def _resolve(request: Any, topics: dict[str, TopicInfo], version: int) -> list[W
         key = topic.topic_id if version >= 13 else topic.topic
         info = by_id.get(key) if version >= 13 else topics.get(key)
         wanted.extend(
-            Wanted(info, key, p.partition, p.fetch_offset, p.partition_max_bytes)
+            Wanted(info, key, p.partition, p.fetch_offset, p.partition_max_bytes,
+                   getattr(p, "current_leader_epoch", -1))
             for p in topic.partitions
         )
     return wanted
@@ -104,15 +107,24 @@ async def _wait_for_change(
             return
 
 
+Result = FetchedPartition | ErrorCode | None
+
+
 def _read_all(
     wanted: list[Wanted], max_bytes: int, committed: bool, sources: Sources
-) -> list[FetchedPartition | None]:
-    """Each partition's answer (None: not in the log dirs), within the response's byte limit."""
-    results: list[FetchedPartition | None] = []
+) -> list[Result]:
+    """Each partition's answer (None: not in the log dirs; an error code: fenced), within the
+    response's byte limit."""
+    results: list[Result] = []
     used = 0
     for w in wanted:
         if w.log_dir is None or w.topic is None:
             results.append(None)
+            continue
+        fenced = sources.epochs.fencing(w.log_dir, w.topic.name, w.partition,
+                                        w.current_leader_epoch)  # fmt: skip
+        if fenced != ErrorCode.none:
+            results.append(fenced)
             continue
         budget = max(min(w.max_bytes, max_bytes - used), 0)
         found = partition_view.fetch(w.log_dir, w.topic.name, w.partition, w.offset, budget,
@@ -122,9 +134,7 @@ def _read_all(
     return results
 
 
-def _response(
-    module: Any, wanted: list[Wanted], results: list[FetchedPartition | None], committed: bool
-) -> Any:
+def _response(module: Any, wanted: list[Wanted], results: list[Result], committed: bool) -> Any:
     grouped: dict[Any, list[Any]] = {}
     for w, found in zip(wanted, results, strict=True):
         grouped.setdefault(w.key, []).append(_partition(module, w, found, committed))
@@ -136,15 +146,18 @@ def _response(
                  error_code=ErrorCode.none, session_id=0, responses=topics)  # fmt: skip
 
 
-def _partition(module: Any, w: Wanted, found: FetchedPartition | None, committed: bool) -> Any:
+def _partition(module: Any, w: Wanted, found: Result, committed: bool) -> Any:
     """One partition's answer; aborted transactions are a list for read_committed (maybe
     empty) and null for read_uncommitted, as Kafka sends them."""
+    if isinstance(found, ErrorCode):
+        return build(module.PartitionData, partition_index=w.partition, error_code=found,
+                     high_watermark=-1, aborted_transactions=None, records=b"")  # fmt: skip
     if found is None:
         by_id = not isinstance(w.key, str)  # v13+ names topics by id
         unknown = (ErrorCode.unknown_topic_id if by_id and w.topic is None
                    else ErrorCode.unknown_topic_or_partition)  # fmt: skip
         return build(module.PartitionData, partition_index=w.partition, error_code=unknown,
-                     high_watermark=-1, aborted_transactions=None, records=None)  # fmt: skip
+                     high_watermark=-1, aborted_transactions=None, records=b"")  # fmt: skip
     bounds = found.bounds
     aborted = tuple(
         build(module.AbortedTransaction, producer_id=t.producer_id, first_offset=t.first_offset)

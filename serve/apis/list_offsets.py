@@ -1,7 +1,9 @@
 """ListOffsets (key 2), per partition: earliest (-2: the log start, remote segments included),
 latest (-1: the high watermark, or the last stable offset for read_committed), the record with
 the largest timestamp (-3, v7+) and by timestamp (the first record at or after it, through the
-time indexes, remote ones first; offset -1 when every record is older).
+time indexes, remote ones first; offset -1 when every record is older). Each answer carries the
+leader epoch of the offset found (the latest epoch for "latest", as Kafka); a request's
+``current_leader_epoch`` (v4+) is checked as Kafka checks it (epochs.py).
 """
 
 from __future__ import annotations
@@ -32,12 +34,13 @@ async def handle(ctx: ServeContext, version: int, request: Any) -> Any:
         info = topics.get(topic.name)
         parts = []
         for p in topic.partitions:
+            current = getattr(p, "current_leader_epoch", -1)
             found = await ctx.blocking(_lookup, info, p.partition_index, p.timestamp, committed,
-                                       ctx.sources)  # fmt: skip
-            error, offset, timestamp = found
+                                       ctx.sources, current)  # fmt: skip
+            error, offset, timestamp, epoch = found
             parts.append(build(module.ListOffsetsPartitionResponse,
                                partition_index=p.partition_index, error_code=error,
-                               timestamp=timestamp, offset=offset, leader_epoch=-1))  # fmt: skip
+                               timestamp=timestamp, offset=offset, leader_epoch=epoch))  # fmt: skip
         answers.append(build(module.ListOffsetsTopicResponse, name=topic.name,
                              partitions=tuple(parts)))  # fmt: skip
     return build(module.ListOffsetsResponse, throttle_time=datetime.timedelta(0),
@@ -45,22 +48,37 @@ async def handle(ctx: ServeContext, version: int, request: Any) -> Any:
 
 
 def _lookup(
-    info: TopicInfo | None, partition: int, timestamp: int, committed: bool, sources: Sources
-) -> tuple[ErrorCode, int, int]:
-    """(error, offset, timestamp) of one partition's query."""
+    info: TopicInfo | None, partition: int, timestamp: int, committed: bool, sources: Sources,
+    current_epoch: int,
+) -> tuple[ErrorCode, int, int, int]:
+    """(error, offset, timestamp, leader epoch) of one partition's query."""
     log_dir: Path | None = None if info is None else info.partitions.get(partition)
     if log_dir is None or info is None:
-        return ErrorCode.unknown_topic_or_partition, -1, -1
+        return ErrorCode.unknown_topic_or_partition, -1, -1, -1
+    fenced = sources.epochs.fencing(log_dir, info.name, partition, current_epoch)
+    if fenced != ErrorCode.none:
+        return fenced, -1, -1, -1
+    error, offset, found_ts = _find(log_dir, info.name, partition, timestamp, committed, sources)
+    if timestamp == LATEST:
+        epoch = sources.epochs.current(log_dir, info.name, partition)
+    else:
+        epoch = sources.epochs.for_offset(log_dir, info.name, partition, offset)
+    return error, offset, found_ts, epoch
+
+
+def _find(log_dir: Path, topic: str, partition: int, timestamp: int, committed: bool,
+          sources: Sources) -> tuple[ErrorCode, int, int]:  # fmt: skip
+    """(error, offset, timestamp) of one partition's query."""
     if timestamp in (LATEST, EARLIEST):
-        bounds = partition_view.bounds(log_dir, info.name, partition, sources)
+        bounds = partition_view.bounds(log_dir, topic, partition, sources)
         offset = bounds.latest(committed) if timestamp == LATEST else bounds.log_start
         return ErrorCode.none, offset, -1
     if timestamp == MAX_TIMESTAMP:
-        found = partition_view.max_timestamp(log_dir, info.name, partition, sources)
+        found = partition_view.max_timestamp(log_dir, topic, partition, sources)
     elif timestamp < 0:
         return ErrorCode.unsupported_version, -1, -1  # -4 and below: queries of v8+
     else:
-        found = partition_view.offset_for_timestamp(log_dir, info.name, partition, timestamp,
+        found = partition_view.offset_for_timestamp(log_dir, topic, partition, timestamp,
                                                     sources)  # fmt: skip
     if found is None:
         return ErrorCode.none, -1, -1

@@ -3,8 +3,8 @@ controller and leader of every partition, and the topics of the log dirs with th
 
 A request for all topics (null list, or an empty one in v0) gets every topic; a named topic the
 log dirs lack gets UNKNOWN_TOPIC_OR_PARTITION (nothing is ever auto-created); a topic asked for
-by id (v10+) is looked up by id. Leader epochs are reported as -1 (unknown), so clients skip
-epoch validation (OffsetForLeaderEpoch, not served yet).
+by id (v10+) is looked up by id. Each partition's leader epoch is its latest in
+``leader-epoch-checkpoint`` (0 without one; see epochs.py).
 """
 
 from __future__ import annotations
@@ -24,25 +24,41 @@ from kafkatier.serve.protocol import build, payload_module
 async def handle(ctx: ServeContext, version: int, request: Any) -> Any:
     module = payload_module(METADATA, version, EntityType.response)
     topics = await ctx.blocking(ctx.catalog.topics)
+    asked = _asked(request, topics, version)
+    epochs = await ctx.blocking(_epochs, ctx, topics, asked)
     listener = ctx.advertised[0]
     broker = build(module.MetadataResponseBroker, node_id=NODE_ID, host=listener.host,
                    port=listener.port, rack=None)  # fmt: skip
     return build(
         module.MetadataResponse, throttle_time=datetime.timedelta(0), brokers=(broker,),
         cluster_id=ctx.cluster_id, controller_id=NODE_ID,
-        topics=tuple(_topic(module, topics, asked) for asked in _asked(request, topics, version)),
+        topics=tuple(_topic(module, topics, one, epochs) for one in asked),
         cluster_authorized_operations=-2147483648,
     )
 
 
-def _asked(request: Any, topics: dict[str, TopicInfo], version: int) -> list[Any]:
+def _asked(request: Any, topics: dict[str, TopicInfo], version: int) -> list[tuple[Any, Any]]:
     """The (name, id) pairs to answer: the request's, or every topic's."""
     if request.topics is None or (version == 0 and not request.topics):
         return [(info.name, info.topic_id) for info in topics.values()]
     return [(t.name, getattr(t, "topic_id", None)) for t in request.topics]
 
 
-def _topic(module: Any, topics: dict[str, TopicInfo], asked: tuple[Any, Any]) -> Any:
+def _epochs(ctx: ServeContext, topics: dict[str, TopicInfo],
+            asked: list[tuple[Any, Any]]) -> dict[tuple[str, int], int]:  # fmt: skip
+    """The leader epoch of every partition of the topics asked for (reads files: blocking)."""
+    found: dict[tuple[str, int], int] = {}
+    for name, topic_id in asked:
+        info = topics.get(name) if name else _by_id(topics, topic_id)
+        if info is None:
+            continue
+        for index, log_dir in info.partitions.items():
+            found[(info.name, index)] = ctx.sources.epochs.current(log_dir, info.name, index)
+    return found
+
+
+def _topic(module: Any, topics: dict[str, TopicInfo], asked: tuple[Any, Any],
+           epochs: dict[tuple[str, int], int]) -> Any:  # fmt: skip
     name, topic_id = asked
     info = topics.get(name) if name else _by_id(topics, topic_id)
     if info is None:
@@ -52,7 +68,7 @@ def _topic(module: Any, topics: dict[str, TopicInfo], asked: tuple[Any, Any]) ->
                      topic_authorized_operations=-2147483648)  # fmt: skip
     partitions = tuple(
         build(module.MetadataResponsePartition, error_code=ErrorCode.none,
-              partition_index=index, leader_id=NODE_ID, leader_epoch=-1,
+              partition_index=index, leader_id=NODE_ID, leader_epoch=epochs[(info.name, index)],
               replica_nodes=(NODE_ID,), isr_nodes=(NODE_ID,), offline_replicas=())
         for index in info.partitions
     )

@@ -1,7 +1,8 @@
 """Group members of unmodified Kafka clients for the group tests: each adapter subscribes to
-topics with a ``group.id`` (manual commits, earliest reset, short heartbeats) and offers the
-same small surface: poll some records as rows, the partitions assigned, commit what was
-consumed, close (leaving the group); and the topic they read."""
+topics with a ``group.id`` (manual commits, earliest reset, short heartbeats; ``extra``
+settings override them) and offers the same small surface: poll some records as rows, the
+partitions assigned, commit what was consumed, close (leaving the group); and the topic they
+read."""
 
 from __future__ import annotations
 
@@ -50,11 +51,11 @@ class KafkaPythonMember:
     def __init__(self, port: int, group: str, topics: list[str], **extra: Any) -> None:
         from kafka import KafkaConsumer
 
-        self.consumer = KafkaConsumer(
-            *topics, bootstrap_servers=f"127.0.0.1:{port}", group_id=group,
-            enable_auto_commit=False, auto_offset_reset="earliest",
-            heartbeat_interval_ms=HEARTBEAT_MS, **extra,
-        )  # fmt: skip
+        self.consumer = KafkaConsumer(*topics, **{
+            "bootstrap_servers": f"127.0.0.1:{port}", "group_id": group,
+            "enable_auto_commit": False, "auto_offset_reset": "earliest",
+            "heartbeat_interval_ms": HEARTBEAT_MS, **extra,
+        })  # fmt: skip
 
     def poll(self, most: int = 500) -> list[Row]:
         found = self.consumer.poll(timeout_ms=200, max_records=most)
@@ -116,11 +117,11 @@ class AioKafkaMember:
     async def _start(port: int, group: str, topics: list[str], extra: dict[str, Any]) -> Any:
         from aiokafka import AIOKafkaConsumer
 
-        consumer = AIOKafkaConsumer(
-            *topics, bootstrap_servers=f"127.0.0.1:{port}", group_id=group,
-            enable_auto_commit=False, auto_offset_reset="earliest",
-            heartbeat_interval_ms=HEARTBEAT_MS, **extra,
-        )  # fmt: skip
+        consumer = AIOKafkaConsumer(*topics, **{
+            "bootstrap_servers": f"127.0.0.1:{port}", "group_id": group,
+            "enable_auto_commit": False, "auto_offset_reset": "earliest",
+            "heartbeat_interval_ms": HEARTBEAT_MS, **extra,
+        })  # fmt: skip
         await consumer.start()
         return consumer
 
