@@ -14,6 +14,9 @@ Keys (defaults in brackets)::
     offsets.topic.num.partitions      partitions of ``__consumer_offsets`` [1; Kafka's is 50]
     group.min.session.timeout.ms      [6000, Kafka's]    group.max.session.timeout.ms [1800000]
     group.initial.rebalance.delay.ms  [3000, Kafka's]    offset.metadata.max.bytes    [4096]
+    serve.metrics.port         Prometheus metrics on http://<address>:<port>/metrics (serve/
+                               metrics.py) [-1: none; 0: a free port]
+    serve.metrics.bind.address the address it listens on [127.0.0.1]
     remote.storage.url ...     the sidecar's remote store keys (tiering/config.py), optional
 
 Only PLAINTEXT listeners are served so far (a listener whose name maps to another security
@@ -69,6 +72,8 @@ class ServeConfig:
     offsets_log_dir: Path | None = None  # None: <first log dir>/.kafkatier-serve
     offsets_partitions: int = 1
     groups: GroupSettings = field(default_factory=GroupSettings)
+    metrics_port: int = -1
+    metrics_host: str = "127.0.0.1"
 
     @property
     def offsets_dir(self) -> Path:
@@ -113,6 +118,8 @@ class ServeConfig:
             max_request_bytes=_max_request_bytes(props, where("socket.request.max.bytes")),
             offsets_log_dir=_offsets_dir(props),
             offsets_partitions=_int(props, "offsets.topic.num.partitions", 1, 1, where),
+            metrics_port=_metrics_port(props, where("serve.metrics.port")),
+            metrics_host=props.get("serve.metrics.bind.address", "").strip() or "127.0.0.1",
             groups=GroupSettings(**{
                 attr: _int(props, key, getattr(GroupSettings(), attr), low, where)
                 for key, (attr, low) in _GROUP_INTS.items()
@@ -159,6 +166,14 @@ def _max_request_bytes(props: Mapping[str, str], where: str) -> int:
     text = props.get("socket.request.max.bytes", str(DEFAULT_MAX_REQUEST_BYTES)).strip()
     if not text.isdigit() or int(text) < 1024:
         raise ConfigError("not an integer >= 1024", setting="socket.request.max.bytes",
+                          value=text, source=where)  # fmt: skip
+    return int(text)
+
+
+def _metrics_port(props: Mapping[str, str], where: str) -> int:
+    text = props.get("serve.metrics.port", "-1").strip()
+    if not text.lstrip("-").isdigit() or not -1 <= int(text) <= 65535:
+        raise ConfigError("not a port (0-65535, or -1 for none)", setting="serve.metrics.port",
                           value=text, source=where)  # fmt: skip
     return int(text)
 

@@ -25,6 +25,8 @@ async def serve_connection(
 ) -> None:
     peer = writer.get_extra_info("peername")
     CLIENT.set(ClientInfo("", peer[0] if isinstance(peer, tuple) else str(peer)))
+    ctx.metrics.connection_opened()
+    bad_frame = False
     try:
         while (frame := await read_frame(reader, ctx.config.max_request_bytes)) is not None:
             response = await dispatch(ctx, frame)
@@ -32,12 +34,14 @@ async def serve_connection(
                 writer.write(response)
                 await writer.drain()
     except (FrameError, MalformedRequest) as exc:
+        bad_frame = True
         log.warning("closing the connection from %s: %s", _peer(peer), exc)
     except (ConnectionError, asyncio.IncompleteReadError):
         pass  # the client went away
     except Exception:
         log.exception("closing the connection from %s after an unexpected error", _peer(peer))
     finally:
+        ctx.metrics.connection_closed(bad_frame)
         writer.close()
         with contextlib.suppress(Exception):
             await writer.wait_closed()

@@ -16,7 +16,9 @@ from kafkatier.serve.catalog import Catalog
 from kafkatier.serve.config import Listener, ServeConfig
 from kafkatier.serve.group.coordinator import GroupCoordinator
 from kafkatier.serve.group.offset_store import OffsetStore
+from kafkatier.serve.metrics import ServeMetrics
 from kafkatier.serve.partition_view import Sources
+from kafkatier.serve.partition_view import bounds as partition_bounds
 from kafkatier.serve.remote_view import RemoteTier
 from kafkatier.serve.tail_cache import TailCache
 from kafkatier.storage.errors import KafkaTierError
@@ -55,6 +57,7 @@ class ServeContext:
     sources: Sources = field(init=False)
     """The local files (with their tail cache) and the remote store, if configured."""
     coordinator: GroupCoordinator = field(init=False)
+    metrics: ServeMetrics = field(init=False)
 
     def __post_init__(self) -> None:
         self.catalog = Catalog(self.config.log_dirs)
@@ -64,6 +67,24 @@ class ServeContext:
         self.sources = Sources(TailCache(), remote)
         self.coordinator = GroupCoordinator(self.config.groups, self.offsets.groups(),
                                             has_offsets=self.offsets.has_offsets)  # fmt: skip
+        self.metrics = ServeMetrics()
+        self.metrics.lags = self.group_lags
+        if remote is not None:
+            self.metrics.remote_cache = lambda: (remote.hits, remote.loads)
+
+    def group_lags(self) -> dict[tuple[str, str, int], int]:
+        """(group, topic, partition) -> high watermark less the committed offset (blocking)."""
+        topics = self.catalog.topics()
+        lags: dict[tuple[str, str, int], int] = {}
+        for group in self.offsets.groups():
+            for (topic, partition), value in self.offsets.committed(group).items():
+                info = topics.get(topic)
+                log_dir = None if info is None else info.partitions.get(partition)
+                if log_dir is None or value.offset < 0:
+                    continue
+                end = partition_bounds(log_dir, topic, partition, self.sources).high_watermark
+                lags[(group, topic, partition)] = max(end - value.offset, 0)
+        return lags
 
     async def blocking(self, func: Callable[..., T], *args: object) -> T:
         """``func(*args)`` in the thread pool, awaited without blocking the loop."""

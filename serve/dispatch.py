@@ -89,4 +89,5 @@ async def dispatch(ctx: ServeContext, frame: bytes) -> bytes | None:
     header, request = decode_request(frame, load_request_schema(key, version))
     CLIENT.set(dataclasses.replace(CLIENT.get(), client_id=header.client_id or ""))
     response = await HANDLERS[key](ctx, version, request)
+    ctx.metrics.answered(type(request).__name__.removesuffix("Request"), response)
     return None if response is None else encode_response(header.correlation_id, response)

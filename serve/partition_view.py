@@ -64,6 +64,7 @@ class FetchedPartition:
     records: bytes = b""
     aborted: tuple[AbortedTxn, ...] = ()
     out_of_range: bool = False
+    remote: bool = False  # the records came from the remote store
 
 
 def open_partition(log_dir: Path, topic: str, partition: int) -> ReadOnlyPartition:
@@ -98,7 +99,8 @@ def fetch(
         if offset < found.log_start or offset > found.high_watermark:
             return FetchedPartition(found, out_of_range=True)
         bound = found.latest(committed)
-        if remote is not None and offset < local.log_start:
+        from_remote = remote is not None and offset < local.log_start
+        if remote is not None and from_remote:
             end = min(bound, local.log_start)
             records = read_remote_run(remote, offset, end, max_bytes, min_one)
         else:
@@ -106,7 +108,7 @@ def fetch(
         aborted: tuple[AbortedTxn, ...] = ()
         if committed and records:
             aborted = _aborted(part, found, offset, bound, remote)
-        return FetchedPartition(found, records, aborted)
+        return FetchedPartition(found, records, aborted, remote=from_remote)
 
 
 def read_run(

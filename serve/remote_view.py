@@ -40,6 +40,8 @@ class RemoteTier:
             tuple[Path, str, int], tuple[float, RemoteLogReader | None]
         ] = OrderedDict()
         self._lock = threading.Lock()
+        self.hits = 0  # readers found fresh in the cache
+        self.loads = 0  # readers built from a fresh manifest
 
     def reader(self, log_dir: Path, topic: str, partition: int) -> RemoteLogReader | None:
         """The partition's remote reader, or None when nothing of it is remote."""
@@ -48,9 +50,11 @@ class RemoteTier:
             cached = self._readers.get(key)
             if cached is not None and time.monotonic() - cached[0] < REFRESH_S:
                 self._readers.move_to_end(key)
+                self.hits += 1
                 return cached[1]
         fresh = self._load(log_dir, topic, partition)
         with self._lock:
+            self.loads += 1
             self._readers[key] = (time.monotonic(), fresh)
             while len(self._readers) > MAX_READERS:
                 self._readers.popitem(last=False)

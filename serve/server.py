@@ -13,12 +13,14 @@ import dataclasses
 import logging
 import os
 from concurrent.futures import ThreadPoolExecutor
+from http.server import ThreadingHTTPServer
 
 from kafkatier.serve.config import Listener, ServeConfig
 from kafkatier.serve.connection import serve_connection
 from kafkatier.serve.context import ServeContext
 from kafkatier.serve.group.offset_store import OffsetStore
 from kafkatier.storage.errors import ConfigError
+from kafkatier.tiering.sidecar.metrics import serve_metrics
 
 log = logging.getLogger("kafkatier.serve")
 READ_THREADS = 8
@@ -32,6 +34,9 @@ class Server:
         self._connections: set[asyncio.Task[None]] = set()
         self._offsets: OffsetStore | None = None
         self._timers: asyncio.Task[None] | None = None
+        self._metrics: ThreadingHTTPServer | None = None
+        self.metrics_port: int | None = None
+        """The metrics endpoint's bound port, when there is one."""
         self.bound: dict[str, int] = {}
         """Listener name -> bound port."""
 
@@ -59,6 +64,16 @@ class Server:
             log.info("listening on %s://%s:%d", listener.name, listener.host,
                      self.bound[listener.name])  # fmt: skip
         ctx.advertised = tuple(self._resolved(a) for a in self.config.advertised)
+        try:
+            self._metrics = serve_metrics(ctx.metrics, config.metrics_port, config.metrics_host)
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot serve metrics on {config.metrics_host}:{config.metrics_port}: "
+                f"{os.strerror(exc.errno) if exc.errno else exc}", setting="serve.metrics.port",
+            ) from None
+        if self._metrics is not None:
+            self.metrics_port = self._metrics.server_address[1]
+            log.info("metrics on http://%s:%d/metrics", config.metrics_host, self.metrics_port)
         return ctx
 
     def _resolved(self, advertised: Listener) -> Listener:
@@ -80,6 +95,9 @@ class Server:
             self._connections.discard(task)
 
     async def stop(self) -> None:
+        if self._metrics is not None:
+            self._metrics.shutdown()
+            self._metrics.server_close()
         for server in self._servers:
             server.close()
         for task in list(self._connections):

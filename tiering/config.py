@@ -69,7 +69,7 @@ SERVE_KEYS = frozenset({
     "listeners", "advertised.listeners", "socket.request.max.bytes", "offsets.log.dir",
     "offsets.topic.num.partitions", "group.min.session.timeout.ms",
     "group.max.session.timeout.ms", "group.initial.rebalance.delay.ms",
-    "offset.metadata.max.bytes",
+    "offset.metadata.max.bytes", "serve.metrics.port", "serve.metrics.bind.address",
 })  # fmt: skip
 """Keys of ``kafkatier serve`` (kafkatier.serve.config), left alone here too."""
 _STR_KEYS = {

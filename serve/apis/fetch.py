@@ -73,6 +73,9 @@ async def handle(ctx: ServeContext, version: int, request: Any) -> Any:
         if size >= request.min_bytes or failed or time.monotonic() >= deadline:
             break
         await _wait_for_change(ctx, wanted, tokens, deadline)
+    for r in results:
+        if isinstance(r, FetchedPartition) and r.records:
+            ctx.metrics.bytes_served(len(r.records), r.remote)
     return _response(module, wanted, results, committed)
 
 

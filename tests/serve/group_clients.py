@@ -54,7 +54,10 @@ class KafkaPythonMember:
         self.consumer = KafkaConsumer(*topics, **{
             "bootstrap_servers": f"127.0.0.1:{port}", "group_id": group,
             "enable_auto_commit": False, "auto_offset_reset": "earliest",
-            "heartbeat_interval_ms": HEARTBEAT_MS, **extra,
+            "heartbeat_interval_ms": HEARTBEAT_MS,
+            # kafka-python may join before its first Metadata answer and be assigned nothing
+            # ("No partition metadata for topic"); it rejoins at its next metadata refresh
+            "metadata_max_age_ms": 1000, **extra,
         })  # fmt: skip
 
     def poll(self, most: int = 500) -> list[Row]:

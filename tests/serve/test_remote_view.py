@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from serve_clients import confluent_rows, kafka_python_rows
+from serve_server import scrape, server_thread
 from test_datasource import kafka_python_rows as disk_rows
 from test_remote import tier, write_topics
 
@@ -20,9 +21,7 @@ TOPICS = {"rt": 2, "ro": 2}
 
 
 @pytest.mark.parametrize("consume", [kafka_python_rows, confluent_rows])
-def test_a_tiered_topic_replays_from_the_remote_start(
-    tmp_path: Path, serve: Any, consume: Any
-) -> None:
+def test_a_tiered_topic_replays_from_the_remote_start(tmp_path: Path, consume: Any) -> None:
     from kafka import KafkaConsumer, TopicPartition
 
     logs = tmp_path / "logs"
@@ -34,8 +33,13 @@ def test_a_tiered_topic_replays_from_the_remote_start(
     with ReadOnlyPartition(logs, "ro", 0) as part:
         assert part.bases[0] > 0  # offset 0 is only remote now
     assert disk_rows(logs, "rt|ro") != before
-    with serve(logs, remote__storage__url=store.url) as port:
+    with server_thread(logs, remote__storage__url=store.url, serve__metrics__port="0") as server:
+        port = server.server.bound["PLAINTEXT"]
         assert consume(port, TOPICS, False) == before
+        metrics = scrape(server.server.metrics_port or 0)
+        assert metrics['kafkatier_serve_bytes_total{tier="remote"}'] > 0  # offset 0 of "ro"
+        assert metrics['kafkatier_serve_bytes_total{tier="local"}'] > 0
+        assert metrics['kafkatier_serve_remote_cache_total{result="load"}'] >= 1
         assert consume(port, TOPICS, True) == written.visible(committed=True)
         c = KafkaConsumer(bootstrap_servers=f"127.0.0.1:{port}", group_id=None)
         try:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from kafkatier.tiering.sidecar.status import PartitionStatus
 
@@ -85,11 +85,17 @@ class Metrics:
         return "\n".join(lines) + "\n"
 
 
+class Renders(Protocol):
+    """Metrics in Prometheus' text format: the sidecar's, and ``kafkatier serve``'s."""
+
+    def render(self) -> str: ...
+
+
 def serve_metrics(
-    metrics: Metrics, port: int, host: str | None = None
+    metrics: Renders, port: int, host: str | None = None
 ) -> ThreadingHTTPServer | None:
     """Serve ``/metrics`` on ``host`` (127.0.0.1 unless given: a container needs 0.0.0.0):``port``
-    in a daemon thread (None when port < 0)."""
+    in a daemon thread (None when port < 0; port 0 takes a free one, ``server_address``)."""
     if port < 0:
         return None
 

@@ -1,0 +1,106 @@
+"""Prometheus text-format metrics of ``kafkatier serve``, on ``serve.metrics.port`` (the sidecar's
+HTTP endpoint, tiering/sidecar/metrics.py, serves them).
+
+Counters: connections accepted and closed for a bad frame; requests per API and the error codes
+in their answers (top-level and per partition, by Kafka's error name); record bytes served from
+local segments and from the remote store; remote reader cache hits and loads (a load reads a
+manifest). Gauges: open connections, and each group's lag per partition (the high watermark
+less its committed offset, computed when scraped).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+Lags = Callable[[], dict[tuple[str, str, int], int]]
+
+
+def error_codes(response: Any) -> Iterator[ErrorCode]:
+    """Every non-zero ``error_code`` in a kio response, nested entities included."""
+    if not dataclasses.is_dataclass(response):
+        return
+    for f in dataclasses.fields(response):
+        value = getattr(response, f.name)
+        if f.name == "error_code" and value:
+            yield ErrorCode(value)
+        elif isinstance(value, tuple):
+            for item in value:
+                yield from error_codes(item)
+        elif dataclasses.is_dataclass(value):
+            yield from error_codes(value)
+
+
+class ServeMetrics:
+    """Thread-safe counters, rendered on demand with the gauges (module docstring)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.connections_open = 0
+        self.counters: Counter[str] = Counter()
+        self.requests: Counter[str] = Counter()
+        self.errors: Counter[tuple[str, str]] = Counter()
+        self.served: Counter[str] = Counter()
+        self.remote_cache: Callable[[], tuple[int, int]] = lambda: (0, 0)
+        self.lags: Lags = dict
+
+    def connection_opened(self) -> None:
+        with self._lock:
+            self.connections_open += 1
+            self.counters["kafkatier_serve_connections_total"] += 1
+
+    def connection_closed(self, bad_frame: bool) -> None:
+        with self._lock:
+            self.connections_open -= 1
+            if bad_frame:
+                self.counters["kafkatier_serve_bad_frames_total"] += 1
+
+    def answered(self, api: str, response: Any) -> None:
+        errors = list(error_codes(response)) if response is not None else []
+        with self._lock:
+            self.requests[api] += 1
+            for code in errors:
+                self.errors[(api, code.name.upper())] += 1
+
+    def bytes_served(self, size: int, remote: bool) -> None:
+        with self._lock:
+            self.served["remote" if remote else "local"] += size
+
+    def render(self) -> str:
+        lags = self.lags()  # reads files: outside the lock
+        hits, loads = self.remote_cache()
+        with self._lock:
+            lines = ["# TYPE kafkatier_serve_connections gauge",
+                     f"kafkatier_serve_connections {self.connections_open}"]  # fmt: skip
+            for name in ("kafkatier_serve_connections_total", "kafkatier_serve_bad_frames_total"):
+                lines += [f"# TYPE {name} counter", f"{name} {self.counters[name]}"]
+            lines += _labelled("kafkatier_serve_requests_total", "counter",
+                               {(("api", a),): n for a, n in self.requests.items()})  # fmt: skip
+            lines += _labelled("kafkatier_serve_errors_total", "counter",
+                               {(("api", a), ("error", e)): n
+                                for (a, e), n in self.errors.items()})  # fmt: skip
+            lines += _labelled("kafkatier_serve_bytes_total", "counter",
+                               {(("tier", t),): self.served[t] for t in ("local", "remote")})
+        lines += _labelled("kafkatier_serve_remote_cache_total", "counter",
+                           {(("result", "hit"),): hits, (("result", "load"),): loads})
+        lines += _labelled("kafkatier_serve_group_lag", "gauge",
+                           {(("group", g), ("topic", t), ("partition", str(p))): lag
+                            for (g, t, p), lag in lags.items()})  # fmt: skip
+        return "\n".join(lines) + "\n"
+
+
+def _labelled(name: str, kind: str, values: dict[tuple[tuple[str, str], ...], int]) -> list[str]:
+    lines = [f"# TYPE {name} {kind}"]
+    for labels, value in sorted(values.items()):
+        text = ",".join(f'{k}="{_escape(v)}"' for k, v in labels)
+        lines.append(f"{name}{{{text}}} {value}")
+    return lines
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
