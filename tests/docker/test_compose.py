@@ -32,11 +32,11 @@ def _kafkatier_services(compose: dict[str, Any]) -> dict[str, dict[str, Any]]:
     }
 
 
-def test_minio_the_job_and_the_sidecar_are_there(compose: dict[str, Any]) -> None:
+def test_minio_the_job_the_sidecar_and_serve_are_there(compose: dict[str, Any]) -> None:
     services = compose["services"]
     assert services["minio"]["image"].startswith("minio/minio:")
     commands = {name: svc["command"][0] for name, svc in _kafkatier_services(compose).items()}
-    assert sorted(commands.values()) == ["run", "sidecar"], commands
+    assert sorted(commands.values()) == ["run", "serve", "sidecar"], commands
 
 
 def test_the_build_points_at_the_dockerfile(compose: dict[str, Any]) -> None:
@@ -92,3 +92,17 @@ def test_the_sidecar_metrics_port_is_published(compose: dict[str, Any]) -> None:
     port = tiering.metrics_port
     assert tiering.metrics_host == "0.0.0.0", "127.0.0.1 in a container is unreachable from outside"
     assert f"{port}:{port}" in sidecar["ports"]
+
+
+def test_serve_listens_where_its_published_port_reaches(compose: dict[str, Any]) -> None:
+    """Every interface inside its container, the published port advertised to clients, its
+    metrics published; the job does not start a second server on the shared offsets dir."""
+    serve = compose["services"]["serve"]
+    host = next(v.split(":")[0] for v in serve["volumes"] if v.startswith("./"))
+    config = load_config(DOCKER / host)
+    listener, advertised = config.serve.listeners[0], config.serve.advertised[0]
+    assert listener.binds_all and advertised.host == "localhost"
+    assert f"{advertised.port}:{listener.port}" in serve["ports"]
+    assert config.serve.metrics_host == "0.0.0.0"
+    assert f"{config.serve.metrics_port}:{config.serve.metrics_port}" in serve["ports"]
+    assert not config.run.serve, "run.serve.enable=false: serve is its own service"

@@ -37,7 +37,7 @@ def test_the_copied_sources_are_what_setup_packages() -> None:
     copied = {s.rstrip("/") for v in _instructions("COPY") for s in shlex.split(v)[:-1]}
     assert {"pyproject.toml", "setup.py"} <= copied, "the image could not build the package"
     setup = (ROOT / "setup.py").read_text()  # it maps each folder to kafkatier.<folder>
-    for folder in ("storage", "sink", "tiering", "cli"):
+    for folder in ("storage", "sink", "tiering", "serve", "cli"):
         assert f'"{folder}"' in setup, f"setup.py no longer maps {folder}/"
         assert folder in copied, f"the image would lack {folder}/ (kafkatier.{folder})"
 
