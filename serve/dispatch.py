@@ -23,6 +23,7 @@ from kafkatier.serve.apis import (
     list_offsets,
     metadata,
     offsets,
+    sasl,
     writes,
 )
 from kafkatier.serve.apis.versions import (
@@ -41,6 +42,8 @@ from kafkatier.serve.apis.versions import (
     OFFSET_COMMIT,
     OFFSET_FETCH,
     PRODUCE,
+    SASL_AUTHENTICATE,
+    SASL_HANDSHAKE,
     SUPPORTED,
     SYNC_GROUP,
     supports,
@@ -67,6 +70,8 @@ HANDLERS: dict[int, Handler] = {
     SYNC_GROUP: groups.sync_group,
     DESCRIBE_GROUPS: group_admin.describe_groups,
     LIST_GROUPS: group_admin.list_groups,
+    SASL_HANDSHAKE: sasl.handshake,
+    SASL_AUTHENTICATE: sasl.authenticate,
 }
 assert set(HANDLERS) == set(SUPPORTED), "every served API key needs a handler, and only those"
 

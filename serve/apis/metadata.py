@@ -17,14 +17,14 @@ from kio.static.constants import EntityType
 
 from kafkatier.serve.apis.versions import METADATA
 from kafkatier.serve.catalog import TopicInfo
-from kafkatier.serve.context import NODE_ID, ServeContext
+from kafkatier.serve.context import CLIENT, NODE_ID, ServeContext
 from kafkatier.serve.protocol import build, payload_module
 
 
 async def handle(ctx: ServeContext, version: int, request: Any) -> Any:
     module = payload_module(METADATA, version, EntityType.response)
     topics = await ctx.blocking(ctx.catalog.topics)
-    listener = ctx.advertised[0]
+    listener = ctx.advertised_for(CLIENT.get().listener)
     broker = build(module.MetadataResponseBroker, node_id=NODE_ID, host=listener.host,
                    port=listener.port, rack=None)  # fmt: skip
     return build(

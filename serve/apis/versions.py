@@ -6,7 +6,9 @@ producing. The group APIs (classic protocol) are served from the oldest version 
 4's) up to the last one before topic ids (OffsetCommit/OffsetFetch v10 name topics by id, and
 belong with KIP-848's consumer protocol, which is not served). Fetch v13+ names topics by id
 (``partition.metadata``); Kafka 4.0 dropped Fetch v0-3, and kio (generated from Kafka 4's
-specs) has none of them.
+specs) has none of them. SaslHandshake and SaslAuthenticate are listed on every listener, as
+Kafka lists them; they are exchanged before authentication (kafkatier.serve.authentication),
+and answered ILLEGAL_SASL_STATE afterwards or on a listener without SASL (``apis/sasl``).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 PRODUCE, FETCH, LIST_OFFSETS, METADATA, API_VERSIONS = 0, 1, 2, 3, 18
 OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT = 8, 9, 10, 11, 12
 LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS = 13, 14, 15, 16
-DESCRIBE_CONFIGS, DESCRIBE_CLUSTER = 32, 60
+SASL_HANDSHAKE, SASL_AUTHENTICATE, DESCRIBE_CONFIGS, DESCRIBE_CLUSTER = 17, 36, 32, 60
 
 SUPPORTED: dict[int, tuple[int, int]] = {
     PRODUCE: (3, 9),
@@ -30,7 +32,9 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     SYNC_GROUP: (0, 5),
     DESCRIBE_GROUPS: (0, 6),
     LIST_GROUPS: (0, 5),
+    SASL_HANDSHAKE: (0, 1),
     API_VERSIONS: (0, 4),
+    SASL_AUTHENTICATE: (0, 2),
     DESCRIBE_CONFIGS: (1, 4),
     DESCRIBE_CLUSTER: (0, 2),
 }

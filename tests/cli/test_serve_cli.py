@@ -27,8 +27,8 @@ def free_port() -> int:
 @pytest.mark.parametrize(
     ("lines", "message"),
     [
-        (["listeners=SSL://127.0.0.1:9093"], "listener 'SSL': only PLAINTEXT is served so far"),
-        (["listeners=PLAINTEXT://0.0.0.0:9092"], "required when a listener binds every"),
+        (["listeners=SSL://127.0.0.1:9093"], "a TLS listener needs its certificate"),
+        (["listeners=PLAINTEXT://0.0.0.0:9092"], "required for PLAINTEXT (it binds every"),
         (["listeners=PLAINTEXT://nohost"], "not a listener NAME://host:port"),
         (["socket.request.max.bytes=ten"], "not an integer >= 1024"),
         (["offsets.topic.num.partitions=0"], "not an integer >= 1"),
