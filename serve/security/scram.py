@@ -10,7 +10,9 @@ The exchange: client-first ``n,[a=authzid],n=user,r=cnonce[,ext=value...]`` -> s
 ``r=cnonce+snonce,s=salt,i=iterations`` -> client-final ``c=base64(gs2 header),r=nonce,p=proof``
 -> server-final ``v=ServerSignature``. Kafka's extension check: extensions other than
 ``tokenauth`` are ignored; ``tokenauth=true`` asks for a delegation token, which is not served
-(refused). Channel binding (``p=``/``y,``) is refused, as Kafka refuses it. An unknown user is
+(refused). The client-final nonce must be the server-first one; librdkafka before 2.6.1 sends
+the client nonce once more in front of it (librdkafka#4895), which Kafka 3.8.1-3.9 accepts and
+so does this server (the proof still covers the message as sent). Channel binding (``p=``/``y,``) is refused, as Kafka refuses it. An unknown user is
 refused at the first message, as Kafka does.
 """
 
@@ -81,6 +83,7 @@ class ScramExchange:
         self._users = users
         self._credential: ScramCredential | None = None
         self._first_bare = self._server_first = self._nonce = self._gs2 = ""
+        self._nonces: tuple[str, ...] = ()
         self.user: str | None = None
         self.complete = False
 
@@ -108,6 +111,7 @@ class ScramExchange:
         self._credential, self._first_bare = credential, match["bare"]
         self._gs2 = base64.b64encode(message[: match.start("bare")].encode()).decode()
         self._nonce = match["nonce"] + secrets.token_urlsafe(24)
+        self._nonces = (self._nonce, match["nonce"] + self._nonce)  # librdkafka < 2.6.1's too
         salt = base64.b64encode(credential.salt).decode()
         self._server_first = f"r={self._nonce},s={salt},i={credential.iterations}"
         return self._server_first.encode()
@@ -116,7 +120,7 @@ class ScramExchange:
         credential = self._credential
         assert credential is not None
         match = _CLIENT_FINAL.fullmatch(message)
-        if match is None or match["nonce"] != self._nonce or match["cb"] != self._gs2:
+        if match is None or match["nonce"] not in self._nonces or match["cb"] != self._gs2:
             raise self._fail("not the client-final message of this exchange")
         auth = f"{self._first_bare},{self._server_first},{match['bare']}".encode()
         try:
