@@ -7,6 +7,7 @@ log names the refused user but never holds a password (checked after every test)
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import socket
@@ -177,3 +178,79 @@ def test_sasl(client: str, listener: str, mechanism: str, user: str, ports: dict
     auth = ClientAuth(listener, ca=certs.ca, mechanism=mechanism, user=user,
                       password=PASSWORDS[user])  # fmt: skip
     assert consume(ports[listener], TOPICS, False, auth) == disk_rows(log_dir, "secure")
+
+
+def _refused_confluent(port: int, auth: ClientAuth) -> str:
+    from confluent_kafka import Consumer, KafkaException
+
+    errors: list[Any] = []
+    consumer = Consumer({"bootstrap.servers": f"127.0.0.1:{port}", "group.id": "g",
+                         "error_cb": errors.append, **auth.librdkafka()})  # fmt: skip
+    try:
+        with pytest.raises(KafkaException):
+            consumer.list_topics(timeout=2)
+    finally:
+        consumer.close()
+    return " ".join(e.str() for e in errors)
+
+
+@contextlib.contextmanager
+def client_log(name: str) -> Iterator[list[logging.LogRecord]]:
+    """What the client library logs (kafka-python and aiokafka raise a bootstrap failure and
+    log the authentication error they met on the way)."""
+    seen: list[logging.LogRecord] = []
+    handler = logging.Handler(logging.WARNING)
+    handler.emit = seen.append  # type: ignore[method-assign]
+    logging.getLogger(name).addHandler(handler)
+    try:
+        yield seen
+    finally:
+        logging.getLogger(name).removeHandler(handler)
+
+
+def _refused_kafka_python(port: int, auth: ClientAuth) -> str:
+    from kafka import KafkaConsumer
+    from kafka.errors import KafkaError
+
+    with client_log("kafka") as seen, pytest.raises(KafkaError):
+        KafkaConsumer(bootstrap_servers=f"127.0.0.1:{port}", bootstrap_timeout_ms=2000,
+                      reconnect_backoff_max_ms=300, **auth.kafka_python())  # fmt: skip
+    return " ".join(r.getMessage() for r in seen)
+
+
+def _refused_aiokafka(port: int, auth: ClientAuth) -> str:
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer
+    from aiokafka.errors import KafkaError
+
+    async def attempt() -> None:
+        consumer = AIOKafkaConsumer(bootstrap_servers=f"127.0.0.1:{port}", **auth.aiokafka())
+        try:
+            with pytest.raises(KafkaError):
+                await consumer.start()
+        finally:
+            await consumer.stop()
+
+    with client_log("aiokafka") as seen:
+        asyncio.run(attempt())
+    return " ".join(r.getMessage() for r in seen)
+
+
+REFUSED = {"confluent-kafka": _refused_confluent, "kafka-python": _refused_kafka_python,
+           "aiokafka": _refused_aiokafka}  # fmt: skip
+
+
+@pytest.mark.parametrize("client", REFUSED)
+@pytest.mark.parametrize(("listener", "mechanism", "user"), SASL_CASES[:3])
+def test_a_wrong_password_is_refused(client: str, listener: str, mechanism: str, user: str,
+                                     ports: dict[str, int], certs: Certs,
+                                     caplog: pytest.LogCaptureFixture) -> None:  # fmt: skip
+    auth = ClientAuth(listener, ca=certs.ca, mechanism=mechanism, user=user, password=WRONG)
+    said = REFUSED[client](ports[listener], auth)
+    assert "uthentication" in said, said  # the client saw an authentication error
+    expected = ("Invalid username or password" if mechanism == "PLAIN" else
+                f"invalid credentials with SASL mechanism {mechanism}")  # fmt: skip
+    assert expected in said, said
+    failed = [r.getMessage() for r in caplog.records if "authentication failed" in r.getMessage()]
+    assert failed and f"user {user!r}, {mechanism}" in failed[0] and listener in failed[0]
