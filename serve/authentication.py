@@ -10,8 +10,9 @@
    size-prefixed frames with no request header, and a refusal just closes the connection.
 3. Any other request before the exchange completes closes the connection, as Kafka does.
 
-Frames before authentication are limited to ``sasl.server.max.receive.size``; a refusal waits
-``connection.failed.authentication.delay.ms`` first (Kafka's brake on guessing). Each refusal is
+Frames before authentication are limited to ``sasl.server.max.receive.size``; after a refusal
+the connection stays open ``connection.failed.authentication.delay.ms`` (Kafka's brake on
+guessing) before it closes. Each refusal is
 one warning naming the peer, the listener, the user and the mechanism; never a password, a
 token or a proof (malformed requests are not quoted either: they may hold one).
 """
@@ -83,13 +84,22 @@ class SaslSession:
                 await writer.drain()
         except Refused as exc:
             log.warning("%s from %s on listener %s", exc, self.peer, self.listener)
-            if exc.reply:
-                writer.write(exc.reply)
-                with contextlib.suppress(ConnectionError):
-                    await writer.drain()
+            await self._linger(exc.reply, reader, writer)
             return False
         log.debug("%s authenticated as %r on listener %s", self.peer, self.user, self.listener)
         return True
+
+    async def _linger(self, reply: bytes, reader: asyncio.StreamReader,
+                      writer: asyncio.StreamWriter) -> None:  # fmt: skip
+        """Send ``reply``, then wait ``connection.failed.authentication.delay.ms`` (Kafka delays
+        the close, not the answer) reading whatever the client still sends: closing with unread
+        input would reset the connection and could drop the reply before the client reads it."""
+        with contextlib.suppress(ConnectionError, TimeoutError):
+            writer.write(reply)
+            await writer.drain()
+            async with asyncio.timeout(self.settings.failed_delay_ms / 1000):
+                while await reader.read(65536):
+                    pass
 
     async def _handle(self, frame: bytes) -> bytes:
         if self.raw:
@@ -147,7 +157,6 @@ class SaslSession:
         try:
             answer = self.exchange.step(token)
         except AuthenticationFailed as exc:
-            await asyncio.sleep(self.settings.failed_delay_ms / 1000)
             who = f"user {exc.user!r}" if exc.user else "no user name"
             raise Refused(f"authentication failed ({who}, {self.exchange.mechanism}: "
                           f"{exc.reason})", exc.reply.encode()) from None  # fmt: skip

@@ -12,8 +12,9 @@ The exchange: client-first ``n,[a=authzid],n=user,r=cnonce[,ext=value...]`` -> s
 ``tokenauth`` are ignored; ``tokenauth=true`` asks for a delegation token, which is not served
 (refused). The client-final nonce must be the server-first one; librdkafka before 2.6.1 sends
 the client nonce once more in front of it (librdkafka#4895), which Kafka 3.8.1-3.9 accepts and
-so does this server (the proof still covers the message as sent). Channel binding (``p=``/``y,``) is refused, as Kafka refuses it. An unknown user is
-refused at the first message, as Kafka does.
+so does this server (the proof still covers the message as sent). Channel binding (``p=``,
+``y,``) is refused, as Kafka refuses it. An unknown user is refused at the first message, as
+Kafka does.
 """
 
 from __future__ import annotations

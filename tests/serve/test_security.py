@@ -43,8 +43,9 @@ Consume = Callable[..., list[Any]]
 CLIENTS: dict[str, Consume] = {"confluent-kafka": confluent_rows,
                                "kafka-python": kafka_python_rows, "aiokafka": aiokafka_rows,
                                "kcat": kcat_rows}  # fmt: skip
+BOB_512 = ScramCredential.derive("SCRAM-SHA-512", PASSWORDS["bob"], 8192).to_kafka()
 SCRAM_USERS = (  # bob: Kafka's stored form (no password in the file); carol: password= form
-    f"bob=SCRAM-SHA-512=[{ScramCredential.derive('SCRAM-SHA-512', PASSWORDS['bob'], 8192).to_kafka()}]"
+    f"bob=SCRAM-SHA-512=[{BOB_512}]"
     f",SCRAM-SHA-256=[{ScramCredential.derive('SCRAM-SHA-256', PASSWORDS['bob']).to_kafka()}]\n"
     f"carol=SCRAM-SHA-256=[iterations=4096,password={PASSWORDS['carol']}]\n"
 )
@@ -78,7 +79,7 @@ def settings(log_dir: Path, certs: Certs, users: Path) -> dict[str, str]:
     return {
         "log.dirs": str(log_dir),
         "listeners": ",".join(f"{n}://127.0.0.1:0" for n in
-                              ("SSL", "MTLS", "SASL_PLAINTEXT", "SASL_SSL")),  # fmt: skip
+                              ("SSL", "MTLS", "SASL_PLAINTEXT", "SASL_SSL")),
         "listener.security.protocol.map":
             "SSL:SSL,MTLS:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
         "ssl.keystore.type": "PEM", "ssl.keystore.location": str(certs.server_encrypted),
@@ -89,7 +90,6 @@ def settings(log_dir: Path, certs: Certs, users: Path) -> dict[str, str]:
         "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS.format(**PASSWORDS),
         "listener.name.sasl_ssl.sasl.enabled.mechanisms": "SCRAM-SHA-512",
         "sasl.scram.users.file": str(users),
-        "connection.failed.authentication.delay.ms": "10",
     }  # fmt: skip
 
 
@@ -166,8 +166,9 @@ def test_librdkafka_without_a_client_certificate_is_refused(
     assert "on listener MTLS failed: PEER_DID_NOT_RETURN_A_CERTIFICATE" in caplog.text
 
 
-SASL_CASES = [("SASL_PLAINTEXT", "PLAIN", "alice"), ("SASL_PLAINTEXT", "SCRAM-SHA-256", "carol"),
-              ("SASL_PLAINTEXT", "SCRAM-SHA-512", "bob"), ("SASL_SSL", "SCRAM-SHA-512", "bob")]  # fmt: skip
+SASL_CASES = [("SASL_PLAINTEXT", "PLAIN", "alice"),
+              ("SASL_PLAINTEXT", "SCRAM-SHA-256", "carol"),
+              ("SASL_PLAINTEXT", "SCRAM-SHA-512", "bob"), ("SASL_SSL", "SCRAM-SHA-512", "bob")]
 
 
 @pytest.mark.parametrize("client", CLIENTS)
@@ -254,3 +255,85 @@ def test_a_wrong_password_is_refused(client: str, listener: str, mechanism: str,
     assert expected in said, said
     failed = [r.getMessage() for r in caplog.records if "authentication failed" in r.getMessage()]
     assert failed and f"user {user!r}, {mechanism}" in failed[0] and listener in failed[0]
+
+
+def _string(text: str) -> bytes:
+    return struct.pack(">h", len(text)) + text.encode()
+
+
+def _handshake_v0(sock: socket.socket, mechanism: str) -> int:
+    """SaslHandshake v0 by hand (independent of kio): its error code."""
+    sock.sendall(request(17, 0, 7, _string(mechanism)))
+    correlation, error = struct.unpack_from(">ih", read_frame(sock))
+    assert correlation == 7
+    return int(error)
+
+
+def test_a_v0_handshake_then_raw_tokens(ports: dict[str, int]) -> None:
+    """Clients before KIP-152: SaslHandshake v0, then the PLAIN token as a raw frame; the server
+    answers with an empty raw frame and then serves requests."""
+    with raw_socket(ports["SASL_PLAINTEXT"]) as sock:
+        assert _handshake_v0(sock, "PLAIN") == 0
+        token = f"\0alice\0{PASSWORDS['alice']}".encode()
+        sock.sendall(struct.pack(">i", len(token)) + token)
+        assert recv_exactly(sock, 4) == b"\0\0\0\0"
+        sock.sendall(request(3, 0, 8, struct.pack(">i", 0)))  # Metadata v0, every topic
+        assert b"secure" in read_frame(sock)
+    with raw_socket(ports["SASL_PLAINTEXT"]) as sock:  # a wrong password: closed, no answer
+        assert _handshake_v0(sock, "PLAIN") == 0
+        token = f"\0alice\0{WRONG}".encode()
+        sock.sendall(struct.pack(">i", len(token)) + token)
+        assert closed(sock)
+
+
+def test_requests_before_authentication_close_the_connection(
+    ports: dict[str, int], caplog: pytest.LogCaptureFixture
+) -> None:
+    with raw_socket(ports["SASL_PLAINTEXT"]) as sock:
+        sock.sendall(request(3, 0, 1, struct.pack(">i", 0)))  # Metadata first
+        assert closed(sock)
+    assert "api key 3 version 0 before SASL authentication" in caplog.text
+    with raw_socket(ports["SASL_PLAINTEXT"]) as sock:  # a mechanism not enabled: refused
+        assert _handshake_v0(sock, "GSSAPI") == 33  # UNSUPPORTED_SASL_MECHANISM
+        assert closed(sock)
+    with raw_socket(ports["SASL_SSL"]) as sock:  # TLS first: plaintext bytes are refused
+        sock.sendall(request(18, 0, 1))
+        assert closed(sock)
+
+
+@pytest.mark.parametrize(("password", "message"), [
+    (None, "the private key is encrypted: set ssl.key.password"),
+    (WRONG, "the private key is encrypted and ssl.key.password is wrong"),
+])  # fmt: skip
+def test_an_encrypted_key_without_its_password_is_one_line_exit_2(
+    password: str | None, message: str, certs: Certs, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    config = tmp_path / "serve.properties"
+    lines = [f"log.dirs={tmp_path}", "listeners=SSL://127.0.0.1:0",
+             f"ssl.keystore.location={certs.server_encrypted}"]  # fmt: skip
+    config.write_text("\n".join(lines + ([f"ssl.key.password={password}"] if password else [])))
+    assert kafkatier(["serve", "--config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err and str(certs.server_encrypted) in err, err
+    assert WRONG not in err
+
+
+def test_inline_pem_keystore_and_truststore(certs: Certs, log_dir: Path) -> None:
+    """ssl.keystore.key / ssl.keystore.certificate.chain / ssl.truststore.certificates inline,
+    folded onto one line as a properties file's backslash continuations leave them."""
+    def folded(path: Path) -> str:
+        return " ".join(path.read_text().split())
+
+    props = {"log.dirs": str(log_dir), "listeners": "SSL://127.0.0.1:0",
+             "ssl.keystore.key": folded(certs.server_key),
+             "ssl.keystore.certificate.chain": folded(certs.server_cert),
+             "ssl.truststore.certificates": folded(certs.ca), "ssl.client.auth": "required"}
+    thread = ServeThread(ServeConfig.from_properties(props, source="test"))
+    thread.start(timeout=10)
+    try:
+        auth = ClientAuth("SSL", ca=certs.ca, cert=certs.client_cert, key=certs.client_key)
+        rows = confluent_rows(thread.server.bound["SSL"], TOPICS, False, auth)
+        assert rows == disk_rows(log_dir, "secure")
+    finally:
+        thread.stop(timeout=10)
