@@ -29,6 +29,15 @@ The configuration is conf/kafkatier.properties' format: log.dirs, and Kafka's li
 offsets.topic.num.partitions [1], group.min.session.timeout.ms [6000],
 group.max.session.timeout.ms [1800000], group.initial.rebalance.delay.ms [3000] and
 offset.metadata.max.bytes [4096].
+Security, with Kafka's broker keys: listener.security.protocol.map [each of PLAINTEXT, SSL,
+SASL_PLAINTEXT, SASL_SSL maps to itself]; TLS from PEM only: ssl.keystore.type=PEM,
+ssl.keystore.location (key + chain) or ssl.keystore.key + ssl.keystore.certificate.chain,
+ssl.key.password, ssl.truststore.location or ssl.truststore.certificates, ssl.client.auth
+[none], ssl.enabled.protocols, ssl.cipher.suites; SASL: sasl.enabled.mechanisms (PLAIN,
+SCRAM-SHA-256, SCRAM-SHA-512), listener.name.<listener>.<mechanism>.sasl.jaas.config with
+user_<name>="<password>" options, sasl.scram.users.file (kafkatier's: SCRAM credentials,
+README), connection.failed.authentication.delay.ms [100]; every key also as
+listener.name.<listener>.<key>. Passwords are never logged or echoed.
 With remote.storage.url, offsets below a partition's local log start are read from the remote
 copy (remote.storage.embedded=true starts the embedded S3 server for as long as serve runs).
 
@@ -38,6 +47,8 @@ examples:
   kafkatier serve --config conf/kafkatier.properties
   kcat -b 127.0.0.1:9092 -C -t events -o beginning -e
   kcat -b 127.0.0.1:9092 -G my-group events          # a consumer group, offsets committed
+  kcat -b 127.0.0.1:9094 -X security.protocol=SASL_SSL -X ssl.ca.location=ca.pem \
+       -X sasl.mechanisms=SCRAM-SHA-512 -X sasl.username=bob -X sasl.password=... -L
 """
 
 

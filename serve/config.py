@@ -19,18 +19,24 @@ Keys (defaults in brackets)::
     serve.metrics.bind.address the address it listens on [127.0.0.1]
     remote.storage.url ...     the sidecar's remote store keys (tiering/config.py), optional
 
-Only PLAINTEXT listeners are served so far (a listener whose name maps to another security
-protocol is an error naming it). Every other key the sidecar or ``kafkatier run`` reads is
-accepted; anything else is an error naming the file and line.
+    listener.security.protocol.map    NAME:PROTOCOL,... [each of PLAINTEXT, SSL, SASL_PLAINTEXT,
+                               SASL_SSL maps to itself, Kafka's default]
+    ssl.*, sasl.*, listener.name.<name>.*   TLS and SASL (kafkatier.serve.security)
+
+Every other key the sidecar or ``kafkatier run`` reads is accepted; anything else is an error
+naming the file and line. Metadata answers a client with the advertised listener of the
+listener it connected to, as Kafka does (a TLS client is never sent to a plaintext port).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from kafkatier.serve.group.coordinator import GroupSettings
+from kafkatier.serve.security.listener import ListenerSecurity, hint, listener_security
 from kafkatier.storage.errors import ConfigError
 from kafkatier.storage.java_properties import read_properties_located
 from kafkatier.tiering.config import FOREIGN_PREFIXES, KNOWN_KEYS, SERVE_KEYS, TieringConfig
@@ -45,6 +51,8 @@ _GROUP_INTS = {  # key -> (GroupSettings field, minimum)
     "group.initial.rebalance.delay.ms": ("initial_rebalance_delay_ms", 0),
     "offset.metadata.max.bytes": ("offset_metadata_max_bytes", 0),
 }
+_NAME = re.compile(r"[A-Za-z0-9_]+")
+PLAINTEXT = ListenerSecurity()
 
 
 @dataclass(frozen=True)
@@ -74,6 +82,11 @@ class ServeConfig:
     groups: GroupSettings = field(default_factory=GroupSettings)
     metrics_port: int = -1
     metrics_host: str = "127.0.0.1"
+    security: Mapping[str, ListenerSecurity] = field(default_factory=dict)
+    """Listener name -> its security protocol, TLS context and SASL users (PLAINTEXT if absent)."""
+
+    def security_of(self, listener: str) -> ListenerSecurity:
+        return self.security.get(listener, PLAINTEXT)
 
     @property
     def offsets_dir(self) -> Path:
@@ -100,7 +113,8 @@ class ServeConfig:
 
         for key in props:
             if key not in KNOWN_KEYS | SERVE_KEYS and not key.startswith(FOREIGN_PREFIXES):
-                raise ConfigError(f"unknown setting {key!r}", setting=key, source=where(key))
+                raise ConfigError(f"unknown setting {key!r}{hint(key)}", setting=key,
+                                  source=where(key))  # fmt: skip
         dirs = tuple(Path(d.strip()) for d in props.get("log.dirs", "").split(",") if d.strip())
         if not dirs:
             raise ConfigError("required setting missing", setting="log.dirs",
@@ -117,6 +131,7 @@ class ServeConfig:
             advertised=advertised, tiering=tiering,
             max_request_bytes=_max_request_bytes(props, where("socket.request.max.bytes")),
             offsets_log_dir=_offsets_dir(props),
+            security=listener_security(props, tuple(lst.name for lst in listeners), where),
             offsets_partitions=_int(props, "offsets.topic.num.partitions", 1, 1, where),
             metrics_port=_metrics_port(props, where("serve.metrics.port")),
             metrics_host=props.get("serve.metrics.bind.address", "").strip() or "127.0.0.1",
@@ -128,7 +143,7 @@ class ServeConfig:
 
 
 def parse_listeners(text: str, key: str, where: str) -> tuple[Listener, ...]:
-    """Kafka's ``NAME://host:port,...``; only PLAINTEXT is served (module docstring)."""
+    """Kafka's ``NAME://host:port,...``; names are upper-cased, as Kafka normalises them."""
     found: list[Listener] = []
     for item in (part.strip() for part in text.split(",")):
         if not item:
@@ -138,8 +153,8 @@ def parse_listeners(text: str, key: str, where: str) -> tuple[Listener, ...]:
         if not sep or not colon or not port_text.isdigit() or int(port_text) > 65535:
             raise ConfigError(f"not a listener NAME://host:port: {item!r}", setting=key,
                               source=where)  # fmt: skip
-        if name.upper() != "PLAINTEXT":
-            raise ConfigError(f"listener {name!r}: only PLAINTEXT is served so far", setting=key,
+        if not _NAME.fullmatch(name):
+            raise ConfigError(f"listener name {name!r}: letters, digits and _ only", setting=key,
                               source=where)  # fmt: skip
         found.append(Listener(name.upper(), host.strip("[]"), int(port_text)))
     if not found:
@@ -153,13 +168,18 @@ def _advertised(
     props: Mapping[str, str], listeners: tuple[Listener, ...], where: str
 ) -> tuple[Listener, ...]:
     text = props.get("advertised.listeners", "").strip()
-    if text:
-        return parse_listeners(text, "advertised.listeners", where)
-    if any(listener.binds_all for listener in listeners):
-        raise ConfigError("required when a listener binds every interface (say the host "
-                          "clients reach)", setting="advertised.listeners",
+    advertised = parse_listeners(text, "advertised.listeners", where) if text else ()
+    names = {a.name for a in advertised}
+    if not names <= {listener.name for listener in listeners}:
+        raise ConfigError("advertised.listeners may only name listeners of listeners "
+                          "(Kafka's rule)", setting="advertised.listeners",
                           source=where)  # fmt: skip
-    return listeners
+    for listener in listeners:
+        if listener.binds_all and listener.name not in names:
+            raise ConfigError(f"required for {listener.name} (it binds every interface): say "
+                              "the host clients reach", setting="advertised.listeners",
+                              source=where)  # fmt: skip
+    return advertised + tuple(lst for lst in listeners if lst.name not in names)
 
 
 def _max_request_bytes(props: Mapping[str, str], where: str) -> int:

@@ -33,10 +33,12 @@ NODE_ID = 0
 
 @dataclass(frozen=True)
 class ClientInfo:
-    """The client of the request being handled: its ``client.id`` and address."""
+    """The client of the request being handled: its ``client.id``, address and the listener it
+    connected to (whose advertised address Metadata and FindCoordinator give back)."""
 
     client_id: str
     host: str
+    listener: str = ""
 
 
 CLIENT: contextvars.ContextVar[ClientInfo] = contextvars.ContextVar(
@@ -85,6 +87,11 @@ class ServeContext:
                 end = partition_bounds(log_dir, topic, partition, self.sources).high_watermark
                 lags[(group, topic, partition)] = max(end - value.offset, 0)
         return lags
+
+    def advertised_for(self, listener: str) -> Listener:
+        """Where clients of ``listener`` are told to connect: its advertised entry (bound port
+        resolved), so a client never leaves the listener, and security, it came in on."""
+        return next((a for a in self.advertised if a.name == listener), self.advertised[0])
 
     async def blocking(self, func: Callable[..., T], *args: object) -> T:
         """``func(*args)`` in the thread pool, awaited without blocking the loop."""

@@ -24,6 +24,7 @@ from kafkatier.serve.apis import (
     list_offsets,
     metadata,
     offsets,
+    sasl,
     writes,
 )
 from kafkatier.serve.apis.versions import (
@@ -43,6 +44,8 @@ from kafkatier.serve.apis.versions import (
     OFFSET_FETCH,
     OFFSET_FOR_LEADER_EPOCH,
     PRODUCE,
+    SASL_AUTHENTICATE,
+    SASL_HANDSHAKE,
     SUPPORTED,
     SYNC_GROUP,
     supports,
@@ -70,6 +73,8 @@ HANDLERS: dict[int, Handler] = {
     DESCRIBE_GROUPS: group_admin.describe_groups,
     LIST_GROUPS: group_admin.list_groups,
     OFFSET_FOR_LEADER_EPOCH: epochs.handle,
+    SASL_HANDSHAKE: sasl.handshake,
+    SASL_AUTHENTICATE: sasl.authenticate,
 }
 assert set(HANDLERS) == set(SUPPORTED), "every served API key needs a handler, and only those"
 

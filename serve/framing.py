@@ -19,8 +19,11 @@ class FrameError(Exception):
     """A frame that cannot be read: bad size or cut short (the message says which)."""
 
 
-async def read_frame(reader: asyncio.StreamReader, max_bytes: int) -> bytes | None:
-    """The next request frame's bytes, or None when the client closed between frames."""
+async def read_frame(
+    reader: asyncio.StreamReader, max_bytes: int, min_bytes: int = MIN_REQUEST_BYTES
+) -> bytes | None:
+    """The next request frame's bytes, or None when the client closed between frames;
+    ``min_bytes`` 0 for raw SASL tokens (a SaslHandshake v0 exchange), which have no header."""
     try:
         head = await reader.readexactly(_SIZE.size)
     except asyncio.IncompleteReadError as exc:
@@ -29,9 +32,10 @@ async def read_frame(reader: asyncio.StreamReader, max_bytes: int) -> bytes | No
         raise FrameError(f"connection closed inside a size prefix ({len(exc.partial)} of 4 "
                          "bytes)") from None  # fmt: skip
     (size,) = _SIZE.unpack(head)
-    if size < MIN_REQUEST_BYTES or size > max_bytes:
-        raise FrameError(f"frame size {size} outside [{MIN_REQUEST_BYTES}, {max_bytes}] "
-                         "(socket.request.max.bytes)")  # fmt: skip
+    if size < min_bytes or size > max_bytes:
+        raise FrameError(f"frame size {size} outside [{min_bytes}, {max_bytes}] "
+                         "(socket.request.max.bytes; sasl.server.max.receive.size before "
+                         "authentication)")  # fmt: skip
     try:
         return await reader.readexactly(size)
     except asyncio.IncompleteReadError as exc:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 import os
 from concurrent.futures import ThreadPoolExecutor
@@ -50,7 +51,8 @@ class Server:
         for listener in self.config.listeners:
             try:
                 server = await asyncio.start_server(
-                    lambda r, w: self._accept(ctx, r, w), listener.host or None, listener.port
+                    functools.partial(self._accept, ctx, listener.name), listener.host or None,
+                    listener.port,
                 )
             except OSError as exc:  # a port in use, an address not of this machine
                 raise ConfigError(
@@ -61,8 +63,8 @@ class Server:
                 ) from None
             self._servers.append(server)
             self.bound[listener.name] = server.sockets[0].getsockname()[1]
-            log.info("listening on %s://%s:%d", listener.name, listener.host,
-                     self.bound[listener.name])  # fmt: skip
+            log.info("listening on %s://%s:%d (%s)", listener.name, listener.host,
+                     self.bound[listener.name], config.security_of(listener.name).protocol)
         ctx.advertised = tuple(self._resolved(a) for a in self.config.advertised)
         try:
             self._metrics = serve_metrics(ctx.metrics, config.metrics_port, config.metrics_host)
@@ -81,14 +83,13 @@ class Server:
             return dataclasses.replace(advertised, port=self.bound[advertised.name])
         return advertised
 
-    async def _accept(
-        self, ctx: ServeContext, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> None:
+    async def _accept(self, ctx: ServeContext, listener: str, reader: asyncio.StreamReader,
+                      writer: asyncio.StreamWriter) -> None:  # fmt: skip
         task = asyncio.current_task()
         assert task is not None
         self._connections.add(task)
         try:
-            await serve_connection(ctx, reader, writer)
+            await serve_connection(ctx, listener, reader, writer)
         except asyncio.CancelledError:
             pass  # stop() ends every connection; asyncio's own callback must not see it raised
         finally:

@@ -63,7 +63,9 @@ _RANGES = {  # attr: (low, high) inclusive, with -1 allowed where it means "off"
     "max_attempts": (1, 100),
 }
 _OFF_ALLOWED = {"rate_limit_bps", "metrics_port"}
-FOREIGN_PREFIXES = ("topic.", "run.", "remote.storage.embedded")
+SERVE_SECURITY_PREFIXES = ("ssl.", "sasl.", "listener.", "connection.failed.authentication.")
+"""Security keys of ``kafkatier serve``, checked by kafkatier.serve.security.listener."""
+FOREIGN_PREFIXES = ("topic.", "run.", "remote.storage.embedded", *SERVE_SECURITY_PREFIXES)
 """Keys of the unified configuration (kafkatier.cli.config.loader) that this loader leaves alone."""
 SERVE_KEYS = frozenset({
     "listeners", "advertised.listeners", "socket.request.max.bytes", "offsets.log.dir",

@@ -12,7 +12,7 @@ from kio.schema.errors import ErrorCode
 from kio.static.constants import EntityType
 
 from kafkatier.serve.apis.versions import DESCRIBE_CLUSTER
-from kafkatier.serve.context import NODE_ID, ServeContext
+from kafkatier.serve.context import CLIENT, NODE_ID, ServeContext
 from kafkatier.serve.protocol import build, payload_module
 
 BROKERS = 1
@@ -26,7 +26,7 @@ async def handle(ctx: ServeContext, version: int, request: Any) -> Any:
                      error_message="kafkatier serve has broker endpoints only",
                      cluster_id=ctx.cluster_id, controller_id=-1, brokers=(),
                      cluster_authorized_operations=-2147483648)  # fmt: skip
-    listener = ctx.advertised[0]
+    listener = ctx.advertised_for(CLIENT.get().listener)
     broker = build(module.DescribeClusterBroker, broker_id=NODE_ID, host=listener.host,
                    port=listener.port, rack=None, is_fenced=False)  # fmt: skip
     return build(module.DescribeClusterResponse, throttle_time=datetime.timedelta(0),

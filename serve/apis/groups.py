@@ -39,7 +39,7 @@ def _ms(value: datetime.timedelta) -> int:
 
 async def find_coordinator(ctx: ServeContext, version: int, request: Any) -> Any:
     module = payload_module(FIND_COORDINATOR, version, EntityType.response)
-    listener = ctx.advertised[0]
+    listener = ctx.advertised_for(CLIENT.get().listener)
     key_type = getattr(request, "key_type", GROUP_KEY)
     error, message = ErrorCode.none, None
     if key_type != GROUP_KEY:

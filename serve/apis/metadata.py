@@ -17,7 +17,7 @@ from kio.static.constants import EntityType
 
 from kafkatier.serve.apis.versions import METADATA
 from kafkatier.serve.catalog import TopicInfo
-from kafkatier.serve.context import NODE_ID, ServeContext
+from kafkatier.serve.context import CLIENT, NODE_ID, ServeContext
 from kafkatier.serve.protocol import build, payload_module
 
 
@@ -26,7 +26,7 @@ async def handle(ctx: ServeContext, version: int, request: Any) -> Any:
     topics = await ctx.blocking(ctx.catalog.topics)
     asked = _asked(request, topics, version)
     epochs = await ctx.blocking(_epochs, ctx, topics, asked)
-    listener = ctx.advertised[0]
+    listener = ctx.advertised_for(CLIENT.get().listener)
     broker = build(module.MetadataResponseBroker, node_id=NODE_ID, host=listener.host,
                    port=listener.port, rack=None)  # fmt: skip
     return build(

@@ -27,13 +27,34 @@ def free_port() -> int:
 @pytest.mark.parametrize(
     ("lines", "message"),
     [
-        (["listeners=SSL://127.0.0.1:9093"], "listener 'SSL': only PLAINTEXT is served so far"),
-        (["listeners=PLAINTEXT://0.0.0.0:9092"], "required when a listener binds every"),
+        (["listeners=SSL://127.0.0.1:9093"], "a TLS listener needs its certificate"),
+        (["listeners=PLAINTEXT://0.0.0.0:9092"], "required for PLAINTEXT (it binds every"),
         (["listeners=PLAINTEXT://nohost"], "not a listener NAME://host:port"),
         (["socket.request.max.bytes=ten"], "not an integer >= 1024"),
         (["offsets.topic.num.partitions=0"], "not an integer >= 1"),
         (["group.initial.rebalance.delay.ms=-1"], "not an integer >= 0"),
         (["no.such.key=1"], "unknown setting 'no.such.key'"),
+        (["listeners=SSL://127.0.0.1:0", "ssl.keystore.location=/no/such.pem"],
+         "cannot read /no/such.pem: No such file or directory (setting=ssl.keystore.location"),
+        (["listeners=SSL://127.0.0.1:0", "ssl.keystore.type=JKS"],
+         "JKS keystores are not supported, only PEM"),
+        (["listeners=SASL_PLAINTEXT://127.0.0.1:0"], "required for the SASL listener"),
+        (["listeners=SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms=GSSAPI"],
+         "SASL mechanism 'GSSAPI' is not served"),
+        (["listeners=SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms=PLAIN"],
+         "no PLAIN user on listener SASL_PLAINTEXT"),
+        (["listeners=SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms=SCRAM-SHA-256"],
+         "or a sasl.scram.users.file"),
+        (["listeners=SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms=PLAIN",
+          'listener.name.sasl_plaintext.plain.sasl.jaas.config=x required user_a="pw-31337"'],
+         "not Kafka's JAAS syntax"),
+        (["listeners=SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms=PLAIN",
+          'listener.name.sasl_plaintext.plain.sasl.jaas.config=Foo required user_a="pw-31337";'],
+         "the login module of PLAIN is org.apache.kafka.common.security.plain.PlainLoginModule"),
+        (['sasl.jaas.config=x required password="pw-31337";'],
+         "a broker takes it per listener and mechanism"),
+        (["listener.name.other.ssl.client.auth=required"], "no listener 'other' in listeners"),
+        (["listeners=FOO://127.0.0.1:0"], "no security protocol for listener FOO"),
     ],
 )
 def test_a_bad_config_is_one_line_and_exit_2(
@@ -45,6 +66,7 @@ def test_a_bad_config_is_one_line_and_exit_2(
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and message in err, err
     assert err.startswith("kafkatier serve: error: ") and str(config) in err
+    assert "pw-31337" not in err  # a password is never echoed
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])

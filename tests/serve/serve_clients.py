@@ -14,6 +14,8 @@ import shutil
 import subprocess
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 Row = tuple[str, int, int, bytes | None, bytes | None, int, int, tuple[tuple[str, bytes], ...]]
@@ -29,17 +31,70 @@ Topics = dict[str, int]
 """Topic -> partition count: what a helper consumes, all of it with one consumer."""
 
 
+@dataclass(frozen=True)
+class ClientAuth:
+    """How a client connects: the security protocol, TLS files, SASL mechanism and user; as each
+    client library spells it."""
+
+    protocol: str = "PLAINTEXT"
+    ca: Path | None = None
+    cert: Path | None = None
+    key: Path | None = None
+    mechanism: str | None = None
+    user: str | None = None
+    password: str | None = None
+
+    def librdkafka(self) -> dict[str, str]:
+        conf = {"security.protocol": self.protocol}
+        files = {"ssl.ca.location": self.ca, "ssl.certificate.location": self.cert,
+                 "ssl.key.location": self.key}  # fmt: skip
+        conf.update({k: str(v) for k, v in files.items() if v is not None})
+        if self.mechanism:
+            conf.update({"sasl.mechanisms": self.mechanism, "sasl.username": self.user or "",
+                         "sasl.password": self.password or ""})  # fmt: skip
+        return conf
+
+    def kafka_python(self) -> dict[str, Any]:
+        conf: dict[str, Any] = {"security_protocol": self.protocol, "ssl_cafile": self.ca,
+                                "ssl_certfile": self.cert, "ssl_keyfile": self.key}  # fmt: skip
+        if self.mechanism:
+            conf.update(sasl_mechanism=self.mechanism, sasl_plain_username=self.user,
+                        sasl_plain_password=self.password)  # fmt: skip
+        return {k: str(v) if isinstance(v, Path) else v for k, v in conf.items()}
+
+    def aiokafka(self) -> dict[str, Any]:
+        from aiokafka.helpers import create_ssl_context
+
+        conf: dict[str, Any] = {"security_protocol": self.protocol}
+        if self.protocol.endswith("SSL"):
+            conf["ssl_context"] = create_ssl_context(
+                cafile=self.ca and str(self.ca), certfile=self.cert and str(self.cert),
+                keyfile=self.key and str(self.key))  # fmt: skip
+        if self.mechanism:
+            conf.update(sasl_mechanism=self.mechanism, sasl_plain_username=self.user,
+                        sasl_plain_password=self.password)  # fmt: skip
+        return conf
+
+    def kcat(self) -> list[str]:
+        return [arg for k, v in self.librdkafka().items() for arg in ("-X", f"{k}={v}")]
+
+
+PLAINTEXT = ClientAuth()
+
+
 def record_row(r: Any) -> Row:
     """A kafka-python or aiokafka ConsumerRecord as a row (they have the same fields)."""
     return (r.topic, r.partition, r.offset, r.key, r.value, r.timestamp, r.timestamp_type,
             tuple(r.headers or ()))  # fmt: skip
 
 
-def kafka_python_rows(port: int, topics: Topics, committed: bool) -> list[Row]:
+def kafka_python_rows(port: int, topics: Topics, committed: bool,
+                      auth: ClientAuth = PLAINTEXT) -> list[Row]:  # fmt: skip
     from kafka import KafkaConsumer, TopicPartition
 
     consumer = KafkaConsumer(bootstrap_servers=f"127.0.0.1:{port}", group_id=None,
-                             enable_auto_commit=False, isolation_level=_isolation(committed))
+                             enable_auto_commit=False, isolation_level=_isolation(committed),
+                             **auth.kafka_python())  # fmt: skip
     try:
         tps = [TopicPartition(t, p) for t, n in topics.items() for p in range(n)]
         consumer.assign(tps)
@@ -56,13 +111,14 @@ def kafka_python_rows(port: int, topics: Topics, committed: bool) -> list[Row]:
         consumer.close()
 
 
-def confluent_rows(port: int, topics: Topics, committed: bool) -> list[Row]:
+def confluent_rows(port: int, topics: Topics, committed: bool,
+                   auth: ClientAuth = PLAINTEXT) -> list[Row]:  # fmt: skip
     from confluent_kafka import Consumer, KafkaError, TopicPartition
 
     consumer = Consumer({
         "bootstrap.servers": f"127.0.0.1:{port}", "group.id": "serve-tests",
         "enable.auto.commit": False, "enable.partition.eof": True,
-        "isolation.level": _isolation(committed),
+        "isolation.level": _isolation(committed), **auth.librdkafka(),
     })
     try:
         consumer.assign([TopicPartition(t, p, -2) for t, n in topics.items() for p in range(n)])
@@ -86,15 +142,18 @@ def confluent_rows(port: int, topics: Topics, committed: bool) -> list[Row]:
         consumer.close()
 
 
-def aiokafka_rows(port: int, topics: Topics, committed: bool) -> list[Row]:
-    return asyncio.run(_aiokafka_rows(port, topics, committed))
+def aiokafka_rows(port: int, topics: Topics, committed: bool,
+                  auth: ClientAuth = PLAINTEXT) -> list[Row]:  # fmt: skip
+    return asyncio.run(_aiokafka_rows(port, topics, committed, auth))
 
 
-async def _aiokafka_rows(port: int, topics: Topics, committed: bool) -> list[Row]:
+async def _aiokafka_rows(port: int, topics: Topics, committed: bool,
+                         auth: ClientAuth) -> list[Row]:  # fmt: skip
     from aiokafka import AIOKafkaConsumer, TopicPartition
 
     consumer = AIOKafkaConsumer(bootstrap_servers=f"127.0.0.1:{port}", group_id=None,
-                                enable_auto_commit=False, isolation_level=_isolation(committed))
+                                enable_auto_commit=False, isolation_level=_isolation(committed),
+                                **auth.aiokafka())  # fmt: skip
     await consumer.start()
     try:
         tps = [TopicPartition(t, p) for t, n in topics.items() for p in range(n)]
@@ -112,11 +171,12 @@ async def _aiokafka_rows(port: int, topics: Topics, committed: bool) -> list[Row
         await consumer.stop()
 
 
-def kcat_rows(port: int, topics: Topics, committed: bool) -> list[Row]:
+def kcat_rows(port: int, topics: Topics, committed: bool,
+              auth: ClientAuth = PLAINTEXT) -> list[Row]:  # fmt: skip
     """kcat's JSON envelopes: keys, values and header values come back as text (UTF-8 data
     only)."""
     rows: list[Row] = []
-    for line in _kcat(port, topics, committed, ["-J"]):
+    for line in _kcat(port, topics, committed, ["-J", *auth.kcat()]):
         m = json.loads(line)
         raw = m.get("headers") or []
         headers = tuple((raw[i], raw[i + 1].encode()) for i in range(0, len(raw), 2))
