@@ -22,17 +22,20 @@ class ServeThread:
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._main, name="kafkatier-serve", daemon=True)
 
-    def start(self, timeout: float = 60) -> str:
-        """Start listening; returns the first advertised listener's ``host:port`` (its bound
-        port when it asked for port 0)."""
+    def start(self, timeout: float = 60) -> str | None:
+        """Start listening; returns the ``host:port`` of the first advertised PLAINTEXT listener
+        (its bound port when it asked for port 0), or None when every listener is secured."""
         self._thread.start()
         if not self._started.wait(timeout):
             raise TimeoutError(f"kafkatier serve did not start within {timeout:.0f} s")
         if self._error is not None:
             raise self._error
-        first = self.server.config.advertised[0]
-        port = self.server.bound.get(first.name, first.port)
-        return f"{first.host}:{port}"
+        config = self.server.config
+        for listener in config.advertised:
+            if config.security_of(listener.name).protocol == "PLAINTEXT":
+                port = self.server.bound.get(listener.name, listener.port)
+                return f"{listener.host}:{port}"
+        return None
 
     def _main(self) -> None:
         asyncio.run(self._serve())

@@ -282,7 +282,11 @@ def serving(config: KafkatierConfig, tiering: TieringConfig,
         return
     thread = ServeThread(dataclasses.replace(config.serve, tiering=tiering))
     bootstrap = thread.start()
-    say(f"kafkatier serve: Kafka clients can read the topics at {bootstrap}")
+    if bootstrap is None:
+        say("kafkatier serve: every listener is secured (SSL/SASL); the checks that consume "
+            "through it need a PLAINTEXT listener and are skipped")
+    else:
+        say(f"kafkatier serve: Kafka clients can read the topics at {bootstrap}")
     try:
         yield bootstrap
     finally:
