@@ -13,6 +13,7 @@ import logging
 import socket
 import ssl
 import struct
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -145,6 +146,9 @@ def test_a_client_without_a_trusted_certificate_is_refused(
                 assert closed(tls)
         except (ssl.SSLError, ConnectionResetError, BrokenPipeError):
             pass  # refused during the handshake
+    deadline = time.monotonic() + 5  # the server's thread may log just after the client saw it
+    while "on listener MTLS failed" not in caplog.text and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert "TLS with 127.0.0.1:" in caplog.text and "on listener MTLS failed" in caplog.text
 
 
