@@ -163,13 +163,14 @@ class Log:
         again only when the config is replaced)."""
         if self._rules is None or self._rules[0] is not self.config:
             self._rules = (self.config, append_rules(self.config))
+        rules = self._rules[1]
         return AppendTarget(
             self.producer_state,
             self.config,
-            self._rules[1],
-            self.log_end_offset,
+            rules,
+            self.producer_state.map_end_offset,
             self.leader_epoch,
-            self.clock(),
+            self.clock() if rules.log_append_time else wire.NO_TIMESTAMP,
             str(self.directory),
         )
 
@@ -188,6 +189,12 @@ class Log:
         offset and its producer snapshot both describe the log up to that chunk; one chunk
         (the usual case) commits the state validation computed."""
         batches = found.placed
+        if len(batches) == 1:  # the usual append: one batch, one chunk, no loop
+            only = batches[0]
+            self._maybe_roll(only.size_in_bytes, only)
+            self._write_chunk(batches)
+            commit_validated(self.producer_state, found, self.segment_for)
+            return
         chunk: list[RecordBatch] = []
         chunk_bytes = 0
         for batch in batches:
@@ -210,7 +217,7 @@ class Log:
         if len(chunk) == 1:
             only = chunk[0]
             info = BatchInfo(0, only.size_in_bytes, only.last_offset, only.max_timestamp)
-            self.active_segment.append(only.buffer, [info])
+            self.segments[-1].append(only.buffer, (info,))
             return
         infos: list[BatchInfo] = []
         position = 0
