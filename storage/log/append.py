@@ -35,9 +35,9 @@ from kafkatier.storage.record.batch import RecordBatch
 from kafkatier.storage.record.builder import build_control_batch
 
 
-@dataclass(frozen=True, slots=True)
-class LogAppendInfo:
-    """What an append did: the offsets it took, or the original ones of skipped duplicates."""
+class LogAppendInfo(NamedTuple):
+    """What an append did: the offsets it took, or the original ones of skipped duplicates
+    (a tuple: one is built per append)."""
 
     first_offset: int
     last_offset: int
