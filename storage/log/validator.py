@@ -20,7 +20,7 @@ from kafkatier.storage.producer.entry import AppendOrigin
 from kafkatier.storage.record.batch import RecordBatch
 from kafkatier.storage.record.builder import rebuild_batch
 from kafkatier.storage.record.legacy import LegacyBatch
-from kafkatier.storage.record.records import iter_batches
+from kafkatier.storage.record.records import read_batch
 
 _I64 = struct.Struct(">q")
 _I16 = struct.Struct(">h")
@@ -40,10 +40,10 @@ class AppendRules:
 
 def parse_incoming(data: bytes | bytearray | memoryview, origin: AppendOrigin) -> list[RecordBatch]:
     """Split ``data`` into v2 batches and check each as a leader does; nothing partial allowed."""
-    buf = memoryview(data)
+    buf = memoryview(data).cast("B")
     batches: list[RecordBatch] = []
     end = 0
-    for batch in iter_batches(buf, 0, len(buf), file="<append>"):
+    while (batch := read_batch(buf, end, file="<append>")) is not None:
         if isinstance(batch, LegacyBatch):
             raise InvalidRecordError(
                 "kafkatier appends only record batch v2 (magic 2)",
@@ -53,7 +53,7 @@ def parse_incoming(data: bytes | bytearray | memoryview, origin: AppendOrigin) -
         batch.ensure_valid()
         _check_client_batch(batch, origin)
         batches.append(batch)
-        end = batch.position + batch.size_in_bytes
+        end += batch.size_in_bytes
     if end != len(buf):
         raise InvalidRecordError(
             "appended bytes end in a partial batch", file="<append>", position=end
