@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
@@ -33,14 +32,6 @@ def crash_point(point: str, batch_id: int) -> None:
 
 def no_crash(point: str) -> None:
     del point
-
-
-def crash_hook(batch_id: int) -> Callable[[str], None]:
-    """:func:`crash_point` for ``batch_id``, the environment read once: the per-partition
-    points (``after-append``, ``between-markers``) then cost a call, not a lookup, each."""
-    if not os.environ.get(CRASH_ENV):
-        return no_crash
-    return lambda point: crash_point(point, batch_id)
 
 
 def query_id(df: DataFrame) -> str | None:

@@ -62,7 +62,6 @@ the driver at chosen steps through :mod:`kafkatier.sink.hooks`.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import logging
 import threading
 from collections.abc import Mapping
@@ -81,7 +80,7 @@ from kafkatier.sink.bookkeeping import (
     save_state,
 )
 from kafkatier.sink.encode import EncodePlan
-from kafkatier.sink.hooks import crash_hook, crash_point, no_crash
+from kafkatier.sink.hooks import crash_point, no_crash
 from kafkatier.sink.jvm import EncoderChoice
 from kafkatier.sink.plan import SinkSettings, build_plan, encoded_pieces
 from kafkatier.sink.schema import InputColumns, SinkSchemaError, check_schema, normalize
@@ -328,7 +327,7 @@ class KafkaLogSink:
             state.producer_id,
             self._epoch_now(),
             commit=True,
-            crash=crash_hook(batch_id),
+            crash=lambda point: crash_point(point, batch_id),
         )
         crash_point("after-markers", batch_id)
         state.last_committed_batch = batch_id
@@ -353,7 +352,7 @@ class KafkaLogSink:
                 encoded_pieces(normalize(df, cols), encode_plan, self.encoder.for_frame(df)),
                 sequences,
                 self._log_for,
-                functools.partial(crash_hook(batch_id), "after-append"),
+                lambda: crash_point("after-append", batch_id),
             )
         finally:
             if batch_dir is not None:
