@@ -171,7 +171,9 @@ class BudgetedFile:
     def use(self) -> _Pinned:
         return _Pinned(self)
 
-    def _pin(self) -> int:
+    def pin(self) -> int:
+        """The descriptor, pinned until :meth:`unpin` (``use()`` without its context-manager
+        object, for a write path that runs per partition and batch)."""
         opened = False
         with self._lock:
             if self._closed:
@@ -186,7 +188,7 @@ class BudgetedFile:
             self._budget.opened(self)
         return fd
 
-    def _unpin(self) -> None:
+    def unpin(self) -> None:
         with self._lock:
             self._pins -= 1
 
@@ -225,7 +227,7 @@ class BudgetedFile:
         try:
             os.fsync(fd)
         finally:
-            self._unpin()
+            self.unpin()
 
     def close(self) -> None:
         """Close for good: a later use raises (as a closed channel does)."""
@@ -251,7 +253,7 @@ class _Pinned:
         self._file = file
 
     def __enter__(self) -> int:
-        return self._file._pin()
+        return self._file.pin()
 
     def __exit__(self, *exc: object) -> None:
-        self._file._unpin()
+        self._file.unpin()

@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from kafkatier.storage import wire
 from kafkatier.storage.config.log_config import LogConfig
@@ -34,9 +35,9 @@ from kafkatier.storage.record.batch import RecordBatch
 from kafkatier.storage.record.builder import build_control_batch
 
 
-@dataclass(frozen=True, slots=True)
-class LogAppendInfo:
-    """What an append did: the offsets it took, or the original ones of skipped duplicates."""
+class LogAppendInfo(NamedTuple):
+    """What an append did: the offsets it took, or the original ones of skipped duplicates
+    (a tuple: one is built per append)."""
 
     first_offset: int
     last_offset: int
@@ -67,11 +68,11 @@ class Validated:
     completed: list[CompletedTxn]
 
 
-@dataclass(frozen=True, slots=True)
-class AppendTarget:
+class AppendTarget(NamedTuple):
     """What the append checks read of the log they append to: its producer state, config (and
-    the rules derived from it), end offset and leader epoch, the time, and its directory (named
-    in errors)."""
+    the rules derived from it), end offset and leader epoch, the time (read only for a
+    ``LogAppendTime`` topic, the one rule that needs it; else ``NO_TIMESTAMP``), and its
+    directory (named in errors). A tuple: one is built per append."""
 
     state: ProducerStateManager
     config: LogConfig

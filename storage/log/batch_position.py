@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from kafkatier.storage import wire
 from kafkatier.storage.errors import CorruptRecordError
 
 
-@dataclass(frozen=True, slots=True)
-class BatchInfo:
-    """What a segment needs to index one batch of an append: where it sits in the appended bytes."""
+class BatchInfo(NamedTuple):
+    """What a segment needs to index one batch of an append: where it sits in the appended bytes
+    (a tuple: one is built per batch appended)."""
 
     position: int
     size: int

@@ -150,12 +150,12 @@ class Log:
         self._write(found, origin)
         many = len(placed) > 1
         return LogAppendInfo(
-            first_offset=first.base_offset,
-            last_offset=placed[-1].last_offset,
-            max_timestamp=max(b.max_timestamp for b in placed) if many else first.max_timestamp,
-            num_batches=len(placed),
-            num_records=sum(b.records_count for b in placed) if many else first.records_count,
-            duplicate_batches=len(found.duplicates),
+            first.base_offset,
+            placed[-1].last_offset,
+            max([b.max_timestamp for b in placed]) if many else first.max_timestamp,
+            len(placed),
+            sum([b.records_count for b in placed]) if many else first.records_count,
+            len(found.duplicates),
         )
 
     def _append_target(self) -> AppendTarget:
@@ -163,13 +163,14 @@ class Log:
         again only when the config is replaced)."""
         if self._rules is None or self._rules[0] is not self.config:
             self._rules = (self.config, append_rules(self.config))
+        rules = self._rules[1]
         return AppendTarget(
             self.producer_state,
             self.config,
-            self._rules[1],
-            self.log_end_offset,
+            rules,
+            self.producer_state.map_end_offset,
             self.leader_epoch,
-            self.clock(),
+            self.clock() if rules.log_append_time else wire.NO_TIMESTAMP,
             str(self.directory),
         )
 
@@ -186,31 +187,37 @@ class Log:
         """Append in chunks that fit the active segment, rolling between them (§9.2). Each
         chunk's producer state is committed before the next roll, so the new segment's base
         offset and its producer snapshot both describe the log up to that chunk; one chunk
-        (the usual case) commits the state validation computed."""
+        (the usual case: all the batches fit the active segment after the first one's roll
+        check, which is when no batch would start a new chunk) commits the state validation
+        computed."""
         batches = found.placed
-        chunk: list[RecordBatch] = []
-        chunk_bytes = 0
-        for batch in batches:
+        first = batches[0]
+        self._maybe_roll(first.size_in_bytes, first)
+        if len(batches) == 1 or not needs_new_segment(
+            self.segments[-1], self.config, sum(b.size_in_bytes for b in batches), batches[-1]
+        ):
+            self._write_chunk(batches)
+            commit_validated(self.producer_state, found, self.segment_for)
+            return
+        chunk = [first]
+        chunk_bytes = first.size_in_bytes
+        for batch in batches[1:]:
             pending = chunk_bytes + batch.size_in_bytes
-            if chunk and needs_new_segment(self.active_segment, self.config, pending, batch):
+            if needs_new_segment(self.active_segment, self.config, pending, batch):
                 self._write_chunk(chunk)
                 commit_producer_state(self.producer_state, chunk, origin, self.segment_for)
-                chunk, chunk_bytes = [], 0
-            if not chunk:
                 self._maybe_roll(batch.size_in_bytes, batch)
+                chunk, chunk_bytes = [], 0
             chunk.append(batch)
             chunk_bytes += batch.size_in_bytes
         self._write_chunk(chunk)
-        if len(chunk) == len(batches):
-            commit_validated(self.producer_state, found, self.segment_for)
-        else:
-            commit_producer_state(self.producer_state, chunk, origin, self.segment_for)
+        commit_producer_state(self.producer_state, chunk, origin, self.segment_for)
 
     def _write_chunk(self, chunk: Sequence[RecordBatch]) -> None:
         if len(chunk) == 1:
             only = chunk[0]
             info = BatchInfo(0, only.size_in_bytes, only.last_offset, only.max_timestamp)
-            self.active_segment.append(only.buffer, [info])
+            self.segments[-1].append(only.buffer, (info,))
             return
         infos: list[BatchInfo] = []
         position = 0

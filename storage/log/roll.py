@@ -34,11 +34,9 @@ def should_roll(
     is read only when time decides."""
     if seg.size > cfg.segment_bytes - size:
         return True
-    if seg.offset_index.is_full or seg.time_index.is_full:
-        return True
-    if not seg.can_convert_to_relative_offset(first.last_offset):
+    if seg.indexes_full or not seg.can_convert_to_relative_offset(first.last_offset):
         return True
     if seg.size == 0:
         return False
-    waited = seg.time_waited_for_roll(clock(), first.max_timestamp)
+    waited = seg.time_waited_for_roll(clock, first.max_timestamp)
     return waited > cfg.max_segment_ms - seg.roll_jitter_ms

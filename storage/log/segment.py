@@ -25,7 +25,7 @@ import errno
 import mmap
 import os
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from kafkatier.storage import wire
@@ -156,10 +156,10 @@ class LogSegment:
         if timestamp > self.max_timestamp:
             self._max_ts = (timestamp, last_offset)
 
-    def time_waited_for_roll(self, now_ms: int, message_timestamp: int) -> int:
+    def time_waited_for_roll(self, clock: Callable[[], int], message_timestamp: int) -> int:
         """Kafka's ``timeWaitedForRoll``: by record timestamps when the segment's first batch has
         one (read back from the file after a reopen, as ``loadFirstBatchTimestamp``), else by
-        the clock since this segment object was created."""
+        the clock (read only then) since this segment object was created."""
         if self.rolling_based_timestamp is None:
             first = None
             if self.size:
@@ -171,9 +171,14 @@ class LogSegment:
         based = self.rolling_based_timestamp
         if based is not None and based >= 0:
             return message_timestamp - based
-        return now_ms - self.created_ms
+        return clock() - self.created_ms
 
     # ----------------------------------------------------------------- appends
+
+    @property
+    def indexes_full(self) -> bool:
+        """Whether the offset or the time index has no free slot (a roll is due)."""
+        return self.offset_index.is_full or self.time_index.is_full
 
     def can_convert_to_relative_offset(self, offset: int) -> bool:
         return 0 <= offset - self.base_offset <= wire.INT32_MAX
@@ -198,31 +203,36 @@ class LogSegment:
             self.rolling_based_timestamp = max(b.max_timestamp for b in batches)
         start = self.size
         if isinstance(data, (bytes, bytearray, memoryview)):
-            data = [data]
+            views = [memoryview(data).cast("B")]
         elif len(data) > IOV_MAX:
-            data = [b"".join(data)]
+            views = [memoryview(b"".join(data))]
+        else:
+            views = [memoryview(part).cast("B") for part in data]
         self._reserve_index_entries(batches)
-        size = self._write_all(data, start)
+        size = self._write_all(views, start)
         for info in batches:
             self._index_batch(
                 start + info.position, info.size, info.last_offset, info.max_timestamp
             )
         self.size = start + size
 
-    def _write_all(self, data: Sequence[Buffer], start: int) -> int:
-        """Write ``data`` at ``start`` (pwritev, continued after a short write) and return its
-        size. On a failure (no space, quota, I/O error) the bytes written are cut off again, so
-        the file ends where it did, and :class:`LogWriteError` names the file and position."""
-        views = [memoryview(part).cast("B") for part in data]
-        size = sum(v.nbytes for v in views)
+    def _write_all(self, views: list[memoryview], start: int) -> int:
+        """Write ``views`` (of bytes) at ``start`` (pwritev, continued after a short write) and
+        return their size. On a failure (no space, quota, I/O error) the bytes written are cut
+        off again, so the file ends where it did, and :class:`LogWriteError` names the file and
+        position."""
+        size = sum(v.nbytes for v in views) if len(views) > 1 else views[0].nbytes
         done = 0
         try:
-            with self._file.use() as fd:
+            fd = self._file.pin()
+            try:
                 while done < size:
-                    written = os.pwritev(fd, _after(views, done), start + done)
+                    written = os.pwritev(fd, _after(views, done) if done else views, start + done)
                     if written == 0:
                         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
                     done += written
+            finally:
+                self._file.unpin()
         except OSError as exc:
             self._cut_back(start)
             raise LogWriteError.of(
@@ -256,8 +266,7 @@ class LogSegment:
         self._track_max(max_ts, last_offset)
         # An append of many batches may fill an index mid-way (Kafka indexes once per append
         # and rolls before a full index); skipping entries only lengthens lookups' scans.
-        full = self.offset_index.is_full or self.time_index.is_full
-        if self._bytes_since_last_index_entry > self.index_interval_bytes and not full:
+        if self._bytes_since_last_index_entry > self.index_interval_bytes and not self.indexes_full:
             self.offset_index.append(last_offset, position)
             ts, ts_offset = self.max_timestamp_and_offset
             self.time_index.maybe_append(ts, ts_offset)

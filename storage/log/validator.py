@@ -20,10 +20,11 @@ from kafkatier.storage.producer.entry import AppendOrigin
 from kafkatier.storage.record.batch import RecordBatch
 from kafkatier.storage.record.builder import rebuild_batch
 from kafkatier.storage.record.legacy import LegacyBatch
-from kafkatier.storage.record.records import iter_batches
+from kafkatier.storage.record.records import read_batch
 
 _I64 = struct.Struct(">q")
 _I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
 _U32 = struct.Struct(">I")
 
 
@@ -39,10 +40,10 @@ class AppendRules:
 
 def parse_incoming(data: bytes | bytearray | memoryview, origin: AppendOrigin) -> list[RecordBatch]:
     """Split ``data`` into v2 batches and check each as a leader does; nothing partial allowed."""
-    buf = memoryview(data)
+    buf = memoryview(data).cast("B")
     batches: list[RecordBatch] = []
     end = 0
-    for batch in iter_batches(buf, 0, len(buf), file="<append>"):
+    while (batch := read_batch(buf, end, file="<append>")) is not None:
         if isinstance(batch, LegacyBatch):
             raise InvalidRecordError(
                 "kafkatier appends only record batch v2 (magic 2)",
@@ -52,7 +53,7 @@ def parse_incoming(data: bytes | bytearray | memoryview, origin: AppendOrigin) -
         batch.ensure_valid()
         _check_client_batch(batch, origin)
         batches.append(batch)
-        end = batch.position + batch.size_in_bytes
+        end += batch.size_in_bytes
     if end != len(buf):
         raise InvalidRecordError(
             "appended bytes end in a partial batch", file="<append>", position=end
@@ -63,17 +64,16 @@ def parse_incoming(data: bytes | bytearray | memoryview, origin: AppendOrigin) -
 def _check_client_batch(batch: RecordBatch, origin: AppendOrigin) -> None:
     if origin is not AppendOrigin.CLIENT:
         return
-    where = {"file": "<append>", "position": batch.position}
+    count = batch.records_count
     if batch.is_control:
-        raise InvalidRecordError("clients may not append control batches", **where)
-    if batch.records_count != batch.last_offset_delta + 1 or batch.records_count <= 0:
-        raise InvalidRecordError(
-            f"batch declares {batch.records_count} records but lastOffsetDelta "
-            f"{batch.last_offset_delta}",
-            **where,
-        )
-    if batch.has_producer_id and batch.base_sequence < 0:
-        raise InvalidRecordError("idempotent batch without a base sequence", **where)
+        message = "clients may not append control batches"
+    elif count != batch.last_offset_delta + 1 or count <= 0:
+        message = f"batch declares {count} records but lastOffsetDelta {batch.last_offset_delta}"
+    elif batch.has_producer_id and batch.base_sequence < 0:
+        message = "idempotent batch without a base sequence"
+    else:
+        return
+    raise InvalidRecordError(message, file="<append>", position=batch.position)
 
 
 def needs_rewrite(batch: RecordBatch, rules: AppendRules) -> bool:
@@ -134,5 +134,5 @@ def _stamp_log_append_time(buf: bytearray, now_ms: int) -> None:
 def assign_offset(buf: bytearray | memoryview, base_offset: int, leader_epoch: int) -> None:
     """Write baseOffset and partitionLeaderEpoch in place (not covered by the CRC)."""
     _I64.pack_into(buf, 0, base_offset)
-    struct.pack_into(">i", buf, wire.PLE_OFFSET, leader_epoch)
+    _I32.pack_into(buf, wire.PLE_OFFSET, leader_epoch)
 

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import enum
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from kafkatier.storage.producer.snapshot import SnapshotEntry
 from kafkatier.storage.wire import NO_PRODUCER_EPOCH, NO_SEQUENCE, NO_TIMESTAMP, decrement_sequence
@@ -29,12 +31,11 @@ class AppendOrigin(enum.Enum):
     REPLICATION = "replication"
 
 
-@dataclass(frozen=True)
-class BatchMetadata:
+class BatchMetadata(NamedTuple):
     """What is remembered of one appended batch: enough to recognise a retried duplicate.
 
     On disk only the newest one survives, as (lastSequence, lastOffset, offsetDelta, timestamp)
-    inside a 46-byte snapshot entry.
+    inside a 46-byte snapshot entry. A tuple: one is built per batch appended.
     """
 
     last_seq: int
@@ -51,8 +52,7 @@ class BatchMetadata:
         return self.last_offset - self.offset_delta
 
 
-@dataclass(frozen=True)
-class CompletedTxn:
+class CompletedTxn(NamedTuple):
     """A transaction ended by a marker: ``last_offset`` is the marker's offset (§6)."""
 
     producer_id: int
@@ -150,7 +150,7 @@ class ProducerStateEntry:
             next_entry.producer_epoch,
             next_entry.coordinator_epoch,
             next_entry.last_timestamp,
-            tuple(next_entry.batch_metadata),
+            next_entry.batch_metadata,
             next_entry.current_txn_first_offset,
         )
 
@@ -159,7 +159,7 @@ class ProducerStateEntry:
         producer_epoch: int,
         coordinator_epoch: int,
         last_timestamp: int,
-        batches: tuple[BatchMetadata, ...],
+        batches: Iterable[BatchMetadata],
         current_txn_first_offset: int | None,
     ) -> None:
         self.maybe_update_producer_epoch(producer_epoch)

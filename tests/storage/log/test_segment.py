@@ -184,13 +184,13 @@ def test_time_waited_for_roll_uses_first_batch_timestamp_even_after_reopen(
 ) -> None:
     seg = LogSegment(tmp_path, BASE, created_ms=0)
     fill(seg, [[1000, 1500], [900]])
-    assert seg.time_waited_for_roll(now_ms=10**9, message_timestamp=5000) == 3500
+    assert seg.time_waited_for_roll(lambda: 10**9, message_timestamp=5000) == 3500
     seg.close()
     reopened = LogSegment(tmp_path, BASE, created_ms=0)
-    assert reopened.time_waited_for_roll(now_ms=10**9, message_timestamp=5000) == 3500
+    assert reopened.time_waited_for_roll(lambda: 10**9, message_timestamp=5000) == 3500
     untimed = LogSegment(tmp_path, 500, created_ms=1000)
     fill(untimed, [[-1]])  # no timestamps: the wall clock since the segment was created
-    assert untimed.time_waited_for_roll(now_ms=4000, message_timestamp=5000) == 3000
+    assert untimed.time_waited_for_roll(lambda: 4000, message_timestamp=5000) == 3000
 
 
 def test_relative_offset_must_fit_int32(tmp_path: Path) -> None:
