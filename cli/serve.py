@@ -13,7 +13,6 @@ from kafkatier.cli.config.loader import load_config
 from kafkatier.cli.config.remote import remote_storage
 from kafkatier.cli.sidecar import setup_logging
 from kafkatier.serve.config import ServeConfig
-from kafkatier.serve.server import Server
 
 EPILOG = """\
 Serves every topic of the configured log dirs to unmodified Kafka clients (kafka-python,
@@ -79,6 +78,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _serve(config: ServeConfig) -> None:
+    from kafkatier.serve.server import Server  # the wire protocol: only when serving (0.4 s)
+
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

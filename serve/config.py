@@ -35,7 +35,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kafkatier.serve.group.coordinator import GroupSettings
+from kafkatier.serve.group.settings import GroupSettings
 from kafkatier.serve.security.listener import ListenerSecurity, hint, listener_security
 from kafkatier.storage.errors import ConfigError
 from kafkatier.storage.java_properties import read_properties_located

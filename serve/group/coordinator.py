@@ -24,6 +24,7 @@ from kio.schema.errors import ErrorCode
 
 from kafkatier.serve.group.group import Group, GroupState
 from kafkatier.serve.group.member import JoinResult, Member, Protocols, SyncResult
+from kafkatier.serve.group.settings import GroupSettings
 
 TICK_SECONDS = 0.05
 CLEANUP_SECONDS = 600.0
@@ -31,16 +32,6 @@ CLEANUP_SECONDS = 600.0
 ``offsets.retention.check.interval.ms``)."""
 E = ErrorCode
 S = GroupState
-
-
-@dataclass(frozen=True)
-class GroupSettings:
-    """Kafka's broker settings of the same names (serve/config.py reads them)."""
-
-    min_session_timeout_ms: int = 6000
-    max_session_timeout_ms: int = 1_800_000
-    initial_rebalance_delay_ms: int = 3000
-    offset_metadata_max_bytes: int = 4096
 
 
 @dataclass(frozen=True)
