@@ -9,6 +9,7 @@ import mmap
 import sys
 from pathlib import Path
 
+from kafkatier.cli.commands import summary
 from kafkatier.storage.checkpoint.metadata import parse_partition_dir_name
 from kafkatier.storage.cleaner.clean_pass import (
     COMPACTION_UNAVAILABLE,
@@ -68,7 +69,7 @@ examples:
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "clean",
-        help="apply retention and compaction to a log dir once",
+        help=summary("clean"),
         description="Run one pass of retention (cleanup.policy=delete) and compaction "
         "(cleanup.policy=compact) over every partition in LOG_DIR, or one topic's.",
         epilog=EPILOG,

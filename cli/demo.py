@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from kafkatier.cli.commands import summary
 from kafkatier.storage.arrow.log import append_arrow, read_arrow
 from kafkatier.storage.log.directory import LogDirectory
 from kafkatier.storage.log.reader import IsolationLevel
@@ -28,7 +29,7 @@ PRODUCER_ID = 1000
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "demo",
-        help="write, reopen, read back and verify a sample topic (what 'make run' does)",
+        help=summary("demo"),
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

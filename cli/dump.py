@@ -12,6 +12,7 @@ from typing import Any, TextIO
 
 from tqdm import tqdm
 
+from kafkatier.cli.commands import summary
 from kafkatier.storage.dump.items import Item, to_json
 from kafkatier.storage.dump.paths import NotDumpableError, dump_paths
 from kafkatier.storage.verify.files import Kind, parse_file_name
@@ -44,7 +45,7 @@ examples:
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "dump",
-        help="print the batches, records, index entries and state in Kafka log files",
+        help=summary("dump"),
         description="Print the contents of Kafka log files (like kafka-dump-log.sh): a segment "
         "file, index, snapshot or checkpoint, a partition dir or a whole log dir.",
         epilog=EPILOG,

@@ -14,24 +14,20 @@ import traceback
 from collections.abc import Sequence
 
 from kafkatier.cli import __version__
+from kafkatier.cli.commands import COMMANDS, summary
 from kafkatier.storage.errors import ConfigError, KafkaTierError
-
-COMMANDS: tuple[str, ...] = (
-    "produce", "dump", "verify", "clean", "demo", "run.command", "sidecar", "serve", "restore",
-    "status",
-)
-"""Subcommand modules of kafkatier.cli (``run`` is a package), in the order ``--help`` lists
-them."""
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
-    """The whole parser; with ``command``, only that subcommand's (its module alone is imported:
-    ``status`` must not pay for the imports of ``run``, Spark's among them)."""
+    """With ``command``, that subcommand's parser (its module alone is imported: ``status`` must
+    not pay for the imports of ``run``, Spark's among them); without, every subcommand by name
+    and summary only (``kafkatier --help`` imports none of them)."""
     parser = argparse.ArgumentParser(
         prog="kafkatier",
         description=(
             "Kafka partition logs on disk, without a Kafka cluster: write records into Kafka's own "
-            "segment format, inspect and verify log directories."
+            "segment format, tier segments to S3, serve the topics to Kafka clients, inspect and "
+            "verify log directories."
         ),
         epilog="Run 'kafkatier COMMAND --help' for a command's options.",
     )
@@ -39,19 +35,18 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true",
                         help="on an error, show the Python traceback after the one-line message")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMANDS if command is None else [_module(command)]:
-        importlib.import_module(f"kafkatier.cli.{name}").register(subparsers)
+    if command is None:
+        for name in COMMANDS:
+            subparsers.add_parser(name, help=summary(name), add_help=False)
+    else:
+        importlib.import_module(f"kafkatier.cli.{COMMANDS[command][0]}").register(subparsers)
     return parser
-
-
-def _module(command: str) -> str:
-    return next(name for name in COMMANDS if name.split(".")[0] == command)
 
 
 def _command(argv: Sequence[str]) -> str | None:
     """The subcommand ``argv`` names, when nothing before it asks for the whole parser
     (``--help``, ``--version``) and it is one (a typo needs the whole list)."""
-    known = {name.split(".")[0] for name in COMMANDS}
+    known = set(COMMANDS)
     for arg in argv:
         if not arg.startswith("-"):
             return arg if arg in known else None

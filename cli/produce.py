@@ -11,6 +11,7 @@ import numpy as np
 import pyarrow as pa
 from tqdm import tqdm
 
+from kafkatier.cli.commands import summary
 from kafkatier.cli.inputs import FORMATS, detect_format, read_chunks
 from kafkatier.storage.arrow.log import append_arrow
 from kafkatier.storage.checkpoint.checkpoint_file import is_valid_topic_name
@@ -39,7 +40,7 @@ are saved in LOG_DIR/kafkatier-topic.<topic>.properties for every later tool.
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "produce",
-        help="append records from a Parquet, JSON Lines or CSV file to a topic",
+        help=summary("produce"),
         description="Append records from a file into a topic's partitions in LOG_DIR, in "
         "Kafka's own on-disk format (creating the topic if needed).",
         epilog=EPILOG,

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from kafkatier.cli.commands import summary
 from kafkatier.cli.config.loader import load_config
 from kafkatier.cli.config.remote import remote_storage
 from kafkatier.tiering.read.restore import RestoreResult, restore_topic
@@ -33,7 +34,7 @@ examples:
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "restore",
-        help="rebuild partitions from remote storage",
+        help=summary("restore"),
         description="Download a topic's remote segments into partition directories under DIR.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -9,6 +9,7 @@ import logging
 import signal
 from pathlib import Path
 
+from kafkatier.cli.commands import summary
 from kafkatier.cli.config.loader import load_config
 from kafkatier.cli.config.remote import remote_storage
 from kafkatier.cli.sidecar import setup_logging
@@ -54,7 +55,7 @@ examples:
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "serve",
-        help="serve the log dirs to Kafka clients over the Kafka protocol (long-running)",
+        help=summary("serve"),
         description="Answer Kafka consumers from the log dirs: no Kafka cluster needed.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+from kafkatier.cli.commands import summary
 from kafkatier.cli.config.loader import load_config
 from kafkatier.cli.config.remote import remote_storage
 from kafkatier.tiering.sidecar.loop import Sidecar
@@ -67,7 +68,7 @@ def setup_logging(fmt: str, level: str) -> None:
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "sidecar",
-        help="tier closed segments to remote storage (long-running)",
+        help=summary("sidecar"),
         description="Upload closed segments of tiered topics and apply local retention.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -6,6 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
+from kafkatier.cli.commands import summary
 from kafkatier.cli.config.loader import load_config
 from kafkatier.cli.config.remote import remote_storage
 from kafkatier.tiering.sidecar.status import PartitionStatus, collect_status
@@ -17,7 +18,7 @@ _HEADER = ("partition", "local offsets", "local bytes", "remote offsets", "remot
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "status",
-        help="local and remote ranges of tiered partitions",
+        help=summary("status"),
         description="Per partition: local and remote offset ranges ([start, end)), bytes, and "
         "upload lag (closed local segments above the highest remote offset).",
     )

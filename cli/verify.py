@@ -11,6 +11,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from kafkatier.cli.commands import summary
 from kafkatier.storage.verify.paths import NotKafkaPathError, log_bytes, verify_paths
 from kafkatier.storage.verify.problem import VerifyStats
 
@@ -48,7 +49,7 @@ examples:
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "verify",
-        help="check log dirs, partitions or files for corruption and inconsistencies",
+        help=summary("verify"),
         description="Check Kafka log dirs, partition dirs or single files without modifying "
         "them: batches, indexes, producer snapshots, transaction indexes and checkpoints.",
         epilog=EPILOG,

@@ -30,6 +30,7 @@ import warnings
 from pathlib import Path
 from types import FrameType
 
+from kafkatier.cli.commands import summary
 from kafkatier.cli.config.loader import load_config
 from kafkatier.cli.config.remote import remote_storage
 
@@ -37,7 +38,7 @@ from kafkatier.cli.config.remote import remote_storage
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "run",
-        help="the streaming job, the sidecar, restore and replay checks (what 'make run' runs)",
+        help=summary("run"),
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

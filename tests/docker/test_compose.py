@@ -49,7 +49,7 @@ def test_the_build_points_at_the_dockerfile(compose: dict[str, Any]) -> None:
 
 def test_commands_are_accepted_by_kafkatier(compose: dict[str, Any]) -> None:
     for name, svc in _kafkatier_services(compose).items():
-        args = build_parser().parse_args(svc["command"])
+        args = build_parser(svc["command"][0]).parse_args(svc["command"])
         assert args.command == svc["command"][0], name
 
 

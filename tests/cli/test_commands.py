@@ -1,0 +1,47 @@
+"""The command table (kafkatier.cli.commands): ``kafkatier --help`` lists every subcommand
+without importing any of them (the heavy libraries stay unloaded: a whole-process check, as a
+user's shell sees it), and each subcommand's own parser is the one the table names."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import subprocess
+import sys
+
+import pytest
+
+from kafkatier.cli.commands import COMMANDS, summary
+
+HEAVY = ("pyarrow", "numba", "boto3", "kio", "pyspark", "kafkatier.cli.produce",
+         "kafkatier.serve.server", "kafkatier.tiering.config")  # fmt: skip
+
+
+def test_help_lists_every_command_and_imports_none_of_them() -> None:
+    script = (
+        "import contextlib, io, json, sys\n"
+        "from kafkatier.cli.main import main\n"
+        "out = io.StringIO()\n"
+        "with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):\n"
+        "    main(['--help'])\n"
+        "print(json.dumps([out.getvalue(), sorted(sys.modules)]))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          check=True)  # fmt: skip
+    text, modules = json.loads(done.stdout)
+    for name in COMMANDS:
+        assert f"    {name} " in text, text
+    loaded = [m for m in modules if m.startswith(HEAVY)]
+    assert loaded == [], f"kafkatier --help imported {loaded}"
+
+
+@pytest.mark.parametrize("name", list(COMMANDS))
+def test_each_module_registers_its_command_with_the_table_summary(name: str) -> None:
+    parser = argparse.ArgumentParser()
+    subparsers = parser.add_subparsers(dest="command")
+    importlib.import_module(f"kafkatier.cli.{COMMANDS[name][0]}").register(subparsers)
+    assert list(subparsers.choices) == [name]
+    helps = {action.dest: action.help for action in subparsers._choices_actions}
+    assert helps[name] == summary(name)
+    assert json.dumps(helps)  # plain strings
