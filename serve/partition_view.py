@@ -79,6 +79,18 @@ def bounds(log_dir: Path, topic: str, partition: int, sources: Sources) -> Parti
         return _with_remote_start(local, sources.remote_reader(log_dir, topic, partition))
 
 
+def local_log_start(log_dir: Path, topic: str, partition: int, sources: Sources) -> int:
+    """The first offset of the local segments (ListOffsets' earliest-local, KIP-405)."""
+    with open_partition(log_dir, topic, partition) as part:
+        return scan_bounds(part, committed=True, tail=sources.tails.headers(part)).log_start
+
+
+def highest_tiered(log_dir: Path, topic: str, partition: int, sources: Sources) -> int:
+    """The highest offset the remote store holds, -1 when none (latest-tiered, KIP-1005)."""
+    remote = sources.remote_reader(log_dir, topic, partition)
+    return remote.segments[-1].end_offset if remote is not None and remote.segments else -1
+
+
 def _with_remote_start(found: PartitionBounds, remote: RemoteLogReader | None) -> PartitionBounds:
     first = None if remote is None else remote.first_offset
     if first is None or first >= found.log_start:

@@ -1,7 +1,9 @@
 """ListOffsets (key 2), per partition: earliest (-2: the log start, remote segments included),
 latest (-1: the high watermark, or the last stable offset for read_committed), the record with
-the largest timestamp (-3, v7+) and by timestamp (the first record at or after it, through the
-time indexes, remote ones first; offset -1 when every record is older). Each answer carries the
+the largest timestamp (-3, v7+), earliest-local (-4, v8+: the first local offset, KIP-405),
+latest-tiered (-5, v9+: the highest offset in the remote store, -1 when none, KIP-1005) and by
+timestamp (the first record at or after it, through the time indexes, remote ones first; offset
+-1 when every record is older). Each answer carries the
 leader epoch of the offset found (the latest epoch for "latest", as Kafka); a request's
 ``current_leader_epoch`` (v4+) is checked as Kafka checks it (epochs.py).
 """
@@ -22,7 +24,7 @@ from kafkatier.serve.context import ServeContext
 from kafkatier.serve.partition_view import Sources
 from kafkatier.serve.protocol import build, payload_module
 
-LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
+LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
 
 
 async def handle(ctx: ServeContext, version: int, request: Any) -> Any:
@@ -73,10 +75,14 @@ def _find(log_dir: Path, topic: str, partition: int, timestamp: int, committed: 
         bounds = partition_view.bounds(log_dir, topic, partition, sources)
         offset = bounds.latest(committed) if timestamp == LATEST else bounds.log_start
         return ErrorCode.none, offset, -1
+    if timestamp in (EARLIEST_LOCAL, LATEST_TIERED):
+        lookup = (partition_view.local_log_start if timestamp == EARLIEST_LOCAL
+                  else partition_view.highest_tiered)  # fmt: skip
+        return ErrorCode.none, lookup(log_dir, topic, partition, sources), -1
     if timestamp == MAX_TIMESTAMP:
         found = partition_view.max_timestamp(log_dir, topic, partition, sources)
     elif timestamp < 0:
-        return ErrorCode.unsupported_version, -1, -1  # -4 and below: queries of v8+
+        return ErrorCode.unsupported_version, -1, -1  # -6 and below: queries of v11+
     else:
         found = partition_view.offset_for_timestamp(log_dir, topic, partition, timestamp,
                                                     sources)  # fmt: skip

@@ -23,7 +23,7 @@ DESCRIBE_CONFIGS, DESCRIBE_CLUSTER = 32, 60
 SUPPORTED: dict[int, tuple[int, int]] = {
     PRODUCE: (3, 9),
     FETCH: (4, 16),
-    LIST_OFFSETS: (1, 7),
+    LIST_OFFSETS: (1, 9),
     METADATA: (0, 12),
     OFFSET_COMMIT: (2, 9),
     OFFSET_FETCH: (1, 9),

@@ -47,6 +47,35 @@ def test_a_tiered_topic_replays_from_the_remote_start(tmp_path: Path, consume: A
             assert c.beginning_offsets(tps) == dict.fromkeys(tps, 0)
         finally:
             c.close()
+        assert tiered_bounds(port, logs) == {  # ListOffsets v8/v9 (KIP-405, KIP-1005)
+            p: (base, base - 1) for p, base in local_starts(logs, "ro").items()
+        }
+
+
+def local_starts(logs: Path, topic: str) -> dict[int, int]:
+    """Each partition's first local offset (every closed segment of "ro" was uploaded, then
+    deleted locally: only the active one is left)."""
+    found = {}
+    for p in range(TOPICS[topic]):
+        with ReadOnlyPartition(logs, topic, p) as part:
+            found[p] = part.bases[0]
+    return found
+
+
+def tiered_bounds(port: int, logs: Path) -> dict[int, tuple[int, int]]:
+    """(earliest-local, latest-tiered) of each partition of "ro", through kafka-python's admin
+    client."""
+    from kafka import TopicPartition
+    from kafka.admin import KafkaAdminClient, OffsetSpec
+
+    admin = KafkaAdminClient(bootstrap_servers=f"127.0.0.1:{port}")
+    try:
+        tps = [TopicPartition("ro", p) for p in range(TOPICS["ro"])]
+        local = admin.list_partition_offsets(dict.fromkeys(tps, OffsetSpec.EARLIEST_LOCAL))
+        tiered = admin.list_partition_offsets(dict.fromkeys(tps, OffsetSpec.LATEST_TIERED))
+    finally:
+        admin.close()
+    return {tp.partition: (local[tp].offset, tiered[tp].offset) for tp in tps}
 
 
 def test_an_unreadable_store_leaves_the_local_segments_served(
