@@ -5,9 +5,12 @@ GB of segment bytes served. A raw fetch loop (kafka-python's protocol classes ov
 records left compressed) shows what the server delivers when the client does not decompress
 and build a Python object per record. Rounds alternate them; the page cache is warm for all.
 
-Usage: ``.venv/bin/python bench/serve.py [--mib 256] [--partitions 4] [--rounds 3]``
-(prints the command, the figures and the ratio). Local segments only: the remote tier is not
-measured yet.
+Usage: ``.venv/bin/python bench/serve.py [--mib 256] [--partitions 4] [--rounds 3]
+[--baseline DIR]`` (prints the command, the figures and the ratio). ``--baseline DIR`` starts a
+second server from another copy of the sources (DIR holds ``kafkatier/<package>/...``, e.g.
+``git archive`` of an older commit; it runs with ``PYTHONPATH=DIR``) and alternates the two in
+every round: a change to the server is judged side by side. Local segments only: the remote tier
+is not measured yet.
 """
 
 from __future__ import annotations
@@ -144,14 +147,19 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICKS
 
 
-def serve(logs: Path, root: Path) -> tuple[subprocess.Popen[bytes], int]:
+def serve(
+    logs: Path, root: Path, sources: Path | None = None
+) -> tuple[subprocess.Popen[bytes], int]:
+    """A ``kafkatier serve`` process (of the sources in ``sources``, if given) and its port."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    config = root / "serve.properties"
-    config.write_text(f"log.dirs={logs}\nlisteners=PLAINTEXT://127.0.0.1:{port}\n")
+    config = root / f"serve-{port}.properties"
+    config.write_text(f"log.dirs={logs}\nlisteners=PLAINTEXT://127.0.0.1:{port}\n"
+                      f"offsets.log.dir={root / f'offsets-{port}'}\n")  # fmt: skip
+    env = dict(os.environ, PYTHONPATH=str(sources)) if sources is not None else None
     proc = subprocess.Popen([str(KAFKATIER), "serve", "--config", str(config),
-                             "--log-level", "warning"])  # fmt: skip
+                             "--log-level", "warning"], env=env)  # fmt: skip
     for _ in range(300):
         try:
             socket.create_connection(("127.0.0.1", port), timeout=1).close()
@@ -166,33 +174,44 @@ def main() -> None:
     parser.add_argument("--mib", type=int, default=256)
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--baseline", type=Path, default=None,
+                        help="another copy of the sources to serve beside this one")
     args = parser.parse_args()
     print("command:", " ".join([sys.executable, *sys.argv]))
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         logs = write_topic(root, args.mib, args.partitions)
         size = segment_bytes(logs)
-        proc, port = serve(logs, root)
+        servers = [("this", *serve(logs, root))]
+        if args.baseline is not None:
+            servers.append(("baseline", *serve(logs, root, args.baseline)))
         try:
             read_files(logs)  # warm the page cache
             for n in range(args.rounds):
-                files = read_files(logs)
-                before = cpu_seconds(proc.pid)
-                took, records = consume(port, args.partitions)
-                cpu = cpu_seconds(proc.pid) - before
-                before = cpu_seconds(proc.pid)
-                raw = raw_fetch(port, args.partitions)
-                raw_cpu = cpu_seconds(proc.pid) - before
-                gb = size / 1e9
-                print(f"round {n + 1}: {size / 1e6:.0f} MB of lz4 segments, {records} records: "
-                      f"confluent-kafka {size / took / 1e6:.0f} MB/s (server CPU "
-                      f"{cpu / gb:.2f} s/GB), raw fetch {size / raw / 1e6:.0f} MB/s (server CPU "
-                      f"{raw_cpu / gb:.2f} s/GB), files {size / files / 1e6:.0f} MB/s; "
-                      f"confluent/files {files / took:.1%}, "
-                      f"raw/files {files / raw:.1%}")  # fmt: skip
+                for name, proc, port in servers if n % 2 == 0 else servers[::-1]:
+                    measure(f"round {n + 1}, {name}", logs, size, proc.pid, port,
+                            args.partitions)
         finally:
-            proc.send_signal(signal.SIGTERM)
-            proc.wait(30)
+            for _, proc, _ in servers:
+                proc.send_signal(signal.SIGTERM)
+                proc.wait(30)
+
+
+def measure(label: str, logs: Path, size: int, pid: int, port: int, partitions: int) -> None:
+    """One round against one server: the files, confluent-kafka, the raw fetch loop."""
+    files = read_files(logs)
+    before = cpu_seconds(pid)
+    took, records = consume(port, partitions)
+    cpu = cpu_seconds(pid) - before
+    before = cpu_seconds(pid)
+    raw = raw_fetch(port, partitions)
+    raw_cpu = cpu_seconds(pid) - before
+    gb = size / 1e9
+    print(f"{label}: {size / 1e6:.0f} MB of lz4 segments, {records} records: "
+          f"confluent-kafka {size / took / 1e6:.0f} MB/s (server CPU "
+          f"{cpu / gb:.2f} s/GB), raw fetch {size / raw / 1e6:.0f} MB/s (server CPU "
+          f"{raw_cpu / gb:.2f} s/GB), files {size / files / 1e6:.0f} MB/s; "
+          f"confluent/files {files / took:.1%}, raw/files {files / raw:.1%}", flush=True)
 
 
 if __name__ == "__main__":

@@ -37,7 +37,7 @@ from kafkatier.serve.apis.versions import (
     supports,
 )
 from kafkatier.serve.context import ServeContext
-from kafkatier.serve.dispatch import dispatch
+from kafkatier.serve.dispatch import dispatch_frame
 from kafkatier.serve.framing import MIN_REQUEST_BYTES, read_frame
 from kafkatier.serve.protocol import (
     MalformedRequest,
@@ -106,7 +106,7 @@ class SaslSession:
             return await self._raw_token(frame)
         key, version, _correlation = peek_header(frame)
         if key == API_VERSIONS and self.exchange is None:
-            return await dispatch(self.ctx, frame) or b""
+            return await dispatch_frame(self.ctx, frame)
         if key == SASL_HANDSHAKE and self.exchange is None and supports(key, version):
             return self._handshake(frame, version)
         if key == SASL_AUTHENTICATE and self.exchange is not None and supports(key, version):

@@ -20,6 +20,7 @@ from kafkatier.serve.context import CLIENT, ClientInfo, ServeContext
 from kafkatier.serve.dispatch import dispatch
 from kafkatier.serve.framing import FrameError, read_frame
 from kafkatier.serve.protocol import MalformedRequest
+from kafkatier.serve.zero_copy import write_parts
 
 log = logging.getLogger("kafkatier.serve")
 TLS_HANDSHAKE_S = 10.0
@@ -36,7 +37,9 @@ async def serve_connection(
         if await _secured(ctx, listener, _peer(peer), reader, writer):
             while (frame := await read_frame(reader, ctx.config.max_request_bytes)) is not None:
                 response = await dispatch(ctx, frame)
-                if response is not None:
+                if isinstance(response, list):
+                    await write_parts(writer, response)  # records sent from their files
+                elif response is not None:
                     writer.write(response)
                     await writer.drain()
     except (FrameError, MalformedRequest) as exc:

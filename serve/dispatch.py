@@ -52,6 +52,7 @@ from kafkatier.serve.apis.versions import (
 )
 from kafkatier.serve.context import CLIENT, ServeContext
 from kafkatier.serve.protocol import MalformedRequest, decode_request, encode_response, peek_header
+from kafkatier.serve.zero_copy import FileSpan, Part, Spliced, close_spans, splice
 
 Handler = Callable[[ServeContext, int, Any], Awaitable[Any]]
 
@@ -83,8 +84,13 @@ class UnsupportedRequest(MalformedRequest):
     """An API key or version this server does not serve (closes the connection)."""
 
 
-async def dispatch(ctx: ServeContext, frame: bytes) -> bytes | None:
-    """The response frame to ``frame``, or None when the request wants none (acks=0)."""
+Reply = bytes | list[Part] | None
+"""A response frame, or its parts around record spans sent from their files (zero_copy.py), or
+None when the request wants no response (acks=0)."""
+
+
+async def dispatch(ctx: ServeContext, frame: bytes) -> Reply:
+    """The response to ``frame`` (:data:`Reply`)."""
     key, version, correlation = peek_header(frame)
     if not supports(key, version):
         if key == API_VERSIONS:
@@ -94,5 +100,26 @@ async def dispatch(ctx: ServeContext, frame: bytes) -> bytes | None:
     header, request = decode_request(frame, load_request_schema(key, version))
     CLIENT.set(dataclasses.replace(CLIENT.get(), client_id=header.client_id or ""))
     response = await HANDLERS[key](ctx, version, request)
-    ctx.metrics.answered(type(request).__name__.removesuffix("Request"), response)
-    return None if response is None else encode_response(header.correlation_id, response)
+    spans: list[FileSpan] = []
+    if isinstance(response, Spliced):
+        spans = response.spans
+        response = response.response
+    try:
+        ctx.metrics.answered(type(request).__name__.removesuffix("Request"), response)
+        if response is None:
+            return None
+        encoded = encode_response(header.correlation_id, response)
+        return splice(encoded, spans, type(response).__flexible__) if spans else encoded
+    except BaseException:
+        close_spans(spans)
+        raise
+
+
+async def dispatch_frame(ctx: ServeContext, frame: bytes) -> bytes:
+    """:func:`dispatch` of a request whose answer holds no record spans (before login: only
+    ApiVersions and the SASL exchange are answered); b"" when it wants none."""
+    reply = await dispatch(ctx, frame)
+    if isinstance(reply, list):
+        close_spans(reply)
+        raise UnsupportedRequest("records may not be fetched before authentication")
+    return reply or b""

@@ -29,6 +29,7 @@ from pathlib import Path
 from kafkatier.serve.epochs import EpochCaches
 from kafkatier.serve.remote_view import RemoteTier, read_remote_run
 from kafkatier.serve.tail_cache import TailCache
+from kafkatier.serve.zero_copy import FileSpan
 from kafkatier.storage.index.txn_index import AbortedTxn
 from kafkatier.storage.log.batch_position import BatchPosition
 from kafkatier.storage.log.bounds import PartitionBounds, scan_bounds
@@ -61,7 +62,7 @@ class FetchedPartition:
     """One partition's part of a Fetch response."""
 
     bounds: PartitionBounds
-    records: bytes = b""
+    records: bytes | FileSpan = b""  # a local segment's span, sent by sendfile (zero_copy.py)
     aborted: tuple[AbortedTxn, ...] = ()
     out_of_range: bool = False
     remote: bool = False  # the records came from the remote store
@@ -112,24 +113,31 @@ def fetch(
             return FetchedPartition(found, out_of_range=True)
         bound = found.latest(committed)
         from_remote = remote is not None and offset < local.log_start
+        records: bytes | FileSpan
         if remote is not None and from_remote:
             end = min(bound, local.log_start)
             records = read_remote_run(remote, offset, end, max_bytes, min_one)
         else:
             records = read_run(part, offset, bound, max_bytes, min_one, sources.tails)
         aborted: tuple[AbortedTxn, ...] = ()
-        if committed and records:
-            aborted = _aborted(part, found, offset, bound, remote)
+        try:
+            if committed and records:
+                aborted = _aborted(part, found, offset, bound, remote)
+        except BaseException:
+            if isinstance(records, FileSpan):
+                records.close()
+            raise
         return FetchedPartition(found, records, aborted, remote=from_remote)
 
 
 def read_run(
     part: ReadOnlyPartition, offset: int, bound: int, max_bytes: int, min_one: bool,
     tails: TailCache,
-) -> bytes:
+) -> bytes | FileSpan:
     """Whole batches holding offsets in [offset, bound), at most ``max_bytes`` (one batch more
-    when ``min_one``), from a single segment (the next fetch goes on in the next one). The last
-    segment is located through the tail cache, the others through their offset indexes."""
+    when ``min_one``), from a single segment (the next fetch goes on in the next one), as the
+    span of its ``.log`` that holds them (b"" for none). The last segment is located through
+    the tail cache, the others through their offset indexes."""
     for base in part.bases_from(offset):
         if base >= bound:
             break
@@ -149,7 +157,7 @@ def read_run(
         for position, size, _legacy in runs:
             if size > max_bytes and not min_one:
                 return b""
-            return segment.read_bytes(position, size)
+            return FileSpan.open(segment.log_path, position, size)
     return b""
 
 

@@ -35,6 +35,7 @@ from kafkatier.serve.catalog import TopicInfo
 from kafkatier.serve.context import ServeContext
 from kafkatier.serve.partition_view import FetchedPartition, Sources
 from kafkatier.serve.protocol import build, payload_module
+from kafkatier.serve.zero_copy import FileSpan, Spliced, close_spans
 
 POLL_SECONDS = 0.05
 
@@ -64,19 +65,30 @@ async def handle(ctx: ServeContext, version: int, request: Any) -> Any:
     wanted = _resolve(request, await ctx.blocking(ctx.catalog.topics), version)
     committed = request.isolation_level == 1
     deadline = time.monotonic() + request.max_wait.total_seconds()
-    while True:
-        tokens = await ctx.blocking(_tokens, wanted)
-        results = await ctx.blocking(_read_all, wanted, request.max_bytes, committed,
-                                     ctx.sources)  # fmt: skip
-        size = sum(len(r.records) for r in results if isinstance(r, FetchedPartition))
-        failed = any(not isinstance(r, FetchedPartition) or r.out_of_range for r in results)
-        if size >= request.min_bytes or failed or time.monotonic() >= deadline:
-            break
-        await _wait_for_change(ctx, wanted, tokens, deadline)
+    results: list[Result] = []
+    try:
+        while True:
+            tokens = await ctx.blocking(_tokens, wanted)
+            close_spans(_records(results))  # an earlier read that was too small
+            results = await ctx.blocking(_read_all, wanted, request.max_bytes, committed,
+                                         ctx.sources)  # fmt: skip
+            size = sum(len(r.records) for r in results if isinstance(r, FetchedPartition))
+            failed = any(not isinstance(r, FetchedPartition) or r.out_of_range for r in results)
+            if size >= request.min_bytes or failed or time.monotonic() >= deadline:
+                break
+            await _wait_for_change(ctx, wanted, tokens, deadline)
+    except BaseException:
+        close_spans(_records(results))
+        raise
     for r in results:
         if isinstance(r, FetchedPartition) and r.records:
             ctx.metrics.bytes_served(len(r.records), r.remote)
-    return _response(module, wanted, results, committed)
+    spans = [part for part in _records(results) if isinstance(part, FileSpan)]
+    return Spliced(_response(module, wanted, results, committed), spans)
+
+
+def _records(results: list[Result]) -> list[bytes | FileSpan]:
+    return [r.records for r in results if isinstance(r, FetchedPartition)]
 
 
 def _resolve(request: Any, topics: dict[str, TopicInfo], version: int) -> list[Wanted]:
@@ -171,5 +183,5 @@ def _partition(module: Any, w: Wanted, found: Result, committed: bool) -> Any:
         error_code=ErrorCode.offset_out_of_range if found.out_of_range else ErrorCode.none,
         high_watermark=bounds.high_watermark, last_stable_offset=bounds.last_stable,
         log_start_offset=bounds.log_start, aborted_transactions=aborted,
-        records=found.records,
+        records=found.records.token if isinstance(found.records, FileSpan) else found.records,
     )

@@ -1,0 +1,119 @@
+"""Record bytes sent from the segment file itself (``sendfile``), as Kafka's broker sends them.
+
+A fetch from local segments does not read the record batches into memory: it keeps the span of
+the ``.log`` file that holds them (:class:`FileSpan`, with the file open, so retention deleting
+the segment meanwhile cannot take the bytes away), and the response is written as its encoded
+parts around those spans, each span sent with ``loop.sendfile`` (``os.sendfile`` on a plain
+socket; asyncio reads and writes it on a TLS one).
+
+How the parts are found: the response is encoded with a 16-byte random token in place of each
+span's records. A token appears once in the encoded frame (2^-128 odds of anything else
+matching), right after its length prefix: the compact length (unsigned varint of length + 1) in
+flexible versions, an int32 otherwise. :func:`splice` replaces each prefix with the span's and
+the token with the span, and the frame's size prefix with the real size.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+TOKEN_BYTES = 16
+_I32 = struct.Struct(">i")
+
+
+@dataclass
+class FileSpan:
+    """``size`` bytes of an open ``.log`` file from ``position``; ``token`` stands for them in
+    the encoded response until :func:`splice`."""
+
+    fd: int
+    position: int
+    size: int
+    token: bytes = field(default_factory=lambda: os.urandom(TOKEN_BYTES))
+
+    @classmethod
+    def open(cls, path: Path, position: int, size: int) -> FileSpan:
+        return cls(os.open(path, os.O_RDONLY), position, size)
+
+    def read(self) -> bytes:
+        """The bytes themselves (a test's view, or a transport without ``sendfile``)."""
+        return os.pread(self.fd, self.size, self.position)
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            os.close(self.fd)
+
+    def __len__(self) -> int:
+        return self.size
+
+
+Part = bytes | FileSpan
+
+
+@dataclass
+class Spliced:
+    """A handler's response whose records include spans to send from their files."""
+
+    response: object
+    spans: list[FileSpan]
+
+
+def _uvarint(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def splice(frame: bytes, spans: Sequence[FileSpan], flexible: bool) -> list[Part]:
+    """The frame as parts, each span's token (and its length prefix) replaced (docstring)."""
+    parts: list[Part] = []
+    at, grown = _I32.size, 0
+    token_prefix = _uvarint(TOKEN_BYTES + 1) if flexible else _I32.pack(TOKEN_BYTES)
+    for span in spans:
+        found = frame.find(span.token, at)
+        start = found - len(token_prefix)
+        if found < 0 or frame[start:found] != token_prefix:
+            raise ValueError("a record span's token is not in the encoded response")
+        prefix = _uvarint(span.size + 1) if flexible else _I32.pack(span.size)
+        parts += [frame[at:start] + prefix, span]
+        grown += len(prefix) + span.size - len(token_prefix) - TOKEN_BYTES
+        at = found + TOKEN_BYTES
+    parts.append(frame[at:])
+    size = _I32.unpack_from(frame)[0] + grown
+    first = parts[0]
+    assert isinstance(first, bytes)
+    parts[0] = _I32.pack(size) + first
+    return parts
+
+
+async def write_parts(writer: asyncio.StreamWriter, parts: Sequence[Part]) -> None:
+    """Write the parts in order, the spans by ``sendfile``; every span is closed after."""
+    loop = asyncio.get_running_loop()
+    try:
+        for part in parts:
+            if isinstance(part, FileSpan):
+                await writer.drain()
+                with os.fdopen(os.dup(part.fd), "rb") as file:
+                    sent = await loop.sendfile(writer.transport, file, part.position, part.size)
+                if sent != part.size:  # the file was cut under us: the frame cannot be ended
+                    raise ConnectionError(f"segment file ended {part.size - sent} bytes early")
+            else:
+                writer.write(part)
+        await writer.drain()
+    finally:
+        close_spans(parts)
+
+
+def close_spans(parts: Sequence[object]) -> None:
+    for part in parts:
+        if isinstance(part, FileSpan):
+            part.close()
