@@ -12,6 +12,9 @@ Keys (defaults in brackets)::
     offsets.log.dir            the server's own log dir for ``__consumer_offsets``
                                [<first log.dirs entry>/.kafkatier-serve]
     offsets.topic.num.partitions      partitions of ``__consumer_offsets`` [1; Kafka's is 50]
+    offsets.topic.segment.bytes       its segment size [104857600, Kafka's]
+    log.cleaner.enable                the server compacts ``__consumer_offsets`` [true]
+    log.cleaner.backoff.ms            how often it looks [15000, Kafka's]
     group.min.session.timeout.ms      [6000, Kafka's]    group.max.session.timeout.ms [1800000]
     group.initial.rebalance.delay.ms  [3000, Kafka's]    offset.metadata.max.bytes    [4096]
     serve.metrics.port         Prometheus metrics on http://<address>:<port>/metrics (serve/
@@ -79,6 +82,8 @@ class ServeConfig:
     tiering: TieringConfig | None = None  # the remote store, when the file names one
     offsets_log_dir: Path | None = None  # None: <first log dir>/.kafkatier-serve
     offsets_partitions: int = 1
+    offsets_segment_bytes: int = 104_857_600
+    cleaner_backoff_ms: int | None = 15_000  # None: log.cleaner.enable=false
     groups: GroupSettings = field(default_factory=GroupSettings)
     metrics_port: int = -1
     metrics_host: str = "127.0.0.1"
@@ -133,6 +138,9 @@ class ServeConfig:
             offsets_log_dir=_offsets_dir(props),
             security=listener_security(props, tuple(lst.name for lst in listeners), where),
             offsets_partitions=_int(props, "offsets.topic.num.partitions", 1, 1, where),
+            offsets_segment_bytes=_int(props, "offsets.topic.segment.bytes", 104_857_600,
+                                       1024, where),
+            cleaner_backoff_ms=_cleaner(props, where),
             metrics_port=_metrics_port(props, where("serve.metrics.port")),
             metrics_host=props.get("serve.metrics.bind.address", "").strip() or "127.0.0.1",
             groups=GroupSettings(**{
@@ -188,6 +196,16 @@ def _max_request_bytes(props: Mapping[str, str], where: str) -> int:
         raise ConfigError("not an integer >= 1024", setting="socket.request.max.bytes",
                           value=text, source=where)  # fmt: skip
     return int(text)
+
+
+def _cleaner(props: Mapping[str, str], where: Callable[[str], str]) -> int | None:
+    """``log.cleaner.backoff.ms``, or None when ``log.cleaner.enable=false``."""
+    enabled = props.get("log.cleaner.enable", "true").strip().lower()
+    if enabled not in ("true", "false"):
+        raise ConfigError("expected true or false", setting="log.cleaner.enable", value=enabled,
+                          source=where("log.cleaner.enable"))  # fmt: skip
+    backoff = _int(props, "log.cleaner.backoff.ms", 15_000, 1, where)
+    return backoff if enabled == "true" else None
 
 
 def _metrics_port(props: Mapping[str, str], where: str) -> int:

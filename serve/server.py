@@ -35,6 +35,7 @@ class Server:
         self._connections: set[asyncio.Task[None]] = set()
         self._offsets: OffsetStore | None = None
         self._timers: asyncio.Task[None] | None = None
+        self._cleaner: asyncio.Task[None] | None = None
         self._metrics: ThreadingHTTPServer | None = None
         self.metrics_port: int | None = None
         """The metrics endpoint's bound port, when there is one."""
@@ -44,10 +45,13 @@ class Server:
     async def start(self) -> ServeContext:
         config = self.config
         self._offsets = await asyncio.get_running_loop().run_in_executor(
-            self.executor, OffsetStore, config.offsets_dir, config.offsets_partitions
-        )
+            self.executor, lambda: OffsetStore(config.offsets_dir, config.offsets_partitions,
+                                               segment_bytes=config.offsets_segment_bytes),
+        )  # fmt: skip
         ctx = ServeContext(config, self.executor, config.advertised, self._offsets)
         self._timers = asyncio.create_task(ctx.coordinator.run())
+        if config.cleaner_backoff_ms is not None:
+            self._cleaner = asyncio.create_task(self._clean_offsets(ctx, config.cleaner_backoff_ms))
         for listener in self.config.listeners:
             try:
                 server = await asyncio.start_server(
@@ -106,12 +110,26 @@ class Server:
         await asyncio.gather(*self._connections, return_exceptions=True)
         for server in self._servers:
             await server.wait_closed()
-        if self._timers is not None:
-            self._timers.cancel()
-            await asyncio.gather(self._timers, return_exceptions=True)
+        tasks = [task for task in (self._timers, self._cleaner) if task is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
         self.executor.shutdown(wait=True, cancel_futures=True)
         if self._offsets is not None:
             self._offsets.close()
+
+    async def _clean_offsets(self, ctx: ServeContext, backoff_ms: int) -> None:
+        """Kafka's log cleaner over ``__consumer_offsets``, every ``log.cleaner.backoff.ms``;
+        a failed pass is one line, and the next pass tries again."""
+        while True:
+            await asyncio.sleep(backoff_ms / 1000)
+            try:
+                removed = await ctx.blocking(ctx.offsets.clean)
+            except Exception as exc:
+                log.error("compacting %s failed: %s", ctx.config.offsets_dir, exc)
+                continue
+            if removed:
+                log.info("compacted __consumer_offsets: %d older commits removed", removed)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Serve until ``stop`` is set."""

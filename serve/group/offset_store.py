@@ -11,8 +11,11 @@ The topic has ``offsets.topic.num.partitions`` partitions (1 by default: Kafka's
 group coordinators over brokers, and here one server coordinates every group, so more would
 only mean more files to open, replay and compact; the count is fixed once created, as in
 Kafka) and
-``cleanup.policy=compact`` in ``kafkatier-topic.__consumer_offsets.properties``, so
-``kafkatier clean <dir>`` compacts it to the latest commit per key. Records: ``records.py``.
+``cleanup.policy=compact`` and ``segment.bytes=offsets.topic.segment.bytes`` in
+``kafkatier-topic.__consumer_offsets.properties``. The server compacts it as Kafka's log cleaner
+does (:meth:`OffsetStore.clean`, every ``log.cleaner.backoff.ms``: closed segments past
+``min.cleanable.dirty.ratio`` keep the latest commit per key); ``kafkatier clean <dir>`` does
+the same while the server is stopped. Records: ``records.py``.
 
 The dir is opened at start when it exists, else created at the first commit (a server that
 only serves records writes nothing). On open every partition is replayed into memory (the
@@ -49,7 +52,7 @@ from kafkatier.storage.record.record import Record
 
 TOPIC = "__consumer_offsets"
 LOCK_FILE = ".lock"
-TOPIC_CONFIG = {"cleanup.policy": "compact", "segment.bytes": "104857600"}  # Kafka's offsets.*
+SEGMENT_BYTES = 104_857_600  # Kafka's offsets.topic.segment.bytes
 Committed = dict[tuple[str, int], OffsetValue]
 
 
@@ -57,9 +60,11 @@ class OffsetStore:
     """The offsets of every group: in memory, backed by ``__consumer_offsets`` (module doc)."""
 
     def __init__(self, directory: Path, partitions: int,
-                 clock: Callable[[], int] = wall_clock_ms) -> None:  # fmt: skip
+                 clock: Callable[[], int] = wall_clock_ms,
+                 segment_bytes: int = SEGMENT_BYTES) -> None:  # fmt: skip
         self.directory = Path(directory)
         self.partitions = partitions
+        self.segment_bytes = segment_bytes
         self.clock = clock
         self._lock = threading.Lock()  # the in-memory offsets (held briefly: the loop reads)
         self._write_lock = threading.Lock()  # opening, appends and fsyncs, one at a time
@@ -93,7 +98,8 @@ class OffsetStore:
             raise ConfigError(f"{TOPIC} in {self.directory} has {existing} partitions; the count "
                               "cannot change once created", setting="offsets.topic.num.partitions",
                               value=str(self.partitions))  # fmt: skip
-        logs.topic_configs.update(TOPIC, TOPIC_CONFIG, source="kafkatier serve")
+        config = {"cleanup.policy": "compact", "segment.bytes": str(self.segment_bytes)}
+        logs.topic_configs.update(TOPIC, config, source="kafkatier serve")
         logs.create_partitions(TOPIC, self.partitions)
 
     def _replay(self, logs: LogDirectory) -> None:
@@ -138,6 +144,19 @@ class OffsetStore:
             found = self._offsets.setdefault(group, {})
             for topic, partition, value in items:
                 found[(topic, partition)] = value
+
+    def clean(self) -> int:
+        """One pass of Kafka's log cleaner over the topic (between commits); returns the
+        records it removed."""
+        from kafkatier.storage.cleaner.clean_pass import clean_log_dir
+        from kafkatier.storage.cleaner.compact import compact_log
+
+        with self._write_lock:
+            if self._logs is None:
+                return 0
+            done = clean_log_dir(self._logs, now_ms=self.clock(), compactor=compact_log,
+                                 topics=[TOPIC])  # fmt: skip
+        return sum(summary.records_removed for summary in done)
 
     def committed(self, group: str) -> Committed:
         with self._lock:

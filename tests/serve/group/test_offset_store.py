@@ -81,3 +81,34 @@ def test_an_unreadable_record_names_its_place(tmp_path: Path) -> None:
         log.append(build_batch([Record(0, 4, encode_key(OffsetKey("g", "t", 0)), b"\x00\x09")]))
     with pytest.raises(KafkaTierError, match=r"version 9 .*__consumer_offsets-0.*offset=0"):
         OffsetStore(tmp_path, 1)
+
+
+def test_the_cleaner_keeps_the_latest_commit_per_key(tmp_path: Path) -> None:
+    """200 commits of the same three keys in 1 KiB segments: a cleaner pass keeps one record per
+    key in the closed segments, and a replay after it sees the latest commits."""
+    store = OffsetStore(tmp_path, 1, segment_bytes=1024)
+    try:
+        for i in range(200):
+            store.commit("g", [("t", i % 3, OffsetValue(i, -1, "", i))])
+        before = records_on_disk(tmp_path)
+        removed = store.clean()
+        after = records_on_disk(tmp_path)
+        assert before == 200 and removed > 150 and after == before - removed
+        latest = store.committed("g")
+    finally:
+        store.close()
+    assert latest == {("t", i % 3): OffsetValue(i, -1, "", i) for i in (197, 198, 199)}
+    reopened = OffsetStore(tmp_path, 1)
+    try:
+        assert reopened.committed("g") == latest
+    finally:
+        reopened.close()
+
+
+def records_on_disk(directory: Path) -> int:
+    from kafkatier.storage.log.reader import iter_records
+
+    with LogDirectory(directory) as ld:
+        log = ld.get(TOPIC, 0)
+        assert log is not None
+        return sum(1 for _ in iter_records(log))
