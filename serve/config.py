@@ -15,6 +15,9 @@ Keys (defaults in brackets)::
     offsets.topic.segment.bytes       its segment size [104857600, Kafka's]
     log.cleaner.enable                the server compacts ``__consumer_offsets`` [true]
     log.cleaner.backoff.ms            how often it looks [15000, Kafka's]
+    offsets.retention.minutes         a group without members loses the commits older than
+                                      this [10080, Kafka's 7 days]
+    offsets.retention.check.interval.ms  how often that is looked at [600000, Kafka's]
     group.min.session.timeout.ms      [6000, Kafka's]    group.max.session.timeout.ms [1800000]
     group.initial.rebalance.delay.ms  [3000, Kafka's]    offset.metadata.max.bytes    [4096]
     serve.metrics.port         Prometheus metrics on http://<address>:<port>/metrics (serve/
@@ -84,6 +87,8 @@ class ServeConfig:
     offsets_partitions: int = 1
     offsets_segment_bytes: int = 104_857_600
     cleaner_backoff_ms: int | None = 15_000  # None: log.cleaner.enable=false
+    offsets_retention_ms: int = 10_080 * 60_000
+    offsets_check_ms: int = 600_000
     groups: GroupSettings = field(default_factory=GroupSettings)
     metrics_port: int = -1
     metrics_host: str = "127.0.0.1"
@@ -141,6 +146,10 @@ class ServeConfig:
             offsets_segment_bytes=_int(props, "offsets.topic.segment.bytes", 104_857_600,
                                        1024, where),
             cleaner_backoff_ms=_cleaner(props, where),
+            offsets_retention_ms=60_000 * _int(props, "offsets.retention.minutes", 10_080, 1,
+                                               where),
+            offsets_check_ms=_int(props, "offsets.retention.check.interval.ms", 600_000, 1,
+                                  where),
             metrics_port=_metrics_port(props, where("serve.metrics.port")),
             metrics_host=props.get("serve.metrics.bind.address", "").strip() or "127.0.0.1",
             groups=GroupSettings(**{

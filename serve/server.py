@@ -36,6 +36,7 @@ class Server:
         self._offsets: OffsetStore | None = None
         self._timers: asyncio.Task[None] | None = None
         self._cleaner: asyncio.Task[None] | None = None
+        self._expiry: asyncio.Task[None] | None = None
         self._metrics: ThreadingHTTPServer | None = None
         self.metrics_port: int | None = None
         """The metrics endpoint's bound port, when there is one."""
@@ -50,6 +51,7 @@ class Server:
         )  # fmt: skip
         ctx = ServeContext(config, self.executor, config.advertised, self._offsets)
         self._timers = asyncio.create_task(ctx.coordinator.run())
+        self._expiry = asyncio.create_task(self._expire_offsets(ctx))
         if config.cleaner_backoff_ms is not None:
             self._cleaner = asyncio.create_task(self._clean_offsets(ctx, config.cleaner_backoff_ms))
         for listener in self.config.listeners:
@@ -110,7 +112,7 @@ class Server:
         await asyncio.gather(*self._connections, return_exceptions=True)
         for server in self._servers:
             await server.wait_closed()
-        tasks = [task for task in (self._timers, self._cleaner) if task is not None]
+        tasks = [t for t in (self._timers, self._cleaner, self._expiry) if t is not None]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -130,6 +132,22 @@ class Server:
                 continue
             if removed:
                 log.info("compacted __consumer_offsets: %d older commits removed", removed)
+
+    async def _expire_offsets(self, ctx: ServeContext) -> None:
+        """Every ``offsets.retention.check.interval.ms``: the commits of groups without members
+        older than ``offsets.retention.minutes`` are deleted (module offset_store)."""
+        config = ctx.config
+        while True:
+            await asyncio.sleep(config.offsets_check_ms / 1000)
+            active = frozenset(g for g, group in ctx.coordinator.groups.items() if group.members)
+            older_than = ctx.offsets.clock() - config.offsets_retention_ms
+            try:
+                expired = await ctx.blocking(ctx.offsets.expire, older_than, active.__contains__)
+            except Exception as exc:
+                log.error("expiring offsets in %s failed: %s", config.offsets_dir, exc)
+                continue
+            if expired:
+                log.info("expired %d committed offsets (offsets.retention.minutes)", expired)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Serve until ``stop`` is set."""

@@ -70,7 +70,8 @@ FOREIGN_PREFIXES = ("topic.", "run.", "remote.storage.embedded", *SERVE_SECURITY
 SERVE_KEYS = frozenset({
     "listeners", "advertised.listeners", "socket.request.max.bytes", "offsets.log.dir",
     "offsets.topic.num.partitions", "offsets.topic.segment.bytes", "log.cleaner.enable",
-    "log.cleaner.backoff.ms", "group.min.session.timeout.ms",
+    "log.cleaner.backoff.ms", "offsets.retention.minutes", "offsets.retention.check.interval.ms",
+    "group.min.session.timeout.ms",
     "group.max.session.timeout.ms", "group.initial.rebalance.delay.ms",
     "offset.metadata.max.bytes", "serve.metrics.port", "serve.metrics.bind.address",
 })  # fmt: skip

@@ -15,7 +15,11 @@ Kafka) and
 ``kafkatier-topic.__consumer_offsets.properties``. The server compacts it as Kafka's log cleaner
 does (:meth:`OffsetStore.clean`, every ``log.cleaner.backoff.ms``: closed segments past
 ``min.cleanable.dirty.ratio`` keep the latest commit per key); ``kafkatier clean <dir>`` does
-the same while the server is stopped. Records: ``records.py``.
+the same while the server is stopped. Commits expire (:meth:`OffsetStore.expire`): a group
+without members loses the commits older than ``offsets.retention.minutes``, checked every
+``offsets.retention.check.interval.ms`` (Kafka counts an Empty group's retention from when it
+became empty; the commit time is used here, which is the same for a group that committed until
+it left). Records: ``records.py``.
 
 The dir is opened at start when it exists, else created at the first commit (a server that
 only serves records writes nothing). On open every partition is replayed into memory (the
@@ -144,6 +148,35 @@ class OffsetStore:
             found = self._offsets.setdefault(group, {})
             for topic, partition, value in items:
                 found[(topic, partition)] = value
+
+    def expire(self, older_than_ms: int, active: Callable[[str], bool]) -> int:
+        """Delete (tombstones, fsynced) the commits made before ``older_than_ms`` of every group
+        ``active`` says has no members (``offsets.retention.minutes``); returns how many."""
+        with self._lock:
+            doomed = {group: [tp for tp, value in found.items()
+                              if value.commit_timestamp < older_than_ms]
+                      for group, found in self._offsets.items() if not active(group)}  # fmt: skip
+        expired = 0
+        for group, keys in doomed.items():
+            if keys:
+                self._delete(group, keys)
+                expired += len(keys)
+        return expired
+
+    def _delete(self, group: str, keys: list[tuple[str, int]]) -> None:
+        now = self.clock()
+        records = [Record(i, now, encode_key(OffsetKey(group, topic, partition)), None)
+                   for i, (topic, partition) in enumerate(keys)]  # fmt: skip
+        with self._write_lock:
+            logs = self._logs or self._open()
+            log = logs.get(TOPIC, partition_for(group, self.partitions))
+            assert log is not None
+            log.append(build_batch(records))
+            log.flush_data()
+        with self._lock:
+            found = self._offsets.get(group, {})
+            for key in keys:
+                found.pop(key, None)
 
     def clean(self) -> int:
         """One pass of Kafka's log cleaner over the topic (between commits); returns the

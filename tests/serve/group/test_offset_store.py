@@ -112,3 +112,23 @@ def records_on_disk(directory: Path) -> int:
         log = ld.get(TOPIC, 0)
         assert log is not None
         return sum(1 for _ in iter_records(log))
+
+
+def test_commits_of_groups_without_members_expire(tmp_path: Path) -> None:
+    """``offsets.retention.minutes``: a group without members loses its commits older than the
+    retention (tombstones, so a replay agrees); a group with members keeps all of its own."""
+    store = OffsetStore(tmp_path, 2)
+    try:
+        store.commit("idle", [("t", 0, OffsetValue(5, -1, "", 1_000)),
+                              ("t", 1, OffsetValue(6, -1, "", 9_000))])  # fmt: skip
+        store.commit("busy", [("t", 0, OffsetValue(7, -1, "", 1_000))])
+        assert store.expire(5_000, active={"busy"}.__contains__) == 1
+        assert store.committed("idle") == {("t", 1): OffsetValue(6, -1, "", 9_000)}
+        assert store.committed("busy") == {("t", 0): OffsetValue(7, -1, "", 1_000)}
+    finally:
+        store.close()
+    reopened = OffsetStore(tmp_path, 2)
+    try:
+        assert reopened.committed("idle") == {("t", 1): OffsetValue(6, -1, "", 9_000)}
+    finally:
+        reopened.close()

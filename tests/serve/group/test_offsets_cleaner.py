@@ -48,3 +48,34 @@ def test_the_server_compacts_its_offsets_topic(tmp_path: Path, serve: Any) -> No
             assert consumer.committed(tp) == 150
         finally:
             consumer.close()
+
+
+def test_old_commits_of_an_empty_group_expire(tmp_path: Path, serve: Any) -> None:
+    """A commit made long ago (written before the server starts) is gone after the first
+    check (``offsets.retention.check.interval.ms``); a fresh one stays."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    from kafkatier.serve.group.offset_store import OffsetStore
+    from kafkatier.serve.group.records import OffsetValue
+
+    log_dir, offsets_dir = tmp_path / "logs", tmp_path / "offsets"
+    write_topic(log_dir)
+    store = OffsetStore(offsets_dir, 1)
+    now = int(time.time() * 1000)
+    store.commit("old", [(TOPIC, 0, OffsetValue(3, -1, "", now - 2 * 60_000))])
+    store.commit("new", [(TOPIC, 0, OffsetValue(4, -1, "", now))])
+    store.close()
+    settings = {"offsets__log__dir": str(offsets_dir), "offsets__retention__minutes": "1",
+                "offsets__retention__check__interval__ms": "100"}  # fmt: skip
+    tp = TopicPartition(TOPIC, 0)
+    with serve(log_dir, **settings) as port:
+        time.sleep(1)
+        found = {}
+        for group in ("old", "new"):
+            consumer = KafkaConsumer(bootstrap_servers=f"127.0.0.1:{port}", group_id=group,
+                                     enable_auto_commit=False)  # fmt: skip
+            try:
+                found[group] = consumer.committed(tp)
+            finally:
+                consumer.close()
+    assert found == {"old": None, "new": 4}
