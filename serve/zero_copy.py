@@ -23,6 +23,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kafkatier.storage.record.varint import encode_unsigned_varint
+
 TOKEN_BYTES = 16
 _I32 = struct.Struct(">i")
 
@@ -64,26 +66,17 @@ class Spliced:
     spans: list[FileSpan]
 
 
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 def splice(frame: bytes, spans: Sequence[FileSpan], flexible: bool) -> list[Part]:
     """The frame as parts, each span's token (and its length prefix) replaced (docstring)."""
     parts: list[Part] = []
     at, grown = _I32.size, 0
-    token_prefix = _uvarint(TOKEN_BYTES + 1) if flexible else _I32.pack(TOKEN_BYTES)
+    token_prefix = encode_unsigned_varint(TOKEN_BYTES + 1) if flexible else _I32.pack(TOKEN_BYTES)
     for span in spans:
         found = frame.find(span.token, at)
         start = found - len(token_prefix)
         if found < 0 or frame[start:found] != token_prefix:
             raise ValueError("a record span's token is not in the encoded response")
-        prefix = _uvarint(span.size + 1) if flexible else _I32.pack(span.size)
+        prefix = encode_unsigned_varint(span.size + 1) if flexible else _I32.pack(span.size)
         parts += [frame[at:start] + prefix, span]
         grown += len(prefix) + span.size - len(token_prefix) - TOKEN_BYTES
         at = found + TOKEN_BYTES

@@ -130,14 +130,29 @@ class OffsetStore:
 
     def commit(self, group: str, offsets: Iterable[tuple[str, int, OffsetValue]]) -> None:
         """Append and fsync one batch of ``group``'s commits, then make them visible."""
-        items = list(offsets)
+        self._write(group, list(offsets))
+
+    def expire(self, older_than_ms: int, active: Callable[[str], bool]) -> int:
+        """Delete (tombstones, fsynced) the commits made before ``older_than_ms`` of every group
+        ``active`` says has no members (``offsets.retention.minutes``); returns how many."""
+        with self._lock:
+            doomed = {group: [tp for tp, value in found.items()
+                              if value.commit_timestamp < older_than_ms]
+                      for group, found in self._offsets.items() if not active(group)}  # fmt: skip
+        for group, keys in doomed.items():
+            self._write(group, [(topic, partition, None) for topic, partition in keys])
+        return sum(len(keys) for keys in doomed.values())
+
+    def _write(self, group: str, items: list[tuple[str, int, OffsetValue | None]]) -> None:
+        """One batch of ``group``'s records (None: a tombstone), fsynced, then in memory."""
         if not items:
             return
         now = self.clock()
         records = [
-            Record(i, now, encode_key(OffsetKey(group, topic, partition)), encode_value(value))
+            Record(i, now, encode_key(OffsetKey(group, topic, partition)),
+                   None if value is None else encode_value(value))
             for i, (topic, partition, value) in enumerate(items)
-        ]
+        ]  # fmt: skip
         with self._write_lock:
             logs = self._logs or self._open()
             log = logs.get(TOPIC, partition_for(group, self.partitions))
@@ -147,36 +162,10 @@ class OffsetStore:
         with self._lock:
             found = self._offsets.setdefault(group, {})
             for topic, partition, value in items:
-                found[(topic, partition)] = value
-
-    def expire(self, older_than_ms: int, active: Callable[[str], bool]) -> int:
-        """Delete (tombstones, fsynced) the commits made before ``older_than_ms`` of every group
-        ``active`` says has no members (``offsets.retention.minutes``); returns how many."""
-        with self._lock:
-            doomed = {group: [tp for tp, value in found.items()
-                              if value.commit_timestamp < older_than_ms]
-                      for group, found in self._offsets.items() if not active(group)}  # fmt: skip
-        expired = 0
-        for group, keys in doomed.items():
-            if keys:
-                self._delete(group, keys)
-                expired += len(keys)
-        return expired
-
-    def _delete(self, group: str, keys: list[tuple[str, int]]) -> None:
-        now = self.clock()
-        records = [Record(i, now, encode_key(OffsetKey(group, topic, partition)), None)
-                   for i, (topic, partition) in enumerate(keys)]  # fmt: skip
-        with self._write_lock:
-            logs = self._logs or self._open()
-            log = logs.get(TOPIC, partition_for(group, self.partitions))
-            assert log is not None
-            log.append(build_batch(records))
-            log.flush_data()
-        with self._lock:
-            found = self._offsets.get(group, {})
-            for key in keys:
-                found.pop(key, None)
+                if value is None:
+                    found.pop((topic, partition), None)
+                else:
+                    found[(topic, partition)] = value
 
     def clean(self) -> int:
         """One pass of Kafka's log cleaner over the topic (between commits); returns the
