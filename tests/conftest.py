@@ -6,6 +6,7 @@ local[2] SparkSession for the whole test session (Spark starts in ~10 s), for ev
 
 from __future__ import annotations
 
+import logging
 import shutil
 import uuid
 from collections.abc import Iterator
@@ -16,6 +17,18 @@ from spark_settings import spark_builder
 
 from kafkatier.tiering.store.s3store import S3Store
 from kafkatier.tiering.store.weed import WEED, WeedServer, weed_server
+
+
+@pytest.fixture(autouse=True)
+def _kafkatier_logging() -> Iterator[None]:
+    """The ``kafkatier`` logger as it was before the test: a command run in-process
+    (``main([...])``) installs a handler on the test's captured stderr, which a server thread of
+    a later test would otherwise write to after that stream was closed."""
+    logger = logging.getLogger("kafkatier")
+    handlers, level = list(logger.handlers), logger.level
+    yield
+    logger.handlers[:] = handlers
+    logger.setLevel(level)
 
 
 @pytest.fixture(scope="session")
