@@ -13,6 +13,7 @@ import dataclasses
 import functools
 import logging
 import os
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from http.server import ThreadingHTTPServer
 
@@ -51,9 +52,13 @@ class Server:
         )  # fmt: skip
         ctx = ServeContext(config, self.executor, config.advertised, self._offsets)
         self._timers = asyncio.create_task(ctx.coordinator.run())
-        self._expiry = asyncio.create_task(self._expire_offsets(ctx))
-        if config.cleaner_backoff_ms is not None:
-            self._cleaner = asyncio.create_task(self._clean_offsets(ctx, config.cleaner_backoff_ms))
+        self._expiry = asyncio.create_task(self._every(
+            config.offsets_check_ms, lambda: self._expire(ctx),
+            "expiring committed offsets (offsets.retention.minutes)"))
+        if config.cleaner_backoff_ms is not None:  # Kafka's log cleaner over its offsets topic
+            self._cleaner = asyncio.create_task(self._every(
+                config.cleaner_backoff_ms, lambda: ctx.blocking(ctx.offsets.clean),
+                f"compacting __consumer_offsets in {config.offsets_dir}"))
         for listener in self.config.listeners:
             try:
                 server = await asyncio.start_server(
@@ -120,34 +125,27 @@ class Server:
         if self._offsets is not None:
             self._offsets.close()
 
-    async def _clean_offsets(self, ctx: ServeContext, backoff_ms: int) -> None:
-        """Kafka's log cleaner over ``__consumer_offsets``, every ``log.cleaner.backoff.ms``;
-        a failed pass is one line, and the next pass tries again."""
+    @staticmethod
+    async def _every(ms: int, work: Callable[[], Awaitable[int]], what: str) -> None:
+        """``work()`` every ``ms`` milliseconds, logging how many records it removed; a failed
+        round is one line, and the next round tries again."""
         while True:
-            await asyncio.sleep(backoff_ms / 1000)
+            await asyncio.sleep(ms / 1000)
             try:
-                removed = await ctx.blocking(ctx.offsets.clean)
+                removed = await work()
             except Exception as exc:
-                log.error("compacting %s failed: %s", ctx.config.offsets_dir, exc)
+                log.error("%s failed: %s", what, exc)
                 continue
             if removed:
-                log.info("compacted __consumer_offsets: %d older commits removed", removed)
+                log.info("%s: %d records removed", what, removed)
 
-    async def _expire_offsets(self, ctx: ServeContext) -> None:
-        """Every ``offsets.retention.check.interval.ms``: the commits of groups without members
-        older than ``offsets.retention.minutes`` are deleted (module offset_store)."""
-        config = ctx.config
-        while True:
-            await asyncio.sleep(config.offsets_check_ms / 1000)
-            active = frozenset(g for g, group in ctx.coordinator.groups.items() if group.members)
-            older_than = ctx.offsets.clock() - config.offsets_retention_ms
-            try:
-                expired = await ctx.blocking(ctx.offsets.expire, older_than, active.__contains__)
-            except Exception as exc:
-                log.error("expiring offsets in %s failed: %s", config.offsets_dir, exc)
-                continue
-            if expired:
-                log.info("expired %d committed offsets (offsets.retention.minutes)", expired)
+    @staticmethod
+    def _expire(ctx: ServeContext) -> Awaitable[int]:
+        """The commits of groups without members older than ``offsets.retention.minutes``
+        deleted (the group members are read here, on the event loop)."""
+        active = frozenset(g for g, group in ctx.coordinator.groups.items() if group.members)
+        older_than = ctx.offsets.clock() - ctx.config.offsets_retention_ms
+        return ctx.blocking(ctx.offsets.expire, older_than, active.__contains__)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Serve until ``stop`` is set."""

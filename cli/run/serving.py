@@ -112,7 +112,8 @@ class TailConsumer:
         consumer = _consumer(self.bootstrap, TAIL_GROUP)
         try:
             consumer.subscribe([self.topic])
-            deadline: float | None = None
+            ends: dict[int, int] | None = None  # once the job stopped: the ends do not move
+            deadline = 0.0
             while not self._halt.is_set():
                 msg = consumer.poll(0.2)
                 if msg is not None:
@@ -120,9 +121,11 @@ class TailConsumer:
                     continue
                 if not self._drain.is_set():
                     continue
-                deadline = deadline or time.monotonic() + CATCH_UP_SECONDS
-                if _at_end(consumer, self.topic) or time.monotonic() > deadline:
-                    self.caught_up = _at_end(consumer, self.topic)
+                if ends is None:
+                    ends = _ends(consumer, self.topic)
+                    deadline = time.monotonic() + CATCH_UP_SECONDS
+                self.caught_up = _positions_reached(consumer, self.topic, ends)
+                if self.caught_up or time.monotonic() > deadline:
                     break
         except Exception as exc:  # the check reports it
             self.errors.append(f"{type(exc).__name__}: {exc}")
@@ -138,19 +141,13 @@ class TailConsumer:
         totals.add(msg.offset(), msg.key(), msg.value())
 
 
-def _at_end(consumer: Any, topic: str) -> bool:
-    """Every partition of ``topic`` assigned to ``consumer`` and read to its high watermark."""
+def _ends(consumer: Any, topic: str) -> dict[int, int]:
+    """The high watermark of every partition of ``topic``."""
     from confluent_kafka import TopicPartition
 
-    assigned = [tp for tp in consumer.assignment() if tp.topic == topic]
     count = len(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
-    if len(assigned) != count:
-        return False
-    for tp in consumer.position(assigned):
-        _low, high = consumer.get_watermark_offsets(TopicPartition(topic, tp.partition), 10)
-        if tp.offset < high:
-            return False
-    return True
+    return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), 10)[1]
+            for p in range(count)}  # fmt: skip
 
 
 def read_from_beginning(bootstrap: str, topic: str) -> dict[int, PartitionTotals]:
@@ -161,10 +158,8 @@ def read_from_beginning(bootstrap: str, topic: str) -> dict[int, PartitionTotals
     consumer = _consumer(bootstrap, "kafkatier-run-read")
     totals: dict[int, PartitionTotals] = {}
     try:
-        count = len(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
-        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), 10)[1]
-                for p in range(count)}  # fmt: skip
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(count)])
+        ends = _ends(consumer, topic)
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in ends])
         deadline = time.monotonic() + CATCH_UP_SECONDS
         while time.monotonic() < deadline:
             msg = consumer.poll(0.5)
@@ -180,10 +175,12 @@ def read_from_beginning(bootstrap: str, topic: str) -> dict[int, PartitionTotals
 
 
 def _positions_reached(consumer: Any, topic: str, ends: dict[int, int]) -> bool:
+    """Every partition of ``ends`` read to its end (an empty one has nothing to read; one not
+    assigned to ``consumer`` has no position: not reached)."""
     from confluent_kafka import TopicPartition
 
     positions = consumer.position([TopicPartition(topic, p) for p in ends])
-    return all(tp.offset >= ends[tp.partition] for tp in positions)
+    return all(ends[tp.partition] == 0 or tp.offset >= ends[tp.partition] for tp in positions)
 
 
 def try_it_lines(config: KafkatierConfig, bootstrap: str, topics: tuple[str, str]) -> list[str]:
