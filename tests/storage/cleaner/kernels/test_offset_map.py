@@ -12,8 +12,10 @@ from hypothesis import strategies as st
 from kafkatier.storage.cleaner.kernels.batches import map_batch
 from kafkatier.storage.cleaner.kernels.offset_map import (
     BYTES_PER_ENTRY,
+    MD5,
     MURMUR3,
     OffsetMap,
+    digest_words,
     hash_keys,
 )
 from kafkatier.storage.cleaner.kernels.records import FIELDS, KEY_LEN, KEY_POS, OFF_DELTA, md5_keys
@@ -129,8 +131,10 @@ def test_numba_md5_is_hashlibs(keys: list[bytes]) -> None:
     buf = np.frombuffer(b"".join(keys) + b"\0", dtype=np.uint8)  # never an empty buffer
     lengths = np.array([len(k) for k in keys], dtype=np.int64)
     positions = (np.cumsum(lengths) - lengths).astype(np.int64)
-    digests = md5_keys(buf, positions, lengths)
-    assert [bytes(d) for d in digests] == [hashlib.md5(k).digest() for k in keys]
+    expected = [hashlib.md5(k).digest() for k in keys]
+    assert [bytes(d) for d in md5_keys(buf, positions, lengths)] == expected
+    words = digest_words(buf, positions, lengths, MD5)  # the map's path, as (n, 2) words
+    assert [bytes(w.astype("<u8").tobytes()) for w in words] == expected
 
 
 def test_key_slice_puts_and_gets_match_digest_ones() -> None:
