@@ -53,6 +53,7 @@ def run(args: argparse.Namespace) -> int:
     from kafkatier.cli.run.pipeline import pipeline, prepare, say
     from kafkatier.cli.run.report import render
     from kafkatier.cli.run.serving import serving
+    from kafkatier.storage.cleaner.warm import warming
 
     began = time.monotonic()
     warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas")
@@ -66,7 +67,8 @@ def run(args: argparse.Namespace) -> int:
                 f"{tiering.endpoint_url or 'the AWS default'}"
                 + (" (embedded SeaweedFS)" if config.embedded_dir else ""))  # fmt: skip
             tiering.open_store().probe()  # a store it cannot use ends the run before the job
-            with serving(config, tiering, say) as bootstrap:  # a port in use: before Spark
+            # a port in use ends the run before Spark; the cleaner's kernels compile meanwhile
+            with warming(), serving(config, tiering, say) as bootstrap:
                 say(f"starting Spark ({config.run.spark_master})")
                 spark = spark_session(config.run.spark_master, config.run.work_dir)
                 try:

@@ -20,6 +20,7 @@ from types import FrameType
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
+from kafkatier.storage.cleaner.warm import warming
 from kafkatier.tiering.config import TieringConfig
 from kafkatier.tiering.errors import RemoteStoreError
 from kafkatier.tiering.sidecar.metrics import Metrics, serve_metrics
@@ -75,29 +76,33 @@ class Sidecar:
                 observer.schedule(_Wake(self.wake_event), str(log_dir), recursive=True)
         observer.start()
         try:
-            while not self.stop_event.is_set():
-                self.wake_event.clear()
-                try:
-                    result = self.run_pass()
-                except RemoteStoreError as exc:
-                    if self.passes == 0:  # a store never reached: a setting to fix, not to wait out
-                        raise
-                    log.error("tiering pass failed; retrying at the next wake-up: %s", exc)
-                    self.metrics.count_failure()
-                except Exception:  # e.g. files vanishing under a concurrent writer: next pass
-                    log.exception("tiering pass failed; retrying at the next wake-up")
-                    self.metrics.count_failure()
-                else:
-                    if on_pass is not None:
-                        on_pass(result)
-                self.wake_event.wait(self.config.interval_ms / 1000)
-                if self.wake_event.is_set() and not self.stop_event.is_set():
-                    self.stop_event.wait(DEBOUNCE_S)
+            with warming():  # the first compaction finds its kernels compiled
+                self._loop(on_pass)
         finally:
             observer.stop()
             observer.join(timeout=10)
             if server is not None:
                 server.shutdown()
+
+    def _loop(self, on_pass: Callable[[PassResult], None] | None) -> None:
+        while not self.stop_event.is_set():
+            self.wake_event.clear()
+            try:
+                result = self.run_pass()
+            except RemoteStoreError as exc:
+                if self.passes == 0:  # a store never reached: a setting to fix, not to wait out
+                    raise
+                log.error("tiering pass failed; retrying at the next wake-up: %s", exc)
+                self.metrics.count_failure()
+            except Exception:  # e.g. files vanishing under a concurrent writer: next pass
+                log.exception("tiering pass failed; retrying at the next wake-up")
+                self.metrics.count_failure()
+            else:
+                if on_pass is not None:
+                    on_pass(result)
+            self.wake_event.wait(self.config.interval_ms / 1000)
+            if self.wake_event.is_set() and not self.stop_event.is_set():
+                self.stop_event.wait(DEBOUNCE_S)
 
     def stop(self) -> None:
         self.stop_event.set()

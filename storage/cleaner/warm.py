@@ -1,0 +1,93 @@
+"""Compile the cleaner's numba kernels before the first compaction needs them.
+
+The kernels are compiled on first use and cached beside their sources (``cache=True``), so only
+a fresh install or container pays, but it pays on its first compaction: about half a minute on a
+2-core machine, while the sidecar pass holding the compaction holds everything waiting on that
+pass (``kafkatier run``'s stop waits for it). The sidecar's long-running loops (``kafkatier
+sidecar``, ``kafkatier run``) run in :func:`warming`: a child process at low
+priority compacts a small throwaway log that takes every kernel path a real compaction takes
+(plain and compressed batches, tombstones, a committed and an aborted transaction), which fills
+the cache; with the cache warm the child is done in about a second. It is an optimisation only:
+if it fails or is killed, the first compaction compiles as before.
+
+    python -m kafkatier.storage.cleaner.warm
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from kafkatier.storage.cleaner.compact import CompactionResult, compact_log
+from kafkatier.storage.config.log_config import LogConfig
+from kafkatier.storage.log.directory import LogDirectory
+from kafkatier.storage.log.log import Log
+from kafkatier.storage.producer.entry import AppendOrigin
+from kafkatier.storage.record.builder import build_batch, build_control_batch
+from kafkatier.storage.record.compression import Codec
+from kafkatier.storage.record.record import Record
+from kafkatier.storage.wire import ControlType
+
+_NOW = 1_700_000_000_000
+
+
+def _fill(log: Log) -> None:
+    """Keys written over and over, in every kind of batch the cleaner meets."""
+    for round_ in range(4):
+        for codec in (Codec.NONE, Codec.LZ4):
+            records = [Record(i, _NOW, b"k%d" % (i % 5), b"v%d" % round_ if i else None)
+                       for i in range(20)]  # fmt: skip
+            log.append(build_batch(records, codec=codec))
+        pid = 1000 + round_
+        txn = [Record(0, _NOW, b"k1", b"t%d" % round_)]
+        log.append(build_batch(txn, producer_id=pid, producer_epoch=0, base_sequence=0,
+                               transactional=True))  # fmt: skip
+        kind = ControlType.COMMIT if round_ % 2 else ControlType.ABORT
+        marker = build_control_batch(kind, producer_id=pid, producer_epoch=0, timestamp=_NOW)
+        log.append(marker, origin=AppendOrigin.COORDINATOR)
+        log.roll()
+
+
+def warm_up() -> CompactionResult:
+    """Compact a small log in a temporary directory (module docstring)."""
+    config = LogConfig.from_properties(
+        {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0"}, source="warm-up"
+    )
+    with tempfile.TemporaryDirectory(prefix="kafkatier-warm-") as tmp:
+        log_dir = LogDirectory(Path(tmp), config_for=lambda _topic: config, clock=lambda: _NOW)
+        try:
+            log = log_dir.get_or_create("warm-up", 0)
+            _fill(log)
+            return compact_log(log, now_ms=_NOW, first_dirty_offset=None)
+        finally:
+            log_dir.close()
+
+
+@contextlib.contextmanager
+def warming() -> Iterator[subprocess.Popen[bytes] | None]:
+    """:func:`warm_up` in a child process at the lowest priority for the time of the block (a
+    long-running loop); a child still compiling when the block ends is killed (numba writes each
+    cache file whole, by rename) and always reaped."""
+    try:
+        child = subprocess.Popen(
+            [sys.executable, "-m", "kafkatier.storage.cleaner.warm"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            preexec_fn=lambda: os.nice(19), close_fds=True,
+        )  # fmt: skip
+    except OSError:
+        child = None
+    try:
+        yield child
+    finally:
+        if child is not None:
+            child.kill()
+            child.wait()
+
+
+if __name__ == "__main__":
+    warm_up()
