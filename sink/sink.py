@@ -128,7 +128,7 @@ class KafkaLogSink:
         staging: str | Path | bool | None = None,
         encoder: str = "auto",
     ) -> None:
-        self.log_dir = Path(log_dir)
+        self.log_dir = Path(log_dir).absolute()  # a relative one is the driver's, as Spark's
         self.topic = topic
         self.partitions = partitions
         self.settings = SinkSettings(topic, partitions, Codec.parse(compression), compression_level)

@@ -53,8 +53,9 @@ _UINT32: Final = struct.Struct(">I")
 
 
 def sink_staging_root(root: str | Path | None, log_dir: Path, sink_id: str) -> Path:
-    """The sink's staging tree: one per (log dir, sink id), under ``root`` or the temp dir."""
-    base = Path(root) if root is not None else Path(tempfile.gettempdir())
+    """The sink's staging tree: one per (log dir, sink id), under ``root`` or the temp dir; a
+    relative ``root`` is the driver's, as the executors that write there cannot resolve it."""
+    base = Path(root).absolute() if root is not None else Path(tempfile.gettempdir())
     digest = hashlib.blake2b(str(log_dir.resolve()).encode(), digest_size=6).hexdigest()
     return base / STAGING_DIR_NAME / f"{sink_id}-{digest}"
 

@@ -283,3 +283,24 @@ def test_a_new_instance_removes_staging_leftovers(spark: Any, tmp_path: Path) ->
         "kafkatier-staging"
     )
     assert read_topic(tmp_path / "logs", "t").num_rows == 30
+
+
+@pytest.mark.parametrize("staging", [None, "stage"])
+def test_relative_paths_resolve_against_the_drivers_working_directory(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, staging: str | None
+) -> None:
+    """``KafkaLogSink("logs", staging="stage")`` writes under the driver's working directory at
+    construction, as Spark's file sinks resolve a relative path, even where Spark's Python
+    workers (which stage the pieces) run in another directory, and after the driver's own
+    working directory moves on."""
+    monkeypatch.chdir(tmp_path)
+    sink = KafkaLogSink("logs", topic="t", partitions=2, staging=staging)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    sink(spark.range(30).selectExpr("CAST(id AS STRING) AS value"), 0)
+    assert read_topic(tmp_path / "logs", "t").num_rows == 30
+    assert verify_paths([tmp_path / "logs"]) == []
+    assert list(elsewhere.iterdir()) == []
+    if staging is not None:
+        assert sink.staging_root.is_relative_to(tmp_path / "stage")
