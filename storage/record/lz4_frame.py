@@ -19,6 +19,7 @@ Kafka versions computed wrongly (over the magic too).
 
 from __future__ import annotations
 
+import functools
 import struct
 from typing import Final
 
@@ -96,6 +97,14 @@ def compress(data: bytes | bytearray | memoryview, level: int | None = None) -> 
     return out
 
 
+@functools.lru_cache(maxsize=256)
+def _header_checksum(descriptor: bytes) -> int:
+    """HC of a frame descriptor (FLG, BD and any content size), remembered: nearly every frame
+    of a log has the same few descriptor bytes, and xxh32 in Python costs more than decoding a
+    small frame."""
+    return (xxh32(descriptor) >> 8) & 0xFF
+
+
 def _read_descriptor(data: memoryview, verify_hc: bool) -> tuple[int, int, int]:
     """Validate the frame descriptor; returns (position of the first block, max block size, FLG)."""
     if len(data) < 7 or bytes(data[:4]) != MAGIC:
@@ -115,7 +124,7 @@ def _read_descriptor(data: memoryview, verify_hc: bool) -> tuple[int, int, int]:
     hc_pos = 14 if flg & _FLG_CONTENT_SIZE else 6
     if len(data) <= hc_pos:
         raise CompressionError("lz4: truncated frame descriptor", codec="lz4")
-    if verify_hc and data[hc_pos] != (xxh32(data[4:hc_pos]) >> 8) & 0xFF:
+    if verify_hc and data[hc_pos] != _header_checksum(bytes(data[4:hc_pos])):
         raise CompressionError("lz4: stream frame descriptor corrupted", codec="lz4")
     return hc_pos + 1, 1 << (2 * code + 8), flg
 

@@ -7,6 +7,7 @@ import json
 import os
 import struct
 import zlib
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import cast
 
@@ -265,6 +266,60 @@ def test_zstd_reads_streamed_frames_without_content_size_and_concatenated_frames
         zstandard.ZstdDecompressor().decompress(no_size)  # why streaming is needed
     assert decompress(Codec.ZSTD, no_size) == MIXED
     assert decompress(Codec.ZSTD, no_size + compress(Codec.ZSTD, b"tail")) == MIXED + b"tail"
+
+
+def test_zstd_sized_frames_one_shot_or_streamed_decode_alike() -> None:
+    """A frame with its content size is decoded in one call; two of them, or one claiming more
+    than the one-shot limit, fall back to the streaming decoder with the same result."""
+    sized = compress(Codec.ZSTD, MIXED)
+    assert zstandard.frame_content_size(sized) == len(MIXED)
+    assert decompress(Codec.ZSTD, sized) == MIXED
+    assert decompress(Codec.ZSTD, sized + compress(Codec.ZSTD, b"tail")) == MIXED + b"tail"
+    huge = b"\0" * (80 << 20)
+    assert decompress(Codec.ZSTD, compress(Codec.ZSTD, huge)) == huge  # over 64 MiB: streamed
+
+
+def _streamed(data: bytes) -> bytes:
+    """The streaming decoder alone, frame by frame (the reference for the one-shot path)."""
+    out, rest = [], data
+    while rest:
+        frame = zstandard.ZstdDecompressor().decompressobj()
+        out.append(frame.decompress(rest))
+        if not frame.eof:
+            raise zstandard.ZstdError("truncated")
+        rest = frame.unused_data
+    return b"".join(out)
+
+
+def test_zstd_damaged_sized_frames_decode_or_fail_as_streamed() -> None:
+    """Every byte of a sized frame flipped in turn: the result is the streaming decoder's, or
+    one CompressionError where it fails (zstd has no checksum here: the batch CRC catches what
+    decodes to other bytes)."""
+    sized = compress(Codec.ZSTD, MIXED[:600])
+    for at in range(len(sized)):
+        damaged = bytearray(sized)
+        damaged[at] ^= 0xFF
+        try:
+            expected: bytes | None = _streamed(bytes(damaged))
+        except zstandard.ZstdError:
+            expected = None
+        if expected is None:
+            with pytest.raises(CompressionError, match="zstd"):
+                decompress(Codec.ZSTD, bytes(damaged))
+        else:
+            assert decompress(Codec.ZSTD, bytes(damaged)) == expected
+
+
+def test_zstd_contexts_are_per_thread_and_per_level() -> None:
+    """The cached contexts give what fresh ones give, at every level, from many threads."""
+    for level in (1, 3, 19):
+        fresh = zstandard.ZstdCompressor(level=level).compress(MIXED)
+        assert compress(Codec.ZSTD, MIXED, level) == fresh
+    payloads = [MIXED[i:] * 3 for i in range(0, 400, 25)]
+    framed = [compress(Codec.ZSTD, p) for p in payloads]
+    with ThreadPoolExecutor(4) as pool:
+        for _ in range(20):
+            assert list(pool.map(lambda f: decompress(Codec.ZSTD, f), framed)) == payloads
 
 
 def test_zstd_trailing_garbage_is_an_error() -> None:
