@@ -29,9 +29,8 @@ from kafkatier.storage.log.directory import LogDirectory
 from kafkatier.storage.log.log import Log
 from kafkatier.storage.producer.entry import AppendOrigin
 from kafkatier.storage.record.builder import build_batch, build_control_batch
-from kafkatier.storage.record.compression import Codec
 from kafkatier.storage.record.record import Record
-from kafkatier.storage.wire import ControlType
+from kafkatier.storage.wire import Codec, ControlType
 
 _NOW = 1_700_000_000_000
 
