@@ -5,14 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-
-from tqdm import tqdm
+from typing import TYPE_CHECKING
 
 from kafkatier.cli.commands import summary
-from kafkatier.cli.config.loader import load_config
-from kafkatier.cli.config.remote import remote_storage
-from kafkatier.tiering.read.restore import RestoreResult, restore_topic
-from kafkatier.tiering.store.object_store import ObjectStore
+
+if TYPE_CHECKING:
+    from kafkatier.tiering.store.object_store import ObjectStore
 
 EPILOG = """\
 The remote store and its settings come from the configuration file (--config); the
@@ -60,11 +58,19 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(args: argparse.Namespace) -> int:
+    # the command's own imports, here: ``--help`` needs none of them
+    from kafkatier.cli.config.loader import load_config
+    from kafkatier.cli.config.remote import remote_storage
+
     with remote_storage(load_config(args.config)) as tiering:
         return _restore(args, tiering.open_store())
 
 
 def _restore(args: argparse.Namespace, store: ObjectStore) -> int:
+    from tqdm import tqdm
+
+    from kafkatier.tiering.read.restore import RestoreResult, restore_topic
+
     bar = tqdm(unit="B", unit_scale=True, desc=f"restore {args.topic}",
                disable=args.quiet or not sys.stderr.isatty())  # fmt: skip
 

@@ -8,12 +8,13 @@ import dataclasses
 import logging
 import signal
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kafkatier.cli.commands import summary
-from kafkatier.cli.config.loader import load_config
-from kafkatier.cli.config.remote import remote_storage
 from kafkatier.cli.sidecar import setup_logging
-from kafkatier.serve.config import ServeConfig
+
+if TYPE_CHECKING:
+    from kafkatier.serve.config import ServeConfig
 
 EPILOG = """\
 Serves every topic of the configured log dirs to unmodified Kafka clients (kafka-python,
@@ -68,6 +69,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(args: argparse.Namespace) -> int:
+    # the command's own imports, here: ``--help`` needs none of them
+    from kafkatier.cli.config.loader import load_config
+    from kafkatier.cli.config.remote import remote_storage
+    from kafkatier.serve.config import ServeConfig
+
     config = ServeConfig.load(args.config)
     setup_logging(args.log_format, args.log_level)
     if config.tiering is None:

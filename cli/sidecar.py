@@ -10,9 +10,6 @@ import time
 from pathlib import Path
 
 from kafkatier.cli.commands import summary
-from kafkatier.cli.config.loader import load_config
-from kafkatier.cli.config.remote import remote_storage
-from kafkatier.tiering.sidecar.loop import Sidecar
 
 EPILOG = """\
 Per partition of every topic with remote.storage.enable=true in the configured log dirs:
@@ -82,6 +79,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(args: argparse.Namespace) -> int:
+    # the command's own imports, here: ``--help`` needs none of them
+    from kafkatier.cli.config.loader import load_config
+    from kafkatier.cli.config.remote import remote_storage
+    from kafkatier.tiering.sidecar.loop import Sidecar
+
     setup_logging(args.log_format, args.log_level)
     config = load_config(args.config)
     config.write_topic_configs()  # the file's topic.* settings are what the passes apply

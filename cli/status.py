@@ -5,11 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kafkatier.cli.commands import summary
-from kafkatier.cli.config.loader import load_config
-from kafkatier.cli.config.remote import remote_storage
-from kafkatier.tiering.sidecar.status import PartitionStatus, collect_status
+
+if TYPE_CHECKING:
+    from kafkatier.tiering.sidecar.status import PartitionStatus
 
 _HEADER = ("partition", "local offsets", "local bytes", "remote offsets", "remote bytes",
            "lag segs", "lag bytes")  # fmt: skip
@@ -40,6 +41,10 @@ def _row(s: PartitionStatus) -> tuple[str, ...]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from kafkatier.cli.config.loader import load_config  # the command's own imports: --help
+    from kafkatier.cli.config.remote import remote_storage  # needs none of them
+    from kafkatier.tiering.sidecar.status import collect_status
+
     with remote_storage(load_config(args.config)) as tiering:
         statuses = collect_status(tiering)
     if args.json:
