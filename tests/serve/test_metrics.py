@@ -4,6 +4,7 @@ segments, a bad frame, and a group's lag from its committed offsets."""
 
 from __future__ import annotations
 
+import datetime
 import socket
 import struct
 import time
@@ -49,3 +50,40 @@ def test_metrics_count_what_clients_did(tmp_path: Path) -> None:
     assert found['kafkatier_serve_bytes_total{tier="remote"}'] == 0
     lag = f'kafkatier_serve_group_lag{{group="lagging",topic="{TOPIC}",partition="0"}}'
     assert found[lag] == PER_PARTITION - 10
+
+
+def test_error_codes_finds_every_level_and_only_errors() -> None:
+    """Top-level, per-topic and per-partition codes, in tuples and nested entities; zeros and
+    fields that cannot hold entities are skipped."""
+    import uuid
+
+    from kio.schema.errors import ErrorCode
+    from kio.schema.metadata.v12 import response as md
+
+    from kafkatier.serve.metrics import error_codes
+
+    def part(i: int, code: ErrorCode) -> md.MetadataResponsePartition:
+        return md.MetadataResponsePartition(
+            error_code=code, partition_index=i, leader_id=0, leader_epoch=0,
+            replica_nodes=(0,), isr_nodes=(0,), offline_replicas=(),
+        )  # fmt: skip
+
+    topics = (
+        md.MetadataResponseTopic(
+            error_code=ErrorCode.none, name="a", topic_id=uuid.uuid4(), is_internal=False,
+            partitions=(part(0, ErrorCode.none), part(1, ErrorCode.leader_not_available)),
+            topic_authorized_operations=0,
+        ),
+        md.MetadataResponseTopic(
+            error_code=ErrorCode.unknown_topic_or_partition, name="b", topic_id=uuid.uuid4(),
+            is_internal=False, partitions=(), topic_authorized_operations=0,
+        ),
+    )  # fmt: skip
+    response = md.MetadataResponse(
+        throttle_time=datetime.timedelta(0), brokers=(), cluster_id=None,
+        controller_id=0, topics=topics,
+    )  # fmt: skip
+    assert sorted(error_codes(response)) == sorted(
+        [ErrorCode.leader_not_available, ErrorCode.unknown_topic_or_partition]
+    )
+    assert list(error_codes(None)) == []
