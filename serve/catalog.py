@@ -1,4 +1,5 @@
-"""The topics a server offers: every live ``<topic>-<partition>`` directory of the log dirs.
+"""The topics a server offers: every live ``<topic>-<partition>`` directory of the log dirs, and,
+with a remote store, the topics only the store holds (``remote_topics``).
 
 A topic's id is the one its partitions' ``partition.metadata`` holds (Kafka's file, written by
 every kafkatier writer and by Kafka 2.8+). A log dir written before topic ids existed (Kafka
@@ -17,6 +18,7 @@ import os
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kafkatier.storage.checkpoint.metadata import (
     PartitionMetadataFile,
@@ -25,6 +27,9 @@ from kafkatier.storage.checkpoint.metadata import (
 )
 from kafkatier.storage.errors import KafkaTierError
 from kafkatier.storage.log.creation import topics_being_created
+
+if TYPE_CHECKING:
+    from kafkatier.serve.remote_topics import RemoteTopics
 
 _NOT_TOPICS = frozenset({"__cluster_metadata"})
 _INTERNAL = frozenset({"__consumer_offsets", "__transaction_state"})
@@ -42,13 +47,27 @@ class TopicInfo:
 class Catalog:
     """Topics and partitions of ``log_dirs``, read from the directory listing on each call."""
 
-    def __init__(self, log_dirs: tuple[Path, ...]) -> None:
+    def __init__(self, log_dirs: tuple[Path, ...], remote_only: RemoteTopics | None = None) -> None:
         self.log_dirs = log_dirs
+        self.remote_only = remote_only
+        """The topics only the remote store holds, mirrored into a scratch log dir."""
         self._ids: dict[Path, tuple[tuple[int, int], uuid.UUID]] = {}
 
     def topics(self) -> dict[str, TopicInfo]:
+        found = self._listed(self.log_dirs)
+        if self.remote_only is not None:
+            self.remote_only.sync(found)
+            for topic, parts in self._listed((self.remote_only.directory,)).items():
+                found.setdefault(topic, parts)  # a log dir's topic is never mixed with a mirror
+        return {
+            topic: TopicInfo(topic, self.topic_id(topic, parts), dict(sorted(parts.items())),
+                             topic in _INTERNAL)
+            for topic, parts in sorted(found.items())
+        }
+
+    def _listed(self, log_dirs: tuple[Path, ...]) -> dict[str, dict[int, Path]]:
         found: dict[str, dict[int, Path]] = {}
-        for log_dir in self.log_dirs:
+        for log_dir in log_dirs:
             try:
                 names = os.listdir(log_dir)
             except FileNotFoundError:
@@ -60,11 +79,7 @@ class Catalog:
                     continue
                 if (log_dir / name).is_dir():
                     found.setdefault(parsed[0], {}).setdefault(parsed[1], log_dir)
-        return {
-            topic: TopicInfo(topic, self.topic_id(topic, parts), dict(sorted(parts.items())),
-                             topic in _INTERNAL)
-            for topic, parts in sorted(found.items())
-        }
+        return found
 
     def partition_dir(self, topic: str, partition: int) -> Path | None:
         """The log dir holding ``topic``-``partition``, or None if no log dir has it."""

@@ -19,6 +19,7 @@ from kafkatier.serve.group.offset_store import OffsetStore
 from kafkatier.serve.metrics import ServeMetrics
 from kafkatier.serve.partition_view import Sources
 from kafkatier.serve.partition_view import bounds as partition_bounds
+from kafkatier.serve.remote_topics import RemoteTopics
 from kafkatier.serve.remote_view import RemoteTier
 from kafkatier.serve.tail_cache import TailCache
 from kafkatier.storage.errors import KafkaTierError
@@ -62,10 +63,12 @@ class ServeContext:
     metrics: ServeMetrics = field(init=False)
 
     def __post_init__(self) -> None:
-        self.catalog = Catalog(self.config.log_dirs)
         self.cluster_id = cluster_id(self.config.log_dirs)
         tiering = self.config.tiering
-        remote = RemoteTier(tiering.open_store()) if tiering is not None else None
+        store = tiering.open_store() if tiering is not None else None
+        remote = RemoteTier(store) if store is not None else None
+        mirror = RemoteTopics(store) if store is not None else None
+        self.catalog = Catalog(self.config.log_dirs, mirror)
         self.sources = Sources(TailCache(), remote)
         self.coordinator = GroupCoordinator(self.config.groups, self.offsets.groups(),
                                             has_offsets=self.offsets.has_offsets)  # fmt: skip

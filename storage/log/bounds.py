@@ -60,8 +60,10 @@ def scan_bounds(
     """Log start, high watermark and LSO of ``part``, read from the files (module docstring).
     The last segment's headers are read once, for its end and its transactions; a caller that
     keeps them between calls (``kafkatier serve``'s tail cache) passes them as ``tail``."""
-    if not part.bases:
-        return PartitionBounds(part.log_start_offset, part.log_start_offset, part.log_start_offset)
+    if not part.bases:  # no segment at all (a remote-only partition mirrored by serve): the
+        start = part.log_start_offset  # snapshot at the start may hold transactions still open
+        open_txns = _snapshot_state(part, start)[1].values() if committed else ()
+        return PartitionBounds(start, start, min([start, *open_txns]))
     with part.last_log() as log:
         tail = list(log.headers()) if tail is None else tail
         end = part.end_of(tail)

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from serve_clients import confluent_rows, kafka_python_rows
-from serve_server import scrape, server_thread
+from serve_server import scrape, server_thread, serving
 from test_datasource import kafka_python_rows as disk_rows
 from test_remote import tier, write_topics
 
@@ -106,3 +106,51 @@ def test_an_unreadable_store_leaves_the_local_segments_served(
             c.close()
     warnings = [r for r in caplog.records if "unreadable for rt-0" in r.getMessage()]
     assert 1 <= len(warnings) <= 2, caplog.text
+
+
+@pytest.mark.parametrize("consume", [kafka_python_rows, confluent_rows])
+def test_a_topic_only_the_remote_store_holds_is_served(tmp_path: Path, consume: Any) -> None:
+    """The log dir that wrote the topics is gone (another machine, a wiped disk): a server over
+    an empty log dir and the same store lists them under their own topic ids and replays every
+    remote segment, read_committed included (a transaction whose marker never reached the
+    store stays undecided there), and writes nothing into the log dir it serves."""
+    from confluent_kafka import TopicCollection
+    from confluent_kafka.admin import AdminClient
+    from kafka import KafkaConsumer, TopicPartition
+
+    from kafkatier.storage.checkpoint.metadata import uuid_from_str
+    from kafkatier.tiering.metadata.identity import topic_id_of
+    from kafkatier.tiering.metadata.manifest_store import ManifestStore
+
+    logs = tmp_path / "logs"
+    written = write_topics(logs)
+    before = disk_rows(logs, "rt|ro")
+    (tmp_path / "remote").mkdir()
+    store = FsspecStore(f"file://{tmp_path / 'remote'}")
+    tier(logs, store)
+    ids = {t: topic_id_of(logs / f"{t}-0") for t in TOPICS}
+    manifests = ManifestStore(store)
+    ends = {(t, p): manifests.find(t, p, ids[t])[1].highest_offset + 1
+            for t, n in TOPICS.items() for p in range(n)}  # fmt: skip
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    with serving(elsewhere, remote__storage__url=store.url) as port:
+        assert consume(port, TOPICS, False) == [r for r in before if r[2] < ends[r[0], r[1]]]
+        assert consume(port, TOPICS, True) == [
+            r for r in written.visible(committed=True) if r[2] < ends[r[0], r[1]]
+        ]
+        c = KafkaConsumer(bootstrap_servers=f"127.0.0.1:{port}", group_id=None)
+        try:
+            tps = [TopicPartition(t, p) for t, p in ends]
+            assert c.beginning_offsets(tps) == dict.fromkeys(tps, 0)
+            assert c.end_offsets(tps) == {tp: ends[tp.topic, tp.partition] for tp in tps}
+        finally:
+            c.close()
+        admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"})
+        described = admin.describe_topics(TopicCollection(list(TOPICS)))
+        for topic, future in described.items():
+            found = future.result(timeout=10).topic_id
+            msb, lsb = found.get_most_significant_bits(), found.get_least_significant_bits()
+            as_bytes = msb.to_bytes(8, "big", signed=True) + lsb.to_bytes(8, "big", signed=True)
+            assert as_bytes == bytes(uuid_from_str(ids[topic]))
+    assert list(elsewhere.iterdir()) == []

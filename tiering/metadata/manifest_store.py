@@ -157,10 +157,12 @@ class ManifestStore:
         return self.find(topic, partition, topic_id)[0]
 
     def partitions(
-        self, topic: str | None = None, exclude: Collection[tuple[str, int, str]] = ()
-    ) -> list[RemotePartition]:
+        self, topic: str | None = None, exclude: Collection[tuple[str, int, str]] = (),
+        exclude_topics: Collection[str] = (),
+    ) -> list[RemotePartition]:  # fmt: skip
         """Every remote partition with a manifest, of every incarnation (of ``topic`` only, if
-        given; none whose ``identity`` is in ``exclude``, which the caller knows already). One
+        given; none whose ``identity`` is in ``exclude`` or whose topic is in
+        ``exclude_topics``, which the caller knows already, and for which nothing is sent). One
         delimiter listing of the root's folders and one of each topic folder, then one request
         per partition folder (a HEAD; a GET for a legacy folder, whose topic id is inside), so
         the cost follows the number of partitions, never the number of segment objects."""
@@ -169,11 +171,11 @@ class ManifestStore:
         for folder in self.store.list_prefixes(""):
             name = folder.rstrip("/")
             if (parsed := parse_topic_folder(name)) is not None:
-                if topic is None or parsed[0] == topic:
+                if (topic is None or parsed[0] == topic) and parsed[0] not in exclude_topics:
                     own += self._topic_folder(folder, *parsed)
             elif (old := parse_partition_dir_name(name)) is not None and (
                 topic is None or old[0] == topic
-            ):
+            ) and old[0] not in exclude_topics:
                 legacy.append(old)
         own = [rp for rp in own if rp.identity not in exclude]
         if not own and not legacy:
