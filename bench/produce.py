@@ -1,0 +1,108 @@
+"""Benchmark: ``kafkatier produce`` against a plain aiokafka-builder script, whole processes.
+
+    python bench/produce.py [--records 2000000] [--rounds 3] [--compression none|lz4]
+
+One Parquet file of ``--records`` records (``bench/scale_read.py``'s rows: 16-byte keys,
+100-byte values), written once, untimed, and read once untimed so both sides find it in the page
+cache. Then, each round, in alternating order, two processes timed from start to exit as a user
+sees them (interpreter start-up, imports, reading the file, encoding, writing, closing):
+
+(a) ``kafkatier produce DIR --topic t --input in.parquet --partitions 1 --compression C``
+    into a fresh log dir (the topic created, fsynced at the end as every kafkatier write is);
+(b) ``python bench/produce.py --aiokafka in.parquet OUT C``: what a user would otherwise write:
+    pyarrow reads the file, aiokafka's ``DefaultRecordBatchBuilder`` (its C extension) builds
+    v2 batches of at most 1 MiB with offsets numbered from 0, and the bytes go to one file
+    (no index, no log dir, no fsync: less than (a) does).
+
+Printed: the command, each round's seconds and the median ratio (a)/(b) (issue 18's goal: 0.5).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+MAX_BATCH = 1 << 20
+
+
+def aiokafka_script(source: str, out: str, compression: str) -> None:
+    """Side (b), run in its own process (module docstring)."""
+    import pyarrow.parquet as pq
+    from aiokafka.record.default_records import DefaultRecordBatchBuilder
+
+    codec = {"none": 0, "lz4": 3}[compression]
+    table = pq.read_table(source)
+    keys, values = table.column("key").to_pylist(), table.column("value").to_pylist()
+    now = int(time.time() * 1000)
+    with open(out, "wb") as sink:
+        builder = DefaultRecordBatchBuilder(2, codec, 0, -1, -1, -1, MAX_BATCH)
+        first = 0
+        for i in range(len(values)):
+            if builder.append(i - first, now, keys[i], values[i], []) is None:
+                built = builder.build()
+                built[0:8] = first.to_bytes(8, "big")
+                sink.write(built)
+                builder = DefaultRecordBatchBuilder(2, codec, 0, -1, -1, -1, MAX_BATCH)
+                first = i
+                builder.append(0, now, keys[i], values[i], [])
+        built = builder.build()
+        built[0:8] = first.to_bytes(8, "big")
+        sink.write(built)
+
+
+def timed(command: list[str]) -> float:
+    began = time.perf_counter()
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - began
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=2_000_000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--compression", choices=("none", "lz4"), default="none")
+    parser.add_argument("--aiokafka", nargs=3, metavar=("IN", "OUT", "CODEC"),
+                        help=argparse.SUPPRESS)  # fmt: skip
+    args = parser.parse_args()
+    if args.aiokafka:
+        aiokafka_script(*args.aiokafka)
+        return 0
+    sys.path.insert(0, str(HERE))
+    import pyarrow.parquet as pq
+    from scale_read import rows
+
+    work = Path(tempfile.mkdtemp(prefix="bench-produce-"))
+    source = work / "in.parquet"
+    pq.write_table(rows(args.records), source)
+    source.read_bytes()  # in the page cache for both sides
+    kafkatier = str(Path(sys.executable).with_name("kafkatier"))
+    ours, theirs = [], []
+    for r in range(args.rounds):
+        logs = work / f"logs-{r}"
+        a = [kafkatier, "produce", str(logs), "--topic", "t", "--input", str(source),
+             "--partitions", "1", "--compression", args.compression]  # fmt: skip
+        b = [sys.executable, __file__, "--aiokafka", str(source), str(work / f"out-{r}.log"),
+             args.compression]  # fmt: skip
+        sides = [(a, ours), (b, theirs)]
+        for command, into in sides if r % 2 == 0 else sides[::-1]:
+            into.append(timed(command))
+        os.sync()
+    print(f"command: python bench/produce.py --records {args.records} --rounds {args.rounds} "
+          f"--compression {args.compression}")  # fmt: skip
+    for r, (x, y) in enumerate(zip(ours, theirs, strict=True)):
+        print(f"round {r}: kafkatier produce {x:.2f} s, aiokafka script {y:.2f} s, "
+              f"ratio {x / y:.2f}")  # fmt: skip
+    ratio = statistics.median(x / y for x, y in zip(ours, theirs, strict=True))
+    print(f"median ratio kafkatier produce / aiokafka script: {ratio:.2f} (goal <= 0.5)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
