@@ -6,8 +6,12 @@ FindCoordinator names this server (node 0) for every group; transaction coordina
 1) are not served (COORDINATOR_NOT_AVAILABLE: this server is read-only). JoinGroup v0 has no
 rebalance timeout: the session timeout is used, as Kafka does; from v4 a member without an id
 gets MEMBER_ID_REQUIRED and an id to rejoin with (KIP-394). A ``group.instance.id`` (static
-membership, KIP-345) is recorded and reported but gives no special treatment: such a member is
-handled as a dynamic one. LeaveGroup up to v2 names one member, from v3 a list.
+membership, KIP-345) makes a static member: it joins without the MEMBER_ID_REQUIRED round, and
+back after a restart (no LeaveGroup: static members do not send one) it takes its old member's
+place and assignment without a rebalance if its subscription is unchanged; the old member id is
+fenced (FENCED_INSTANCE_ID in JoinGroup, SyncGroup, Heartbeat, OffsetCommit, LeaveGroup). It
+leaves when its session times out, or by LeaveGroup v3+ naming its instance id. LeaveGroup up to
+v2 names one member, from v3 a list.
 """
 
 from __future__ import annotations
@@ -91,6 +95,7 @@ async def sync_group(ctx: ServeContext, version: int, request: Any) -> Any:
         request.group_id, request.generation_id, request.member_id,
         getattr(request, "protocol_type", None), getattr(request, "protocol_name", None),
         {a.member_id: a.assignment for a in request.assignments},
+        getattr(request, "group_instance_id", None),
     )  # fmt: skip
     return build(module.SyncGroupResponse, throttle_time=NO_THROTTLE,
                  error_code=ErrorCode(result.error), protocol_type=result.protocol_type,
@@ -100,16 +105,18 @@ async def sync_group(ctx: ServeContext, version: int, request: Any) -> Any:
 async def heartbeat(ctx: ServeContext, version: int, request: Any) -> Any:
     module = payload_module(HEARTBEAT, version, EntityType.response)
     error = ctx.coordinator.heartbeat(request.group_id, request.member_id,
-                                      request.generation_id)  # fmt: skip
+                                      request.generation_id,
+                                      getattr(request, "group_instance_id", None))  # fmt: skip
     return build(module.HeartbeatResponse, throttle_time=NO_THROTTLE, error_code=error)
 
 
 async def leave_group(ctx: ServeContext, version: int, request: Any) -> Any:
     module = payload_module(LEAVE_GROUP, version, EntityType.response)
     if version < 3:
-        [error] = ctx.coordinator.leave(request.group_id, [request.member_id])
+        [error] = ctx.coordinator.leave(request.group_id, [(request.member_id, None)])
         return build(module.LeaveGroupResponse, throttle_time=NO_THROTTLE, error_code=error)
-    errors = ctx.coordinator.leave(request.group_id, [m.member_id for m in request.members])
+    errors = ctx.coordinator.leave(request.group_id,
+                                   [(m.member_id, m.group_instance_id) for m in request.members])
     members = tuple(
         build(module.MemberResponse, member_id=m.member_id, group_instance_id=m.group_instance_id,
               error_code=error)

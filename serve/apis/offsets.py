@@ -35,7 +35,8 @@ Offsets = list[tuple[str, int, OffsetValue]]
 async def offset_commit(ctx: ServeContext, version: int, request: Any) -> Any:
     module = payload_module(OFFSET_COMMIT, version, EntityType.response)
     group_error = ctx.coordinator.validate_commit(
-        request.group_id, request.member_id, request.generation_id_or_member_epoch
+        request.group_id, request.member_id, request.generation_id_or_member_epoch,
+        getattr(request, "group_instance_id", None),
     )
     topics = await ctx.blocking(ctx.catalog.topics)
     now = int(time.time() * 1000)

@@ -8,8 +8,9 @@ from ``clock`` (seconds, monotonic; injectable), and :meth:`tick`, called every
 never used after MEMBER_ID_REQUIRED, and completes joins whose rebalance timeout passed (members
 that did not rejoin in time are removed), and every :data:`CLEANUP_SECONDS` forgets the Empty
 groups that have no committed offsets (they become Dead, as Kafka's cleanup makes them), so a
-long-running server does not keep every group id it ever saw. Errors are Kafka's, in Kafka's
-order of checks.
+long-running server does not keep every group id it ever saw. Static members
+(``group.instance.id``, KIP-345) keep their place across restarts (:meth:`_join_static`).
+Errors are Kafka's, in Kafka's order of checks.
 """
 
 from __future__ import annotations
@@ -101,6 +102,11 @@ class GroupCoordinator:
             return JoinResult(E.coordinator_not_available, member_id=req.member_id)
         if not group.supports(req.protocol_type, req.protocols):
             return JoinResult(E.inconsistent_group_protocol, member_id=req.member_id)
+        if req.group_instance_id is not None:
+            if not req.member_id:
+                return await self._join_static(group, req)
+            if group.fenced(req.group_instance_id, req.member_id):
+                return JoinResult(E.fenced_instance_id, member_id=req.member_id)
         if not req.member_id:
             member_id = f"{req.client_id}-{uuid.uuid4()}"
             if req.require_known_member_id:
@@ -115,12 +121,35 @@ class GroupCoordinator:
             return JoinResult(E.unknown_member_id, member_id=req.member_id)
         return await self._rejoin(group, member, req)
 
+    def _member(self, member_id: str, req: JoinRequest) -> Member:
+        return Member(member_id, req.group_instance_id, req.client_id, req.client_host,
+                      req.session_timeout_ms, req.rebalance_timeout_ms, req.protocol_type,
+                      req.protocols, self.clock())  # fmt: skip
+
     async def _add_and_wait(self, group: Group, member_id: str, req: JoinRequest) -> JoinResult:
-        member = Member(member_id, req.group_instance_id, req.client_id, req.client_host,
-                        req.session_timeout_ms, req.rebalance_timeout_ms, req.protocol_type,
-                        req.protocols, self.clock())  # fmt: skip
+        member = self._member(member_id, req)
         group.add(member)
         return await self._wait_for_join(group, member)
+
+    async def _join_static(self, group: Group, req: JoinRequest) -> JoinResult:
+        """A ``group.instance.id`` joining without a member id (KIP-345; no MEMBER_ID_REQUIRED
+        round): a new member, or one back after a restart, which takes its old member's place
+        and assignment (the old id is fenced) and, in a Stable group with the same
+        subscription, gets the current generation at once: no rebalance."""
+        assert req.group_instance_id is not None
+        member_id = f"{req.group_instance_id}-{uuid.uuid4()}"
+        held = group.static.get(req.group_instance_id)
+        old = None if held is None else group.members.get(held)
+        if old is None:
+            return await self._add_and_wait(group, member_id, req)
+        new = self._member(member_id, req)
+        unchanged = old.matches(req.protocols)
+        group.replace_static(old, new)
+        old.answer_join(JoinResult(E.fenced_instance_id, member_id=old.member_id))
+        old.answer_sync(SyncResult(E.fenced_instance_id))
+        if group.is_(S.STABLE) and unchanged:
+            return self._join_result(group, new)
+        return await self._wait_for_join(group, new)
 
     async def _rejoin(self, group: Group, member: Member, req: JoinRequest) -> JoinResult:
         member.last_heard = self.clock()
@@ -186,7 +215,7 @@ class GroupCoordinator:
     # SyncGroup, Heartbeat, LeaveGroup
 
     def _current(
-        self, group_id: str, member_id: str, generation: int
+        self, group_id: str, member_id: str, generation: int, instance_id: str | None = None
     ) -> tuple[ErrorCode, Group | None]:
         """Kafka's checks of a request from a member of the current generation."""
         group = self.groups.get(group_id)
@@ -194,6 +223,8 @@ class GroupCoordinator:
             return E.unknown_member_id, None
         if group.is_(S.DEAD):
             return E.coordinator_not_available, None
+        if group.fenced(instance_id, member_id):
+            return E.fenced_instance_id, None
         if member_id not in group.members:
             return E.unknown_member_id, None
         if generation != group.generation:
@@ -203,8 +234,9 @@ class GroupCoordinator:
 
     async def sync(self, group_id: str, generation: int, member_id: str,
                    protocol_type: str | None, protocol_name: str | None,
-                   assignments: dict[str, bytes]) -> SyncResult:  # fmt: skip
-        error, group = self._current(group_id, member_id, generation)
+                   assignments: dict[str, bytes], instance_id: str | None = None,
+                   ) -> SyncResult:  # fmt: skip
+        error, group = self._current(group_id, member_id, generation, instance_id)
         if group is None:
             return SyncResult(error)
         if (protocol_type is not None and protocol_type != group.protocol_type) or (
@@ -228,19 +260,28 @@ class GroupCoordinator:
     def _sync_result(self, group: Group, member: Member) -> SyncResult:
         return SyncResult(E.none, member.assignment, group.protocol_type, group.protocol_name)
 
-    def heartbeat(self, group_id: str, member_id: str, generation: int) -> ErrorCode:
-        error, group = self._current(group_id, member_id, generation)
+    def heartbeat(
+        self, group_id: str, member_id: str, generation: int, instance_id: str | None = None
+    ) -> ErrorCode:
+        error, group = self._current(group_id, member_id, generation, instance_id)
         if group is not None and group.is_(S.PREPARING_REBALANCE):
             return E.rebalance_in_progress
         return error
 
-    def leave(self, group_id: str, member_ids: list[str]) -> list[ErrorCode]:
-        """One error per leaving member; the group rebalances without them."""
+    def leave(self, group_id: str, leaving: list[tuple[str, str | None]]) -> list[ErrorCode]:
+        """One error per leaving (member id, group.instance.id); the group rebalances without
+        them. A static member may be named by its instance id alone (v3+: an admin removing
+        it); one whose instance id another member id holds now is fenced."""
         group = self.groups.get(group_id)
         if group is None or group.is_(S.DEAD):
-            return [E.unknown_member_id] * len(member_ids)
+            return [E.unknown_member_id] * len(leaving)
         errors: list[ErrorCode] = []
-        for member_id in member_ids:
+        for member_id, instance_id in leaving:
+            if instance_id is not None:
+                if member_id and group.fenced(instance_id, member_id):
+                    errors.append(E.fenced_instance_id)
+                    continue
+                member_id = group.static.get(instance_id, member_id)
             member = group.members.get(member_id)
             if member_id in group.pending:
                 del group.pending[member_id]
@@ -263,7 +304,9 @@ class GroupCoordinator:
 
     # OffsetCommit
 
-    def validate_commit(self, group_id: str, member_id: str, generation: int) -> ErrorCode:
+    def validate_commit(
+        self, group_id: str, member_id: str, generation: int, instance_id: str | None = None
+    ) -> ErrorCode:
         """Whether a commit may be written (Kafka's ``validateOffsetCommit``); a commit outside
         group management (generation -1, no member id) goes to an Empty or new group."""
         group = self.groups.get(group_id)
@@ -275,7 +318,7 @@ class GroupCoordinator:
         if group.is_(S.DEAD):
             return E.coordinator_not_available
         if generation >= 0 or member_id:
-            error, _ = self._current(group_id, member_id, generation)
+            error, _ = self._current(group_id, member_id, generation, instance_id)
             if error is not E.none:
                 return error
         elif not group.is_(S.EMPTY):

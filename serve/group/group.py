@@ -57,6 +57,8 @@ class Group:
         self.members: dict[str, Member] = {}
         self.pending: dict[str, float] = {}
         """Member ids handed out with MEMBER_ID_REQUIRED -> when they expire unless used."""
+        self.static: dict[str, str] = {}
+        """``group.instance.id`` -> the member id it holds now (static members, KIP-345)."""
         self.rebalance_deadline = 0.0
         self.delay_until = 0.0
         """An initial rebalance waits this long for more members (initial rebalance delay)."""
@@ -74,14 +76,35 @@ class Group:
         if not self.members:  # an Empty group takes any protocol type
             self.protocol_type = member.protocol_type
         self.members[member.member_id] = member
+        if member.group_instance_id is not None:
+            self.static[member.group_instance_id] = member.member_id
         if self.leader is None:
             self.leader = member.member_id
 
     def remove(self, member_id: str) -> Member | None:
         member = self.members.pop(member_id, None)
+        instance = None if member is None else member.group_instance_id
+        if instance is not None and self.static.get(instance) == member_id:
+            del self.static[instance]
         if self.leader == member_id:
             self.leader = next(iter(self.members), None)
         return member  # the protocol type stays (Kafka's): an Empty group still says "consumer"
+
+    def replace_static(self, old: Member, new: Member) -> None:
+        """A static member back under a new member id (Kafka's ``replaceStaticMember``): it
+        takes the old one's place, assignment and leadership; the old id is fenced."""
+        new.assignment = old.assignment
+        self.members = {new.member_id if k == old.member_id else k: new if k == old.member_id
+                        else m for k, m in self.members.items()}  # fmt: skip
+        assert new.group_instance_id is not None
+        self.static[new.group_instance_id] = new.member_id
+        if self.leader == old.member_id:
+            self.leader = new.member_id
+
+    def fenced(self, instance_id: str | None, member_id: str) -> bool:
+        """Whether ``instance_id`` now belongs to another member id (FENCED_INSTANCE_ID)."""
+        held = None if instance_id is None else self.static.get(instance_id)
+        return held is not None and held != member_id
 
     def supports(self, protocol_type: str, protocols: Protocols) -> bool:
         """Whether a member with these protocols may join (Kafka's ``supportsProtocols``)."""

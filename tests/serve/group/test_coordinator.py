@@ -38,8 +38,9 @@ def coordinator(clock: Clock) -> GroupCoordinator:
 
 
 def request(member_id: str = "", protocols: tuple[tuple[str, bytes], ...] = (("range", b"r"),),
-            *, known: bool = True, session: int = SESSION_MS) -> JoinRequest:  # fmt: skip
-    return JoinRequest("g", member_id, None, session, REBALANCE_MS, "consumer", protocols,
+            *, known: bool = True, session: int = SESSION_MS,
+            instance: str | None = None) -> JoinRequest:  # fmt: skip
+    return JoinRequest("g", member_id, instance, session, REBALANCE_MS, "consumer", protocols,
                        known, "client", "127.0.0.1")  # fmt: skip
 
 
@@ -87,7 +88,8 @@ def test_two_members_a_rebalance_and_the_leaders_assignment() -> None:
         assert c.heartbeat("g", follower.member_id, 1) == E.illegal_generation
         assert c.heartbeat("g", "stranger", 2) == E.unknown_member_id
         assert c.heartbeat("g", follower.member_id, 2) == E.none
-        assert c.leave("g", [leader.member_id, "stranger"]) == [E.none, E.unknown_member_id]
+        left = c.leave("g", [(leader.member_id, None), ("stranger", None)])
+        assert left == [E.none, E.unknown_member_id]
         assert c.groups["g"].state is S.PREPARING_REBALANCE
         assert c.groups["g"].leader == follower.member_id
 
@@ -166,7 +168,7 @@ def test_which_commits_are_accepted() -> None:
         assert c.validate_commit("g", one.member_id, 0) == E.illegal_generation
         assert c.validate_commit("g", "stranger", 1) == E.unknown_member_id
         assert c.validate_commit("g", "", -1) == E.unknown_member_id  # the group is in use
-        assert c.leave("g", [one.member_id]) == [E.none]
+        assert c.leave("g", [(one.member_id, None)]) == [E.none]
         group: Any = c.groups["g"]
         assert group.state is S.EMPTY and group.generation == 2
         assert c.validate_commit("g", "", -1) == E.none
@@ -179,7 +181,7 @@ def test_empty_groups_without_offsets_are_forgotten() -> None:
         for group in ("kept", "gone"):
             assert c.validate_commit(group, "", -1) == E.none  # each now a known, Empty group
         one = await (await join_new(c))
-        assert c.leave("g", [one.member_id]) == [E.none]  # "g" is Empty again, no offsets
+        assert c.leave("g", [(one.member_id, None)]) == [E.none]  # "g" is Empty again, no offsets
         live = await (await join_new(c))  # joined again: a member, kept by its heartbeats
         for step in (CLEANUP_SECONDS - 1, 1):
             clock.now += step
@@ -188,5 +190,52 @@ def test_empty_groups_without_offsets_are_forgotten() -> None:
             if step > 1:
                 assert set(c.groups) == {"kept", "gone", "g"}  # not time for the cleanup yet
         assert set(c.groups) == {"kept", "g"}  # "g" has a member; "kept" has offsets
+
+    run(scenario)
+
+
+def test_a_static_member_back_after_a_restart_takes_its_place_without_a_rebalance() -> None:
+    """KIP-345: a ``group.instance.id`` joins with no MEMBER_ID_REQUIRED round; back under a new
+    member id (a restart, no LeaveGroup) it gets the current generation and its old assignment
+    at once, the other member sees nothing, and the old member id is fenced everywhere."""
+
+    async def scenario(c: GroupCoordinator, clock: Clock) -> None:
+        first = await c.join(request(instance="a"))  # no MEMBER_ID_REQUIRED round
+        assert first.error == E.none and first.member_id.startswith("a-")
+        await c.sync("g", 1, first.member_id, None, None, {}, "a")
+        b_task = asyncio.create_task(c.join(request(instance="b")))
+        await settle()
+        a = await c.join(request(first.member_id, instance="a"))
+        b = await b_task
+        assert a.generation == b.generation == 2 and a.leader == a.member_id
+        waiting = asyncio.create_task(c.sync("g", 2, b.member_id, None, None, {}, "b"))
+        await settle()
+        got = await c.sync("g", 2, a.member_id, None, None,
+                           {a.member_id: b"A", b.member_id: b"B"}, "a")  # fmt: skip
+        assert (await waiting).assignment == b"B"
+        assert got.error == E.none and c.groups["g"].state is S.STABLE
+        back = await c.join(request(instance="a"))  # a restarted: a new member id, same place
+        assert back.error == E.none and back.generation == 2 and back.member_id != a.member_id
+        assert back.leader == back.member_id and c.groups["g"].state is S.STABLE  # no rebalance
+        again = await c.sync("g", 2, back.member_id, None, None, {}, "a")
+        assert (again.error, again.assignment) == (E.none, b"A")
+        assert c.heartbeat("g", b.member_id, 2, "b") == E.none
+        assert c.heartbeat("g", a.member_id, 2, "a") == E.fenced_instance_id
+        assert (await c.join(request(a.member_id, instance="a"))).error == E.fenced_instance_id
+        assert c.validate_commit("g", a.member_id, 2, "a") == E.fenced_instance_id
+        assert c.leave("g", [(a.member_id, "a")]) == [E.fenced_instance_id]
+        assert c.leave("g", [("", "a")]) == [E.none]  # named by its instance id alone
+        assert c.groups["g"].state is S.PREPARING_REBALANCE and "a" not in c.groups["g"].static
+
+    run(scenario)
+
+
+def test_a_static_member_with_a_new_subscription_rebalances() -> None:
+    async def scenario(c: GroupCoordinator, clock: Clock) -> None:
+        first = await c.join(request(instance="a"))
+        await c.sync("g", 1, first.member_id, None, None, {first.member_id: b"A"}, "a")
+        changed = await c.join(request(instance="a", protocols=(("range", b"other"),)))
+        assert changed.error == E.none and changed.generation == 2  # a new generation
+        assert c.groups["g"].leader == changed.member_id
 
     run(scenario)

@@ -4,7 +4,8 @@ that leaves, resuming from its commits; committed offsets survive a restart of t
 consumer of another client resumes: no record twice, none missed, as the segment files hold
 them) and are on disk in Kafka's ``__consumer_offsets`` format; kcat -G consumes and commits;
 a group with no commits has offset -1 (and a server nobody commits to writes nothing); a member
-that vanishes without leaving is expelled when its session times out."""
+that vanishes without leaving is expelled when its session times out; a static member restarts
+without a rebalance."""
 
 from __future__ import annotations
 
@@ -231,3 +232,60 @@ def test_a_session_timeout_expels_a_vanished_member(tmp_path: Path, serve: Any) 
             proc.kill()
             proc.wait(10)
             a.close()
+
+
+def test_a_static_member_restarts_without_a_rebalance(tmp_path: Path, serve: Any) -> None:
+    """KIP-345 with librdkafka: two members with ``group.instance.id``; one closes (a static
+    member sends no LeaveGroup) and a new process of the same instance id joins within the
+    session: it gets the same partitions back and the other member is never revoked."""
+    from confluent_kafka import Consumer
+
+    events: dict[str, list[str]] = {"a": [], "b": [], "a2": []}
+
+    def member(name: str, instance: str) -> Any:
+        consumer = Consumer({
+            "bootstrap.servers": f"127.0.0.1:{port}", "group.id": "static",
+            "group.instance.id": instance, "session.timeout.ms": 6000,
+            "heartbeat.interval.ms": 200, "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        })  # fmt: skip
+        consumer.subscribe(
+            [TOPIC],
+            on_assign=lambda _c, parts: events[name].append(f"assign {len(parts)}"),
+            on_revoke=lambda _c, parts: events[name].append(f"revoke {len(parts)}"),
+        )
+        return consumer
+
+    def parts(consumer: Any) -> set[tuple[str, int]]:
+        return {(tp.topic, tp.partition) for tp in consumer.assignment()}
+
+    def poll_all(consumers: list[Any], done: Any, what: str) -> None:
+        deadline = time.monotonic() + 20
+        while not done():
+            assert time.monotonic() < deadline, f"timed out waiting for {what}: {events}"
+            for c in consumers:
+                c.poll(0.1)
+
+    write_topic(tmp_path)
+    with serve(tmp_path, **GROUPS) as port:
+        a, b = member("a", "a"), member("b", "b")
+        a2 = None
+        try:
+            poll_all([a, b], lambda: len(parts(a)) == len(parts(b)) == PARTITIONS // 2,
+                     "a 2/2 split")  # fmt: skip
+            before, b_before, b_events = parts(a), parts(b), list(events["b"])
+            old_ids = {m.group_instance_id: m.member_id for m in described(port, "static").members}
+            a.close()  # static: no LeaveGroup
+            a2 = member("a2", "a")
+            poll_all([a2, b], lambda: parts(a2) == before, "the restarted member's partitions")
+            for _ in range(10):  # a while longer: a rebalance would revoke b now
+                b.poll(0.1)
+                a2.poll(0.1)
+            assert events["b"] == b_events and parts(b) == b_before  # b never rebalanced
+            now = {m.group_instance_id: m.member_id for m in described(port, "static").members}
+            assert set(now) == {"a", "b"} and now["b"] == old_ids["b"]
+            assert now["a"] != old_ids["a"]  # the new process holds a new member id
+        finally:
+            b.close()
+            if a2 is not None:
+                a2.close()
