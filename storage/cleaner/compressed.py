@@ -72,17 +72,22 @@ def _view(chunk: Chunk) -> memoryview:
     return memoryview(chunk).cast("B")
 
 
-def _compressed_data_size(chunk: memoryview, pos: int) -> int:
-    """The size of the compressed v2 data batch at ``pos`` held whole by the chunk, else 0."""
+_CODECS: Final = {int(c): c for c in Codec}  # a dict lookup: Codec(n) costs microseconds
+
+
+def _compressed_data_batch(chunk: memoryview, pos: int) -> tuple[int, int, int]:
+    """(size, base offset, attributes) of the compressed v2 data batch at ``pos`` held whole by
+    the chunk; size 0 for anything else."""
     if len(chunk) - pos < BATCH_HEADER_SIZE or chunk[pos + MAGIC_OFFSET] != 2:
-        return 0
-    size: int = LOG_OVERHEAD + OFFSET_AND_LENGTH.unpack_from(chunk, pos)[1]
+        return 0, 0, 0
+    base, length = OFFSET_AND_LENGTH.unpack_from(chunk, pos)
+    size: int = LOG_OVERHEAD + length
     (attrs,) = _ATTRS.unpack_from(chunk, pos + ATTRIBUTES_OFFSET)
     if size < BATCH_HEADER_SIZE or pos + size > len(chunk):
-        return 0
+        return 0, 0, 0
     if not attrs & ATTR_CODEC_MASK or attrs & (ATTR_CONTROL | ATTR_TRANSACTIONAL):
-        return 0
-    return size
+        return 0, 0, 0
+    return size, base, attrs
 
 
 def inflate(chunk: Chunk, pos: int, max_bytes: int) -> Inflated | None:
@@ -92,22 +97,25 @@ def inflate(chunk: Chunk, pos: int, max_bytes: int) -> Inflated | None:
     parts: list[bytes] = []
     run = Inflated(np.empty(0, np.uint8))
     total = 0
-    while total < max_bytes and (size := _compressed_data_size(view, pos)):
-        (attrs,) = _ATTRS.unpack_from(view, pos + ATTRIBUTES_OFFSET)
-        codec = Codec(attrs & ATTR_CODEC_MASK)
+    while total < max_bytes:
+        size, base, attrs = _compressed_data_batch(view, pos)
+        if not size:
+            break
+        codec = _CODECS.get(attrs & ATTR_CODEC_MASK)
+        if codec is None:
+            break  # an unknown codec id: the Python path reports it
         try:
             records = decompress(codec, view[pos + BATCH_HEADER_SIZE : pos + size])
         except (KafkaTierError, ValueError):
             break  # the Python path reports it
         header = bytearray(view[pos : pos + BATCH_HEADER_SIZE])
-        OFFSET_AND_LENGTH.pack_into(header, 0, OFFSET_AND_LENGTH.unpack_from(header)[0],
-                        BATCH_HEADER_SIZE - LOG_OVERHEAD + len(records))  # fmt: skip
+        OFFSET_AND_LENGTH.pack_into(header, 0, base,
+                                    BATCH_HEADER_SIZE - LOG_OVERHEAD + len(records))  # fmt: skip
         _ATTRS.pack_into(header, ATTRIBUTES_OFFSET, attrs & ~ATTR_CODEC_MASK)
         run.starts.append(total)
         run.real_starts.append(pos)
         run.real_sizes.append(size)
         run.codecs.append(codec)
-        base = OFFSET_AND_LENGTH.unpack_from(header)[0]
         run.last_offsets.append(base + _LAST_DELTA.unpack_from(header, 23)[0])
         parts += (bytes(header), records)
         total += BATCH_HEADER_SIZE + len(records)
