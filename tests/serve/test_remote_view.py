@@ -15,7 +15,7 @@ from test_datasource import kafka_python_rows as disk_rows
 from test_remote import tier, write_topics
 
 from kafkatier.storage.log.readonly import ReadOnlyPartition
-from kafkatier.tiering.store.object_store import FsspecStore
+from kafkatier.tiering.store.object_store import FsspecStore, ObjectStore
 
 TOPICS = {"rt": 2, "ro": 2}
 
@@ -108,12 +108,17 @@ def test_an_unreadable_store_leaves_the_local_segments_served(
     assert 1 <= len(warnings) <= 2, caplog.text
 
 
-@pytest.mark.parametrize("consume", [kafka_python_rows, confluent_rows])
-def test_a_topic_only_the_remote_store_holds_is_served(tmp_path: Path, consume: Any) -> None:
+@pytest.mark.parametrize(("consume", "backend"), [(kafka_python_rows, "file"),
+                                                   (confluent_rows, "file"),
+                                                   (confluent_rows, "s3")])
+def test_a_topic_only_the_remote_store_holds_is_served(
+    tmp_path: Path, consume: Any, backend: str, request: pytest.FixtureRequest
+) -> None:
     """The log dir that wrote the topics is gone (another machine, a wiped disk): a server over
-    an empty log dir and the same store lists them under their own topic ids and replays every
-    remote segment, read_committed included (a transaction whose marker never reached the
-    store stays undecided there), and writes nothing into the log dir it serves."""
+    an empty log dir and the same store (a directory, or SeaweedFS over S3) lists them under
+    their own topic ids and replays every remote segment, read_committed included (a
+    transaction whose marker never reached the store stays undecided there), and writes nothing
+    into the log dir it serves."""
     from confluent_kafka import TopicCollection
     from confluent_kafka.admin import AdminClient
     from kafka import KafkaConsumer, TopicPartition
@@ -125,8 +130,16 @@ def test_a_topic_only_the_remote_store_holds_is_served(tmp_path: Path, consume: 
     logs = tmp_path / "logs"
     written = write_topics(logs)
     before = disk_rows(logs, "rt|ro")
-    (tmp_path / "remote").mkdir()
-    store = FsspecStore(f"file://{tmp_path / 'remote'}")
+    store: ObjectStore
+    settings = {}
+    if backend == "s3":
+        store = request.getfixturevalue("s3_store")
+        endpoint = request.getfixturevalue("s3_env").endpoint
+        settings = {"remote__storage__s3__endpoint__url": endpoint,
+                    "remote__storage__s3__region": "us-east-1"}  # fmt: skip
+    else:
+        (tmp_path / "remote").mkdir()
+        store = FsspecStore(f"file://{tmp_path / 'remote'}")
     tier(logs, store)
     ids = {t: topic_id_of(logs / f"{t}-0") for t in TOPICS}
     manifests = ManifestStore(store)
@@ -134,7 +147,7 @@ def test_a_topic_only_the_remote_store_holds_is_served(tmp_path: Path, consume: 
             for t, n in TOPICS.items() for p in range(n)}  # fmt: skip
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    with serving(elsewhere, remote__storage__url=store.url) as port:
+    with serving(elsewhere, remote__storage__url=store.url, **settings) as port:
         assert consume(port, TOPICS, False) == [r for r in before if r[2] < ends[r[0], r[1]]]
         assert consume(port, TOPICS, True) == [
             r for r in written.visible(committed=True) if r[2] < ends[r[0], r[1]]
