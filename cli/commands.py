@@ -1,7 +1,8 @@
 """The subcommands of ``kafkatier``: each one's module and one-line summary, in ``--help``
 order. They are listed apart from their modules so that ``kafkatier --help`` imports none of
 them (each brings what it runs on: pyarrow, numba, boto3, the Kafka wire protocol, Spark), and
-a subcommand imports its own module alone (kafkatier.cli.main)."""
+a subcommand imports its own module alone (kafkatier.cli.main). A module imports what its
+command runs on inside ``run()``, so that ``kafkatier <command> --help`` needs none of it."""
 
 from __future__ import annotations
 

@@ -58,8 +58,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(args: argparse.Namespace) -> int:
-    # the command's own imports, here: ``--help`` needs none of them
-    from kafkatier.cli.config.loader import load_config
+    from kafkatier.cli.config.loader import load_config  # see cli/commands.py
     from kafkatier.cli.config.remote import remote_storage
 
     with remote_storage(load_config(args.config)) as tiering:

@@ -79,8 +79,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(args: argparse.Namespace) -> int:
-    # the command's own imports, here: ``--help`` needs none of them
-    from kafkatier.cli.config.loader import load_config
+    from kafkatier.cli.config.loader import load_config  # see cli/commands.py
     from kafkatier.cli.config.remote import remote_storage
     from kafkatier.tiering.sidecar.loop import Sidecar
 

@@ -41,8 +41,8 @@ def _row(s: PartitionStatus) -> tuple[str, ...]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kafkatier.cli.config.loader import load_config  # the command's own imports: --help
-    from kafkatier.cli.config.remote import remote_storage  # needs none of them
+    from kafkatier.cli.config.loader import load_config  # see cli/commands.py
+    from kafkatier.cli.config.remote import remote_storage
     from kafkatier.tiering.sidecar.status import collect_status
 
     with remote_storage(load_config(args.config)) as tiering:

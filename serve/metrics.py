@@ -24,8 +24,9 @@ Lags = Callable[[], dict[tuple[str, str, int], int]]
 
 def error_codes(response: Any) -> Iterator[ErrorCode]:
     """Every non-zero ``error_code`` in a kio response, nested entities included. Only the
-    fields that can hold entities are walked (:func:`_plan`): a Fetch answer of 1,024
-    partitions took 31 ms walking every field of every partition, as much as serving it."""
+    fields that can hold entities are walked (:func:`_plan`): walking every field of every
+    partition cost about seven times as much (``python bench/serve_metrics.py``: 14.3 against
+    2.0 ms for a Fetch answer of 1,024 partitions)."""
     if not dataclasses.is_dataclass(response) or isinstance(response, type):
         return
     entity: Any = response
@@ -51,12 +52,12 @@ def _plan(cls: type) -> tuple[bool, tuple[str, ...]]:
     """Whether ``cls`` has an ``error_code``, and its fields whose type holds entities (from
     the annotations; every field where they cannot be resolved)."""
     fields = dataclasses.fields(cls)
+    has_error = any(f.name == "error_code" for f in fields)
     try:
         hints = typing.get_type_hints(cls)
-    except Exception:  # an annotation that does not resolve: walk every field, as before
-        return any(f.name == "error_code" for f in fields), tuple(f.name for f in fields)
-    nested = tuple(f.name for f in fields if _holds_entities(hints.get(f.name)))
-    return any(f.name == "error_code" for f in fields), nested
+    except Exception:  # an annotation that does not resolve: walk every field
+        return has_error, tuple(f.name for f in fields)
+    return has_error, tuple(f.name for f in fields if _holds_entities(hints.get(f.name)))
 
 
 def _holds_entities(annotation: Any) -> bool:

@@ -4,7 +4,8 @@ A topic whose log dir is gone (another machine, a wiped disk, a new container be
 bucket) still has its remote copy, and Kafka's tiered storage serves such data to any consumer.
 So does this server: every :data:`REFRESH_S` seconds (at most; when the catalog is asked) it
 lists the store's topics that no log dir holds (one delimiter LIST of the root, one per such
-topic folder, a HEAD and a GET of each of their partitions' manifests) and mirrors each into a
+topic folder, a GET of each of their partitions' manifests, and of the producer snapshot of a
+partition whose remote end moved) and mirrors each into a
 private scratch log dir outside the real ones: a partition directory holding only its
 ``partition.metadata`` (the remote topic id), ``leader-epoch-checkpoint`` (its segments'
 leader epochs) and the producer snapshot of its last remote segment, and the scratch dir's
@@ -42,7 +43,7 @@ from kafkatier.storage.producer.snapshot import SNAPSHOT_SUFFIX
 from kafkatier.storage.wire import segment_file_name
 from kafkatier.tiering.errors import TopicIdMismatchError
 from kafkatier.tiering.metadata.manifest import object_key
-from kafkatier.tiering.metadata.manifest_store import ManifestStore
+from kafkatier.tiering.metadata.manifest_store import ManifestCache, ManifestStore
 from kafkatier.tiering.read.incarnation import choose
 from kafkatier.tiering.store.object_store import ObjectStore
 
@@ -60,14 +61,10 @@ class RemoteTopics:
         self.store = store
         self.refresh_s = refresh_s
         self.directory = Path(tempfile.mkdtemp(prefix="kafkatier-serve-remote-"))
-        self._cleanup = weakref.finalize(self, shutil.rmtree, self.directory, True)
+        weakref.finalize(self, shutil.rmtree, self.directory, True)  # gone with the server
         self._lock = threading.Lock()
         self._synced = -math.inf
         self._mirrored: dict[tuple[str, int], Mirrored] = {}
-        self._snapshots: dict[tuple[str, int], bytes | None] = {}
-
-    def close(self) -> None:
-        self._cleanup()
 
     def sync(self, local_topics: Collection[str]) -> None:
         """Mirror the remote-only topics again if the last time is :attr:`refresh_s` old; one
@@ -77,7 +74,9 @@ class RemoteTopics:
         if not self._lock.acquire(blocking=False):
             return
         try:
-            self._write(self._wanted(set(local_topics)))
+            wanted, snapshots = self._wanted(set(local_topics))
+            if wanted != self._mirrored:
+                self._write(wanted, snapshots)
         except Exception as exc:  # the store is away: keep the last mirror
             log.warning("remote store %s: cannot list the topics only it holds: %s: %s",
                         self.store.url, type(exc).__name__, exc)  # fmt: skip
@@ -85,11 +84,14 @@ class RemoteTopics:
             self._synced = time.monotonic()
             self._lock.release()
 
-    def _wanted(self, local_topics: set[str]) -> dict[tuple[str, int], Mirrored]:
-        manifests = ManifestStore(self.store)
+    def _wanted(
+        self, local_topics: set[str]
+    ) -> tuple[dict[tuple[str, int], Mirrored], dict[tuple[str, int], bytes]]:
+        """The partitions to mirror, and the producer snapshots of those whose entry changed."""
+        manifests = ManifestStore(self.store, cache=ManifestCache())  # listing reads them once
         remote = manifests.partitions(exclude_topics=local_topics)
         wanted: dict[tuple[str, int], Mirrored] = {}
-        self._snapshots = {}
+        snapshots: dict[tuple[str, int], bytes] = {}
         for topic in sorted({rp.topic for rp in remote}):
             try:
                 chosen = choose(remote, topic, hint="serve it from a log dir that holds it")
@@ -105,11 +107,12 @@ class RemoteTopics:
                     wanted[key] = entry
                     last = finished[-1]
                     if self._mirrored.get(key) != entry and "snapshot" in last.files:
-                        self._snapshots[key] = self.store.get_bytes(
-                            object_key(rp, last, "snapshot"))
-        return wanted
+                        snapshots[key] = self.store.get_bytes(object_key(rp, last, "snapshot"))
+        return wanted, snapshots
 
-    def _write(self, wanted: dict[tuple[str, int], Mirrored]) -> None:
+    def _write(
+        self, wanted: dict[tuple[str, int], Mirrored], snapshots: dict[tuple[str, int], bytes]
+    ) -> None:
         """The scratch dir as ``wanted`` says: gone partitions first, then the changed ones,
         then the log starts (each file replaced whole, so a reader sees one or the other)."""
         for topic, partition in set(self._mirrored) - set(wanted):
@@ -117,7 +120,7 @@ class RemoteTopics:
         for (topic, partition), entry in wanted.items():
             if self._mirrored.get((topic, partition)) != entry:
                 _mirror_partition(self.directory / partition_dir_name(topic, partition), entry,
-                                  self._snapshots.get((topic, partition)))  # fmt: skip
+                                  snapshots.get((topic, partition)))  # fmt: skip
         starts = {key: end for key, (_, end, _) in sorted(wanted.items())}
         OffsetCheckpointFile(self.directory / LOG_START_OFFSET_CHECKPOINT).write(starts,
                                                                                sync=False)

@@ -141,8 +141,9 @@ class TieringConfig:
 
     def open_store(self) -> ObjectStore:
         """The remote store this config names (S3 via boto3, anything else via fsspec). boto3 is
-        imported here, not with the configuration (a quarter of a second of every command's
-        start-up, spent by those that never reach the store too)."""
+        imported here, not with the configuration (0.24 s of every command's start-up, spent by
+        those that never reach the store too: ``python -X importtime -c "import
+        kafkatier.cli.config.loader"``)."""
         if self.remote_url.startswith("s3://"):
             from kafkatier.tiering.store.s3store import S3Store
 

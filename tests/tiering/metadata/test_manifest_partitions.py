@@ -14,7 +14,7 @@ import pytest
 from kafkatier.storage.checkpoint.metadata import new_topic_id
 from kafkatier.tiering.metadata.identity import RemotePartition
 from kafkatier.tiering.metadata.manifest import MANIFEST_NAME, PartitionManifest, attempt_prefix
-from kafkatier.tiering.metadata.manifest_store import ManifestStore
+from kafkatier.tiering.metadata.manifest_store import ManifestCache, ManifestStore
 from kafkatier.tiering.store import s3bucket
 from kafkatier.tiering.store.object_store import ObjectStore
 from kafkatier.tiering.store.requests import since
@@ -94,6 +94,23 @@ def test_partitions_lists_folders_once_and_asks_once_per_candidate(store: Object
     recording = _Recording(store)
     assert ManifestStore(recording).partitions() == REAL  # type: ignore[arg-type]
     assert recording.calls == REQUESTS
+
+
+def test_with_a_cache_partitions_reads_each_manifest_once_for_the_loads_after_it(
+    store: ObjectStore,
+) -> None:
+    """A caller that loads what it found (status, clean --remote, serve's remote-only topics)
+    gives a cache: each candidate's manifest is read instead of HEADed, and the loads that
+    follow send nothing."""
+    _populate(store)
+    recording = _Recording(store)
+    manifests = ManifestStore(recording, cache=ManifestCache())  # type: ignore[arg-type]
+    assert manifests.partitions() == REAL
+    assert recording.calls == {"list_prefixes": REQUESTS["list_prefixes"],
+                               "get_with_etag": REQUESTS["head"] + REQUESTS["get_with_etag"]}
+    loaded = [manifests.load(rp)[0] for rp in REAL]
+    assert [(m.topic, m.partition) for m in loaded] == [(rp.topic, rp.partition) for rp in REAL]
+    assert sum(recording.calls.values()) == REQUESTS["list_prefixes"] + REQUESTS["head"] + 2
 
 
 def test_partitions_of_an_empty_store(store: ObjectStore) -> None:
