@@ -19,7 +19,9 @@ N closed segments are eligible for upload). Then, timed and with the S3 requests
 (b2) upload pass: one more batch a partition rolls one new closed segment each (untimed), then a
     ``run_once()`` of the same ``Tierer`` uploads them, as a long-running sidecar does; then a
     fourth idle pass;
-(c) ``kafkatier status --config F``, the whole subprocess;
+(c) ``kafkatier status --config F``, the whole subprocess, which reads the manifest copies the
+    sidecar's passes kept in the partition directories, and ``status --refresh``, which reads
+    every manifest from the store instead;
 (d) ``kafkatier restore --config F --topic scale --to DIR`` (its default threads), the whole
     subprocess, against plain boto3 downloading every object under the topic's remote prefix
     (one client, a ThreadPoolExecutor of 16 ``get_object`` calls, the listing included, the
@@ -221,6 +223,7 @@ def bench_n(tmp: Path, counters: Counters, n: int, timeout: float) -> dict[str, 
     steps = sidecar_passes(TieringConfig.load(props), counters, n, logs)
     status = ["status", "--config", str(props)]
     steps["status"], _ = measure(counters, lambda: _cli(status, timeout))
+    steps["refresh"], _ = measure(counters, lambda: _cli([*status, "--refresh"], timeout))
     restore = ["restore", "--config", str(props), "--topic", TOPIC, "--to", str(restored),
                "--quiet"]  # fmt: skip
     steps["restore"], _ = measure(counters, lambda: _cli(restore, timeout))
@@ -261,25 +264,27 @@ def print_detail(n: int, steps: dict[str, Step], objects: int, size: int) -> Non
 
 def print_table(results: dict[int, dict[str, Step]], timeout: float) -> None:
     head = (f"{'N':>5} | {'first pass s (req/seg)':>23} | {'idle pass s (req)':>18} | "
-            f"{'upload pass s (req/seg)':>23} | {'status s (req)':>16} | {'restore s (req)':>18} | "
+            f"{'upload pass s (req/seg)':>23} | {'status s (req)':>16} | "
+            f"{'status --refresh s (req)':>24} | {'restore s (req)':>18} | "
             f"{'boto3 dl s (req)':>17} | restore/boto3")  # fmt: skip
     print(head)
     print("-" * len(head))
     for n, s in results.items():
-        up, idle, st, rs, b3 = (s[k] for k in ("upload", "idle 3", "status", "restore",
-                                               "boto3"))  # fmt: skip
+        up, idle, st, rf, rs, b3 = (s[k] for k in ("upload", "idle 3", "status", "refresh",
+                                                   "restore", "boto3"))  # fmt: skip
         up2 = s.get("upload 2", Step(float("nan")))
         ratio = "-" if rs.timed_out else f"{rs.seconds / b3.seconds:.1f}x"
         print(f"{n:>5} | {up.seconds:>8.2f} ({up.requests / n:>5.1f}/seg) | "
               f"{idle.seconds:>8.2f} ({idle.requests:>6}) | "
               f"{up2.seconds:>8.2f} ({up2.requests / n:>5.1f}/seg) | "
               f"{_seconds(st, timeout):>9} ({st.requests:>4}) | "
+              f"{_seconds(rf, timeout):>17} ({rf.requests:>4}) | "
               f"{_seconds(rs, timeout):>9} ({rs.requests:>6}) | "
               f"{b3.seconds:>7.2f} ({b3.requests:>6}) | {ratio:>6}")  # fmt: skip
     print("\nrequests per partition by kind:")
     for n, s in results.items():
-        for name in ("upload", "idle 2", "idle 3", "upload 2", "idle 4", "status", "restore",
-                     "boto3"):  # fmt: skip
+        for name in ("upload", "idle 2", "idle 3", "upload 2", "idle 4", "status", "refresh",
+                     "restore", "boto3"):  # fmt: skip
             if name in s:
                 print(f"{n:>5} {name:8} {s[name].requests / n:6.2f}  "
                       f"{_kinds(s[name], n) or 'none'}")  # fmt: skip

@@ -4,9 +4,10 @@ SigV4 signed in tiering/store/sigv4.py) beside botocore's request objects and HT
     python bench/status_gets.py [N]
 
 One topic of N partitions (default 1,024) with one closed segment each, uploaded to the embedded
-SeaweedFS server; then ``collect_status`` (what ``kafkatier status`` runs after its start-up) in
-this process, 6 rounds alternating which side goes first, each with a fresh store. Prints the
-median wall and CPU seconds of each side and the command.
+SeaweedFS server; then ``collect_status(refresh=True)`` (what ``kafkatier status --refresh``
+runs after its start-up: every manifest read from the store, not from the copies) in this
+process, 6 rounds alternating which side goes first, each with a fresh store. Prints the median
+wall and CPU seconds of each side and the command.
 """
 
 from __future__ import annotations
@@ -70,7 +71,7 @@ def timed_status(cfg: TieringConfig, n: int, *, lean: bool) -> tuple[float, floa
     if not lean:
         small.lean = None
     wall, cpu = time.perf_counter(), time.process_time()
-    rows = collect_status(cfg, store)
+    rows = collect_status(cfg, store, refresh=True)  # every manifest from the store
     assert len(rows) == n
     return time.perf_counter() - wall, time.process_time() - cpu
 

@@ -26,6 +26,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--config", required=True, type=Path,
                         help="configuration file (conf/kafkatier.properties or a sidecar file)")
     parser.add_argument("--json", action="store_true", help="one JSON object per partition")
+    parser.add_argument("--refresh", action="store_true",
+                        help="read every partition's manifest from the remote store, not the "
+                        "copy the sidecar keeps in the partition directory (one request each; "
+                        "for changes a writer on another machine or a lifecycle rule made)")
     parser.set_defaults(func=run)
 
 
@@ -46,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     from kafkatier.tiering.sidecar.status import collect_status
 
     with remote_storage(load_config(args.config)) as tiering:
-        statuses = collect_status(tiering)
+        statuses = collect_status(tiering, refresh=args.refresh)
     if args.json:
         for s in statuses:
             print(json.dumps(s.to_json()))

@@ -25,6 +25,7 @@ from kafkatier.tiering.copy.orphans import sweep_orphans
 from kafkatier.tiering.copy.upload import new_owner
 from kafkatier.tiering.metadata.identity import RemotePartition
 from kafkatier.tiering.metadata.local import LocalPartition, local_partitions
+from kafkatier.tiering.metadata.manifest_copy import ManifestCopies
 from kafkatier.tiering.metadata.manifest_store import ManifestCache, ManifestStore
 from kafkatier.tiering.store.object_store import ObjectStore
 
@@ -65,7 +66,8 @@ class RemotePass:
     ) -> list[RemotePartitionOutcome]:
         outcomes: list[RemotePartitionOutcome] = []
         seen: set[tuple[str, int, str]] = set()
-        manifests = ManifestStore(self.store, cache=ManifestCache())  # each manifest read once
+        copies = ManifestCopies(self.config.log_dirs)  # kept current for status
+        manifests = ManifestStore(self.store, cache=ManifestCache(copies))  # read once each
         for log_dir, name, partition in local_partitions(list(self.config.log_dirs)):
             if topic is not None and name != topic:
                 continue

@@ -30,6 +30,7 @@ from kafkatier.tiering.metadata.identity import (
     parse_topic_folder,
 )
 from kafkatier.tiering.metadata.manifest import PartitionManifest, manifest_key
+from kafkatier.tiering.metadata.manifest_copy import ManifestCopies
 from kafkatier.tiering.store.object_store import ObjectStore
 
 _HEAD_WORKERS = 8
@@ -39,11 +40,13 @@ _ABSENT = None
 
 class ManifestCache:
     """The manifests one process last read or wrote, with their entity tags (module docstring).
-    An entry of ``(None, None)`` records a manifest known not to exist yet."""
+    An entry of ``(None, None)`` records a manifest known not to exist yet. With ``copies``,
+    what it learns is also kept in the local partitions' directories (manifest_copy.py)."""
 
-    def __init__(self) -> None:
+    def __init__(self, copies: ManifestCopies | None = None) -> None:
         self._lock = threading.Lock()
         self._known: dict[str, tuple[bytes | None, str | None]] = {}
+        self.copies = copies
 
     def get(self, key: str) -> tuple[bytes | None, str | None] | None:
         """The cached bytes and tag; None when nothing is known of ``key``."""
@@ -53,10 +56,14 @@ class ManifestCache:
     def put(self, key: str, data: bytes | None, etag: str | None) -> None:
         with self._lock:
             self._known[key] = (data, etag)
+        if self.copies is not None:
+            self.copies.record(key, data, etag)
 
     def forget(self, key: str) -> None:
         with self._lock:
             self._known.pop(key, None)
+        if self.copies is not None:
+            self.copies.forget(key)
 
 
 class ManifestStore:

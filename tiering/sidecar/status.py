@@ -21,10 +21,16 @@ from kafkatier.storage.config.topic_files import TopicConfigStore
 from kafkatier.storage.log.readonly import ReadOnlyPartition, checkpointed_log_starts
 from kafkatier.tiering.cleaner.stale import stale
 from kafkatier.tiering.config import TieringConfig
+from kafkatier.tiering.errors import TieringError
 from kafkatier.tiering.metadata.identity import RemotePartition, topic_id_of
 from kafkatier.tiering.metadata.local import LocalPartition, local_partitions
-from kafkatier.tiering.metadata.manifest import PartitionManifest
-from kafkatier.tiering.metadata.manifest_store import ManifestCache, ManifestStore
+from kafkatier.tiering.metadata.manifest import PartitionManifest, manifest_key
+from kafkatier.tiering.metadata.manifest_copy import read_copy
+from kafkatier.tiering.metadata.manifest_store import (
+    ManifestCache,
+    ManifestStore,
+    check_identity,
+)
 from kafkatier.tiering.store.object_store import ObjectStore
 
 STATUS_WORKERS = 16
@@ -89,6 +95,28 @@ def partition_status(part: LocalPartition | None, store: ObjectStore, rp: Remote
     return summary_status(local, rp, manifest, stale)
 
 
+RemoteView = tuple[RemotePartition, PartitionManifest]
+
+
+def copied_manifest(
+    directory: Path, topic: str, partition: int, topic_id: str
+) -> RemoteView | None:
+    """The manifest copy kept in ``directory`` (manifest_copy.py), if there is a usable one."""
+    rp = RemotePartition.of(topic, partition, topic_id)
+    if rp.legacy:
+        return None
+    key = manifest_key(rp)
+    found = read_copy(directory, key)
+    if found is None:
+        return None
+    try:
+        manifest = PartitionManifest.from_bytes(found[0], key)
+        check_identity(manifest, rp, key)
+    except TieringError:
+        return None  # not what the store would hold for this partition: ask the store
+    return rp, manifest
+
+
 def summary_status(
     local: LocalSummary | None, rp: RemotePartition, manifest: PartitionManifest, stale: bool
 ) -> PartitionStatus:
@@ -116,33 +144,64 @@ def summary_status(
 
 
 def collect_status(
-    config: TieringConfig, store: ObjectStore | None = None
+    config: TieringConfig, store: ObjectStore | None = None, *, refresh: bool = False
 ) -> list[PartitionStatus]:
-    """Every local partition, plus partitions that exist only remotely; ``STATUS_WORKERS``
-    partitions at a time (each costs a manifest read, milliseconds of waiting on the store; a
-    remote-only one's is the read that found it).
-    Each log dir's checkpoint and each topic's configuration are read once."""
+    """Every local partition, plus partitions that exist only remotely. A local partition's
+    remote side comes from the copy of its manifest that the sidecar keeps beside it
+    (manifest_copy.py; no request), or with ``refresh`` or without a copy from the store (a
+    manifest GET, milliseconds of waiting, ``STATUS_WORKERS`` at a time). A remote-only
+    partition's costs the read that found it."""
     store = store if store is not None else config.open_store()
     manifests = ManifestStore(store, cache=ManifestCache())  # each manifest read once
-    keys = local_partitions(list(config.log_dirs))
-    starts = {d: checkpointed_log_starts(d) for d in {k[0] for k in keys}}
-    topics = {(d, t) for d, t, _ in keys}
-    tiered = {(d, t): TopicConfigStore(d).get(t).remote_storage_enable for d, t in topics}
-
-    def local(key: tuple[Path, str, int]) -> PartitionStatus:
-        log_dir, topic, partition = key
-        summary = LocalSummary.read(log_dir, topic, partition,
-                                    starts[log_dir].get((topic, partition), 0),
-                                    tiered[(log_dir, topic)])  # fmt: skip
-        topic_id = topic_id_of(Path(log_dir) / partition_dir_name(topic, partition))
-        remote, manifest = manifests.find(topic, partition, topic_id)
-        return summary_status(summary, remote, manifest, stale=False)
-
+    sides = local_sides(config)
     with ThreadPoolExecutor(STATUS_WORKERS) as pool:
-        found = list(pool.map(local, keys))
+        views = [None if refresh else side.copied() for side in sides]
+        missing = [i for i, view in enumerate(views) if view is None]
+        for i, view in zip(missing, pool.map(lambda i: sides[i].find(manifests), missing),
+                           strict=True):  # fmt: skip
+            views[i] = view
+        found = [summary_status(side.summary, *view, stale=False)
+                 for side, view in zip(sides, views, strict=True) if view]  # fmt: skip
         seen = {(s.topic, s.partition, s.topic_id) for s in found}
         remote_only = manifests.partitions(exclude=seen)
         dead = stale(remote_only, seen)
         found += [summary_status(None, rp, manifests.load(rp)[0], rp in dead)
                   for rp in remote_only]  # fmt: skip
     return sorted(found, key=lambda s: (s.topic, s.partition, s.stale))
+
+
+@dataclass(frozen=True)
+class LocalSide:
+    """A local partition as status sees it: its summary, where it is, which topic id."""
+
+    summary: LocalSummary
+    topic: str
+    partition: int
+    topic_id: str
+    directory: Path
+
+    def copied(self) -> RemoteView | None:
+        """Its remote side from the manifest copy beside it, if there is a usable one."""
+        return copied_manifest(self.directory, self.topic, self.partition, self.topic_id)
+
+    def find(self, manifests: ManifestStore) -> RemoteView:
+        """Its remote side from the store (a GET; two for a partition of the old layout)."""
+        return manifests.find(self.topic, self.partition, self.topic_id)
+
+
+def local_sides(config: TieringConfig) -> list[LocalSide]:
+    """Every local partition, read in this thread: file reads only, which threads would only
+    make queue for the GIL. Each log dir's checkpoint and each topic's configuration are read
+    once."""
+    keys = local_partitions(list(config.log_dirs))
+    starts = {d: checkpointed_log_starts(d) for d in {k[0] for k in keys}}
+    topics = {(d, t) for d, t, _ in keys}
+    tiered = {(d, t): TopicConfigStore(d).get(t).remote_storage_enable for d, t in topics}
+    sides = []
+    for log_dir, topic, partition in keys:
+        summary = LocalSummary.read(log_dir, topic, partition,
+                                    starts[log_dir].get((topic, partition), 0),
+                                    tiered[(log_dir, topic)])  # fmt: skip
+        directory = Path(log_dir) / partition_dir_name(topic, partition)
+        sides.append(LocalSide(summary, topic, partition, topic_id_of(directory), directory))
+    return sides

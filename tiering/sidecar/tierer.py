@@ -43,6 +43,7 @@ from kafkatier.tiering.errors import RemoteStoreError
 from kafkatier.tiering.metadata.identity import RemotePartition
 from kafkatier.tiering.metadata.local import Candidate, LocalPartition, local_partitions
 from kafkatier.tiering.metadata.manifest import PartitionManifest, now_ms
+from kafkatier.tiering.metadata.manifest_copy import ManifestCopies
 from kafkatier.tiering.metadata.manifest_store import ManifestCache, ManifestStore
 from kafkatier.tiering.sidecar.quiet import (
     NEVER,
@@ -109,7 +110,7 @@ class Tierer:
         self.compaction_grace_ms = COMPACTION_GRACE_MS
         self._replaced: list[GroupReplacer] = []  # this pass's compactions, for step 4
         self._located: dict[tuple[str, int, str], RemotePartition] = {}
-        self.cache = ManifestCache()
+        self.cache = ManifestCache(ManifestCopies(config.log_dirs))  # status reads the copies
         self.uploader.cache = self.cache
         self.quiet = QuietPartitions()
         self._swept: set[tuple[str, int, str]] = set()  # partitions swept by this process

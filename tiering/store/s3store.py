@@ -1,4 +1,5 @@
-"""The object-store contract (object_store.py) on S3 through boto3, configured the standard way.
+"""The object-store contract (object_store.py) on S3 through a botocore client
+(boto3's, without boto3 itself), configured the standard way.
 
 Settings, client and the requests that move no object data (HEAD, listings, DELETE) live in
 s3bucket.py (:class:`~kafkatier.tiering.store.s3bucket.S3Bucket`); this module adds the transfers.

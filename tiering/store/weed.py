@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import boto3
+import botocore.session
 from botocore.config import Config
 
 from kafkatier.tiering.errors import RemoteStoreError
@@ -66,10 +66,11 @@ def _command(root: Path, ports: list[int], config: Path, bucket: str) -> list[st
 
 def _ready(server: WeedServer) -> bool:
     """A signed PUT with the server's identity succeeds (explicit keys: a probe only)."""
-    client = boto3.session.Session(
+    client = botocore.session.Session().create_client(
+        "s3", region_name="us-east-1", endpoint_url=server.endpoint,
         aws_access_key_id=server.access_key, aws_secret_access_key=server.secret_key,
-        region_name="us-east-1",
-    ).client("s3", endpoint_url=server.endpoint, config=Config(retries={"max_attempts": 1}))
+        config=Config(retries={"max_attempts": 1}),
+    )
     try:
         client.put_object(Bucket=server.bucket, Key="probe/ready", Body=b"1")
         return True
