@@ -11,15 +11,14 @@ from __future__ import annotations
 import argparse
 import shutil
 from pathlib import Path
-
-import pyarrow as pa
+from typing import TYPE_CHECKING
 
 from kafkatier.cli.commands import summary
-from kafkatier.storage.arrow.log import append_arrow, read_arrow
-from kafkatier.storage.log.directory import LogDirectory
-from kafkatier.storage.log.reader import IsolationLevel
-from kafkatier.storage.log.writer_lock import writer_turn
-from kafkatier.storage.partitioner import assign_partitions
+
+if TYPE_CHECKING:  # the command's libraries are imported where it runs: cli/commands.py
+    import pyarrow as pa
+
+    from kafkatier.storage.log.directory import LogDirectory
 
 TOPIC = "orders"
 PARTITIONS = 3
@@ -42,6 +41,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def sample_orders(rows: int, offset: int = 0) -> pa.Table:
     """Deterministic sample rows: 16-byte customer keys, JSON order values, one header."""
+    import pyarrow as pa
+
     ids = range(offset, offset + rows)
     keys = [f"customer-{i % 997:07d}".encode() for i in ids]
     values = [f'{{"order":{i},"amount":{(i * 37) % 1000}.{i % 100:02d}}}'.encode() for i in ids]
@@ -60,6 +61,11 @@ def sample_orders(rows: int, offset: int = 0) -> pa.Table:
 
 
 def _write(log_dir: LogDirectory, table: pa.Table) -> None:
+    import pyarrow as pa
+
+    from kafkatier.storage.arrow.log import append_arrow
+    from kafkatier.storage.partitioner import assign_partitions
+
     log_dir.topic_configs.update(
         TOPIC, {"compression.type": "lz4", "segment.bytes": str(256 * 1024)}, source="demo"
     )
@@ -79,6 +85,10 @@ def _write(log_dir: LogDirectory, table: pa.Table) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from kafkatier.storage.arrow.log import read_arrow
+    from kafkatier.storage.log.directory import LogDirectory
+    from kafkatier.storage.log.reader import IsolationLevel
+    from kafkatier.storage.log.writer_lock import writer_turn
     from kafkatier.storage.verify.paths import verify_paths
 
     if args.dir.exists():

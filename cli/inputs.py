@@ -18,25 +18,8 @@ import pyarrow.parquet as pq
 
 from kafkatier.storage.errors import ConfigError
 
-FORMATS = ("parquet", "jsonl", "csv")
-_SUFFIXES = {".parquet": "parquet", ".pq": "parquet", ".jsonl": "jsonl", ".json": "jsonl",
-             ".ndjson": "jsonl", ".csv": "csv"}  # fmt: skip
 KNOWN_COLUMNS = ("key", "value", "headers", "timestamp", "partition", "topic")
 CHUNK_ROWS = 256 * 1024
-
-
-def detect_format(path: Path, given: str | None) -> str:
-    if given:
-        return given
-    found = _SUFFIXES.get(path.suffix.lower())
-    if found is None:
-        raise ConfigError(
-            f"cannot tell the format of {path.name}: name it .parquet, .jsonl or .csv, "
-            "or pass --format",
-            setting="--format",
-            source=str(path),
-        )
-    return found
 
 
 def read_chunks(path: Path, fmt: str) -> Iterator[pa.RecordBatch]:

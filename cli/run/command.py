@@ -31,8 +31,6 @@ from pathlib import Path
 from types import FrameType
 
 from kafkatier.cli.commands import summary
-from kafkatier.cli.config.loader import load_config
-from kafkatier.cli.config.remote import remote_storage
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -49,6 +47,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(args: argparse.Namespace) -> int:
+    from kafkatier.cli.config.loader import load_config  # see cli/commands.py
+    from kafkatier.cli.config.remote import remote_storage
     from kafkatier.cli.run.job import spark_session
     from kafkatier.cli.run.pipeline import pipeline, prepare, say
     from kafkatier.cli.run.report import render

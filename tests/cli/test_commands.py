@@ -14,26 +14,40 @@ import pytest
 
 from kafkatier.cli.commands import COMMANDS, summary
 
-HEAVY = ("pyarrow", "numba", "boto3", "kio", "pyspark", "kafkatier.cli.produce",
-         "kafkatier.serve.server", "kafkatier.tiering.config")  # fmt: skip
+LIBRARIES = ("pyarrow", "numpy", "numba", "boto3", "botocore", "kio", "pyspark")
+HEAVY = (*LIBRARIES, "kafkatier.cli.produce", "kafkatier.serve.server", "kafkatier.tiering.config")
 
 
-def test_help_lists_every_command_and_imports_none_of_them() -> None:
+def _help(*argv: str) -> tuple[str, list[str]]:
+    """What ``kafkatier ARGV --help`` prints, and every module the process had then loaded."""
     script = (
         "import contextlib, io, json, sys\n"
         "from kafkatier.cli.main import main\n"
         "out = io.StringIO()\n"
         "with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):\n"
-        "    main(['--help'])\n"
+        f"    main({[*argv, '--help']!r})\n"
         "print(json.dumps([out.getvalue(), sorted(sys.modules)]))\n"
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           check=True)  # fmt: skip
     text, modules = json.loads(done.stdout)
+    return text, modules
+
+
+def test_help_lists_every_command_and_imports_none_of_them() -> None:
+    text, modules = _help()
     for name in COMMANDS:
         assert f"    {name} " in text, text
     loaded = [m for m in modules if m.startswith(HEAVY)]
     assert loaded == [], f"kafkatier --help imported {loaded}"
+
+
+@pytest.mark.parametrize("name", list(COMMANDS))
+def test_a_command_s_help_imports_none_of_what_it_runs_on(name: str) -> None:
+    text, modules = _help(name)
+    assert f"kafkatier {name}" in text, text
+    loaded = sorted({m.split(".")[0] for m in modules if m.startswith(LIBRARIES)})
+    assert loaded == [], f"kafkatier {name} --help imported {loaded}"
 
 
 @pytest.mark.parametrize("name", list(COMMANDS))

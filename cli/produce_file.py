@@ -1,0 +1,147 @@
+"""``kafkatier produce``'s work: one input file appended to a topic's partitions, what each
+partition got printed at the end (the parser is cli/produce.py, which imports none of this)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+from tqdm import tqdm
+
+from kafkatier.cli.formats import detect_format
+from kafkatier.cli.inputs import read_chunks
+from kafkatier.storage.arrow.log import append_arrow
+from kafkatier.storage.checkpoint.checkpoint_file import is_valid_topic_name
+from kafkatier.storage.config.log_config import parse_overrides
+from kafkatier.storage.errors import ConfigError
+from kafkatier.storage.log.directory import LogDirectory
+from kafkatier.storage.log.log import Log
+from kafkatier.storage.log.writer_lock import writer_turn
+from kafkatier.storage.partitioner import assign_partitions
+
+
+@dataclass
+class Summary:
+    """Records and offsets written per partition."""
+
+    records: dict[int, int] = field(default_factory=dict)
+    ranges: dict[int, tuple[int, int]] = field(default_factory=dict)
+
+    def add(self, partition: int, first: int, last: int, count: int) -> None:
+        self.records[partition] = self.records.get(partition, 0) + count
+        low = self.ranges.get(partition, (first, last))[0]
+        self.ranges[partition] = (low, last)
+
+
+def produce(args: argparse.Namespace) -> int:
+    """``kafkatier produce`` with its parsed arguments (cli/produce.py)."""
+    if not args.input.is_file():
+        print(f"kafkatier produce: error: no such input file: {args.input}", file=sys.stderr)
+        return 2
+    if not is_valid_topic_name(args.topic):
+        print(
+            f"kafkatier produce: error: illegal topic name {args.topic!r} "
+            "(1-249 characters from a-z A-Z 0-9 . _ -)",
+            file=sys.stderr,
+        )
+        return 2
+    fmt = detect_format(args.input, args.format)
+    overrides = parse_overrides(args.config, source="--config")
+    with (
+        writer_turn(args.log_dir, who="kafkatier produce"),
+        LogDirectory(args.log_dir, max_open_files=args.max_open_files) as log_dir,
+    ):
+        logs = _partitions(log_dir, args.topic, args.partitions, overrides)
+        summary = Summary()
+        ends = [log.log_end_offset for log in logs]
+        try:
+            _append_file(logs, args.input, fmt, args.compression, summary)
+        except Exception as exc:  # a full disk: say what is in the log, what is not
+            exc.add_note(_partial(logs, ends))
+            raise
+    # closing the log dir flushed every partition once, in parallel: the records are durable
+    _print_summary(args.topic, summary)
+    return 0
+
+
+def _partitions(
+    log_dir: LogDirectory, topic: str, wanted: int | None, overrides: dict[str, str]
+) -> list[Log]:
+    """The topic's logs; an existing topic keeps its partition count (a mismatch is an error)."""
+    existing = log_dir.topics().get(topic)
+    if existing is not None and wanted is not None and wanted != existing:
+        raise ConfigError(
+            f"topic {topic!r} already has {existing} partitions on disk; kafkatier never "
+            "re-partitions a topic (omit --partitions or pass the same count)",
+            setting="--partitions",
+            value=wanted,
+        )
+    count = existing or (1 if wanted is None else wanted)
+    if count < 1:
+        raise ConfigError("--partitions must be at least 1", setting="--partitions", value=count)
+    config = log_dir.topic_configs.update(topic, overrides, source="--config")
+    log_dir.create_partitions(topic, count)
+    logs = [log_dir.logs[(topic, p)] for p in range(count)]
+    for log in logs:
+        log.config = config
+    return logs
+
+
+def _append_file(
+    logs: list[Log], path: Path, fmt: str, compression: str | None, summary: Summary
+) -> None:
+    """Append the file's records to ``logs``, recording in ``summary`` what each got."""
+    keyless = 0
+    show = sys.stderr.isatty()
+    with tqdm(desc="records", unit="rec", disable=not show, file=sys.stderr) as progress:
+        for chunk in read_chunks(path, fmt):
+            names = chunk.schema.names
+            keys = chunk.column("key") if "key" in names else None
+            explicit = chunk.column("partition") if "partition" in names else None
+            parts = assign_partitions(keys, len(logs), explicit=explicit, round_robin_start=keyless)
+            keyless += len(chunk) if keys is None else int(keys.null_count)
+            _append_chunk(logs, chunk, parts, compression, summary)
+            progress.update(len(chunk))
+
+
+def _append_chunk(
+    logs: list[Log], chunk: pa.RecordBatch, parts: np.ndarray, compression: str | None,
+    summary: Summary,
+) -> None:  # fmt: skip
+    order = np.argsort(parts, kind="stable")
+    ordered = pa.Table.from_batches([chunk]).take(pa.array(order))
+    counts = np.bincount(parts, minlength=len(logs))
+    start = 0
+    for partition, count in enumerate(counts.tolist()):
+        if count:
+            info = append_arrow(logs[partition], ordered.slice(start, count), codec=compression)
+            summary.add(partition, info.first_offset, info.last_offset, info.num_records)
+        start += count
+
+
+def _partial(logs: list[Log], ends: list[int]) -> str:
+    """What an append that failed midway left in the log (``ends``: the log end offsets
+    before it): whole batches of the first records, as a producer's acknowledged sends, and
+    none of the rest."""
+    added = [(log, end) for log, end in zip(logs, ends, strict=True) if log.log_end_offset > end]
+    if not added:
+        return "no record of the input was appended"
+    total = sum(log.log_end_offset - end for log, end in added)
+    ranges = ", ".join(
+        f"{log.topic}-{log.partition} offsets {end}..{log.log_end_offset - 1}"
+        for log, end in added
+    )
+    return f"{total} records of the input were appended before it ({ranges}), the rest were not"
+
+
+def _print_summary(topic: str, summary: Summary) -> None:
+    total = sum(summary.records.values())
+    print(f"produced {total} records to {topic}")
+    for partition in sorted(summary.records):
+        first, last = summary.ranges[partition]
+        count = summary.records[partition]
+        print(f"  {topic}-{partition}: {count} records, offsets {first}..{last}")
