@@ -34,8 +34,9 @@ TOPIC = "bench"
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def write_topic(root: Path, mib: int, partitions: int) -> Path:
-    """~``mib`` MiB of 1 KiB values (half random bytes, half repeated: lz4 halves it)."""
+def write_topic(root: Path, mib: int, partitions: int, configs: tuple[str, ...] = ()) -> Path:
+    """~``mib`` MiB of 1 KiB values (half random bytes, half repeated: lz4 halves it), with the
+    topic settings ``configs`` (``key=value``)."""
     rows = mib * 1024
     rng = np.random.default_rng(7)
     noise = rng.integers(0, 256, size=(rows, 512), dtype=np.uint8)
@@ -44,9 +45,10 @@ def write_topic(root: Path, mib: int, partitions: int) -> Path:
     source = root / "in.parquet"
     pq.write_table(pa.table({"key": keys, "value": values}), source)
     logs = root / "logs"
+    settings = [arg for kv in configs for arg in ("--config", kv)]
     subprocess.run([str(KAFKATIER), "produce", str(logs), "--topic", TOPIC, "--input",
-                    str(source), "--partitions", str(partitions), "--compression", "lz4"],
-                   check=True, stdout=subprocess.DEVNULL)  # fmt: skip
+                    str(source), "--partitions", str(partitions), "--compression", "lz4",
+                    *settings], check=True, stdout=subprocess.DEVNULL)  # fmt: skip
     return logs
 
 
@@ -148,15 +150,16 @@ def cpu_seconds(pid: int) -> float:
 
 
 def serve(
-    logs: Path, root: Path, sources: Path | None = None
+    logs: Path, root: Path, sources: Path | None = None, extra: str = ""
 ) -> tuple[subprocess.Popen[bytes], int]:
-    """A ``kafkatier serve`` process (of the sources in ``sources``, if given) and its port."""
+    """A ``kafkatier serve`` process (of the sources in ``sources``, if given; ``extra``:
+    more lines of its properties file) and its port."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     config = root / f"serve-{port}.properties"
     config.write_text(f"log.dirs={logs}\nlisteners=PLAINTEXT://127.0.0.1:{port}\n"
-                      f"offsets.log.dir={root / f'offsets-{port}'}\n")  # fmt: skip
+                      f"offsets.log.dir={root / f'offsets-{port}'}\n{extra}")  # fmt: skip
     env = dict(os.environ, PYTHONPATH=str(sources)) if sources is not None else None
     proc = subprocess.Popen([str(KAFKATIER), "serve", "--config", str(config),
                              "--log-level", "warning"], env=env)  # fmt: skip

@@ -2,7 +2,9 @@
 copied to the remote store and local retention then deleted.
 
 A partition's ``RemoteLogReader`` (tiering/read/remote_reader.py: its manifest, the cached
-``index``/``timeindex`` objects, ranged GETs of the ``log`` object) is kept for
+``index``/``timeindex`` objects, ranged GETs of :data:`CHUNK_BYTES` of the ``log`` object,
+whose rest the server's :class:`~kafkatier.tiering.read.chunk_cache.ChunkCache` keeps for the
+consumer's next fetches) is kept for
 :data:`REFRESH_S` seconds, then built again from a fresh manifest, so the segments the sidecar
 uploads or remote retention deletes show within seconds. At most :data:`MAX_READERS` are
 kept (least recently used dropped). Everything here blocks on the store: the thread pool runs it.
@@ -21,12 +23,16 @@ import time
 from collections import OrderedDict
 from pathlib import Path
 
+from kafkatier.tiering.read.chunk_cache import ChunkCache
 from kafkatier.tiering.read.incarnation import incarnation_of
 from kafkatier.tiering.read.remote_reader import RemoteLogReader, batch_spans
 from kafkatier.tiering.store.object_store import ObjectStore
 
 REFRESH_S = 5.0
 MAX_READERS = 1024
+CHUNK_BYTES = 4 << 20
+"""One ranged GET of a remote segment: four fetches of the default
+``max.partition.fetch.bytes``."""
 log = logging.getLogger("kafkatier.serve")
 HINT = "serve from a log dir that holds the topic"
 
@@ -42,6 +48,7 @@ class RemoteTier:
         self._lock = threading.Lock()
         self.hits = 0  # readers found fresh in the cache
         self.loads = 0  # readers built from a fresh manifest
+        self.chunks = ChunkCache()  # runs of remote segments fetched, for the next fetches
 
     def reader(self, log_dir: Path, topic: str, partition: int) -> RemoteLogReader | None:
         """The partition's remote reader, or None when nothing of it is remote."""
@@ -63,7 +70,8 @@ class RemoteTier:
     def _load(self, log_dir: Path, topic: str, partition: int) -> RemoteLogReader | None:
         try:
             rp, manifest = incarnation_of(self.store, log_dir, topic, partition, hint=HINT)
-            fresh = RemoteLogReader(self.store, rp, manifest=manifest)
+            fresh = RemoteLogReader(self.store, rp, manifest=manifest,
+                                    chunk_bytes=CHUNK_BYTES, chunks=self.chunks)  # fmt: skip
         except Exception as exc:  # any store failure: serve the local segments meanwhile
             log.warning("remote store %s unreadable for %s-%d, serving local segments only: "
                         "%s: %s", self.store.url, topic, partition, type(exc).__name__,

@@ -44,6 +44,7 @@ from kafkatier.tiering.errors import CorruptRemoteObjectError, ObjectNotFoundErr
 from kafkatier.tiering.metadata.identity import RemotePartition
 from kafkatier.tiering.metadata.manifest import PartitionManifest, RemoteSegment, object_key
 from kafkatier.tiering.metadata.manifest_store import ManifestStore
+from kafkatier.tiering.read.chunk_cache import ChunkCache
 from kafkatier.tiering.read.incarnation import incarnation_of
 from kafkatier.tiering.store.object_store import ObjectStore
 
@@ -119,6 +120,7 @@ class RemoteLogReader:
         *,
         manifest: PartitionManifest | None = None,
         chunk_bytes: int = 1 << 20,
+        chunks: ChunkCache | None = None,
     ) -> None:
         self.store = store
         self.rp = rp
@@ -129,6 +131,7 @@ class RemoteLogReader:
         self.segments = manifest.contiguous()
         self.log_start_offset = manifest.log_start_offset
         self.chunk_bytes = chunk_bytes
+        self.chunks = chunks  # runs fetched earlier, shared by a server's readers
         self._indexes: dict[tuple[str, str], list[tuple[int, int]]] = {}
         self._lock = threading.Lock()
 
@@ -212,23 +215,35 @@ class RemoteLogReader:
         key = object_key(self.rp, seg, "log")
         size = seg.files["log"].size
         while position < size:
-            data = self.store.get_bytes(key, position, min(position + self.chunk_bytes, size))
-            spans = batch_spans(data)
-            if not spans:  # one batch larger than the chunk: fetch exactly it
-                if len(data) < LOG_OVERHEAD:
-                    data = self.store.get_bytes(key, position, position + LOG_OVERHEAD)
-                if len(data) >= LOG_OVERHEAD:
-                    _, length = OFFSET_AND_LENGTH.unpack_from(data, 0)
-                    data = self.store.get_bytes(key, position, position + LOG_OVERHEAD + length)
-                    spans = batch_spans(data)
-                if not spans:
-                    raise TieringError(
-                        "truncated or malformed batch in remote segment", key=key, position=position
-                    )
-            verify_spans(data, spans, seg, key, position)
-            used = spans[-1].position + spans[-1].size
-            yield key, position, data[:used]
-            position += used
+            cached = None if self.chunks is None else self.chunks.get(key, position)
+            if cached is not None:  # whole batches, checked when they arrived (chunk_cache.py)
+                yield key, position, cached
+                position += len(cached)
+                continue
+            data = self._fetch_run(seg, key, position, size)
+            if self.chunks is not None:
+                self.chunks.put(key, position, data)
+            yield key, position, data
+            position += len(data)
+
+    def _fetch_run(self, seg: RemoteSegment, key: str, position: int, size: int) -> bytes:
+        """The whole batches of one ranged GET of ``chunk_bytes`` from ``position`` (a batch
+        larger than that: one more GET of its exact length), their CRCs checked."""
+        data = self.store.get_bytes(key, position, min(position + self.chunk_bytes, size))
+        spans = batch_spans(data)
+        if not spans:  # one batch larger than the chunk: fetch exactly it
+            if len(data) < LOG_OVERHEAD:
+                data = self.store.get_bytes(key, position, position + LOG_OVERHEAD)
+            if len(data) >= LOG_OVERHEAD:
+                _, length = OFFSET_AND_LENGTH.unpack_from(data, 0)
+                data = self.store.get_bytes(key, position, position + LOG_OVERHEAD + length)
+                spans = batch_spans(data)
+            if not spans:
+                raise TieringError(
+                    "truncated or malformed batch in remote segment", key=key, position=position
+                )
+        verify_spans(data, spans, seg, key, position)
+        return data[: spans[-1].position + spans[-1].size]
 
     def aborted_txns(self, start: int, end: int) -> tuple[list[AbortedTxn], bool]:
         """The remote ``.txnindex`` entries overlapping [start, end), and whether the search is

@@ -126,3 +126,64 @@ def test_a_corrupt_remote_segment_is_refused_and_named(tiered, kind: str) -> Non
     assert not served or kind == "truncated"  # only whole batches before the cut may be read
     for offset in served:
         assert offset in expected
+
+
+def _fetch_all(reader: RemoteLogReader, max_bytes: int) -> list[tuple[int, bytes]]:
+    """Every remote batch through serve's fetch path: one ``read_remote_run`` a fetch of at most
+    ``max_bytes`` (as a consumer reads a partition), from offset 0 to the remote end."""
+    from kafkatier.serve.remote_view import read_remote_run
+    from kafkatier.storage.record.records import iter_batches
+
+    got: list[tuple[int, bytes]] = []
+    offset = 0
+    while offset < reader.end_offset:
+        data = read_remote_run(reader, offset, reader.end_offset, max_bytes, True)
+        assert data, offset
+        got += [(b.base_offset, bytes(b.buffer)) for b in iter_batches(data)]
+        offset = _last_offset(data) + 1
+    return got
+
+
+def _last_offset(data: bytes) -> int:
+    from kafkatier.storage.record.records import iter_batches
+
+    return [b.last_offset for b in iter_batches(data)][-1]
+
+
+def test_fetches_share_a_chunk_instead_of_fetching_it_again(tiered) -> None:
+    """Small fetches (the consumer's max.partition.fetch.bytes) over larger chunks: with the
+    chunk cache each byte of a segment is read from the store once; without it, every fetch
+    reads its own chunk again (chunk_cache.py). The test's segments fit one chunk each."""
+    from kafkatier.tiering.read.chunk_cache import ChunkCache
+
+    _, store, batches, _ = tiered
+    rp = only(store, "tiered", 0)
+    remote_bytes = sum(s.files["log"].size for s in RemoteLogReader(store, rp).segments)
+    expected = [b for b in batches if b[0] < RemoteLogReader(store, rp).end_offset]
+    store.bytes_read = 0
+    plain = _fetch_all(RemoteLogReader(store, rp, chunk_bytes=4096), max_bytes=600)
+    without = store.bytes_read
+    store.bytes_read = 0
+    cache = ChunkCache()
+    cached = _fetch_all(RemoteLogReader(store, rp, chunk_bytes=4096, chunks=cache), 600)
+    assert plain == cached == expected
+    index_bytes = sum(s.files["index"].size for s in RemoteLogReader(store, rp).segments)
+    assert store.bytes_read == remote_bytes + index_bytes < without
+    assert cache.hits > 0
+
+
+def test_the_chunk_cache_keeps_one_run_an_object_within_its_budget() -> None:
+    from kafkatier.tiering.read.chunk_cache import ChunkCache
+
+    cache = ChunkCache(max_bytes=100)
+    cache.put("a", 10, b"x" * 40)
+    assert cache.get("a", 10) == b"x" * 40 and cache.get("a", 30) == b"x" * 20
+    assert cache.get("a", 50) is None and cache.get("a", 9) is None and cache.get("b", 10) is None
+    cache.put("a", 50, b"y" * 40)  # the reader moved on: the object's earlier run goes
+    assert cache.get("a", 10) is None and cache.get("a", 50) == b"y" * 40
+    cache.put("b", 0, b"z" * 40)
+    cache.get("a", 50)  # "a" used last: "b" is the oldest
+    cache.put("c", 0, b"w" * 40)  # 120 bytes > 100: the least recently used ("b") goes
+    assert cache.get("b", 0) is None and cache.get("a", 50) and cache.get("c", 0)
+    cache.put("d", 0, b"v" * 101)  # larger than the whole budget: not kept
+    assert cache.get("d", 0) is None
