@@ -58,7 +58,7 @@ class Wanted:
 
 async def handle(ctx: ServeContext, version: int, request: Any) -> Any:
     module = payload_module(FETCH, version, EntityType.response)
-    if request.session_id != 0:
+    if getattr(request, "session_id", 0) != 0:  # v7+: fetch sessions (sessionless only)
         return build(module.FetchResponse, throttle_time=datetime.timedelta(0),
                      error_code=ErrorCode.fetch_session_id_not_found, session_id=0,
                      responses=())  # fmt: skip

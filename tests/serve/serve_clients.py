@@ -8,10 +8,14 @@ readers of tests/sink/source/test_datasource.py:
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
+import functools
 import json
+import os
 import shutil
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -205,6 +209,47 @@ def _kcat(port: int, topics: Topics, committed: bool, output: list[str]) -> list
         )  # fmt: skip
         lines.extend(out.stdout.splitlines())
     return lines
+
+
+SARAMA_SOURCE = Path(__file__).parent / "clients" / "sarama_consume.go"
+SARAMA_GOPATH = Path("/usr/share/gocode")  # where Debian's golang-*-dev packages put sources
+SARAMA_MISSING = (
+    None if shutil.which("go") and (SARAMA_GOPATH / "src/github.com/Shopify/sarama").is_dir()
+    else "sarama (Go) is not installed (apt-get install golang-go golang-github-shopify-sarama-dev)"
+)  # fmt: skip
+
+
+@functools.cache
+def sarama_binary() -> Path:
+    """tests/serve/clients/sarama_consume.go built once a session (seconds with Go's cache)."""
+    out = Path(tempfile.mkdtemp(prefix="kt-sarama-")) / "sarama_consume"
+    env = {**os.environ, "GO111MODULE": "off", "GOPATH": str(SARAMA_GOPATH), "GOFLAGS": ""}
+    subprocess.run(["go", "build", "-o", str(out), str(SARAMA_SOURCE)], env=env, check=True,
+                   capture_output=True, timeout=600)  # fmt: skip
+    return out
+
+
+def sarama_rows(port: int, topics: Topics, committed: bool) -> list[Row]:
+    """sarama's records (tests/serve/clients/sarama_consume.go); sarama does not tell a
+    producer's timestamp from a broker's, so the type is -1 (callers compare without it)."""
+    spec = ",".join(f"{t}:{n}" for t, n in topics.items())
+    out = subprocess.run(
+        [str(sarama_binary()), "-broker", f"127.0.0.1:{port}", "-topics", spec,
+         *(["-committed"] if committed else [])],
+        capture_output=True, timeout=DEADLINE_S * 4, text=True,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    rows: list[Row] = []
+    for line in out.stdout.splitlines():
+        m = json.loads(line)
+        headers = tuple((h["key"], _b64(h["value"]) or b"") for h in m["headers"] or ())
+        rows.append((m["topic"], m["partition"], m["offset"], _b64(m["key"]), _b64(m["value"]),
+                     m["timestamp"], -1, headers))  # fmt: skip
+    return sorted(rows)
+
+
+def _b64(text: str | None) -> bytes | None:
+    return None if text is None else base64.b64decode(text)
 
 
 def _utf8(text: str | None) -> bytes | None:
