@@ -5,7 +5,9 @@ the same run (the ceiling the issue names: 80% of it is the goal), with the serv
 seconds per GB of segment bytes served.
 
 Usage: ``.venv/bin/python bench/serve_remote.py [--mib 64] [--partitions 4] [--rounds 3]
-[--segment-mib 4]`` (prints the command, the figures and the ratios).
+[--segment-mib 4] [--baseline DIR]`` (prints the command, the figures and the ratios).
+``--baseline DIR`` serves the same topic from a second server of another copy of the sources
+(as bench/serve.py's) and alternates the two, so a change to the server is judged side by side.
 
 Set-up, untimed: the embedded SeaweedFS server (``weed mini``) on 127.0.0.1; ``kafkatier
 produce`` writes the topic (bench/serve.py's records, ``remote.storage.enable=true``,
@@ -92,6 +94,8 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--segment-mib", type=int, default=4)
+    parser.add_argument("--baseline", type=Path, default=None,
+                        help="another copy of the sources to serve beside this one")
     args = parser.parse_args()
     print("command:", " ".join([sys.executable, *sys.argv]), flush=True)
     with tempfile.TemporaryDirectory() as tmp, weed_server(Path(tmp) / "s3", BUCKET) as s3:
@@ -99,14 +103,18 @@ def main() -> None:
         root = Path(tmp)
         logs, props = tiered_topic(root, s3.endpoint, args.mib, args.partitions,
                                    args.segment_mib)  # fmt: skip
-        proc, port = serve(logs, root, extra=store_lines(props))
+        servers = [("this", *serve(logs, root, extra=store_lines(props)))]
+        if args.baseline is not None:
+            servers.append(("baseline", *serve(logs, root, args.baseline, store_lines(props))))
         try:
             for n in range(args.rounds):
-                measure(f"round {n + 1}", s3.endpoint, proc.pid, port, args.partitions,
-                        boto3_first=n % 2 == 0)  # fmt: skip
+                for name, proc, port in servers if n % 2 == 0 else servers[::-1]:
+                    measure(f"round {n + 1}, {name}", s3.endpoint, proc.pid, port,
+                            args.partitions, boto3_first=n % 2 == 0)  # fmt: skip
         finally:
-            proc.send_signal(signal.SIGTERM)
-            proc.wait(30)
+            for _, proc, _ in servers:
+                proc.send_signal(signal.SIGTERM)
+                proc.wait(30)
 
 
 def measure(

@@ -98,6 +98,6 @@ def read_remote_run(
             stop = span.position + span.size
         if stop - first > max_bytes and not min_one:
             return b""
-        return data[first:stop]
+        return bytes(data[first:stop])  # the one copy: out of the chunk (cache) or GET
     return b""
 

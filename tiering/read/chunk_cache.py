@@ -33,8 +33,10 @@ class ChunkCache:
         self._lock = threading.Lock()
         self.hits = 0
 
-    def get(self, key: str, position: int) -> bytes | None:
-        """The cached run of ``key`` from ``position`` on, if one holds that position."""
+    def get(self, key: str, position: int) -> memoryview | None:
+        """The cached run of ``key`` from ``position`` on, if one holds that position: a view,
+        not a copy (a chunk serves several fetches; copying its rest for each cost a fifth of
+        the server's time reading from S3)."""
         with self._lock:
             found = self._runs.get(key)
             if found is None or not found[0] <= position < found[0] + len(found[1]):
@@ -42,7 +44,7 @@ class ChunkCache:
             self._runs.move_to_end(key)
             self.hits += 1
             start, data = found
-        return data[position - start :] if position > start else data
+        return memoryview(data)[position - start :]
 
     def put(self, key: str, position: int, data: bytes) -> None:
         """Keep ``data``, whole checked batches of ``key`` from ``position`` (module

@@ -62,7 +62,7 @@ class BatchSpan(NamedTuple):
     legacy: bool  # magic 0/1: its offset field is the wrapper's (last) offset
 
 
-def batch_spans(data: bytes) -> list[BatchSpan]:
+def batch_spans(data: bytes | memoryview) -> list[BatchSpan]:
     """The whole batches at the start of ``data`` (a partial batch at the end is left out)."""
     spans: list[BatchSpan] = []
     pos = 0
@@ -189,7 +189,9 @@ class RemoteLogReader:
                 if batch.last_offset >= offset:
                     yield batch  # type: ignore[misc]
 
-    def byte_runs(self, offset: int, end: int | None = None) -> Iterator[tuple[str, int, bytes]]:
+    def byte_runs(
+        self, offset: int, end: int | None = None
+    ) -> Iterator[tuple[str, int, bytes | memoryview]]:
         """(object key, position, bytes) of runs of whole batches, each one ranged GET of at
         most ``chunk_bytes`` (or one batch), from the batch the offset index places at or before
         ``offset`` until a batch covering ``end - 1`` or beyond. Readers filter by offset."""
@@ -211,7 +213,9 @@ class RemoteLogReader:
                     return
                 yield key, at, data
 
-    def _segment_runs(self, seg: RemoteSegment, position: int) -> Iterator[tuple[str, int, bytes]]:
+    def _segment_runs(
+        self, seg: RemoteSegment, position: int
+    ) -> Iterator[tuple[str, int, bytes | memoryview]]:
         key = object_key(self.rp, seg, "log")
         size = seg.files["log"].size
         while position < size:
