@@ -31,7 +31,8 @@ class ChunkCache:
         self._runs: OrderedDict[str, tuple[int, bytes]] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
-        self.hits = 0
+        self.hits = 0  # reads served from a run kept here
+        self.misses = 0  # reads that found none: a GET follows
 
     def get(self, key: str, position: int) -> memoryview | None:
         """The cached run of ``key`` from ``position`` on, if one holds that position: a view,
@@ -40,6 +41,7 @@ class ChunkCache:
         with self._lock:
             found = self._runs.get(key)
             if found is None or not found[0] <= position < found[0] + len(found[1]):
+                self.misses += 1
                 return None
             self._runs.move_to_end(key)
             self.hits += 1
