@@ -1,16 +1,17 @@
 """``kafkatier serve`` throughput: one confluent-kafka (librdkafka) consumer reads a whole lz4
-topic from a ``kafkatier serve`` process, next to the same segment bytes read straight from the
-files in the same run (the ceiling: no network, no protocol), with the server's CPU seconds per
-GB of segment bytes served. A raw fetch loop (kafka-python's protocol classes over a socket,
-records left compressed) shows what the server delivers when the client does not decompress
-and build a Python object per record. Rounds alternate them; the page cache is warm for all.
+topic from a ``kafkatier serve`` process (timed to its last record: see :func:`consume`), next
+to the same segment bytes read straight from the files in the same run (the ceiling: no
+network, no protocol), with the server's CPU seconds per GB of segment bytes served. A raw
+fetch loop (kafka-python's protocol classes over a socket, records left compressed) shows what
+the server delivers when the client does not decompress and build a Python object per record.
+Rounds alternate them; the page cache is warm for all.
 
 Usage: ``.venv/bin/python bench/serve.py [--mib 256] [--partitions 4] [--rounds 3]
 [--baseline DIR]`` (prints the command, the figures and the ratio). ``--baseline DIR`` starts a
 second server from another copy of the sources (DIR holds ``kafkatier/<package>/...``, e.g.
 ``git archive`` of an older commit; it runs with ``PYTHONPATH=DIR``) and alternates the two in
-every round: a change to the server is judged side by side. Local segments only: the remote tier
-is not measured yet.
+every round: a change to the server is judged side by side. Local segments only:
+bench/serve_remote.py measures the remote tier.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -66,23 +69,29 @@ def read_files(logs: Path) -> float:
 
 
 def consume(port: int, partitions: int) -> tuple[float, int]:
+    """Seconds from the assignment to the last record, and the records. Not to each
+    partition's end-of-partition event: librdkafka raises it only on a fetch that comes back
+    empty, which any broker holds for ``fetch.wait.max.ms`` (500 ms) at the end of the log, so
+    a whole run would count half a second of waiting as reading."""
     from confluent_kafka import Consumer, KafkaError, TopicPartition
 
     consumer = Consumer({"bootstrap.servers": f"127.0.0.1:{port}", "group.id": "bench",
                          "enable.auto.commit": False, "enable.partition.eof": True})  # fmt: skip
     start = time.perf_counter()
     consumer.assign([TopicPartition(TOPIC, p, -2) for p in range(partitions)])
-    done, records = 0, 0
+    done, records, last = 0, 0, start
     while done < partitions:
-        for msg in consumer.consume(10_000, 1.0):  # in batches: poll() per record is Python-bound
+        batch = consumer.consume(10_000, 1.0)  # in batches: poll() per record is Python-bound
+        for msg in batch:
             if msg.error():
                 assert msg.error().code() == KafkaError._PARTITION_EOF, msg.error()
                 done += 1
             else:
                 records += 1
-    took = time.perf_counter() - start
+        if any(not msg.error() for msg in batch):
+            last = time.perf_counter()
     consumer.close()
-    return took, records
+    return last - start, records
 
 
 def raw_fetch(port: int, partitions: int) -> float:
@@ -172,49 +181,82 @@ def serve(
     raise RuntimeError("kafkatier serve did not listen")
 
 
-def main() -> None:
+def options(mib: int) -> argparse.ArgumentParser:
+    """The options of both serve benchmarks (this one and bench/serve_remote.py)."""
     parser = argparse.ArgumentParser()
-    parser.add_argument("--mib", type=int, default=256)
+    parser.add_argument("--mib", type=int, default=mib)
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--baseline", type=Path, default=None,
                         help="another copy of the sources to serve beside this one")
-    args = parser.parse_args()
+    return parser
+
+
+Server = tuple[str, "subprocess.Popen[bytes]", int]
+
+
+def rounds(servers: list[Server], count: int, one: Callable[[str, int, int, int], None]) -> None:
+    """``one(label, pid, port, round)`` for each server in each round, which goes first
+    alternating; every server stopped at the end."""
+    try:
+        for n in range(count):
+            for name, proc, port in servers if n % 2 == 0 else servers[::-1]:
+                one(f"round {n + 1}, {name}", proc.pid, port, n)
+    finally:
+        for _, proc, _ in servers:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(30)
+
+
+def main() -> None:
+    args = options(mib=256).parse_args()
     print("command:", " ".join([sys.executable, *sys.argv]))
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         logs = write_topic(root, args.mib, args.partitions)
         size = segment_bytes(logs)
-        servers = [("this", *serve(logs, root))]
+        servers: list[Server] = [("this", *serve(logs, root))]
         if args.baseline is not None:
             servers.append(("baseline", *serve(logs, root, args.baseline)))
-        try:
-            read_files(logs)  # warm the page cache
-            for n in range(args.rounds):
-                for name, proc, port in servers if n % 2 == 0 else servers[::-1]:
-                    measure(f"round {n + 1}, {name}", logs, size, proc.pid, port,
-                            args.partitions)
-        finally:
-            for _, proc, _ in servers:
-                proc.send_signal(signal.SIGTERM)
-                proc.wait(30)
+        read_files(logs)  # warm the page cache
+        rounds(servers, args.rounds,
+               lambda label, pid, port, _: measure(label, logs, size, pid, port, args.partitions))
+
+
+@dataclass(frozen=True)
+class Clients:
+    """One round of both clients against one server: seconds, records, server CPU seconds."""
+
+    confluent: float
+    records: int
+    confluent_cpu: float
+    raw: float
+    raw_cpu: float
+
+    def figures(self, size: int) -> str:
+        """MB/s and the server's CPU per GB of ``size`` bytes, for both clients."""
+        gb = size / 1e9
+        return (f"confluent-kafka {size / self.confluent / 1e6:.0f} MB/s (server CPU "
+                f"{self.confluent_cpu / gb:.2f} s/GB), raw fetch {size / self.raw / 1e6:.0f} "
+                f"MB/s (server CPU {self.raw_cpu / gb:.2f} s/GB)")  # fmt: skip
+
+
+def both_clients(pid: int, port: int, partitions: int) -> Clients:
+    """confluent-kafka, then the raw fetch loop, each with the server's CPU seconds."""
+    before = cpu_seconds(pid)
+    took, records = consume(port, partitions)
+    middle = cpu_seconds(pid)
+    raw = raw_fetch(port, partitions)
+    return Clients(took, records, middle - before, raw, cpu_seconds(pid) - middle)
 
 
 def measure(label: str, logs: Path, size: int, pid: int, port: int, partitions: int) -> None:
     """One round against one server: the files, confluent-kafka, the raw fetch loop."""
     files = read_files(logs)
-    before = cpu_seconds(pid)
-    took, records = consume(port, partitions)
-    cpu = cpu_seconds(pid) - before
-    before = cpu_seconds(pid)
-    raw = raw_fetch(port, partitions)
-    raw_cpu = cpu_seconds(pid) - before
-    gb = size / 1e9
-    print(f"{label}: {size / 1e6:.0f} MB of lz4 segments, {records} records: "
-          f"confluent-kafka {size / took / 1e6:.0f} MB/s (server CPU "
-          f"{cpu / gb:.2f} s/GB), raw fetch {size / raw / 1e6:.0f} MB/s (server CPU "
-          f"{raw_cpu / gb:.2f} s/GB), files {size / files / 1e6:.0f} MB/s; "
-          f"confluent/files {files / took:.1%}, raw/files {files / raw:.1%}", flush=True)
+    got = both_clients(pid, port, partitions)
+    print(f"{label}: {size / 1e6:.0f} MB of lz4 segments, {got.records} records: "
+          f"{got.figures(size)}, files {size / files / 1e6:.0f} MB/s; confluent/files "
+          f"{files / got.confluent:.1%}, raw/files {files / got.raw:.1%}", flush=True)
 
 
 if __name__ == "__main__":

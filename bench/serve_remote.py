@@ -22,9 +22,7 @@ confluent-kafka from offset 0 to the end, the raw fetch loop.
 
 from __future__ import annotations
 
-import argparse
 import os
-import signal
 import sys
 import tempfile
 import time
@@ -35,7 +33,14 @@ from kafkatier.storage.log.directory import LogDirectory
 from kafkatier.tiering.config import TieringConfig
 from kafkatier.tiering.sidecar.tierer import Tierer
 from kafkatier.tiering.store.weed import weed_server
-from serve import consume, cpu_seconds, raw_fetch, serve, write_topic
+from serve import (
+    Server,
+    both_clients,
+    options,
+    rounds,
+    serve,
+    write_topic,
+)
 
 BUCKET = "bench-serve"
 PREFIX = "remote"
@@ -89,13 +94,8 @@ def boto3_download(endpoint: str, threads: int) -> tuple[float, int]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--mib", type=int, default=64)
-    parser.add_argument("--partitions", type=int, default=4)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser = options(mib=64)
     parser.add_argument("--segment-mib", type=int, default=4)
-    parser.add_argument("--baseline", type=Path, default=None,
-                        help="another copy of the sources to serve beside this one")
     args = parser.parse_args()
     print("command:", " ".join([sys.executable, *sys.argv]), flush=True)
     with tempfile.TemporaryDirectory() as tmp, weed_server(Path(tmp) / "s3", BUCKET) as s3:
@@ -103,18 +103,12 @@ def main() -> None:
         root = Path(tmp)
         logs, props = tiered_topic(root, s3.endpoint, args.mib, args.partitions,
                                    args.segment_mib)  # fmt: skip
-        servers = [("this", *serve(logs, root, extra=store_lines(props)))]
+        servers: list[Server] = [("this", *serve(logs, root, extra=store_lines(props)))]
         if args.baseline is not None:
             servers.append(("baseline", *serve(logs, root, args.baseline, store_lines(props))))
-        try:
-            for n in range(args.rounds):
-                for name, proc, port in servers if n % 2 == 0 else servers[::-1]:
-                    measure(f"round {n + 1}, {name}", s3.endpoint, proc.pid, port,
-                            args.partitions, boto3_first=n % 2 == 0)  # fmt: skip
-        finally:
-            for _, proc, _ in servers:
-                proc.send_signal(signal.SIGTERM)
-                proc.wait(30)
+        rounds(servers, args.rounds,
+               lambda label, pid, port, n: measure(label, s3.endpoint, pid, port,
+                                                   args.partitions, boto3_first=n % 2 == 0))
 
 
 def measure(
@@ -123,20 +117,12 @@ def measure(
     """One round: boto3, confluent-kafka and the raw fetch loop (boto3 first or last)."""
     if boto3_first:
         plain, size = boto3_download(endpoint, partitions)
-    before = cpu_seconds(pid)
-    took, records = consume(port, partitions)
-    cpu = cpu_seconds(pid) - before
-    before = cpu_seconds(pid)
-    raw = raw_fetch(port, partitions)
-    raw_cpu = cpu_seconds(pid) - before
+    got = both_clients(pid, port, partitions)
     if not boto3_first:
         plain, size = boto3_download(endpoint, partitions)
-    gb = size / 1e9
-    print(f"{label}: {size / 1e6:.0f} MB of lz4 segments in S3, {records} records: "
-          f"boto3 {size / plain / 1e6:.0f} MB/s; confluent-kafka {size / took / 1e6:.0f} MB/s "
-          f"(server CPU {cpu / gb:.2f} s/GB), raw fetch {size / raw / 1e6:.0f} MB/s (server "
-          f"CPU {raw_cpu / gb:.2f} s/GB); confluent/boto3 {plain / took:.1%}, raw/boto3 "
-          f"{plain / raw:.1%}", flush=True)  # fmt: skip
+    print(f"{label}: {size / 1e6:.0f} MB of lz4 segments in S3, {got.records} records: "
+          f"boto3 {size / plain / 1e6:.0f} MB/s; {got.figures(size)}; confluent/boto3 "
+          f"{plain / got.confluent:.1%}, raw/boto3 {plain / got.raw:.1%}", flush=True)
 
 
 if __name__ == "__main__":
