@@ -229,13 +229,15 @@ def sarama_binary() -> Path:
     return out
 
 
-def sarama_rows(port: int, topics: Topics, committed: bool) -> list[Row]:
-    """sarama's records (tests/serve/clients/sarama_consume.go); sarama does not tell a
-    producer's timestamp from a broker's, so the type is -1 (callers compare without it)."""
+def sarama_rows(port: int, topics: Topics, committed: bool, group: str = "") -> list[Row]:
+    """sarama's records (tests/serve/clients/sarama_consume.go), read partition by partition,
+    or with ``group`` as one member of that consumer group, which commits what it read when it
+    leaves. sarama does not tell a producer's timestamp from a broker's, so the type is -1
+    (callers compare without it)."""
     spec = ",".join(f"{t}:{n}" for t, n in topics.items())
     out = subprocess.run(
         [str(sarama_binary()), "-broker", f"127.0.0.1:{port}", "-topics", spec,
-         *(["-committed"] if committed else [])],
+         *(["-committed"] if committed else []), *(["-group", group] if group else [])],
         capture_output=True, timeout=DEADLINE_S * 4, text=True,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr

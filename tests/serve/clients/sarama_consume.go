@@ -6,6 +6,12 @@
 // producer's or the broker's.
 //
 //	sarama_consume -broker 127.0.0.1:9092 -topics events:3,other:1 [-committed]
+//	sarama_consume -broker 127.0.0.1:9092 -topics events:3 -group g
+//
+// With -group, one member of group g (sarama's ConsumerGroup: JoinGroup v1, SyncGroup v0,
+// Heartbeat v0, OffsetFetch v1, OffsetCommit v2) reads from the committed
+// offsets (the earliest without), marks every record, and leaves once each partition reached
+// its high watermark: closing the group commits what was marked.
 //
 // Each partition is read from its earliest offset up to the high watermark ListOffsets gives.
 // Where no record reaches it (a transaction marker holds the last offset; read_committed stops
@@ -14,12 +20,15 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
+	"log"
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/Shopify/sarama"
@@ -45,20 +54,32 @@ func main() {
 	topics := flag.String("topics", "", "topic:partitions,...")
 	committed := flag.Bool("committed", false, "read_committed")
 	idle := flag.Duration("idle", time.Second, "end a partition after this long without a record")
+	group := flag.String("group", "", "read as a member of this consumer group")
 	flag.Parse()
+	if os.Getenv("SARAMA_DEBUG") != "" {
+		sarama.Logger = log.New(os.Stderr, "[sarama] ", log.Ltime)
+	}
 	config := sarama.NewConfig()
 	config.Version = sarama.V2_1_0_0
 	config.Consumer.Return.Errors = true
+	config.Consumer.Offsets.Initial = sarama.OffsetOldest
+	// A retention makes sarama commit with OffsetCommit v2: Kafka 4 (and serve, as it) no
+	// longer answers v0-1, which sarama 1.22 sends otherwise.
+	config.Consumer.Offsets.Retention = 24 * time.Hour
 	if *committed {
 		config.Consumer.IsolationLevel = sarama.ReadCommitted
 	}
 	client, err := sarama.NewClient([]string{*broker}, config)
 	check(err)
 	defer client.Close()
+	out := json.NewEncoder(os.Stdout)
+	if *group != "" {
+		readGroup(client, *group, *topics, out)
+		return
+	}
 	consumer, err := sarama.NewConsumerFromClient(client)
 	check(err)
 	defer consumer.Close()
-	out := json.NewEncoder(os.Stdout)
 	for _, spec := range strings.Split(*topics, ",") {
 		parts := strings.SplitN(spec, ":", 2)
 		count, err := strconv.Atoi(parts[1])
@@ -101,6 +122,97 @@ func readPartition(client sarama.Client, consumer sarama.Consumer, topic string,
 		case <-deadline:
 			check(fmt.Errorf("%s-%d: no end after 30 s", topic, p))
 		}
+	}
+}
+
+// member reads its claims up to the high watermarks ListOffsets gives when they start (sarama
+// 1.22 learns a high watermark only from a fetch that returns records), then ends the session.
+type member struct {
+	client  sarama.Client
+	out     *json.Encoder
+	mu      sync.Mutex
+	left    int
+	session context.CancelFunc
+}
+
+func (m *member) Setup(sarama.ConsumerGroupSession) error   { return nil }
+func (m *member) Cleanup(sarama.ConsumerGroupSession) error { return nil }
+
+func (m *member) ConsumeClaim(s sarama.ConsumerGroupSession, c sarama.ConsumerGroupClaim) error {
+	next := c.InitialOffset()
+	if next < 0 { // no committed offset: the earliest
+		var err error
+		next, err = m.client.GetOffset(c.Topic(), c.Partition(), sarama.OffsetOldest)
+		check(err)
+	}
+	end, err := m.client.GetOffset(c.Topic(), c.Partition(), sarama.OffsetNewest)
+	check(err)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if next >= end {
+			m.finished()
+			return nil
+		}
+		select {
+		case msg, ok := <-c.Messages():
+			if !ok {
+				return nil
+			}
+			m.print(msg)
+			s.MarkMessage(msg, "")
+			next = msg.Offset + 1
+		case <-tick.C:
+		case <-s.Context().Done():
+			return nil
+		}
+	}
+}
+
+func (m *member) print(msg *sarama.ConsumerMessage) {
+	r := row{Topic: msg.Topic, Partition: msg.Partition, Offset: msg.Offset, Key: msg.Key,
+		Value: msg.Value, Timestamp: msg.Timestamp.UnixNano() / int64(time.Millisecond)}
+	for _, h := range msg.Headers {
+		r.Headers = append(r.Headers, header{string(h.Key), h.Value})
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	check(m.out.Encode(r))
+}
+
+func (m *member) finished() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.left--
+	if m.left == 0 {
+		m.session()
+	}
+}
+
+func readGroup(client sarama.Client, group string, topics string, out *json.Encoder) {
+	var names []string
+	total := 0
+	for _, spec := range strings.Split(topics, ",") {
+		parts := strings.SplitN(spec, ":", 2)
+		count, err := strconv.Atoi(parts[1])
+		check(err)
+		names = append(names, parts[0])
+		total += count
+	}
+	g, err := sarama.NewConsumerGroupFromClient(group, client)
+	check(err)
+	go func() {
+		for e := range g.Errors() {
+			check(e)
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	m := &member{client: client, out: out, left: total, session: cancel}
+	check(g.Consume(ctx, names, m))
+	check(g.Close())
+	if m.left > 0 {
+		check(fmt.Errorf("group %s: %d partitions did not reach their end in 30 s", group, m.left))
 	}
 }
 

@@ -30,7 +30,7 @@ from group_clients import (
     write_topic,
 )
 from kafka.record import MemoryRecords
-from serve_clients import KCAT
+from serve_clients import KCAT, SARAMA_MISSING, sarama_rows
 from test_datasource import kafka_python_rows as disk_rows
 
 
@@ -174,6 +174,23 @@ def test_kcat_consumes_in_a_group_and_commits(tmp_path: Path, serve: Any) -> Non
         assert kcat(port) == []  # the first run committed its positions when it closed
     assert committed_on_disk(logs / ".kafkatier-serve") == {
         ("kc", TOPIC, p): PER_PARTITION for p in range(PARTITIONS)
+    }
+
+
+@pytest.mark.skipif(SARAMA_MISSING is not None, reason=SARAMA_MISSING or "")
+def test_sarama_consumes_in_a_group_and_commits(tmp_path: Path, serve: Any) -> None:
+    """Go's sarama 1.22, a member of a group with the oldest group versions served (JoinGroup
+    v1, SyncGroup v0, Heartbeat v0): every record once, its commits durable, a second run of
+    the group reads nothing."""
+    logs = tmp_path / "logs"
+    write_topic(logs)
+    on_disk = [(*r[:6], *r[7:]) for r in disk_rows(logs, TOPIC)]  # sarama has no ts type
+    with serve(logs, **GROUPS) as port:
+        got = sarama_rows(port, {TOPIC: PARTITIONS}, False, group="sg")
+        assert [(*r[:6], *r[7:]) for r in got] == on_disk
+        assert sarama_rows(port, {TOPIC: PARTITIONS}, False, group="sg") == []
+    assert committed_on_disk(logs / ".kafkatier-serve") == {
+        ("sg", TOPIC, p): PER_PARTITION for p in range(PARTITIONS)
     }
 
 
