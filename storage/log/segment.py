@@ -255,18 +255,24 @@ class LogSegment:
         due = 0
         since = self._bytes_since_last_index_entry
         for info in batches:
-            if since > self.index_interval_bytes:
+            if self._entry_due(since):
                 due, since = due + 1, 0
             since += info.size
         if due:
             self.offset_index.reserve(due)
             self.time_index.reserve(due)
 
+    def _entry_due(self, since: int) -> bool:
+        """Kafka's rule: a batch gets index entries once more than ``index.interval.bytes``
+        were appended since the last entry (said here once: the reservation before a write and
+        the entries after it must agree)."""
+        return since > self.index_interval_bytes
+
     def _index_batch(self, position: int, size: int, last_offset: int, max_ts: int) -> None:
         self._track_max(max_ts, last_offset)
         # An append of many batches may fill an index mid-way (Kafka indexes once per append
         # and rolls before a full index); skipping entries only lengthens lookups' scans.
-        if self._bytes_since_last_index_entry > self.index_interval_bytes and not self.indexes_full:
+        if self._entry_due(self._bytes_since_last_index_entry) and not self.indexes_full:
             self.offset_index.append(last_offset, position)
             ts, ts_offset = self.max_timestamp_and_offset
             self.time_index.maybe_append(ts, ts_offset)
