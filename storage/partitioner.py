@@ -166,7 +166,9 @@ def assign_partitions(
     ``round_robin_start``). An explicit value outside [0, num_partitions) is an error naming the
     row and the column."""
     rows = len(keys) if keys is not None else (len(explicit) if explicit is not None else 0)
-    if keys is not None:
+    if num_partitions == 1:  # every row's partition is 0: no key need be hashed
+        parts = np.zeros(rows, np.int32)
+    elif keys is not None:
         parts = partition_keys(keys, num_partitions)
     else:
         parts = np.full(rows, -1, np.int32)

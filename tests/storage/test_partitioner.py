@@ -10,6 +10,7 @@ from kafka.partitioner.default import murmur2 as kafka_python_murmur2
 
 from kafkatier.storage.partitioner import (
     NULL_KEY_PARTITION,
+    assign_partitions,
     default_partition,
     murmur2,
     murmur2_keys,
@@ -114,3 +115,13 @@ def test_chunked_and_empty_arrays():
 def test_rejects_non_binary_columns():
     with pytest.raises(TypeError, match="int64"):
         partition_keys(pa.array([1, 2]), 3)
+
+
+def test_one_partition_takes_every_row_and_still_checks_explicit_ones():
+    """One partition: no key is hashed (every row's partition is 0), keyed, keyless and
+    explicit alike; an explicit partition outside [0, 1) is still the named error."""
+    keys = pa.array([b"a", None, b"c", b""], pa.binary())
+    assert assign_partitions(keys, 1).tolist() == [0, 0, 0, 0]
+    assert assign_partitions(None, 1, explicit=pa.array([0, None])).tolist() == [0, 0]
+    with pytest.raises(ValueError, match="column 'partition' row 1: partition 1 is outside"):
+        assign_partitions(keys, 1, explicit=pa.array([0, 1, None, 0]))
