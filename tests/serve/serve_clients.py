@@ -11,6 +11,7 @@ import asyncio
 import base64
 import contextlib
 import functools
+import hashlib
 import json
 import os
 import shutil
@@ -221,11 +222,16 @@ SARAMA_MISSING = (
 
 @functools.cache
 def sarama_binary() -> Path:
-    """tests/serve/clients/sarama_consume.go built once a session (seconds with Go's cache)."""
-    out = Path(tempfile.mkdtemp(prefix="kt-sarama-")) / "sarama_consume"
-    env = {**os.environ, "GO111MODULE": "off", "GOPATH": str(SARAMA_GOPATH), "GOFLAGS": ""}
-    subprocess.run(["go", "build", "-o", str(out), str(SARAMA_SOURCE)], env=env, check=True,
-                   capture_output=True, timeout=600)  # fmt: skip
+    """tests/serve/clients/sarama_consume.go built once for each version of its source, kept
+    in the temp dir under the source's hash (seconds to build with Go's cache)."""
+    digest = hashlib.sha256(SARAMA_SOURCE.read_bytes()).hexdigest()[:16]
+    out = Path(tempfile.gettempdir()) / f"kafkatier-sarama-{digest}"
+    if not out.exists():
+        env = {**os.environ, "GO111MODULE": "off", "GOPATH": str(SARAMA_GOPATH), "GOFLAGS": ""}
+        partial = out.with_name(f"{out.name}.{os.getpid()}.tmp")
+        subprocess.run(["go", "build", "-o", str(partial), str(SARAMA_SOURCE)], env=env,
+                       check=True, capture_output=True, timeout=600)  # fmt: skip
+        os.replace(partial, out)  # whole, whoever builds it first
     return out
 
 
