@@ -71,11 +71,11 @@ class ManifestCopies:
         self.log_dirs = [Path(d) for d in log_dirs]
         self._lock = threading.Lock()
         self._written: dict[str, str] = {}  # key -> entity tag of the copy this process wrote
-        self._dirs: dict[str, Path | None] = {}
+        self._dirs: dict[str, Path] = {}  # key -> the partition directory found for it
 
     def record(self, key: str, data: bytes | None, etag: str | None) -> None:
         """Keep ``data`` (tagged ``etag``) as the copy of manifest ``key``; a manifest known
-        not to exist removes the copy. Failures are logged and ignored: it is a cache."""
+        not to exist empties the copy. Failures are logged and ignored: it is a cache."""
         if data is None or etag is None:
             self.forget(key)
             return

@@ -94,9 +94,7 @@ class ManifestStore:
         data, etag = self._fetch(key, fresh)
         if data is None:
             return PartitionManifest(rp.topic, rp.partition, topic_id=rp.topic_id), None
-        manifest = PartitionManifest.from_bytes(data, key)
-        check_identity(manifest, rp, key)
-        return manifest, etag
+        return checked_manifest(data, rp, key), etag
 
     def _fetch(self, key: str, fresh: bool) -> tuple[bytes | None, str | None]:
         cached = None if fresh or self.cache is None else self.cache.get(key)
@@ -213,6 +211,14 @@ class ManifestStore:
             return None
         topic_id = PartitionManifest.from_bytes(data, key).topic_id
         return RemotePartition(*part, topic_id=topic_id, legacy=True)
+
+
+def checked_manifest(data: bytes, rp: RemotePartition, key: str) -> PartitionManifest:
+    """The manifest in ``data`` (read from ``key``), refused (a :class:`TieringError`) when it
+    does not parse or belongs to another partition or incarnation than ``rp``."""
+    manifest = PartitionManifest.from_bytes(data, key)
+    check_identity(manifest, rp, key)
+    return manifest
 
 
 def check_identity(manifest: PartitionManifest, rp: RemotePartition, key: str) -> None:

@@ -29,7 +29,7 @@ from kafkatier.tiering.metadata.manifest_copy import read_copy
 from kafkatier.tiering.metadata.manifest_store import (
     ManifestCache,
     ManifestStore,
-    check_identity,
+    checked_manifest,
 )
 from kafkatier.tiering.store.object_store import ObjectStore
 
@@ -110,11 +110,9 @@ def copied_manifest(
     if found is None:
         return None
     try:
-        manifest = PartitionManifest.from_bytes(found[0], key)
-        check_identity(manifest, rp, key)
+        return rp, checked_manifest(found[0], rp, key)
     except TieringError:
         return None  # not what the store would hold for this partition: ask the store
-    return rp, manifest
 
 
 def summary_status(

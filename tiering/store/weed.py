@@ -20,9 +20,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import botocore.session
-from botocore.config import Config
-
 from kafkatier.tiering.errors import RemoteStoreError
 
 WEED = Path(sys.executable).parent / "weed"
@@ -66,6 +63,9 @@ def _command(root: Path, ports: list[int], config: Path, bucket: str) -> list[st
 
 def _ready(server: WeedServer) -> bool:
     """A signed PUT with the server's identity succeeds (explicit keys: a probe only)."""
+    import botocore.session  # here: every command imports this module, few start a server
+    from botocore.config import Config
+
     client = botocore.session.Session().create_client(
         "s3", region_name="us-east-1", endpoint_url=server.endpoint,
         aws_access_key_id=server.access_key, aws_secret_access_key=server.secret_key,
