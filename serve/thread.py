@@ -4,6 +4,7 @@ its main thread: ``kafkatier run`` (the Spark job) and the tests."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 
 from kafkatier.serve.config import ServeConfig
@@ -57,7 +58,10 @@ class ServeThread:
 
     def stop(self, timeout: float = 30) -> None:
         if self._loop is not None and self._stop is not None and self._thread.is_alive():
-            self._loop.call_soon_threadsafe(self._stop.set)
+            # A server that failed to start ends its thread by itself; asyncio.run may have
+            # closed the loop already while the thread is still alive (its last steps).
+            with contextlib.suppress(RuntimeError):  # "Event loop is closed": nothing to stop
+                self._loop.call_soon_threadsafe(self._stop.set)
         self._thread.join(timeout)
 
     def is_alive(self) -> bool:
