@@ -65,6 +65,14 @@ class ManifestCache:
         if self.copies is not None:
             self.copies.forget(key)
 
+    def copy_again(self, key: str) -> None:
+        """Keep the known manifest of ``key`` in its partition directory once more: for a
+        partition created after the manifest was read (``restore`` builds it from it)."""
+        with self._lock:
+            known = self._known.get(key)
+        if known is not None and self.copies is not None:
+            self.copies.record(key, *known)
+
 
 class ManifestStore:
     """Reads and conditionally updates the manifests of one remote store."""

@@ -51,9 +51,11 @@ from kafkatier.tiering.metadata.manifest import (
     PartitionManifest,
     RemoteFile,
     RemoteSegment,
+    manifest_key,
     object_key,
 )
-from kafkatier.tiering.metadata.manifest_store import ManifestStore
+from kafkatier.tiering.metadata.manifest_copy import ManifestCopies
+from kafkatier.tiering.metadata.manifest_store import ManifestCache, ManifestStore
 from kafkatier.tiering.read.incarnation import choose, local_topic_ids
 from kafkatier.tiering.store.object_store import ObjectStore, Progress
 
@@ -159,15 +161,29 @@ def restore_partition(
     topic_id: str | None = None,
 ) -> RestoreResult:
     """Restore one partition of the incarnation :func:`incarnation.choose` picks."""
-    manifests = ManifestStore(store)
+    manifests = _copying_store(store, log_dir)
     found = choose(manifests.partitions(topic=topic), topic, wanted=topic_id, where=str(log_dir),
                    local_ids=local_topic_ids(log_dir, topic))  # fmt: skip
     rp = next((r for r in found if r.partition == partition), None)
     if rp is None:
         raise TieringError("no remote data for partition", topic=topic, partition=partition)
     manifest, _ = manifests.load(rp)
-    return _restore(store, rp, manifest, Path(log_dir), from_offset, from_timestamp, threads,
-                    progress)  # fmt: skip
+    result = _restore(store, rp, manifest, Path(log_dir), from_offset, from_timestamp, threads,
+                      progress)  # fmt: skip
+    _copy_manifest(manifests, rp)
+    return result
+
+
+def _copying_store(store: ObjectStore, log_dir: Path) -> ManifestStore:
+    """The manifests, each one read once; the copy of each restored partition's is kept in its
+    directory (manifest_copy.py), so ``status`` right after a restore sends no request for it."""
+    return ManifestStore(store, cache=ManifestCache(ManifestCopies([Path(log_dir)])))
+
+
+def _copy_manifest(manifests: ManifestStore, rp: RemotePartition) -> None:
+    """The copy of ``rp``'s manifest, now that its partition directory is in place."""
+    if manifests.cache is not None:
+        manifests.cache.copy_again(manifest_key(rp))
 
 
 def _restore(
@@ -310,7 +326,7 @@ def restore_topic(
     """Restore ``partitions`` (default: every partition with a manifest) of one incarnation
     of ``topic`` (:func:`incarnation.choose`: the one ``log_dir`` holds, else ``topic_id``, else
     the only one); refused before anything is written when that is not clear."""
-    manifests = ManifestStore(store)
+    manifests = _copying_store(store, log_dir)
     found = choose(manifests.partitions(topic=topic), topic, wanted=topic_id, where=str(log_dir),
                    local_ids=local_topic_ids(log_dir, topic))  # fmt: skip
     numbers = [rp.partition for rp in found]
@@ -324,8 +340,10 @@ def restore_topic(
     def one(rp: RemotePartition) -> RestoreResult:
         manifest, _ = manifests.load(rp)
         configs.append(manifest.topic_config)
-        return _restore(store, rp, manifest, Path(log_dir), from_offset, from_timestamp,
-                        threads, progress)  # fmt: skip
+        result = _restore(store, rp, manifest, Path(log_dir), from_offset, from_timestamp,
+                          threads, progress)  # fmt: skip
+        _copy_manifest(manifests, rp)
+        return result
 
     # ``threads`` partitions at a time, each with ``threads`` downloads: a topic of many small
     # partitions costs round trips, which overlap instead of adding up.

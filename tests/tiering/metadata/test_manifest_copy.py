@@ -15,6 +15,7 @@ from kafkatier.tiering.config import TieringConfig
 from kafkatier.tiering.metadata.manifest import PartitionManifest, manifest_key
 from kafkatier.tiering.metadata.manifest_copy import COPY_NAME, ManifestCopies, read_copy
 from kafkatier.tiering.metadata.manifest_store import ManifestStore
+from kafkatier.tiering.read.restore import restore_partition, restore_topic
 from kafkatier.tiering.sidecar.quiet import RACY_NS
 from kafkatier.tiering.sidecar.status import collect_status
 from kafkatier.tiering.sidecar.tierer import Tierer
@@ -89,6 +90,20 @@ def test_a_failed_conditional_write_drops_the_copy_then_the_reload_restores_it(
     key = manifest_key(rp)
     assert read_copy(logs / "tiered-0", key) == store.get_with_etag(key)
     assert collect_status(config, store) == collect_status(config, store, refresh=True)
+
+
+def test_a_restore_keeps_the_copy_of_each_partition_it_restores(tmp_path, store) -> None:
+    """``status`` right after a restore sends no request for the restored partitions."""
+    config = _tiered(tmp_path, store)[1]
+    target = tmp_path / "restored"
+    restore_topic(store, "tiered", target, partitions=[0, 1])
+    restore_partition(store, "tiered", 2, target)
+    for p in range(PARTITIONS):
+        key = manifest_key(only(store, "tiered", p))
+        assert read_copy(target / f"tiered-{p}", key) == store.get_with_etag(key)
+    restored = TieringConfig(log_dirs=(target,), remote_url=config.remote_url)
+    rows, gets = _gets(store, restored, refresh=False)
+    assert gets == 0 and rows == collect_status(restored, store, refresh=True)
 
 
 @pytest.mark.parametrize("damage", ["cut", "garbage", "other topic id", "empty"])
