@@ -5,10 +5,11 @@ Kafka's tiered storage does the same: its remote log metadata manager materialis
 consumed of the remote metadata on the broker's disk, and its tools report from there. Here the
 commands that read or commit a manifest through a :class:`~.manifest_store.ManifestCache` made
 with these copies (the sidecar's passes, ``kafkatier clean --remote``, ``kafkatier restore``
-once a partition is in place) write what they saw into the partition it belongs to (same topic name, number and topic id); kafkatier's own commands
-are the only writers of the manifests, so the copy is what the store holds unless a write of
-another machine, a lifecycle rule or a hand changed the store since (``status --refresh``
-reads every manifest from the store).
+once a partition is in place) write what they saw into the partition it belongs to (same
+topic name, number and topic id); kafkatier's own commands are the only writers of the
+manifests, so the copy is what the store holds unless a write of another machine, a lifecycle
+rule or a hand changed the store since (``status --refresh`` reads every manifest from the
+store).
 
 The file, ``kafkatier-remote-manifest`` (a name neither Kafka's log loader nor kafkatier's
 gives a meaning; both leave unknown files alone)::
