@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
@@ -20,14 +21,22 @@ CRASH_ENV: Final = "KAFKATIER_SINK_CRASH"
 QUERY_ID_PROPERTY: Final = "sql.streaming.queryId"
 
 
-def crash_point(point: str, batch_id: int) -> None:
-    """SIGKILL this process at ``point`` when KAFKATIER_SINK_CRASH asks for it (crash tests)."""
+def crash_points(batch_id: int) -> Callable[[str], None]:
+    """The crash hook of batch ``batch_id``: SIGKILL this process at a point when
+    KAFKATIER_SINK_CRASH asks for it (crash tests). The variable is read once a batch, not at
+    every point: the sink passes one point per partition appended."""
     spec = os.environ.get(CRASH_ENV)
     if not spec:
-        return
+        return no_crash
     name, _, batch = spec.partition(":")
-    if name == point and (not batch or int(batch) == batch_id):
-        os.kill(os.getpid(), signal.SIGKILL)
+    if batch and int(batch) != batch_id:
+        return no_crash
+
+    def crash(point: str) -> None:
+        if point == name:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return crash
 
 
 def no_crash(point: str) -> None:

@@ -62,9 +62,10 @@ the driver at chosen steps through :mod:`kafkatier.sink.hooks`.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -80,7 +81,7 @@ from kafkatier.sink.bookkeeping import (
     save_state,
 )
 from kafkatier.sink.encode import EncodePlan
-from kafkatier.sink.hooks import crash_point, no_crash
+from kafkatier.sink.hooks import crash_points, no_crash
 from kafkatier.sink.jvm import EncoderChoice
 from kafkatier.sink.plan import SinkSettings, build_plan, encoded_pieces
 from kafkatier.sink.schema import InputColumns, SinkSchemaError, check_schema, normalize
@@ -309,27 +310,28 @@ class KafkaLogSink:
         cols: InputColumns,
         query_id: str | None,
     ) -> None:
+        crash = crash_points(batch_id)
         plan = build_plan(self.logs, self.settings, state.producer_id, self._epoch_now())
         state.inflight = InFlight(batch_id)
         state.query_id = query_id or state.query_id
         save_state(self.log_dir, state)
-        touched = sorted(self._append_all(df, cols, plan, batch_id))
+        touched = sorted(self._append_all(df, cols, plan, batch_id, crash))
         self.logs.flush_data()  # this batch's data and the previous batch's markers
-        crash_point("after-flush", batch_id)
+        crash("after-flush")
         ends = [self._log_for(*tp).log_end_offset for tp in touched]
         state.inflight = InFlight(batch_id, True, touched, ends)
         state.unflushed_commit = None
         save_state(self.log_dir, state)  # the commit point
-        crash_point("after-decide", batch_id)
+        crash("after-decide")
         pending = open_txn_logs(self.logs, {t for t, _ in touched}, state.producer_id)
         end_txn(
             pending,
             state.producer_id,
             self._epoch_now(),
             commit=True,
-            crash=lambda point: crash_point(point, batch_id),
+            crash=crash,
         )
-        crash_point("after-markers", batch_id)
+        crash("after-markers")
         state.last_committed_batch = batch_id
         state.unflushed_commit, state.inflight = state.inflight, None
         save_state(self.log_dir, state)
@@ -340,6 +342,7 @@ class KafkaLogSink:
         cols: InputColumns,
         plan: tuple[EncodePlan, dict[tuple[str, int], int]],
         batch_id: int,
+        crash: Callable[[str], None],
     ) -> set[tuple[str, int]]:
         """Encode (staged or fetched, see the module docstring), then append in task order."""
         encode_plan, sequences = plan
@@ -352,7 +355,7 @@ class KafkaLogSink:
                 encoded_pieces(normalize(df, cols), encode_plan, self.encoder.for_frame(df)),
                 sequences,
                 self._log_for,
-                lambda: crash_point("after-append", batch_id),
+                functools.partial(crash, "after-append"),
             )
         finally:
             if batch_dir is not None:

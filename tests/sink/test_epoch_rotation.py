@@ -92,13 +92,14 @@ def end_offsets(log_dir: Path) -> dict[int, int]:
         return {log.partition: log.log_end_offset for log in logs}
 
 
-def die_in_batch_at(point: str) -> Callable[[str, int], None]:
-    def crash(name: str, batch_id: int) -> None:
-        del batch_id
+def die_in_batch_at(point: str) -> Callable[[int], Callable[[str], None]]:
+    """In place of ``hooks.crash_points``: a hook raising at ``point``."""
+
+    def crash(name: str) -> None:
         if name == point:
             raise Died(name)
 
-    return crash
+    return lambda batch_id: crash
 
 
 def crash_at_the_last_epoch(
@@ -111,7 +112,7 @@ def crash_at_the_last_epoch(
     set_stored_epoch(log_dir, MAX_EPOCH - 2)
     dying = new_sink(log_dir)
     with mp.context() as patch:
-        patch.setattr(sink_module, "crash_point", die_in_batch_at(point))
+        patch.setattr(sink_module, "crash_points", die_in_batch_at(point))
         patch.setattr(dying, "_recover_after_failure", lambda state: None)  # dead: no recovery
         with pytest.raises(Died):
             dying(rows(spark, 60, 120), 1)

@@ -149,18 +149,18 @@ def test_sigkill_between_the_shared_flush_and_the_commit(spark: Any, tmp_path: P
 # ---------------------------------------------------------------------------------- in-process
 
 
-def die_at(point: str, nth: int = 1) -> Callable[[str, int], None]:
-    """A crash hook raising the ``nth`` time the sink reaches ``point``."""
+def die_at(point: str, nth: int = 1) -> Callable[[int], Callable[[str], None]]:
+    """In place of ``hooks.crash_points``: a crash hook raising the ``nth`` time the sink
+    reaches ``point``."""
     reached = [0]
 
-    def crash(name: str, batch_id: int) -> None:
-        del batch_id
+    def crash(name: str) -> None:
         if name == point:
             reached[0] += 1
             if reached[0] == nth:
                 raise Died(name)
 
-    return crash
+    return lambda batch_id: crash
 
 
 def record_syncs(monkeypatch: pytest.MonkeyPatch, record: Path) -> None:
@@ -189,7 +189,7 @@ def test_power_cuts_after_the_commit_decision(
     for batch, point in steps:
         nth = partitions * 3 // 4 if point == "after-append" else 1  # most partitions appended
         with monkeypatch.context() as patch:
-            patch.setattr(sink_module, "crash_point", die_at(point, nth))
+            patch.setattr(sink_module, "crash_points", die_at(point, nth))
             patch.setattr(sink, "_recover_after_failure", lambda state: None)  # dead
             with pytest.raises(Died):
                 sink(rows(spark, start, start + size), batch)
