@@ -1,10 +1,13 @@
 """Benchmark: one micro-batch through KafkaLogSink next to Spark's own Parquet writer.
 
     python bench/sink.py [--rows N] [--partitions P] [--compression lz4] [--repeat K] [--warmup W]
-                         [--encoder auto|jvm|python]
+                         [--encoder auto|jvm|python] [--input cached|parquet]
 
-Builds N rows (16-byte keys, 100-byte values) in a cached DataFrame on local[2], then, in the same
-run and Spark session, alternating so that both see the same machine load, K times each:
+Builds N rows (16-byte keys, 100-byte values) on local[2]: ``--input cached`` (the default) in a
+cached DataFrame; ``--input parquet`` written once to 8 Parquet files and read from them by every
+write, uncached, as a streaming query's micro-batch over a file source reads the files that
+landed (they are in the page cache, having just been written). Then, in the same run and Spark
+session, alternating so that both see the same machine load, K times each:
 
 (a) ``df.write.parquet`` (Spark's default snappy compression) into a new directory, and
 (b) one micro-batch through ``KafkaLogSink(..., partitions=P, compression=..., encoder=...)``: the
@@ -33,6 +36,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
@@ -62,6 +66,16 @@ class Timings:
                 f"CPU best {min(self.cpu):.2f} s")  # fmt: skip
 
 
+def input_frame(spark: Any, df: Any, kind: str, path: Path) -> Any:
+    """The rows to write: cached in Spark, or in 8 Parquet files read anew by each write."""
+    if kind == "cached":
+        cached = df.cache()
+        cached.count()
+        return cached
+    df.repartition(8).write.parquet(str(path))
+    return spark.read.parquet(str(path))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
@@ -70,6 +84,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--warmup", type=int, default=3, help="untimed rounds of both writers")
     parser.add_argument("--encoder", default="auto", choices=["auto", "jvm", "python"])
+    parser.add_argument("--input", default="cached", choices=["cached", "parquet"])
     args = parser.parse_args()
     print("command:", " ".join([Path(sys.executable).name, *sys.argv]))
     spark = (
@@ -83,9 +98,8 @@ def main() -> None:
         "CAST(rpad(CAST(id AS STRING), 100, 'v') AS BINARY) AS value",
     )
     load = os.getloadavg()[0]
-    df = df.cache()
-    df.count()
     work = Path(tempfile.mkdtemp(prefix="kafkatier-bench-sink-"))
+    df = input_frame(spark, df, args.input, work / "input")
     parquet, sink_times, first = Timings(), Timings(), Timings()
     try:
         sink = KafkaLogSink(
@@ -116,7 +130,7 @@ def main() -> None:
         f"rows: {args.rows}, key 16 B, value 100 B, partitions: {args.partitions}, sink "
         f"compression: {args.compression}, encoder: {args.encoder} ("
         f"{'jvm' if sink.encoder.loaded is not None else 'python'} used), parquet: snappy, "
-        f"cores: {os.cpu_count()}, "
+        f"input: {args.input}, cores: {os.cpu_count()}, "
         f"load average before: {load:.1f}"
     )
     print(f"parquet write: {parquet.summary()}, {parquet_bytes} bytes")
