@@ -72,7 +72,8 @@ def decode_runs(runs: Sequence[Run], *, verify_crc: bool = True) -> pa.Table:
     sizes = [len(r.data) for r in runs]
     starts = np.zeros(len(runs), np.int64)
     np.cumsum(sizes[:-1], out=starts[1:])
-    view = memoryview(b"".join(r.data for r in runs)).toreadonly()
+    joined = runs[0].data if len(runs) == 1 else b"".join(r.data for r in runs)  # no copy of one
+    view = memoryview(joined).toreadonly()
     src = _Joined(view, np.frombuffer(view, np.uint8), None, 0, starts, runs)
     positions, hdr, run_of = _frame(src)
     bounds = (np.array([r.start for r in runs], np.int64)[run_of],

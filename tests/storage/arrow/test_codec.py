@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import mmap
 import struct
 from pathlib import Path
 from typing import Any
@@ -239,6 +240,21 @@ def sample_records(n: int) -> list[dict[str, Any]]:
             }
         )
     return out
+
+
+def test_headers_decode_through_outputs_mapped_apart() -> None:
+    """Enough record bytes that the header outputs come from mappings of their own
+    (``decode_kernels.untouched``): the headers written there read as kafka-python reads them."""
+    from kafkatier.storage.arrow import decode_kernels
+
+    records = sample_records(20_000)
+    enc = encode_arrow(make_table(records), codec=Codec.LZ4)
+    outputs = decode_kernels.empty_outputs(len(records), len(enc.data))
+    header_lengths = outputs[3][1]
+    assert header_lengths.nbytes >= decode_kernels._OWN_MAPPING_BYTES
+    assert isinstance(header_lengths.base.obj, mmap.mmap)
+    assert arrow_rows(decode_arrow(bytes(enc.data))) == reference_read(enc.data)
+    assert sum(len(r["headers"] or []) for r in records) > 10_000
 
 
 @pytest.mark.parametrize("codec", list(Codec))
