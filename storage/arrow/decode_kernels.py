@@ -1,8 +1,9 @@
 """Numba kernels for record batch v2 -> Arrow (kafka-format.md §1.1, §1.4).
 
 Output columns are preallocated at upper bounds (a record takes at least 7 bytes, a header at
-least 2, key and value bytes never exceed the payload), so one pass parses and copies; unused
-tails stay untouched and so never become resident memory. Binary outputs are pairs
+least 2, key and value bytes never exceed the payload), so one pass parses and copies; the
+header outputs, the largest and in most topics never written, are mapped apart (``untouched``)
+so that their unused tails never become resident memory. Binary outputs are pairs
 ``(lengths int32[rows], data uint8[])`` with Kafka's lengths (negative = null): offsets and
 validity follow with numpy afterwards, which is cheaper than storing them here. Headers are
 ``(count int32[records], key lengths, key data, value lengths, value data)``; ``cursors``
