@@ -6,8 +6,9 @@
 Builds N rows (16-byte keys, 100-byte values) on local[2]: ``--input cached`` (the default) in a
 cached DataFrame; ``--input parquet`` written once to 8 Parquet files and read from them by every
 write, uncached, as a streaming query's micro-batch over a file source reads the files that
-landed (they are in the page cache, having just been written). Then, in the same run and Spark
-session, alternating so that both see the same machine load, K times each:
+landed (they are in the page cache, having just been written), and each round also times that
+read alone (Spark's ``noop`` writer). Then, in the same run and Spark session, alternating so
+that both see the same machine load, K times each:
 
 (a) ``df.write.parquet`` (Spark's default snappy compression) into a new directory, and
 (b) one micro-batch through ``KafkaLogSink(..., partitions=P, compression=..., encoder=...)``: the
@@ -100,7 +101,7 @@ def main() -> None:
     load = os.getloadavg()[0]
     work = Path(tempfile.mkdtemp(prefix="kafkatier-bench-sink-"))
     df = input_frame(spark, df, args.input, work / "input")
-    parquet, sink_times, first = Timings(), Timings(), Timings()
+    parquet, sink_times, first, read_only = Timings(), Timings(), Timings(), Timings()
     try:
         sink = KafkaLogSink(
             work / "logs", topic="bench", partitions=args.partitions,
@@ -114,6 +115,8 @@ def main() -> None:
         before_sink = peak_rss_mib()
         for i in range(args.warmup, args.warmup + args.repeat):
             parquet.run(lambda i=i: df.write.parquet(str(work / f"parquet-{i}")))
+            if args.input != "cached":  # what reading the input alone costs either writer
+                read_only.run(lambda: df.write.format("noop").mode("overwrite").save())
             sink_times.run(lambda i=i: sink(df, i))
         fresh = KafkaLogSink(
             work / "fresh", topic="bench", partitions=args.partitions,
@@ -134,6 +137,8 @@ def main() -> None:
         f"load average before: {load:.1f}"
     )
     print(f"parquet write: {parquet.summary()}, {parquet_bytes} bytes")
+    if read_only.wall:
+        print(f"input read alone (Spark's noop writer): {read_only.summary()}")
     print(f"sink batch:    {sink_times.summary()}, {log_bytes} bytes of .log per batch")
     print(f"ratio sink/parquet: {min(sink_times.wall) / min(parquet.wall):.2f} (best wall), "
           f"{statistics.median(sink_times.wall) / statistics.median(parquet.wall):.2f} (median "
