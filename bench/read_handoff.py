@@ -37,7 +37,7 @@ import pyarrow as pa
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from scale_read import TOPIC, rows, timed, write_kafka, write_parquet
+from scale_read import TOPIC, rows, warm_rounds, write_kafka, write_parquet
 from spark_settings import spark_builder
 
 SIDES = ("kafkatier", "handoff", "parquet")
@@ -130,14 +130,7 @@ def main() -> int:
             "count": lambda f: f().count(),
             "sum(length(value))": lambda f: f().agg(F.sum(F.length("value"))).collect(),
         }
-        times: dict[tuple[str, str], list[float]] = {}
-        for r in range(args.rounds + 1):
-            order = SIDES[r % 3 :] + SIDES[: r % 3]
-            for name in QUERIES:
-                for side in order:
-                    took = timed(lambda n=name, s=side: query[n](frames[s]))
-                    if r:  # round 0 warms the Python workers up
-                        times.setdefault((side, name), []).append(took)
+        times = warm_rounds({side: frames[side] for side in SIDES}, query, args.rounds)
         print(f"records: {args.records}, partitions: {args.partitions}, Spark tasks: {tasks} "
               f"(each side), files warm in the page cache")  # fmt: skip
         for name in QUERIES:

@@ -35,7 +35,7 @@ import pyarrow.parquet as pq
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from scale_read import timed
+from scale_read import warm_rounds
 from spark_settings import spark_builder
 
 from kafkatier.storage.arrow.log import append_arrow
@@ -129,18 +129,15 @@ def main() -> int:
             "sum(length(value))": lambda f: f().agg(F.sum(F.length("value"))).collect(),
         }
         sides = list(frames)
-        times: dict[tuple[str, str], list[float]] = {}
         sampler = Sampler()
         sampler.start()
         warm_anon = 0.0
-        for r in range(args.rounds + 1):
-            if r == 1:  # the peak of the timed rounds only, above the warmed-up workers
-                warm_anon, sampler.peak_anon = worker_memory_mib()[1], 0.0
-            for name in query:
-                for side in sides if r % 2 else sides[::-1]:
-                    took = timed(lambda n=name, s=side: query[n](frames[s]))
-                    if r:  # round 0 starts the Python workers
-                        times.setdefault((side, name), []).append(took)
+
+        def warmed_up() -> None:  # the peak of the timed rounds only, above the warm workers
+            nonlocal warm_anon
+            warm_anon, sampler.peak_anon = worker_memory_mib()[1], 0.0
+
+        times = warm_rounds(frames, query, args.rounds, warmed_up)
         sampler.done.set()
         peak, anon = worker_memory_mib()
         tasks = {side: frames[side]().rdd.getNumPartitions() for side in sides}

@@ -88,6 +88,26 @@ def timed(run: Any) -> float:
     return time.perf_counter() - began
 
 
+def warm_rounds(
+    frames: dict[str, Any], query: dict[str, Any], rounds: int, after_warm_up: Any = None
+) -> dict[tuple[str, str], list[float]]:
+    """Seconds of each (side, query name): ``query[name](frames[side])`` in ``rounds`` rounds
+    after an untimed one (it starts the Python workers; ``after_warm_up`` is called after
+    it), the order of the sides rotated from round to round."""
+    sides = list(frames)
+    times: dict[tuple[str, str], list[float]] = {}
+    for r in range(rounds + 1):
+        if r == 1 and after_warm_up is not None:
+            after_warm_up()
+        order = sides[r % len(sides) :] + sides[: r % len(sides)]
+        for name in query:
+            for side in order:
+                took = timed(lambda n=name, s=side: query[n](frames[s]))
+                if r:
+                    times.setdefault((side, name), []).append(took)
+    return times
+
+
 def queries(spark: Any, kafka: Path, parquet: Path, sides: list[str]) -> dict[str, dict[str, Any]]:
     from pyspark.sql import functions as F
 
