@@ -152,6 +152,9 @@ func (m *member) ConsumeClaim(s sarama.ConsumerGroupSession, c sarama.ConsumerGr
 	for {
 		if next >= end {
 			m.finished()
+			// Stay until the session ends: sarama ends a session for every claim as soon as one
+			// ConsumeClaim returns, which would stop partitions still being read.
+			<-s.Context().Done()
 			return nil
 		}
 		select {
