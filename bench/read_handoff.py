@@ -25,10 +25,8 @@ hand-off alone is not below Parquet's whole scan, no Python-side decoder can mee
 from __future__ import annotations
 
 import argparse
-import shutil
 import statistics
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -37,11 +35,18 @@ import pyarrow as pa
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from scale_read import TOPIC, rows, warm_rounds, write_kafka, write_parquet
-from spark_settings import spark_builder
+from scale_read import (
+    QUERIES,
+    kafkatier_frame,
+    reader_session,
+    rows,
+    scan_queries,
+    warm_rounds,
+    write_kafka,
+    write_parquet,
+)
 
 SIDES = ("kafkatier", "handoff", "parquet")
-QUERIES = ("count", "sum(length(value))")
 
 
 def write_arrow_files(kafka: Path, target: Path, files: int) -> list[str]:
@@ -104,33 +109,19 @@ def main() -> int:
     args = parser.parse_args()
     print(f"command: python bench/read_handoff.py --records {args.records} --partitions "
           f"{args.partitions} --rounds {args.rounds}", flush=True)  # fmt: skip
-    spark = (spark_builder("kafkatier-read-handoff")
-             .config("spark.ui.showConsoleProgress", "false").getOrCreate())  # fmt: skip
-    spark.sparkContext.setLogLevel("ERROR")
-    from pyspark.sql import functions as F
-
-    from kafkatier.sink import register_data_source
-
-    register_data_source(spark)
-    root = Path(tempfile.mkdtemp(prefix="kafkatier-read-handoff-"))
-    try:
+    with reader_session("kafkatier-read-handoff", "kafkatier-read-handoff-") as (spark, root):
         table = rows(args.records)
         write_kafka(root / "kafka", table, args.partitions)
         write_parquet(spark, root / "parquet", table, args.partitions)
         frames = {
-            "kafkatier": lambda: spark.read.format("kafkatier").option("subscribe", TOPIC)
-            .load(str(root / "kafka")),
+            "kafkatier": kafkatier_frame(spark, root / "kafka"),
             "parquet": lambda: spark.read.parquet(str(root / "parquet")),
         }
         tasks = frames["kafkatier"]().rdd.getNumPartitions()
         spark.dataSource.register(handoff_source(
             write_arrow_files(root / "kafka", root / "arrow", tasks)))  # fmt: skip
         frames["handoff"] = lambda: spark.read.format("kafkatier_handoff").load()
-        query = {
-            "count": lambda f: f().count(),
-            "sum(length(value))": lambda f: f().agg(F.sum(F.length("value"))).collect(),
-        }
-        times = warm_rounds({side: frames[side] for side in SIDES}, query, args.rounds)
+        times = warm_rounds({side: frames[side] for side in SIDES}, scan_queries(), args.rounds)
         print(f"records: {args.records}, partitions: {args.partitions}, Spark tasks: {tasks} "
               f"(each side), files warm in the page cache")  # fmt: skip
         for name in QUERIES:
@@ -138,9 +129,6 @@ def main() -> int:
             print(f"{name:<20} " + "  ".join(f"{s} {med[s]:5.2f} s" for s in SIDES)
                   + f"  kafkatier/parquet {med['kafkatier'] / med['parquet']:4.2f}"
                   f"  handoff/parquet {med['handoff'] / med['parquet']:4.2f}")  # fmt: skip
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
-        spark.stop()
     return 0
 
 

@@ -20,10 +20,8 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import statistics
 import sys
-import tempfile
 import threading
 from pathlib import Path
 from typing import Any
@@ -35,8 +33,7 @@ import pyarrow.parquet as pq
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from scale_read import warm_rounds
-from spark_settings import spark_builder
+from scale_read import QUERIES, kafkatier_frame, reader_session, scan_queries, warm_rounds
 
 from kafkatier.storage.arrow.log import append_arrow
 from kafkatier.storage.log.directory import LogDirectory
@@ -108,27 +105,12 @@ def main() -> int:
     args = parser.parse_args()
     print(f"command: python bench/read_large.py --records {args.records} --rounds {args.rounds}",
           flush=True)  # fmt: skip
-    root = Path(tempfile.mkdtemp(prefix="kafkatier-read-large-"))
-    spark = (spark_builder("kafkatier-read-large")
-             .config("spark.ui.showConsoleProgress", "false").getOrCreate())  # fmt: skip
-    spark.sparkContext.setLogLevel("ERROR")
-    from pyspark.sql import functions as F
-
-    from kafkatier.sink import register_data_source
-
-    register_data_source(spark)
-    try:
+    with reader_session("kafkatier-read-large", "kafkatier-read-large-") as (spark, root):
         size = write(root, args.records)
         frames: dict[str, Any] = {
-            "kafkatier": lambda: spark.read.format("kafkatier").option("subscribe", TOPIC)
-            .load(str(root / "kafka")),
+            "kafkatier": kafkatier_frame(spark, root / "kafka", TOPIC),
             "parquet": lambda: spark.read.parquet(str(root / "parquet")),
         }
-        query = {
-            "count": lambda f: f().count(),
-            "sum(length(value))": lambda f: f().agg(F.sum(F.length("value"))).collect(),
-        }
-        sides = list(frames)
         sampler = Sampler()
         sampler.start()
         warm_anon = 0.0
@@ -137,23 +119,20 @@ def main() -> int:
             nonlocal warm_anon
             warm_anon, sampler.peak_anon = worker_memory_mib()[1], 0.0
 
-        times = warm_rounds(frames, query, args.rounds, warmed_up)
+        times = warm_rounds(frames, scan_queries(), args.rounds, warmed_up)
         sampler.done.set()
         peak, anon = worker_memory_mib()
-        tasks = {side: frames[side]().rdd.getNumPartitions() for side in sides}
+        tasks = {side: frame().rdd.getNumPartitions() for side, frame in frames.items()}
         print(f"records: {args.records}, one partition, {size / 2**20:.0f} MiB of segments; "
               f"Spark tasks: kafkatier {tasks['kafkatier']}, parquet {tasks['parquet']}; "
               f"cores: {os.cpu_count()}")  # fmt: skip
-        for name in query:
-            k, p = (statistics.median(times[(s, name)]) for s in sides)
+        for name in QUERIES:
+            k, p = (statistics.median(times[(side, name)]) for side in frames)
             print(f"{name:<20} kafkatier {k:6.2f} s  parquet {p:6.2f} s  ratio {k / p:5.2f}")
         print(f"largest Python worker: peak RSS {peak:.0f} MiB (file pages included); anonymous "
               f"memory {warm_anon:.0f} MiB after the warm-up round, peak {sampler.peak_anon:.0f} "
               f"MiB in the timed rounds (sampled every 20 ms), {anon:.0f} MiB after them "
               f"(readChunkBytes {READ_CHUNK_MIB} MiB)")  # fmt: skip
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
-        spark.stop()
     return 0
 
 

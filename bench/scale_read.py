@@ -27,12 +27,14 @@ median of five).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -108,19 +110,52 @@ def warm_rounds(
     return times
 
 
-def queries(spark: Any, kafka: Path, parquet: Path, sides: list[str]) -> dict[str, dict[str, Any]]:
+@contextlib.contextmanager
+def reader_session(app: str, prefix: str) -> Iterator[tuple[Any, Path]]:
+    """A local Spark session with the kafkatier reader registered, and a scratch directory;
+    both gone afterwards."""
+    spark = (spark_builder(app).config("spark.ui.showConsoleProgress", "false")
+             .getOrCreate())  # fmt: skip
+    spark.sparkContext.setLogLevel("ERROR")
+    from kafkatier.sink import register_data_source
+
+    register_data_source(spark)
+    root = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        yield spark, root
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+        spark.stop()
+
+
+def scan_queries() -> dict[str, Callable[[Callable[[], Any]], Any]]:
+    """The queries the read benchmarks time, each over a function that makes the DataFrame:
+    ``count()`` and ``agg(sum(length(value)))``, which must read every value."""
     from pyspark.sql import functions as F
 
-    def kafkatier(**options: str) -> Any:
-        return lambda: (spark.read.format("kafkatier").option("subscribe", TOPIC)
-                        .options(**options).load(str(kafka)))  # fmt: skip
+    return {
+        "count": lambda frame: frame().count(),
+        "sum(length(value))": lambda frame: frame().agg(F.sum(F.length("value"))).collect(),
+    }
 
-    frames = {"kafkatier": kafkatier(), "parquet": lambda: spark.read.parquet(str(parquet)),
-              "per-partition": kafkatier(openCostInBytes=str(128 << 20))}  # fmt: skip
+
+def kafkatier_frame(
+    spark: Any, path: Path, topic: str = TOPIC, **options: str
+) -> Callable[[], Any]:
+    """What makes the DataFrame of ``topic`` in the log dir ``path``, read by kafkatier."""
+    return lambda: (spark.read.format("kafkatier").option("subscribe", topic)
+                    .options(**options).load(str(path)))  # fmt: skip
+
+
+def queries(spark: Any, kafka: Path, parquet: Path, sides: list[str]) -> dict[str, dict[str, Any]]:
+    frames = {
+        "kafkatier": kafkatier_frame(spark, kafka),
+        "parquet": lambda: spark.read.parquet(str(parquet)),
+        "per-partition": kafkatier_frame(spark, kafka, openCostInBytes=str(128 << 20)),
+    }
     return {
         side: {
-            "count": lambda f=frame: f().count(),
-            "sum(length(value))": lambda f=frame: f().agg(F.sum(F.length("value"))).collect(),
+            **{name: lambda f=frame, q=q: q(f) for name, q in scan_queries().items()},
             "tasks": frame().rdd.getNumPartitions(),
         }
         for side, frame in frames.items()
@@ -174,22 +209,12 @@ def run(
     partitions: list[int], records: int = 200_000, rounds: int = 3, per_partition: bool = False
 ) -> list[dict[str, Any]]:
     """Every figure (module docstring), one dict per partition count and query."""
-    spark = (spark_builder("kafkatier-scale").config("spark.ui.showConsoleProgress", "false")
-             .getOrCreate())  # fmt: skip
-    spark.sparkContext.setLogLevel("ERROR")
-    from kafkatier.sink import register_data_source
-
-    register_data_source(spark)
     table = rows(records)
-    root = Path(tempfile.mkdtemp(prefix="kafkatier-scale-"))
     found: list[dict[str, Any]] = []
-    try:
+    with reader_session("kafkatier-scale", "kafkatier-scale-") as (spark, root):
         for n in partitions:
             found += bench_partitions(spark, root, table, n, rounds, per_partition)
             print_rows(found[-len(QUERIES) :])
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
-        spark.stop()
     return found
 
 

@@ -192,8 +192,8 @@ def parse_batches(
 def empty_outputs(records: int, payload: int) -> tuple[Any, ...]:
     """Output arrays sized by the upper bounds of ``records`` records in ``payload`` bytes; the
     headers' (five times ``payload``, written only for records that have headers) mapped apart
-    (``untouched``), the rest from the heap, whose resident pages a new mapping would have to
-    fault in and zero again (15% of a scan's decoding time)."""
+    (``untouched``), the rest from the heap, whose resident pages they mostly fill anyway (a
+    new mapping would have to fault in and zero them again for every chunk)."""
 
     def binary(rows: int, empty: Any = np.empty) -> tuple[Array, Array]:
         return empty(rows, np.int32), empty(payload, np.uint8)
@@ -208,8 +208,9 @@ def untouched(count: int, dtype: Any) -> Array:
     """An uninitialised array whose pages stay out of memory until written: from a mapping of
     its own when large. ``np.empty`` of the same size comes from the C heap once glibc has
     raised its mmap threshold (after the first large free, up to 32 MiB), where the pages of
-    earlier outputs are resident already: the header arrays, never written by a topic without
-    headers, then held 100 MiB for each 16 MiB chunk (bench/read_large.py)."""
+    earlier outputs are resident already. With the header arrays (never written by a topic
+    without headers) from the heap, a Spark worker reading one 1 GiB partition rose 168 MiB
+    above its warmed-up memory; mapped apart, 115 MiB (``python bench/read_large.py``)."""
     size = count * np.dtype(dtype).itemsize
     if size < _OWN_MAPPING_BYTES:
         return np.empty(count, dtype)

@@ -104,6 +104,12 @@ class ManifestStore:
             return PartitionManifest(rp.topic, rp.partition, topic_id=rp.topic_id), None
         return checked_manifest(data, rp, key), etag
 
+    def copy_again(self, rp: RemotePartition) -> None:
+        """Keep the manifest of ``rp`` as last read in its partition directory once more (when
+        the cache keeps copies): for a partition created since (``restore`` builds it from it)."""
+        if self.cache is not None:
+            self.cache.copy_again(manifest_key(rp))
+
     def _fetch(self, key: str, fresh: bool) -> tuple[bytes | None, str | None]:
         cached = None if fresh or self.cache is None else self.cache.get(key)
         if cached is not None:

@@ -51,7 +51,6 @@ from kafkatier.tiering.metadata.manifest import (
     PartitionManifest,
     RemoteFile,
     RemoteSegment,
-    manifest_key,
     object_key,
 )
 from kafkatier.tiering.metadata.manifest_copy import ManifestCopies
@@ -170,7 +169,7 @@ def restore_partition(
     manifest, _ = manifests.load(rp)
     result = _restore(store, rp, manifest, Path(log_dir), from_offset, from_timestamp, threads,
                       progress)  # fmt: skip
-    _copy_manifest(manifests, rp)
+    manifests.copy_again(rp)  # its directory is in place now
     return result
 
 
@@ -178,12 +177,6 @@ def _copying_store(store: ObjectStore, log_dir: Path) -> ManifestStore:
     """The manifests, each one read once; the copy of each restored partition's is kept in its
     directory (manifest_copy.py), so ``status`` right after a restore sends no request for it."""
     return ManifestStore(store, cache=ManifestCache(ManifestCopies([Path(log_dir)])))
-
-
-def _copy_manifest(manifests: ManifestStore, rp: RemotePartition) -> None:
-    """The copy of ``rp``'s manifest, now that its partition directory is in place."""
-    if manifests.cache is not None:
-        manifests.cache.copy_again(manifest_key(rp))
 
 
 def _restore(
@@ -342,7 +335,7 @@ def restore_topic(
         configs.append(manifest.topic_config)
         result = _restore(store, rp, manifest, Path(log_dir), from_offset, from_timestamp,
                           threads, progress)  # fmt: skip
-        _copy_manifest(manifests, rp)
+        manifests.copy_again(rp)  # its directory is in place now
         return result
 
     # ``threads`` partitions at a time, each with ``threads`` downloads: a topic of many small
