@@ -498,7 +498,9 @@ def install_crash_point(spec: str) -> None:
     def hit() -> None:
         count[0] += 1
         if count[0] >= int(n):
-            print(f"CRASHPOINT {spec}", flush=True)
+            # one write per line: recovery threads may reach the point together
+            sys.stdout.write(f"CRASHPOINT {spec}\n")
+            sys.stdout.flush()
             os.kill(os.getpid(), signal.SIGKILL)
 
     if name == "torn_write":

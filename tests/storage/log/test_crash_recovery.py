@@ -19,6 +19,7 @@ import signal
 import struct
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -69,33 +70,55 @@ def _run_writer(
 ) -> tuple[dict[int, tuple], bool]:
     """Start the writer and let it be killed: by us after a random delay, or by its crash point
     (by us after 20 s if it never gets there). The last acknowledgement per partition, and
-    whether the crash point was reached."""
+    whether the crash point was reached.
+
+    One thread reads all of stdout through the same buffered file: a ``readline`` for READY
+    followed by ``communicate`` lost whatever the first read had buffered past READY (a crash
+    point reached within milliseconds printed its line into that buffer)."""
     args = [sys.executable, str(WRITER), str(directory), str(rng.randrange(2**32))]
     if point is not None:
         args.append(point)
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
+    lines: list[str] = []
+    errors: list[str] = []
+    ready = threading.Event()
+
+    def read_stdout() -> None:
         assert proc.stdout is not None
-        ready = proc.stdout.readline()
-        if point is None and ready.startswith("READY"):
+        for line in proc.stdout:
+            lines.append(line)
+            ready.set()  # READY, or the crash point's line when it came first
+        ready.set()
+
+    def read_stderr() -> None:
+        assert proc.stderr is not None
+        errors.append(proc.stderr.read())
+
+    readers = [threading.Thread(target=f, daemon=True) for f in (read_stdout, read_stderr)]
+    for reader in readers:
+        reader.start()
+    try:
+        ready.wait(timeout=20)
+        if point is None and lines and lines[0].startswith("READY"):
             time.sleep(rng.uniform(0.05, 0.5))
             proc.send_signal(signal.SIGKILL)
         try:
-            out, err = proc.communicate(timeout=20)
+            proc.wait(timeout=20)
         except subprocess.TimeoutExpired:
             proc.send_signal(signal.SIGKILL)
-            out, err = proc.communicate()
     finally:
         if proc.poll() is None:
             proc.kill()
-            proc.communicate()
-    assert proc.returncode == -signal.SIGKILL, f"writer ended with {proc.returncode}:\n{err}"
+        proc.wait()
+        for reader in readers:
+            reader.join()
+    assert proc.returncode == -signal.SIGKILL, f"writer ended with {proc.returncode}:\n{errors}"
     acks: dict[int, tuple] = {}
-    for line in (ready + out).splitlines():
+    for line in lines:
         if line.startswith("ACK "):
             _, partition, offset, digest = line.split()
             acks[int(partition)] = (int(offset), digest)
-    return acks, f"CRASHPOINT {point}" in ready + out
+    return acks, f"CRASHPOINT {point}\n" in "".join(lines)
 
 
 def _raw(log: Log, batch: StoredBatch) -> bytes:
