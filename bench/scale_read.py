@@ -111,15 +111,15 @@ def warm_rounds(
 
 
 @contextlib.contextmanager
-def reader_session(app: str, prefix: str) -> Iterator[tuple[Any, Path]]:
-    """A local Spark session with the kafkatier reader registered, and a scratch directory;
-    both gone afterwards."""
+def reader_session(app: str, prefix: str, reader: str = "python") -> Iterator[tuple[Any, Path]]:
+    """A local Spark session with the kafkatier reader registered (``register_data_source``'s
+    ``reader``), and a scratch directory; both gone afterwards."""
     spark = (spark_builder(app).config("spark.ui.showConsoleProgress", "false")
              .getOrCreate())  # fmt: skip
     spark.sparkContext.setLogLevel("ERROR")
     from kafkatier.sink import register_data_source
 
-    register_data_source(spark)
+    register_data_source(spark, reader=reader)
     root = Path(tempfile.mkdtemp(prefix=prefix))
     try:
         yield spark, root

@@ -92,7 +92,7 @@ def jar_path() -> Path:
     """The encoder jar for these sources and this Spark, compiled if not cached yet."""
     jars = spark_jars_dir()
     digest = hashlib.sha256()
-    for source in sorted(SOURCES.rglob("*.java")):
+    for source in _sources() + _resources():
         digest.update(source.name.encode() + b"\0" + source.read_bytes())
     digest.update(str(sorted(p.name for p in jars.glob("spark-*.jar"))).encode())
     cache = Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "kafkatier")
@@ -108,13 +108,21 @@ def jar_path() -> Path:
     return jar
 
 
+def _sources() -> list[Path]:
+    return sorted(SOURCES.rglob("*.java"))
+
+
+def _resources() -> list[Path]:
+    return sorted(p for p in (SOURCES / "META-INF").rglob("*") if p.is_file())
+
+
 def _compile(jar: Path, jars: Path) -> None:
     """javac into a scratch dir, then the jar written beside its final name and renamed, so a
     concurrent or killed build never leaves a half jar under the final name."""
     jar.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=jar.parent) as scratch:
         classes = Path(scratch) / "classes"
-        sources = [str(s) for s in sorted(SOURCES.rglob("*.java"))]
+        sources = [str(s) for s in _sources()]
         command = [_javac(), "--release", "17", "-nowarn", "-d", str(classes),
                    "-cp", str(jars / "*"), *sources]  # fmt: skip
         done = subprocess.run(command, capture_output=True, text=True, check=False)
@@ -127,6 +135,8 @@ def _compile(jar: Path, jars: Path) -> None:
         with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as out:
             for path in sorted(classes.rglob("*.class")):
                 out.write(path, path.relative_to(classes).as_posix())
+            for path in _resources():  # the reader's DataSourceRegister service entry
+                out.write(path, path.relative_to(SOURCES).as_posix())
         os.replace(partial, jar)
     log.info("compiled the sink's JVM encoder into %s", jar)
 

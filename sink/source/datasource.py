@@ -47,10 +47,11 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from kafkatier.sink.source.jvm import PYTHON_NAME, use_jvm_reader
 from kafkatier.sink.source.options import SourceOptions, parse_options
 from kafkatier.sink.source.plan import (
     Offsets,
-    ending_offsets,
+    batch_plan,
     from_json,
     input_partitions,
     rate_limit,
@@ -88,8 +89,13 @@ def kafka_schema(include_headers: bool) -> StructType:
     return StructType(fields)
 
 
-def register_data_source(spark: SparkSession) -> None:
+def register_data_source(spark: SparkSession, reader: str = "auto") -> None:
     """Make ``spark.read.format("kafkatier")`` and ``readStream.format("kafkatier")`` work.
+
+    ``reader``: ``"jvm"`` decodes batch scans of local logs inside Spark's JVM (``jvm.py``:
+    compiled on first use, needs a JDK), ``"auto"`` does when it can (else says why, once),
+    ``"python"`` decodes in Python workers. Streaming reads, remote segments and headers are
+    always read by the Python reader.
 
     The registered class carries this driver's working directory (pickled with it to the
     Python workers, whose own working directory is Spark's), so that a relative ``path``
@@ -99,7 +105,13 @@ def register_data_source(spark: SparkSession) -> None:
     class Registered(KafkaTierDataSource):
         driver_cwd = cwd
 
-    spark.dataSource.register(Registered)
+    class BehindJvm(Registered):
+        @classmethod
+        def name(cls) -> str:
+            return PYTHON_NAME
+
+    jvm = use_jvm_reader(spark, reader, cwd)
+    spark.dataSource.register(BehindJvm if jvm else Registered)
 
 
 class KafkaTierPartition(InputPartition):
@@ -156,21 +168,7 @@ class KafkaTierBatchReader(DataSourceReader):
         self.opts = opts
 
     def partitions(self) -> Sequence[InputPartition]:
-        tps = topic_partitions(self.opts)
-        if self.opts.topics is not None:
-            missing = sorted(set(self.opts.topics) - {t for t, _ in tps})
-            if missing:
-                remote = "" if self.opts.remote is None else f" or in {self.opts.remote.url}"
-                raise ConfigError(
-                    f"kafkatier option 'subscribe': no partitions of {', '.join(missing)} "
-                    f"under {self.opts.path}{remote}",
-                    setting="subscribe",
-                )
-        bounds = survey(self.opts, tps)
-        starts = starting_offsets(self.opts, bounds)
-        ends = ending_offsets(self.opts, bounds)
-        tasks = read_tasks(self.opts, starts, ends, bounds)
-        return [KafkaTierPartition(t) for t in input_partitions(self.opts, tasks, bounds)]
+        return [KafkaTierPartition(t) for t in batch_plan(self.opts)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return _read(partition)

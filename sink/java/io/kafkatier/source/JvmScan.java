@@ -1,0 +1,56 @@
+package io.kafkatier.source;
+
+import org.apache.spark.sql.connector.read.Batch;
+import org.apache.spark.sql.connector.read.InputPartition;
+import org.apache.spark.sql.connector.read.PartitionReaderFactory;
+import org.apache.spark.sql.connector.read.Scan;
+import org.apache.spark.sql.connector.read.ScanBuilder;
+import org.apache.spark.sql.connector.read.streaming.MicroBatchStream;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.util.CaseInsensitiveStringMap;
+
+/**
+ * A batch scan: the driver's planner picks the offsets and byte ranges, executors decode them
+ * ({@link ColumnarReader}). A streaming query (never pruned by Spark) is the Python source's.
+ */
+final class JvmScan implements Scan, Batch {
+  private final StructType columns;
+  private final CaseInsensitiveStringMap options;
+  private final ScanBuilder python;
+
+  JvmScan(StructType columns, CaseInsensitiveStringMap options, ScanBuilder python) {
+    this.columns = columns;
+    this.options = options;
+    this.python = python;
+  }
+
+  @Override
+  public StructType readSchema() {
+    return columns;
+  }
+
+  @Override
+  public String description() {
+    return "kafkatier (JVM reader)";
+  }
+
+  @Override
+  public Batch toBatch() {
+    return this;
+  }
+
+  @Override
+  public MicroBatchStream toMicroBatchStream(String checkpointLocation) {
+    return python.build().toMicroBatchStream(checkpointLocation);
+  }
+
+  @Override
+  public InputPartition[] planInputPartitions() {
+    return Planner.plan(options);
+  }
+
+  @Override
+  public PartitionReaderFactory createReaderFactory() {
+    return new ColumnarReaderFactory(columns.fieldNames());
+  }
+}

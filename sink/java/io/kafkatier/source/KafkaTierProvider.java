@@ -1,0 +1,58 @@
+package io.kafkatier.source;
+
+import java.util.Map;
+import java.util.function.Function;
+import org.apache.spark.sql.connector.catalog.Table;
+import org.apache.spark.sql.connector.catalog.TableProvider;
+import org.apache.spark.sql.connector.expressions.Transform;
+import org.apache.spark.sql.execution.datasources.v2.python.PythonDataSourceV2;
+import org.apache.spark.sql.sources.DataSourceRegister;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.util.CaseInsensitiveStringMap;
+
+/**
+ * The {@code kafkatier} data source with its batch scans decoded inside Spark's JVM (see
+ * sink/source/jvm.py, which puts this jar on the driver's class path and registers the Python
+ * source under {@link #PYTHON_NAME}). Why: a Python data source hands its rows to Spark as Arrow
+ * batches, and that hand-off alone costs more than Spark's whole Parquet scan
+ * (bench/read_handoff.py), so no Python decoder can read at Parquet speed.
+ *
+ * <p>The Python source stays the one definition of the schema and of everything this reader does
+ * not do itself: streaming reads and the scans the driver's planner sends back to it (remote
+ * segments, headers; see {@link KafkaTierTable}). The planner is the driver's Python (a py4j
+ * callback, {@link #planner}): it resolves the options and offsets exactly as the Python source,
+ * and hands this reader the byte ranges of segment files to decode.
+ */
+public final class KafkaTierProvider implements TableProvider, DataSourceRegister {
+  /** The name the Python source is registered under when this one takes {@code kafkatier}. */
+  public static final String PYTHON_NAME = "kafkatier_python";
+
+  /** The driver's planner: a request (JSON) in, its answer (JSON) out; see {@link Planner}. */
+  public static volatile Function<String, String> planner;
+
+  private final PythonDataSourceV2 python = new PythonDataSourceV2();
+
+  public KafkaTierProvider() {
+    python.setShortName(PYTHON_NAME);
+  }
+
+  @Override
+  public String shortName() {
+    return "kafkatier";
+  }
+
+  @Override
+  public StructType inferSchema(CaseInsensitiveStringMap options) {
+    return python.inferSchema(options);
+  }
+
+  @Override
+  public Table getTable(StructType schema, Transform[] partitioning, Map<String, String> props) {
+    return new KafkaTierTable(python.getTable(schema, partitioning, props));
+  }
+
+  @Override
+  public boolean supportsExternalMetadata() {
+    return python.supportsExternalMetadata();
+  }
+}

@@ -1,0 +1,93 @@
+package io.kafkatier.source;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.util.Map;
+import java.util.function.Function;
+import org.apache.spark.sql.connector.read.InputPartition;
+import org.apache.spark.sql.util.CaseInsensitiveStringMap;
+
+/**
+ * The driver's Python planner (sink/source/jvm.py), asked through {@link
+ * KafkaTierProvider#planner}. Requests are {@code {"ask": "scope"|"plan", "options": {...}}};
+ * answers are {@code {"jvm": true|false}} for a scope, and for a plan the Spark tasks, each a list
+ * of ranges:
+ *
+ * <pre>
+ * {"tasks": [[{"topic": "t", "partition": 0, "start": 0, "end": 100, "committed": true,
+ *              "aborted": [[producerId, firstOffset], ...],
+ *              "spans": [["/logs/t-0/00000000000000000000.log", position, size, baseOffset], ...]}]]}
+ * </pre>
+ *
+ * or {@code {"error": "ConfigError", "message": "..."}} for a planning error (the options, a
+ * partition gone from under the query), raised here as one line.
+ */
+final class Planner {
+  private static final ObjectMapper JSON = new ObjectMapper();
+
+  private Planner() {}
+
+  /** Whether this reader reads the batch scans of these options (else the Python source). */
+  static boolean scope(CaseInsensitiveStringMap options) {
+    return ask("scope", options).path("jvm").asBoolean(false);
+  }
+
+  /** The Spark tasks of a batch scan. */
+  static InputPartition[] plan(CaseInsensitiveStringMap options) {
+    JsonNode tasks = ask("plan", options).get("tasks");
+    InputPartition[] out = new InputPartition[tasks.size()];
+    for (int i = 0; i < out.length; i++) {
+      JsonNode ranges = tasks.get(i);
+      ReadRange[] parsed = new ReadRange[ranges.size()];
+      for (int j = 0; j < parsed.length; j++) {
+        parsed[j] = range(ranges.get(j));
+      }
+      out[i] = new ReadTask(parsed);
+    }
+    return out;
+  }
+
+  private static ReadRange range(JsonNode r) {
+    JsonNode aborted = r.get("aborted");
+    long[] pids = new long[aborted.size()];
+    long[] abortedFirsts = new long[aborted.size()];
+    for (int i = 0; i < pids.length; i++) {
+      pids[i] = aborted.get(i).get(0).asLong();
+      abortedFirsts[i] = aborted.get(i).get(1).asLong();
+    }
+    JsonNode spans = r.get("spans");
+    String[] files = new String[spans.size()];
+    long[] positions = new long[spans.size()];
+    int[] sizes = new int[spans.size()];
+    long[] firsts = new long[spans.size()];
+    for (int i = 0; i < files.length; i++) {
+      files[i] = spans.get(i).get(0).asText();
+      positions[i] = spans.get(i).get(1).asLong();
+      sizes[i] = spans.get(i).get(2).asInt();
+      firsts[i] = spans.get(i).get(3).asLong();
+    }
+    return new ReadRange(r.get("topic").asText(), r.get("partition").asInt(),
+        r.get("start").asLong(), r.get("end").asLong(), r.get("committed").asBoolean(),
+        pids, abortedFirsts, files, positions, sizes, firsts);
+  }
+
+  private static JsonNode ask(String what, CaseInsensitiveStringMap options) {
+    Function<String, String> planner = KafkaTierProvider.planner;
+    if (planner == null) {
+      throw new IllegalStateException(
+          "kafkatier: no planner registered in this JVM; call register_data_source(spark)");
+    }
+    try {
+      Map<String, Object> request = Map.of("ask", what, "options", options.asCaseSensitiveMap());
+      JsonNode answer = JSON.readTree(planner.apply(JSON.writeValueAsString(request)));
+      if (answer.has("error")) {
+        throw new ReadError(answer.get("error").asText(), answer.get("message").asText());
+      }
+      return answer;
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    }
+  }
+}

@@ -1,0 +1,163 @@
+"""The ``kafkatier`` source's batch scans decoded inside Spark's JVM: the driver's planner that
+the JVM reader (``sink/java/io/kafkatier/source``) asks through a py4j callback, and the loading
+of that reader into a running session.
+
+Why: a Python data source hands its rows to Spark as Arrow batches, and that hand-off alone
+costs more than Spark's whole Parquet scan of the same rows (``bench/read_handoff.py``), so no
+decoder in Python workers reads at Parquet speed. The JVM reader decodes record batches straight
+into Spark's column vectors, only the columns a query uses (``bench/read_jvm.py``).
+
+How: ``register_data_source(spark, reader="jvm")`` (or ``"auto"``) puts the jar that
+``sink/jvm.py`` builds on the class loader every py4j thread of the driver shares (spark-submit's
+``MutableURLClassLoader``), where Spark finds ``kafkatier`` through the jar's
+``DataSourceRegister`` entry, and registers the Python source as ``kafkatier_python``. The JVM
+provider's tables are the Python source's; only batch scans this planner puts in scope (local
+logs, no headers) are read in the JVM, everything else (streaming, remote segments, headers) by
+the Python reader. The planner resolves options and offsets exactly as the Python source
+(``plan.batch_plan``) and answers with the byte spans of whole batches (``local.local_spans``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any, ClassVar, Final
+
+from kafkatier.sink.source.local import local_spans
+from kafkatier.sink.source.options import SourceOptions, parse_options
+from kafkatier.sink.source.plan import batch_plan
+from kafkatier.sink.source.task import ReadTask
+from kafkatier.storage.errors import ConfigError, KafkaTierError
+
+log = logging.getLogger(__name__)
+READERS: Final = ("auto", "jvm", "python")
+PROVIDER_CLASS: Final = "io.kafkatier.source.KafkaTierProvider"
+PYTHON_NAME: Final = "kafkatier_python"
+"""The name of the Python source while the JVM provider answers ``kafkatier``."""
+
+
+class JvmReaderUnavailable(ConfigError):
+    """``reader='jvm'`` was asked for and cannot be had (the message says why)."""
+
+
+def check_reader(reader: str) -> str:
+    if reader not in READERS:
+        raise ConfigError(f"reader={reader!r}: expected one of {', '.join(READERS)}",
+                          setting="reader")  # fmt: skip
+    return reader
+
+
+def in_scope(opts: SourceOptions) -> bool:
+    """Whether the JVM reader reads a batch scan of these options."""
+    return opts.remote is None and not opts.include_headers
+
+
+class Planner:
+    """The callback ``KafkaTierProvider.planner`` (requests and answers: ``Planner.java``).
+    Errors go back as one line each (the JVM raises them); unexpected ones are logged here with
+    their traceback first."""
+
+    def __init__(self, base_dir: str, enabled: bool) -> None:
+        self.base_dir = base_dir
+        self.enabled = enabled
+
+    def apply(self, request: str) -> str:
+        try:
+            return json.dumps(self._answer(json.loads(request)))
+        except KafkaTierError as exc:
+            return json.dumps({"error": type(exc).__name__, "message": str(exc)})
+        except Exception as exc:
+            log.exception("kafkatier's planner failed on %s", request)
+            return json.dumps({"error": type(exc).__name__, "message": str(exc)})
+
+    def _answer(self, request: dict[str, Any]) -> dict[str, Any]:
+        plan = request["ask"] == "plan"
+        opts = parse_options(request["options"], streaming=False if plan else None,
+                             base_dir=self.base_dir)  # fmt: skip
+        if not plan:
+            return {"jvm": self.enabled and in_scope(opts)}
+        return {"tasks": [[_range(task) for task in tasks] for tasks in batch_plan(opts)]}
+
+    class Java:
+        implements: ClassVar[list[str]] = ["java.util.function.Function"]
+
+
+def _range(task: ReadTask) -> dict[str, Any]:
+    start, aborted, spans = local_spans(task) if task.start < task.end else (task.start, [], [])
+    return {
+        "topic": task.topic, "partition": task.partition, "start": start, "end": task.end,
+        "committed": task.committed,
+        "aborted": [[t.producer_id, t.first_offset] for t in aborted],
+        "spans": [[s.file, s.position, s.size, s.first] for s in spans],
+    }  # fmt: skip
+
+
+def use_jvm_reader(spark: Any, reader: str, base_dir: str) -> bool:
+    """Whether the JVM provider answers ``kafkatier`` in ``spark``'s JVM after this call (then
+    the Python source must be registered as :data:`PYTHON_NAME`). The provider is loaded
+    whatever ``reader`` says (``"python"`` disables its planner: every scan is the Python
+    source's), so that no session of this JVM ever holds a Python source named ``kafkatier``
+    beside it: Spark refuses two sources of one name."""
+    check_reader(reader)
+    sc = _context(spark)
+    try:
+        provider = _loaded_provider(sc) or _load(spark, sc)
+    except JvmReaderUnavailable as exc:
+        if reader == "jvm":
+            raise
+        if reader == "auto":
+            log.warning("the kafkatier source decodes in Python workers (slower): %s", exc)
+        return False
+    from pyspark.java_gateway import ensure_callback_server_started
+
+    ensure_callback_server_started(sc._gateway)  # type: ignore[no-untyped-call]
+    planner = Planner(base_dir, enabled=reader != "python")
+    provider.getField("planner").set(None, planner)
+    return True
+
+
+def _context(spark: Any) -> Any:
+    """The SparkContext behind ``spark``; None under Spark Connect (no JVM to load into)."""
+    try:
+        return spark.sparkContext
+    except Exception:
+        return None
+
+
+def _driver_loader(sc: Any) -> Any:
+    return sc._jvm.java.lang.Thread.currentThread().getContextClassLoader()
+
+
+def _loaded_provider(sc: Any) -> Any:
+    if sc is None:
+        return None
+    try:
+        return _driver_loader(sc).loadClass(PROVIDER_CLASS)
+    except Exception:
+        return None
+
+
+def _load(spark: Any, sc: Any) -> Any:
+    from kafkatier.sink.jvm import JvmEncoderUnavailable, jar_path
+
+    if sc is None:
+        raise JvmReaderUnavailable("Spark Connect session: no JVM to load the reader into")
+    if spark._jsparkSession.sessionState().dataSourceManager().dataSourceExists("kafkatier"):
+        raise JvmReaderUnavailable(
+            "a Python source named kafkatier is already registered in this session (Spark "
+            "refuses two sources of one name): register it only through "
+            "register_data_source(spark, reader=...)"
+        )
+    loader = _driver_loader(sc)
+    if loader.getClass().getName() != "org.apache.spark.util.MutableURLClassLoader":
+        raise JvmReaderUnavailable(
+            f"the driver's class loader is {loader.getClass().getName()}, not Spark's "
+            "MutableURLClassLoader: the reader's jar cannot be added to it"
+        )
+    try:
+        jar = jar_path()
+    except JvmEncoderUnavailable as exc:
+        raise JvmReaderUnavailable(str(exc)) from exc
+    loader.addURL(sc._jvm.java.io.File(str(jar)).toURI().toURL())
+    sc._jsc.addJar(str(jar))  # executors fetch it before their next task
+    return loader.loadClass(PROVIDER_CLASS)
