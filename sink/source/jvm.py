@@ -21,13 +21,16 @@ from __future__ import annotations
 
 import json
 import logging
+from pathlib import Path
 from typing import Any, ClassVar, Final
 
 from kafkatier.sink.source.local import local_spans
 from kafkatier.sink.source.options import SourceOptions, parse_options
-from kafkatier.sink.source.plan import batch_plan
+from kafkatier.sink.source.plan import batch_plan, topic_partitions
 from kafkatier.sink.source.task import ReadTask
+from kafkatier.storage.checkpoint.metadata import partition_dir_name
 from kafkatier.storage.errors import ConfigError, KafkaTierError
+from kafkatier.storage.wire import MAGIC_OFFSET
 
 log = logging.getLogger(__name__)
 READERS: Final = ("auto", "jvm", "python")
@@ -48,8 +51,28 @@ def check_reader(reader: str) -> str:
 
 
 def in_scope(opts: SourceOptions) -> bool:
-    """Whether the JVM reader reads a batch scan of these options."""
-    return opts.remote is None and not opts.include_headers
+    """Whether the JVM reader reads a batch scan of these options: local logs of v2 batches,
+    without headers."""
+    return opts.remote is None and not opts.include_headers and not _legacy(opts)
+
+
+def _legacy(opts: SourceOptions) -> bool:
+    """Whether a subscribed partition starts with magic 0/1 message sets (Kafka before 0.11),
+    which only the Python reader decodes: a log upgraded in place keeps its old segments
+    first, so the first byte of magic in each partition tells. Options the Python source will
+    refuse also answer True: its error is the one to show."""
+    try:
+        tps = topic_partitions(opts)
+    except KafkaTierError:
+        return True
+    for topic, partition in tps:
+        logs = sorted((Path(opts.path) / partition_dir_name(topic, partition)).glob("*.log"))
+        if logs:
+            with open(logs[0], "rb") as f:
+                head = f.read(MAGIC_OFFSET + 1)
+            if len(head) > MAGIC_OFFSET and head[MAGIC_OFFSET] < 2:
+                return True
+    return False
 
 
 class Planner:

@@ -1,0 +1,150 @@
+"""The JVM reader (``sink/source/jvm.py``, ``sink/java/io/kafkatier/source``): which scans it
+takes, that they read as the Python reader and as kafka-python read the same files (the
+engine's sample with every codec and transaction fate, and real Kafka-written logs), the
+columns it decodes, and its errors. test_datasource.py runs its whole suite through it too
+(``register_data_source`` takes the JVM reader when it can); this file proves that it does."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from py4j.protocol import Py4JJavaError
+from test_datasource import (
+    CORPUS,
+    Written,
+    kafka_python_rows,
+    load,
+    no_headers,
+    rows_of,
+    write_sample,
+)
+
+from kafkatier.sink.source.datasource import register_data_source
+from kafkatier.storage.errors import ConfigError
+
+JVM_SCAN = "kafkatier (JVM reader)"
+pytestmark = pytest.mark.skipif(
+    not __import__("shutil").which("javac"), reason="the JVM reader is compiled with javac (a JDK)"
+)
+
+
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory: pytest.TempPathFactory) -> Written:
+    return write_sample(tmp_path_factory.mktemp("jvm") / "logs")
+
+
+@pytest.fixture(scope="module")
+def spark_jvm(spark: Any) -> Any:
+    register_data_source(spark, reader="jvm")
+    return spark
+
+
+def plan_of(df: Any) -> str:
+    return str(df._jdf.queryExecution().executedPlan().toString())
+
+
+def test_local_scans_are_the_jvm_readers_and_read_as_python_does(
+    spark_jvm: Any, sample: Written
+) -> None:
+    for level in ("read_committed", "read_uncommitted"):
+        jvm = load(spark_jvm, sample.path, subscribe="events,other", isolationLevel=level)
+        python = (spark_jvm.read.format("kafkatier_python").option("path", str(sample.path))
+                  .option("subscribe", "events,other").option("isolationLevel", level)
+                  .load())  # fmt: skip
+        assert JVM_SCAN in plan_of(jvm)
+        assert JVM_SCAN not in plan_of(python)
+        expected = no_headers(sample.visible(committed=level == "read_committed"))
+        assert rows_of(jvm) == rows_of(python) == expected
+
+
+def test_headers_and_legacy_logs_stay_with_the_python_reader(
+    spark_jvm: Any, sample: Written
+) -> None:
+    with_headers = load(spark_jvm, sample.path, subscribe="events", includeHeaders="true")
+    assert JVM_SCAN not in plan_of(with_headers)
+    assert rows_of(with_headers) == [r for r in sample.visible() if r[0] == "events"]
+    if CORPUS.is_dir():
+        legacy = load(spark_jvm, CORPUS / "xpxwo100__bullShit/tmp/kafka-logs", subscribe="foo")
+        assert JVM_SCAN not in plan_of(legacy)
+
+
+def test_only_the_columns_asked_for_are_decoded(spark_jvm: Any, sample: Written) -> None:
+    df = load(spark_jvm, sample.path, subscribe="events,other")
+    expected = no_headers(sample.visible())
+    keys = df.select("key")
+    assert "ReadSchema" not in plan_of(keys) or "value" not in plan_of(keys).split("ReadSchema")[1]
+    assert "[key#" in plan_of(keys).split("BatchScan")[1]
+    assert sorted((r["key"] for r in keys.collect()), key=lambda k: (k is not None, k)) == sorted(
+        (r[3] for r in expected), key=lambda k: (k is not None, k)
+    )
+    assert df.count() == len(expected)
+    by_partition = df.groupBy("topic", "partition").count().collect()
+    counts = Counter((r[0], r[1]) for r in expected)
+    assert {(r["topic"], r["partition"]): r["count"] for r in by_partition} == counts
+
+
+V2_CORPUS = [
+    ("ArthurArutunyan04__Backend_labs/kafka-data", ".*"),  # snappy, compacted, KRaft
+    ("LanXuage__dspider/data/kafka/data", "dspiderTask"),  # gzip
+    ("mscaldas2012__kafka-connect-spooldir/kafka-data", "_confluent-controlcenter-.*|_schemas"),
+    ("asabou__kafka-demo/data/kafka/data", ".*"),  # idempotent producers
+    ("ItumelengMogase__Real-Time-Data-Pipeline-for-Patient-Admissions/kafka-data", ".*"),
+]
+
+
+@pytest.mark.skipif(not CORPUS.is_dir(), reason=f"Kafka corpus not found at {CORPUS}")
+@pytest.mark.parametrize(("folder", "pattern"), V2_CORPUS)
+def test_kafka_written_logs_read_as_kafka_python_reads_them(
+    spark_jvm: Any, folder: str, pattern: str
+) -> None:
+    """Real brokers' logs (snappy, gzip, lz4, LogAppendTime, compaction gaps, idempotent and
+    transactional batches), read_uncommitted as kafka-python's record parser reads them. A
+    partition with a segment missing from the corpus is left out (both readers would differ
+    from the whole log there, and the Python reader's tests cover holes)."""
+    log_dir = CORPUS / folder
+    holes = {line.split("\t")[0].rsplit("/", 2)[-2] for line in _missing(log_dir)
+             if line.split("\t")[0].endswith(".log")}  # fmt: skip
+    expected = [r for r in kafka_python_rows(log_dir, pattern) if f"{r[0]}-{r[1]}" not in holes]
+    assign: dict[str, list[int]] = {}
+    for topic, partition in sorted({(r[0], r[1]) for r in expected}):
+        assign.setdefault(topic, []).append(partition)
+    df = load(spark_jvm, log_dir, assign=json.dumps(assign), isolationLevel="read_uncommitted",
+              failOnDataLoss="false")  # fmt: skip
+    assert JVM_SCAN in plan_of(df)
+    assert expected and rows_of(df) == no_headers(expected)
+
+
+def _missing(log_dir: Path) -> list[str]:
+    notes = next(p for p in log_dir.parents if p.parent == CORPUS) / "_MISSING.txt"
+    return notes.read_text().splitlines() if notes.exists() else []
+
+
+def test_a_corrupt_batch_fails_the_read_naming_file_and_position(
+    spark_jvm: Any, tmp_path: Path
+) -> None:
+    sample = write_sample(tmp_path / "logs")
+    segment = sorted((sample.path / "events-0").glob("*.log"))[0]
+    data = bytearray(segment.read_bytes())
+    data[100] ^= 0xFF  # inside the first batch's records
+    segment.write_bytes(bytes(data))
+    with pytest.raises(Py4JJavaError) as info:
+        load(spark_jvm, sample.path, subscribe="events").collect()
+    line = next(ln for ln in str(info.value).splitlines() if "kafkatier read error" in ln)
+    assert line.endswith(
+        f"kafkatier read error [CorruptRecordError] record batch CRC-32C mismatch "
+        f"(file={segment}, position=0)"
+    )
+
+
+def test_options_the_python_source_refuses_fail_as_there(spark_jvm: Any, tmp_path: Path) -> None:
+    with pytest.raises(Exception, match=r"kafkatier option 'path': .* is not a directory"):
+        load(spark_jvm, tmp_path / "nowhere", subscribe="events").collect()
+
+
+def test_reader_choice_is_checked(spark: Any) -> None:
+    with pytest.raises(ConfigError, match="reader='fast': expected one of auto, jvm, python"):
+        register_data_source(spark, reader="fast")
