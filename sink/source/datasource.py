@@ -94,8 +94,8 @@ def register_data_source(spark: SparkSession, reader: str = "auto") -> None:
 
     ``reader``: ``"jvm"`` decodes batch scans of local logs inside Spark's JVM (``jvm.py``:
     compiled on first use, needs a JDK), ``"auto"`` does when it can (else says why, once),
-    ``"python"`` decodes in Python workers. Streaming reads, remote segments and headers are
-    always read by the Python reader.
+    ``"python"`` decodes in Python workers. Streaming reads, remote segments and legacy message
+    sets are always read by the Python reader.
 
     The registered class carries this driver's working directory (pickled with it to the
     Python workers, whose own working directory is Spark's), so that a relative ``path``

@@ -12,9 +12,10 @@ How: ``register_data_source(spark, reader="jvm")`` (or ``"auto"``) puts the jar 
 ``MutableURLClassLoader``), where Spark finds ``kafkatier`` through the jar's
 ``DataSourceRegister`` entry, and registers the Python source as ``kafkatier_python``. The JVM
 provider's tables are the Python source's; only batch scans this planner puts in scope (local
-logs, no headers) are read in the JVM, everything else (streaming, remote segments, headers) by
-the Python reader. The planner resolves options and offsets exactly as the Python source
-(``plan.batch_plan``) and answers with the byte spans of whole batches (``local.local_spans``).
+logs of v2 batches) are read in the JVM, everything else (streaming, remote segments, logs that
+begin with legacy message sets) by the Python reader. The planner resolves options and offsets
+exactly as the Python source (``plan.batch_plan``) and answers with the byte spans of whole
+batches (``local.local_spans``).
 """
 
 from __future__ import annotations
@@ -51,9 +52,8 @@ def check_reader(reader: str) -> str:
 
 
 def in_scope(opts: SourceOptions) -> bool:
-    """Whether the JVM reader reads a batch scan of these options: local logs of v2 batches,
-    without headers."""
-    return opts.remote is None and not opts.include_headers and not _legacy(opts)
+    """Whether the JVM reader reads a batch scan of these options: local logs of v2 batches."""
+    return opts.remote is None and not _legacy(opts)
 
 
 def _legacy(opts: SourceOptions) -> bool:

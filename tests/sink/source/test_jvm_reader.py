@@ -12,7 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from aiokafka.record.default_records import DefaultRecordBatchBuilder as AioBuilder
+from kafka.record.default_records import DefaultRecordBatchBuilder as KpBuilder
 from py4j.protocol import Py4JJavaError
+from test_codec import build_with, reference_read, sample_records
 from test_datasource import (
     CORPUS,
     Written,
@@ -22,9 +25,11 @@ from test_datasource import (
     rows_of,
     write_sample,
 )
+from verify_fixtures import snappy_for_kafka_python
 
 from kafkatier.sink.source.datasource import register_data_source
 from kafkatier.storage.errors import ConfigError
+from kafkatier.storage.wire import Codec
 
 JVM_SCAN = "kafkatier (JVM reader)"
 pytestmark = pytest.mark.skipif(
@@ -61,15 +66,22 @@ def test_local_scans_are_the_jvm_readers_and_read_as_python_does(
         assert rows_of(jvm) == rows_of(python) == expected
 
 
-def test_headers_and_legacy_logs_stay_with_the_python_reader(
-    spark_jvm: Any, sample: Written
-) -> None:
-    with_headers = load(spark_jvm, sample.path, subscribe="events", includeHeaders="true")
-    assert JVM_SCAN not in plan_of(with_headers)
-    assert rows_of(with_headers) == [r for r in sample.visible() if r[0] == "events"]
-    if CORPUS.is_dir():
-        legacy = load(spark_jvm, CORPUS / "xpxwo100__bullShit/tmp/kafka-logs", subscribe="foo")
-        assert JVM_SCAN not in plan_of(legacy)
+def test_headers_read_as_python_does(spark_jvm: Any, sample: Written) -> None:
+    jvm = load(spark_jvm, sample.path, subscribe="events,other", includeHeaders="true")
+    python = (spark_jvm.read.format("kafkatier_python").option("path", str(sample.path))
+              .option("subscribe", "events,other").option("includeHeaders", "true")
+              .load())  # fmt: skip
+    assert JVM_SCAN in plan_of(jvm)
+    assert rows_of(jvm) == rows_of(python) == sample.visible()
+    nulls = jvm.where("headers IS NULL").count()
+    assert 0 < nulls == sum(1 for r in sample.visible() if not r[7])
+
+
+@pytest.mark.skipif(not CORPUS.is_dir(), reason=f"Kafka corpus not found at {CORPUS}")
+def test_legacy_logs_stay_with_the_python_reader(spark_jvm: Any) -> None:
+    legacy = load(spark_jvm, CORPUS / "xpxwo100__bullShit/tmp/kafka-logs", subscribe="foo")
+    assert JVM_SCAN not in plan_of(legacy)
+    assert legacy.count() > 0
 
 
 def test_only_the_columns_asked_for_are_decoded(spark_jvm: Any, sample: Written) -> None:
@@ -113,9 +125,37 @@ def test_kafka_written_logs_read_as_kafka_python_reads_them(
     for topic, partition in sorted({(r[0], r[1]) for r in expected}):
         assign.setdefault(topic, []).append(partition)
     df = load(spark_jvm, log_dir, assign=json.dumps(assign), isolationLevel="read_uncommitted",
-              failOnDataLoss="false")  # fmt: skip
+              failOnDataLoss="false", includeHeaders="true")  # fmt: skip
     assert JVM_SCAN in plan_of(df)
-    assert expected and rows_of(df) == no_headers(expected)
+    assert expected and rows_of(df) == expected
+
+
+@pytest.mark.parametrize("builder", [KpBuilder, AioBuilder], ids=["kafka-python", "aiokafka"])
+@pytest.mark.parametrize("codec", list(Codec))
+def test_batches_client_builders_write_read_as_kafka_python_reads_them(
+    spark_jvm: Any, tmp_path: Path, builder: Any, codec: Codec
+) -> None:
+    """Batches the clients' own builders wrote (every codec; null keys, values and header
+    values; empty and absent headers) as a segment: the JVM reader's rows with headers are the
+    rows kafka-python's parser reads (aiokafka's for snappy)."""
+    with snappy_for_kafka_python():
+        data = build_with(builder, sample_records(300), codec)
+    part = tmp_path / "logs" / "client-0"
+    part.mkdir(parents=True)
+    (part / f"{0:020d}.log").write_bytes(data)
+    df = load(spark_jvm, tmp_path / "logs", subscribe="client", includeHeaders="true")
+    assert JVM_SCAN in plan_of(df)
+    got = [
+        (r["offset"], r["ts"], _bytes(r["key"]), _bytes(r["value"]),
+         [(h["key"], _bytes(h["value"])) for h in r["headers"] or ()])
+        for r in df.selectExpr("offset", "unix_millis(timestamp) AS ts", "key", "value",
+                               "headers").orderBy("offset").collect()
+    ]  # fmt: skip
+    assert got == reference_read(data)
+
+
+def _bytes(value: Any) -> bytes | None:
+    return None if value is None else bytes(value)
 
 
 def _missing(log_dir: Path) -> list[str]:

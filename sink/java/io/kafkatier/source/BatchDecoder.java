@@ -130,27 +130,41 @@ final class BatchDecoder {
 
   private void record(long base, long baseTime, long maxTime, int timestampType,
       ReadRange range, RecordColumns out) {
-    varlong(); // record length
+    int length = (int) varlong();
+    int next = pos + length;
     pos++; // attributes
     long time = baseTime + varlong();
     long offset = base + varlong();
-    int keyLength = (int) varlong();
-    int key = pos;
-    pos += Math.max(keyLength, 0);
-    int valueLength = (int) varlong();
-    int value = pos;
-    pos += Math.max(valueLength, 0);
-    for (long h = varlong(); h > 0; h--) {
-      skip(); // header key
-      skip(); // header value
+    if (offset >= range.start && offset < range.end) {
+      int keyLength = (int) varlong();
+      out.bytes(RecordColumns.KEY, src, pos, keyLength);
+      pos += Math.max(keyLength, 0);
+      int valueLength = (int) varlong();
+      out.bytes(RecordColumns.VALUE, src, pos, valueLength);
+      pos += Math.max(valueLength, 0);
+      if (out.has(RecordColumns.HEADERS)) {
+        headers(out);
+      }
+      out.offsetAndTime(offset, timestampType == 1 ? maxTime : time);
+      out.endRows(1, timestampType);
     }
-    if (offset < range.start || offset >= range.end) {
-      return;
+    pos = next;
+  }
+
+  private void headers(RecordColumns out) {
+    int count = (int) varlong();
+    out.startHeaders(count);
+    for (int i = 0; i < count; i++) {
+      int keyLength = (int) varlong();
+      if (keyLength < 0) {
+        throw new IndexOutOfBoundsException("a null header key");
+      }
+      int key = pos;
+      pos += keyLength;
+      int valueLength = (int) varlong();
+      out.header(src, key, keyLength, pos, valueLength);
+      pos += Math.max(valueLength, 0);
     }
-    out.bytes(RecordColumns.KEY, src, key, keyLength);
-    out.bytes(RecordColumns.VALUE, src, value, valueLength);
-    out.offsetAndTime(offset, timestampType == 1 ? maxTime : time);
-    out.endRows(1, timestampType);
   }
 
   /** Whether a control batch is an ABORT marker: its record's key is (version, type 0). */
@@ -162,12 +176,6 @@ final class BatchDecoder {
     varlong();
     long keyLength = varlong();
     return keyLength >= 4 && i16(src, pos + 2) == 0;
-  }
-
-  /** Steps over a length-prefixed field (a length of -1 is null: nothing follows). */
-  private void skip() {
-    int length = (int) varlong(); // before pos is read: varlong moves it
-    pos += Math.max(length, 0);
   }
 
   /** A zigzag varint or varlong at {@link #pos}. */

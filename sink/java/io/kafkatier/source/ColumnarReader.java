@@ -5,6 +5,7 @@ import java.io.FileNotFoundException;
 import java.io.IOException;
 import java.io.RandomAccessFile;
 import org.apache.spark.sql.connector.read.PartitionReader;
+import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.vectorized.ColumnarBatch;
 
 /**
@@ -21,9 +22,9 @@ final class ColumnarReader implements PartitionReader<ColumnarBatch> {
   private int span;
   private AbortedFilter filter;
 
-  ColumnarReader(ReadTask task, String[] names) {
+  ColumnarReader(ReadTask task, StructType schema) {
     this.task = task;
-    this.columns = new RecordColumns(names);
+    this.columns = new RecordColumns(schema);
   }
 
   @Override

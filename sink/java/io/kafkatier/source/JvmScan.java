@@ -51,6 +51,6 @@ final class JvmScan implements Scan, Batch {
 
   @Override
   public PartitionReaderFactory createReaderFactory() {
-    return new ColumnarReaderFactory(columns.fieldNames());
+    return new ColumnarReaderFactory(columns);
   }
 }

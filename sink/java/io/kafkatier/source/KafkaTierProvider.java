@@ -19,7 +19,7 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  *
  * <p>The Python source stays the one definition of the schema and of everything this reader does
  * not do itself: streaming reads and the scans the driver's planner sends back to it (remote
- * segments, headers; see {@link KafkaTierTable}). The planner is the driver's Python (a py4j
+ * segments, legacy message sets; see {@link KafkaTierTable}). The planner is the driver's Python (a py4j
  * callback, {@link #planner}): it resolves the options and offsets exactly as the Python source,
  * and hands this reader the byte ranges of segment files to decode.
  */

@@ -4,14 +4,17 @@ import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
 import java.util.List;
 import org.apache.spark.sql.execution.vectorized.OnHeapColumnVector;
-import org.apache.spark.sql.types.DataType;
-import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.sql.execution.vectorized.WritableColumnVector;
+import org.apache.spark.sql.types.StructField;
+import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.vectorized.ColumnarBatch;
 
 /**
  * The columns a scan asked for, in Spark's Kafka source schema (key, value, topic, partition,
- * offset, timestamp, timestampType), filled row by row from decoded records and handed to Spark
- * as one {@link ColumnarBatch} a span. Columns the query does not use are never filled.
+ * offset, timestamp, timestampType and, with includeHeaders, headers: an array of (key string,
+ * value binary) structs, null when a record has none), filled row by row from decoded records
+ * and handed to Spark as one {@link ColumnarBatch} a span. Columns the query does not use are
+ * never filled.
  */
 final class RecordColumns implements AutoCloseable {
   static final int KEY = 0;
@@ -21,33 +24,33 @@ final class RecordColumns implements AutoCloseable {
   static final int OFFSET = 4;
   static final int TIMESTAMP = 5;
   static final int TIMESTAMP_TYPE = 6;
-  private static final List<String> NAMES =
-      List.of("key", "value", "topic", "partition", "offset", "timestamp", "timestampType");
-  private static final DataType[] TYPES = {DataTypes.BinaryType, DataTypes.BinaryType,
-      DataTypes.StringType, DataTypes.IntegerType, DataTypes.LongType, DataTypes.TimestampType,
-      DataTypes.IntegerType};
+  static final int HEADERS = 7;
+  private static final List<String> NAMES = List.of(
+      "key", "value", "topic", "partition", "offset", "timestamp", "timestampType", "headers");
 
   private final OnHeapColumnVector[] vectors;
   private final OnHeapColumnVector[] byKind = new OnHeapColumnVector[NAMES.size()];
   private byte[] topic = new byte[0];
   private int partition;
+  private int headers; // header structs appended to the headers column's elements
   int rows;
 
-  RecordColumns(String[] columns) {
-    vectors = new OnHeapColumnVector[columns.length];
-    for (int i = 0; i < columns.length; i++) {
-      int kind = NAMES.indexOf(columns[i]);
+  RecordColumns(StructType schema) {
+    StructField[] fields = schema.fields();
+    vectors = new OnHeapColumnVector[fields.length];
+    for (int i = 0; i < fields.length; i++) {
+      int kind = NAMES.indexOf(fields[i].name());
       if (kind < 0) {
-        throw new IllegalArgumentException("kafkatier: no column " + columns[i]);
+        throw new IllegalArgumentException("kafkatier: no column " + fields[i].name());
       }
-      vectors[i] = new OnHeapColumnVector(4096, TYPES[kind]);
+      vectors[i] = new OnHeapColumnVector(4096, fields[i].dataType());
       byKind[kind] = vectors[i];
     }
   }
 
   /** Whether a query needs each record parsed (else a batch in range counts its records). */
   boolean needsRecords() {
-    return has(KEY) || has(VALUE) || has(OFFSET) || has(TIMESTAMP);
+    return has(KEY) || has(VALUE) || has(OFFSET) || has(TIMESTAMP) || has(HEADERS);
   }
 
   boolean has(int kind) {
@@ -63,6 +66,7 @@ final class RecordColumns implements AutoCloseable {
     topic = range.topic.getBytes(StandardCharsets.UTF_8);
     partition = range.partition;
     rows = 0;
+    headers = 0;
   }
 
   void bytes(int kind, byte[] src, int at, int length) {
@@ -84,6 +88,32 @@ final class RecordColumns implements AutoCloseable {
     if (byKind[TIMESTAMP] != null) {
       byKind[TIMESTAMP].putLong(rows, timestampMs * 1000); // Spark's timestamps are micros
     }
+  }
+
+  /** The current row's {@code count} headers follow ({@link #header}); none is a null. */
+  void startHeaders(int count) {
+    OnHeapColumnVector v = byKind[HEADERS];
+    if (count <= 0) {
+      v.putNull(rows);
+      return;
+    }
+    v.putArray(rows, headers, count);
+    WritableColumnVector structs = v.arrayData();
+    structs.reserve(headers + count);
+    structs.getChild(0).reserve(headers + count);
+    structs.getChild(1).reserve(headers + count);
+  }
+
+  /** One header of the current row: its key (UTF-8, never null) and value (-1: null). */
+  void header(byte[] src, int key, int keyLength, int value, int valueLength) {
+    WritableColumnVector structs = byKind[HEADERS].arrayData();
+    structs.getChild(0).putByteArray(headers, src, key, keyLength);
+    if (valueLength < 0) {
+      structs.getChild(1).putNull(headers);
+    } else {
+      structs.getChild(1).putByteArray(headers, src, value, valueLength);
+    }
+    headers++;
   }
 
   /** Ends {@code n} rows: the values every record of one batch shares. */
