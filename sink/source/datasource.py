@@ -51,16 +51,14 @@ from kafkatier.sink.source.jvm import PYTHON_NAME, use_jvm_reader
 from kafkatier.sink.source.options import SourceOptions, parse_options
 from kafkatier.sink.source.plan import (
     Offsets,
-    batch_plan,
     from_json,
-    input_partitions,
     rate_limit,
-    read_tasks,
     starting_offsets,
     survey,
     to_json,
     topic_partitions,
 )
+from kafkatier.sink.source.queries import batch_plan, micro_batch_plan
 from kafkatier.sink.source.read import read_ranges
 from kafkatier.sink.source.task import ReadTask
 from kafkatier.storage.errors import ConfigError
@@ -224,10 +222,7 @@ class KafkaTierStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         bounds = self._bounds
         if not all(tp in bounds and bounds[tp].high_watermark >= e for tp, e in stop.items()):
             bounds = self._survey()  # a restart replays a logged batch before any latestOffset
-        stop = {tp: e for tp, e in stop.items() if tp in bounds}
-        starts = {tp: begin.get(tp, bounds[tp].log_start) for tp in stop}
-        tasks = read_tasks(self.opts, starts, stop, bounds)
-        return [KafkaTierPartition(t) for t in input_partitions(self.opts, tasks, bounds)]
+        return [KafkaTierPartition(t) for t in micro_batch_plan(self.opts, begin, stop, bounds)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return _read(partition)

@@ -27,7 +27,8 @@ from typing import Any, ClassVar, Final
 
 from kafkatier.sink.source.local import local_spans
 from kafkatier.sink.source.options import SourceOptions, parse_options
-from kafkatier.sink.source.plan import batch_plan, topic_partitions
+from kafkatier.sink.source.plan import from_json, survey, topic_partitions
+from kafkatier.sink.source.queries import batch_plan, micro_batch_plan
 from kafkatier.sink.source.task import ReadTask
 from kafkatier.storage.checkpoint.metadata import partition_dir_name
 from kafkatier.storage.errors import ConfigError, KafkaTierError
@@ -94,12 +95,18 @@ class Planner:
             return json.dumps({"error": type(exc).__name__, "message": str(exc)})
 
     def _answer(self, request: dict[str, Any]) -> dict[str, Any]:
-        plan = request["ask"] == "plan"
-        opts = parse_options(request["options"], streaming=False if plan else None,
-                             base_dir=self.base_dir)  # fmt: skip
-        if not plan:
+        ask = request["ask"]
+        streaming = {"scope": None, "plan": False, "micro_batch": True}[ask]
+        opts = parse_options(request["options"], streaming=streaming, base_dir=self.base_dir)
+        if ask == "scope":
             return {"jvm": self.enabled and in_scope(opts)}
-        return {"tasks": [[_range(task) for task in tasks] for tasks in batch_plan(opts)]}
+        if ask == "plan":
+            planned = batch_plan(opts)
+        else:  # bounds surveyed now, after the micro-batch's end offsets were handed out
+            bounds = survey(opts, topic_partitions(opts))
+            begin, stop = from_json(request["start"]), from_json(request["end"])
+            planned = micro_batch_plan(opts, begin, stop, bounds)
+        return {"tasks": [[_range(task) for task in tasks] for tasks in planned]}
 
     class Java:
         implements: ClassVar[list[str]] = ["java.util.function.Function"]

@@ -254,22 +254,6 @@ def input_partitions(
     return plan_splits(sized, opts.splits)
 
 
-def batch_plan(opts: SourceOptions) -> list[tuple[ReadTask, ...]]:
-    """The Spark tasks of a batch query: its offsets resolved once, when Spark plans the scan."""
-    tps = topic_partitions(opts)
-    missing = sorted(set(opts.topics or ()) - {t for t, _ in tps})
-    if missing:
-        remote = "" if opts.remote is None else f" or in {opts.remote.url}"
-        raise ConfigError(
-            f"kafkatier option 'subscribe': no partitions of {', '.join(missing)} "
-            f"under {opts.path}{remote}",
-            setting="subscribe",
-        )
-    bounds = survey(opts, tps)
-    tasks = read_tasks(opts, starting_offsets(opts, bounds), ending_offsets(opts, bounds), bounds)
-    return input_partitions(opts, tasks, bounds)
-
-
 def rate_limit(starts: Mapping[TopicPartition, int], ends: Offsets, max_offsets: int) -> Offsets:
     """Spark's maxOffsetsPerTrigger: the limit shared in proportion to each partition's backlog
     (a partition with any backlog advances by at least one)."""

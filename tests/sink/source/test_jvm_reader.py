@@ -25,6 +25,7 @@ from test_datasource import (
     rows_of,
     write_sample,
 )
+from test_stream import TIMEOUT_S, Collector, start
 from verify_fixtures import snappy_for_kafka_python
 
 from kafkatier.sink.source.datasource import register_data_source
@@ -82,6 +83,22 @@ def test_legacy_logs_stay_with_the_python_reader(spark_jvm: Any) -> None:
     legacy = load(spark_jvm, CORPUS / "xpxwo100__bullShit/tmp/kafka-logs", subscribe="foo")
     assert JVM_SCAN not in plan_of(legacy)
     assert legacy.count() > 0
+
+
+def test_streaming_micro_batches_are_read_by_the_jvm_reader(
+    spark_jvm: Any, sample: Written, tmp_path: Path
+) -> None:
+    """Offsets stay the Python source's (maxOffsetsPerTrigger, availableNow); the reading of
+    each micro-batch is the JVM reader's, and every visible row comes once."""
+    sink = Collector()
+    options = {"subscribe": "events,other", "includeHeaders": "true", "maxOffsetsPerTrigger": "7"}
+    query = start(spark_jvm, sample.path, tmp_path / "chk", sink, {"availableNow": True}, **options)
+    assert query.awaitTermination(TIMEOUT_S), "availableNow query did not finish"
+    assert query.exception() is None
+    descriptions = {s["description"] for p in query.recentProgress for s in p["sources"]}
+    assert descriptions == {"kafkatier stream (JVM reader)"}
+    assert len(sink.batches) > 3
+    assert sink.sorted_rows() == sample.visible()
 
 
 def test_only_the_columns_asked_for_are_decoded(spark_jvm: Any, sample: Written) -> None:

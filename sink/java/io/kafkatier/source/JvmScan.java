@@ -11,7 +11,7 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
 /**
  * A batch scan: the driver's planner picks the offsets and byte ranges, executors decode them
- * ({@link ColumnarReader}). A streaming query (never pruned by Spark) is the Python source's.
+ * ({@link ColumnarReader}); a streaming query's micro-batches too ({@link JvmStream}).
  */
 final class JvmScan implements Scan, Batch {
   private final StructType columns;
@@ -41,7 +41,8 @@ final class JvmScan implements Scan, Batch {
 
   @Override
   public MicroBatchStream toMicroBatchStream(String checkpointLocation) {
-    return python.build().toMicroBatchStream(checkpointLocation);
+    MicroBatchStream theirs = python.build().toMicroBatchStream(checkpointLocation);
+    return JvmStream.wrap(theirs, options, columns);
   }
 
   @Override

@@ -4,6 +4,7 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import java.io.IOException;
 import java.io.UncheckedIOException;
+import java.util.HashMap;
 import java.util.Map;
 import java.util.function.Function;
 import org.apache.spark.sql.connector.read.InputPartition;
@@ -11,9 +12,10 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
 /**
  * The driver's Python planner (sink/source/jvm.py), asked through {@link
- * KafkaTierProvider#planner}. Requests are {@code {"ask": "scope"|"plan", "options": {...}}};
- * answers are {@code {"jvm": true|false}} for a scope, and for a plan the Spark tasks, each a list
- * of ranges:
+ * KafkaTierProvider#planner}. Requests are {@code {"ask": "scope"|"plan"|"micro_batch",
+ * "options": {...}}}, a micro-batch's with its {@code "start"} and {@code "end"} offsets (Spark's
+ * Kafka offset JSON); answers are {@code {"jvm": true|false}} for a scope, and for a plan the
+ * Spark tasks, each a list of ranges:
  *
  * <pre>
  * {"tasks": [[{"topic": "t", "partition": 0, "start": 0, "end": 100, "committed": true,
@@ -31,12 +33,25 @@ final class Planner {
 
   /** Whether this reader reads the batch scans of these options (else the Python source). */
   static boolean scope(CaseInsensitiveStringMap options) {
-    return ask("scope", options).path("jvm").asBoolean(false);
+    return ask("scope", options, Map.of()).path("jvm").asBoolean(false);
   }
 
   /** The Spark tasks of a batch scan. */
   static InputPartition[] plan(CaseInsensitiveStringMap options) {
-    JsonNode tasks = ask("plan", options).get("tasks");
+    return tasks(ask("plan", options, Map.of()).get("tasks"));
+  }
+
+  /** The Spark tasks of one micro-batch, offsets {@code start} to {@code end} (JSON). */
+  static InputPartition[] microBatch(CaseInsensitiveStringMap options, String start, String end) {
+    try {
+      Map<String, Object> offsets = Map.of("start", JSON.readTree(start), "end", JSON.readTree(end));
+      return tasks(ask("micro_batch", options, offsets).get("tasks"));
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    }
+  }
+
+  private static InputPartition[] tasks(JsonNode tasks) {
     InputPartition[] out = new InputPartition[tasks.size()];
     for (int i = 0; i < out.length; i++) {
       JsonNode ranges = tasks.get(i);
@@ -73,14 +88,17 @@ final class Planner {
         pids, abortedFirsts, files, positions, sizes, firsts);
   }
 
-  private static JsonNode ask(String what, CaseInsensitiveStringMap options) {
+  private static JsonNode ask(
+      String what, CaseInsensitiveStringMap options, Map<String, Object> more) {
     Function<String, String> planner = KafkaTierProvider.planner;
     if (planner == null) {
       throw new IllegalStateException(
           "kafkatier: no planner registered in this JVM; call register_data_source(spark)");
     }
     try {
-      Map<String, Object> request = Map.of("ask", what, "options", options.asCaseSensitiveMap());
+      Map<String, Object> request = new HashMap<>(more);
+      request.put("ask", what);
+      request.put("options", options.asCaseSensitiveMap());
       JsonNode answer = JSON.readTree(planner.apply(JSON.writeValueAsString(request)));
       if (answer.has("error")) {
         throw new ReadError(answer.get("error").asText(), answer.get("message").asText());

@@ -1,0 +1,54 @@
+"""The Spark tasks of whole queries (driver side), from ``plan.py``'s offsets and tasks: a batch
+query's, and one micro-batch's of a streaming query. Both the Python source (``datasource.py``)
+and the JVM reader's planner (``jvm.py``) plan through these, so both read the same offsets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from kafkatier.sink.source.options import SourceOptions
+from kafkatier.sink.source.plan import (
+    Offsets,
+    ending_offsets,
+    input_partitions,
+    read_tasks,
+    starting_offsets,
+    survey,
+    topic_partitions,
+)
+from kafkatier.sink.source.task import ReadTask
+from kafkatier.storage.errors import ConfigError
+from kafkatier.storage.log.bounds import PartitionBounds
+from kafkatier.storage.log.readonly import TopicPartition
+
+
+def batch_plan(opts: SourceOptions) -> list[tuple[ReadTask, ...]]:
+    """The Spark tasks of a batch query: its offsets resolved once, when Spark plans the scan."""
+    tps = topic_partitions(opts)
+    missing = sorted(set(opts.topics or ()) - {t for t, _ in tps})
+    if missing:
+        remote = "" if opts.remote is None else f" or in {opts.remote.url}"
+        raise ConfigError(
+            f"kafkatier option 'subscribe': no partitions of {', '.join(missing)} "
+            f"under {opts.path}{remote}",
+            setting="subscribe",
+        )
+    bounds = survey(opts, tps)
+    tasks = read_tasks(opts, starting_offsets(opts, bounds), ending_offsets(opts, bounds), bounds)
+    return input_partitions(opts, tasks, bounds)
+
+
+def micro_batch_plan(
+    opts: SourceOptions,
+    begin: Offsets,
+    stop: Offsets,
+    bounds: Mapping[TopicPartition, PartitionBounds],
+) -> list[tuple[ReadTask, ...]]:
+    """The Spark tasks of one micro-batch, offsets ``begin`` (a partition missing from it starts
+    at its log start: it appeared since) to ``stop``, within ``bounds`` surveyed when or after
+    ``stop`` was handed out (their ABORT markers cover it); partitions gone since are left out."""
+    stop = {tp: e for tp, e in stop.items() if tp in bounds}
+    starts = {tp: begin.get(tp, bounds[tp].log_start) for tp in stop}
+    tasks = read_tasks(opts, starts, stop, bounds)
+    return input_partitions(opts, tasks, bounds)
