@@ -28,6 +28,7 @@ from typing import Any, ClassVar, Final
 from kafkatier.sink.source.local import local_spans
 from kafkatier.sink.source.options import SourceOptions, parse_options
 from kafkatier.sink.source.plan import from_json, survey, topic_partitions
+from kafkatier.sink.source.pushdown import Narrowing
 from kafkatier.sink.source.queries import batch_plan, micro_batch_plan
 from kafkatier.sink.source.task import ReadTask
 from kafkatier.storage.checkpoint.metadata import partition_dir_name
@@ -101,7 +102,7 @@ class Planner:
         if ask == "scope":
             return {"jvm": self.enabled and in_scope(opts)}
         if ask == "plan":
-            planned = batch_plan(opts)
+            planned = batch_plan(opts, Narrowing.of(request["filters"]))
         else:  # bounds surveyed now, after the micro-batch's end offsets were handed out
             bounds = survey(opts, topic_partitions(opts))
             begin, stop = from_json(request["start"]), from_json(request["end"])

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from kafkatier.sink.source.options import SourceOptions
 from kafkatier.sink.source.plan import (
     Offsets,
+    by_timestamp,
     ending_offsets,
     input_partitions,
     read_tasks,
@@ -17,14 +18,19 @@ from kafkatier.sink.source.plan import (
     survey,
     topic_partitions,
 )
+from kafkatier.sink.source.pushdown import Narrowing
 from kafkatier.sink.source.task import ReadTask
 from kafkatier.storage.errors import ConfigError
 from kafkatier.storage.log.bounds import PartitionBounds
 from kafkatier.storage.log.readonly import TopicPartition
 
 
-def batch_plan(opts: SourceOptions) -> list[tuple[ReadTask, ...]]:
-    """The Spark tasks of a batch query: its offsets resolved once, when Spark plans the scan."""
+def batch_plan(
+    opts: SourceOptions, narrowing: Narrowing | None = None
+) -> list[tuple[ReadTask, ...]]:
+    """The Spark tasks of a batch query: its offsets resolved once, when Spark plans the scan,
+    narrowed by the scan's pushed filters (``pushdown.py``). Partitions are left out before
+    the survey unless an offset option names partitions (it must name every subscribed one)."""
     tps = topic_partitions(opts)
     missing = sorted(set(opts.topics or ()) - {t for t, _ in tps})
     if missing:
@@ -34,9 +40,26 @@ def batch_plan(opts: SourceOptions) -> list[tuple[ReadTask, ...]]:
             f"under {opts.path}{remote}",
             setting="subscribe",
         )
+    if narrowing is not None and not isinstance(opts.starting, dict) and not isinstance(
+            opts.ending, dict):  # fmt: skip
+        tps = [tp for tp in tps if narrowing.admits(tp)]
     bounds = survey(opts, tps)
-    tasks = read_tasks(opts, starting_offsets(opts, bounds), ending_offsets(opts, bounds), bounds)
-    return input_partitions(opts, tasks, bounds)
+    starts, ends = starting_offsets(opts, bounds), ending_offsets(opts, bounds)
+    if narrowing is not None:
+        starts, ends = narrowing.offsets(starts, ends)
+        starts = _since(opts, narrowing.since_ms, starts, ends)
+    return input_partitions(opts, read_tasks(opts, starts, ends, bounds), bounds)
+
+
+def _since(opts: SourceOptions, since_ms: int | None, starts: Offsets, ends: Offsets) -> Offsets:
+    """Each start moved to the first offset whose batch reaches ``since_ms`` (none: empty)."""
+    if since_ms is None:
+        return starts
+    moved = dict(starts)
+    found = by_timestamp(opts, [tp for tp, s in starts.items() if s < ends[tp]], since_ms)
+    for tp, offset in found.items():
+        moved[tp] = ends[tp] if offset is None else min(max(starts[tp], offset), ends[tp])
+    return moved
 
 
 def micro_batch_plan(

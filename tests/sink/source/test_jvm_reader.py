@@ -29,6 +29,7 @@ from test_stream import TIMEOUT_S, Collector, start
 from verify_fixtures import snappy_for_kafka_python
 
 from kafkatier.sink.source.datasource import register_data_source
+from kafkatier.sink.source.pushdown import Narrowing
 from kafkatier.storage.errors import ConfigError
 from kafkatier.storage.wire import Codec
 
@@ -205,3 +206,66 @@ def test_options_the_python_source_refuses_fail_as_there(spark_jvm: Any, tmp_pat
 def test_reader_choice_is_checked(spark: Any) -> None:
     with pytest.raises(ConfigError, match="reader='fast': expected one of auto, jvm, python"):
         register_data_source(spark, reader="fast")
+
+
+def test_filters_leave_out_the_files_they_exclude(spark_jvm: Any, tmp_path: Path) -> None:
+    """events-0's first batch (offsets 0-4) is corrupt: only a scan that reads it fails. Scans
+    filtered to other partitions, to later offsets or to later timestamps never open it, and
+    still return exactly the matching rows (Spark applies the filters again)."""
+    sample = write_sample(tmp_path / "logs")
+    segment = sorted((sample.path / "events-0").glob("*.log"))[0]
+    data = bytearray(segment.read_bytes())
+    data[100] ^= 0xFF
+    segment.write_bytes(bytes(data))
+    expected = no_headers(sample.visible())
+    df = load(spark_jvm, sample.path, subscribe="events,other")
+    with pytest.raises(Py4JJavaError, match="CRC-32C mismatch"):
+        df.where("topic = 'events' AND partition = 0").collect()
+    fifth = next(r[5] for r in expected if r[:3] == ("events", 0, 5))
+    cases = {
+        "partition = 1 AND topic = 'events'": lambda r: r[:2] == ("events", 1),
+        "topic IN ('other') OR partition > 0": lambda r: r[0] == "other" or r[1] > 0,
+        "partition = 0 AND offset >= 5 AND offset < 40": lambda r: r[1] == 0 and 5 <= r[2] < 40,
+        "topic = 'events' AND offset IN (6, 9, 30)": lambda r: r[0] == "events" and r[2] in (
+            6, 9, 30),
+        f"timestamp >= timestamp_millis({fifth}) AND partition < 2": lambda r: r[5] >= fifth
+        and r[1] < 2,
+    }
+    for condition, keep in cases.items():
+        if "OR" in condition:  # not pushed (a disjunction): it reads everything and fails
+            with pytest.raises(Py4JJavaError, match="CRC-32C mismatch"):
+                df.where(condition).collect()
+            continue
+        filtered = df.where(condition)
+        assert "PushedFilters: [" in plan_of(filtered), condition
+        assert rows_of(filtered) == [r for r in expected if keep(r)], condition
+
+
+def _f(column: str, op: str, value: Any) -> dict[str, Any]:
+    return {"column": column, "op": op, "value": value}
+
+
+BOTH = [("a", 0), ("b", 7)]
+
+
+@pytest.mark.parametrize(
+    ("filters", "admitted", "offsets", "since"),
+    [
+        ([], BOTH, (0, 100), None),
+        ([_f("partition", "in", [7, 9])], [("b", 7)], (0, 100), None),
+        ([_f("topic", "eq", "a"), _f("partition", "le", 0)], [("a", 0)], (0, 100), None),
+        ([_f("topic", "gt", "a")], BOTH, (0, 100), None),  # string order narrows nothing
+        ([_f("offset", "gt", 10), _f("offset", "le", 20)], BOTH, (11, 21), None),
+        ([_f("offset", "in", [5, 500])], BOTH, (5, 6), None),
+        ([_f("offset", "ge", 500)], BOTH, (100, 100), None),
+        ([_f("offset", "lt", 0)], BOTH, (0, 0), None),
+        ([_f("timestamp", "gt", 999), _f("timestamp", "lt", 5)], BOTH, (0, 100), 1000),
+        ([_f("timestamp", "in", [7, 3])], BOTH, (0, 100), 3),
+    ],
+)
+def test_narrowing(filters: Any, admitted: Any, offsets: Any, since: Any) -> None:
+    narrowing = Narrowing.of(filters)
+    assert [tp for tp in BOTH if narrowing.admits(tp)] == admitted
+    starts, ends = narrowing.offsets(dict.fromkeys(admitted, 0), dict.fromkeys(admitted, 100))
+    assert {(starts[tp], ends[tp]) for tp in admitted} == {offsets}
+    assert narrowing.since_ms == since

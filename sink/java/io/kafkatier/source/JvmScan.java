@@ -1,11 +1,13 @@
 package io.kafkatier.source;
 
+import java.util.Arrays;
 import org.apache.spark.sql.connector.read.Batch;
 import org.apache.spark.sql.connector.read.InputPartition;
 import org.apache.spark.sql.connector.read.PartitionReaderFactory;
 import org.apache.spark.sql.connector.read.Scan;
 import org.apache.spark.sql.connector.read.ScanBuilder;
 import org.apache.spark.sql.connector.read.streaming.MicroBatchStream;
+import org.apache.spark.sql.sources.Filter;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
@@ -17,11 +19,14 @@ final class JvmScan implements Scan, Batch {
   private final StructType columns;
   private final CaseInsensitiveStringMap options;
   private final ScanBuilder python;
+  private final Filter[] filters;
 
-  JvmScan(StructType columns, CaseInsensitiveStringMap options, ScanBuilder python) {
+  JvmScan(StructType columns, CaseInsensitiveStringMap options, ScanBuilder python,
+      Filter[] filters) {
     this.columns = columns;
     this.options = options;
     this.python = python;
+    this.filters = filters;
   }
 
   @Override
@@ -31,7 +36,7 @@ final class JvmScan implements Scan, Batch {
 
   @Override
   public String description() {
-    return "kafkatier (JVM reader)";
+    return "kafkatier (JVM reader) PushedFilters: " + Arrays.toString(filters);
   }
 
   @Override
@@ -47,7 +52,7 @@ final class JvmScan implements Scan, Batch {
 
   @Override
   public InputPartition[] planInputPartitions() {
-    return Planner.plan(options);
+    return Planner.plan(options, PushedFilters.json(Arrays.asList(filters)));
   }
 
   @Override

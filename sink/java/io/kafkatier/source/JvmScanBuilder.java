@@ -2,15 +2,23 @@ package io.kafkatier.source;
 
 import org.apache.spark.sql.connector.read.Scan;
 import org.apache.spark.sql.connector.read.ScanBuilder;
+import org.apache.spark.sql.connector.read.SupportsPushDownFilters;
 import org.apache.spark.sql.connector.read.SupportsPushDownRequiredColumns;
+import org.apache.spark.sql.sources.Filter;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
-/** A scan of the columns the query uses: a {@code count()} decodes no record at all. */
-final class JvmScanBuilder implements ScanBuilder, SupportsPushDownRequiredColumns {
+/**
+ * A scan of the columns the query uses (a {@code count()} decodes no record at all), narrowed by
+ * its filters on topic, partition, offset and timestamp ({@link PushedFilters}), which Spark
+ * still applies to the rows read.
+ */
+final class JvmScanBuilder
+    implements ScanBuilder, SupportsPushDownRequiredColumns, SupportsPushDownFilters {
   private final CaseInsensitiveStringMap options;
   private final ScanBuilder python;
   private StructType columns;
+  private Filter[] pushed = new Filter[0];
 
   JvmScanBuilder(StructType schema, CaseInsensitiveStringMap options, ScanBuilder python) {
     this.columns = schema;
@@ -24,7 +32,18 @@ final class JvmScanBuilder implements ScanBuilder, SupportsPushDownRequiredColum
   }
 
   @Override
+  public Filter[] pushFilters(Filter[] filters) {
+    pushed = PushedFilters.usable(filters).toArray(new Filter[0]);
+    return filters;
+  }
+
+  @Override
+  public Filter[] pushedFilters() {
+    return pushed;
+  }
+
+  @Override
   public Scan build() {
-    return new JvmScan(columns, options, python);
+    return new JvmScan(columns, options, python, pushed);
   }
 }

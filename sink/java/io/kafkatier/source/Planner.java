@@ -5,6 +5,7 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.util.HashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.function.Function;
 import org.apache.spark.sql.connector.read.InputPartition;
@@ -13,8 +14,9 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 /**
  * The driver's Python planner (sink/source/jvm.py), asked through {@link
  * KafkaTierProvider#planner}. Requests are {@code {"ask": "scope"|"plan"|"micro_batch",
- * "options": {...}}}, a micro-batch's with its {@code "start"} and {@code "end"} offsets (Spark's
- * Kafka offset JSON); answers are {@code {"jvm": true|false}} for a scope, and for a plan the
+ * "options": {...}}}, a plan's with its {@code "filters"} ({@link PushedFilters}), a
+ * micro-batch's with its {@code "start"} and {@code "end"} offsets (Spark's Kafka offset JSON);
+ * answers are {@code {"jvm": true|false}} for a scope, and for a plan the
  * Spark tasks, each a list of ranges:
  *
  * <pre>
@@ -36,9 +38,10 @@ final class Planner {
     return ask("scope", options, Map.of()).path("jvm").asBoolean(false);
   }
 
-  /** The Spark tasks of a batch scan. */
-  static InputPartition[] plan(CaseInsensitiveStringMap options) {
-    return tasks(ask("plan", options, Map.of()).get("tasks"));
+  /** The Spark tasks of a batch scan narrowed by {@code filters} ({@link PushedFilters}). */
+  static InputPartition[] plan(
+      CaseInsensitiveStringMap options, List<Map<String, Object>> filters) {
+    return tasks(ask("plan", options, Map.of("filters", filters)).get("tasks"));
   }
 
   /** The Spark tasks of one micro-batch, offsets {@code start} to {@code end} (JSON). */
