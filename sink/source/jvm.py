@@ -101,12 +101,13 @@ class Planner:
         opts = parse_options(request["options"], streaming=streaming, base_dir=self.base_dir)
         if ask == "scope":
             return {"jvm": self.enabled and in_scope(opts)}
+        cores = request.get("cores")  # Spark's defaultParallelism
         if ask == "plan":
-            planned = batch_plan(opts, Narrowing.of(request["filters"]))
+            planned = batch_plan(opts, Narrowing.of(request["filters"]), cores)
         else:  # bounds surveyed now, after the micro-batch's end offsets were handed out
             bounds = survey(opts, topic_partitions(opts))
             begin, stop = from_json(request["start"]), from_json(request["end"])
-            planned = micro_batch_plan(opts, begin, stop, bounds)
+            planned = micro_batch_plan(opts, begin, stop, bounds, cores)
         return {"tasks": [[_range(task) for task in tasks] for tasks in planned]}
 
     class Java:

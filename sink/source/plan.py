@@ -244,14 +244,17 @@ def read_tasks(
 
 
 def input_partitions(
-    opts: SourceOptions, tasks: list[ReadTask], bounds: Mapping[TopicPartition, PartitionBounds]
+    opts: SourceOptions,
+    tasks: list[ReadTask],
+    bounds: Mapping[TopicPartition, PartitionBounds],
+    cores: int | None = None,
 ) -> list[tuple[ReadTask, ...]]:
-    """``tasks`` packed into Spark input partitions by bytes (``split.py``)."""
+    """``tasks`` packed into Spark input partitions by bytes (``split.py``) for ``cores``."""
     sized = []
     for task in tasks:
         b = bounds[(task.topic, task.partition)]
         sized.append(Sized(task, estimate(task, b.size_bytes, b.log_start, b.high_watermark)))
-    return plan_splits(sized, opts.splits)
+    return plan_splits(sized, opts.splits, cores)
 
 
 def rate_limit(starts: Mapping[TopicPartition, int], ends: Offsets, max_offsets: int) -> Offsets:

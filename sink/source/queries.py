@@ -26,7 +26,7 @@ from kafkatier.storage.log.readonly import TopicPartition
 
 
 def batch_plan(
-    opts: SourceOptions, narrowing: Narrowing | None = None
+    opts: SourceOptions, narrowing: Narrowing | None = None, cores: int | None = None
 ) -> list[tuple[ReadTask, ...]]:
     """The Spark tasks of a batch query: its offsets resolved once, when Spark plans the scan,
     narrowed by the scan's pushed filters (``pushdown.py``). Partitions are left out before
@@ -48,7 +48,7 @@ def batch_plan(
     if narrowing is not None:
         starts, ends = narrowing.offsets(starts, ends)
         starts = _since(opts, narrowing.since_ms, starts, ends)
-    return input_partitions(opts, read_tasks(opts, starts, ends, bounds), bounds)
+    return input_partitions(opts, read_tasks(opts, starts, ends, bounds), bounds, cores)
 
 
 def _since(opts: SourceOptions, since_ms: int | None, starts: Offsets, ends: Offsets) -> Offsets:
@@ -67,6 +67,7 @@ def micro_batch_plan(
     begin: Offsets,
     stop: Offsets,
     bounds: Mapping[TopicPartition, PartitionBounds],
+    cores: int | None = None,
 ) -> list[tuple[ReadTask, ...]]:
     """The Spark tasks of one micro-batch, offsets ``begin`` (a partition missing from it starts
     at its log start: it appeared since) to ``stop``, within ``bounds`` surveyed when or after
@@ -74,4 +75,4 @@ def micro_batch_plan(
     stop = {tp: e for tp, e in stop.items() if tp in bounds}
     starts = {tp: begin.get(tp, bounds[tp].log_start) for tp in stop}
     tasks = read_tasks(opts, starts, stop, bounds)
-    return input_partitions(opts, tasks, bounds)
+    return input_partitions(opts, tasks, bounds, cores)

@@ -12,7 +12,8 @@ partitions a thousand tasks. Instead, as ``FilePartition.getFilePartitions`` doe
   read by several tasks;
 * the pieces, largest first, are packed into tasks while a task stays within the split size.
 
-``cores`` is ``minPartitions`` when given, else the planning machine's CPU count: Spark's
+``cores`` is ``minPartitions`` when given, else Spark's ``defaultParallelism`` when the JVM
+reader plans (``jvm.py`` asks Spark), else the planning machine's CPU count: Spark's
 ``defaultParallelism`` is not visible to a Python data source. A range's bytes are estimated
 from its partition's segment sizes, in proportion to the offsets it covers.
 """

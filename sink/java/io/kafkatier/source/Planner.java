@@ -8,6 +8,7 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.function.Function;
+import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.connector.read.InputPartition;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
@@ -15,7 +16,8 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  * The driver's Python planner (sink/source/jvm.py), asked through {@link
  * KafkaTierProvider#planner}. Requests are {@code {"ask": "scope"|"plan"|"micro_batch",
  * "options": {...}}}, a plan's with its {@code "filters"} ({@link PushedFilters}), a
- * micro-batch's with its {@code "start"} and {@code "end"} offsets (Spark's Kafka offset JSON);
+ * micro-batch's with its {@code "start"} and {@code "end"} offsets (Spark's Kafka offset JSON),
+ * each with {@code "cores"}, Spark's default parallelism, which the planner splits by;
  * answers are {@code {"jvm": true|false}} for a scope, and for a plan the
  * Spark tasks, each a list of ranges:
  *
@@ -91,6 +93,14 @@ final class Planner {
         pids, abortedFirsts, files, positions, sizes, firsts);
   }
 
+  private static Integer defaultParallelism() {
+    scala.Option<SparkSession> session = SparkSession.getActiveSession();
+    if (session.isEmpty()) {
+      session = SparkSession.getDefaultSession();
+    }
+    return session.isEmpty() ? null : session.get().sparkContext().defaultParallelism();
+  }
+
   private static JsonNode ask(
       String what, CaseInsensitiveStringMap options, Map<String, Object> more) {
     Function<String, String> planner = KafkaTierProvider.planner;
@@ -101,6 +111,7 @@ final class Planner {
     try {
       Map<String, Object> request = new HashMap<>(more);
       request.put("ask", what);
+      request.put("cores", defaultParallelism());
       request.put("options", options.asCaseSensitiveMap());
       JsonNode answer = JSON.readTree(planner.apply(JSON.writeValueAsString(request)));
       if (answer.has("error")) {
