@@ -1,6 +1,6 @@
 """Benchmark: one large partition read by Spark, its tasks and its Python workers' memory.
 
-    python bench/read_large.py [--records 8500000] [--rounds 3]
+    python bench/read_large.py [--records 8500000] [--rounds 3] [--jvm]
 
 Issue 18 found one partition holding a 1 GiB segment read as a single Spark task (12.1 s on one
 core while the other idled) whose Python worker's memory peaked at 767 MiB although
@@ -102,10 +102,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=8_500_000)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--jvm", action="store_true", help="read with the JVM reader")
     args = parser.parse_args()
-    print(f"command: python bench/read_large.py --records {args.records} --rounds {args.rounds}",
-          flush=True)  # fmt: skip
-    with reader_session("kafkatier-read-large", "kafkatier-read-large-") as (spark, root):
+    print(f"command: python bench/read_large.py --records {args.records} --rounds {args.rounds}"
+          f"{' --jvm' if args.jvm else ''}", flush=True)  # fmt: skip
+    reader = "jvm" if args.jvm else "python"
+    with reader_session("kafkatier-read-large", "kafkatier-read-large-", reader) as (spark, root):
         size = write(root, args.records)
         frames: dict[str, Any] = {
             "kafkatier": kafkatier_frame(spark, root / "kafka", TOPIC),
@@ -129,6 +131,8 @@ def main() -> int:
         for name in QUERIES:
             k, p = (statistics.median(times[(side, name)]) for side in frames)
             print(f"{name:<20} kafkatier {k:6.2f} s  parquet {p:6.2f} s  ratio {k / p:5.2f}")
+        if args.jvm:
+            return 0
         print(f"largest Python worker: peak RSS {peak:.0f} MiB (file pages included); anonymous "
               f"memory {warm_anon:.0f} MiB after the warm-up round, peak {sampler.peak_anon:.0f} "
               f"MiB in the timed rounds (sampled every 20 ms), {anon:.0f} MiB after them "

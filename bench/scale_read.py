@@ -1,7 +1,7 @@
 """Benchmark: what each partition costs the reader, beside Spark's Parquet scan of the same rows.
 
     python bench/scale_read.py [--partitions 8,128,1024] [--records 200000] [--rounds 3]
-                          [--per-partition]
+                          [--per-partition] [--jvm]
 
 ``run(partitions, records, rounds)`` returns the figures as dicts for a driver script.
 
@@ -15,6 +15,10 @@ per Kafka partition, with ``openCostInBytes`` at 128 MiB: minutes at 1,024 parti
 
 * ``count()``;
 * ``agg(sum(length(value)))``, which must read every value.
+
+kafkatier reads with the Python reader, or with ``--jvm`` with the JVM reader
+(``register_data_source(spark, reader="jvm")``), the Python reader then timed beside it as a
+third side (``python``).
 
 The page cache is dropped before each query of the first round when this process may (root):
 the first round reads from disk (the files, and the libraries and jars the page cache held),
@@ -140,16 +144,18 @@ def scan_queries() -> dict[str, Callable[[Callable[[], Any]], Any]]:
 
 
 def kafkatier_frame(
-    spark: Any, path: Path, topic: str = TOPIC, **options: str
+    spark: Any, path: Path, topic: str = TOPIC, source: str = "kafkatier", **options: str
 ) -> Callable[[], Any]:
-    """What makes the DataFrame of ``topic`` in the log dir ``path``, read by kafkatier."""
-    return lambda: (spark.read.format("kafkatier").option("subscribe", topic)
+    """What makes the DataFrame of ``topic`` in the log dir ``path``, read by kafkatier (or by
+    the Python reader behind the JVM one: ``source="kafkatier_python"``)."""
+    return lambda: (spark.read.format(source).option("subscribe", topic)
                     .options(**options).load(str(path)))  # fmt: skip
 
 
 def queries(spark: Any, kafka: Path, parquet: Path, sides: list[str]) -> dict[str, dict[str, Any]]:
     frames = {
         "kafkatier": kafkatier_frame(spark, kafka),
+        "python": kafkatier_frame(spark, kafka, source="kafkatier_python"),
         "parquet": lambda: spark.read.parquet(str(parquet)),
         "per-partition": kafkatier_frame(spark, kafka, openCostInBytes=str(128 << 20)),
     }
@@ -173,14 +179,13 @@ def planning_seconds(kafka: Path) -> float:
 
 
 def bench_partitions(
-    spark: Any, root: Path, table: pa.Table, n: int, rounds: int, per_partition: bool
+    spark: Any, root: Path, table: pa.Table, n: int, rounds: int, sides: list[str]
 ) -> list[dict[str, Any]]:
     """One row per query: medians, first rounds and tasks of each side for N partitions."""
     kafka, parquet = root / f"kafka-{n}", root / f"parquet-{n}"
     write_kafka(kafka, table, n)
     write_parquet(spark, parquet, table, n)
     drop_caches()
-    sides = ["kafkatier", "parquet", *(["per-partition"] if per_partition else [])]
     q = queries(spark, kafka, parquet, sides)
     times: dict[tuple[str, str], list[float]] = {}
     for r in range(rounds):
@@ -206,14 +211,21 @@ QUERIES = ("count", "sum(length(value))")
 
 
 def run(
-    partitions: list[int], records: int = 200_000, rounds: int = 3, per_partition: bool = False
+    partitions: list[int],
+    records: int = 200_000,
+    rounds: int = 3,
+    per_partition: bool = False,
+    jvm: bool = False,
 ) -> list[dict[str, Any]]:
     """Every figure (module docstring), one dict per partition count and query."""
     table = rows(records)
     found: list[dict[str, Any]] = []
-    with reader_session("kafkatier-scale", "kafkatier-scale-") as (spark, root):
+    sides = ["kafkatier", "parquet", *(["python"] if jvm else []),
+             *(["per-partition"] if per_partition else [])]  # fmt: skip
+    reader = "jvm" if jvm else "python"
+    with reader_session("kafkatier-scale", "kafkatier-scale-", reader) as (spark, root):
         for n in partitions:
-            found += bench_partitions(spark, root, table, n, rounds, per_partition)
+            found += bench_partitions(spark, root, table, n, rounds, sides)
             print_rows(found[-len(QUERIES) :])
     return found
 
@@ -226,7 +238,15 @@ def print_rows(found: list[dict[str, Any]]) -> None:
         print(f"{r['partitions']:>6} {r['query']:<20} kafkatier {k:6.2f} s (first "
               f"{r['kafkatier first s']:5.2f}, {r['kafkatier tasks']:>4} tasks)  parquet "
               f"{p:6.2f} s (first {r['parquet first s']:5.2f}, {r['parquet tasks']:>4} tasks)  "
-              f"ratio {k / p:5.2f}  planning {r['planning']:5.2f} s{old}", flush=True)  # fmt: skip
+              f"ratio {k / p:5.2f}  planning {r['planning']:5.2f} s{old}{_python(r)}",
+              flush=True)  # fmt: skip
+
+
+def _python(r: dict[str, Any]) -> str:
+    if "python s" not in r:
+        return ""
+    return (f"   python reader {r['python s']:6.2f} s (first {r['python first s']:5.2f}), "
+            f"ratio {r['python s'] / r['parquet s']:5.2f}")  # fmt: skip
 
 
 def main() -> int:
@@ -236,13 +256,16 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--per-partition", action="store_true",
                         help="also time one Spark task a partition (slow)")
+    parser.add_argument("--jvm", action="store_true",
+                        help="kafkatier reads with the JVM reader; the Python reader beside it")
     args = parser.parse_args()
     counts = [int(x) for x in args.partitions.split(",")]
     print(f"command: python bench/scale_read.py --partitions {args.partitions} --records "
           f"{args.records} --rounds {args.rounds}"
-          f"{' --per-partition' if args.per_partition else ''}")  # fmt: skip
+          f"{' --per-partition' if args.per_partition else ''}"
+          f"{' --jvm' if args.jvm else ''}")  # fmt: skip
     print(f"{'parts':>6} {'query':<20} median of {args.rounds} rounds", flush=True)
-    run(counts, args.records, args.rounds, args.per_partition)
+    run(counts, args.records, args.rounds, args.per_partition, args.jvm)
     return 0
 
 
