@@ -86,6 +86,29 @@ def test_legacy_logs_stay_with_the_python_reader(spark_jvm: Any) -> None:
     assert legacy.count() > 0
 
 
+@pytest.mark.parametrize("level", ["read_committed", "read_uncommitted"])
+def test_counts_walk_headers_and_decode_only_the_edges(
+    spark_jvm: Any, sample: Written, level: str
+) -> None:
+    """A count reads whole batches' headers only; ranges that start inside a batch
+    (startingOffsets) or are cut inside one (many small tasks), control batches and aborted
+    transactions still count as the rows do. No filter on offset: Spark would then ask for
+    the offsets, and the records would be decoded."""
+    expected = no_headers(sample.visible(committed=level == "read_committed"))
+    tps = sorted({(r[0], r[1]) for r in expected})
+    for low in (0, 3, 6, 7):
+        starting: dict[str, dict[str, int]] = {}
+        for topic, partition in tps:
+            starting.setdefault(topic, {})[str(partition)] = low
+        for options in ({}, {"maxPartitionBytes": "150", "openCostInBytes": "0"}):
+            df = load(spark_jvm, sample.path, subscribe="events,other", isolationLevel=level,
+                      startingOffsets=json.dumps(starting), **options)  # fmt: skip
+            counts = {(r["topic"], r["partition"]): r["count"]
+                      for r in df.groupBy("topic", "partition").count().collect()}  # fmt: skip
+            assert counts == Counter((r[0], r[1]) for r in expected if r[2] >= low), (low, options)
+            assert df.count() == sum(counts.values())
+
+
 def test_streaming_micro_batches_are_read_by_the_jvm_reader(
     spark_jvm: Any, sample: Written, tmp_path: Path
 ) -> None:

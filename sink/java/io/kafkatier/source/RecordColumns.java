@@ -69,6 +69,13 @@ final class RecordColumns implements AutoCloseable {
     headers = 0;
   }
 
+  /** Room for {@code more} rows beyond the current ones. */
+  void ensure(int more) {
+    for (OnHeapColumnVector v : vectors) {
+      v.reserve(rows + more);
+    }
+  }
+
   void bytes(int kind, byte[] src, int at, int length) {
     OnHeapColumnVector v = byKind[kind];
     if (v == null) {
