@@ -98,6 +98,11 @@ class Sampler(threading.Thread):
             self.peak_anon = max(self.peak_anon, worker_memory_mib()[1])
 
 
+def jvm_task_memory(spark: Any) -> Any:
+    """``io.kafkatier.source.TaskMemory`` of the session's JVM (its static peak)."""
+    return spark.sparkContext._jvm.io.kafkatier.source.TaskMemory
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=8_500_000)
@@ -120,6 +125,8 @@ def main() -> int:
         def warmed_up() -> None:  # the peak of the timed rounds only, above the warm workers
             nonlocal warm_anon
             warm_anon, sampler.peak_anon = worker_memory_mib()[1], 0.0
+            if args.jvm:
+                jvm_task_memory(spark).reset()
 
         times = warm_rounds(frames, scan_queries(), args.rounds, warmed_up)
         sampler.done.set()
@@ -132,6 +139,9 @@ def main() -> int:
             k, p = (statistics.median(times[(side, name)]) for side in frames)
             print(f"{name:<20} kafkatier {k:6.2f} s  parquet {p:6.2f} s  ratio {k / p:5.2f}")
         if args.jvm:
+            held = jvm_task_memory(spark).peak() / 2**20
+            print(f"largest JVM reader task: held {held:.1f} MiB at most (read buffer and column "
+                  f"vectors; readChunkBytes {READ_CHUNK_MIB} MiB)")  # fmt: skip
             return 0
         print(f"largest Python worker: peak RSS {peak:.0f} MiB (file pages included); anonymous "
               f"memory {warm_anon:.0f} MiB after the warm-up round, peak {sampler.peak_anon:.0f} "

@@ -11,6 +11,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
 import pytest
 from aiokafka.record.default_records import DefaultRecordBatchBuilder as AioBuilder
 from kafka.record.default_records import DefaultRecordBatchBuilder as KpBuilder
@@ -30,7 +32,9 @@ from verify_fixtures import snappy_for_kafka_python
 
 from kafkatier.sink.source.datasource import register_data_source
 from kafkatier.sink.source.pushdown import Narrowing
+from kafkatier.storage.arrow.log import append_arrow
 from kafkatier.storage.errors import ConfigError
+from kafkatier.storage.log.directory import LogDirectory
 from kafkatier.storage.wire import Codec
 
 JVM_SCAN = "kafkatier (JVM reader)"
@@ -292,3 +296,28 @@ def test_narrowing(filters: Any, admitted: Any, offsets: Any, since: Any) -> Non
     starts, ends = narrowing.offsets(dict.fromkeys(admitted, 0), dict.fromkeys(admitted, 100))
     assert {(starts[tp], ends[tp]) for tp in admitted} == {offsets}
     assert narrowing.since_ms == since
+
+
+@pytest.mark.parametrize("codec", ["none", "zstd"])
+def test_a_task_holds_about_one_chunk_not_its_partition(
+    spark_jvm: Any, tmp_path: Path, codec: str
+) -> None:
+    """12 MiB of values (random: zstd cannot shrink them) in one partition, read 1 MiB at a time
+    by one task: the task's peak (read buffer, decompression buffer and column vectors,
+    TaskMemory.java) stays within a chunk and a few record batches, whatever the partition's
+    size."""
+    n = 100_000
+    rng = np.random.default_rng(7)
+    values = [bytes(v) for v in rng.integers(0, 256, size=(n, 120), dtype=np.uint8)]
+    with LogDirectory(tmp_path / "logs") as logs:
+        table = pa.table({"key": pa.nulls(n, pa.binary()), "value": values})
+        append_arrow(logs.get_or_create("big", 0), table,
+                     codec=codec)  # fmt: skip
+    memory = spark_jvm.sparkContext._jvm.io.kafkatier.source.TaskMemory
+    memory.reset()
+    df = load(spark_jvm, tmp_path / "logs", subscribe="big", readChunkBytes=str(1 << 20),
+              minPartitions="1")  # fmt: skip
+    total = df.selectExpr("sum(length(value)) AS n").first()["n"]
+    assert total == 120 * n
+    chunk = 1 << 20
+    assert chunk // 2 < memory.peak() < chunk + (4 << 20) < 120 * n // 2

@@ -34,21 +34,19 @@ final class BatchDecoder {
   private byte[] src;
   private int pos;
 
-  /** Records at most in the span's data batches (the capacity its columns need). */
-  static int capacity(byte[] buf, int size) {
-    int n = 0;
-    for (int p = 0; p + HEADER <= size; p += 12 + i32(buf, p + 8)) {
-      if (buf[p + 16] == 2 && (i16(buf, p + 21) & 0x20) == 0) {
-        n += Math.max(i32(buf, p + 57), 0);
-      }
-    }
-    return n;
+  /** The bytes of the decompression buffer. */
+  long bufferBytes() {
+    return inflater.buffer().length;
   }
 
-  /** Decodes the batches of {@code buf[0, size)}, read from {@code file} at {@code at}. */
-  void decode(byte[] buf, int size, String file, long at, ReadRange range, AbortedFilter filter,
-      RecordColumns out) {
-    for (int p = 0; p < size; ) {
+  /**
+   * Decodes the batches of {@code buf[from, size)}, read from {@code file} at {@code at}, until
+   * {@code out} holds {@code maxRows} rows or more at the end of a batch; where it stopped.
+   */
+  int decode(byte[] buf, int size, int from, String file, long at, ReadRange range,
+      AbortedFilter filter, RecordColumns out, int maxRows) {
+    int p = from;
+    while (p < size && out.rows < maxRows) {
       int end = p + 12 + (p + 12 <= size ? i32(buf, p + 8) : 0);
       if (p + HEADER > size || end > size || end < p + HEADER) {
         throw ReadError.at("CorruptRecordError", "truncated record batch", file, at + p);
@@ -65,6 +63,7 @@ final class BatchDecoder {
       }
       p = end;
     }
+    return p;
   }
 
   private void batch(byte[] buf, int p, int end, String file, long at, ReadRange range,
@@ -95,6 +94,7 @@ final class BatchDecoder {
       return;
     }
     int timestampType = (attributes & 0x08) != 0 ? 1 : 0;
+    out.ensure(Math.max(count, 0));
     if (!out.needsRecords() && base >= range.start && last < range.end) {
       out.endRows(count, timestampType); // every record is in range: nothing to parse
       return;

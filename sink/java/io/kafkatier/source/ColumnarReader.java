@@ -9,17 +9,20 @@ import java.nio.channels.FileChannel;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
+import org.apache.spark.sql.connector.metric.CustomTaskMetric;
 import org.apache.spark.sql.connector.read.PartitionReader;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.vectorized.ColumnarBatch;
 
 /**
  * One Spark task: its ranges' spans read in turn, each into one buffer (at most {@code
- * readChunkBytes}, reused) and decoded into one columnar batch, so a task holds one span of log
- * and its decoded rows, whatever the partition's size; a query that uses no record (a count)
- * reads batch headers only ({@link #countSpan}).
+ * readChunkBytes}, reused) and decoded into columnar batches of about {@link #BATCH_ROWS} rows,
+ * so a task holds one span of log and a few thousand decoded rows, whatever the partition's size;
+ * a query that uses no record (a count) reads batch headers only ({@link #countSpan}).
  */
 final class ColumnarReader implements PartitionReader<ColumnarBatch> {
+  /** Rows a columnar batch holds (then it ends with its record batch), as Spark's Parquet. */
+  static final int BATCH_ROWS = 4096;
   private final ReadTask task;
   private final RecordColumns columns;
   private final BatchDecoder decoder = new BatchDecoder();
@@ -27,6 +30,9 @@ final class ColumnarReader implements PartitionReader<ColumnarBatch> {
   private int range;
   private int span;
   private AbortedFilter filter;
+  private int size; // of the span in the buffer
+  private int at; // where its next batch starts
+  private long held; // the most this task has held (TaskMemory)
 
   ColumnarReader(ReadTask task, StructType schema) {
     this.task = task;
@@ -35,7 +41,21 @@ final class ColumnarReader implements PartitionReader<ColumnarBatch> {
 
   @Override
   public boolean next() throws IOException {
-    while (range < task.ranges.length) {
+    while (true) {
+      if (at < size) { // a span in progress: its next rows
+        ReadRange r = task.ranges[range];
+        columns.reset(r);
+        at = decoder.decode(buffer, size, at, r.files[span - 1], r.positions[span - 1], r, filter,
+            columns, BATCH_ROWS);
+        held = Math.max(held, columns.memory(buffer.length + decoder.bufferBytes()));
+        if (columns.rows > 0) {
+          return true;
+        }
+        continue;
+      }
+      if (range == task.ranges.length) {
+        return false;
+      }
       ReadRange r = task.ranges[range];
       if (span == 0) {
         filter = r.committed && r.abortedProducers.length > 0 ? new AbortedFilter(r) : null;
@@ -46,23 +66,21 @@ final class ColumnarReader implements PartitionReader<ColumnarBatch> {
         continue;
       }
       if (columns.needsRecords()) {
-        decodeSpan(r, span);
-      } else {
-        countSpan(r, span);
+        startSpan(r, span++);
+        continue;
       }
-      span++;
+      countSpan(r, span++);
+      held = Math.max(held, columns.memory(buffer.length + decoder.bufferBytes()));
       if (columns.rows > 0) {
         return true;
       }
     }
-    return false;
   }
 
-  private void decodeSpan(ReadRange r, int i) throws IOException {
-    int size = read(r.files[i], r.positions[i], r.sizes[i]);
+  private void startSpan(ReadRange r, int i) throws IOException {
+    size = read(r.files[i], r.positions[i], r.sizes[i]);
     checkFirst(size >= 8 ? BatchDecoder.i64(buffer, 0) : -1, r, i);
-    columns.reset(BatchDecoder.capacity(buffer, size), r);
-    decoder.decode(buffer, size, r.files[i], r.positions[i], r, filter, columns);
+    at = 0;
   }
 
   /**
@@ -71,15 +89,18 @@ final class ColumnarReader implements PartitionReader<ColumnarBatch> {
    * footers; control batches and batches at the range's edges are read and decoded whole.
    */
   private void countSpan(ReadRange r, int i) throws IOException {
-    columns.reset(0, r);
+    columns.reset(r);
     ByteBuffer head = ByteBuffer.allocate(BatchDecoder.HEADER);
     try (FileChannel channel = open(r.files[i], r.positions[i])) {
-      for (long at = r.positions[i], end = at + r.sizes[i]; at < end; ) {
+      for (long pos = r.positions[i], end = pos + r.sizes[i]; pos < end; ) {
         head.clear();
-        readFully(channel, head, at, r.files[i]);
+        readFully(channel, head, pos, r.files[i]);
         long base = head.getLong(0);
-        int size = 12 + head.getInt(8);
-        if (at == r.positions[i]) {
+        int length = 12 + head.getInt(8);
+        if (length < BatchDecoder.HEADER || pos + length > end) {
+          throw ReadError.at("CorruptRecordError", "truncated record batch", r.files[i], pos);
+        }
+        if (pos == r.positions[i]) {
           checkFirst(base, r, i);
         }
         int attributes = head.getShort(21);
@@ -87,13 +108,13 @@ final class ColumnarReader implements PartitionReader<ColumnarBatch> {
         int records = head.getInt(57);
         columns.ensure(Math.max(records, 0));
         if (head.get(16) != 2 || (attributes & 0x20) != 0 || base < r.start || last >= r.end) {
-          int n = read(r.files[i], at, size);
-          decoder.decode(buffer, n, r.files[i], at, r, filter, columns);
+          int n = read(r.files[i], pos, length);
+          decoder.decode(buffer, n, 0, r.files[i], pos, r, filter, columns, Integer.MAX_VALUE);
         } else if (filter == null
             || filter.keep(last, (attributes & 0x10) != 0, head.getLong(43))) {
           columns.endRows(records, (attributes & 0x08) != 0 ? 1 : 0);
         }
-        at += size;
+        pos += length;
       }
     }
   }
@@ -141,6 +162,11 @@ final class ColumnarReader implements PartitionReader<ColumnarBatch> {
           + " bytes from here)", file, position);
     }
     return size;
+  }
+
+  @Override
+  public CustomTaskMetric[] currentMetricsValues() {
+    return new CustomTaskMetric[] {TaskMemory.value(held)};
   }
 
   @Override

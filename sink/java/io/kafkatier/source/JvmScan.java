@@ -1,6 +1,7 @@
 package io.kafkatier.source;
 
 import java.util.Arrays;
+import org.apache.spark.sql.connector.metric.CustomMetric;
 import org.apache.spark.sql.connector.read.Batch;
 import org.apache.spark.sql.connector.read.InputPartition;
 import org.apache.spark.sql.connector.read.PartitionReaderFactory;
@@ -37,6 +38,11 @@ final class JvmScan implements Scan, Batch {
   @Override
   public String description() {
     return "kafkatier (JVM reader) PushedFilters: " + Arrays.toString(filters);
+  }
+
+  @Override
+  public CustomMetric[] supportedCustomMetrics() {
+    return new CustomMetric[] {new TaskMemory()};
   }
 
   @Override

@@ -13,8 +13,8 @@ import org.apache.spark.sql.vectorized.ColumnarBatch;
  * The columns a scan asked for, in Spark's Kafka source schema (key, value, topic, partition,
  * offset, timestamp, timestampType and, with includeHeaders, headers: an array of (key string,
  * value binary) structs, null when a record has none), filled row by row from decoded records
- * and handed to Spark as one {@link ColumnarBatch} a span. Columns the query does not use are
- * never filled.
+ * and handed to Spark as {@link ColumnarBatch}es of a few thousand rows. Columns the query does not
+ * use are never filled.
  */
 final class RecordColumns implements AutoCloseable {
   static final int KEY = 0;
@@ -57,11 +57,10 @@ final class RecordColumns implements AutoCloseable {
     return byKind[kind] != null;
   }
 
-  /** Empties the columns for up to {@code capacity} rows of {@code range}'s partition. */
-  void reset(int capacity, ReadRange range) {
+  /** Empties the columns for rows of {@code range}'s partition ({@link #ensure} makes room). */
+  void reset(ReadRange range) {
     for (OnHeapColumnVector v : vectors) {
       v.reset();
-      v.reserve(Math.max(capacity, 1));
     }
     topic = range.topic.getBytes(StandardCharsets.UTF_8);
     partition = range.partition;
@@ -138,6 +137,11 @@ final class RecordColumns implements AutoCloseable {
       byKind[TIMESTAMP_TYPE].putInts(rows, n, timestampType);
     }
     rows += n;
+  }
+
+  /** The bytes this reader holds with its buffers ({@link TaskMemory}). */
+  long memory(long buffers) {
+    return TaskMemory.measure(buffers, vectors);
   }
 
   ColumnarBatch batch() {
