@@ -14,23 +14,24 @@ How: ``register_data_source(spark, reader="jvm")`` (or ``"auto"``) puts the jar 
 provider's tables are the Python source's; only batch scans this planner puts in scope (local
 logs of v2 batches) are read in the JVM, everything else (streaming, remote segments, logs that
 begin with legacy message sets) by the Python reader. The planner resolves options and offsets
-exactly as the Python source (``plan.batch_plan``) and answers with the byte spans of whole
-batches (``local.local_spans``).
+exactly as the Python source (``queries.batch_plan``) and answers with each range's partition
+directory: the executors find the batches in the segment files, as the Python reader's do.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
+import os
 from pathlib import Path
 from typing import Any, ClassVar, Final
 
-from kafkatier.sink.source.local import local_spans
 from kafkatier.sink.source.options import SourceOptions, parse_options
 from kafkatier.sink.source.plan import from_json, survey, topic_partitions
 from kafkatier.sink.source.pushdown import Narrowing
 from kafkatier.sink.source.queries import batch_plan, micro_batch_plan
-from kafkatier.sink.source.task import ReadTask
+from kafkatier.sink.source.task import ReadTask, checked_start
 from kafkatier.storage.checkpoint.metadata import partition_dir_name
 from kafkatier.storage.errors import ConfigError, KafkaTierError
 from kafkatier.storage.wire import MAGIC_OFFSET
@@ -61,20 +62,29 @@ def in_scope(opts: SourceOptions) -> bool:
 def _legacy(opts: SourceOptions) -> bool:
     """Whether a subscribed partition starts with magic 0/1 message sets (Kafka before 0.11),
     which only the Python reader decodes: a log upgraded in place keeps its old segments
-    first, so the first byte of magic in each partition tells. Options the Python source will
-    refuse also answer True: its error is the one to show."""
+    first, so the first batch of each partition tells (remembered per first segment: a log's
+    format at its start never changes). Options the Python source will refuse also answer
+    True: its error is the one to show."""
     try:
         tps = topic_partitions(opts)
     except KafkaTierError:
         return True
     for topic, partition in tps:
-        logs = sorted((Path(opts.path) / partition_dir_name(topic, partition)).glob("*.log"))
-        if logs:
-            with open(logs[0], "rb") as f:
-                head = f.read(MAGIC_OFFSET + 1)
-            if len(head) > MAGIC_OFFSET and head[MAGIC_OFFSET] < 2:
-                return True
+        directory = Path(opts.path) / partition_dir_name(topic, partition)
+        logs = sorted(n for n in os.listdir(directory) if n.endswith(".log"))
+        if logs and _starts_legacy(str(directory / logs[0])):
+            return True
     return False
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _starts_legacy(first_segment: str) -> bool:
+    try:
+        with open(first_segment, "rb") as f:
+            head = f.read(MAGIC_OFFSET + 1)
+    except FileNotFoundError:  # deleted by retention since the listing
+        return False
+    return len(head) > MAGIC_OFFSET and head[MAGIC_OFFSET] < 2
 
 
 class Planner:
@@ -115,12 +125,15 @@ class Planner:
 
 
 def _range(task: ReadTask) -> dict[str, Any]:
-    start, aborted, spans = local_spans(task) if task.start < task.end else (task.start, [], [])
+    """A range as the JVM reader takes it (``ReadRange.java``): its start checked against the
+    log start the survey found (``failOnDataLoss``); the executor finds the batches itself."""
+    directory = Path(task.log_dir) / partition_dir_name(task.topic, task.partition)
+    start = checked_start(task, task.start, task.log_start_hint, str(directory))
     return {
-        "topic": task.topic, "partition": task.partition, "start": start, "end": task.end,
-        "committed": task.committed,
-        "aborted": [[t.producer_id, t.first_offset] for t in aborted],
-        "spans": [[s.file, s.position, s.size, s.first] for s in spans],
+        "dir": str(directory), "topic": task.topic, "partition": task.partition,
+        "start": start, "end": task.end, "committed": task.committed,
+        "aborted": [[t.producer_id, t.first_offset] for t in task.aborted],
+        "chunk_bytes": task.chunk_bytes,
     }  # fmt: skip
 
 

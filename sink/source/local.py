@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +24,6 @@ import pyarrow as pa
 from kafkatier.sink.source.task import BatchFilter, ReadTask, batch_filter, checked_start, project
 from kafkatier.storage.arrow.pieces import Run, decode_runs
 from kafkatier.storage.arrow.table import SPARK_KAFKA_SCHEMA
-from kafkatier.storage.index.txn_index import AbortedTxn
 from kafkatier.storage.log.batch_position import BatchPosition
 from kafkatier.storage.log.readonly import (
     ReadOnlyPartition,
@@ -58,53 +56,10 @@ def local_tables(
         yield decode_runs([found]) if isinstance(found, Run) else found
 
 
-@dataclass(frozen=True)
-class Span:
-    """Bytes [position, position + size) of a segment file: whole batches, the first based at
-    ``first`` (the JVM reader checks it: a segment replaced since planning fails the read)."""
-
-    file: str
-    position: int
-    size: int
-    first: int
-
-
-def local_spans(task: ReadTask) -> tuple[int, list[AbortedTxn], list[Span]]:
-    """Where the JVM reader finds the task's range (``sink/source/jvm.py``): its start (checked
-    against the log start), the aborted transactions that may touch it, and the byte spans of
-    whole batches in the segment files, each with the base offset of its first batch."""
-    with ReadOnlyPartition(
-        Path(task.log_dir), task.topic, task.partition, task.log_start_hint
-    ) as part:
-        start = checked_start(task, task.start, part.log_start_offset, part.path)
-        aborted = [*part.aborted_txns(start, task.end), *task.aborted] if task.committed else []
-        spans = [
-            Span(str(segment.log_path), at, size, _base_offset(segment, at))
-            for segment, at, size, _legacy in _byte_ranges(part, task, start)
-        ]
-    return start, aborted, spans
-
-
-def _base_offset(segment: SegmentBytes, position: int) -> int:
-    return int.from_bytes(segment.read_bytes(position, 8), "big", signed=True)
-
-
 def _parts(
     part: ReadOnlyPartition, task: ReadTask, start: int, keep: BatchFilter | None
 ) -> Iterator[Run | pa.Table]:
-    for segment, at, size, legacy in _byte_ranges(part, task, start):
-        if legacy:
-            yield legacy_table(read_batches(segment, at, size), start, task, keep)
-        else:
-            yield Run(segment.read_bytes(at, size), task.topic, task.partition, start, task.end,
-                      keep, str(segment.log_path), at)  # fmt: skip
-
-
-def _byte_ranges(
-    part: ReadOnlyPartition, task: ReadTask, start: int
-) -> Iterator[tuple[SegmentBytes, int, int, bool]]:
-    """Runs of whole batches holding [start, task.end), at most ``chunk_bytes`` each: closed
-    segments through their offset index; the last one through its ``.log`` alone
+    """Closed segments through their offset index; the last one through its ``.log`` alone
     (``storage.log.tail``: no index opened, a small file read at once), its headers walked to
     ``start``, as it has no index a reader may trust."""
     for base in part.bases_from(start):
@@ -115,21 +70,30 @@ def _byte_ranges(
             found = segment.translate_offset(start)
             if found is not None:
                 headers = segment.scan_headers(found.position)
-                yield from _ranges(segment, headers, found.position, task)
+                yield from _runs(segment, headers, found.position, task, start, keep)
             continue
         with part.last_log() as log:
             tail = (h.at for h in log.headers() if h.at.last_offset >= start)
             first = next(tail, None)
             if first is not None:
                 headers = itertools.chain([first], tail)
-                yield from _ranges(log, headers, first.position, task)
+                yield from _runs(log, headers, first.position, task, start, keep)
 
 
-def _ranges(
-    segment: SegmentBytes, headers: Iterable[BatchPosition], position: int, task: ReadTask
-) -> Iterator[tuple[SegmentBytes, int, int, bool]]:
+def _runs(
+    segment: SegmentBytes,
+    headers: Iterable[BatchPosition],
+    position: int,
+    task: ReadTask,
+    start: int,
+    keep: BatchFilter | None,
+) -> Iterator[Run | pa.Table]:
     for at, size, legacy in byte_ranges(headers, position, task.end, task.chunk_bytes):
-        yield segment, at, size, legacy
+        if legacy:
+            yield legacy_table(read_batches(segment, at, size), start, task, keep)
+        else:
+            yield Run(segment.read_bytes(at, size), task.topic, task.partition, start, task.end,
+                      keep, str(segment.log_path), at)  # fmt: skip
 
 
 def legacy_table(
@@ -160,3 +124,5 @@ def _row(task: ReadTask, offset: int, timestamp: int, ts_type: int, record: Any)
         "timestampType": ts_type,
         "headers": headers or None,
     }
+
+

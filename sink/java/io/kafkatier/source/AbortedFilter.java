@@ -1,6 +1,7 @@
 package io.kafkatier.source;
 
 import java.util.HashSet;
+import java.util.List;
 import java.util.PriorityQueue;
 import java.util.Set;
 
@@ -14,10 +15,11 @@ final class AbortedFilter {
   private final PriorityQueue<long[]> aborted; // {firstOffset, producerId}, lowest first
   private final Set<Long> abortedProducers = new HashSet<>();
 
-  AbortedFilter(ReadRange range) {
+  /** Of aborted transactions given as {producer id, first offset}; one may repeat. */
+  AbortedFilter(List<long[]> txns) {
     aborted = new PriorityQueue<>((a, b) -> Long.compare(a[0], b[0]));
-    for (int i = 0; i < range.abortedProducers.length; i++) {
-      aborted.add(new long[] {range.abortedFirstOffsets[i], range.abortedProducers[i]});
+    for (long[] txn : txns) {
+      aborted.add(new long[] {txn[1], txn[0]});
     }
   }
 

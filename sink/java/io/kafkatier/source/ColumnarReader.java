@@ -1,24 +1,18 @@
 package io.kafkatier.source;
 
-import java.io.EOFException;
-import java.io.FileNotFoundException;
 import java.io.IOException;
-import java.io.RandomAccessFile;
 import java.nio.ByteBuffer;
-import java.nio.channels.FileChannel;
-import java.nio.file.NoSuchFileException;
-import java.nio.file.Path;
-import java.nio.file.StandardOpenOption;
 import org.apache.spark.sql.connector.metric.CustomTaskMetric;
 import org.apache.spark.sql.connector.read.PartitionReader;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.vectorized.ColumnarBatch;
 
 /**
- * One Spark task: its ranges' spans read in turn, each into one buffer (at most {@code
- * readChunkBytes}, reused) and decoded into columnar batches of about {@link #BATCH_ROWS} rows,
- * so a task holds one span of log and a few thousand decoded rows, whatever the partition's size;
- * a query that uses no record (a count) reads batch headers only ({@link #countSpan}).
+ * One Spark task: its ranges read in turn ({@link RangeCursor}: the executor finds the batches in
+ * the segment files itself), each chunk of at most {@code readChunkBytes} read into one buffer
+ * (reused) and decoded into columnar batches of about {@link #BATCH_ROWS} rows, so a task holds
+ * one chunk of log and a few thousand decoded rows, whatever the partition's size; a query that
+ * uses no record (a count) reads batch headers only ({@link #countChunk}).
  */
 final class ColumnarReader implements PartitionReader<ColumnarBatch> {
   /** Rows a columnar batch holds (then it ends with its record batch), as Spark's Parquet. */
@@ -26,11 +20,13 @@ final class ColumnarReader implements PartitionReader<ColumnarBatch> {
   private final ReadTask task;
   private final RecordColumns columns;
   private final BatchDecoder decoder = new BatchDecoder();
-  private byte[] buffer = new byte[0];
-  private int range;
-  private int span;
+  private final byte[][] buffer = {new byte[0]};
+  private int range = -1;
+  private RangeCursor cursor;
   private AbortedFilter filter;
-  private int size; // of the span in the buffer
+  private String file; // of the chunk in the buffer
+  private long position;
+  private int size;
   private int at; // where its next batch starts
   private long held; // the most this task has held (TaskMemory)
 
@@ -42,126 +38,90 @@ final class ColumnarReader implements PartitionReader<ColumnarBatch> {
   @Override
   public boolean next() throws IOException {
     while (true) {
-      if (at < size) { // a span in progress: its next rows
-        ReadRange r = task.ranges[range];
-        columns.reset(r);
-        at = decoder.decode(buffer, size, at, r.files[span - 1], r.positions[span - 1], r, filter,
+      if (at < size) { // a chunk in progress: its next rows
+        columns.reset(task.ranges[range]);
+        at = decoder.decode(buffer[0], size, at, file, position, task.ranges[range], filter,
             columns, BATCH_ROWS);
-        held = Math.max(held, columns.memory(buffer.length + decoder.bufferBytes()));
-        if (columns.rows > 0) {
+        if (produced()) {
           return true;
         }
         continue;
       }
-      if (range == task.ranges.length) {
+      if (cursor == null && !nextRange()) {
         return false;
       }
-      ReadRange r = task.ranges[range];
-      if (span == 0) {
-        filter = r.committed && r.abortedProducers.length > 0 ? new AbortedFilter(r) : null;
-      }
-      if (span == r.files.length) {
-        range++;
-        span = 0;
+      if (!columns.needsRecords()) {
+        columns.reset(task.ranges[range]);
+        countChunk();
+        if (produced()) {
+          return true;
+        }
         continue;
       }
-      if (columns.needsRecords()) {
-        startSpan(r, span++);
-        continue;
-      }
-      countSpan(r, span++);
-      held = Math.max(held, columns.memory(buffer.length + decoder.bufferBytes()));
-      if (columns.rows > 0) {
-        return true;
+      file = cursor.file();
+      position = cursor.position();
+      size = cursor.read(buffer);
+      at = 0;
+      if (size == 0) {
+        closeCursor();
       }
     }
   }
 
-  private void startSpan(ReadRange r, int i) throws IOException {
-    size = read(r.files[i], r.positions[i], r.sizes[i]);
-    checkFirst(size >= 8 ? BatchDecoder.i64(buffer, 0) : -1, r, i);
-    at = 0;
+  private boolean nextRange() throws IOException {
+    if (++range >= task.ranges.length) {
+      return false;
+    }
+    cursor = new RangeCursor(task.ranges[range], task.ranges[range].chunkBytes);
+    filter = cursor.filter();
+    return true;
+  }
+
+  private boolean produced() {
+    held = Math.max(held, columns.memory(buffer[0].length + decoder.bufferBytes()));
+    return columns.rows > 0;
   }
 
   /**
-   * A span whose records the query does not use (a count): batch headers only. Each data batch
-   * wholly in range counts its records unread, so unchecked by its CRC, as Parquet counts from
-   * footers; control batches and batches at the range's edges are read and decoded whole.
+   * Up to {@link #BATCH_ROWS} rows of a range whose records the query does not use, from batch
+   * headers alone: each data batch wholly in range counts its records unread, so unchecked by
+   * its CRC, as Parquet counts from footers; control batches and batches at the range's edges
+   * are read and decoded whole.
    */
-  private void countSpan(ReadRange r, int i) throws IOException {
-    columns.reset(r);
-    ByteBuffer head = ByteBuffer.allocate(BatchDecoder.HEADER);
-    try (FileChannel channel = open(r.files[i], r.positions[i])) {
-      for (long pos = r.positions[i], end = pos + r.sizes[i]; pos < end; ) {
-        head.clear();
-        readFully(channel, head, pos, r.files[i]);
-        long base = head.getLong(0);
-        int length = 12 + head.getInt(8);
-        if (length < BatchDecoder.HEADER || pos + length > end) {
-          throw ReadError.at("CorruptRecordError", "truncated record batch", r.files[i], pos);
-        }
-        if (pos == r.positions[i]) {
-          checkFirst(base, r, i);
-        }
-        int attributes = head.getShort(21);
-        long last = base + head.getInt(23);
-        int records = head.getInt(57);
-        columns.ensure(Math.max(records, 0));
-        if (head.get(16) != 2 || (attributes & 0x20) != 0 || base < r.start || last >= r.end) {
-          int n = read(r.files[i], pos, length);
-          decoder.decode(buffer, n, 0, r.files[i], pos, r, filter, columns, Integer.MAX_VALUE);
-        } else if (filter == null
-            || filter.keep(last, (attributes & 0x10) != 0, head.getLong(43))) {
-          columns.endRows(records, (attributes & 0x08) != 0 ? 1 : 0);
-        }
-        pos += length;
+  private void countChunk() throws IOException {
+    RangeCursor c = cursor;
+    ReadRange r = task.ranges[range];
+    while (columns.rows < BATCH_ROWS) {
+      if (!c.nextHeader()) {
+        closeCursor();
+        return;
       }
-    }
-  }
-
-  private static void checkFirst(long base, ReadRange r, int i) {
-    if (base != r.firstOffsets[i]) {
-      throw ReadError.at("OffsetOutOfRangeError", "segment file changed since the scan was "
-          + "planned (compacted or recovered): run the query again", r.files[i], r.positions[i]);
-    }
-  }
-
-  private static FileChannel open(String file, long position) throws IOException {
-    try {
-      return FileChannel.open(Path.of(file), StandardOpenOption.READ);
-    } catch (NoSuchFileException e) {
-      throw gone(file, position);
-    }
-  }
-
-  private static void readFully(FileChannel channel, ByteBuffer into, long at, String file)
-      throws IOException {
-    while (into.hasRemaining()) {
-      if (channel.read(into, at + into.position()) < 0) {
-        throw ReadError.at("CorruptRecordError", "segment file shorter than planned", file, at);
+      ByteBuffer head = c.header();
+      int attributes = head.getShort(21);
+      long base = head.getLong(0);
+      long last = base + head.getInt(23);
+      int records = head.getInt(57);
+      columns.ensure(Math.max(records, 0));
+      if (head.get(16) != 2 || (attributes & 0x20) != 0 || base < r.start || last >= r.end) {
+        String where = c.file();
+        long from = c.position();
+        int n = c.read(buffer, 12 + head.getInt(8));
+        decoder.decode(buffer[0], n, 0, where, from, r, filter, columns, Integer.MAX_VALUE);
+        continue;
       }
+      if (last >= r.start && (filter == null
+          || filter.keep(last, (attributes & 0x10) != 0, head.getLong(43)))) {
+        columns.endRows(records, (attributes & 0x08) != 0 ? 1 : 0);
+      }
+      c.skip();
     }
   }
 
-  private static ReadError gone(String file, long position) {
-    return ReadError.at("OffsetOutOfRangeError", "segment file gone since the scan was planned"
-        + " (deleted by retention or compaction): run the query again", file, position);
-  }
-
-  private int read(String file, long position, int size) throws IOException {
-    if (buffer.length < size) {
-      buffer = new byte[size];
+  private void closeCursor() throws IOException {
+    if (cursor != null) {
+      cursor.close();
+      cursor = null;
     }
-    try (RandomAccessFile f = new RandomAccessFile(file, "r")) {
-      f.seek(position);
-      f.readFully(buffer, 0, size);
-    } catch (FileNotFoundException e) {
-      throw gone(file, position);
-    } catch (EOFException e) {
-      throw ReadError.at("CorruptRecordError", "segment file shorter than planned (" + size
-          + " bytes from here)", file, position);
-    }
-    return size;
   }
 
   @Override
@@ -175,7 +135,8 @@ final class ColumnarReader implements PartitionReader<ColumnarBatch> {
   }
 
   @Override
-  public void close() {
+  public void close() throws IOException {
+    closeCursor();
     columns.close();
   }
 }

@@ -21,6 +21,7 @@ final class JvmScan implements Scan, Batch {
   private final CaseInsensitiveStringMap options;
   private final ScanBuilder python;
   private final Filter[] filters;
+  private InputPartition[] planned;
 
   JvmScan(StructType columns, CaseInsensitiveStringMap options, ScanBuilder python,
       Filter[] filters) {
@@ -56,9 +57,13 @@ final class JvmScan implements Scan, Batch {
     return JvmStream.wrap(theirs, options, columns);
   }
 
+  /** Planned once a scan: Spark asks again while it plans a query (and AQE re-plans). */
   @Override
-  public InputPartition[] planInputPartitions() {
-    return Planner.plan(options, PushedFilters.json(Arrays.asList(filters)));
+  public synchronized InputPartition[] planInputPartitions() {
+    if (planned == null) {
+      planned = Planner.plan(options, PushedFilters.json(Arrays.asList(filters)));
+    }
+    return planned;
   }
 
   @Override

@@ -22,9 +22,9 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  * Spark tasks, each a list of ranges:
  *
  * <pre>
- * {"tasks": [[{"topic": "t", "partition": 0, "start": 0, "end": 100, "committed": true,
- *              "aborted": [[producerId, firstOffset], ...],
- *              "spans": [["/logs/t-0/00000000000000000000.log", position, size, baseOffset], ...]}]]}
+ * {"tasks": [[{"dir": "/logs/t-0", "topic": "t", "partition": 0, "start": 0, "end": 100,
+ *              "committed": true, "aborted": [[producerId, firstOffset], ...],
+ *              "chunk_bytes": 16777216}]]}
  * </pre>
  *
  * or {@code {"error": "ConfigError", "message": "..."}} for a planning error (the options, a
@@ -71,26 +71,15 @@ final class Planner {
 
   private static ReadRange range(JsonNode r) {
     JsonNode aborted = r.get("aborted");
-    long[] pids = new long[aborted.size()];
-    long[] abortedFirsts = new long[aborted.size()];
-    for (int i = 0; i < pids.length; i++) {
-      pids[i] = aborted.get(i).get(0).asLong();
-      abortedFirsts[i] = aborted.get(i).get(1).asLong();
+    long[] producers = new long[aborted.size()];
+    long[] firsts = new long[aborted.size()];
+    for (int i = 0; i < producers.length; i++) {
+      producers[i] = aborted.get(i).get(0).asLong();
+      firsts[i] = aborted.get(i).get(1).asLong();
     }
-    JsonNode spans = r.get("spans");
-    String[] files = new String[spans.size()];
-    long[] positions = new long[spans.size()];
-    int[] sizes = new int[spans.size()];
-    long[] firsts = new long[spans.size()];
-    for (int i = 0; i < files.length; i++) {
-      files[i] = spans.get(i).get(0).asText();
-      positions[i] = spans.get(i).get(1).asLong();
-      sizes[i] = spans.get(i).get(2).asInt();
-      firsts[i] = spans.get(i).get(3).asLong();
-    }
-    return new ReadRange(r.get("topic").asText(), r.get("partition").asInt(),
-        r.get("start").asLong(), r.get("end").asLong(), r.get("committed").asBoolean(),
-        pids, abortedFirsts, files, positions, sizes, firsts);
+    return new ReadRange(r.get("dir").asText(), r.get("topic").asText(),
+        r.get("partition").asInt(), r.get("start").asLong(), r.get("end").asLong(),
+        r.get("committed").asBoolean(), producers, firsts, r.get("chunk_bytes").asInt());
   }
 
   private static Integer defaultParallelism() {
