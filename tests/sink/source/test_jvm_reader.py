@@ -21,6 +21,7 @@ from test_codec import build_with, reference_read, sample_records
 from test_datasource import (
     CORPUS,
     Written,
+    append,
     kafka_python_rows,
     load,
     no_headers,
@@ -321,3 +322,36 @@ def test_a_task_holds_about_one_chunk_not_its_partition(
     assert total == 120 * n
     chunk = 1 << 20
     assert chunk // 2 < memory.peak() < chunk + (4 << 20) < 120 * n // 2
+
+
+def test_offset_indexes_are_only_hints(spark_jvm: Any, tmp_path: Path) -> None:
+    """A topic of many small segments read from offsets inside each: with its closed segments'
+    offset indexes intact, missing, or pointing at the wrong batches, the executors find the
+    same batches (an entry that disagrees with the batch it points at is ignored)."""
+    w = Written(tmp_path / "logs")
+    with LogDirectory(w.path) as ld:
+        ld.topic_configs.update("t", {"segment.bytes": "400", "index.interval.bytes": "1"},
+                                source="test")  # fmt: skip
+        log = ld.get_or_create("t", 0)
+        for _ in range(12):
+            append(w, log, 3)
+    indexes = sorted((w.path / "t-0").glob("*.index"))[:-1]  # closed segments
+    assert len(indexes) > 4
+    expected = no_headers(w.visible())
+
+    def rows_from(start: int) -> list[Any]:
+        df = load(spark_jvm, w.path, subscribe="t", startingOffsets=json.dumps({"t": {"0": start}}))
+        return rows_of(df)
+
+    starts = range(2, 36, 3)  # inside batches and at their ends (what index entries name)
+    intact = {s: rows_from(s) for s in starts}
+    assert intact == {s: [r for r in expected if r[2] >= s] for s in starts}
+    for index in indexes:
+        data = bytearray(index.read_bytes())
+        for at in range(4, len(data), 8):
+            data[at : at + 4] = (at * 7).to_bytes(4, "big")  # positions of no batch
+        index.write_bytes(bytes(data))
+    assert {s: rows_from(s) for s in starts} == intact
+    for index in indexes:
+        index.unlink()
+    assert {s: rows_from(s) for s in starts} == intact
