@@ -1,35 +1,19 @@
 package io.kafkatier.source;
 
+import static io.kafkatier.source.BatchHeader.*;
+
 import java.io.IOException;
 import java.util.zip.CRC32C;
 
 /**
  * Kafka record batches (magic 2, kafka-format.md section 2) decoded into {@link RecordColumns}:
- * the batches of one span, whole, CRC-checked when in range, control batches and aborted data
- * dropped, records outside [start, end) skipped. The batch header:
- *
- * <pre>
- *  0 int64  baseOffset
- *  8 int32  batchLength            bytes after this field
- * 12 int32  partitionLeaderEpoch
- * 16 int8   magic                  2
- * 17 uint32 crc                    CRC-32C of bytes 21 to the end
- * 21 int16  attributes             0-2 codec, 3 LogAppendTime, 4 transactional, 5 control
- * 23 int32  lastOffsetDelta
- * 27 int64  baseTimestamp          or the delete horizon (bit 6); deltas are relative to it
- * 35 int64  maxTimestamp           every record's timestamp under LogAppendTime
- * 43 int64  producerId
- * 51 int16  producerEpoch
- * 53 int32  baseSequence
- * 57 int32  recordsCount
- * 61        records                varint length, int8 attributes, varlong timestampDelta,
- *                                  varint offsetDelta, key, value (varint length, -1 null),
- *                                  varint header count, headers
- * </pre>
+ * the batches of one chunk, whole, CRC-checked when in range, control batches and aborted data
+ * dropped, records outside [start, end) skipped ({@link BatchHeader}: the layout). A record:
+ * varint length, int8 attributes, varlong timestampDelta, varint offsetDelta, key and value
+ * (varint length, -1 null), varint header count, headers (key, value alike).
  */
 final class BatchDecoder {
-  static final int HEADER = 61;
-  private final Decompression inflater = new Decompression();
+    private final Decompression inflater = new Decompression();
   private final CRC32C crc = new CRC32C();
   private byte[] src;
   private int pos;
@@ -47,17 +31,17 @@ final class BatchDecoder {
       AbortedFilter filter, RecordColumns out, int maxRows) {
     int p = from;
     while (p < size && out.rows < maxRows) {
-      int end = p + 12 + (p + 12 <= size ? i32(buf, p + 8) : 0);
-      if (p + HEADER > size || end > size || end < p + HEADER) {
+      int end = p + LOG_OVERHEAD + (p + LOG_OVERHEAD <= size ? i32(buf, p + LENGTH) : 0);
+      if (p + SIZE > size || end > size || end < p + SIZE) {
         throw ReadError.at("CorruptRecordError", "truncated record batch", file, at + p);
       }
-      if (buf[p + 16] != 2) {
-        throw ReadError.at("InvalidRecordError", "legacy message format (magic " + buf[p + 16]
+      if (buf[p + MAGIC] != 2) {
+        throw ReadError.at("InvalidRecordError", "legacy message format (magic " + buf[p + MAGIC]
             + ") is read by the Python reader: register_data_source(spark, reader='python')",
             file, at + p);
       }
       long base = i64(buf, p);
-      long last = base + i32(buf, p + 23);
+      long last = base + i32(buf, p + LAST_OFFSET_DELTA);
       if (last >= range.start && base < range.end) {
         batch(buf, p, end, file, at, range, filter, out);
       }
@@ -69,22 +53,22 @@ final class BatchDecoder {
   private void batch(byte[] buf, int p, int end, String file, long at, ReadRange range,
       AbortedFilter filter, RecordColumns out) {
     crc.reset();
-    crc.update(buf, p + 21, end - p - 21);
-    if ((int) crc.getValue() != i32(buf, p + 17)) {
+    crc.update(buf, p + ATTRIBUTES, end - p - ATTRIBUTES);
+    if ((int) crc.getValue() != i32(buf, p + CRC)) {
       throw ReadError.at("CorruptRecordError", "record batch CRC-32C mismatch", file, at + p);
     }
-    int attributes = i16(buf, p + 21);
-    int codec = attributes & 7;
+    int attributes = i16(buf, p + ATTRIBUTES);
+    int codec = attributes & CODEC;
     if (codec > Decompression.MAX_CODEC) {
       throw ReadError.at("CompressionError", "unknown compression codec id " + codec, file,
           at + p);
     }
-    boolean transactional = (attributes & 0x10) != 0;
+    boolean transactional = (attributes & TRANSACTIONAL) != 0;
     long base = i64(buf, p);
-    long last = base + i32(buf, p + 23);
-    long producerId = i64(buf, p + 43);
-    int count = i32(buf, p + 57);
-    if ((attributes & 0x20) != 0) {
+    long last = base + i32(buf, p + LAST_OFFSET_DELTA);
+    long producerId = i64(buf, p + PRODUCER_ID);
+    int count = i32(buf, p + RECORDS);
+    if ((attributes & CONTROL) != 0) {
       if (filter != null && transactional) {
         filter.marker(last, producerId, count > 0 && isAbort(buf, p, end, codec, file, at));
       }
@@ -93,15 +77,15 @@ final class BatchDecoder {
     if (filter != null && !filter.keep(last, transactional, producerId)) {
       return;
     }
-    int timestampType = (attributes & 0x08) != 0 ? 1 : 0;
+    int timestampType = (attributes & LOG_APPEND_TIME) != 0 ? 1 : 0;
     out.ensure(Math.max(count, 0));
     if (!out.needsRecords() && base >= range.start && last < range.end) {
       out.endRows(count, timestampType); // every record is in range: nothing to parse
       return;
     }
     payload(buf, p, end, codec, file, at);
-    long baseTime = i64(buf, p + 27);
-    long maxTime = timestampType == 1 ? i64(buf, p + 35) : -1;
+    long baseTime = i64(buf, p + BASE_TIMESTAMP);
+    long maxTime = timestampType == 1 ? i64(buf, p + MAX_TIMESTAMP) : -1;
     try {
       for (int i = 0; i < count; i++) {
         record(base, baseTime, maxTime, timestampType, range, out);
@@ -115,11 +99,11 @@ final class BatchDecoder {
   private void payload(byte[] buf, int p, int end, int codec, String file, long at) {
     if (codec == 0) {
       src = buf;
-      pos = p + HEADER;
+      pos = p + SIZE;
       return;
     }
     try {
-      inflater.inflate(codec, buf, p + HEADER, end - p - HEADER);
+      inflater.inflate(codec, buf, p + SIZE, end - p - SIZE);
     } catch (IOException | RuntimeException e) {
       throw ReadError.at("CompressionError", "cannot decompress the records (codec " + codec
           + "): " + e.getMessage(), file, at + p);
@@ -188,18 +172,5 @@ final class BatchDecoder {
         return (raw >>> 1) ^ -(raw & 1);
       }
     }
-  }
-
-  static int i16(byte[] b, int p) {
-    return (short) (((b[p] & 0xff) << 8) | (b[p + 1] & 0xff));
-  }
-
-  static int i32(byte[] b, int p) {
-    return ((b[p] & 0xff) << 24) | ((b[p + 1] & 0xff) << 16) | ((b[p + 2] & 0xff) << 8)
-        | (b[p + 3] & 0xff);
-  }
-
-  static long i64(byte[] b, int p) {
-    return ((long) i32(b, p) << 32) | (i32(b, p + 4) & 0xffffffffL);
   }
 }

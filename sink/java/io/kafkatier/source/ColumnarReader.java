@@ -1,5 +1,7 @@
 package io.kafkatier.source;
 
+import static io.kafkatier.source.BatchHeader.*;
+
 import java.io.IOException;
 import java.nio.ByteBuffer;
 import org.apache.spark.sql.connector.metric.CustomTaskMetric;
@@ -97,21 +99,21 @@ final class ColumnarReader implements PartitionReader<ColumnarBatch> {
         return;
       }
       ByteBuffer head = c.header();
-      int attributes = head.getShort(21);
-      long base = head.getLong(0);
-      long last = base + head.getInt(23);
-      int records = head.getInt(57);
+      int attributes = head.getShort(ATTRIBUTES);
+      long base = head.getLong(BASE_OFFSET);
+      long last = lastOffset(head);
+      int records = head.getInt(RECORDS);
       columns.ensure(Math.max(records, 0));
-      if (head.get(16) != 2 || (attributes & 0x20) != 0 || base < r.start || last >= r.end) {
+      if (head.get(MAGIC) != 2 || (attributes & CONTROL) != 0 || base < r.start || last >= r.end) {
         String where = c.file();
         long from = c.position();
-        int n = c.read(buffer, 12 + head.getInt(8));
+        int n = c.read(buffer, size(head));
         decoder.decode(buffer[0], n, 0, where, from, r, filter, columns, Integer.MAX_VALUE);
         continue;
       }
       if (last >= r.start && (filter == null
-          || filter.keep(last, (attributes & 0x10) != 0, head.getLong(43)))) {
-        columns.endRows(records, (attributes & 0x08) != 0 ? 1 : 0);
+          || filter.keep(last, (attributes & TRANSACTIONAL) != 0, head.getLong(PRODUCER_ID)))) {
+        columns.endRows(records, (attributes & LOG_APPEND_TIME) != 0 ? 1 : 0);
       }
       c.skip();
     }

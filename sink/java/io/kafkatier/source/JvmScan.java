@@ -13,8 +13,9 @@ import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
 /**
- * A batch scan: the driver's planner picks the offsets and byte ranges, executors decode them
- * ({@link ColumnarReader}); a streaming query's micro-batches too ({@link JvmStream}).
+ * A batch scan: the driver's planner picks each partition's offsets, executors find and decode
+ * their batches ({@link ColumnarReader}); a streaming query's micro-batches too ({@link
+ * JvmStream}).
  */
 final class JvmScan implements Scan, Batch {
   private final StructType columns;

@@ -1,5 +1,7 @@
 package io.kafkatier.source;
 
+import static io.kafkatier.source.BatchHeader.*;
+
 import java.io.File;
 import java.io.IOException;
 import java.nio.ByteBuffer;
@@ -59,17 +61,17 @@ final class PartitionLog {
   long positionOf(int segment, long offset) throws IOException {
     long from = segment < bases.length - 1 ? indexed(segment, offset) : 0;
     try (FileChannel log = open(file(segment, ".log"))) {
-      ByteBuffer head = ByteBuffer.allocate(BatchDecoder.HEADER);
+      ByteBuffer head = ByteBuffer.allocate(SIZE);
       long size = log.size();
-      for (long at = from; at + BatchDecoder.HEADER <= size; ) {
+      for (long at = from; at + SIZE <= size; ) {
         head.clear();
-        if (log.read(head, at) < BatchDecoder.HEADER) {
+        if (log.read(head, at) < SIZE) {
           return size;
         }
-        if (head.getLong(0) + head.getInt(23) >= offset) {
+        if (lastOffset(head) >= offset) {
           return at;
         }
-        at += 12 + Math.max(head.getInt(8), BatchDecoder.HEADER - 12);
+        at += Math.max(size(head), SIZE);
       }
       return size;
     }
@@ -104,9 +106,9 @@ final class PartitionLog {
       entry.clear();
       idx.read(entry, found * 8);
       long position = entry.getInt(4) & 0xffffffffL;
-      ByteBuffer head = ByteBuffer.allocate(BatchDecoder.HEADER);
-      if (position + BatchDecoder.HEADER > log.size() || log.read(head, position) < head.limit()
-          || head.getLong(0) + head.getInt(23) != bases[segment] + entry.getInt(0)) {
+      ByteBuffer head = ByteBuffer.allocate(SIZE);
+      if (position + SIZE > log.size() || log.read(head, position) < head.limit()
+          || lastOffset(head) != bases[segment] + entry.getInt(0)) {
         return 0; // an entry that does not point at its batch: scan the segment instead
       }
       return position;

@@ -1,5 +1,7 @@
 package io.kafkatier.source;
 
+import static io.kafkatier.source.BatchHeader.*;
+
 import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.channels.FileChannel;
@@ -21,7 +23,7 @@ final class RangeCursor implements AutoCloseable {
   private FileChannel channel;
   private long size;
   private boolean done;
-  private final ByteBuffer head = ByteBuffer.allocate(BatchDecoder.HEADER);
+  private final ByteBuffer head = ByteBuffer.allocate(SIZE);
 
   RangeCursor(ReadRange range, int chunkBytes) throws IOException {
     this.range = range;
@@ -60,17 +62,17 @@ final class RangeCursor implements AutoCloseable {
       return false;
     }
     head.clear();
-    if (position + BatchDecoder.HEADER > size || channel.read(head, position) < head.limit()) {
+    if (position + SIZE > size || channel.read(head, position) < head.limit()) {
       return endOrCorrupt();
     }
-    int length = 12 + head.getInt(8);
-    if (length < BatchDecoder.HEADER) {
+    int length = size(head);
+    if (length < SIZE) {
       throw ReadError.at("CorruptRecordError", "truncated record batch", file(), position);
     }
     if (position + length > size) {
       return endOrCorrupt();
     }
-    if (head.getLong(0) >= range.end) {
+    if (head.getLong(BASE_OFFSET) >= range.end) {
       done = true;
       return false;
     }
@@ -83,7 +85,7 @@ final class RangeCursor implements AutoCloseable {
 
   /** Steps past the batch whose header {@link #nextHeader} gave. */
   void skip() {
-    position += 12 + head.getInt(8);
+    position += size(head);
   }
 
   /**
@@ -99,7 +101,7 @@ final class RangeCursor implements AutoCloseable {
     if (!nextHeader()) {
       return 0;
     }
-    long want = Math.min(Math.max(limit, 12L + head.getInt(8)), size - position);
+    long want = Math.min(Math.max(limit, (long) size(head)), size - position);
     if (buffer[0].length < want) {
       buffer[0] = new byte[(int) want];
     }
@@ -119,9 +121,9 @@ final class RangeCursor implements AutoCloseable {
   /** The bytes of the whole batches at the start of {@code buf[0, n)}. */
   private static int wholeBatches(byte[] buf, int n) {
     int p = 0;
-    while (p + 12 <= n) {
-      int end = p + 12 + BatchDecoder.i32(buf, p + 8);
-      if (end > n || end < p + BatchDecoder.HEADER) {
+    while (p + LOG_OVERHEAD <= n) {
+      int end = p + LOG_OVERHEAD + i32(buf, p + LENGTH);
+      if (end > n || end < p + SIZE) {
         break;
       }
       p = end;
@@ -131,8 +133,8 @@ final class RangeCursor implements AutoCloseable {
 
   private static long lastOffsetBefore(byte[] buf, int whole) {
     long last = -1;
-    for (int p = 0; p < whole; p += 12 + BatchDecoder.i32(buf, p + 8)) {
-      last = BatchDecoder.i64(buf, p) + BatchDecoder.i32(buf, p + 23);
+    for (int p = 0; p < whole; p += LOG_OVERHEAD + i32(buf, p + LENGTH)) {
+      last = i64(buf, p + BASE_OFFSET) + i32(buf, p + LAST_OFFSET_DELTA);
     }
     return last;
   }
