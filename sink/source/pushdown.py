@@ -19,9 +19,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kafkatier.sink.source.plan import Offsets
 from kafkatier.storage.log.readonly import TopicPartition
-
-Offsets = dict[TopicPartition, int]
 
 
 @dataclass(frozen=True)

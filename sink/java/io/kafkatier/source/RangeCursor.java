@@ -109,34 +109,22 @@ final class RangeCursor implements AutoCloseable {
     while (into.hasRemaining() && channel.read(into, position + into.position()) > 0) {
       // read on: a file read may return less than asked
     }
-    int whole = wholeBatches(buffer[0], into.position());
-    long last = whole == 0 ? -1 : lastOffsetBefore(buffer[0], whole);
+    int whole = 0;
+    long last = -1;
+    byte[] buf = buffer[0];
+    for (int n = into.position(); whole + LOG_OVERHEAD <= n; ) { // the whole batches read
+      int end = whole + LOG_OVERHEAD + i32(buf, whole + LENGTH);
+      if (end > n || end < whole + SIZE) {
+        break;
+      }
+      last = i64(buf, whole + BASE_OFFSET) + i32(buf, whole + LAST_OFFSET_DELTA);
+      whole = end;
+    }
     position += whole;
     if (last >= range.end - 1) {
       done = true;
     }
     return whole;
-  }
-
-  /** The bytes of the whole batches at the start of {@code buf[0, n)}. */
-  private static int wholeBatches(byte[] buf, int n) {
-    int p = 0;
-    while (p + LOG_OVERHEAD <= n) {
-      int end = p + LOG_OVERHEAD + i32(buf, p + LENGTH);
-      if (end > n || end < p + SIZE) {
-        break;
-      }
-      p = end;
-    }
-    return p;
-  }
-
-  private static long lastOffsetBefore(byte[] buf, int whole) {
-    long last = -1;
-    for (int p = 0; p < whole; p += LOG_OVERHEAD + i32(buf, p + LENGTH)) {
-      last = i64(buf, p + BASE_OFFSET) + i32(buf, p + LAST_OFFSET_DELTA);
-    }
-    return last;
   }
 
   /** Opens the segment holding the next batch; false when the range has no more. */
