@@ -15,7 +15,7 @@ import zstandard
 from aiokafka.record.default_records import DefaultRecordBatchBuilder as AioBuilder
 from aiokafka.record.memory_records import MemoryRecords as AioRecords
 
-from kafkatier.storage.arrow.table import SPARK_KAFKA_SCHEMA
+from kafkatier.storage.arrow.schema import SPARK_KAFKA_SCHEMA
 from kafkatier.storage.wire import DEFAULT_MAX_MESSAGE_BYTES, Codec
 
 MAX_BATCH = DEFAULT_MAX_MESSAGE_BYTES

@@ -49,25 +49,12 @@ from pyspark.sql.types import (
 
 from kafkatier.sink.source.jvm import PYTHON_NAME, use_jvm_reader
 from kafkatier.sink.source.options import SourceOptions, parse_options
-from kafkatier.sink.source.plan import (
-    Offsets,
-    from_json,
-    rate_limit,
-    starting_offsets,
-    survey,
-    to_json,
-    topic_partitions,
-)
-from kafkatier.sink.source.queries import batch_plan, micro_batch_plan
-from kafkatier.sink.source.read import read_ranges
+from kafkatier.sink.source.queries import batch_plan
+from kafkatier.sink.source.stream import StreamOffsets
 from kafkatier.sink.source.task import ReadTask
 from kafkatier.storage.errors import ConfigError
-from kafkatier.storage.log.bounds import PartitionBounds
-from kafkatier.storage.log.readonly import TopicPartition
 
 __all__ = ["KafkaTierDataSource", "kafka_schema", "register_data_source"]
-REMOTE_LISTING_MAX_AGE_S = 60.0
-"""How long a streaming query reuses its listing of the remote store's partitions."""
 
 
 def kafka_schema(include_headers: bool) -> StructType:
@@ -154,7 +141,14 @@ class KafkaTierDataSource(DataSource):
 
 
 def _read(partition: InputPartition) -> Iterator[pa.RecordBatch]:
-    """Spark reads one ``InputPartition(None)`` when a plan has no partitions: nothing to read."""
+    """Spark reads one ``InputPartition(None)`` when a plan has no partitions: nothing to read.
+
+    The decoders (numba's kernels, the remote reader) are imported here, in the executors'
+    workers that read, not with this module: Spark also loads it in processes that only plan
+    (a streaming query's source process, the schema lookup), where they would cost seconds of
+    start-up (``bench/read_stream.py`` prints a query's time to its first trigger)."""
+    from kafkatier.sink.source.read import read_ranges
+
     tasks = partition.value
     return iter(()) if tasks is None else read_ranges(tasks)
 
@@ -173,56 +167,32 @@ class KafkaTierBatchReader(DataSourceReader):
 
 
 class KafkaTierStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    """A streaming query. Partitions that appear later (a topic the sink creates, a pattern
-    that starts to match) are read from their earliest offset, as Spark does."""
+    """A streaming query read by the Python reader; its offsets are :class:`StreamOffsets`'
+    (``stream.py``), as the JVM reader's are."""
 
     def __init__(self, opts: SourceOptions) -> None:
         self.opts = opts
-        self._bounds: dict[TopicPartition, PartitionBounds] = {}
-        self._target: Offsets | None = None
-
-    def _survey(self) -> dict[TopicPartition, PartitionBounds]:
-        """Bounds of every subscribed partition on disk now, kept for :meth:`partitions`: its
-        ABORT markers must cover the offsets :meth:`latestOffset` handed out."""
-        tps = topic_partitions(self.opts, listing_max_age_s=REMOTE_LISTING_MAX_AGE_S)
-        self._bounds = survey(self.opts, tps)
-        return self._bounds
+        self.offsets = StreamOffsets(opts)
 
     def initialOffset(self) -> dict[str, Any]:
-        return to_json(starting_offsets(self.opts, self._survey()))
+        return self.offsets.initial()
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
-        begin = from_json(start)
-        bounds = self._survey()
-        starts = {tp: begin.get(tp, b.log_start) for tp, b in bounds.items()}
-        ends = {tp: max(b.latest(self.opts.committed), starts[tp]) for tp, b in bounds.items()}
-        if self._target is not None:
-            ends = {
-                tp: max(min(e, self._target.get(tp, starts[tp])), starts[tp])
-                for tp, e in ends.items()
-            }
-        if isinstance(limit, ReadMaxRows):
-            ends = rate_limit(starts, ends, limit.max_rows)
-        return to_json({**begin, **ends})
+        max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
+        return self.offsets.latest(start, max_rows)
 
     def getDefaultReadLimit(self) -> ReadLimit:
-        n = self.opts.max_offsets_per_trigger
+        n = self.offsets.default_max_rows
         return ReadAllAvailable() if n is None else ReadMaxRows(n)
 
     def reportLatestOffset(self) -> dict[str, Any] | None:
-        if not self._bounds:
-            return None
-        return to_json({tp: b.latest(self.opts.committed) for tp, b in self._bounds.items()})
+        return self.offsets.report_latest()
 
     def prepareForTriggerAvailableNow(self) -> None:
-        self._target = {tp: b.latest(self.opts.committed) for tp, b in self._survey().items()}
+        self.offsets.prepare_available_now()
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
-        begin, stop = from_json(start), from_json(end)
-        bounds = self._bounds
-        if not all(tp in bounds and bounds[tp].high_watermark >= e for tp, e in stop.items()):
-            bounds = self._survey()  # a restart replays a logged batch before any latestOffset
-        return [KafkaTierPartition(t) for t in micro_batch_plan(self.opts, begin, stop, bounds)]
+        return [KafkaTierPartition(t) for t in self.offsets.plan(start, end)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return _read(partition)

@@ -28,9 +28,10 @@ from pathlib import Path
 from typing import Any, ClassVar, Final
 
 from kafkatier.sink.source.options import SourceOptions, parse_options
-from kafkatier.sink.source.plan import from_json, survey, topic_partitions
+from kafkatier.sink.source.plan import topic_partitions
 from kafkatier.sink.source.pushdown import Narrowing
-from kafkatier.sink.source.queries import batch_plan, micro_batch_plan
+from kafkatier.sink.source.queries import batch_plan
+from kafkatier.sink.source.stream import StreamOffsets
 from kafkatier.sink.source.task import ReadTask, checked_start
 from kafkatier.storage.checkpoint.metadata import partition_dir_name
 from kafkatier.storage.errors import ConfigError, KafkaTierError
@@ -107,21 +108,51 @@ class Planner:
 
     def _answer(self, request: dict[str, Any]) -> dict[str, Any]:
         ask = request["ask"]
-        streaming = {"scope": None, "plan": False, "micro_batch": True}[ask]
+        streaming = {"scope": None, "plan": False, "stream": True}[ask]
         opts = parse_options(request["options"], streaming=streaming, base_dir=self.base_dir)
         if ask == "scope":
             return {"jvm": self.enabled and in_scope(opts)}
         cores = request.get("cores")  # Spark's defaultParallelism
-        if ask == "plan":
-            planned = batch_plan(opts, Narrowing.of(request["filters"]), cores)
-        else:  # bounds surveyed now, after the micro-batch's end offsets were handed out
-            bounds = survey(opts, topic_partitions(opts))
-            begin, stop = from_json(request["start"]), from_json(request["end"])
-            planned = micro_batch_plan(opts, begin, stop, bounds, cores)
-        return {"tasks": [[_range(task) for task in tasks] for tasks in planned]}
+        if ask == "stream":
+            return _stream_call(request, opts, cores)
+        return _tasks(batch_plan(opts, Narrowing.of(request["filters"]), cores))
 
     class Java:
         implements: ClassVar[list[str]] = ["java.util.function.Function"]
+
+
+_STREAMS: dict[int, StreamOffsets] = {}
+"""The offsets of each running query the JVM reader reads (``JvmStream.java``), by the stream's
+id: kept by the module, not by one planner, so that a later ``register_data_source`` (which
+installs a new planner) leaves running queries their state."""
+
+
+def _stream_call(request: dict[str, Any], opts: SourceOptions, cores: int | None) -> dict[str, Any]:
+    """One call of a JVM stream (``Planner.stream`` in ``Planner.java``); offsets travel as the
+    JSON strings the Python source's stream writes (``json.dumps``), so checkpoints match."""
+    key, call = int(request["stream"]), request["call"]
+    if call == "stop":
+        _STREAMS.pop(key, None)
+        return {}
+    offsets = _STREAMS.setdefault(key, StreamOffsets(opts))
+    if call == "plan":
+        planned = offsets.plan(json.loads(request["start"]), json.loads(request["end"]), cores)
+        return _tasks(planned)
+    if call == "available_now":
+        offsets.prepare_available_now()
+        return {}
+    if call == "default_limit":
+        return {"max_rows": offsets.default_max_rows}
+    found = {
+        "initial": offsets.initial,
+        "latest": lambda: offsets.latest(json.loads(request["start"]), request.get("max_rows")),
+        "report_latest": offsets.report_latest,
+    }[call]()
+    return {"offset": None if found is None else json.dumps(found)}
+
+
+def _tasks(planned: list[tuple[ReadTask, ...]]) -> dict[str, Any]:
+    return {"tasks": [[_range(task) for task in tasks] for tasks in planned]}
 
 
 def _range(task: ReadTask) -> dict[str, Any]:

@@ -23,7 +23,7 @@ import pyarrow as pa
 
 from kafkatier.sink.source.task import BatchFilter, ReadTask, batch_filter, checked_start, project
 from kafkatier.storage.arrow.pieces import Run, decode_runs
-from kafkatier.storage.arrow.table import SPARK_KAFKA_SCHEMA
+from kafkatier.storage.arrow.schema import SPARK_KAFKA_SCHEMA
 from kafkatier.storage.log.batch_position import BatchPosition
 from kafkatier.storage.log.readonly import (
     ReadOnlyPartition,
@@ -124,5 +124,3 @@ def _row(task: ReadTask, offset: int, timestamp: int, ts_type: int, record: Any)
         "timestampType": ts_type,
         "headers": headers or None,
     }
-
-

@@ -15,7 +15,7 @@ from typing import Any
 import pyarrow as pa
 
 from kafkatier.sink.source.remote import RemoteSettings
-from kafkatier.storage.arrow.table import SPARK_KAFKA_SCHEMA
+from kafkatier.storage.arrow.schema import SPARK_KAFKA_SCHEMA
 from kafkatier.storage.errors import OffsetOutOfRangeError
 from kafkatier.storage.index.txn_index import AbortedTxn
 from kafkatier.storage.log.reader import AbortedTransactionFilter

@@ -21,7 +21,8 @@ from numpy.typing import NDArray
 
 from kafkatier.storage.arrow import decode_kernels as D
 from kafkatier.storage.arrow.encode_kernels import BATCH_HEADER_DTYPE, gather_rows
-from kafkatier.storage.arrow.table import SPARK_KAFKA_SCHEMA, build_table, parse
+from kafkatier.storage.arrow.schema import SPARK_KAFKA_SCHEMA
+from kafkatier.storage.arrow.table import build_table, parse
 from kafkatier.storage.errors import (
     CompressionError,
     CorruptRecordError,

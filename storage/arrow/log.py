@@ -15,7 +15,7 @@ from typing import Any
 import pyarrow as pa
 
 from kafkatier.storage.arrow.codec import decode_arrow, encode_arrow
-from kafkatier.storage.arrow.table import SPARK_KAFKA_SCHEMA
+from kafkatier.storage.arrow.schema import SPARK_KAFKA_SCHEMA
 from kafkatier.storage.log.append import LogAppendInfo
 from kafkatier.storage.log.log import Log
 from kafkatier.storage.log.reader import (

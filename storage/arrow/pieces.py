@@ -23,7 +23,7 @@ import pyarrow as pa
 from numpy.typing import NDArray
 
 from kafkatier.storage.arrow import decode as D
-from kafkatier.storage.arrow.table import SPARK_KAFKA_SCHEMA
+from kafkatier.storage.arrow.schema import SPARK_KAFKA_SCHEMA
 
 _EVERY_OFFSET = (-D.INT64_MAX - 1, D.INT64_MAX)
 BatchFilter = Callable[[Any], bool]

@@ -9,23 +9,7 @@ import pyarrow as pa
 from numpy.typing import NDArray
 
 from kafkatier.storage.arrow.decode_kernels import empty_outputs, parse_batches
-
-HEADER_ENTRY = pa.struct([("key", pa.string()), ("value", pa.binary())])
-SPARK_KAFKA_SCHEMA = pa.schema(
-    [
-        ("key", pa.binary()),
-        ("value", pa.binary()),
-        ("topic", pa.string()),
-        ("partition", pa.int32()),
-        ("offset", pa.int64()),
-        ("timestamp", pa.timestamp("us", tz="UTC")),
-        ("timestampType", pa.int32()),
-        ("headers", pa.list_(pa.field("element", HEADER_ENTRY))),
-    ]
-)
-"""Spark's Kafka source schema with includeHeaders (KafkaRecordToRowConverter), as Spark's
-ArrowUtils maps it: TimestampType is timestamp[us] with the session time zone (UTC here), list
-elements are named "element", and ``headers`` is null for a record without headers."""
+from kafkatier.storage.arrow.schema import HEADER_ENTRY, SPARK_KAFKA_SCHEMA
 
 _US_PER_MS = 1000
 

@@ -22,6 +22,7 @@ from test_datasource import (
     CORPUS,
     Written,
     append,
+    end_txn,
     kafka_python_rows,
     load,
     no_headers,
@@ -128,6 +129,35 @@ def test_streaming_micro_batches_are_read_by_the_jvm_reader(
     assert descriptions == {"kafkatier stream (JVM reader)"}
     assert len(sink.batches) > 3
     assert sink.sorted_rows() == sample.visible()
+
+
+def test_a_checkpoint_resumes_with_either_reader(spark_jvm: Any, tmp_path: Path) -> None:
+    """The JVM reader's stream keeps its offsets in the driver's planner, the Python source's in
+    a Python process of its own: both write the same offset JSON, so one checkpoint resumes
+    with the other reader, then back, each row read once and nothing aborted or open shown."""
+    w = Written(tmp_path / "logs")
+    chk = tmp_path / "chk"
+    seen: list[Any] = []
+    with LogDirectory(w.path) as ld:
+        p0, p1 = ld.get_or_create("h", 0), ld.get_or_create("h", 1)
+        for turn, source in enumerate(["kafkatier_python", "kafkatier", "kafkatier_python"]):
+            append(w, p0, 3 + turn, codec="lz4")
+            append(w, p1, 2, pid=20 + turn)
+            end_txn(w, p1, 20 + turn, commit=turn != 1)
+            sink = Collector()
+            reader = (spark_jvm.readStream.format(source).option("path", str(w.path))
+                      .option("subscribe", "h").option("startingOffsets", "earliest")
+                      .option("maxOffsetsPerTrigger", "3"))  # fmt: skip
+            writer = reader.load().writeStream.foreachBatch(sink).trigger(availableNow=True)
+            query = writer.option("checkpointLocation", str(chk)).start()
+            assert query.awaitTermination(TIMEOUT_S), "availableNow query did not finish"
+            assert query.exception() is None
+            descriptions = {s["description"] for p in query.recentProgress for s in p["sources"]}
+            assert ("kafkatier stream (JVM reader)" in descriptions) == (source == "kafkatier")
+            new = sorted(set(no_headers(w.visible())) - set(seen))
+            assert new and sink.sorted_rows() == new, source
+            seen += new
+    assert len(seen) == 3 + 4 + 5 + 2 + 2  # the second turn's transaction was aborted
 
 
 def test_only_the_columns_asked_for_are_decoded(spark_jvm: Any, sample: Written) -> None:

@@ -33,7 +33,7 @@ from kafkatier.storage.arrow.codec import decode_arrow, encode_arrow
 from kafkatier.storage.arrow.columns import ArrowSchemaError
 from kafkatier.storage.arrow.decode import BatchHeader
 from kafkatier.storage.arrow.encode import EncodedBatches
-from kafkatier.storage.arrow.table import SPARK_KAFKA_SCHEMA
+from kafkatier.storage.arrow.schema import SPARK_KAFKA_SCHEMA
 from kafkatier.storage.errors import (
     CompressionError,
     CorruptRecordError,

@@ -6,7 +6,6 @@ import org.apache.spark.sql.connector.read.Batch;
 import org.apache.spark.sql.connector.read.InputPartition;
 import org.apache.spark.sql.connector.read.PartitionReaderFactory;
 import org.apache.spark.sql.connector.read.Scan;
-import org.apache.spark.sql.connector.read.ScanBuilder;
 import org.apache.spark.sql.connector.read.streaming.MicroBatchStream;
 import org.apache.spark.sql.sources.Filter;
 import org.apache.spark.sql.types.StructType;
@@ -20,15 +19,12 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 final class JvmScan implements Scan, Batch {
   private final StructType columns;
   private final CaseInsensitiveStringMap options;
-  private final ScanBuilder python;
   private final Filter[] filters;
   private InputPartition[] planned;
 
-  JvmScan(StructType columns, CaseInsensitiveStringMap options, ScanBuilder python,
-      Filter[] filters) {
+  JvmScan(StructType columns, CaseInsensitiveStringMap options, Filter[] filters) {
     this.columns = columns;
     this.options = options;
-    this.python = python;
     this.filters = filters;
   }
 
@@ -54,8 +50,7 @@ final class JvmScan implements Scan, Batch {
 
   @Override
   public MicroBatchStream toMicroBatchStream(String checkpointLocation) {
-    MicroBatchStream theirs = python.build().toMicroBatchStream(checkpointLocation);
-    return JvmStream.wrap(theirs, options, columns);
+    return new JvmStream(options, columns);
   }
 
   /** Planned once a scan: Spark asks again while it plans a query (and AQE re-plans). */

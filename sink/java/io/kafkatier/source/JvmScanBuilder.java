@@ -16,14 +16,12 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 final class JvmScanBuilder
     implements ScanBuilder, SupportsPushDownRequiredColumns, SupportsPushDownFilters {
   private final CaseInsensitiveStringMap options;
-  private final ScanBuilder python;
   private StructType columns;
   private Filter[] pushed = new Filter[0];
 
-  JvmScanBuilder(StructType schema, CaseInsensitiveStringMap options, ScanBuilder python) {
+  JvmScanBuilder(StructType schema, CaseInsensitiveStringMap options) {
     this.columns = schema;
     this.options = options;
-    this.python = python;
   }
 
   @Override
@@ -44,6 +42,6 @@ final class JvmScanBuilder
 
   @Override
   public Scan build() {
-    return new JvmScan(columns, options, python, pushed);
+    return new JvmScan(columns, options, pushed);
   }
 }

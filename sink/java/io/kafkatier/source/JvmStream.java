@@ -1,73 +1,129 @@
 package io.kafkatier.source;
 
-import java.lang.reflect.InvocationHandler;
-import java.lang.reflect.InvocationTargetException;
-import java.lang.reflect.Method;
-import java.lang.reflect.Proxy;
-import java.util.LinkedHashSet;
-import java.util.Set;
+import com.fasterxml.jackson.databind.JsonNode;
+import java.util.HashMap;
+import java.util.Map;
+import java.util.concurrent.atomic.AtomicLong;
+import org.apache.spark.sql.connector.read.InputPartition;
+import org.apache.spark.sql.connector.read.PartitionReaderFactory;
 import org.apache.spark.sql.connector.read.streaming.MicroBatchStream;
 import org.apache.spark.sql.connector.read.streaming.Offset;
+import org.apache.spark.sql.connector.read.streaming.ReadLimit;
+import org.apache.spark.sql.connector.read.streaming.ReadMaxRows;
+import org.apache.spark.sql.connector.read.streaming.SupportsTriggerAvailableNow;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
 /**
- * A streaming query's micro-batches read by this reader: the Python source's stream keeps
- * everything about offsets (initial, latest, read limits, Trigger.AvailableNow, commits), and
- * only the reading of a micro-batch's offsets is this reader's: the driver's planner plans them
- * ({@link Planner#microBatch}) and {@link ColumnarReader}s read them. The stream is a proxy with
- * every interface of the Python one (which differ with the features the source has), so Spark
- * sees the same capabilities; it is equal only to itself, as Spark keys its state by stream.
+ * A streaming query read by this reader. Its offsets (initial, latest within a read limit,
+ * Trigger.AvailableNow, the micro-batches' tasks) are decided by the driver's planner ({@link
+ * Planner#stream}: {@code StreamOffsets} in sink/source/stream.py, the code the Python source's
+ * stream runs), in the driver's own Python process: unlike a Python source's stream, this one
+ * starts no Python process of its own, whose start-up (Python, PySpark's worker, the source's
+ * imports) cost a query more than a second before its first trigger. Offsets are the JSON the
+ * planner writes, Spark's Kafka offsets, byte for byte what the Python source's stream writes to
+ * a checkpoint, so either reader resumes the other's checkpoint.
  */
-final class JvmStream implements InvocationHandler {
-  private final MicroBatchStream python;
+final class JvmStream implements MicroBatchStream, SupportsTriggerAvailableNow {
+  private static final AtomicLong STREAMS = new AtomicLong();
+
   private final CaseInsensitiveStringMap options;
   private final StructType columns;
+  private final long id = STREAMS.incrementAndGet();
 
-  private JvmStream(MicroBatchStream python, CaseInsensitiveStringMap options, StructType columns) {
-    this.python = python;
+  JvmStream(CaseInsensitiveStringMap options, StructType columns) {
     this.options = options;
     this.columns = columns;
   }
 
-  static MicroBatchStream wrap(
-      MicroBatchStream python, CaseInsensitiveStringMap options, StructType columns) {
-    Set<Class<?>> interfaces = new LinkedHashSet<>();
-    for (Class<?> c = python.getClass(); c != null; c = c.getSuperclass()) {
-      for (Class<?> i : c.getInterfaces()) {
-        if (i.getName().startsWith("org.apache.spark.sql.connector.")) {
-          interfaces.add(i);
-        }
-      }
-    }
-    return (MicroBatchStream) Proxy.newProxyInstance(JvmStream.class.getClassLoader(),
-        interfaces.toArray(new Class<?>[0]), new JvmStream(python, options, columns));
+  @Override
+  public Offset initialOffset() {
+    return offset(call("initial", Map.of()));
   }
 
   @Override
-  public Object invoke(Object proxy, Method method, Object[] args) throws Throwable {
-    switch (method.getName()) {
-      case "planInputPartitions":
-        if (args != null && args.length == 2) {
-          return Planner.microBatch(
-              options, ((Offset) args[0]).json(), ((Offset) args[1]).json());
-        }
-        break;
-      case "createReaderFactory":
-        return new ColumnarReaderFactory(columns);
-      case "equals":
-        return proxy == args[0];
-      case "hashCode":
-        return System.identityHashCode(proxy);
-      case "toString":
-        return "kafkatier stream (JVM reader)";
-      default:
-        break;
+  public Offset latestOffset() {
+    throw new UnsupportedOperationException(
+        "latestOffset(Offset, ReadLimit) should be called instead of this method");
+  }
+
+  @Override
+  public Offset latestOffset(Offset start, ReadLimit limit) {
+    Map<String, Object> args = new HashMap<>();
+    args.put("start", start.json());
+    if (limit instanceof ReadMaxRows) {
+      args.put("max_rows", ((ReadMaxRows) limit).maxRows());
     }
-    try {
-      return method.invoke(python, args);
-    } catch (InvocationTargetException e) {
-      throw e.getCause();
+    return offset(call("latest", args));
+  }
+
+  @Override
+  public ReadLimit getDefaultReadLimit() {
+    JsonNode rows = call("default_limit", Map.of()).path("max_rows");
+    return rows.isNumber() ? ReadLimit.maxRows(rows.asLong()) : ReadLimit.allAvailable();
+  }
+
+  @Override
+  public Offset reportLatestOffset() {
+    return offset(call("report_latest", Map.of()));
+  }
+
+  @Override
+  public void prepareForTriggerAvailableNow() {
+    call("available_now", Map.of());
+  }
+
+  @Override
+  public InputPartition[] planInputPartitions(Offset start, Offset end) {
+    return Planner.tasks(call("plan", Map.of("start", start.json(), "end", end.json()))
+        .get("tasks"));
+  }
+
+  @Override
+  public PartitionReaderFactory createReaderFactory() {
+    return new ColumnarReaderFactory(columns);
+  }
+
+  @Override
+  public Offset deserializeOffset(String json) {
+    return new StreamOffset(json);
+  }
+
+  @Override
+  public void commit(Offset end) {
+    // Nothing to acknowledge: progress lives in Spark's checkpoint, not in the log dir.
+  }
+
+  @Override
+  public void stop() {
+    call("stop", Map.of());
+  }
+
+  @Override
+  public String toString() {
+    return "kafkatier stream (JVM reader)";
+  }
+
+  private JsonNode call(String what, Map<String, Object> args) {
+    return Planner.stream(options, id, what, args);
+  }
+
+  private static Offset offset(JsonNode answer) {
+    JsonNode json = answer.path("offset");
+    return json.isTextual() ? new StreamOffset(json.asText()) : null;
+  }
+
+  /** An offset as the planner wrote it (Spark compares offsets by their JSON). */
+  static final class StreamOffset extends Offset {
+    private final String json;
+
+    StreamOffset(String json) {
+      this.json = json;
+    }
+
+    @Override
+    public String json() {
+      return json;
     }
   }
 }

@@ -9,8 +9,8 @@ import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
 /**
- * The Python source's table, its batch scans read in the JVM when the planner says this reader
- * can ({@link Planner#scope}); any other scan is the Python table's own.
+ * The Python source's table, its scans (batch and streaming) read in the JVM when the planner
+ * says this reader can ({@link Planner#scope}); any other scan is the Python table's own.
  */
 final class KafkaTierTable implements Table, SupportsRead {
   private final Table python;
@@ -37,10 +37,9 @@ final class KafkaTierTable implements Table, SupportsRead {
 
   @Override
   public ScanBuilder newScanBuilder(CaseInsensitiveStringMap options) {
-    ScanBuilder theirs = ((SupportsRead) python).newScanBuilder(options);
     if (!Planner.scope(options)) {
-      return theirs;
+      return ((SupportsRead) python).newScanBuilder(options);
     }
-    return new JvmScanBuilder(schema(), options, theirs);
+    return new JvmScanBuilder(schema(), options);
   }
 }

@@ -14,12 +14,13 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
 /**
  * The driver's Python planner (sink/source/jvm.py), asked through {@link
- * KafkaTierProvider#planner}. Requests are {@code {"ask": "scope"|"plan"|"micro_batch",
- * "options": {...}}}, a plan's with its {@code "filters"} ({@link PushedFilters}), a
- * micro-batch's with its {@code "start"} and {@code "end"} offsets (Spark's Kafka offset JSON),
- * each with {@code "cores"}, Spark's default parallelism, which the planner splits by;
- * answers are {@code {"jvm": true|false}} for a scope, and for a plan the
- * Spark tasks, each a list of ranges:
+ * KafkaTierProvider#planner}. Requests are {@code {"ask": "scope"|"plan"|"stream",
+ * "options": {...}}}, a plan's with its {@code "filters"} ({@link PushedFilters}), a stream's
+ * with the stream's id, the {@code "call"} and its arguments ({@link #stream}; offsets are
+ * Spark's Kafka offset JSON, as strings), each with {@code "cores"}, Spark's default
+ * parallelism, which the planner splits by; answers are {@code {"jvm": true|false}} for a
+ * scope, {@code {"offset": "..."}} or {@code {"max_rows": n}} for a stream's offsets and
+ * limit, and for a plan (a stream's too) the Spark tasks, each a list of ranges:
  *
  * <pre>
  * {"tasks": [[{"dir": "/logs/t-0", "topic": "t", "partition": 0, "start": 0, "end": 100,
@@ -46,17 +47,20 @@ final class Planner {
     return tasks(ask("plan", options, Map.of("filters", filters)).get("tasks"));
   }
 
-  /** The Spark tasks of one micro-batch, offsets {@code start} to {@code end} (JSON). */
-  static InputPartition[] microBatch(CaseInsensitiveStringMap options, String start, String end) {
-    try {
-      Map<String, Object> offsets = Map.of("start", JSON.readTree(start), "end", JSON.readTree(end));
-      return tasks(ask("micro_batch", options, offsets).get("tasks"));
-    } catch (IOException e) {
-      throw new UncheckedIOException(e);
-    }
+  /**
+   * One call of streaming query {@code stream} ({@link JvmStream}): {@code what} is {@code
+   * initial}, {@code latest}, {@code default_limit}, {@code report_latest}, {@code
+   * available_now}, {@code plan} or {@code stop}, with its {@code args}.
+   */
+  static JsonNode stream(
+      CaseInsensitiveStringMap options, long stream, String what, Map<String, Object> args) {
+    Map<String, Object> more = new HashMap<>(args);
+    more.put("stream", stream);
+    more.put("call", what);
+    return ask("stream", options, more);
   }
 
-  private static InputPartition[] tasks(JsonNode tasks) {
+  static InputPartition[] tasks(JsonNode tasks) {
     InputPartition[] out = new InputPartition[tasks.size()];
     for (int i = 0; i < out.length; i++) {
       JsonNode ranges = tasks.get(i);

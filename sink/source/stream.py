@@ -1,0 +1,95 @@
+"""A streaming query's offsets: what each trigger reads, decided once for both readers.
+
+Spark asks a stream for its initial offset, then per trigger for the latest offset it may read
+to (within a read limit: ``maxOffsetsPerTrigger``), then for the tasks that read a micro-batch
+from one offset to another. :class:`StreamOffsets` answers all of it from the partitions' bounds
+on disk: the Python source's stream reader (``datasource.KafkaTierStreamReader``, run by Spark
+in a Python process of its own) and the JVM reader's stream (``JvmStream.java``, which asks
+the driver's planner, ``jvm.Planner``, and so starts no Python process) both delegate to it.
+Offsets are Spark's Kafka offset JSON, ``{"topic": {"0": 42}}``, the same from either reader,
+so a checkpoint written with one resumes with the other.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafkatier.sink.source.options import SourceOptions
+from kafkatier.sink.source.plan import (
+    Offsets,
+    from_json,
+    rate_limit,
+    starting_offsets,
+    survey,
+    to_json,
+    topic_partitions,
+)
+from kafkatier.sink.source.queries import micro_batch_plan
+from kafkatier.sink.source.task import ReadTask
+from kafkatier.storage.log.bounds import PartitionBounds
+from kafkatier.storage.log.readonly import TopicPartition
+
+REMOTE_LISTING_MAX_AGE_S = 60.0
+"""How long a streaming query reuses its listing of the remote store's partitions."""
+
+
+class StreamOffsets:
+    """One streaming query's offsets. Partitions that appear later (a topic the sink creates, a
+    pattern that starts to match) are read from their earliest offset, as Spark does."""
+
+    def __init__(self, opts: SourceOptions) -> None:
+        self.opts = opts
+        self._bounds: dict[TopicPartition, PartitionBounds] = {}
+        self._target: Offsets | None = None  # Trigger.AvailableNow's end, once prepared
+
+    def _survey(self) -> dict[TopicPartition, PartitionBounds]:
+        """Bounds of every subscribed partition on disk now, kept for :meth:`plan`: its ABORT
+        markers must cover the offsets :meth:`latest` handed out."""
+        tps = topic_partitions(self.opts, listing_max_age_s=REMOTE_LISTING_MAX_AGE_S)
+        self._bounds = survey(self.opts, tps)
+        return self._bounds
+
+    def initial(self) -> dict[str, Any]:
+        return to_json(starting_offsets(self.opts, self._survey()))
+
+    def latest(self, start: dict[str, Any], max_rows: int | None) -> dict[str, Any]:
+        """The end of the next micro-batch from ``start``: every partition's last stable offset
+        (high watermark under ``read_uncommitted``), within Trigger.AvailableNow's target, at
+        most ``max_rows`` records past ``start`` in all (None: no limit)."""
+        begin = from_json(start)
+        bounds = self._survey()
+        starts = {tp: begin.get(tp, b.log_start) for tp, b in bounds.items()}
+        ends = {tp: max(b.latest(self.opts.committed), starts[tp]) for tp, b in bounds.items()}
+        if self._target is not None:
+            ends = {
+                tp: max(min(e, self._target.get(tp, starts[tp])), starts[tp])
+                for tp, e in ends.items()
+            }
+        if max_rows is not None:
+            ends = rate_limit(starts, ends, max_rows)
+        return to_json({**begin, **ends})
+
+    @property
+    def default_max_rows(self) -> int | None:
+        """``maxOffsetsPerTrigger``: Spark's default read limit for this stream."""
+        return self.opts.max_offsets_per_trigger
+
+    def report_latest(self) -> dict[str, Any] | None:
+        """The latest offsets the last survey saw, for the query's progress metrics."""
+        if not self._bounds:
+            return None
+        return to_json({tp: b.latest(self.opts.committed) for tp, b in self._bounds.items()})
+
+    def prepare_available_now(self) -> None:
+        """Trigger.AvailableNow: read up to what is on disk now, however long that takes."""
+        self._target = {tp: b.latest(self.opts.committed) for tp, b in self._survey().items()}
+
+    def plan(
+        self, start: dict[str, Any], end: dict[str, Any], cores: int | None = None
+    ) -> list[tuple[ReadTask, ...]]:
+        """The Spark tasks reading offsets ``start`` to ``end``."""
+        begin, stop = from_json(start), from_json(end)
+        bounds = self._bounds
+        if not all(tp in bounds and bounds[tp].high_watermark >= e for tp, e in stop.items()):
+            bounds = self._survey()  # a restart replays a logged batch before any latest()
+        return micro_batch_plan(self.opts, begin, stop, bounds, cores)
