@@ -112,8 +112,9 @@ def _append_chunk(
     logs: list[Log], chunk: pa.RecordBatch, parts: np.ndarray, compression: str | None,
     summary: Summary,
 ) -> None:  # fmt: skip
-    order = np.argsort(parts, kind="stable")
-    ordered = pa.Table.from_batches([chunk]).take(pa.array(order))
+    ordered = pa.Table.from_batches([chunk])
+    if len(parts) > 1 and bool((parts[1:] < parts[:-1]).any()):
+        ordered = ordered.take(_indices(np.argsort(parts, kind="stable")))
     counts = np.bincount(parts, minlength=len(logs))
     start = 0
     for partition, count in enumerate(counts.tolist()):
@@ -121,6 +122,13 @@ def _append_chunk(
             info = append_arrow(logs[partition], ordered.slice(start, count), codec=compression)
             summary.add(partition, info.first_offset, info.last_offset, info.num_records)
         start += count
+
+
+def _indices(order: np.ndarray) -> pa.Array:
+    """``order`` as an Arrow int64 array over its own buffer: ``pa.array`` of a NumPy array
+    would import pandas (0.3 s of start-up, to check whether it was given a DataFrame)."""
+    order = np.ascontiguousarray(order, dtype=np.int64)
+    return pa.Array.from_buffers(pa.int64(), len(order), [None, pa.py_buffer(order)])
 
 
 def _partial(logs: list[Log], ends: list[int]) -> str:

@@ -35,7 +35,7 @@ def append_pieces(
                 f"{records} records where the executor encoded {piece.records}",
                 file=piece.source,
             )
-        log_for(*tp).append(piece.data)
+        log_for(*tp).append(piece.data, owned=True)
         touched.add(tp)
         after_append()
     return touched

@@ -57,7 +57,7 @@ def append_arrow(
         timestamp=timestamp,
         max_batch_bytes=log.config.max_batch_bytes,
     )
-    return log.append(encoded.data)
+    return log.append(encoded.data, owned=True)
 
 
 def iter_arrow(

@@ -128,16 +128,23 @@ class Log:
     # Validation and the producer state it commits: append.py; when to roll: roll.py.
 
     def append(
-        self, data: bytes | bytearray | memoryview, *, origin: AppendOrigin = AppendOrigin.CLIENT
+        self,
+        data: bytes | bytearray | memoryview,
+        *,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
+        owned: bool = False,
     ) -> LogAppendInfo:
         """Validate, assign offsets to and write the v2 batches in ``data`` (Kafka's leader append).
 
         Validation (CRC, counts, sizes, producer epochs and sequences) happens for every batch
         before anything is written, so a rejected append leaves the log untouched. Batches the
         producer already appended (same producer, epoch and sequence range among its last five)
-        are skipped.
+        are skipped. ``owned``: ``data`` is a bytearray the caller hands over (the sink's pieces,
+        the Arrow encoder's output): offsets are assigned in it instead of in a copy, and the
+        caller must not use it afterwards.
         """
-        incoming = parse_incoming(bytearray(data), origin)  # a copy: offsets go in in place
+        buf = data if owned and isinstance(data, bytearray) else bytearray(data)
+        incoming = parse_incoming(buf, origin)  # offsets go in in place
         found = validate_append(incoming, origin, self._append_target(), owned=True)
         if not found.placed:
             return duplicate_info(found.duplicates, len(incoming))
