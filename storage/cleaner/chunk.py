@@ -14,7 +14,7 @@ from collections.abc import Callable
 import numpy as np
 import numpy.typing as npt
 
-from kafkatier.storage.cleaner.compressed import Inflated, deflate, inflate
+from kafkatier.storage.cleaner.compressed import Inflated, Scratch, deflate, inflate
 from kafkatier.storage.cleaner.kernels.chunks import INFO, STATS, filter_chunk, map_chunk
 from kafkatier.storage.cleaner.kernels.offset_map import OffsetMap
 from kafkatier.storage.cleaner.segment_store import CleanedSegment, SegmentInfo, SegmentStore
@@ -70,12 +70,14 @@ def with_compressed(plain: Plain, on_run: Run, max_bytes: int) -> Plain:
     """``plain``, continued through runs of compressed data batches (``compressed``):
     where the plain run stops at one, the run is inflated and given to ``on_run``."""
 
+    scratch = Scratch()
+
     def step(array: U8, pos: int) -> tuple[int, bool]:
         while True:
             pos, stop = plain(array, pos)
             if stop:
                 return pos, True
-            run = inflate(array, pos, max_bytes)
+            run = inflate(array, pos, max_bytes, scratch)
             if run is None:
                 return pos, False
             at, stop = on_run(run, array)

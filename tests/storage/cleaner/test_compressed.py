@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from kafkatier.storage.cleaner.compressed import inflate
+from kafkatier.storage.cleaner.compressed import Scratch, inflate
+from kafkatier.storage.record.batch import RecordBatch
 from kafkatier.storage.record.builder import build_batch
 from kafkatier.storage.record.record import Record
 from kafkatier.storage.wire import ATTRIBUTES_OFFSET, Codec
@@ -31,3 +32,27 @@ def test_an_unknown_codec_id_ends_the_run_instead_of_raising() -> None:
     run = inflate(chunk, 0, 1 << 20)
     assert run is not None and run.last_offsets == [2]  # the run stops before it
     assert inflate(chunk, run.real_sizes[0], 1 << 20) is None  # left to the Python path
+
+
+def test_runs_inflated_into_one_scratch_hold_each_batch_decompressed() -> None:
+    """Runs inflated one after another into one reused buffer: each run's data is its batches'
+    headers (length and codec bits rewritten) and decompressed records, whatever the codec,
+    also when a batch outgrows the buffer (it is replaced, not resized under the last run)."""
+    big = [Record(7 + i, 1_700_000_000_000, b"k", bytes([i % 7]) * 300_000) for i in range(8)]
+    small = [Record(3 + i, 1_700_000_000_000, b"z%d" % i, b"w" * 90) for i in range(4)]
+    batches = [lz4_batch(0), bytearray(build_batch(small, codec=Codec.ZSTD)),
+               bytearray(build_batch(big, codec=Codec.LZ4))]  # fmt: skip
+    scratch = Scratch()
+    previous = None
+    for batch in batches:
+        chunk = np.frombuffer(bytes(batch), dtype=np.uint8)
+        run = inflate(chunk, 0, 1 << 20, scratch)
+        assert run is not None and run.starts == [0] and run is not previous
+        plain = RecordBatch(run.data.tobytes())
+        original = RecordBatch(bytes(batch))
+        assert plain.codec == Codec.NONE and plain.crc == original.crc  # the CRC is left stale
+        assert [(r.offset, r.key, r.value) for r in plain.records()] == [
+            (r.offset, r.key, r.value) for r in original.records()
+        ]
+        previous = run
+    assert len(scratch.buf) >= 8 * 300_000

@@ -246,6 +246,42 @@ def test_lz4_block_larger_than_max_is_an_error() -> None:
         decompress(Codec.LZ4, framed + b"\0" * 4)
 
 
+SMALL = os.urandom(3_000) + b"kafka " * 1_000  # one 64 KiB block: a batch of small records
+
+
+def _one_block(**kwargs: object) -> bytes:
+    out: bytes = lz4.frame.compress(SMALL, block_size=lz4.frame.BLOCKSIZE_MAX64KB,
+                                    block_linked=False, **kwargs)  # fmt: skip
+    return out
+
+
+@pytest.mark.parametrize(
+    ("name", "framed", "decoded"),
+    [
+        ("kafka's layout", compress(Codec.LZ4, SMALL), SMALL),
+        ("a raw block", compress(Codec.LZ4, bytes(range(36))), bytes(range(36))),
+        ("two blocks", compress(Codec.LZ4, MIXED), None),
+        ("content size", _one_block(store_size=True), None),
+        ("block checksum", _one_block(store_size=False, block_checksum=True), None),
+        ("content checksum", _one_block(store_size=False, content_checksum=True), None),
+        ("bytes after the end mark", compress(Codec.LZ4, SMALL) + b"\0", None),
+        ("no end mark", compress(Codec.LZ4, SMALL)[:-4], None),
+        ("a corrupt block", (lambda f: f[:11] + b"\xff" * (len(f) - 15) + f[-4:])(
+            compress(Codec.LZ4, SMALL)), None),
+        ("an empty frame", compress(Codec.LZ4, b""), None),
+    ],
+)
+def test_lz4_kafka_frame_fast_path_decodes_only_kafkas_one_block_layout(
+    name: str, framed: bytes, decoded: bytes | None
+) -> None:
+    """``decode_kafka_frame`` (the cleaner's one-call path) decodes exactly Kafka's one-block
+    frame and declines everything else, which the full reader then takes, reads the same and
+    reports; it never decodes what the full reader would refuse."""
+    assert lz4_frame.decode_kafka_frame(memoryview(framed)) == decoded, name
+    if decoded is not None:
+        assert decompress(Codec.LZ4, framed) == decoded
+
+
 def test_lz4_non_default_level_uses_hc_and_still_reads() -> None:
     framed = compress(Codec.LZ4, MIXED, 12)
     assert framed.startswith(bytes.fromhex(LZ4_VECTORS["header_v2"]))
