@@ -77,19 +77,25 @@ def spark_jars_dir() -> Path:
     return Path(pyspark.__file__).resolve().parent / "jars"
 
 
-def _javac() -> str:
+SINK_FALLBACK: Final = "pass KafkaLogSink(..., encoder='python')"
+"""How a sink does without the jar (the reader's is ``reader='python'``), said in errors."""
+
+
+def _javac(fallback: str) -> str:
     home = os.environ.get("JAVA_HOME")
     found = str(Path(home) / "bin" / "javac") if home else shutil.which("javac")
     if not found or not Path(found).exists():
         raise JvmEncoderUnavailable(
-            "no javac (a JDK 17+) on PATH or in $JAVA_HOME: the sink's JVM encoder is compiled "
-            "on first use; fix: install a JDK, or pass KafkaLogSink(..., encoder='python')"
+            "no javac (a JDK 17+) on PATH or in $JAVA_HOME: kafkatier's JVM classes (the sink's "
+            f"encoder, the source's reader) are compiled on first use; fix: install a JDK, or "
+            f"{fallback}"
         )
     return found
 
 
-def jar_path() -> Path:
-    """The encoder jar for these sources and this Spark, compiled if not cached yet."""
+def jar_path(fallback: str = SINK_FALLBACK) -> Path:
+    """The jar of the sink's encoder and the source's reader for these sources and this Spark,
+    compiled if not cached yet; ``fallback``: how the caller does without it (in errors)."""
     jars = spark_jars_dir()
     digest = hashlib.sha256()
     for source in _sources() + _resources():
@@ -99,11 +105,11 @@ def jar_path() -> Path:
     jar = cache / "jvm" / f"kafkatier-sink-{digest.hexdigest()[:16]}.jar"
     if not jar.exists():
         try:
-            _compile(jar, jars)
+            _compile(jar, jars, fallback)
         except OSError as exc:
             raise JvmEncoderUnavailable(
-                f"cannot build the sink's JVM encoder in {jar.parent} ({exc}); fix: point "
-                f"${CACHE_ENV} at a writable directory"
+                f"cannot build kafkatier's JVM classes in {jar.parent} ({exc}); fix: point "
+                f"${CACHE_ENV} at a writable directory, or {fallback}"
             ) from exc
     return jar
 
@@ -116,19 +122,19 @@ def _resources() -> list[Path]:
     return sorted(p for p in (SOURCES / "META-INF").rglob("*") if p.is_file())
 
 
-def _compile(jar: Path, jars: Path) -> None:
+def _compile(jar: Path, jars: Path, fallback: str) -> None:
     """javac into a scratch dir, then the jar written beside its final name and renamed, so a
     concurrent or killed build never leaves a half jar under the final name."""
     jar.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=jar.parent) as scratch:
         classes = Path(scratch) / "classes"
         sources = [str(s) for s in _sources()]
-        command = [_javac(), "--release", "17", "-nowarn", "-d", str(classes),
+        command = [_javac(fallback), "--release", "17", "-nowarn", "-d", str(classes),
                    "-cp", str(jars / "*"), *sources]  # fmt: skip
         done = subprocess.run(command, capture_output=True, text=True, check=False)
         if done.returncode != 0:
             raise JvmEncoderUnavailable(
-                f"compiling the sink's JVM encoder failed (javac exit {done.returncode}, "
+                f"compiling kafkatier's JVM classes failed (javac exit {done.returncode}, "
                 f"against {jars}): {done.stderr.strip()[-2000:]}"
             )
         partial = Path(scratch) / jar.name

@@ -216,6 +216,8 @@ def _loaded_provider(sc: Any) -> Any:
 def _load(spark: Any, sc: Any) -> Any:
     from kafkatier.sink.jvm import JvmEncoderUnavailable, jar_path
 
+    fallback = "register_data_source(spark, reader='python')"
+
     if sc is None:
         raise JvmReaderUnavailable("Spark Connect session: no JVM to load the reader into")
     if spark._jsparkSession.sessionState().dataSourceManager().dataSourceExists("kafkatier"):
@@ -231,7 +233,7 @@ def _load(spark: Any, sc: Any) -> Any:
             "MutableURLClassLoader: the reader's jar cannot be added to it"
         )
     try:
-        jar = jar_path()
+        jar = jar_path(fallback)
     except JvmEncoderUnavailable as exc:
         raise JvmReaderUnavailable(str(exc)) from exc
     loader.addURL(sc._jvm.java.io.File(str(jar)).toURI().toURL())

@@ -218,6 +218,19 @@ def test_without_a_jdk_auto_falls_back_and_jvm_says_why(
         KafkaLogSink(tmp_path, topic="t", encoder="fast")
 
 
+def test_without_a_jdk_each_user_of_the_jar_is_told_its_own_way_around(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The jar holds the sink's encoder and the source's reader: the message names both, and
+    the fix is the caller's (a reader-only user is not told to configure a sink)."""
+    monkeypatch.setenv(jvm.CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path / "no-jdk"))
+    reader_fix = "register_data_source(spark, reader='python')"
+    with pytest.raises(JvmEncoderUnavailable, match="the source's reader") as caught:
+        jar_path(reader_fix)
+    assert str(caught.value).endswith(reader_fix) and "KafkaLogSink" not in str(caught.value)
+
+
 def test_the_jar_is_built_once_per_source_and_spark(tmp_path: Path, monkeypatch: Any) -> None:
     monkeypatch.setenv(jvm.CACHE_ENV, str(tmp_path))
     first = jar_path()
