@@ -385,3 +385,48 @@ def test_offset_indexes_are_only_hints(spark_jvm: Any, tmp_path: Path) -> None:
     for index in indexes:
         index.unlink()
     assert {s: rows_from(s) for s in starts} == intact
+
+
+def test_the_active_segments_index_is_a_hint_while_it_is_written(
+    spark_jvm: Any, tmp_path: Path
+) -> None:
+    """The active segment's offset index, preallocated and still mapped by its writer (the log
+    stays open), is used: a read from deep in the segment never reaches a corrupt first batch;
+    reads from offsets inside and at the ends of its batches find the same rows with its
+    entries intact and with every written entry pointing at no batch."""
+    w = Written(tmp_path / "logs")
+    with LogDirectory(w.path) as ld:
+        ld.topic_configs.update("a", {"index.interval.bytes": "1"}, source="test")
+        log = ld.get_or_create("a", 0)
+        for _ in range(15):
+            append(w, log, 3)
+        index = log.active_segment.offset_index.path
+        assert len(log.segments) == 1 and index.stat().st_size > 15 * 8  # preallocated
+        expected = no_headers(w.visible())
+
+        def rows_from(start: int) -> list[Any]:
+            df = load(spark_jvm, w.path, subscribe="a",
+                      startingOffsets=json.dumps({"a": {"0": start}}))  # fmt: skip
+            return rows_of(df)
+
+        starts = range(1, 45, 4)
+        intact = {s: rows_from(s) for s in starts}
+        assert intact == {s: [r for r in expected if r[2] >= s] for s in starts}
+        segment = log.active_segment.log_path
+        with open(segment, "r+b") as f:  # the first batch claims offsets up to 1,000 (and fails
+            f.seek(23)  # its CRC): a walk of the headers from the segment's start stops there
+            good = f.read(4)
+            f.seek(23)
+            f.write((1000).to_bytes(4, "big"))
+        assert rows_from(40) == [r for r in expected if r[2] >= 40]  # the index skipped it
+        with open(segment, "r+b") as f:
+            f.seek(23)
+            f.write(good)
+        with open(index, "r+b") as f:  # in place: the writer's mapping stays valid
+            written = [e for e in range(0, 15 * 8, 8)
+                       if int.from_bytes(index.read_bytes()[e + 4 : e + 8], "big")]  # fmt: skip
+            assert len(written) >= 10
+            for at in written:
+                f.seek(at + 4)
+                f.write((at * 7 + 3).to_bytes(4, "big"))  # positions of no batch
+        assert {s: rows_from(s) for s in starts} == intact

@@ -16,12 +16,16 @@ import java.util.regex.Pattern;
 
 /**
  * One partition's files as an executor finds them, as storage/log/readonly.py does: segments
- * listed by name ({@code <20-digit base offset>.log}); in a closed segment the batch holding an
- * offset is found through its offset index ({@code .index}: 8-byte entries, the relative last
- * offset of a batch and its position, an entry only a hint checked against the batch it points
- * at) and then batch headers; the last segment, which may be active, through headers alone; the
- * aborted transactions of the {@code .txnindex} files (34-byte entries: version, producer id,
- * first offset, last offset, last stable offset), as Kafka's collectAbortedTransactions.
+ * listed by name ({@code <20-digit base offset>.log}); the batch holding an offset is found
+ * through the segment's offset index ({@code .index}: 8-byte entries, the relative last offset of
+ * a batch and its position, an entry only a hint checked against the batch it points at) and
+ * then batch headers. The active segment's index is read too, while its writer appends: it is
+ * preallocated, its unwritten entries zero, and no entry names position 0 (Kafka indexes a batch
+ * only after {@code index.interval.bytes} of earlier ones), so the written entries are the
+ * prefix of entries with a position; without it a task starting deep in a large active segment
+ * read every batch header before its range (a streaming query's each trigger). The aborted
+ * transactions of the {@code .txnindex} files (34-byte entries: version, producer id, first
+ * offset, last offset, last stable offset), as Kafka's collectAbortedTransactions.
  */
 final class PartitionLog {
   private static final Pattern SEGMENT = Pattern.compile("\\d{20}\\.log");
@@ -59,7 +63,7 @@ final class PartitionLog {
 
   /** Where the first batch whose last offset is at least {@code offset} starts in a segment. */
   long positionOf(int segment, long offset) throws IOException {
-    long from = segment < bases.length - 1 ? indexed(segment, offset) : 0;
+    long from = indexed(segment, offset);
     try (FileChannel log = open(file(segment, ".log"))) {
       ByteBuffer head = ByteBuffer.allocate(SIZE);
       long size = log.size();
@@ -89,11 +93,11 @@ final class PartitionLog {
       long low = 0;
       long high = idx.size() / 8 - 1;
       long found = -1;
-      while (low <= high) { // the last entry whose offset is at most the target
+      while (low <= high) { // the last written entry whose offset is at most the target
         long mid = (low + high) >>> 1;
         entry.clear();
         idx.read(entry, mid * 8);
-        if (bases[segment] + entry.getInt(0) <= offset) {
+        if (entry.getInt(4) != 0 && bases[segment] + entry.getInt(0) <= offset) {
           found = mid;
           low = mid + 1;
         } else {
