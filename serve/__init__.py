@@ -14,6 +14,6 @@ request headers, response frames), ``framing`` (size-prefixed frames off a socke
 serves: bounds, batches, aborted transactions, offsets by time), ``group/`` (the group
 coordinator and the committed offsets), ``context`` (what handlers share), ``apis/`` (one
 module per API family), ``dispatch`` (API key -> handler), ``connection`` (one client's
-request/response loop) and ``server`` (listeners, lifecycle); ``remote_view`` and
-``tail_cache`` keep the remote readers and the last segments' headers.
+request/response loop) and ``server`` (listeners, lifecycle); ``remote_view`` keeps the
+remote readers (the last segments' headers: ``storage.log.tail_cache``).
 """

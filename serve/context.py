@@ -21,9 +21,9 @@ from kafkatier.serve.partition_view import Sources
 from kafkatier.serve.partition_view import bounds as partition_bounds
 from kafkatier.serve.remote_topics import RemoteTopics
 from kafkatier.serve.remote_view import RemoteTier
-from kafkatier.serve.tail_cache import TailCache
 from kafkatier.storage.errors import KafkaTierError
 from kafkatier.storage.java_properties import read_properties
+from kafkatier.storage.log.tail_cache import TailCache
 
 T = TypeVar("T")
 NODE_ID = 0

@@ -28,7 +28,6 @@ from pathlib import Path
 
 from kafkatier.serve.epochs import EpochCaches
 from kafkatier.serve.remote_view import RemoteTier, read_remote_run
-from kafkatier.serve.tail_cache import TailCache
 from kafkatier.serve.zero_copy import FileSpan
 from kafkatier.storage.index.txn_index import AbortedTxn
 from kafkatier.storage.log.batch_position import BatchPosition
@@ -39,6 +38,7 @@ from kafkatier.storage.log.readonly import (
     checkpointed_log_starts,
 )
 from kafkatier.storage.log.segment import AnyBatch
+from kafkatier.storage.log.tail_cache import TailCache
 from kafkatier.tiering.metadata.manifest import RemoteSegment
 from kafkatier.tiering.read.remote_reader import RemoteLogReader
 

@@ -36,6 +36,7 @@ from kafkatier.storage.log.readonly import (
     checkpointed_log_starts,
     discover,
 )
+from kafkatier.storage.log.tail_cache import TailCache
 from kafkatier.tiering.store.object_store import ObjectStore
 
 Offsets = dict[TopicPartition, int]
@@ -71,18 +72,20 @@ def _store(opts: SourceOptions) -> ObjectStore:
 
 
 def survey(
-    opts: SourceOptions, tps: Iterable[TopicPartition]
+    opts: SourceOptions, tps: Iterable[TopicPartition], tails: TailCache | None = None
 ) -> dict[TopicPartition, PartitionBounds]:
     """Bounds of each partition, read from its files (and remote manifest) now,
-    ``SURVEY_THREADS`` partitions at a time."""
+    ``SURVEY_THREADS`` partitions at a time. ``tails``: the last segments' headers a streaming
+    query keeps from trigger to trigger (each survey then reads only the batches appended
+    since the last, not the whole active segment again)."""
     hints = checkpointed_log_starts(Path(opts.path))
 
     def one(tp: TopicPartition) -> PartitionBounds:
         if opts.remote is None:
-            return _bounds(opts, tp, hints.get(tp, 0))
+            return _bounds(opts, tp, hints.get(tp, 0), tails)
         local = None
         if (Path(opts.path) / partition_dir_name(*tp)).is_dir():
-            local = _bounds(opts, tp, hints.get(tp, 0))
+            local = _bounds(opts, tp, hints.get(tp, 0), tails)
         remote = remote_reader(opts.remote, _store(opts), opts.path, tp, opts.chunk_bytes)
         return joined_bounds(local, remote)
 
@@ -91,20 +94,26 @@ def survey(
         return dict(zip(wanted, pool.map(one, wanted), strict=True))
 
 
-def _bounds(opts: SourceOptions, tp: TopicPartition, hint: int) -> PartitionBounds:
+def _bounds(
+    opts: SourceOptions, tp: TopicPartition, hint: int, tails: TailCache | None
+) -> PartitionBounds:
     """Retention or the cleaner may delete a segment (or a snapshot) between listing and opening
     it: list again, twice at most."""
     for _ in range(2):
         try:
-            return _scan(opts, tp, hint)
+            return _scan(opts, tp, hint, tails)
         except FileNotFoundError:
             continue
-    return _scan(opts, tp, hint)
+    return _scan(opts, tp, hint, tails)
 
 
-def _scan(opts: SourceOptions, tp: TopicPartition, hint: int) -> PartitionBounds:
+def _scan(
+    opts: SourceOptions, tp: TopicPartition, hint: int, tails: TailCache | None
+) -> PartitionBounds:
     with ReadOnlyPartition(Path(opts.path), *tp, hint) as part:
-        return dataclasses.replace(scan_bounds(part, opts.committed), size_bytes=part.size_bytes())
+        tail = None if tails is None or not part.bases else tails.headers(part)
+        found = scan_bounds(part, opts.committed, tail)
+        return dataclasses.replace(found, size_bytes=part.size_bytes())
 
 
 def by_timestamp(

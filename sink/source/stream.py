@@ -28,6 +28,7 @@ from kafkatier.sink.source.queries import micro_batch_plan
 from kafkatier.sink.source.task import ReadTask
 from kafkatier.storage.log.bounds import PartitionBounds
 from kafkatier.storage.log.readonly import TopicPartition
+from kafkatier.storage.log.tail_cache import TailCache
 
 REMOTE_LISTING_MAX_AGE_S = 60.0
 """How long a streaming query reuses its listing of the remote store's partitions."""
@@ -41,12 +42,13 @@ class StreamOffsets:
         self.opts = opts
         self._bounds: dict[TopicPartition, PartitionBounds] = {}
         self._target: Offsets | None = None  # Trigger.AvailableNow's end, once prepared
+        self._tails = TailCache()  # the last segments' headers, extended trigger by trigger
 
     def _survey(self) -> dict[TopicPartition, PartitionBounds]:
         """Bounds of every subscribed partition on disk now, kept for :meth:`plan`: its ABORT
         markers must cover the offsets :meth:`latest` handed out."""
         tps = topic_partitions(self.opts, listing_max_age_s=REMOTE_LISTING_MAX_AGE_S)
-        self._bounds = survey(self.opts, tps)
+        self._bounds = survey(self.opts, tps, self._tails)
         return self._bounds
 
     def initial(self) -> dict[str, Any]:

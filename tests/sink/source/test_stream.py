@@ -13,6 +13,9 @@ import pytest
 from test_datasource import T0, Row, Written, append, end_txn, no_headers, rows_of
 
 from kafkatier.sink.source.datasource import register_data_source
+from kafkatier.sink.source.options import parse_options
+from kafkatier.sink.source.stream import StreamOffsets
+from kafkatier.storage.errors import CorruptRecordError
 from kafkatier.storage.log.directory import LogDirectory
 from kafkatier.storage.verify.paths import verify_paths
 
@@ -165,3 +168,30 @@ def test_sink_round_trip(spark_kt: Any, tmp_path: Path) -> None:
     for r in rows:
         partitions_of_key.setdefault(r[3], set()).add(r[1])
     assert all(len(p) == 1 for p in partitions_of_key.values())
+
+
+def test_each_trigger_reads_only_the_batches_appended_since_the_last(tmp_path: Path) -> None:
+    """A query's surveys keep the active segment's headers (``TailCache``): after the first, a
+    trigger reads only what was appended since, so a header before it that no longer parses
+    (corrupted on purpose) is not read again; a new query, walking from the start, fails on it.
+    What was appended since is seen, whether committed or still open."""
+    w = Written(tmp_path / "logs")
+    with LogDirectory(w.path) as ld:
+        log = ld.get_or_create("s", 0)
+        for _ in range(20):
+            append(w, log, 2)
+        opts = parse_options({"path": str(w.path), "subscribe": "s", "startingOffsets": "earliest"},
+                             streaming=True)  # fmt: skip
+        offsets = StreamOffsets(opts)
+        assert offsets.initial() == {"s": {"0": 0}}
+        assert offsets.latest({"s": {"0": 0}}, None) == {"s": {"0": 40}}
+        append(w, log, 3)
+        append(w, log, 2, pid=4)  # open: the last stable offset stays at 43
+        with open(log.active_segment.log_path, "r+b") as f:
+            f.seek(8)
+            f.write((1).to_bytes(4, "big"))  # the first batch's length: no batch has it
+        assert offsets.latest({"s": {"0": 0}}, None) == {"s": {"0": 43}}
+        end_txn(w, log, 4, commit=True)
+        assert offsets.latest({"s": {"0": 0}}, 100) == {"s": {"0": 46}}
+        with pytest.raises(CorruptRecordError, match="invalid batch header"):
+            StreamOffsets(opts).initial()

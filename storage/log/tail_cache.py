@@ -1,6 +1,7 @@
-"""The batch headers of each partition's last segment, kept between fetches and extended as the
-writer appends, so a fetch near the end of a large active segment does not walk all of its
-headers again (50,000 small batches take ~0.5 s to walk in Python, on every fetch).
+"""The batch headers of each partition's last segment, kept between reads and extended as the
+writer appends, so ``kafkatier serve``'s fetches and a Spark streaming query's triggers near the
+end of a large active segment do not walk all of its headers again (50,000 small batches take
+~0.5 s to walk in Python, on every fetch or trigger).
 
 An entry is the headers of ``<base>.log`` from position 0 up to ``scanned`` (whole batches
 only), for one file identity (inode). A new last segment (a roll), another inode (the cleaner
@@ -39,6 +40,11 @@ class TailCache:
     def __init__(self) -> None:
         self._entries: OrderedDict[str, _Entry] = OrderedDict()
         self._lock = threading.Lock()
+
+    def __reduce__(self) -> tuple[type[TailCache], tuple[()]]:
+        """Pickled empty: Spark pickles a Python stream reader (which holds one) to send it to
+        its workers, and what a cache knows is only good in the process that read it."""
+        return TailCache, ()
 
     def headers(self, part: ReadOnlyPartition) -> list[Header]:
         """Every whole batch header of ``part``'s last segment now (not to be modified)."""

@@ -5,15 +5,20 @@ lookup does."""
 from __future__ import annotations
 
 import os
+import pickle
 import shutil
 from pathlib import Path
 
-from kafkatier.serve.partition_view import open_partition
-from kafkatier.serve.tail_cache import TailCache
 from kafkatier.storage.log.directory import LogDirectory
 from kafkatier.storage.log.log import Log
+from kafkatier.storage.log.readonly import ReadOnlyPartition
+from kafkatier.storage.log.tail_cache import TailCache
 from kafkatier.storage.record.builder import build_batch
 from kafkatier.storage.record.record import Record
+
+
+def open_partition(log_dir: Path, topic: str, partition: int) -> ReadOnlyPartition:
+    return ReadOnlyPartition(log_dir, topic, partition)
 
 
 def fresh(log_dir: Path) -> tuple[list[object], list[object]]:
@@ -56,3 +61,14 @@ def test_the_cache_follows_the_file(tmp_path: Path) -> None:
     os.replace(tmp_path / "swap", last)  # another file (inode) under the same name
     cached, walked = fresh(tmp_path)
     assert len(walked) == 35 and cached == walked
+
+
+def test_the_cache_pickles_empty(tmp_path: Path) -> None:
+    """Spark pickles the Python stream reader that holds one: it travels empty."""
+    with LogDirectory(tmp_path) as ld:
+        append(ld.get_or_create("t", 0), 0, 3)
+    cache = TailCache()
+    with open_partition(tmp_path, "t", 0) as part:
+        assert len(cache.headers(part)) == 3
+    copy = pickle.loads(pickle.dumps(cache))
+    assert isinstance(copy, TailCache) and not copy._entries
