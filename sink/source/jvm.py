@@ -11,11 +11,13 @@ How: ``register_data_source(spark, reader="jvm")`` (or ``"auto"``) puts the jar 
 ``sink/jvm.py`` builds on the class loader every py4j thread of the driver shares (spark-submit's
 ``MutableURLClassLoader``), where Spark finds ``kafkatier`` through the jar's
 ``DataSourceRegister`` entry, and registers the Python source as ``kafkatier_python``. The JVM
-provider's tables are the Python source's; only batch scans this planner puts in scope (local
-logs of v2 batches) are read in the JVM, everything else (streaming, remote segments, logs that
-begin with legacy message sets) by the Python reader. The planner resolves options and offsets
-exactly as the Python source (``queries.batch_plan``) and answers with each range's partition
-directory: the executors find the batches in the segment files, as the Python reader's do.
+provider's tables are the Python source's; the scans this planner puts in scope (local logs of
+v2 batches), batch and streaming, are read in the JVM, everything else (remote segments, logs
+that begin with legacy message sets) by the Python reader. The planner resolves options and
+offsets exactly as the Python source (``queries.batch_plan``; a streaming query's offsets are
+``stream.StreamOffsets``', kept here per query between its triggers) and answers with each
+range's partition directory: the executors find the batches in the segment files, as the
+Python reader's do.
 """
 
 from __future__ import annotations
@@ -134,7 +136,9 @@ def _stream_call(request: dict[str, Any], opts: SourceOptions, cores: int | None
     if call == "stop":
         _STREAMS.pop(key, None)
         return {}
-    offsets = _STREAMS.setdefault(key, StreamOffsets(opts))
+    offsets = _STREAMS.get(key)
+    if offsets is None:  # the stream's first call
+        offsets = _STREAMS[key] = StreamOffsets(opts)
     if call == "plan":
         planned = offsets.plan(json.loads(request["start"]), json.loads(request["end"]), cores)
         return _tasks(planned)
