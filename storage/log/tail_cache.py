@@ -6,8 +6,8 @@ end of a large active segment do not walk all of its headers again (50,000 small
 An entry is the headers of ``<base>.log`` from position 0 up to ``scanned`` (whole batches
 only), for one file identity (inode). A new last segment (a roll), another inode (the cleaner
 swapped the file) or a file shorter than ``scanned`` (the writer truncated a torn tail while
-recovering) drops the entry and scans from 0. At most :data:`MAX_PARTITIONS` entries are kept,
-the least recently used dropped first.
+recovering) drops the entry and scans from 0. At most :data:`MAX_PARTITIONS` entries and
+:data:`MAX_HEADERS` headers are kept, the least recently used partitions dropped first.
 """
 
 from __future__ import annotations
@@ -23,6 +23,11 @@ from kafkatier.storage.log.readonly import ReadOnlyPartition
 from kafkatier.storage.log.tail import Header, LogFile
 
 MAX_PARTITIONS = 4096
+MAX_HEADERS = 250_000
+"""Headers kept in all (about 300 bytes each in Python: some 75 MiB): a query on a thousand
+partitions whose active segments hold a million tiny batches must not keep them all. Past it
+the least recently used partitions are dropped, and walked again at their next use, as without
+a cache."""
 
 
 @dataclass
@@ -37,14 +42,22 @@ class _Entry:
 class TailCache:
     """Last-segment headers per partition directory (module docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_headers: int = MAX_HEADERS) -> None:
+        self.max_headers = max_headers
         self._entries: OrderedDict[str, _Entry] = OrderedDict()
+        self._headers = 0  # held by the entries, in all
         self._lock = threading.Lock()
 
     def __reduce__(self) -> tuple[type[TailCache], tuple[()]]:
         """Pickled empty: Spark pickles a Python stream reader (which holds one) to send it to
         its workers, and what a cache knows is only good in the process that read it."""
         return TailCache, ()
+
+    @property
+    def held(self) -> tuple[int, int]:
+        """(partitions, headers) kept now."""
+        with self._lock:
+            return len(self._entries), self._headers
 
     def headers(self, part: ReadOnlyPartition) -> list[Header]:
         """Every whole batch header of ``part``'s last segment now (not to be modified)."""
@@ -62,18 +75,27 @@ class TailCache:
         with LogFile(path) as log:
             inode = os.fstat(log.fd).st_ino
             with self._lock:
-                entry = self._entries.get(part.path)
+                entry = self._entries.pop(part.path, None)
+                if entry is not None:
+                    self._headers -= len(entry.headers)
                 if entry is None or (entry.base, entry.inode) != (base, inode) or (
                     log.size < entry.scanned
                 ):
                     entry = _Entry(base, inode)
-                self._entries[part.path] = entry
-                self._entries.move_to_end(part.path)
-                while len(self._entries) > MAX_PARTITIONS:
-                    self._entries.popitem(last=False)
                 if log.size > entry.scanned:
                     self._extend(entry, log)
+                self._keep(part.path, entry)
         return entry
+
+    def _keep(self, path: str, entry: _Entry) -> None:
+        """``entry`` as the most recently used, the least recently used dropped past the
+        bounds (an entry larger than the whole budget is used once and not kept)."""
+        if len(entry.headers) > self.max_headers:
+            return
+        self._entries[path] = entry
+        self._headers += len(entry.headers)
+        while len(self._entries) > MAX_PARTITIONS or self._headers > self.max_headers:
+            self._headers -= len(self._entries.popitem(last=False)[1].headers)
 
     @staticmethod
     def _extend(entry: _Entry, log: LogFile) -> None:

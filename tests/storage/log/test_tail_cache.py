@@ -72,3 +72,27 @@ def test_the_cache_pickles_empty(tmp_path: Path) -> None:
         assert len(cache.headers(part)) == 3
     copy = pickle.loads(pickle.dumps(cache))
     assert isinstance(copy, TailCache) and not copy._entries
+
+
+def test_the_cache_holds_at_most_its_budget_of_headers(tmp_path: Path) -> None:
+    """Past ``max_headers`` the least recently used partitions are dropped (and walked again
+    at their next use, with the same headers); a partition larger than the budget is walked
+    every time and never kept."""
+    with LogDirectory(tmp_path) as ld:
+        for p, n in enumerate((4, 5, 6, 12)):
+            append(ld.get_or_create("t", p), 0, n)
+    cache = TailCache(max_headers=10)
+    parts = [ReadOnlyPartition(tmp_path, "t", p) for p in range(4)]
+    try:
+        walked = []
+        for part in parts:
+            with part.last_log() as log:
+                walked.append(list(log.headers()))
+        assert cache.headers(parts[0]) == walked[0] and cache.held == (1, 4)
+        assert cache.headers(parts[1]) == walked[1] and cache.held == (2, 9)
+        assert cache.headers(parts[2]) == walked[2] and cache.held == (1, 6)  # 0 and 1 dropped
+        assert cache.headers(parts[0]) == walked[0] and cache.held == (2, 10)
+        assert cache.headers(parts[3]) == walked[3] and cache.held == (2, 10)  # too large: not kept
+    finally:
+        for part in parts:
+            part.close()
