@@ -95,9 +95,7 @@ final class PartitionLog {
       long found = -1;
       while (low <= high) { // the last written entry whose offset is at most the target
         long mid = (low + high) >>> 1;
-        entry.clear();
-        idx.read(entry, mid * 8);
-        if (entry.getInt(4) != 0 && bases[segment] + entry.getInt(0) <= offset) {
+        if (readEntry(idx, entry, mid) && bases[segment] + entry.getInt(0) <= offset) {
           found = mid;
           low = mid + 1;
         } else {
@@ -107,8 +105,9 @@ final class PartitionLog {
       if (found < 0) {
         return 0;
       }
-      entry.clear();
-      idx.read(entry, found * 8);
+      if (!readEntry(idx, entry, found)) {
+        return 0; // trimmed since (the writer rolled or closed the segment): scan instead
+      }
       long position = entry.getInt(4) & 0xffffffffL;
       ByteBuffer head = ByteBuffer.allocate(SIZE);
       if (position + SIZE > log.size() || log.read(head, position) < head.limit()
@@ -117,6 +116,17 @@ final class PartitionLog {
       }
       return position;
     }
+  }
+
+  /**
+   * Entry {@code i} into {@code entry}: false for one not written yet (position 0) or not there
+   * any more (the writer trims the active index when it rolls or closes the segment), never
+   * the bytes of an earlier read.
+   */
+  private static boolean readEntry(FileChannel idx, ByteBuffer entry, long i) throws IOException {
+    entry.clear();
+    int got = idx.read(entry, i * 8);
+    return got == 8 && entry.getInt(4) != 0;
   }
 
   /** The aborted transactions of the {@code .txnindex} files overlapping [start, end). */
