@@ -26,7 +26,6 @@ from kafkatier.storage.errors import KafkaTierError
 from kafkatier.storage.log.batch_position import BatchInfo
 from kafkatier.storage.record.builder import _assemble
 from kafkatier.storage.record.compression import compress, decompress
-from kafkatier.storage.record.lz4_frame import decode_kafka_frame
 from kafkatier.storage.wire import (
     ATTR_CODEC_MASK,
     ATTR_CONTROL,
@@ -126,13 +125,10 @@ def inflate(
         codec = _CODECS.get(attrs & ATTR_CODEC_MASK)
         if codec is None:
             break  # an unknown codec id: the Python path reports it
-        payload = view[pos + BATCH_HEADER_SIZE : pos + size]
-        records = decode_kafka_frame(payload) if codec is Codec.LZ4 else None
-        if records is None:
-            try:
-                records = decompress(codec, payload)
-            except (KafkaTierError, ValueError):
-                break  # the Python path reports it
+        try:
+            records = decompress(codec, view[pos + BATCH_HEADER_SIZE : pos + size])
+        except (KafkaTierError, ValueError):
+            break  # the Python path reports it
         end = total + BATCH_HEADER_SIZE + len(records)
         out = scratch.room(total, end)
         out[total : total + BATCH_HEADER_SIZE] = view[pos : pos + BATCH_HEADER_SIZE]

@@ -63,8 +63,8 @@ final class PartitionLog {
 
   /** Where the first batch whose last offset is at least {@code offset} starts in a segment. */
   long positionOf(int segment, long offset) throws IOException {
-    long from = indexed(segment, offset);
     try (FileChannel log = open(file(segment, ".log"))) {
+      long from = indexed(segment, offset, log);
       ByteBuffer head = ByteBuffer.allocate(SIZE);
       long size = log.size();
       for (long at = from; at + SIZE <= size; ) {
@@ -82,37 +82,31 @@ final class PartitionLog {
   }
 
   /** The position the offset index gives for {@code offset}, once the batch there agrees. */
-  private long indexed(int segment, long offset) throws IOException {
+  private long indexed(int segment, long offset, FileChannel log) throws IOException {
     File index = new File(file(segment, ".index"));
     if (!index.isFile()) {
       return 0;
     }
-    try (FileChannel idx = FileChannel.open(index.toPath(), StandardOpenOption.READ);
-        FileChannel log = open(file(segment, ".log"))) {
+    try (FileChannel idx = FileChannel.open(index.toPath(), StandardOpenOption.READ)) {
       ByteBuffer entry = ByteBuffer.allocate(8);
       long low = 0;
       long high = idx.size() / 8 - 1;
-      long found = -1;
-      while (low <= high) { // the last written entry whose offset is at most the target
+      long position = 0; // of the last written entry whose offset is at most the target
+      long named = -1; // the last offset that entry names
+      while (low <= high) {
         long mid = (low + high) >>> 1;
         if (readEntry(idx, entry, mid) && bases[segment] + entry.getInt(0) <= offset) {
-          found = mid;
+          position = entry.getInt(4) & 0xffffffffL;
+          named = bases[segment] + entry.getInt(0);
           low = mid + 1;
         } else {
           high = mid - 1;
         }
       }
-      if (found < 0) {
-        return 0;
-      }
-      if (!readEntry(idx, entry, found)) {
-        return 0; // trimmed since (the writer rolled or closed the segment): scan instead
-      }
-      long position = entry.getInt(4) & 0xffffffffL;
       ByteBuffer head = ByteBuffer.allocate(SIZE);
-      if (position + SIZE > log.size() || log.read(head, position) < head.limit()
-          || lastOffset(head) != bases[segment] + entry.getInt(0)) {
-        return 0; // an entry that does not point at its batch: scan the segment instead
+      if (named < 0 || position + SIZE > log.size() || log.read(head, position) < head.limit()
+          || lastOffset(head) != named) {
+        return 0; // no entry, or one that does not point at its batch: scan the segment instead
       }
       return position;
     }
