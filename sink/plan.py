@@ -14,7 +14,9 @@ import itertools
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, NamedTuple
+from typing import TYPE_CHECKING, Final, NamedTuple
+
+import pyarrow as pa
 
 from kafkatier.sink.encode import CHUNK_BYTES, CHUNK_SCHEMA, Encode, EncodePlan, TopicPlan
 from kafkatier.sink.jvm import JvmEncoder, input_error
@@ -86,13 +88,13 @@ def encoded_pieces(
     when given, else a ``mapInArrow`` of Python workers.
 
     Staged (``plan.staging_dir``): the job returns where each piece is (a few small rows per
-    task, collected) and the driver reads the pieces from the staging files one at a time.
+    task, collected as Arrow) and the driver reads the pieces from the staging files one at a time.
     Fetched: the job persists the pieces to executor disk, and ``toLocalIterator`` brings them
     one task at a time; the driver checks them against the job's own summary."""
     encoded = jvm.encode(df, plan) if jvm is not None else df.mapInArrow(Encode(plan), CHUNK_SCHEMA)
     try:
         if plan.staging_dir is not None:
-            yield from _staged(encoded.collect())
+            yield from _staged(encoded.toArrow())  # columns, not a Python Row per piece
         else:
             yield from _fetched(encoded)
     except Exception as exc:
@@ -117,17 +119,20 @@ class _Span(NamedTuple):
     length: int
 
 
-def _spans(rows: list[Any]) -> list[_Span]:
-    """The rows as spans, by partition and then task order (a stable sort keeps each task's
-    pieces in the order it wrote them): Row's by-name lookups cost more than the appends."""
-    if rows and tuple(rows[0].__fields__[: len(_SPAN_FIELDS)]) != _SPAN_FIELDS:
-        fields = rows[0].__fields__
-        raise CorruptRecordError(f"staged pieces have columns {fields}", file="<staged>")
-    spans = [_Span(*row[: len(_SPAN_FIELDS)]) for row in rows]
+def _spans(table: pa.Table) -> list[_Span]:
+    """The staged rows as spans, by partition and then task order (a stable sort keeps each
+    task's pieces in the order it wrote them). Collected as Arrow columns: a ``collect()`` of
+    Rows cost Python's unpickling of one Row per piece, thousands a batch with many
+    partitions."""
+    if tuple(table.column_names[: len(_SPAN_FIELDS)]) != _SPAN_FIELDS:
+        names = table.column_names
+        raise CorruptRecordError(f"staged pieces have columns {names}", file="<staged>")
+    columns = [table.column(name).to_pylist() for name in _SPAN_FIELDS]
+    spans = list(map(_Span._make, zip(*columns, strict=True)))
     return sorted(spans, key=lambda span: (span.topic, span.partition, span.task))
 
 
-def _staged(rows: list[Any]) -> Iterator[Piece]:
+def _staged(rows: pa.Table) -> Iterator[Piece]:
     """Each partition's pieces from every task read as one (up to CHUNK_BYTES), in task order:
     one append per partition however many tasks wrote to it. Partitions are independent logs,
     so only the order within each one matters."""

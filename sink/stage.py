@@ -4,9 +4,10 @@ Executors encode whole transactional record batches (compression and CRC-32C inc
 cannot know their sequence numbers: those continue the producer's sequence per Kafka partition
 across all the tasks of a micro-batch. So every batch leaves the executor with a provisional base
 sequence, and the driver, the partition's single writer, gives each batch its real one
-(:func:`assign_sequences`) just before ``Log.append`` gives it its offsets. The base sequence is
-under the CRC, so the driver first checks the executor's CRC (the bytes travelled through a file
-or the JVM) and then rewrites it: two CRC-32C passes over the batch, hardware-accelerated.
+(:func:`assign_sequences`) just before ``Log.append_batches`` gives it its offsets. The base
+sequence is under the CRC, so the driver first checks the executor's CRC as the leader's parser
+does (the bytes travelled through a file or the JVM; ``parse_incoming``, once: the log takes the
+parsed batches) and then rewrites it: two CRC-32C passes over the batch, hardware-accelerated.
 
 Staging (the fast path, when executors see the driver's filesystem: local mode, or a shared
 mount): each task attempt writes its encoded batches to one file
@@ -37,13 +38,8 @@ from typing import Any, Final
 import crc32c
 
 from kafkatier.storage.errors import CorruptRecordError
-from kafkatier.storage.wire import (
-    CRC_OFFSET,
-    CRC_START,
-    LOG_OVERHEAD,
-    RECORDS_COUNT_OFFSET,
-    increment_sequence,
-)
+from kafkatier.storage.record.batch import RecordBatch
+from kafkatier.storage.wire import CRC_OFFSET, CRC_START, RECORDS_COUNT_OFFSET, increment_sequence
 
 BASE_SEQUENCE_OFFSET: Final = RECORDS_COUNT_OFFSET - 4  # not declared in wire.py
 STAGING_DIR_NAME: Final = "kafkatier-staging"
@@ -146,33 +142,18 @@ def read_spans(spans: Sequence[tuple[str, int, int]]) -> bytearray:
         return files.read(spans)
 
 
-def assign_sequences(buf: bytearray, first_sequence: int, *, source: str) -> tuple[int, int]:
-    """Give the batches in ``buf`` consecutive base sequences from ``first_sequence`` (in place,
-    CRC rewritten after the executor's CRC checked); returns (next sequence, records)."""
-    view = memoryview(buf)
+def assign_sequences(batches: Sequence[RecordBatch], first_sequence: int) -> int:
+    """Give ``batches`` (parsed, their CRCs checked: ``parse_incoming``) consecutive base
+    sequences from ``first_sequence``, in place, each CRC rewritten; returns the next one."""
     sequence = first_sequence
-    records = 0
-    position = 0
-    while position < len(buf):
-        if len(buf) - position < RECORDS_COUNT_OFFSET + 4:
-            raise CorruptRecordError("truncated batch header", file=source, position=position)
-        size = LOG_OVERHEAD + _INT32.unpack_from(buf, position + 8)[0]
-        end = position + size
-        if size < RECORDS_COUNT_OFFSET + 4 or end > len(buf):
-            raise CorruptRecordError(
-                f"batch of {size} bytes does not fit", file=source, position=position
-            )
-        stored = _UINT32.unpack_from(buf, position + CRC_OFFSET)[0]
-        if crc32c.crc32c(view[position + CRC_START : end]) != stored:
-            raise CorruptRecordError("encoded batch fails its CRC", file=source, position=position)
-        _INT32.pack_into(buf, position + BASE_SEQUENCE_OFFSET, sequence)
-        crc = crc32c.crc32c(view[position + CRC_START : end])
-        _UINT32.pack_into(buf, position + CRC_OFFSET, crc)
-        count = _INT32.unpack_from(buf, position + RECORDS_COUNT_OFFSET)[0]
-        sequence = increment_sequence(sequence, count)
-        records += count
-        position = end
-    return sequence, records
+    for batch in batches:
+        buf = batch.buffer
+        _INT32.pack_into(buf, BASE_SEQUENCE_OFFSET, sequence)
+        batch.crc = crc = crc32c.crc32c(buf[CRC_START:])
+        _UINT32.pack_into(buf, CRC_OFFSET, crc)
+        batch.base_sequence = sequence
+        sequence = increment_sequence(sequence, batch.records_count)
+    return sequence
 
 
 def spark_master(df: Any) -> str:

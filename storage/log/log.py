@@ -144,7 +144,15 @@ class Log:
         caller must not use it afterwards.
         """
         buf = data if owned and isinstance(data, bytearray) else bytearray(data)
-        incoming = parse_incoming(buf, origin)  # offsets go in in place
+        return self.append_batches(parse_incoming(buf, origin), origin=origin)
+
+    def append_batches(
+        self, incoming: list[RecordBatch], *, origin: AppendOrigin = AppendOrigin.CLIENT
+    ) -> LogAppendInfo:
+        """:meth:`append` of batches ``parse_incoming`` parsed and checked for ``origin``, in a
+        buffer the log now owns (offsets go in in place): for a writer that reads the batches
+        itself before appending them (the sink gives them their sequences), so they are
+        parsed and their CRCs checked once."""
         found = validate_append(incoming, origin, self._append_target(), owned=True)
         if not found.placed:
             return duplicate_info(found.duplicates, len(incoming))

@@ -38,30 +38,31 @@ class AppendRules:
     compression_level: int | None = None
 
 
-def parse_incoming(data: bytes | bytearray | memoryview, origin: AppendOrigin) -> list[RecordBatch]:
-    """Split ``data`` into v2 batches and check each as a leader does; nothing partial allowed."""
+def parse_incoming(
+    data: bytes | bytearray | memoryview, origin: AppendOrigin, *, file: str = "<append>"
+) -> list[RecordBatch]:
+    """Split ``data`` into v2 batches and check each as a leader does (CRC included); nothing
+    partial allowed. ``file``: where the bytes came from, named in errors."""
     buf = memoryview(data).cast("B")
     batches: list[RecordBatch] = []
     end = 0
-    while (batch := read_batch(buf, end, file="<append>")) is not None:
+    while (batch := read_batch(buf, end, file=file)) is not None:
         if isinstance(batch, LegacyBatch):
             raise InvalidRecordError(
                 "kafkatier appends only record batch v2 (magic 2)",
-                file="<append>",
+                file=file,
                 position=batch.position,
             )
         batch.ensure_valid()
-        _check_client_batch(batch, origin)
+        _check_client_batch(batch, origin, file)
         batches.append(batch)
         end += batch.size_in_bytes
     if end != len(buf):
-        raise InvalidRecordError(
-            "appended bytes end in a partial batch", file="<append>", position=end
-        )
+        raise InvalidRecordError("appended bytes end in a partial batch", file=file, position=end)
     return batches
 
 
-def _check_client_batch(batch: RecordBatch, origin: AppendOrigin) -> None:
+def _check_client_batch(batch: RecordBatch, origin: AppendOrigin, file: str) -> None:
     if origin is not AppendOrigin.CLIENT:
         return
     count = batch.records_count
@@ -73,7 +74,7 @@ def _check_client_batch(batch: RecordBatch, origin: AppendOrigin) -> None:
         message = "idempotent batch without a base sequence"
     else:
         return
-    raise InvalidRecordError(message, file="<append>", position=batch.position)
+    raise InvalidRecordError(message, file=file, position=batch.position)
 
 
 def needs_rewrite(batch: RecordBatch, rules: AppendRules) -> bool:

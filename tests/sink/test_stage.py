@@ -23,7 +23,9 @@ from kafkatier.sink.stage import (
     task_file,
 )
 from kafkatier.storage.arrow.codec import encode_arrow
-from kafkatier.storage.errors import CorruptRecordError
+from kafkatier.storage.errors import CorruptRecordError, InvalidRecordError
+from kafkatier.storage.log.validator import parse_incoming
+from kafkatier.storage.producer.entry import AppendOrigin
 from kafkatier.storage.wire import INT32_MAX, Codec
 
 PRODUCER_ID = 77
@@ -36,6 +38,12 @@ def encoded(rows: int, codec: Codec = Codec.LZ4, max_records: int = 7) -> bytear
         transactional=True, timestamp=1_700_000_000_000, max_batch_records=max_records,
     )  # fmt: skip
     return bytearray(out.data)
+
+
+def sequenced(buf: bytearray, first: int, source: str = "mem") -> tuple[int, int]:
+    """What the driver does with a piece: the leader's parse, then sequences; (next, records)."""
+    parsed = parse_incoming(buf, AppendOrigin.CLIENT, file=source)
+    return assign_sequences(parsed, first), sum(b.records_count for b in parsed)
 
 
 def batches(buf: bytearray) -> list[DefaultRecordBatch]:
@@ -58,7 +66,7 @@ def test_sequences_are_consecutive_from_the_first_and_crcs_stay_valid(
     rows: int, first: int, codec: Codec
 ) -> None:
     buf = encoded(rows, codec)
-    next_seq, records = assign_sequences(buf, first, source="mem")
+    next_seq, records = sequenced(buf, first)
     assert records == rows
     expected = first
     row = 0
@@ -76,8 +84,8 @@ def test_sequences_are_consecutive_from_the_first_and_crcs_stay_valid(
 def test_a_corrupted_byte_is_detected_not_blessed_with_a_new_crc() -> None:
     buf = encoded(20, Codec.NONE)
     buf[len(buf) - 3] ^= 0x40  # inside the last batch's records
-    with pytest.raises(CorruptRecordError, match="fails its CRC") as info:
-        assign_sequences(buf, 5, source="stage-file")
+    with pytest.raises(CorruptRecordError, match="record batch is corrupt") as info:
+        sequenced(buf, 5, source="stage-file")
     assert info.value.context["file"] == "stage-file"
     assert info.value.context["position"] > 0  # the earlier batches were fine
 
@@ -85,8 +93,9 @@ def test_a_corrupted_byte_is_detected_not_blessed_with_a_new_crc() -> None:
 @pytest.mark.parametrize("cut", [1, 30, 70])
 def test_a_truncated_piece_is_corruption(cut: int) -> None:
     buf = encoded(20)
-    with pytest.raises(CorruptRecordError, match=r"truncated|does not fit"):
-        assign_sequences(buf[: len(buf) - cut], 0, source="x")
+    with pytest.raises(InvalidRecordError, match="partial batch") as info:
+        sequenced(buf[: len(buf) - cut], 0, source="stage-file")
+    assert info.value.context["file"] == "stage-file"
 
 
 def test_staging_files_round_trip_and_a_missing_dir_names_the_fix(tmp_path: Path) -> None:
