@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck bench clean venv
+.PHONY: run test lint typecheck bench clean venv java-client
 
 venv: $(STAMP)
 
@@ -22,6 +22,10 @@ test: $(STAMP)
 	bash .ci/mypy.sh
 	$(PY) .ci/check_imports.py
 	$(PY) -m pytest -q --durations=25
+
+# Optional: Apache Kafka's Java client for tests/serve (skipped without it), fetched once.
+java-client: $(STAMP)
+	$(PY) tests/serve/clients/kafka_clients_jar.py
 
 lint: $(STAMP)
 	$(PY) -m ruff check .

@@ -256,6 +256,66 @@ def sarama_rows(port: int, topics: Topics, committed: bool, group: str = "") -> 
     return sorted(rows)
 
 
+JAVA_SOURCE = Path(__file__).parent / "clients" / "JavaConsume.java"
+_PYSPARK_JARS = ("lz4-java-", "snappy-java-", "zstd-jni-", "slf4j-api-")
+"""kafka-clients' own dependencies, taken from PySpark's jars."""
+
+
+def _java_missing() -> str | None:
+    from clients.kafka_clients_jar import JAR
+
+    if not shutil.which("javac"):
+        return "Apache Kafka's Java client: no javac (a JDK 17+)"
+    if not JAR.is_file():
+        return f"Apache Kafka's Java client is not at {JAR} (make java-client fetches it)"
+    return None
+
+
+JAVA_MISSING = _java_missing()
+
+
+@functools.cache
+def java_classpath() -> str:
+    """tests/serve/clients/JavaConsume.java compiled once for each version of its source (in
+    the temp dir under the source's hash), then kafka-clients and its dependencies."""
+    import pyspark
+    from clients.kafka_clients_jar import JAR
+
+    jars = sorted(Path(pyspark.__file__).parent.joinpath("jars").glob("*.jar"))
+    deps = [str(j) for j in jars if j.name.startswith(_PYSPARK_JARS)]
+    classpath = os.pathsep.join([str(JAR), *deps])
+    digest = hashlib.sha256(JAVA_SOURCE.read_bytes()).hexdigest()[:16]
+    out = Path(tempfile.gettempdir()) / f"kafkatier-java-consume-{digest}"
+    if not (out / "JavaConsume.class").exists():
+        partial = out.with_name(f"{out.name}.{os.getpid()}.tmp")
+        subprocess.run(["javac", "-d", str(partial), "-cp", classpath, str(JAVA_SOURCE)],
+                       check=True, capture_output=True, timeout=300)  # fmt: skip
+        with contextlib.suppress(OSError):  # whole, whoever compiles it first
+            os.replace(partial, out)
+    return os.pathsep.join([str(out), classpath])
+
+
+def java_rows(port: int, topics: Topics, committed: bool, group: str = "") -> list[Row]:
+    """Apache Kafka's Java consumer's records (tests/serve/clients/JavaConsume.java), the
+    partitions assigned and read from the beginning, or with ``group`` as one member of that
+    consumer group, which commits what it read when it leaves."""
+    spec = ",".join(f"{t}:{n}" for t, n in topics.items())
+    out = subprocess.run(
+        ["java", "-cp", java_classpath(), "JavaConsume", "-broker", f"127.0.0.1:{port}",
+         "-topics", spec, *(["-committed"] if committed else []),
+         *(["-group", group] if group else [])],
+        capture_output=True, timeout=DEADLINE_S * 4, text=True,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    rows: list[Row] = []
+    for line in out.stdout.splitlines():
+        m = json.loads(line)
+        headers = tuple((h["key"], _b64(h["value"])) for h in m["headers"])
+        rows.append((m["topic"], m["partition"], m["offset"], _b64(m["key"]), _b64(m["value"]),
+                     m["timestamp"], m["timestampType"], headers))  # fmt: skip
+    return sorted(rows)
+
+
 def _b64(text: str | None) -> bytes | None:
     return None if text is None else base64.b64decode(text)
 

@@ -12,10 +12,12 @@ from typing import Any
 
 import pytest
 from serve_clients import (
+    JAVA_MISSING,
     KCAT,
     SARAMA_MISSING,
     aiokafka_rows,
     confluent_rows,
+    java_rows,
     kafka_python_rows,
     kcat_offsets,
     kcat_rows,
@@ -37,6 +39,7 @@ CLIENTS: dict[str, Consume] = {
     "aiokafka": aiokafka_rows,
     "kcat": kcat_rows,
     "sarama": sarama_rows,
+    "java": java_rows,
 }
 OFFSETS_ONLY: dict[str, Consume] = {"kcat": kcat_offsets}
 """Clients compared by offsets alone where values are binary (kcat's JSON is text)."""
@@ -49,6 +52,8 @@ def _client(name: str) -> Consume:
         pytest.skip("kcat is not installed (apt-get install kcat)")
     if name == "sarama" and SARAMA_MISSING:
         pytest.skip(SARAMA_MISSING)
+    if name == "java" and JAVA_MISSING:
+        pytest.skip(JAVA_MISSING)
     return CLIENTS[name]
 
 

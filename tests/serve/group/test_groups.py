@@ -30,7 +30,7 @@ from group_clients import (
     write_topic,
 )
 from kafka.record import MemoryRecords
-from serve_clients import KCAT, SARAMA_MISSING, sarama_rows
+from serve_clients import JAVA_MISSING, KCAT, SARAMA_MISSING, java_rows, sarama_rows
 from test_datasource import kafka_python_rows as disk_rows
 
 
@@ -192,6 +192,23 @@ def test_sarama_consumes_in_a_group_and_commits(tmp_path: Path, serve: Any) -> N
     assert committed_on_disk(logs / ".kafkatier-serve") == {
         ("sg", TOPIC, p): PER_PARTITION for p in range(PARTITIONS)
     }
+
+
+@pytest.mark.skipif(JAVA_MISSING is not None, reason=JAVA_MISSING or "")
+def test_the_java_consumer_consumes_in_a_group_and_commits(tmp_path: Path, serve: Any) -> None:
+    """Apache Kafka's Java client (kafka-clients 4.3, the classic group protocol), a member of
+    a group: every record once, its commits durable across a server restart, where a second run
+    of the group reads nothing."""
+    logs = tmp_path / "logs"
+    write_topic(logs)
+    on_disk = disk_rows(logs, TOPIC)
+    with serve(logs, **GROUPS) as port:
+        assert java_rows(port, {TOPIC: PARTITIONS}, False, group="jg") == on_disk
+    assert committed_on_disk(logs / ".kafkatier-serve") == {
+        ("jg", TOPIC, p): PER_PARTITION for p in range(PARTITIONS)
+    }
+    with serve(logs, **GROUPS) as port:
+        assert java_rows(port, {TOPIC: PARTITIONS}, False, group="jg") == []
 
 
 def test_an_unknown_group_has_offset_minus_one(tmp_path: Path, serve: Any) -> None:
