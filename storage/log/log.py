@@ -11,6 +11,7 @@ segments (when: ``roll.py``), keeps the last stable offset, and serves reads
 from __future__ import annotations
 
 import bisect
+import operator
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -43,6 +44,7 @@ from kafkatier.storage.producer.state import ProducerStateManager
 from kafkatier.storage.record.batch import RecordBatch
 
 Clock = Callable[[], int]
+_base_offset = operator.attrgetter("base_offset")  # segments are in base offset order
 __all__ = ["Clock", "Log", "wall_clock_ms"]
 
 
@@ -111,8 +113,7 @@ class Log:
 
     def segment_for(self, offset: int) -> LogSegment:
         """The segment whose base offset is the greatest one <= ``offset``."""
-        bases = [s.base_offset for s in self.segments]
-        i = bisect.bisect_right(bases, offset) - 1
+        i = bisect.bisect_right(self.segments, offset, key=_base_offset) - 1
         if i < 0:
             raise OffsetOutOfRangeError(
                 f"offset {offset} is before the first segment", file=str(self.directory)
@@ -120,8 +121,7 @@ class Log:
         return self.segments[i]
 
     def segments_from(self, offset: int) -> list[LogSegment]:
-        bases = [s.base_offset for s in self.segments]
-        i = max(bisect.bisect_right(bases, offset) - 1, 0)
+        i = max(bisect.bisect_right(self.segments, offset, key=_base_offset) - 1, 0)
         return self.segments[i:]
 
     # ------------------------------------------------------------------ appends
