@@ -150,12 +150,18 @@ def _read_all(
 
 
 def _response(module: Any, wanted: list[Wanted], results: list[Result], committed: bool) -> Any:
-    grouped: dict[Any, list[Any]] = {}
+    """The partitions in the request's order, a topic entry for each run of one topic's
+    partitions, as Kafka's ``FetchResponse.of`` builds it: a request may name a topic twice
+    (the Java client rotates its partitions, interleaving topics), and the record spans are
+    spliced into the encoded response in request order (``zero_copy.splice``)."""
+    runs: list[tuple[Any, list[Any]]] = []
     for w, found in zip(wanted, results, strict=True):
-        grouped.setdefault(w.key, []).append(_partition(module, w, found, committed))
+        if not runs or runs[-1][0] != w.key:
+            runs.append((w.key, []))
+        runs[-1][1].append(_partition(module, w, found, committed))
     topics = tuple(
         build(module.FetchableTopicResponse, topic=key, topic_id=key, partitions=tuple(parts))
-        for key, parts in grouped.items()
+        for key, parts in runs
     )
     return build(module.FetchResponse, throttle_time=datetime.timedelta(0),
                  error_code=ErrorCode.none, session_id=0, responses=topics)  # fmt: skip

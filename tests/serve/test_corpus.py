@@ -1,6 +1,7 @@
-"""Log dirs real Kafka brokers wrote (../shared/kafka-corpus): kafka-python and confluent-kafka
-consume them over ``kafkatier serve`` exactly as kafka-python's record reader sees the segment
-files: message format v1, gzip, lz4, LogAppendTime, and a committed transaction."""
+"""Log dirs real Kafka brokers wrote (../shared/kafka-corpus): kafka-python, confluent-kafka and
+Apache Kafka's Java client (where installed) consume them over ``kafkatier serve`` exactly as
+kafka-python's record reader sees the segment files: message format v1, gzip, lz4,
+LogAppendTime, and a committed transaction."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from serve_clients import confluent_rows, kafka_python_rows
+from serve_clients import JAVA_MISSING, confluent_rows, java_rows, kafka_python_rows
 from test_datasource import CORPUS, CORPUS_SAMPLE, TXN_CORPUS
 from test_datasource import kafka_python_rows as disk_rows
 
@@ -32,3 +33,5 @@ def test_corpus_consumed_as_on_disk(folder: str, pattern: str, serve: Any) -> No
         wanted = {topic: partitions(log_dir, topic) for topic in topics}
         assert kafka_python_rows(port, wanted, committed=True) == expected
         assert confluent_rows(port, wanted, committed=True) == expected
+        if JAVA_MISSING is None:  # the other clients above still run without it
+            assert java_rows(port, wanted, committed=True) == expected

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from serve_clients import confluent_rows, kafka_python_rows
+from serve_clients import JAVA_MISSING, confluent_rows, java_rows, kafka_python_rows
 from serve_server import scrape, server_thread, serving
 from test_datasource import kafka_python_rows as disk_rows
 from test_remote import tier, write_topics
@@ -20,7 +20,11 @@ from kafkatier.tiering.store.object_store import FsspecStore, ObjectStore
 TOPICS = {"rt": 2, "ro": 2}
 
 
-@pytest.mark.parametrize("consume", [kafka_python_rows, confluent_rows])
+JAVA = pytest.param(java_rows, marks=pytest.mark.skipif(JAVA_MISSING is not None,
+                                                     reason=JAVA_MISSING or ""))  # fmt: skip
+
+
+@pytest.mark.parametrize("consume", [kafka_python_rows, confluent_rows, JAVA])
 def test_a_tiered_topic_replays_from_the_remote_start(tmp_path: Path, consume: Any) -> None:
     from kafka import KafkaConsumer, TopicPartition
 

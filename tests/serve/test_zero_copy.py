@@ -14,6 +14,7 @@ from group_clients import PARTITIONS, PER_PARTITION, TOPIC, write_topic
 from kio.schema.errors import ErrorCode
 from kio.static.constants import EntityType
 from serve_clients import kafka_python_rows
+from test_datasource import kafka_python_rows as disk_rows
 
 from kafkatier.serve.apis.versions import FETCH
 from kafkatier.serve.protocol import build, encode_response, payload_module
@@ -68,3 +69,46 @@ def test_many_fetches_leave_no_descriptor_open(tmp_path: Path, serve: Any) -> No
             rows = kafka_python_rows(port, {TOPIC: PARTITIONS}, False)
             assert len(rows) == PARTITIONS * PER_PARTITION
     assert len(os.listdir("/proc/self/fd")) <= before + 2  # the server is stopped: all closed
+
+
+@pytest.mark.parametrize("version", [11, 12])
+def test_a_fetch_naming_a_topic_twice_is_answered_in_request_order(
+    tmp_path: Path, serve: Any, version: int
+) -> None:
+    """Apache Kafka's Java consumer rotates the partitions it fetches, so one request may name
+    a topic twice (a, b, a): the answer keeps the request's order, a topic entry for each run,
+    as Kafka's does, and each partition's records (sent from their files) are its own. Before,
+    the partitions were grouped by topic while the record spans were spliced in request order:
+    the server closed the connection ("a record span's token is not in the encoded response")."""
+    import socket
+
+    from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
+    from kafka.record import MemoryRecords
+    from topics import produce_codecs
+
+    produce_codecs(tmp_path / "logs")
+    part = FetchRequest.FetchTopic.FetchPartition
+    asked = [("codec-none", 0), ("codec-lz4", 0), ("codec-none", 1), ("codec-lz4", 2)]
+    fetch = FetchRequest(version=version, replica_id=-1, max_wait_ms=0, min_bytes=1,
+                         max_bytes=50 << 20, isolation_level=0, session_id=0, session_epoch=-1,
+                         topics=[FetchRequest.FetchTopic(topic=t, partitions=[
+                             part(partition=p, current_leader_epoch=-1, fetch_offset=0,
+                                  log_start_offset=-1, partition_max_bytes=1 << 20)])
+                                 for t, p in asked],
+                         forgotten_topics_data=[], rack_id="")  # fmt: skip
+    fetch.with_header(correlation_id=5)
+    with serve(tmp_path / "logs") as port, socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.sendall(bytes(fetch.encode(version=version, header=True, framed=True)))
+        size = int.from_bytes(sock.recv(4, socket.MSG_WAITALL), "big")
+        raw = sock.recv(size, socket.MSG_WAITALL)
+    answer = FetchResponse.decode(raw, version=version, header=True)
+    got = [(t.topic, p.partition_index) for t in answer.responses for p in t.partitions]
+    assert got == asked
+    on_disk = disk_rows(tmp_path / "logs", "codec-(none|lz4)")
+    for topic in answer.responses:
+        for p in topic.partitions:
+            records, values = MemoryRecords(p.records), []
+            while (batch := records.next_batch()) is not None:
+                values += [(r.offset, r.value) for r in batch]
+            mine = [(r[2], r[4]) for r in on_disk if r[:2] == (topic.topic, p.partition_index)]
+            assert p.error_code == 0 and values == mine and mine
