@@ -80,6 +80,23 @@ class ClientAuth:
                         sasl_plain_password=self.password)  # fmt: skip
         return conf
 
+    def java(self) -> list[str]:
+        """``-X`` settings of tests/serve/clients/JavaConsume.java, in Kafka's names (PEM
+        files: Kafka 2.7+; the client's key and certificate inline)."""
+        conf = {"security.protocol": self.protocol}
+        if self.ca is not None:
+            conf.update({"ssl.truststore.type": "PEM", "ssl.truststore.location": str(self.ca)})
+        if self.cert is not None and self.key is not None:
+            conf.update({"ssl.keystore.type": "PEM", "ssl.keystore.key": self.key.read_text(),
+                         "ssl.keystore.certificate.chain": self.cert.read_text()})  # fmt: skip
+        if self.mechanism:
+            module = ("plain.PlainLoginModule" if self.mechanism == "PLAIN"
+                      else "scram.ScramLoginModule")  # fmt: skip
+            conf.update({"sasl.mechanism": self.mechanism, "sasl.jaas.config":
+                         f"org.apache.kafka.common.security.{module} required "
+                         f'username="{self.user}" password="{self.password}";'})  # fmt: skip
+        return [arg for k, v in conf.items() for arg in ("-X", f"{k}={v}")]
+
     def kcat(self) -> list[str]:
         return [arg for k, v in self.librdkafka().items() for arg in ("-X", f"{k}={v}")]
 
@@ -295,17 +312,24 @@ def java_classpath() -> str:
     return os.pathsep.join([str(out), classpath])
 
 
-def java_rows(port: int, topics: Topics, committed: bool, group: str = "") -> list[Row]:
+def java_consume(port: int, topics: Topics, committed: bool, auth: ClientAuth = PLAINTEXT,
+                 group: str = "") -> subprocess.CompletedProcess[str]:  # fmt: skip
+    """One run of tests/serve/clients/JavaConsume.java (its output, its exit status)."""
+    spec = ",".join(f"{t}:{n}" for t, n in topics.items())
+    return subprocess.run(
+        ["java", "-cp", java_classpath(), "JavaConsume", "-broker", f"127.0.0.1:{port}",
+         "-topics", spec, *(["-committed"] if committed else []),
+         *(["-group", group] if group else []), *auth.java()],
+        capture_output=True, timeout=DEADLINE_S * 4, text=True,
+    )  # fmt: skip
+
+
+def java_rows(port: int, topics: Topics, committed: bool, auth: ClientAuth = PLAINTEXT,
+              group: str = "") -> list[Row]:  # fmt: skip
     """Apache Kafka's Java consumer's records (tests/serve/clients/JavaConsume.java), the
     partitions assigned and read from the beginning, or with ``group`` as one member of that
     consumer group, which commits what it read when it leaves."""
-    spec = ",".join(f"{t}:{n}" for t, n in topics.items())
-    out = subprocess.run(
-        ["java", "-cp", java_classpath(), "JavaConsume", "-broker", f"127.0.0.1:{port}",
-         "-topics", spec, *(["-committed"] if committed else []),
-         *(["-group", group] if group else [])],
-        capture_output=True, timeout=DEADLINE_S * 4, text=True,
-    )  # fmt: skip
+    out = java_consume(port, topics, committed, auth, group)
     assert out.returncode == 0, out.stderr
     rows: list[Row] = []
     for line in out.stdout.splitlines():

@@ -115,7 +115,9 @@ def test_an_unreadable_store_leaves_the_local_segments_served(
 
 @pytest.mark.parametrize(("consume", "backend"), [(kafka_python_rows, "file"),
                                                    (confluent_rows, "file"),
-                                                   (confluent_rows, "s3")])
+                                                   (confluent_rows, "s3"),
+                                                   pytest.param(*JAVA.values, "s3",
+                                                                marks=JAVA.marks)])
 def test_a_topic_only_the_remote_store_holds_is_served(
     tmp_path: Path, consume: Any, backend: str, request: pytest.FixtureRequest
 ) -> None:

@@ -1,9 +1,10 @@
 """TLS and SASL listeners with unmodified clients (confluent-kafka/librdkafka, kafka-python,
-aiokafka, kcat) over real sockets: one server, four listeners (SSL; MTLS, an SSL listener that
-requires a client certificate; SASL_PLAINTEXT with PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512;
-SASL_SSL), certificates from a throwaway CA (tls_certs.py). Every client reads what the segment
-files hold; a client without the certificate, or with a wrong password, is refused; the server's
-log names the refused user but never holds a password (checked after every test)."""
+aiokafka, kcat, Apache Kafka's Java client) over real sockets: one server, four listeners (SSL;
+MTLS, an SSL listener that requires a client certificate; SASL_PLAINTEXT with PLAIN,
+SCRAM-SHA-256 and SCRAM-SHA-512; SASL_SSL), certificates from a throwaway CA (tls_certs.py).
+Every client reads what the segment files hold; a client without the certificate, or with a
+wrong password, is refused; the server's log names the refused user but never holds a password
+(checked after every test)."""
 
 from __future__ import annotations
 
@@ -20,10 +21,13 @@ from typing import Any
 
 import pytest
 from serve_clients import (
+    JAVA_MISSING,
     KCAT,
     ClientAuth,
     aiokafka_rows,
     confluent_rows,
+    java_consume,
+    java_rows,
     kafka_python_rows,
     kcat_rows,
     raw_socket,
@@ -43,7 +47,7 @@ WRONG = "wrong-pw-5120"
 Consume = Callable[..., list[Any]]
 CLIENTS: dict[str, Consume] = {"confluent-kafka": confluent_rows,
                                "kafka-python": kafka_python_rows, "aiokafka": aiokafka_rows,
-                               "kcat": kcat_rows}  # fmt: skip
+                               "kcat": kcat_rows, "java": java_rows}  # fmt: skip
 BOB_512 = ScramCredential.derive("SCRAM-SHA-512", PASSWORDS["bob"], 8192).to_kafka()
 SCRAM_USERS = (  # bob: Kafka's stored form (no password in the file); carol: password= form
     f"bob=SCRAM-SHA-512=[{BOB_512}]"
@@ -57,6 +61,8 @@ PLAIN_JAAS = ("org.apache.kafka.common.security.plain.PlainLoginModule required 
 def _client(name: str) -> Consume:
     if name == "kcat" and KCAT is None:
         pytest.skip("kcat is not installed (apt-get install kcat)")
+    if name == "java" and JAVA_MISSING:
+        pytest.skip(JAVA_MISSING)
     return CLIENTS[name]
 
 
@@ -242,8 +248,16 @@ def _refused_aiokafka(port: int, auth: ClientAuth) -> str:
     return " ".join(r.getMessage() for r in seen)
 
 
+def _refused_java(port: int, auth: ClientAuth) -> str:
+    if JAVA_MISSING:
+        pytest.skip(JAVA_MISSING)
+    out = java_consume(port, TOPICS, False, auth)
+    assert out.returncode != 0
+    return out.stderr  # the SaslAuthenticationException the consumer raised, with its message
+
+
 REFUSED = {"confluent-kafka": _refused_confluent, "kafka-python": _refused_kafka_python,
-           "aiokafka": _refused_aiokafka}  # fmt: skip
+           "aiokafka": _refused_aiokafka, "java": _refused_java}  # fmt: skip
 
 
 @pytest.mark.parametrize("client", REFUSED)

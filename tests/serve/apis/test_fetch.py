@@ -4,6 +4,8 @@ headers, timestamps; read_committed skips aborted transactions and stops at the 
 
 from __future__ import annotations
 
+import base64
+import json
 import threading
 import time
 from collections.abc import Callable
@@ -17,6 +19,7 @@ from serve_clients import (
     SARAMA_MISSING,
     aiokafka_rows,
     confluent_rows,
+    java_classpath,
     java_rows,
     kafka_python_rows,
     kcat_offsets,
@@ -186,3 +189,36 @@ def test_a_tailing_consumer_sees_appends_within_its_poll(tmp_path: Path, serve: 
                 assert took < 5, f"the append took {took:.1f} s to reach the consumer"
             finally:
                 consumer.close()
+
+
+def test_the_java_consumer_tails_appends(tmp_path: Path, serve: Any) -> None:
+    """Apache Kafka's Java consumer following a partition while records are appended (its
+    fetches wait fetch.max.wait.ms, 500 ms, for records to land): each append reaches it."""
+    import subprocess
+
+    if JAVA_MISSING:
+        pytest.skip(JAVA_MISSING)
+    log_dir = tmp_path / "logs"
+    with LogDirectory(log_dir) as ld:
+        log = ld.get_or_create("tail", 0)
+        log.append(build_batch([Record(0, 1000, b"k", b"v0")]))
+        log.flush()
+        with serve(log_dir) as port:
+            java = subprocess.Popen(
+                ["java", "-cp", java_classpath(), "JavaConsume", "-broker", f"127.0.0.1:{port}",
+                 "-topics", "tail:1", "-count", "4"],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            )  # fmt: skip
+            try:
+                for i in range(1, 4):
+                    time.sleep(0.7)
+                    log.append(build_batch([Record(0, 1000 + i, b"k", f"v{i}".encode())]))
+                    log.flush()
+                out, err = java.communicate(timeout=60)
+            finally:
+                java.kill()
+    assert java.returncode == 0, err
+    got = [json.loads(line) for line in out.splitlines()]
+    assert [(m["offset"], base64.b64decode(m["value"])) for m in got] == [
+        (i, f"v{i}".encode()) for i in range(4)
+    ]

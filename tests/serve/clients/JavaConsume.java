@@ -5,13 +5,18 @@
 //
 //	java -cp kafka-clients.jar:... JavaConsume -broker 127.0.0.1:9092 -topics events:3,other:1 [-committed]
 //	java -cp ... JavaConsume -broker 127.0.0.1:9092 -topics events:3 -group g
+//	java -cp ... JavaConsume -broker 127.0.0.1:9092 -topics tail:1 -count 3
+//	java -cp ... JavaConsume ... -X security.protocol=SSL -X ssl.truststore.type=PEM ...
 //
+// -X sets any consumer property (repeatable): security (TLS, SASL) is configured as for a broker.
 // Without -group the partitions are assigned and read from the beginning; with -group the
 // consumer subscribes as a member of group g (the classic protocol), starts from the committed
 // offsets (the earliest without), and commits what it read before it leaves. Either way each
 // partition is read until the consumer's position reaches the end offset the client asks for
 // at the start (the high watermark, or the last stable offset for read_committed): the Java
-// consumer moves its position past transaction markers and aborted batches itself.
+// consumer moves its position past transaction markers and aborted batches itself. With -count
+// it reads until that many records came instead, however long they take to be appended (a
+// consumer tailing a topic; each poll waits up to fetch.max.wait.ms for records to land).
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Base64;
@@ -35,12 +40,19 @@ public final class JavaConsume {
         String topics = "";
         String group = "";
         boolean committed = false;
+        long count = -1;
+        Properties extra = new Properties();
         for (int i = 0; i < args.length; i++) {
             switch (args[i]) {
                 case "-broker" -> broker = args[++i];
                 case "-topics" -> topics = args[++i];
                 case "-group" -> group = args[++i];
                 case "-committed" -> committed = true;
+                case "-count" -> count = Long.parseLong(args[++i]);
+                case "-X" -> {
+                    String[] setting = args[++i].split("=", 2);
+                    extra.put(setting[0], setting[1]);
+                }
                 default -> throw new IllegalArgumentException("unknown argument " + args[i]);
             }
         }
@@ -51,6 +63,7 @@ public final class JavaConsume {
         props.put("isolation.level", committed ? "read_committed" : "read_uncommitted");
         props.put("enable.auto.commit", "false");
         props.put("auto.offset.reset", "earliest");
+        props.putAll(extra);
         if (!group.isEmpty()) {
             props.put("group.id", group);
             props.put("group.protocol", "classic");
@@ -71,7 +84,11 @@ public final class JavaConsume {
                 partitions.forEach(tp -> { if (!names.contains(tp.topic())) names.add(tp.topic()); });
                 consumer.subscribe(names);
             }
-            readToEnd(consumer, partitions, !group.isEmpty());
+            if (count >= 0) {
+                readCount(consumer, count);
+            } else {
+                readToEnd(consumer, partitions, !group.isEmpty());
+            }
             if (!group.isEmpty()) {
                 consumer.commitSync();
             }
@@ -94,6 +111,21 @@ public final class JavaConsume {
             }
             if (System.currentTimeMillis() > deadline) {
                 throw new IllegalStateException("did not reach the end offsets " + ends);
+            }
+        }
+    }
+
+    private static void readCount(KafkaConsumer<byte[], byte[]> consumer, long count) {
+        long deadline = System.currentTimeMillis() + DEADLINE_MS;
+        StringBuilder out = new StringBuilder();
+        for (long seen = 0; seen < count; ) {
+            for (ConsumerRecord<byte[], byte[]> record : consumer.poll(Duration.ofMillis(200))) {
+                out.setLength(0);
+                System.out.println(json(record, out));
+                seen++;
+            }
+            if (System.currentTimeMillis() > deadline) {
+                throw new IllegalStateException("saw " + seen + " of " + count + " records");
             }
         }
     }
