@@ -12,9 +12,10 @@
 // Without -group the partitions are assigned and read from the beginning; with -group the
 // consumer subscribes as a member of group g (the classic protocol), starts from the committed
 // offsets (the earliest without), and commits what it read before it leaves. Either way each
-// partition is read until the consumer's position reaches the end offset the client asks for
-// at the start (the high watermark, or the last stable offset for read_committed): the Java
-// consumer moves its position past transaction markers and aborted batches itself. With -count
+// partition it holds is read until the consumer's position reaches the end offset the client
+// asks for at the start (the high watermark, or the last stable offset for read_committed):
+// the Java consumer moves its position past transaction markers and aborted batches itself. A
+// group member stops once the partitions the group gave it are read, its share. With -count
 // it reads until that many records came instead, however long they take to be appended (a
 // consumer tailing a topic; each poll waits up to fetch.max.wait.ms for records to land).
 import java.time.Duration;
@@ -87,7 +88,7 @@ public final class JavaConsume {
             if (count >= 0) {
                 readCount(consumer, count);
             } else {
-                readToEnd(consumer, partitions, !group.isEmpty());
+                readToEnd(consumer, partitions);
             }
             if (!group.isEmpty()) {
                 consumer.commitSync();
@@ -96,7 +97,7 @@ public final class JavaConsume {
     }
 
     private static void readToEnd(
-            KafkaConsumer<byte[], byte[]> consumer, Collection<TopicPartition> partitions, boolean grouped) {
+            KafkaConsumer<byte[], byte[]> consumer, Collection<TopicPartition> partitions) {
         Map<TopicPartition, Long> ends = new HashMap<>(consumer.endOffsets(partitions));
         long deadline = System.currentTimeMillis() + DEADLINE_MS;
         StringBuilder out = new StringBuilder();
@@ -106,8 +107,8 @@ public final class JavaConsume {
                 System.out.println(json(record, out));
             }
             Set<TopicPartition> mine = consumer.assignment();
-            if (!mine.isEmpty() && (!grouped || mine.containsAll(partitions)) && reached(consumer, mine, ends)) {
-                return;
+            if (!mine.isEmpty() && reached(consumer, mine, ends)) {
+                return;  // in a group: this member's share (all of it, alone)
             }
             if (System.currentTimeMillis() > deadline) {
                 throw new IllegalStateException("did not reach the end offsets " + ends);

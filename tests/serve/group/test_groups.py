@@ -14,6 +14,7 @@ import struct
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -209,6 +210,31 @@ def test_the_java_consumer_consumes_in_a_group_and_commits(tmp_path: Path, serve
     }
     with serve(logs, **GROUPS) as port:
         assert java_rows(port, {TOPIC: PARTITIONS}, False, group="jg") == []
+
+
+@pytest.mark.skipif(JAVA_MISSING is not None, reason=JAVA_MISSING or "")
+def test_two_java_consumers_split_a_group_then_one_takes_over(
+    tmp_path: Path, serve: Any
+) -> None:
+    """Two members of Apache Kafka's Java client join one group within the initial rebalance
+    delay and split its partitions (each reads its share and commits); records appended later
+    are read by one new member alone, from the group's commits: every record exactly once."""
+    logs = tmp_path / "logs"
+    write_topic(logs)
+    first = disk_rows(logs, TOPIC)
+    delay = {**GROUPS, "group__initial__rebalance__delay__ms": "3000"}
+    with serve(logs, **delay) as port, ThreadPoolExecutor(2) as pool:
+        members = [pool.submit(java_rows, port, {TOPIC: PARTITIONS}, False, group="j2")
+                   for _ in range(2)]  # fmt: skip
+        shares = [m.result() for m in members]
+    assert sorted(shares[0] + shares[1]) == first
+    held = [{r[1] for r in share} for share in shares]
+    assert held[0] and held[1] and not held[0] & held[1]  # split, not one member alone
+    write_topic(logs, first=PER_PARTITION)  # more records, at the next offsets
+    later = [r for r in disk_rows(logs, TOPIC) if r not in first]
+    assert len(later) == len(first)
+    with serve(logs, **GROUPS) as port:
+        assert java_rows(port, {TOPIC: PARTITIONS}, False, group="j2") == later
 
 
 def test_an_unknown_group_has_offset_minus_one(tmp_path: Path, serve: Any) -> None:
