@@ -273,7 +273,7 @@ def sarama_rows(port: int, topics: Topics, committed: bool, group: str = "") -> 
     return sorted(rows)
 
 
-JAVA_SOURCE = Path(__file__).parent / "clients" / "JavaConsume.java"
+JAVA_SOURCES = sorted((Path(__file__).parent / "clients").glob("*.java"))
 _PYSPARK_JARS = ("lz4-java-", "snappy-java-", "zstd-jni-", "slf4j-api-")
 """kafka-clients' own dependencies, taken from PySpark's jars."""
 
@@ -293,19 +293,20 @@ JAVA_MISSING = _java_missing()
 
 @functools.cache
 def java_classpath() -> str:
-    """tests/serve/clients/JavaConsume.java compiled once for each version of its source (in
-    the temp dir under the source's hash), then kafka-clients and its dependencies."""
+    """tests/serve/clients/*.java compiled once for each version of their sources (in the temp
+    dir under the sources' hash), then kafka-clients and its dependencies."""
     import pyspark
     from clients.kafka_clients_jar import JAR
 
     jars = sorted(Path(pyspark.__file__).parent.joinpath("jars").glob("*.jar"))
     deps = [str(j) for j in jars if j.name.startswith(_PYSPARK_JARS)]
     classpath = os.pathsep.join([str(JAR), *deps])
-    digest = hashlib.sha256(JAVA_SOURCE.read_bytes()).hexdigest()[:16]
-    out = Path(tempfile.gettempdir()) / f"kafkatier-java-consume-{digest}"
-    if not (out / "JavaConsume.class").exists():
+    digest = hashlib.sha256(b"".join(p.read_bytes() for p in JAVA_SOURCES)).hexdigest()[:16]
+    out = Path(tempfile.gettempdir()) / f"kafkatier-java-clients-{digest}"
+    if not out.is_dir():
         partial = out.with_name(f"{out.name}.{os.getpid()}.tmp")
-        subprocess.run(["javac", "-d", str(partial), "-cp", classpath, str(JAVA_SOURCE)],
+        subprocess.run(["javac", "-d", str(partial), "-cp", classpath,
+                        *map(str, JAVA_SOURCES)],
                        check=True, capture_output=True, timeout=300)  # fmt: skip
         with contextlib.suppress(OSError):  # whole, whoever compiles it first
             os.replace(partial, out)

@@ -31,7 +31,14 @@ from group_clients import (
     write_topic,
 )
 from kafka.record import MemoryRecords
-from serve_clients import JAVA_MISSING, KCAT, SARAMA_MISSING, java_rows, sarama_rows
+from serve_clients import (
+    JAVA_MISSING,
+    KCAT,
+    SARAMA_MISSING,
+    java_classpath,
+    java_rows,
+    sarama_rows,
+)
 from test_datasource import kafka_python_rows as disk_rows
 
 
@@ -235,6 +242,36 @@ def test_two_java_consumers_split_a_group_then_one_takes_over(
     assert len(later) == len(first)
     with serve(logs, **GROUPS) as port:
         assert java_rows(port, {TOPIC: PARTITIONS}, False, group="j2") == later
+
+
+@pytest.mark.skipif(JAVA_MISSING is not None, reason=JAVA_MISSING or "")
+def test_the_java_admin_client_sees_topics_offsets_and_groups(tmp_path: Path, serve: Any) -> None:
+    """What Kafka's own tools (kafka-topics.sh, kafka-configs.sh, kafka-consumer-groups.sh)
+    and the web UIs ask through Apache Kafka's Admin client (tests/serve/clients/JavaAdmin.java):
+    the cluster, topics, a topic's id and configs, its offsets (earliest, latest, max
+    timestamp), the groups, a group's state and its committed offsets."""
+    import json
+
+    from kafkatier.tiering.metadata.identity import topic_id_of
+
+    logs = tmp_path / "logs"
+    write_topic(logs)
+    with serve(logs, **GROUPS) as port:
+        java_rows(port, {TOPIC: PARTITIONS}, False, group="ag")  # commits, then leaves
+        out = subprocess.run(["java", "-cp", java_classpath(), "JavaAdmin", "-broker",
+                              f"127.0.0.1:{port}", "-topic", TOPIC, "-group", "ag"],
+                             capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    found = json.loads(out.stdout)
+    every = {str(p): PER_PARTITION for p in range(PARTITIONS)}
+    assert found["cluster"][1] == [0] and found["cluster"][0]
+    assert (found["topics"], found["partitions"]) == ([TOPIC], PARTITIONS)
+    assert found["topicId"] == topic_id_of(logs / f"{TOPIC}-0")
+    assert found["configs"] == ["delete", "1073741824"]  # Kafka's defaults
+    assert found["earliest"] == dict.fromkeys(every, 0) and found["latest"] == every
+    assert found["maxTimestamp"] == dict.fromkeys(every, PER_PARTITION - 1)
+    assert (found["groups"], found["group"]) == (["ag"], ["Empty", 0])
+    assert found["committed"] == every
 
 
 def test_an_unknown_group_has_offset_minus_one(tmp_path: Path, serve: Any) -> None:
