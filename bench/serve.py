@@ -3,7 +3,10 @@ topic from a ``kafkatier serve`` process (timed to its last record: see :func:`c
 to the same segment bytes read straight from the files in the same run (the ceiling: no
 network, no protocol), with the server's CPU seconds per GB of segment bytes served. A raw
 fetch loop (kafka-python's protocol classes over a socket, records left compressed) shows what
-the server delivers when the client does not decompress and build a Python object per record.
+the server delivers when the client does not decompress and build a Python object per record,
+and Apache Kafka's Java consumer (tests/serve/clients/JavaConsume.java, when ``make
+java-client`` has fetched kafka-clients; timed inside the JVM from its first poll to the last
+record) what a consumer does that decompresses every record without Python.
 Rounds alternate them; the page cache is warm for all.
 
 Usage: ``.venv/bin/python bench/serve.py [--mib 256] [--partitions 4] [--rounds 3]
@@ -31,6 +34,10 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+sys.path[:0] = [str(Path(__file__).resolve().parents[1] / "tests" / "serve")]
+
+from serve_clients import JAVA_MISSING, java_classpath  # noqa: E402
 
 KAFKATIER = Path(sys.executable).with_name("kafkatier")
 TOPIC = "bench"
@@ -92,6 +99,19 @@ def consume(port: int, partitions: int) -> tuple[float, int]:
             last = time.perf_counter()
     consumer.close()
     return last - start, records
+
+
+def java_consume(port: int, partitions: int, records: int) -> float:
+    """Seconds the Java consumer took from its first poll to the last of ``records``."""
+    import json
+
+    out = subprocess.run(["java", "-cp", java_classpath(), "JavaConsume", "-broker",
+                          f"127.0.0.1:{port}", "-topics", f"{TOPIC}:{partitions}", "-count",
+                          str(records), "-quiet"],
+                         capture_output=True, text=True, check=True)  # fmt: skip
+    found = json.loads(out.stdout.splitlines()[-1])
+    assert found["records"] == records, found
+    return float(found["seconds"])
 
 
 def raw_fetch(port: int, partitions: int) -> float:
@@ -225,29 +245,37 @@ def main() -> None:
 
 @dataclass(frozen=True)
 class Clients:
-    """One round of both clients against one server: seconds, records, server CPU seconds."""
+    """One round of the clients against one server: seconds, records, server CPU seconds."""
 
     confluent: float
     records: int
     confluent_cpu: float
     raw: float
     raw_cpu: float
+    java: float | None
+    java_cpu: float
 
     def figures(self, size: int) -> str:
-        """MB/s and the server's CPU per GB of ``size`` bytes, for both clients."""
+        """MB/s and the server's CPU per GB of ``size`` bytes, for each client."""
         gb = size / 1e9
+        java = ("" if self.java is None else f", Java {size / self.java / 1e6:.0f} MB/s (server "
+                f"CPU {self.java_cpu / gb:.2f} s/GB)")  # fmt: skip
         return (f"confluent-kafka {size / self.confluent / 1e6:.0f} MB/s (server CPU "
                 f"{self.confluent_cpu / gb:.2f} s/GB), raw fetch {size / self.raw / 1e6:.0f} "
-                f"MB/s (server CPU {self.raw_cpu / gb:.2f} s/GB)")  # fmt: skip
+                f"MB/s (server CPU {self.raw_cpu / gb:.2f} s/GB){java}")  # fmt: skip
 
 
 def both_clients(pid: int, port: int, partitions: int) -> Clients:
-    """confluent-kafka, then the raw fetch loop, each with the server's CPU seconds."""
+    """confluent-kafka, the raw fetch loop and the Java consumer (when installed), each with
+    the server's CPU seconds."""
     before = cpu_seconds(pid)
     took, records = consume(port, partitions)
     middle = cpu_seconds(pid)
     raw = raw_fetch(port, partitions)
-    return Clients(took, records, middle - before, raw, cpu_seconds(pid) - middle)
+    after = cpu_seconds(pid)
+    java = None if JAVA_MISSING else java_consume(port, partitions, records)
+    return Clients(took, records, middle - before, raw, after - middle, java,
+                   cpu_seconds(pid) - after)  # fmt: skip
 
 
 def measure(label: str, logs: Path, size: int, pid: int, port: int, partitions: int) -> None:
@@ -256,7 +284,8 @@ def measure(label: str, logs: Path, size: int, pid: int, port: int, partitions: 
     got = both_clients(pid, port, partitions)
     print(f"{label}: {size / 1e6:.0f} MB of lz4 segments, {got.records} records: "
           f"{got.figures(size)}, files {size / files / 1e6:.0f} MB/s; confluent/files "
-          f"{files / got.confluent:.1%}, raw/files {files / got.raw:.1%}", flush=True)
+          f"{files / got.confluent:.1%}, raw/files {files / got.raw:.1%}"
+          + ("" if got.java is None else f", Java/files {files / got.java:.1%}"), flush=True)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@
 //	java -cp kafka-clients.jar:... JavaConsume -broker 127.0.0.1:9092 -topics events:3,other:1 [-committed]
 //	java -cp ... JavaConsume -broker 127.0.0.1:9092 -topics events:3 -group g
 //	java -cp ... JavaConsume -broker 127.0.0.1:9092 -topics tail:1 -count 3
+//	java -cp ... JavaConsume -broker 127.0.0.1:9092 -topics bench:4 -count 262144 -quiet
 //	java -cp ... JavaConsume ... -X security.protocol=SSL -X ssl.truststore.type=PEM ...
 //
 // -X sets any consumer property (repeatable): security (TLS, SASL) is configured as for a broker.
@@ -18,6 +19,8 @@
 // group member stops once the partitions the group gave it are read, its share. With -count
 // it reads until that many records came instead, however long they take to be appended (a
 // consumer tailing a topic; each poll waits up to fetch.max.wait.ms for records to land).
+// -quiet prints no record, only {"records": n, "seconds": s} at the end: the seconds from the
+// first poll to the last record (bench/serve.py's throughput of a consumer that is not Python).
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Base64;
@@ -42,6 +45,7 @@ public final class JavaConsume {
         String group = "";
         boolean committed = false;
         long count = -1;
+        boolean quiet = false;
         Properties extra = new Properties();
         for (int i = 0; i < args.length; i++) {
             switch (args[i]) {
@@ -50,6 +54,7 @@ public final class JavaConsume {
                 case "-group" -> group = args[++i];
                 case "-committed" -> committed = true;
                 case "-count" -> count = Long.parseLong(args[++i]);
+                case "-quiet" -> quiet = true;
                 case "-X" -> {
                     String[] setting = args[++i].split("=", 2);
                     extra.put(setting[0], setting[1]);
@@ -86,7 +91,7 @@ public final class JavaConsume {
                 consumer.subscribe(names);
             }
             if (count >= 0) {
-                readCount(consumer, count);
+                readCount(consumer, count, quiet);
             } else {
                 readToEnd(consumer, partitions);
             }
@@ -116,18 +121,27 @@ public final class JavaConsume {
         }
     }
 
-    private static void readCount(KafkaConsumer<byte[], byte[]> consumer, long count) {
+    private static void readCount(KafkaConsumer<byte[], byte[]> consumer, long count, boolean quiet) {
         long deadline = System.currentTimeMillis() + DEADLINE_MS;
+        long start = System.nanoTime();
+        long last = start;
         StringBuilder out = new StringBuilder();
-        for (long seen = 0; seen < count; ) {
+        long seen = 0;
+        while (seen < count) {
             for (ConsumerRecord<byte[], byte[]> record : consumer.poll(Duration.ofMillis(200))) {
-                out.setLength(0);
-                System.out.println(json(record, out));
+                if (!quiet) {
+                    out.setLength(0);
+                    System.out.println(json(record, out));
+                }
                 seen++;
+                last = System.nanoTime();
             }
             if (System.currentTimeMillis() > deadline) {
                 throw new IllegalStateException("saw " + seen + " of " + count + " records");
             }
+        }
+        if (quiet) {
+            System.out.println("{\"records\":" + seen + ",\"seconds\":" + (last - start) / 1e9 + "}");
         }
     }
 
