@@ -79,7 +79,8 @@ def consume(port: int, partitions: int) -> tuple[float, int]:
     """Seconds from the assignment to the last record, and the records. Not to each
     partition's end-of-partition event: librdkafka raises it only on a fetch that comes back
     empty, which any broker holds for ``fetch.wait.max.ms`` (500 ms) at the end of the log, so
-    a whole run would count half a second of waiting as reading."""
+    a whole run would count half a second of waiting as reading. The records come in batch
+    calls of 10,000 with a 20 ms timeout (the last batch waits for it)."""
     from confluent_kafka import Consumer, KafkaError, TopicPartition
 
     consumer = Consumer({"bootstrap.servers": f"127.0.0.1:{port}", "group.id": "bench",
@@ -88,7 +89,10 @@ def consume(port: int, partitions: int) -> tuple[float, int]:
     consumer.assign([TopicPartition(TOPIC, p, -2) for p in range(partitions)])
     done, records, last = 0, 0, start
     while done < partitions:
-        batch = consumer.consume(10_000, 1.0)  # in batches: poll() per record is Python-bound
+        # In batches (poll() per record is Python-bound), with a short timeout: librdkafka
+        # holds a batch call until it has the whole batch or the timeout ends, so the last,
+        # partial batch of the topic came only after the timeout (a 1 s one added up to 1 s).
+        batch = consumer.consume(10_000, 0.02)
         for msg in batch:
             if msg.error():
                 assert msg.error().code() == KafkaError._PARTITION_EOF, msg.error()
