@@ -7,13 +7,15 @@ read."""
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from serve_clients import Row, record_row
+from serve_clients import JAVA_MISSING, Row, java_classpath, java_row, record_row
 
 from kafkatier.storage.log.directory import LogDirectory
 from kafkatier.storage.record.builder import build_batch
@@ -150,10 +152,55 @@ class AioKafkaMember:
             self.loop.close()
 
 
+class JavaMember:
+    """Apache Kafka's Java consumer in a JVM of its own (tests/serve/clients/JavaMember.java),
+    driven over its stdin; ``extra`` are consumer properties in Kafka's names. Skips the test
+    where the Java client is not installed."""
+
+    def __init__(self, port: int, group: str, topics: list[str], **extra: Any) -> None:
+        import pytest
+
+        if JAVA_MISSING:
+            pytest.skip(JAVA_MISSING)
+        settings = {"heartbeat.interval.ms": HEARTBEAT_MS, **extra}
+        self.proc = subprocess.Popen(
+            ["java", "-cp", java_classpath(), "JavaMember", "-broker", f"127.0.0.1:{port}",
+             "-group", group, "-topics", ",".join(topics),
+             *[arg for k, v in settings.items() for arg in ("-X", f"{k}={v}")]],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+
+    def _ask(self, command: str) -> list[str]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(command + "\n")
+        self.proc.stdin.flush()
+        lines: list[str] = []
+        while (line := self.proc.stdout.readline()) != ".\n":
+            assert line, f"the Java member ended (exit {self.proc.poll()}) at {command!r}"
+            lines.append(line)
+        return lines
+
+    def poll(self, most: int = 500) -> list[Row]:
+        return [java_row(line) for line in self._ask(f"poll {most}")]
+
+    def assignment(self) -> set[tuple[str, int]]:
+        return {(t, p) for t, p in json.loads(self._ask("assignment")[0])}
+
+    def commit(self) -> None:
+        self._ask("commit")
+
+    def close(self) -> None:
+        try:
+            self._ask("close")
+        finally:
+            self.proc.wait(30)
+
+
 MEMBERS: dict[str, Callable[..., GroupMember]] = {
     "kafka-python": KafkaPythonMember,
     "confluent-kafka": ConfluentMember,
     "aiokafka": AioKafkaMember,
+    "java": JavaMember,
 }
 
 

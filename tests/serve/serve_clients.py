@@ -332,13 +332,15 @@ def java_rows(port: int, topics: Topics, committed: bool, auth: ClientAuth = PLA
     consumer group, which commits what it read when it leaves."""
     out = java_consume(port, topics, committed, auth, group)
     assert out.returncode == 0, out.stderr
-    rows: list[Row] = []
-    for line in out.stdout.splitlines():
-        m = json.loads(line)
-        headers = tuple((h["key"], _b64(h["value"])) for h in m["headers"])
-        rows.append((m["topic"], m["partition"], m["offset"], _b64(m["key"]), _b64(m["value"]),
-                     m["timestamp"], m["timestampType"], headers))  # fmt: skip
-    return sorted(rows)
+    return sorted(map(java_row, out.stdout.splitlines()))
+
+
+def java_row(line: str) -> Row:
+    """One record line of JavaConsume.java / JavaMember.java as a row."""
+    m = json.loads(line)
+    headers = tuple((h["key"], _b64(h["value"])) for h in m["headers"])
+    return (m["topic"], m["partition"], m["offset"], _b64(m["key"]), _b64(m["value"]),
+            m["timestamp"], m["timestampType"], headers)  # fmt: skip
 
 
 def _b64(text: str | None) -> bytes | None:

@@ -7,8 +7,9 @@ ended at 8, and epoch 2 wrote offsets 8-10. The member's next fetch carries the 
 position with OffsetForLeaderEpoch, which says epoch 1 ended at 8: it must not skip epoch 2's
 records 8 and 9. A server without epochs would let it fetch on at 10 and it would silently miss
 them. kafka-python goes on from the divergence, 8; librdkafka validates the position it is
-fetching from and re-reads what it must, so both see 8, 9 and 10 of epoch 2 and nothing of the
-old log after the rewrite.
+fetching from and re-reads what it must, and so does Apache Kafka's Java consumer (the reference
+implementation of KIP-320): all see 8, 9 and 10 of epoch 2 and nothing of the old log after the
+rewrite.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ def rewrite_after_unclean_election(log_dir: Path) -> None:
     (staging / part.name).rename(part)
 
 
-@pytest.mark.parametrize("client", ["kafka-python", "confluent-kafka"])
+@pytest.mark.parametrize("client", ["kafka-python", "confluent-kafka", "java"])
 def test_a_member_fenced_by_a_new_epoch_does_not_skip_its_records(
     tmp_path: Path, serve: Any, client: str
 ) -> None:

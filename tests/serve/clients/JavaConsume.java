@@ -155,7 +155,7 @@ public final class JavaConsume {
         return true;
     }
 
-    private static String json(ConsumerRecord<byte[], byte[]> r, StringBuilder out) {
+    static String json(ConsumerRecord<byte[], byte[]> r, StringBuilder out) {
         out.append("{\"topic\":").append(quote(r.topic()))
                 .append(",\"partition\":").append(r.partition())
                 .append(",\"offset\":").append(r.offset())
@@ -177,7 +177,7 @@ public final class JavaConsume {
         return bytes == null ? "null" : "\"" + Base64.getEncoder().encodeToString(bytes) + "\"";
     }
 
-    private static String quote(String text) {
+    static String quote(String text) {
         StringBuilder q = new StringBuilder("\"");
         for (char c : text.toCharArray()) {
             if (c == '"' || c == '\\') {

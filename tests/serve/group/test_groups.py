@@ -125,7 +125,8 @@ def committed_on_disk(offsets_dir: Path) -> dict[tuple[str, str, int], int]:
 
 @pytest.mark.parametrize(("first", "second"), [("kafka-python", "confluent-kafka"),
                                                ("confluent-kafka", "aiokafka"),
-                                               ("aiokafka", "kafka-python")])  # fmt: skip
+                                               ("aiokafka", "java"),
+                                               ("java", "kafka-python")])  # fmt: skip
 def test_committed_offsets_survive_a_restart(
     first: str, second: str, tmp_path: Path, serve: Any
 ) -> None:
