@@ -3,9 +3,14 @@ else is left to the Python path (which reports it) rather than raised from here.
 
 from __future__ import annotations
 
+import random
+from typing import Any
+
 import numpy as np
+import pytest
 
 from kafkatier.storage.cleaner.compressed import Scratch, inflate
+from kafkatier.storage.cleaner.kernels import inflate as kernel
 from kafkatier.storage.record.batch import RecordBatch
 from kafkatier.storage.record.builder import build_batch
 from kafkatier.storage.record.record import Record
@@ -56,3 +61,47 @@ def test_runs_inflated_into_one_scratch_hold_each_batch_decompressed() -> None:
         ]
         previous = run
     assert len(scratch.buf) >= 8 * 300_000
+
+
+def corrupt_block(batch: bytearray) -> bytearray:
+    """The batch with its lz4 block's first token byte made to claim a match it has no data for
+    (the CRC is not checked here: decoding is what fails)."""
+    bad = bytearray(batch)
+    bad[61 + 11] = 0x0F  # no literals, a match of 19+ bytes at an offset that is missing
+    return bad
+
+
+RUNS = {
+    "lz4 only": [lz4_batch(0), lz4_batch(3), lz4_batch(6, 40)],
+    "raw lz4 block": [lz4_batch(0), bytearray(build_batch(  # incompressible: stored raw
+        [Record(3, 1_700_000_000_000, b"k", random.Random(7).randbytes(1000))],
+        codec=Codec.LZ4))],
+    "then zstd, then lz4": [lz4_batch(0), bytearray(build_batch(
+        [Record(3, 1_700_000_000_000, b"z", b"w" * 90)], codec=Codec.ZSTD)), lz4_batch(4)],
+    "a multi-block frame": [lz4_batch(0), bytearray(build_batch(
+        [Record(3 + i, 1_700_000_000_000, b"k", bytes([i]) * 40_000) for i in range(3)],
+        codec=Codec.LZ4)), lz4_batch(6)],
+    "a block that does not decode": [lz4_batch(0), corrupt_block(lz4_batch(3)), lz4_batch(6)],
+    "a batch cut short": [lz4_batch(0), lz4_batch(3)[:-5]],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", RUNS)
+def test_the_lz4_kernel_inflates_as_the_python_loop(name: str, monkeypatch: Any) -> None:
+    """``kernels.inflate`` (Kafka's one-block lz4 frames in one numba call, liblz4 linked by
+    name) takes what it can of a run and the Python loop the rest: the result is the Python
+    loop's alone, byte for byte, wherever the kernel stops."""
+    assert kernel.AVAILABLE  # python-lz4's extension exports LZ4_decompress_safe
+    chunk = np.frombuffer(bytes(b"".join(RUNS[name])), dtype=np.uint8)
+
+    def runs() -> list[tuple[Any, ...]]:
+        found, pos = [], 0
+        while (run := inflate(chunk, pos, 1 << 20)) is not None:
+            found.append((run.data.tobytes(), run.starts, run.real_starts, run.real_sizes,
+                          run.codecs, run.last_offsets))  # fmt: skip
+            pos = run.real_starts[-1] + run.real_sizes[-1]
+        return found
+
+    with_kernel = runs()
+    monkeypatch.setattr(kernel, "AVAILABLE", False)
+    assert with_kernel == runs() and with_kernel
