@@ -22,7 +22,7 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
-from kafkatier.storage.cleaner.kernels import inflate as kernel
+from kafkatier.storage.cleaner.kernels import lz4_runs as kernel
 from kafkatier.storage.errors import KafkaTierError
 from kafkatier.storage.log.batch_position import BatchInfo
 from kafkatier.storage.record.builder import _assemble
@@ -152,7 +152,7 @@ def inflate(
 def _inflate_lz4(
     view: memoryview, pos: int, max_bytes: int, scratch: Scratch, run: Inflated
 ) -> tuple[int, int]:
-    """The run's first batches that ``kernels.inflate`` takes (Kafka's one-block lz4 frames), in
+    """The run's first batches that ``kernels.lz4_runs`` takes (Kafka's one-block lz4 frames), in
     one call: (where the rest of the run starts, bytes inflated)."""
     out = scratch.room(0, max_bytes + kernel.ROOM)
     meta = np.empty((len(view) // BATCH_HEADER_SIZE + 1, kernel.META), dtype=np.int64)
@@ -171,10 +171,11 @@ def deflate(
     """What ``filter_chunk`` wrote for the run (``out``, one ``rows`` entry per batch written:
     position, size, last offset, max timestamp) as stored batches, and their infos."""
     view = _view(chunk)
+    done, data, infos = 0, bytearray(), list[BatchInfo]()
+    if kernel.AVAILABLE and rows and all(codec is Codec.LZ4 for codec in run.codecs):
+        done, data, infos = _deflate_lz4(run, view, out, rows)
     by_last = {last: i for i, last in enumerate(run.last_offsets)}
-    data = bytearray()
-    infos: list[BatchInfo] = []
-    for position, size, last, max_ts in rows:
+    for position, size, last, max_ts in rows[done:]:
         i = by_last[last]
         plain = out[position : position + size].tobytes()
         source = run.data[run.starts[i] : run.starts[i] + BATCH_HEADER_SIZE].tobytes()
@@ -191,6 +192,24 @@ def deflate(
         infos.append(BatchInfo(len(data), len(stored), last, max_ts))
         data += stored
     return bytes(data), infos
+
+
+def _deflate_lz4(
+    run: Inflated, view: memoryview, out: U8, rows: list[list[int]]
+) -> tuple[int, bytearray, list[BatchInfo]]:
+    """:func:`deflate`'s first rows written by ``kernels.lz4_runs`` in one call: (rows done,
+    their stored batches, their infos)."""
+    found = np.asarray(rows, dtype=np.int64).reshape(-1, 4)
+    room = sum(run.real_sizes) + 2 * int(found[:, 1].sum()) + 128 * len(rows)
+    dst = np.empty(room, dtype=np.uint8)
+    infos = np.empty_like(found)
+    done, written = kernel.deflate_lz4(
+        out, found, run.data, np.asarray(run.starts, dtype=np.int64),
+        np.asarray(run.last_offsets, dtype=np.int64), np.frombuffer(view, dtype=np.uint8),
+        np.asarray(run.real_starts, dtype=np.int64), np.asarray(run.real_sizes, dtype=np.int64),
+        dst, infos,
+    )  # fmt: skip
+    return done, bytearray(dst[:written]), [BatchInfo(*row) for row in infos[:done].tolist()]
 
 
 def _recompress(plain: bytes, codec: Codec) -> bytes:

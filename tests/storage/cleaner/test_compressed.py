@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from kafkatier.storage.cleaner.compressed import Scratch, inflate
-from kafkatier.storage.cleaner.kernels import inflate as kernel
+from kafkatier.storage.cleaner.compressed import Scratch, deflate, inflate
+from kafkatier.storage.cleaner.kernels import lz4_runs as kernel
 from kafkatier.storage.record.batch import RecordBatch
 from kafkatier.storage.record.builder import build_batch
 from kafkatier.storage.record.record import Record
@@ -88,7 +88,7 @@ RUNS = {
 
 @pytest.mark.parametrize("name", RUNS)
 def test_the_lz4_kernel_inflates_as_the_python_loop(name: str, monkeypatch: Any) -> None:
-    """``kernels.inflate`` (Kafka's one-block lz4 frames in one numba call, liblz4 linked by
+    """``kernels.lz4_runs`` (Kafka's one-block lz4 frames in one numba call, liblz4 linked by
     name) takes what it can of a run and the Python loop the rest: the result is the Python
     loop's alone, byte for byte, wherever the kernel stops."""
     assert kernel.AVAILABLE  # python-lz4's extension exports LZ4_decompress_safe
@@ -105,3 +105,41 @@ def test_the_lz4_kernel_inflates_as_the_python_loop(name: str, monkeypatch: Any)
     with_kernel = runs()
     monkeypatch.setattr(kernel, "AVAILABLE", False)
     assert with_kernel == runs() and with_kernel
+
+
+def test_the_lz4_kernel_deflates_as_the_python_loop(monkeypatch: Any) -> None:
+    """What the filter wrote for a run goes back as stored batches the same way with the
+    kernel as without: a batch kept whole as its original bytes, rebuilt ones compressed
+    (compressible, incompressible: a raw block, no records at all) with length, codec and CRC,
+    and one of more than 64 KiB of records, which the kernel leaves to the Python loop."""
+    noise = random.Random(11)
+    batches = [lz4_batch(0), lz4_batch(3, 30), bytearray(build_batch(
+        [Record(33, 1_700_000_000_000, b"k", noise.randbytes(900))], codec=Codec.LZ4)),
+        lz4_batch(34, 2), bytearray(build_batch(
+        [Record(36 + i, 1_700_000_000_000, b"k", noise.randbytes(30_000)) for i in range(3)],
+        codec=Codec.LZ4))]  # fmt: skip
+    chunk = np.frombuffer(bytes(b"".join(batches)), dtype=np.uint8)
+    run = inflate(chunk, 0, 1 << 22)
+    assert run is not None and len(run.starts) == len(batches)
+    out = bytearray(run.data.tobytes())
+    rows = []
+    for i, start in enumerate(run.starts):
+        size = RecordBatch(bytes(out[start:])).size_in_bytes
+        if i in (1, 2, 4):  # "rebuilt": one record fewer (the bytes need not parse)
+            count = int.from_bytes(out[start + 57 : start + 61], "big")
+            out[start + 57 : start + 61] = (count - 1).to_bytes(4, "big")
+        if i == 3:  # rebuilt with no records left
+            out[start + 57 : start + 61] = (0).to_bytes(4, "big")
+            out[start + 8 : start + 12] = (49).to_bytes(4, "big")
+            size = 61
+        rows.append([start, size, run.last_offsets[i], 1_700_000_000_000])
+    plain = np.frombuffer(bytes(out), dtype=np.uint8)
+    with_kernel = deflate(run, chunk, plain, rows)
+    monkeypatch.setattr(kernel, "AVAILABLE", False)
+    assert with_kernel == deflate(run, chunk, plain, rows)
+    stored = with_kernel[0]
+    first = RecordBatch(stored)
+    assert stored[: first.size_in_bytes] == bytes(batches[0])  # kept whole: the original
+    for info in with_kernel[1][1:]:
+        batch = RecordBatch(stored[info.position :])
+        assert batch.is_valid() and batch.codec == Codec.LZ4

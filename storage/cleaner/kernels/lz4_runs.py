@@ -1,4 +1,5 @@
-"""A run of lz4 batches inflated in one numba call (``storage.cleaner.compressed``).
+"""Runs of lz4 batches inflated, and what the filter kept of them compressed again, in one
+numba call each (``storage.cleaner.compressed``).
 
 Kafka's producers and kafkatier's writers put a batch of up to 64 KiB of records in one LZ4 frame
 of one block (``lz4_frame.decode_kafka_frame``'s layout: the 7 descriptor bytes ``04 22 4D 18 60
@@ -9,9 +10,14 @@ into the run's buffer (a raw block is copied). The Python loop cost more than li
 (the compaction bench decodes 20,000 frames of ~12 KiB twice). It stops at the first batch that
 is anything else (another codec, a control or transactional batch, another frame layout, a block
 that does not decode, one the chunk does not hold whole) and leaves it to the Python loop, which
-handles or reports it.
+handles or reports it. :func:`deflate_lz4` writes the batches the filter kept back: a batch kept
+whole as its original bytes, a rebuilt one compressed as ``lz4_frame.compress`` does (python-lz4's
+frame of one 64 KiB block: liblz4's fast compressor into ``size - 1`` bytes, the block stored raw
+where that fails), with its length, codec bits and CRC-32C; a rebuilt batch over 64 KiB of
+records (a frame of several blocks) goes back to the Python loop.
 
-liblz4 is called by name: python-lz4's extension exports ``LZ4_decompress_safe`` and is loaded
+liblz4 is called by name: python-lz4's extension exports ``LZ4_decompress_safe`` and
+``LZ4_compress_default`` and is loaded
 for LLVM (``load_library_permanently``) before the kernel is compiled or loaded from numba's
 cache, so the cached code links to it in every process. Where that fails, :data:`AVAILABLE` is
 False and the Python loop does all.
@@ -25,14 +31,18 @@ import numba
 import numpy as np
 from numba import types
 
+from kafkatier.storage.cleaner.kernels.chunks import crc32c
 from kafkatier.storage.wire import (
     ATTR_CODEC_MASK,
     ATTR_CONTROL,
     ATTR_TRANSACTIONAL,
     ATTRIBUTES_OFFSET,
     BATCH_HEADER_SIZE,
+    CRC_OFFSET,
+    CRC_START,
     LOG_OVERHEAD,
     MAGIC_OFFSET,
+    RECORDS_COUNT_OFFSET,
     Codec,
 )
 
@@ -60,6 +70,9 @@ AVAILABLE = _load()
 _decompress: Any = types.ExternalFunction(
     "LZ4_decompress_safe", types.int32(types.uintp, types.uintp, types.int32, types.int32)
 )  # (const char* src, char* dst, int compressedSize, int dstCapacity); pointers as uintp
+_compress: Any = types.ExternalFunction(
+    "LZ4_compress_default", types.int32(types.uintp, types.uintp, types.int32, types.int32)
+)  # (const char* src, char* dst, int srcSize, int dstCapacity): 0 when it does not fit
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -137,3 +150,74 @@ def inflate_lz4(chunk: Any, pos: int, max_bytes: int, out: Any, meta: Any) -> tu
         count += 1
         pos += size
     return pos, count, total
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _put(buf: Any, at: int, width: int, value: int) -> None:
+    for i in range(width):
+        buf[at + i] = (value >> (8 * (width - 1 - i))) & 0xFF
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _same_header(out: Any, at: int, data: Any, start: int) -> bool:
+    """Whether the filter copied the batch unchanged: same attributes and record count."""
+    for i in (ATTRIBUTES_OFFSET, ATTRIBUTES_OFFSET + 1, RECORDS_COUNT_OFFSET,
+              RECORDS_COUNT_OFFSET + 1, RECORDS_COUNT_OFFSET + 2, RECORDS_COUNT_OFFSET + 3):
+        if out[at + i] != data[start + i]:
+            return False
+    return True
+
+
+@numba.njit(cache=True, nogil=True)
+def _frame(out: Any, src: int, n: int, dst: Any, at: int) -> int:
+    """``out[src:src + n]`` as ``lz4_frame.compress`` frames it, at ``dst[at]``; its size."""
+    dst[at : at + 7] = _DESCRIPTOR
+    if n == 0:
+        end = at + 7
+    else:
+        block = at + 11
+        got = _compress(out.ctypes.data + src, dst.ctypes.data + block, n, n - 1)
+        if got > 0:
+            word = got
+        else:
+            dst[block : block + n] = out[src : src + n]
+            got = n
+            word = n | _RAW
+        for i in range(4):
+            dst[at + 7 + i] = (word >> (8 * i)) & 0xFF
+        end = block + got
+    dst[end : end + 4] = 0
+    return end + 4 - at
+
+
+@numba.njit(cache=True, nogil=True)
+def deflate_lz4(out: Any, rows: Any, data: Any, starts: Any, last_offsets: Any, chunk: Any,
+                real_starts: Any, real_sizes: Any, dst: Any, infos: Any) -> tuple[int, int]:
+    """The filter's batches (``rows``: position in ``out``, size, last offset, max timestamp)
+    of an inflated run as stored batches in ``dst``, ``infos`` the same fields for them there:
+    (rows done, bytes written). Stops at a rebuilt batch of more than 64 KiB of records."""
+    written = 0
+    j = 0
+    for r in range(rows.shape[0]):
+        position, size, last = rows[r, 0], rows[r, 1], rows[r, 2]
+        while j < last_offsets.shape[0] and last_offsets[j] != last:
+            j += 1
+        if j == last_offsets.shape[0] or size - BATCH_HEADER_SIZE > MAX_BLOCK:
+            return r, written
+        if _same_header(out, position, data, starts[j]):
+            stored = real_sizes[j]
+            dst[written : written + stored] = chunk[real_starts[j] : real_starts[j] + stored]
+        else:
+            header = BATCH_HEADER_SIZE
+            dst[written : written + header] = out[position : position + header]
+            frame = _frame(out, position + header, size - header, dst, written + header)
+            stored = BATCH_HEADER_SIZE + frame
+            _put(dst, written + 8, 4, stored - LOG_OVERHEAD)
+            dst[written + ATTRIBUTES_OFFSET + 1] |= _LZ4
+            _put(dst, written + CRC_OFFSET, 4, crc32c(dst, written + CRC_START, written + stored))
+        infos[r, 0] = written
+        infos[r, 1] = stored
+        infos[r, 2] = last
+        infos[r, 3] = rows[r, 3]
+        written += stored
+    return rows.shape[0], written
