@@ -5,10 +5,11 @@ headers, timestamps; read_committed skips aborted transactions and stops at the 
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,7 @@ from test_datasource import kafka_python_rows as disk_rows
 from topics import CODECS, PARTITIONS, produce_codecs
 
 from kafkatier.storage.log.directory import LogDirectory
+from kafkatier.storage.log.log import Log
 from kafkatier.storage.record.builder import build_batch
 from kafkatier.storage.record.record import Record
 
@@ -153,42 +155,48 @@ def test_offsets_for_times(codecs_dir: Path, serve: Any) -> None:
             cc.close()
 
 
+@contextlib.contextmanager
+def tail_partition(log_dir: Path, first: bytes) -> Iterator[Log]:
+    """Partition "tail" 0 of a new log dir holding one record (offset 0), open for appends."""
+    with LogDirectory(log_dir) as ld:
+        log = ld.get_or_create("tail", 0)
+        log.append(build_batch([Record(0, 1000, b"k", first)]))
+        log.flush()
+        yield log
+
+
 def test_a_tailing_consumer_sees_appends_within_its_poll(tmp_path: Path, serve: Any) -> None:
     """Long polling: the fetch waits (fetch.wait.max.ms 10 s) and returns as soon as records
     land, so the consumer sees them well before the wait would have ended."""
     from confluent_kafka import Consumer, TopicPartition
 
     log_dir = tmp_path / "logs"
-    with LogDirectory(log_dir) as ld:
-        log = ld.get_or_create("tail", 0)
-        log.append(build_batch([Record(0, 1000, b"k", b"first")]))
-        log.flush()
-        with serve(log_dir) as port:
-            consumer = Consumer({"bootstrap.servers": f"127.0.0.1:{port}", "group.id": "t",
-                                 "enable.auto.commit": False, "fetch.wait.max.ms": 10_000,
-                                 "fetch.min.bytes": 1})  # fmt: skip
-            consumer.assign([TopicPartition("tail", 0, 1)])
-            try:
-                assert consumer.poll(1.0) is None  # nothing after offset 0 yet: waiting
-                appended = threading.Event()
+    with tail_partition(log_dir, b"first") as log, serve(log_dir) as port:
+        consumer = Consumer({"bootstrap.servers": f"127.0.0.1:{port}", "group.id": "t",
+                             "enable.auto.commit": False, "fetch.wait.max.ms": 10_000,
+                             "fetch.min.bytes": 1})  # fmt: skip
+        consumer.assign([TopicPartition("tail", 0, 1)])
+        try:
+            assert consumer.poll(1.0) is None  # nothing after offset 0 yet: waiting
+            appended = threading.Event()
 
-                def later() -> None:
-                    time.sleep(0.5)
-                    log.append(build_batch([Record(1, 2000, b"k", b"second")]))
-                    log.flush()
-                    appended.set()
+            def later() -> None:
+                time.sleep(0.5)
+                log.append(build_batch([Record(1, 2000, b"k", b"second")]))
+                log.flush()
+                appended.set()
 
-                threading.Thread(target=later).start()
-                start = time.monotonic()
-                msg = None
-                while msg is None and time.monotonic() - start < 8:
-                    msg = consumer.poll(0.2)
-                took = time.monotonic() - start
-                assert appended.is_set() and msg is not None and not msg.error()
-                assert (msg.offset(), msg.value()) == (1, b"second")
-                assert took < 5, f"the append took {took:.1f} s to reach the consumer"
-            finally:
-                consumer.close()
+            threading.Thread(target=later).start()
+            start = time.monotonic()
+            msg = None
+            while msg is None and time.monotonic() - start < 8:
+                msg = consumer.poll(0.2)
+            took = time.monotonic() - start
+            assert appended.is_set() and msg is not None and not msg.error()
+            assert (msg.offset(), msg.value()) == (1, b"second")
+            assert took < 5, f"the append took {took:.1f} s to reach the consumer"
+        finally:
+            consumer.close()
 
 
 def test_the_java_consumer_tails_appends(tmp_path: Path, serve: Any) -> None:
@@ -199,24 +207,20 @@ def test_the_java_consumer_tails_appends(tmp_path: Path, serve: Any) -> None:
     if JAVA_MISSING:
         pytest.skip(JAVA_MISSING)
     log_dir = tmp_path / "logs"
-    with LogDirectory(log_dir) as ld:
-        log = ld.get_or_create("tail", 0)
-        log.append(build_batch([Record(0, 1000, b"k", b"v0")]))
-        log.flush()
-        with serve(log_dir) as port:
-            java = subprocess.Popen(
-                ["java", "-cp", java_classpath(), "JavaConsume", "-broker", f"127.0.0.1:{port}",
-                 "-topics", "tail:1", "-count", "4"],
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            )  # fmt: skip
-            try:
-                for i in range(1, 4):
-                    time.sleep(0.7)
-                    log.append(build_batch([Record(0, 1000 + i, b"k", f"v{i}".encode())]))
-                    log.flush()
-                out, err = java.communicate(timeout=60)
-            finally:
-                java.kill()
+    with tail_partition(log_dir, b"v0") as log, serve(log_dir) as port:
+        java = subprocess.Popen(
+            ["java", "-cp", java_classpath(), "JavaConsume", "-broker", f"127.0.0.1:{port}",
+             "-topics", "tail:1", "-count", "4"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        try:
+            for i in range(1, 4):
+                time.sleep(0.7)
+                log.append(build_batch([Record(0, 1000 + i, b"k", f"v{i}".encode())]))
+                log.flush()
+            out, err = java.communicate(timeout=60)
+        finally:
+            java.kill()
     assert java.returncode == 0, err
     got = [json.loads(line) for line in out.splitlines()]
     assert [(m["offset"], base64.b64decode(m["value"])) for m in got] == [
