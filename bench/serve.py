@@ -37,7 +37,7 @@ import pyarrow.parquet as pq
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[1] / "tests" / "serve")]
 
-from serve_clients import JAVA_MISSING, java_classpath  # noqa: E402
+from serve_clients import JAVA_MISSING, java_command  # noqa: E402
 
 KAFKATIER = Path(sys.executable).with_name("kafkatier")
 TOPIC = "bench"
@@ -109,9 +109,8 @@ def java_consume(port: int, partitions: int, records: int) -> float:
     """Seconds the Java consumer took from its first poll to the last of ``records``."""
     import json
 
-    out = subprocess.run(["java", "-cp", java_classpath(), "JavaConsume", "-broker",
-                          f"127.0.0.1:{port}", "-topics", f"{TOPIC}:{partitions}", "-count",
-                          str(records), "-quiet"],
+    out = subprocess.run(java_command("JavaConsume", port, "-topics", f"{TOPIC}:{partitions}",
+                                      "-count", str(records), "-quiet"),
                          capture_output=True, text=True, check=True)  # fmt: skip
     found = json.loads(out.stdout.splitlines()[-1])
     assert found["records"] == records, found

@@ -132,13 +132,13 @@ def _spans(table: pa.Table) -> list[_Span]:
     return sorted(spans, key=lambda span: (span.topic, span.partition, span.task))
 
 
-def _staged(rows: pa.Table) -> Iterator[Piece]:
+def _staged(table: pa.Table) -> Iterator[Piece]:
     """Each partition's pieces from every task read as one (up to CHUNK_BYTES), in task order:
     one append per partition however many tasks wrote to it. Partitions are independent logs,
     so only the order within each one matters."""
     with StagingFiles() as files:
         for _, group in itertools.groupby(
-            _spans(rows), key=lambda span: (span.topic, span.partition)
+            _spans(table), key=lambda span: (span.topic, span.partition)
         ):
             spans: list[_Span] = []
             size = 0

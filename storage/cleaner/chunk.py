@@ -149,7 +149,7 @@ class ChunkFilter:
         consumed = sum(1 for start in run.starts if start < pos)
         self.stats[2] += sum(run.real_sizes[:consumed]) - int(pos)
         if count:
-            data, infos = deflate(run, chunk, self.out[:size], self.infos[:count].tolist())
+            data, infos = deflate(run, chunk, self.out[:size], self.infos[:count])
             self.add(data, infos)
             self.bytes_written += len(data)
         return int(pos), False

@@ -166,16 +166,18 @@ def _inflate_lz4(
 
 
 def deflate(
-    run: Inflated, chunk: Chunk, out: U8, rows: list[list[int]]
+    run: Inflated, chunk: Chunk, out: U8, rows: npt.ArrayLike
 ) -> tuple[bytes, list[BatchInfo]]:
     """What ``filter_chunk`` wrote for the run (``out``, one ``rows`` entry per batch written:
     position, size, last offset, max timestamp) as stored batches, and their infos."""
     view = _view(chunk)
+    found = np.asarray(rows, dtype=np.int64).reshape(-1, 4)
     done, data, infos = 0, bytearray(), list[BatchInfo]()
-    if kernel.AVAILABLE and rows and all(codec is Codec.LZ4 for codec in run.codecs):
-        done, data, infos = _deflate_lz4(run, view, out, rows)
-    by_last = {last: i for i, last in enumerate(run.last_offsets)}
-    for position, size, last, max_ts in rows[done:]:
+    if kernel.AVAILABLE and len(found) and all(codec is Codec.LZ4 for codec in run.codecs):
+        done, data, infos = _deflate_lz4(run, view, out, found)
+    rest = found[done:].tolist()
+    by_last = {last: i for i, last in enumerate(run.last_offsets)} if rest else {}
+    for position, size, last, max_ts in rest:
         i = by_last[last]
         plain = out[position : position + size].tobytes()
         source = run.data[run.starts[i] : run.starts[i] + BATCH_HEADER_SIZE].tobytes()
@@ -195,16 +197,16 @@ def deflate(
 
 
 def _deflate_lz4(
-    run: Inflated, view: memoryview, out: U8, rows: list[list[int]]
+    run: Inflated, view: memoryview, out: U8, rows: npt.NDArray[np.int64]
 ) -> tuple[int, bytearray, list[BatchInfo]]:
     """:func:`deflate`'s first rows written by ``kernels.lz4_runs`` in one call: (rows done,
-    their stored batches, their infos)."""
-    found = np.asarray(rows, dtype=np.int64).reshape(-1, 4)
-    room = sum(run.real_sizes) + 2 * int(found[:, 1].sum()) + 128 * len(rows)
+    their stored batches, their infos). Room: a batch kept whole takes its stored size, a
+    rebuilt one at most its plain size and the frame's 15 bytes (a raw block)."""
+    room = sum(run.real_sizes) + int(rows[:, 1].sum()) + kernel.FRAME_OVERHEAD * len(rows)
     dst = np.empty(room, dtype=np.uint8)
-    infos = np.empty_like(found)
+    infos = np.empty_like(rows)
     done, written = kernel.deflate_lz4(
-        out, found, run.data, np.asarray(run.starts, dtype=np.int64),
+        out, rows, run.data, np.asarray(run.starts, dtype=np.int64),
         np.asarray(run.last_offsets, dtype=np.int64), np.frombuffer(view, dtype=np.uint8),
         np.asarray(run.real_starts, dtype=np.int64), np.asarray(run.real_sizes, dtype=np.int64),
         dst, infos,

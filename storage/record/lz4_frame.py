@@ -36,7 +36,7 @@ _FLG_BLOCK_CHECKSUM: Final = 0x10
 _FLG_CONTENT_SIZE: Final = 0x08
 _FLG_CONTENT_CHECKSUM: Final = 0x04
 _FLG_DICT_ID: Final = 0x01
-_RAW_BLOCK: Final = 0x80000000
+RAW_BLOCK: Final = 0x80000000
 _U32: Final = struct.Struct("<I")
 
 _P1: Final = 2654435761
@@ -106,8 +106,8 @@ def _header_checksum(descriptor: bytes) -> int:
     return (xxh32(descriptor) >> 8) & 0xFF
 
 
-_KAFKA_DESCRIPTOR: Final = MAGIC + b"\x60\x40\x82"  # the FLG, BD and HC in the layout above
-_MAX_BLOCK: Final = 1 << 16  # BD code 4
+KAFKA_DESCRIPTOR: Final = MAGIC + b"\x60\x40\x82"  # the FLG, BD and HC in the layout above
+MAX_BLOCK: Final = 1 << 16  # BD code 4
 
 
 def decode_kafka_frame(data: memoryview) -> bytes | None:
@@ -118,17 +118,17 @@ def decode_kafka_frame(data: memoryview) -> bytes | None:
     there cost more than liblz4 itself for such small frames (the cleaner decodes every batch
     twice)."""
     n = len(data)
-    if n < 15 or data[:7] != _KAFKA_DESCRIPTOR:
+    if n < 15 or data[:7] != KAFKA_DESCRIPTOR:
         return None
     (word,) = _U32.unpack_from(data, 7)
-    size = word & ~_RAW_BLOCK
-    if size > _MAX_BLOCK or n != size + 15 or _U32.unpack_from(data, size + 11)[0] != 0:
+    size = word & ~RAW_BLOCK
+    if size > MAX_BLOCK or n != size + 15 or _U32.unpack_from(data, size + 11)[0] != 0:
         return None
     block = data[11 : 11 + size]
-    if word & _RAW_BLOCK:
+    if word & RAW_BLOCK:
         return bytes(block)
     try:
-        out: bytes = lz4.block.decompress(block, uncompressed_size=_MAX_BLOCK)
+        out: bytes = lz4.block.decompress(block, uncompressed_size=MAX_BLOCK)
     except lz4.block.LZ4BlockError:
         return None
     return out
@@ -179,7 +179,7 @@ def decompress(
         pos += 4
         if word == 0:
             return b"".join(out)
-        size = word & ~_RAW_BLOCK
+        size = word & ~RAW_BLOCK
         if size > max_block:
             raise CompressionError(f"lz4: block size {size} exceeds max {max_block}", codec="lz4")
         block = view[pos : pos + size]
@@ -188,7 +188,7 @@ def decompress(
             raise CompressionError("lz4: truncated block", codec="lz4")
         if checksummed:
             pos = _check_block(view, pos, block)
-        out.append(bytes(block) if word & _RAW_BLOCK else _decode_block(block, max_block))
+        out.append(bytes(block) if word & RAW_BLOCK else _decode_block(block, max_block))
 
 
 def _check_block(view: memoryview, pos: int, block: memoryview) -> int:
@@ -222,7 +222,7 @@ def _check_block_sizes(view: memoryview, pos: int, max_block: int) -> None:
         (word,) = _U32.unpack_from(view, pos)
         if word == 0:
             return
-        size = word & ~_RAW_BLOCK
+        size = word & ~RAW_BLOCK
         if size > max_block:
             raise CompressionError(f"lz4: block size {size} exceeds max {max_block}", codec="lz4")
         pos += 4 + size

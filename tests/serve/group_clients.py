@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from serve_clients import JAVA_MISSING, Row, java_classpath, java_row, record_row
+from serve_clients import JAVA_MISSING, Row, java_command, java_row, record_row
 
 from kafkatier.storage.log.directory import LogDirectory
 from kafkatier.storage.record.builder import build_batch
@@ -164,9 +164,8 @@ class JavaMember:
             pytest.skip(JAVA_MISSING)
         settings = {"heartbeat.interval.ms": HEARTBEAT_MS, **extra}
         self.proc = subprocess.Popen(
-            ["java", "-cp", java_classpath(), "JavaMember", "-broker", f"127.0.0.1:{port}",
-             "-group", group, "-topics", ",".join(topics),
-             *[arg for k, v in settings.items() for arg in ("-X", f"{k}={v}")]],
+            java_command("JavaMember", port, "-group", group, "-topics", ",".join(topics),
+                         *[arg for k, v in settings.items() for arg in ("-X", f"{k}={v}")]),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
         )  # fmt: skip
 

@@ -313,14 +313,18 @@ def java_classpath() -> str:
     return os.pathsep.join([str(out), classpath])
 
 
+def java_command(main: str, port: int, *args: str) -> list[str]:
+    """The command running tests/serve/clients/``main``.java against this server."""
+    return ["java", "-cp", java_classpath(), main, "-broker", f"127.0.0.1:{port}", *args]
+
+
 def java_consume(port: int, topics: Topics, committed: bool, auth: ClientAuth = PLAINTEXT,
                  group: str = "") -> subprocess.CompletedProcess[str]:  # fmt: skip
     """One run of tests/serve/clients/JavaConsume.java (its output, its exit status)."""
     spec = ",".join(f"{t}:{n}" for t, n in topics.items())
     return subprocess.run(
-        ["java", "-cp", java_classpath(), "JavaConsume", "-broker", f"127.0.0.1:{port}",
-         "-topics", spec, *(["-committed"] if committed else []),
-         *(["-group", group] if group else []), *auth.java()],
+        java_command("JavaConsume", port, "-topics", spec, *(["-committed"] if committed else []),
+                     *(["-group", group] if group else []), *auth.java()),
         capture_output=True, timeout=DEADLINE_S * 4, text=True,
     )  # fmt: skip
 

@@ -77,7 +77,7 @@ def crc32c(buf: U8, start: int, end: int) -> int:
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _be(buf: U8, pos: int, n: int) -> int:
+def be(buf: U8, pos: int, n: int) -> int:
     """Signed big-endian int of ``n`` bytes at ``pos``."""
     v = 0
     for i in range(n):
@@ -88,7 +88,7 @@ def _be(buf: U8, pos: int, n: int) -> int:
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _put_be(buf: U8, pos: int, n: int, value: int) -> None:
+def put_be(buf: U8, pos: int, n: int, value: int) -> None:
     for i in range(n):
         buf[pos + n - 1 - i] = np.uint8((value >> (8 * i)) & 0xFF)
 
@@ -98,11 +98,11 @@ def plain_batch_size(buf: U8, pos: int) -> int:
     """The size of the plain batch at ``pos``, or 0 when it is not plain or not all there."""
     if buf.shape[0] - pos < BATCH_HEADER_SIZE:
         return 0
-    size = LOG_OVERHEAD + _be(buf, pos + 8, 4)
+    size = LOG_OVERHEAD + be(buf, pos + 8, 4)
     if buf[pos + 16] != 2 or size < BATCH_HEADER_SIZE or pos + size > buf.shape[0]:
         return 0
-    attrs = _be(buf, pos + 21, 2)
-    if attrs & (ATTR_CODEC_MASK | ATTR_CONTROL | ATTR_TRANSACTIONAL) or _be(buf, pos + 57, 4) < 0:
+    attrs = be(buf, pos + 21, 2)
+    if attrs & (ATTR_CODEC_MASK | ATTR_CONTROL | ATTR_TRANSACTIONAL) or be(buf, pos + 57, 4) < 0:
         return 0
     return size
 
@@ -120,15 +120,15 @@ def map_chunk(
         if n == 0:
             return pos, False, size, latest
         payload = buf[pos + BATCH_HEADER_SIZE : pos + n]
-        rows, ok = scan_records(payload, _be(buf, pos + 57, 4))
+        rows, ok = scan_records(payload, be(buf, pos + 57, 4))
         if not ok:
             return pos, False, size, latest
-        base = _be(buf, pos, 8)
+        base = be(buf, pos, 8)
         complete, size, last_put = map_batch(table, payload, rows, base, start, size, limit,
                                              digest, sup, sup_start)  # fmt: skip
         if not complete:
             return pos, True, size, max(latest, last_put)
-        last = base + _be(buf, pos + 23, 4)
+        last = base + be(buf, pos + 23, 4)
         if last >= start:
             latest = last
         pos += n
@@ -149,28 +149,28 @@ def _write_rebuilt(
     """The batch at ``pos`` with only ``kept`` records into ``out[at:]``, header as
     ``storage.cleaner.fast.rebuild`` assembles it; (bytes written, max timestamp). ``horizon``
     < 0: none."""
-    attrs = _be(buf, pos + 21, 2)
+    attrs = be(buf, pos + 21, 2)
     log_append = attrs & ATTR_LOG_APPEND_TIME != 0
-    max_ts = _be(buf, pos + 35, 8)
+    max_ts = be(buf, pos + 35, 8)
     if log_append:
         stamps = np.full(kept.shape[0], max_ts, np.int64)
     else:
-        stamps = _be(buf, pos + 27, 8) + rows[kept, TS_DELTA]
+        stamps = be(buf, pos + 27, 8) + rows[kept, TS_DELTA]
         max_ts = max(stamps.max(), -1)
     base_ts = horizon if horizon >= 0 else stamps[0]
     body = rebuild_records(payload, rows, kept, stamps - base_ts)
     size = BATCH_HEADER_SIZE + body.shape[0]
     out[at : at + 17] = buf[pos : pos + 17]  # base offset, (length), leader epoch, magic
-    _put_be(out, at + 8, 4, size - LOG_OVERHEAD)
+    put_be(out, at + 8, 4, size - LOG_OVERHEAD)
     new_attrs = (attrs & ATTR_LOG_APPEND_TIME) | (ATTR_DELETE_HORIZON if horizon >= 0 else 0)
-    _put_be(out, at + 21, 2, new_attrs)
+    put_be(out, at + 21, 2, new_attrs)
     out[at + 23 : at + 27] = buf[pos + 23 : pos + 27]  # last offset delta
-    _put_be(out, at + 27, 8, base_ts)
-    _put_be(out, at + 35, 8, max_ts)
+    put_be(out, at + 27, 8, base_ts)
+    put_be(out, at + 35, 8, max_ts)
     out[at + 43 : at + 57] = buf[pos + 43 : pos + 57]  # producer id, epoch, base sequence
-    _put_be(out, at + 57, 4, kept.shape[0])
+    put_be(out, at + 57, 4, kept.shape[0])
     out[at + BATCH_HEADER_SIZE : at + size] = body
-    _put_be(out, at + CRC_OFFSET, 4, crc32c(out, at + CRC_START, at + size))
+    put_be(out, at + CRC_OFFSET, 4, crc32c(out, at + CRC_START, at + size))
     return size, max_ts
 
 
@@ -182,19 +182,19 @@ def _filter_one(
     """One plain batch: (handled, bytes written to ``out[at:]``, max timestamp written).
     ``ctx`` = (map latest offset, now, delete retention, upper bound, digest, ``sup``'s first
     offset)."""
-    count = _be(buf, pos + 57, 4)
+    count = be(buf, pos + 57, 4)
     payload = buf[pos + BATCH_HEADER_SIZE : pos + n]
     rows, ok = scan_records(payload, count)
     if not ok:
         return False, 0, 0
-    base = _be(buf, pos, 8)
-    last = base + _be(buf, pos + 23, 4)
-    pid = _be(buf, pos + 43, 8)
+    base = be(buf, pos, 8)
+    last = base + be(buf, pos + 23, 4)
+    pid = be(buf, pos + 43, 8)
     retain_empty = (pid > -1 and _is_last_of_producer(pid, last, pids, last_offsets)) or (
         last + 1 == ctx[3]
     )
-    has_horizon = _be(buf, pos + 21, 2) & ATTR_DELETE_HORIZON != 0
-    horizon = _be(buf, pos + 27, 8) if has_horizon else -1
+    has_horizon = be(buf, pos + 21, 2) & ATTR_DELETE_HORIZON != 0
+    horizon = be(buf, pos + 27, 8) if has_horizon else -1
     retain_deletes = not has_horizon or ctx[1] < horizon
     kept, expired, tombstones = select_batch(table, payload, rows, base, ctx[0], retain_deletes,
                                              ctx[4], sup, ctx[5])  # fmt: skip
@@ -210,7 +210,7 @@ def _filter_one(
     needs_horizon = tombstones > 0 and not has_horizon
     if kept.shape[0] == count and not needs_horizon:
         out[at : at + n] = buf[pos : pos + n]
-        return True, n, _be(buf, pos + 35, 8)
+        return True, n, be(buf, pos + 35, 8)
     new_horizon = ctx[1] + ctx[2] if needs_horizon else horizon
     size, max_ts = _write_rebuilt(buf, pos, payload, rows, kept, new_horizon, out, at)
     return True, size, max_ts
@@ -229,7 +229,7 @@ def filter_chunk(
         n = plain_batch_size(buf, pos)
         if n == 0 or written == infos.shape[0]:
             return pos, at, written
-        count = _be(buf, pos + 57, 4)
+        count = be(buf, pos + 57, 4)
         if at + n + 10 * count + 64 > out.shape[0]:  # ts deltas grow to at most 10 bytes
             return pos, at, written
         handled, size, max_ts = _filter_one(table, sup, buf, pos, n, ctx, pids, last_offsets, out,
@@ -238,7 +238,7 @@ def filter_chunk(
             return pos, at, written
         if size:
             infos[written, 0], infos[written, 1] = at, size
-            infos[written, 2], infos[written, 3] = _be(buf, pos, 8) + _be(buf, pos + 23, 4), max_ts
+            infos[written, 2], infos[written, 3] = be(buf, pos, 8) + be(buf, pos + 23, 4), max_ts
             written += 1
             at += size
         pos += n

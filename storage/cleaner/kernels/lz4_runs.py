@@ -17,9 +17,9 @@ where that fails), with its length, codec bits and CRC-32C; a rebuilt batch over
 records (a frame of several blocks) goes back to the Python loop.
 
 liblz4 is called by name: python-lz4's extension exports ``LZ4_decompress_safe`` and
-``LZ4_compress_default`` and is loaded
-for LLVM (``load_library_permanently``) before the kernel is compiled or loaded from numba's
-cache, so the cached code links to it in every process. Where that fails, :data:`AVAILABLE` is
+``LZ4_compress_default`` and is loaded for LLVM (``load_library_permanently``) before the
+kernels are compiled or loaded from numba's cache, so the cached code links to it in every
+process. Where that fails, :data:`AVAILABLE` is
 False and the Python loop does all.
 """
 
@@ -31,7 +31,8 @@ import numba
 import numpy as np
 from numba import types
 
-from kafkatier.storage.cleaner.kernels.chunks import crc32c
+from kafkatier.storage.cleaner.kernels.chunks import be, crc32c, put_be
+from kafkatier.storage.record.lz4_frame import KAFKA_DESCRIPTOR, MAX_BLOCK, RAW_BLOCK
 from kafkatier.storage.wire import (
     ATTR_CODEC_MASK,
     ATTR_CONTROL,
@@ -46,13 +47,13 @@ from kafkatier.storage.wire import (
     Codec,
 )
 
-MAX_BLOCK = 1 << 16  # BD code 4: what the descriptor below allows
 FRAME_OVERHEAD = 15  # descriptor 7, block size word 4, end mark 4
 ROOM = BATCH_HEADER_SIZE + MAX_BLOCK  # what one batch may take in the output
 META = 4  # per batch: position in the output, position and size in the chunk, last offset
-_DESCRIPTOR = np.frombuffer(b"\x04\x22\x4d\x18\x60\x40\x82", dtype=np.uint8)
+_DESCRIPTOR = np.frombuffer(KAFKA_DESCRIPTOR, dtype=np.uint8)
 _LZ4 = int(Codec.LZ4)
-_RAW = 0x80000000
+_RAW = RAW_BLOCK
+_LAST_OFFSET_DELTA = 23  # the header field after the attributes
 
 
 def _load() -> bool:
@@ -73,14 +74,6 @@ _decompress: Any = types.ExternalFunction(
 _compress: Any = types.ExternalFunction(
     "LZ4_compress_default", types.int32(types.uintp, types.uintp, types.int32, types.int32)
 )  # (const char* src, char* dst, int srcSize, int dstCapacity): 0 when it does not fit
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def _be(buf: Any, at: int, width: int) -> Any:
-    value = np.int64(0)
-    for i in range(width):
-        value = (value << 8) | np.int64(buf[at + i])
-    return value
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -118,8 +111,8 @@ def inflate_lz4(chunk: Any, pos: int, max_bytes: int, out: Any, meta: Any) -> tu
     while total < max_bytes and count < meta.shape[0] and out.shape[0] - total >= ROOM:
         if n - pos < BATCH_HEADER_SIZE or chunk[pos + MAGIC_OFFSET] != 2:
             break
-        size = LOG_OVERHEAD + _be(chunk, pos + 8, 4)
-        attrs = _be(chunk, pos + ATTRIBUTES_OFFSET, 2)
+        size = LOG_OVERHEAD + be(chunk, pos + 8, 4)
+        attrs = be(chunk, pos + ATTRIBUTES_OFFSET, 2)
         if size < BATCH_HEADER_SIZE or pos + size > n:
             break
         if attrs & ATTR_CODEC_MASK != _LZ4 or attrs & (ATTR_CONTROL | ATTR_TRANSACTIONAL):
@@ -138,24 +131,16 @@ def inflate_lz4(chunk: Any, pos: int, max_bytes: int, out: Any, meta: Any) -> tu
             if got < 0:
                 break
         out[total : total + BATCH_HEADER_SIZE] = chunk[pos : pos + BATCH_HEADER_SIZE]
-        new_length = BATCH_HEADER_SIZE - LOG_OVERHEAD + got
-        for i in range(4):
-            out[total + 8 + i] = (new_length >> (24 - 8 * i)) & 0xFF
+        put_be(out, total + 8, 4, BATCH_HEADER_SIZE - LOG_OVERHEAD + got)
         out[total + ATTRIBUTES_OFFSET + 1] = (attrs & ~ATTR_CODEC_MASK) & 0xFF
         meta[count, 0] = total
         meta[count, 1] = pos
         meta[count, 2] = size
-        meta[count, 3] = _be(chunk, pos, 8) + _be(chunk, pos + 23, 4)
+        meta[count, 3] = be(chunk, pos, 8) + be(chunk, pos + _LAST_OFFSET_DELTA, 4)
         total = dst + got
         count += 1
         pos += size
     return pos, count, total
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def _put(buf: Any, at: int, width: int, value: int) -> None:
-    for i in range(width):
-        buf[at + i] = (value >> (8 * (width - 1 - i))) & 0xFF
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -212,9 +197,9 @@ def deflate_lz4(out: Any, rows: Any, data: Any, starts: Any, last_offsets: Any, 
             dst[written : written + header] = out[position : position + header]
             frame = _frame(out, position + header, size - header, dst, written + header)
             stored = BATCH_HEADER_SIZE + frame
-            _put(dst, written + 8, 4, stored - LOG_OVERHEAD)
+            put_be(dst, written + 8, 4, stored - LOG_OVERHEAD)
             dst[written + ATTRIBUTES_OFFSET + 1] |= _LZ4
-            _put(dst, written + CRC_OFFSET, 4, crc32c(dst, written + CRC_START, written + stored))
+            put_be(dst, written + CRC_OFFSET, 4, crc32c(dst, written + CRC_START, written + stored))
         infos[r, 0] = written
         infos[r, 1] = stored
         infos[r, 2] = last

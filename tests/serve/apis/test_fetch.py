@@ -20,7 +20,7 @@ from serve_clients import (
     SARAMA_MISSING,
     aiokafka_rows,
     confluent_rows,
-    java_classpath,
+    java_command,
     java_rows,
     kafka_python_rows,
     kcat_offsets,
@@ -209,8 +209,7 @@ def test_the_java_consumer_tails_appends(tmp_path: Path, serve: Any) -> None:
     log_dir = tmp_path / "logs"
     with tail_partition(log_dir, b"v0") as log, serve(log_dir) as port:
         java = subprocess.Popen(
-            ["java", "-cp", java_classpath(), "JavaConsume", "-broker", f"127.0.0.1:{port}",
-             "-topics", "tail:1", "-count", "4"],
+            java_command("JavaConsume", port, "-topics", "tail:1", "-count", "4"),
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
         try:

@@ -35,7 +35,7 @@ from serve_clients import (
     JAVA_MISSING,
     KCAT,
     SARAMA_MISSING,
-    java_classpath,
+    java_command,
     java_rows,
     sarama_rows,
 )
@@ -259,9 +259,8 @@ def test_the_java_admin_client_sees_topics_offsets_and_groups(tmp_path: Path, se
     write_topic(logs)
     with serve(logs, **GROUPS) as port:
         java_rows(port, {TOPIC: PARTITIONS}, False, group="ag")  # commits, then leaves
-        out = subprocess.run(["java", "-cp", java_classpath(), "JavaAdmin", "-broker",
-                              f"127.0.0.1:{port}", "-topic", TOPIC, "-group", "ag"],
-                             capture_output=True, text=True, timeout=120)  # fmt: skip
+        out = subprocess.run(java_command("JavaAdmin", port, "-topic", TOPIC, "-group", "ag"),
+                             capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     found = json.loads(out.stdout)
     every = {str(p): PER_PARTITION for p in range(PARTITIONS)}
