@@ -70,16 +70,27 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def write_unseen(path: Path, data: bytes) -> None:
+def fsync_tree(path: Path) -> None:
+    """fsync every regular file directly in ``path``, then ``path`` itself (what a syncfs of
+    its filesystem would have made durable of it)."""
+    for entry in os.scandir(path):
+        if entry.is_file(follow_symlinks=False):
+            fsync_file(Path(entry.path))
+    fsync_dir(path)
+
+
+def write_unseen(path: Path, data: bytes, *, sync: bool = True) -> None:
     """Write and fsync a file no reader can see yet (inside a directory still staged under
-    another name): no temporary file is needed, and the fsync uses the writing descriptor."""
+    another name): no temporary file is needed, and the fsync uses the writing descriptor
+    (``sync=False``: none; the caller syncs the filesystem before anyone can see the file)."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         with naming(path):
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]
-            os.fsync(fd)
+            if sync:
+                os.fsync(fd)
     finally:
         os.close(fd)
 

@@ -6,11 +6,13 @@ removes) holding what a new partition needs before its first append: ``partition
 (the topic id), ``leader-epoch-checkpoint`` (epoch 0 from offset 0, as a broker writes when it
 becomes the leader of a new partition, so the first append has no checkpoint to write) and the
 empty first segment (``.log``, and ``.index``/``.timeindex`` of length 0, as a closed empty
-segment has them). The two checkpoint files and each directory are fsynced in parallel threads
-(the filesystem commits them together), then the log dir once, and only then are the
-directories renamed to their live names (the log dir fsynced once more). So a partition costs
-its files and three fsyncs (and one more of its directory at its first flush, as any log opened),
-and its :class:`Log` needs no recovery and no loading: it is known empty.
+segment has them). Then all of it is made durable: for many partitions on a filesystem whose
+``syncfs`` is trusted, by one syncfs of the filesystem (``LogDirectory``), else by fsyncs of the
+two checkpoint files and each directory from parallel threads (the filesystem commits them
+together); then the log dir is fsynced once, and only then are the directories renamed to their
+live names (the log dir fsynced once more). So a partition costs its files (and one fsync of its
+directory at its first flush, as any log opened), and its :class:`Log` needs no recovery and no
+loading: it is known empty.
 
 The first rename commits the creation. After a crash, the next :class:`LogDirectory` open runs
 :func:`complete_interrupted_creations`: staged directories of a topic id that some live
@@ -36,7 +38,7 @@ from kafkatier.storage.checkpoint.metadata import (
     uuid_from_str,
 )
 from kafkatier.storage.errors import StorageError
-from kafkatier.storage.fsutil import fsync_dir, write_unseen
+from kafkatier.storage.fsutil import fsync_dir, fsync_file, write_unseen
 from kafkatier.storage.wire import segment_file_name
 
 STAGED_SUFFIX: Final = "-delete"
@@ -65,19 +67,29 @@ def parse_staged_dir_name(name: str) -> tuple[str, int, str] | None:
     return parsed[0], parsed[1], topic_id
 
 
-def stage_partition(log_dir: Path, tp: TopicPartition, topic_id: str) -> Path:
-    """The staged directory of ``tp`` with its files, all durable; returns its path."""
+def stage_partition(log_dir: Path, tp: TopicPartition, topic_id: str, *, sync: bool = True) -> Path:
+    """The staged directory of ``tp`` with its files, durable unless ``sync`` is False (the
+    caller then makes the whole filesystem durable before :func:`commit_staged`); returns its
+    path."""
     staged = log_dir / staged_dir_name(*tp, topic_id)
     staged.mkdir(exist_ok=True)
     for ext in (".log", ".index", ".timeindex"):
         os.close(os.open(staged / segment_file_name(0, ext), _CREATE_EMPTY, 0o644))
     metadata = PartitionMetadataFile(staged / PARTITION_METADATA_FILE)
-    write_unseen(metadata.path, metadata.encode(topic_id))
+    write_unseen(metadata.path, metadata.encode(topic_id), sync=sync)
     epochs = LeaderEpochFileCache(staged / LEADER_EPOCH_CHECKPOINT)
     epochs.assign(0, 0)
-    write_unseen(epochs.path, epochs.encode())
-    fsync_dir(staged)
+    write_unseen(epochs.path, epochs.encode(), sync=sync)
+    if sync:
+        fsync_dir(staged)
     return staged
+
+
+def sync_staged(staged: Path) -> None:
+    """Make a directory staged with ``sync=False`` durable: what :func:`stage_partition` fsyncs."""
+    fsync_file(staged / PARTITION_METADATA_FILE)
+    fsync_file(staged / LEADER_EPOCH_CHECKPOINT)
+    fsync_dir(staged)
 
 
 def commit_staged(log_dir: Path, staged: dict[TopicPartition, Path]) -> None:

@@ -42,10 +42,12 @@ from kafkatier.storage.checkpoint.metadata import (
 from kafkatier.storage.config.log_config import LogConfig
 from kafkatier.storage.config.topic_files import TopicConfigStore
 from kafkatier.storage.file_budget import FileBudget, process_budget, resolve_max_open_files
+from kafkatier.storage.fsutil import fsync_tree
 from kafkatier.storage.log.creation import (
     commit_staged,
     complete_interrupted_creations,
     stage_partition,
+    sync_staged,
 )
 from kafkatier.storage.log.flusher import SYNCFS_MIN_LOGS, FileSystemSync, Flusher
 from kafkatier.storage.log.loader import new_log, open_log
@@ -168,11 +170,14 @@ class LogDirectory:
             return
         topic_id = self.topic_id(topic) or new_topic_id()
         staged: dict[TopicPartition, Path] = {}
+        one_sync = len(tps) >= SYNCFS_MIN_LOGS and self._filesystem.available
 
         def stage(tp: TopicPartition) -> None:
-            staged[tp] = stage_partition(self.path, tp, topic_id)
+            staged[tp] = stage_partition(self.path, tp, topic_id, sync=not one_sync)
 
         self._flusher.run(stage, tps)
+        if one_sync and not self._filesystem.sync():
+            self._flusher.run(sync_staged, list(staged.values()))
         commit_staged(self.path, {tp: staged[tp] for tp in tps})
         created: dict[TopicPartition, Log] = {}
 
@@ -268,15 +273,31 @@ class LogDirectory:
             self._flusher.run(flush, logs)
 
     def close(self) -> None:
-        """Clean shutdown: logs closed, checkpoints written, then the clean-shutdown marker."""
+        """Clean shutdown: logs closed, checkpoints written, then the clean-shutdown marker.
+
+        Many logs on a filesystem whose syncfs is trusted are closed without an fsync each and
+        then made durable together by one syncfs (``Log.close(sync=False)``); else each log
+        fsyncs its own files, from the flush threads."""
+        logs = list(self.logs.values())
         try:
-            self._flusher.run(Log.close, list(self.logs.values()))
+            if len(logs) >= SYNCFS_MIN_LOGS and self._filesystem.available:
+                self._close_with_one_sync(logs)
+            else:
+                self._flusher.run(Log.close, logs)
         finally:
             self._flusher.stop()
             self._filesystem.close()
         self.checkpoint()
         CleanShutdownFile(self.path).mark()
         self.logs.clear()
+
+    def _close_with_one_sync(self, logs: list[Log]) -> None:
+        for log in logs:  # no fsync: Python alone, which threads would only queue for the GIL
+            log.close(sync=False)
+        if not self._filesystem.sync():  # it failed: each partition's files, as a flush would
+            self._flusher.run(fsync_tree, [log.directory for log in logs])
+        for log in logs:
+            log.flush(covered=True)
 
     def __enter__(self) -> LogDirectory:
         return self
@@ -291,4 +312,3 @@ class LogDirectory:
             for segment in log.segments:
                 segment.close_handlers()
         self.logs.clear()
-

@@ -94,6 +94,11 @@ class FileSystemSync:
         if fsutil.syncfs_trusted(path):
             self._fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
 
+    @property
+    def available(self) -> bool:
+        """Whether :meth:`sync` would run a syncfs (it is trusted here and has not failed)."""
+        return self._fd is not None
+
     def sync(self) -> bool:
         """Write back and make durable everything written to the filesystem before the call;
         False (nothing done) where syncfs is not trusted or has failed."""

@@ -344,16 +344,20 @@ class Log:
         directory when it holds new names); the recovery point becomes the end."""
         self.durability.flush(self, covered=covered)
 
-    def close(self) -> None:
+    def close(self, *, sync: bool = True) -> None:
         """Clean close (§9.4): producer snapshot at the end offset, flush (if anything
         changed since the last: the snapshot's fsync goes with it, as Kafka's, without the
         directory's; a snapshot lost in a crash costs the next open a replay, nothing more),
-        trimmed indexes."""
+        trimmed indexes.
+
+        ``sync=False``: the same writes, no fsync; the caller then makes the filesystem durable
+        (one syncfs for a log dir's many partitions) and calls ``flush(covered=True)``, which
+        moves the recovery point to the end as the flush here would have."""
         snapshot = self.producer_state.take_snapshot(sync=False)
         if snapshot is not None:
             self.durability.unsynced_files.append(snapshot)
-        if self.needs_flush or self.durability.unsynced_files:
+        if sync and self.needs_flush:
             self.flush()
-        self.leader_epoch_cache.flush()
+        self.leader_epoch_cache.flush(sync=sync)
         for segment in self.segments:
             segment.close()

@@ -8,7 +8,11 @@ makes; after the kill, a directory entry no fsync of its directory covered is go
 covered is undone, or kept, at random: the filesystem may have written it back or not), and a
 file keeps only what an fsync covered (a checkpoint never fsynced is empty).
 
-This file is also the worker: ``python test_creation_crash.py LOG_DIR POINT:N RECORD``.
+A topic of 12 partitions is staged with an fsync of each file and directory; one of 24 (at
+least ``SYNCFS_MIN_LOGS``) without, then made durable by one syncfs of the filesystem, which the
+recorder counts as covering every file and directory under the log dir at that moment.
+
+This file is also the worker: ``python test_creation_crash.py LOG_DIR POINT:N RECORD COUNT``.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "sink"))
 
 from power_loss import install_recorder
 
+from kafkatier.storage import fsutil
 from kafkatier.storage.checkpoint.leader_epoch import LEADER_EPOCH_CHECKPOINT, LeaderEpochFileCache
 from kafkatier.storage.checkpoint.metadata import PartitionMetadataFile
 from kafkatier.storage.log import creation, directory
@@ -37,7 +42,7 @@ from kafkatier.storage.log.readonly import discover
 from kafkatier.storage.record.builder import build_batch
 from kafkatier.storage.record.record import Record
 
-TOPIC, PARTITIONS = "born", 12
+TOPIC, PARTITIONS, MANY = "born", 12, 24
 POINTS = {  # name: (owner, function) after whose n-th return the worker dies
     "staged": (directory, "stage_partition"),
     "renamed": (Path, "rename"),  # commit_staged's renames, one by one
@@ -64,11 +69,11 @@ def arm(spec: str) -> None:
 
 
 def worker(argv: list[str]) -> None:
-    path, spec, record = Path(argv[1]), argv[2], argv[3]
+    path, spec, record, count = Path(argv[1]), argv[2], argv[3], int(argv[4])
     install_recorder(record)
     with LogDirectory(path) as log_dir:
         arm(spec)
-        log_dir.create_partitions(TOPIC, PARTITIONS)
+        log_dir.create_partitions(TOPIC, count)
         for log in log_dir:
             log.append(build_batch([Record(0, 1_700_000_000_000, None, b"first")]))
     print("DONE", flush=True)
@@ -84,9 +89,9 @@ def lose_unsynced(root: Path, record: Path, rng: random.Random) -> None:
     for line in record.read_text().splitlines() if record.exists() else []:
         entry = json.loads(line)
         if "file" in entry:
-            synced[entry["file"]] = entry["size"]
-        else:
-            listed[entry["dir"]] = set(entry["names"])
+            synced[entry["file"]] = max(synced.get(entry["file"], 0), entry["size"])
+        elif "dir" in entry:
+            listed[entry["dir"]] = set(entry["names"])  # ({"syncfs": root}: its entries follow)
     durable = listed.get(str(root), set())
     for child in sorted(root.iterdir()):
         if child.name in durable or not child.is_dir():
@@ -131,13 +136,13 @@ def _same_dir(recorded: str, now: str) -> bool:
 # ------------------------------------------------------------------------------- the checks
 
 
-def check_none_or_whole(root: Path) -> str:
+def check_none_or_whole(root: Path, count: int = PARTITIONS) -> str:
     """Readers first (before any writer repairs), then a writer's open; returns the outcome."""
     seen = discover(root, [TOPIC], None)
-    assert seen in ([], [(TOPIC, p) for p in range(PARTITIONS)]), seen
+    assert seen in ([], [(TOPIC, p) for p in range(count)]), seen
     with LogDirectory(root) as log_dir:
         found = sorted(p for (t, p) in log_dir.logs if t == TOPIC)
-        assert found in ([], list(range(PARTITIONS))), found
+        assert found in ([], list(range(count))), found
         assert not [c for c in root.iterdir() if creation.parse_staged_dir_name(c.name)]
         if not found:
             return "none"
@@ -147,7 +152,7 @@ def check_none_or_whole(root: Path) -> str:
             epochs = LeaderEpochFileCache(log.directory / LEADER_EPOCH_CHECKPOINT).entries
             assert epochs in ([], [(0, 0)]) and log.log_end_offset in (0, 1)
             log.append(build_batch([Record(0, 1_700_000_000_001, None, b"after")]))
-    assert discover(root, [TOPIC], None) == [(TOPIC, p) for p in range(PARTITIONS)]
+    assert discover(root, [TOPIC], None) == [(TOPIC, p) for p in range(count)]
     return "whole"
 
 
@@ -156,19 +161,31 @@ CASES = [
     ("renamed:1", False), ("renamed:1", True), ("renamed:6", True), ("renamed:12", True),
     ("committed:1", True), ("opened:5", False), ("opened:12", True),
 ]  # fmt: skip
+CASES_MANY = [  # staged without fsyncs, one syncfs before the renames
+    ("staged:24", False), ("staged:24", True), ("renamed:1", True), ("renamed:13", True),
+    ("committed:1", True),
+]  # fmt: skip
 
 
-@pytest.mark.parametrize(("point", "power_loss"), CASES)
+@pytest.mark.parametrize(
+    ("point", "power_loss", "count"),
+    [(*case, PARTITIONS) for case in CASES] + [(*case, MANY) for case in CASES_MANY],
+)
 def test_a_crash_leaves_no_topic_or_a_whole_one(tmp_path: Path, point: str,
-                                                power_loss: bool) -> None:  # fmt: skip
+                                                power_loss: bool, count: int) -> None:  # fmt: skip
     root, record = tmp_path / "logs", tmp_path / "fsyncs.jsonl"
     LogDirectory(root).close()
-    proc = subprocess.run([sys.executable, __file__, str(root), point, str(record)],
+    proc = subprocess.run([sys.executable, __file__, str(root), point, str(record), str(count)],
                           capture_output=True, text=True, timeout=120)  # fmt: skip
     assert proc.returncode == -signal.SIGKILL, proc.stderr
+    syncfs_used = record.exists() and '"syncfs"' in record.read_text()
+    if count >= directory.SYNCFS_MIN_LOGS and fsutil.syncfs_trusted(root):
+        assert syncfs_used == (not point.startswith("staged"))
+    else:
+        assert not syncfs_used
     if power_loss:
         lose_unsynced(root, record, random.Random(point))
-    outcome = check_none_or_whole(root)
+    outcome = check_none_or_whole(root, count)
     committed = not point.startswith("staged")
     if not power_loss or point.startswith(("committed", "opened")):  # the log dir fsynced
         assert outcome == ("whole" if committed else "none")

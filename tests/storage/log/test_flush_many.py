@@ -14,6 +14,11 @@ from typing import Any
 import pytest
 
 from kafkatier.storage import fsutil
+from kafkatier.storage.checkpoint.checkpoint_file import (
+    RECOVERY_POINT_CHECKPOINT,
+    OffsetCheckpointFile,
+)
+from kafkatier.storage.checkpoint.metadata import CleanShutdownFile
 from kafkatier.storage.config.log_config import LogConfig
 from kafkatier.storage.log.directory import LogDirectory
 from kafkatier.storage.log.flusher import SYNCFS_MIN_LOGS
@@ -126,4 +131,79 @@ def test_a_failed_syncfs_gives_way_to_fsyncs(
     logs.flush()
     assert syncs.syncfs_calls == 1 and syncs.logs_fsynced() == 2 * SYNCFS_MIN_LOGS
     assert all(not unflushed for _, _, unflushed in durable_state(logs))
+    logs.close()
+
+
+def closed_state(root: Path) -> tuple[dict[Any, int], list[str]]:
+    """What a clean close left: the recovery points checkpointed, and the files of every
+    partition (producer snapshots at the log end included)."""
+    points = OffsetCheckpointFile(root / RECOVERY_POINT_CHECKPOINT).read()
+    files = sorted(str(p.relative_to(root)) for p in root.glob("*-*/*") if p.is_file())
+    return points, files
+
+
+@needs_syncfs
+def test_a_clean_close_of_many_partitions_is_one_syncfs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    states = []
+    for trusted in (True, False):
+        with monkeypatch.context() as patch:
+            patch.setattr(fsutil, "syncfs_trusted", lambda path, trusted=trusted: trusted)
+            logs = LogDirectory(tmp_path / str(trusted), config_for=small)
+        write(logs, SYNCFS_MIN_LOGS, roll_every=4)
+        syncs = Syncs(monkeypatch, fsutil.syncfs)
+        logs.close()
+        snapshots = [path for path in syncs.fsynced if path.endswith(".snapshot")]
+        if trusted:
+            assert syncs.syncfs_calls == 1 and syncs.logs_fsynced() == 0 and not snapshots
+        else:
+            assert syncs.syncfs_calls == 0 and syncs.logs_fsynced() >= SYNCFS_MIN_LOGS
+            assert len(snapshots) == SYNCFS_MIN_LOGS
+        assert CleanShutdownFile(tmp_path / str(trusted)).exists()
+        states.append(closed_state(tmp_path / str(trusted)))
+    assert states[0] == states[1]
+    assert set(states[0][0].values()) - {0}  # the recovery points moved to the log ends
+    reopened = LogDirectory(tmp_path / "True", config_for=small)
+    assert reopened.had_clean_shutdown
+    ends = {log.partition: log.log_end_offset for log in reopened}
+    assert ends == {p: 6 if p % 4 == 0 else 1 for p in range(SYNCFS_MIN_LOGS)}
+    reopened.close()
+
+
+@needs_syncfs
+def test_a_failed_syncfs_at_close_fsyncs_every_partitions_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def failing(fd: int) -> None:
+        raise OSError(errno.EIO, "syncfs: Input/output error")
+
+    logs = LogDirectory(tmp_path, config_for=small)
+    write(logs, SYNCFS_MIN_LOGS)
+    syncs = Syncs(monkeypatch, failing)
+    logs.close()
+    assert syncs.syncfs_calls == 1
+    for partition in range(SYNCFS_MIN_LOGS):
+        directory = tmp_path / f"{TOPIC}-{partition}"
+        for path in directory.iterdir():
+            assert str(path) in syncs.fsynced, path
+        assert str(directory) in syncs.fsynced
+    assert CleanShutdownFile(tmp_path).exists()
+
+
+@needs_syncfs
+def test_creating_many_partitions_is_one_syncfs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    logs = LogDirectory(tmp_path)
+    syncs = Syncs(monkeypatch, fsutil.syncfs)
+    logs.create_partitions(TOPIC, SYNCFS_MIN_LOGS)
+    assert syncs.syncfs_calls == 1
+    assert not [path for path in syncs.fsynced if "-delete/" in path or path.endswith("-delete")]
+    assert sorted(tp for tp in logs.logs) == [(TOPIC, p) for p in range(SYNCFS_MIN_LOGS)]
+    syncs.fsynced.clear()
+    logs.create_partitions("few", SYNCFS_MIN_LOGS - 1)  # below the threshold: fsyncs, as before
+    assert syncs.syncfs_calls == 1
+    staged_metadata = [path for path in syncs.fsynced if path.endswith("partition.metadata")]
+    assert len(staged_metadata) == SYNCFS_MIN_LOGS - 1
     logs.close()
