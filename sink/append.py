@@ -1,44 +1,211 @@
-"""The driver's side of a micro-batch: sequences and offsets for the encoded pieces.
+"""The driver's side of a micro-batch: check the encoded batches before the commit decision,
+write them with their COMMIT markers after it, and complete a decided batch after a crash.
 
-The driver is the single writer of every partition: it appends each partition's pieces in task
-order, giving each batch the partition's next sequence
-(:func:`kafkatier.sink.stage.assign_sequences`) before ``Log.append_batches`` gives it offsets and
-checks epoch and sequences as a leader does. Each piece is parsed and its CRCs checked once, by
-the leader's own parser, before its sequences are set.
+The driver is the single writer of every partition. Before the decision it reads each
+partition's batches from the staging files and checks them as the leader's parser does
+(``parse_incoming``: framing, CRCs) and against the records the executors say they encoded, so
+that nothing it decides to commit can fail to parse later. After the decision it gives each
+batch the partition's next sequence (:func:`kafkatier.sink.stage.assign_sequences`) and writes
+the partition's batches and the COMMIT marker in one ``Log.append_committed``. Parsed batches up
+to :data:`KEPT_BYTES` are kept between the two steps; the rest are read again.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import errno
+import os
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
 
-from kafkatier.sink.plan import Piece
-from kafkatier.sink.stage import assign_sequences
-from kafkatier.storage.errors import CorruptRecordError
+from kafkatier.sink.encode import CHUNK_BYTES
+from kafkatier.sink.plan import PartitionSpans
+from kafkatier.sink.stage import StagingFiles, assign_sequences
+from kafkatier.sink.wal import Wal, WalPartition
+from kafkatier.storage.errors import CheckpointError, CorruptRecordError, LogWriteError
 from kafkatier.storage.log.log import Log
 from kafkatier.storage.log.validator import parse_incoming
 from kafkatier.storage.producer.entry import AppendOrigin
+from kafkatier.storage.record.batch import RecordBatch
+from kafkatier.storage.wire import NO_SEQUENCE
+
+KEPT_BYTES: Final = 64 * 1024 * 1024
+SPACE_MARGIN: Final = 1 << 20
+SEQUENCE_SPACE: Final = 1 << 31
+Spans = Sequence[tuple[str, int, int]]
+Pieces = list[list[RecordBatch]]
 
 
-def append_pieces(
-    pieces: Iterable[Piece],
-    sequences: dict[tuple[str, int], int],
-    log_for: Callable[[str, int], Log],
-    after_append: Callable[[], None],
-) -> set[tuple[str, int]]:
-    """Append every piece; ``sequences`` (the producer's next sequence per partition) advances.
-    Returns the partitions written."""
-    touched: set[tuple[str, int]] = set()
-    for piece in pieces:
-        tp = (piece.topic, piece.partition)
-        batches = parse_incoming(piece.data, AppendOrigin.CLIENT, file=piece.source)
-        sequences[tp] = assign_sequences(batches, sequences.get(tp, 0))
-        records = sum([batch.records_count for batch in batches])
-        if records != piece.records:
+@dataclass(frozen=True)
+class Checked:
+    """A partition's batches, checked: its spans, first sequence, and the parsed pieces if kept."""
+
+    group: PartitionSpans
+    first_sequence: int
+    pieces: Pieces | None
+
+
+def check_all(
+    groups: list[PartitionSpans], sequences: dict[tuple[str, int], int], files: StagingFiles
+) -> list[Checked]:
+    """Every partition's batches parsed and counted (raises on the first fault, naming the
+    staging file); ``sequences``: the producer's next sequence per partition."""
+    kept = 0
+    checked = []
+    for group in groups:
+        pieces = list(read_pieces(files, group.spans))
+        records = sum([b.records_count for piece in pieces for b in piece])
+        if records != group.records:
             raise CorruptRecordError(
-                f"{records} records where the executor encoded {piece.records}",
-                file=piece.source,
+                f"{records} records where the executors encoded {group.records} for "
+                f"{group.topic}-{group.partition}",
+                file=group.spans[0][0],
             )
-        log_for(*tp).append_batches(batches)
-        touched.add(tp)
+        size = sum(length for _, _, length in group.spans)
+        keep = kept + size <= KEPT_BYTES
+        kept += size if keep else 0
+        first = sequences.get((group.topic, group.partition), 0)
+        checked.append(Checked(group, first, pieces if keep else None))
+    return checked
+
+
+def read_pieces(files: StagingFiles, spans: Spans) -> Iterator[list[RecordBatch]]:
+    """The spans' batches, parsed, in pieces of at most ``CHUNK_BYTES`` (one span may exceed
+    it: a task's piece is at most that already)."""
+    group: list[tuple[str, int, int]] = []
+    size = 0
+    for span in spans:
+        if group and size + span[2] > CHUNK_BYTES:
+            yield parse_incoming(files.read(group), AppendOrigin.CLIENT, file=group[0][0])
+            group, size = [], 0
+        group.append(span)
+        size += span[2]
+    if group:
+        yield parse_incoming(files.read(group), AppendOrigin.CLIENT, file=group[0][0])
+
+
+def check_space(log_dir: Path, checked: list[Checked]) -> None:
+    """Refuse, before the decision, a batch the log dir's filesystem has no room for: once
+    decided, a batch that cannot be written waits in the write-ahead log until there is room,
+    with some partitions holding it and others not. A new block of each partition's file, its
+    marker and a little more are counted beside the batches' bytes; other writers can still
+    fill the disk meanwhile, and the batch then waits."""
+    fs = os.statvfs(log_dir)
+    free = fs.f_bavail * fs.f_frsize
+    need = sum(n for c in checked for _, _, n in c.group.spans)
+    need += len(checked) * (fs.f_bsize + 128) + SPACE_MARGIN
+    if free < need:
+        raise LogWriteError.of(
+            f"cannot write the batch's {len(checked)} partitions ({need} bytes with the "
+            f"filesystem's blocks, {free} free)",
+            OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)),
+            file=str(log_dir),
+        )
+
+
+def to_wal(batch_id: int, producer_id: int, epoch: int, checked: list[Checked]) -> Wal:
+    """The write-ahead record of a checked batch (see :mod:`kafkatier.sink.wal`)."""
+    files: dict[str, int] = {}
+    parts = []
+    for c in checked:
+        spans = [(files.setdefault(path, len(files)), pos, n) for path, pos, n in c.group.spans]
+        parts.append(WalPartition(c.group.topic, c.group.partition, c.first_sequence,
+                                  c.group.records, spans))  # fmt: skip
+    return Wal(batch_id, producer_id, epoch, list(files), parts)
+
+
+def write_all(
+    checked: list[Checked],
+    log_for: Callable[[str, int], Log],
+    files: StagingFiles,
+    marker: tuple[int, int, int],
+    after_append: Callable[[], None],
+) -> None:
+    """Each partition's batches with their sequences and its COMMIT marker (``marker``:
+    producer id, the marker's epoch, its timestamp), one partition after the other."""
+    for c in checked:
+        pieces = c.pieces if c.pieces is not None else read_pieces(files, c.group.spans)
+        write_partition(log_for(c.group.topic, c.group.partition), pieces, c.first_sequence,
+                        marker)  # fmt: skip
         after_append()
-    return touched
+
+
+def write_partition(
+    log: Log, pieces: Iterator[list[RecordBatch]] | Pieces, first: int,
+    marker: tuple[int, int, int], skip_records: int = 0,
+) -> None:  # fmt: skip
+    """The pieces' batches from sequence ``first`` on (the first ``skip_records`` records are in
+    the log already), the last piece with the COMMIT marker."""
+    producer_id, epoch, timestamp = marker
+    sequence, held = first, None
+    for piece in pieces:
+        if held is not None:
+            log.append_batches(held)
+        sequence = assign_sequences(piece, sequence)
+        held = _not_in_log(piece, first, skip_records, log)
+    log.append_committed(held or [], producer_id, epoch, timestamp=timestamp)
+
+
+def _not_in_log(piece: list[RecordBatch], first: int, skip: int, log: Log) -> list[RecordBatch]:
+    """The batches of ``piece`` past the first ``skip`` records of the transaction."""
+    if not skip:
+        return piece
+    kept = []
+    for batch in piece:
+        done = (batch.base_sequence - first) % SEQUENCE_SPACE + batch.records_count
+        if done > skip:
+            if done - batch.records_count < skip:
+                raise CheckpointError(
+                    f"{log.topic}-{log.partition} holds part of a record batch of the sink's "
+                    f"decided transaction (sequence {batch.base_sequence})",
+                    file=str(log.directory),
+                )
+            kept.append(batch)
+    return kept
+
+
+def replay(wal: Wal, log_for: Callable[[str, int], Log], marker_epoch: int,
+           timestamp: int) -> int:  # fmt: skip
+    """Complete every partition of the decided batch ``wal`` whose producer state shows it
+    incomplete (after a crash: its batches, or their end, and the marker are missing); returns
+    how many were completed."""
+    completed = 0
+    marker = (wal.producer_id, marker_epoch, timestamp)
+    with StagingFiles() as files:
+        for part in wal.partitions:
+            log = log_for(part.topic, part.partition)
+            present = records_present(log, wal, part)
+            entry = log.producer_state.last_entry(wal.producer_id)
+            if present == part.records:
+                if entry is None or entry.current_txn_first_offset is None:
+                    continue
+                log.write_txn_marker(wal.producer_id, marker_epoch, commit=True,
+                                     timestamp=timestamp)  # fmt: skip
+            else:
+                pieces = read_pieces(files, wal.spans_of(part))
+                write_partition(log, pieces, part.first_sequence, marker, present)
+            completed += 1
+    return completed
+
+
+def records_present(log: Log, wal: Wal, part: WalPartition) -> int:
+    """How many of the batch's records ``log`` holds, by its producer state: the records from
+    the batch's first sequence to the producer's last. A newer epoch than the batch's means a
+    recovery already completed the partition (only its marker carries that epoch)."""
+    entry = log.producer_state.last_entry(wal.producer_id)
+    if entry is None or entry.producer_epoch < wal.producer_epoch:
+        return 0
+    if entry.producer_epoch > wal.producer_epoch:
+        return part.records
+    if entry.last_seq == NO_SEQUENCE:
+        return 0
+    present = (entry.last_seq - part.first_sequence + 1) % SEQUENCE_SPACE
+    if present > part.records:
+        raise CheckpointError(
+            f"{log.topic}-{log.partition}: the producer's last sequence {entry.last_seq} is past "
+            f"the sink's decided batch {wal.batch_id} (sequences {part.first_sequence} on, "
+            f"{part.records} records)",
+            file=str(log.directory),
+        )
+    return present

@@ -3,21 +3,21 @@
 ``<log dir>/kafkatier-sink.<sink id>.json`` (a file, never a directory, so a Kafka broker still
 loads the log dir; written with ``fsutil.atomic_write``: tmp file, fsync, rename, fsync dir)::
 
-    {"version": 3, "sink_id": "events", "producer_id": 123, "producer_epoch": 4,
+    {"version": 4, "sink_id": "events", "producer_id": 123, "producer_epoch": 4,
      "producer_generation": 0, "previous_producer_id": null,
      "query_id": "<Spark query id>", "last_committed_batch": 17,
-     "unflushed_commit": {"batch_id": 17, "commit_decided": true,
-                          "partitions": [["events", 3], ...], "ends": [1200, ...]},
-     "inflight": {"batch_id": 18, "commit_decided": false, "partitions": [], "ends": []}}
+     "wal": {"batch_id": 17, "producer_id": 123, "producer_epoch": 4, "files": [...],
+             "partitions": [["events", 3, 1200, 40, [[0, 0, 4096]]], ...]},
+     "inflight": null, "unflushed_commit": null}
 
-(one top-level key per line). ``inflight`` is the transaction of the micro-batch being written
-(null between batches); its ``commit_decided`` flag is the commit point of the sink's two-phase
-protocol, and a decided one lists the partitions written with each one's log end offset after the
-batch's data (``ends``: where its COMMIT marker goes). ``unflushed_commit`` is the last committed
-batch while its COMMIT markers may not be durable yet: the next batch's data flush covers them
-(see :mod:`kafkatier.sink.sink`), and until then recovery tells its open transactions from the
-next batch's by those offsets. Version 2 files (no ``ends``, no ``unflushed_commit``) still
-load. The producer id is
+(one top-level key per line). ``wal`` is the last decided batch (:class:`kafkatier.sink.wal.Wal`):
+saving it, with ``last_committed_batch``, is the commit point of the sink's protocol (see
+:mod:`kafkatier.sink.sink`). Version 3 files, written before the write-ahead log, kept the
+transaction being written in ``inflight`` (its ``commit_decided`` flag was their commit point,
+with each partition's log end offset after the data in ``ends``) and the last committed batch
+whose COMMIT markers were not yet durable in ``unflushed_commit``: they still load, and the next
+start ends what they describe as they would have; version 4 never writes them. Version 2 files
+(no ``ends``, no ``unflushed_commit``) load too. The producer id is
 derived from the sink id and ``producer_generation``, so it is stable across restarts; the epoch
 is bumped by every new sink instance and fences the older ones (Kafka's ``InitProducerId`` with a
 ``transactional.id``).
@@ -46,13 +46,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from kafkatier.sink.wal import Wal
 from kafkatier.storage.errors import CheckpointError, InvalidProducerEpochError
 from kafkatier.storage.fsutil import atomic_write
 
 FILE_PREFIX: Final = "kafkatier-sink."
-VERSION: Final = 3
-# 1: no producer_generation, previous id; 2: no ends, no unflushed_commit
-READABLE_VERSIONS: Final = frozenset({1, 2, VERSION})
+VERSION: Final = 4
+# 1: no producer_generation, previous id; 2: no ends, no unflushed_commit; 3: no wal
+READABLE_VERSIONS: Final = frozenset({1, 2, 3, VERSION})
 MAX_EPOCH: Final = 32767  # producer epochs are int16; a client holds at most MAX_EPOCH - 1
 
 
@@ -107,6 +108,7 @@ class SinkState:
     producer_generation: int = 0
     previous_producer_id: int | None = None
     unflushed_commit: InFlight | None = None
+    wal: Wal | None = None
 
     def producers_to_recover(self, epoch: int) -> list[tuple[int, int]]:
         """(producer id, marker epoch) whose open transactions a recovering instance at
@@ -132,6 +134,7 @@ class SinkState:
             "unflushed_commit": (
                 None if self.unflushed_commit is None else self.unflushed_commit.to_dict()
             ),
+            "wal": None if self.wal is None else self.wal.to_dict(),
         }
         lines = [f"{json.dumps(key)}: {json.dumps(body[key])}" for key in sorted(body)]
         return ("{\n " + ",\n ".join(lines) + "\n}\n").encode("utf-8")
@@ -145,6 +148,8 @@ class SinkState:
             for key in ("inflight", "unflushed_commit"):
                 if body.get(key) is not None:
                     body[key] = InFlight.from_dict(body[key])
+            if body.get("wal") is not None:
+                body["wal"] = Wal.from_dict(body["wal"])
             return cls(**body)
         except (ValueError, KeyError, TypeError) as exc:
             raise CheckpointError(f"unreadable sink bookkeeping: {exc}", file=str(path)) from exc

@@ -67,6 +67,7 @@ class EncodePlan:
     producer_epoch: int
     write_time_ms: int
     staging_dir: str | None = None  # None: the encoded bytes go back inline
+    staging_prefix: str = ""  # the staging files' name prefix in staging_dir
 
     def topic(self, name: str) -> TopicPlan:
         plan = self.topics.get(name, self.new_topic)
@@ -173,7 +174,7 @@ class Encode:
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         task, attempt = _task_ids()
         if self.plan.staging_dir is not None:
-            path = task_file(self.plan.staging_dir, task, attempt)
+            path = task_file(self.plan.staging_dir, self.plan.staging_prefix, task, attempt)
             self.path, self.out = str(path), open(path, "wb")  # noqa: SIM115
         try:
             self.task = task

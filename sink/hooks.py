@@ -1,9 +1,11 @@
 """What the sink reads from its surroundings: the streaming query's id, and the crash hook.
 
-``KAFKATIER_SINK_CRASH=<point>[:<batch>]`` makes the driver SIGKILL itself at ``after-append``,
-``after-flush`` (the batch's data flush done, its commit not yet decided), ``after-decide``,
-``between-markers`` or ``after-markers`` (the first time it gets there, or only in that batch):
-the crash tests' way to stop a real driver at a chosen step of the protocol.
+``KAFKATIER_SINK_CRASH=<point>[:<batch>]`` makes the driver SIGKILL itself at
+``after-stage-sync`` (the batch's staging files durable, its commit not yet decided),
+``after-decide``, ``after-append`` (after a partition's batches and marker) or ``after-appends``
+(every partition written, none made durable yet), the first time it gets there or only in that
+batch: the crash tests' way to stop a real driver at a chosen step of the protocol
+(:mod:`kafkatier.sink.sink`).
 """
 
 from __future__ import annotations

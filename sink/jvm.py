@@ -210,7 +210,8 @@ def plan_json(plan: EncodePlan) -> str:
         "new_topic": None if new is None else sizes(new),
         "codec": int(plan.codec), "level": plan.level, "producer_id": plan.producer_id,
         "producer_epoch": plan.producer_epoch, "write_time_ms": plan.write_time_ms,
-        "staging_dir": plan.staging_dir, "open_budget": OPEN_BUDGET_BYTES,
+        "staging_dir": plan.staging_dir, "staging_prefix": plan.staging_prefix,
+        "open_budget": OPEN_BUDGET_BYTES,
         "chunk_bytes": CHUNK_BYTES, "pieces_schema": CHUNK_SCHEMA,
     })  # fmt: skip
 

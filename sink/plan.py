@@ -12,15 +12,15 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Final, NamedTuple
 
 import pyarrow as pa
 
-from kafkatier.sink.encode import CHUNK_BYTES, CHUNK_SCHEMA, Encode, EncodePlan, TopicPlan
+from kafkatier.sink.encode import CHUNK_SCHEMA, Encode, EncodePlan, TopicPlan
 from kafkatier.sink.jvm import JvmEncoder, input_error
-from kafkatier.sink.stage import StagingFiles
+from kafkatier.sink.stage import StagingPlace
 from kafkatier.sink.txn import next_sequences, topic_partitions
 from kafkatier.storage.config.log_config import LogConfig
 from kafkatier.storage.errors import CorruptRecordError
@@ -70,33 +70,31 @@ def build_plan(
 
 
 @dataclass(frozen=True)
-class Piece:
-    """Whole encoded batches for one Kafka partition (provisional sequences, base offset 0)."""
+class PartitionSpans:
+    """Where one Kafka partition's encoded batches are (provisional sequences, base offsets 0):
+    (path, position, length) spans in the staging files, in task order."""
 
     topic: str
     partition: int
     records: int
-    data: bytearray
-    source: str  # the staging file, or "<fetched>", for error messages
+    spans: list[tuple[str, int, int]]
 
 
-def encoded_pieces(
-    df: DataFrame, plan: EncodePlan, jvm: JvmEncoder | None = None
-) -> Iterator[Piece]:
-    """The micro-batch encoded by one parallel job, piece by piece (each partition's in task
-    order; staged ones partition by partition): the JVM encoder's (:mod:`kafkatier.sink.jvm`)
-    when given, else a ``mapInArrow`` of Python workers.
+def encoded_spans(
+    df: DataFrame, plan: EncodePlan, place: StagingPlace, jvm: JvmEncoder | None = None
+) -> list[PartitionSpans]:
+    """The micro-batch encoded by one parallel job: the JVM encoder's (:mod:`kafkatier.sink.jvm`)
+    when given, else a ``mapInArrow`` of Python workers; where its batches are, by partition.
 
-    Staged (``plan.staging_dir``): the job returns where each piece is (a few small rows per
-    task, collected as Arrow) and the driver reads the pieces from the staging files one at a time.
-    Fetched: the job persists the pieces to executor disk, and ``toLocalIterator`` brings them
-    one task at a time; the driver checks them against the job's own summary."""
+    Staged (``plan.staging_dir``): the job writes the staging files and returns where each piece
+    is (a few small rows per task, collected as Arrow). Fetched: the job persists the pieces to
+    executor disk, and ``toLocalIterator`` brings them one task at a time into one staging file
+    the driver writes at ``place``; the driver checks them against the job's own summary."""
     encoded = jvm.encode(df, plan) if jvm is not None else df.mapInArrow(Encode(plan), CHUNK_SCHEMA)
     try:
         if plan.staging_dir is not None:
-            yield from _staged(encoded.toArrow())  # columns, not a Python Row per piece
-        else:
-            yield from _fetched(encoded)
+            return _by_partition(_spans(encoded.toArrow()))  # columns, not a Row per piece
+        return _by_partition(_fetched(encoded, place.file("driver.kbatches")))
     except Exception as exc:
         mapped = input_error(exc)  # bad input found by the JVM encoder: the sink's own error
         if mapped is None:
@@ -120,64 +118,57 @@ class _Span(NamedTuple):
 
 
 def _spans(table: pa.Table) -> list[_Span]:
-    """The staged rows as spans, by partition and then task order (a stable sort keeps each
-    task's pieces in the order it wrote them). Collected as Arrow columns: a ``collect()`` of
-    Rows cost Python's unpickling of one Row per piece, thousands a batch with many
-    partitions."""
+    """The staged rows as spans. Collected as Arrow columns: a ``collect()`` of Rows cost
+    Python's unpickling of one Row per piece, thousands a batch with many partitions."""
     if tuple(table.column_names[: len(_SPAN_FIELDS)]) != _SPAN_FIELDS:
         names = table.column_names
         raise CorruptRecordError(f"staged pieces have columns {names}", file="<staged>")
     columns = [table.column(name).to_pylist() for name in _SPAN_FIELDS]
-    spans = list(map(_Span._make, zip(*columns, strict=True)))
-    return sorted(spans, key=lambda span: (span.topic, span.partition, span.task))
+    return list(map(_Span._make, zip(*columns, strict=True)))
 
 
-def _staged(table: pa.Table) -> Iterator[Piece]:
-    """Each partition's pieces from every task read as one (up to CHUNK_BYTES), in task order:
-    one append per partition however many tasks wrote to it. Partitions are independent logs,
-    so only the order within each one matters."""
-    with StagingFiles() as files:
-        for _, group in itertools.groupby(
-            _spans(table), key=lambda span: (span.topic, span.partition)
-        ):
-            spans: list[_Span] = []
-            size = 0
-            for span in group:
-                if spans and size + span.length > CHUNK_BYTES:
-                    yield _read(files, spans)
-                    spans, size = [], 0
-                spans.append(span)
-                size += span.length
-            yield _read(files, spans)
+def _by_partition(spans: list[_Span]) -> list[PartitionSpans]:
+    """Spans grouped by partition, each group in task order (a stable sort keeps each task's
+    pieces in the order it wrote them): partitions are independent logs, so only the order
+    within each one matters."""
+    ordered = sorted(spans, key=lambda span: (span.topic, span.partition, span.task))
+    groups = []
+    for (topic, partition), group in itertools.groupby(
+        ordered, key=lambda span: (span.topic, span.partition)
+    ):
+        members = list(group)
+        groups.append(PartitionSpans(
+            topic, partition, sum(s.records for s in members),
+            [(s.path, s.position, s.length) for s in members],
+        ))  # fmt: skip
+    return groups
 
 
-def _read(files: StagingFiles, spans: list[_Span]) -> Piece:
-    data = files.read([(s.path, s.position, s.length) for s in spans])
-    first = spans[0]
-    records = sum(s.records for s in spans)
-    return Piece(first.topic, first.partition, records, data, first.path)
-
-
-def _fetched(encoded: DataFrame) -> Iterator[Piece]:
+def _fetched(encoded: DataFrame, path: Path) -> list[_Span]:
+    """The pieces fetched one task at a time into the staging file ``path``, as spans."""
     from pyspark import StorageLevel
 
     encoded = encoded.persist(StorageLevel.DISK_ONLY)
+    spans: list[_Span] = []
     try:
         summary = encoded.drop("data").collect()  # also computes every task, in parallel
-        fetched = 0
-        for row in encoded.toLocalIterator(prefetchPartitions=True):
-            want = summary[fetched] if fetched < len(summary) else None
-            if want is None or (want["topic"], want["partition"], want["records"]) != (
-                row["topic"], row["partition"], row["records"]
-            ):  # fmt: skip
-                raise CorruptRecordError(
-                    "the encoded micro-batch changed between its two reads; fix: make the input "
-                    "deterministic (e.g. df.persist() before the sink)", file="<fetched>"
-                )  # fmt: skip
-            fetched += 1
-            data = row["data"] if isinstance(row["data"], bytearray) else bytearray(row["data"])
-            yield Piece(row["topic"], row["partition"], row["records"], data, "<fetched>")
-        if fetched != len(summary):
+        with open(path, "wb") as out:
+            for row in encoded.toLocalIterator(prefetchPartitions=True):
+                want = summary[len(spans)] if len(spans) < len(summary) else None
+                if want is None or (want["topic"], want["partition"], want["records"]) != (
+                    row["topic"], row["partition"], row["records"]
+                ):  # fmt: skip
+                    raise CorruptRecordError(
+                        "the encoded micro-batch changed between its two reads; fix: make the "
+                        "input deterministic (e.g. df.persist() before the sink)",
+                        file="<fetched>",
+                    )
+                position = out.tell()
+                out.write(row["data"])
+                spans.append(_Span(row["task"], row["topic"], row["partition"], row["records"],
+                                   str(path), position, out.tell() - position))  # fmt: skip
+        if len(spans) != len(summary):
             raise CorruptRecordError("encoded pieces missing on fetch", file="<fetched>")
+        return spans
     finally:
         encoded.unpersist()

@@ -14,47 +14,46 @@ runs entirely under the sink's exclusive lock file and is one Kafka transaction:
 1. The first batch of a sink instance bumps the producer epoch (persisted): an older instance
    still running finds a newer epoch at its next batch and raises ProducerFencedError before
    touching the log; the logs' producer state would reject its older epoch anyway.
-2. Recovery: any open transaction of the producer (read from each partition's producer state)
-   is completed with COMMIT markers if the bookkeeping says its commit was decided, else aborted
-   with ABORT markers (which also index it in ``.txnindex``).
+2. Recovery, at an instance's first batch and after a failed one: a decided batch whose staging
+   files still exist (its partitions may not be durable) is completed where each partition's
+   producer state shows it incomplete (:func:`kafkatier.sink.append.replay`); any other open
+   transaction of the producer (left by a version before the write-ahead log) is ended as that
+   version's bookkeeping says.
 3. ``batch_id <= last_committed_batch``: a Spark replay of a batch already committed; skip it.
-4. Record ``inflight = {batch_id, commit_decided: false}``; encode on executors in one
-   parallel job (:mod:`kafkatier.sink.encode`), then append the pieces in task order, the
-   driver giving each batch its sequence and offsets (:mod:`kafkatier.sink.append`).
-5. One shared flush: fsync the ``.log`` of every partition written since its last fsync (this
-   batch's data and the previous batch's COMMIT markers; ``LogDirectory.flush_data``), then
-   durably set ``commit_decided`` with each partition's log end offset, and clear
-   ``unflushed_commit``: this write is the commit point. Data is on disk before it, so an OS
-   crash cannot leave a decided transaction with lost data.
-6. COMMIT markers on every partition written, then record ``last_committed_batch`` and move the
-   decided transaction to ``unflushed_commit`` (its markers are durable once the next batch's
-   flush, or a clean close, has run). Only then does the call return.
+4. Encode on executors in one parallel job (:mod:`kafkatier.sink.encode`) into staging files,
+   which are the write-ahead log (:mod:`kafkatier.sink.wal`); the driver reads and checks every
+   batch (:func:`kafkatier.sink.append.check_all`) and fsyncs the files.
+5. The commit point: the bookkeeping file records the batch (``wal``: its files, and each
+   partition's spans, first sequence and records) as ``last_committed_batch``. Nothing of the
+   batch has reached a partition before it.
+6. Each partition's batches get their sequences and offsets and are written with the COMMIT
+   marker in one append (``Log.append_committed``); then the call returns. The partitions are
+   made durable afterwards, by one syncfs begun in a thread (``LogDirectory.flush_data_later``),
+   finished before the next batch writes anything; only then are the batch's staging files
+   removed, so until the partitions are durable the write-ahead log can complete them.
 
-Why the markers need no flush of their own: a machine crash may lose a marker only together with
-everything after it in its partition (the loader cuts a partition at its first torn batch), and
-``unflushed_commit`` keeps, per partition, the offset where the committed batch's data ended. So
-recovery commits an open transaction that starts below that offset (the committed batch's, its
-marker lost), and treats any other as the in-flight batch's. Indexes are never flushed per batch
-(Kafka flushes them at roll; the loader rebuilds them above the recovery point).
+A crash before (5) leaves nothing in the partitions and Spark replays the batch (its commit log
+is written after ``foreachBatch`` returns). A crash or power loss after it leaves a decided batch
+that the next start completes, and the replay is skipped by (3). Either way each row is written
+once, and no consumer, ``read_uncommitted`` ones included, ever sees an aborted copy. A batch
+failing with an error is recovered the same way at once. The Spark query id is recorded: a
+different query (a new checkpoint) replaying old batch ids through the same sink id is an
+error, not a silent skip. Indexes are never flushed per batch (Kafka flushes them at roll; the
+loader rebuilds them above the recovery point).
 
 Several writers may share a log dir (sinks with other sink ids, on the same topics or others;
 ``kafkatier produce``; ``kafkatier clean``): each micro-batch is also one turn on the log dir
 (:mod:`kafkatier.storage.log.writer_lock`), and a sink whose log dir another writer changed since
 its last turn reopens it before writing, so appends never interleave and never use stale offsets.
 
-A crash before (5) leaves a transaction the next start aborts, and Spark replays the batch
-(its commit log is written after ``foreachBatch`` returns): the aborted copy is invisible to
-``read_committed``. A crash after (5) leaves one the next start commits; the replay is skipped by
-(3). Either way each row is committed exactly once. A batch failing with an error is recovered
-the same way at once. The Spark query id is recorded: a different query (a new checkpoint)
-replaying old batch ids through the same sink id is an error, not a silent skip.
-
-Driver memory: the Python driver holds one encoded piece (at most ``encode.CHUNK_BYTES``, or
-one record batch) at a time, never the whole micro-batch. Executors that see the driver's
-filesystem (by default: local mode; ``staging=`` names a shared directory) write their pieces to
-staging files and return only where they are (:mod:`kafkatier.sink.stage`); otherwise
-(``staging=False``) the pieces are persisted to executor disk and fetched one task at a time
-(``toLocalIterator``: the driver JVM buffers one task's output). The executors' encoder runs in
+Driver memory: the Python driver keeps the parsed batches of at most ``append.KEPT_BYTES``
+between the check and the append and reads the rest again, one encoded piece (at most
+``encode.CHUNK_BYTES``, or one record batch) at a time. Executors that see the driver's
+filesystem (by default: local mode, the staging files in the log dir; ``staging=`` names a
+shared directory) write their pieces to staging files and return only where they are
+(:mod:`kafkatier.sink.stage`); otherwise (``staging=False``) the pieces are persisted to
+executor disk and fetched one task at a time (``toLocalIterator``: the driver JVM buffers one
+task's output) into a staging file in the log dir. The executors' encoder runs in
 Spark's JVM when it can (:mod:`kafkatier.sink.jvm`), else in Python workers. Crash tests stop
 the driver at chosen steps through :mod:`kafkatier.sink.hooks`.
 """
@@ -70,9 +69,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kafkatier.sink import hooks
-from kafkatier.sink.append import append_pieces
+from kafkatier.sink.append import check_all, check_space, replay, to_wal, write_all
 from kafkatier.sink.bookkeeping import (
-    InFlight,
     ProducerFencedError,
     SinkState,
     bump_epoch,
@@ -80,24 +78,25 @@ from kafkatier.sink.bookkeeping import (
     load_state,
     save_state,
 )
-from kafkatier.sink.encode import EncodePlan
 from kafkatier.sink.hooks import crash_points, no_crash
 from kafkatier.sink.jvm import EncoderChoice
-from kafkatier.sink.plan import SinkSettings, build_plan, encoded_pieces
+from kafkatier.sink.plan import SinkSettings, build_plan, encoded_spans
 from kafkatier.sink.schema import InputColumns, SinkSchemaError, check_schema, normalize
 from kafkatier.sink.stage import (
-    new_batch_dir,
-    remove_tree,
-    sink_staging_root,
+    StagingFiles,
+    StagingPlace,
+    batch_place,
+    remove_leftovers,
     spark_master,
     staging_base,
     staging_wanted,
 )
 from kafkatier.sink.stop import close_when_stopped
 from kafkatier.sink.txn import end_txn, open_txn_logs, split_by_decision, topic_partitions
+from kafkatier.sink.wal import remove_files, sync_files
 from kafkatier.storage.config.topic_files import TopicConfigStore
 from kafkatier.storage.log.directory import LogDirectory
-from kafkatier.storage.log.log import Log
+from kafkatier.storage.log.log import Log, wall_clock_ms
 from kafkatier.storage.log.writer_lock import writer_turn
 from kafkatier.storage.wire import Codec
 
@@ -145,7 +144,8 @@ class KafkaLogSink:
             raise SinkSchemaError("config= applies to one topic; fix: also pass topic=")
         self.sink_id = chosen
         self.staging = staging
-        self.staging_root = sink_staging_root(staging_base(staging), self.log_dir, chosen)
+        shared = staging_base(staging)  # None: staging files in the log dir
+        self.shared_staging = None if shared is None else Path(shared).absolute()  # as log_dir
         self.encoder = EncoderChoice(encoder)
         self._epoch: int | None = None  # this instance's producer epoch and id, once started
         self._producer_id: int | None = None
@@ -153,6 +153,10 @@ class KafkaLogSink:
         self._generation: str | None = None  # the token of this sink's last turn on the log dir
         self._watched: set[str] = set()  # queries whose end closes the logs (sink/stop.py)
         self._turns = threading.Lock()  # a batch and a close from the listener's thread
+        self._recovered = False  # whether this instance's logs need no recovery
+        self._unsynced: tuple[Callable[[], None], StagingPlace] | None = None
+        """The last batch's partitions not known durable yet: the flush that finishes making
+        them so (``LogDirectory.flush_data_later``), and its staging files, removed after."""
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         self.log_dir.mkdir(parents=True, exist_ok=True)
@@ -184,7 +188,7 @@ class KafkaLogSink:
         try:
             self._write_batch(df, batch_id, state, cols, query_id)
         except BaseException:
-            self._recover_after_failure(state)
+            self._recover_after_failure()
             raise
 
     # ------------------------------------------------------------------ instance start, recovery
@@ -196,7 +200,7 @@ class KafkaLogSink:
         return self._logs
 
     def _begin(self) -> SinkState:
-        """Fence or be fenced, then finish whatever transaction a previous run left open.
+        """Fence or be fenced, then finish whatever a previous run (or a failed batch) left.
 
         Fencing compares the producer id as well as the epoch: when the epochs are exhausted a
         new instance moves to a new producer id, whose epoch starts again at 0."""
@@ -206,7 +210,6 @@ class KafkaLogSink:
             save_state(self.log_dir, state)
             self._epoch = state.producer_epoch
             self._producer_id = state.producer_id
-            remove_tree(self.staging_root)  # scratch files a dead instance may have left
             if self.config and self.topic is not None:
                 TopicConfigStore(self.log_dir).update(self.topic, self.config, "KafkaLogSink")
         elif (state.producer_id, state.producer_epoch) != (self._producer_id, self._epoch):
@@ -218,34 +221,51 @@ class KafkaLogSink:
                 producer_id=self._producer_id,
                 producer_epoch=self._epoch,
             )
-        self._recover(state)
+        if not self._recovered:
+            self._recover(state)
+            remove_leftovers(self.log_dir, self.sink_id, self.shared_staging, keep=())
+            self._recovered = True
         return state
 
     def _recover(self, state: SinkState) -> None:
-        """End the open transactions: a rotated-out producer id's first (its markers use the
-        fencing epoch), before anything is written with the new id; then forget the old id.
+        """Complete the last decided batch where its partitions may lack it (module docstring),
+        make that durable and remove its staging files; then end any other open transaction:
+        a rotated-out producer id's first (its markers use the fencing epoch), before anything
+        is written with the new id; then forget the old id."""
+        epochs = dict(state.producers_to_recover(self._epoch_now()))
+        wal = state.wal
+        if wal is not None and wal.pending():
+            done = replay(wal, self._log_for, epochs.get(wal.producer_id, self._epoch_now()),
+                          wall_clock_ms())  # fmt: skip
+            if done:
+                log.warning("sink %s: completed decided batch %d in %d partitions that lacked it",
+                            self.sink_id, wal.batch_id, done)  # fmt: skip
+            self.logs.flush_data()
+            remove_files(wal.files)
+        self._end_open_txns(state, epochs)
 
-        A transaction is committed if its batch's commit was decided: the in-flight batch's
-        when ``commit_decided``, and the last committed batch's where its marker is missing
-        (``unflushed_commit``, see the module docstring); else aborted."""
+    def _end_open_txns(self, state: SinkState, epochs: dict[int, int]) -> None:
+        """Transactions the write-ahead log does not explain: a version-3 bookkeeping file's
+        ``inflight`` (committed if its commit was decided, else aborted) and ``unflushed_commit``
+        (a committed batch whose markers may be lost); any other is aborted."""
         inflight = state.inflight
         decided = inflight is not None and inflight.commit_decided
         committed = state.unflushed_commit
         committed_ends = committed.end_offsets() if committed is not None else {}
         topics = {t for t, _ in self.logs.logs}
         ended = 0
-        for producer_id, epoch in state.producers_to_recover(self._epoch_now()):
+        for producer_id, epoch in epochs.items():
             pending = open_txn_logs(self.logs, topics, producer_id)
             commit, abort = split_by_decision(pending, producer_id, committed_ends, decided)
             ended += self._end_txns(commit, producer_id, epoch, commit=True)
             ended += self._end_txns(abort, producer_id, epoch, commit=False)
-        if ended or decided:
-            self.logs.flush_data()  # the markers, and a decided batch's, durable
-            state.unflushed_commit = None
-        if ended or inflight is not None or state.previous_producer_id is not None:
+        if ended or decided or committed is not None:
+            self.logs.flush_data()  # the markers (a version 3 file's too), and a decided batch's
+        changed = inflight is not None or committed is not None
+        if ended or changed or state.previous_producer_id is not None:
             if inflight is not None and decided:
                 state.last_committed_batch = max(state.last_committed_batch, inflight.batch_id)
-            state.inflight = None
+            state.inflight = state.unflushed_commit = None
             state.previous_producer_id = None
             save_state(self.log_dir, state)
 
@@ -265,23 +285,36 @@ class KafkaLogSink:
 
     def _close_in_turn(self, logs: LogDirectory) -> None:
         with writer_turn(self.log_dir, who=f"sink {self.sink_id}") as turn:
+            self._settle()
             if turn.changed_since(self._generation):
                 self._drop_logs()  # stale: another writer's checkpoints must not be overwritten
             else:
                 logs.close()
                 self._logs = None
 
+    def _settle(self) -> None:
+        """Finish making the last batch's partitions durable, then remove its staging files."""
+        unsynced, self._unsynced = self._unsynced, None
+        if unsynced is not None:
+            finish, place = unsynced
+            finish()
+            place.remove()
+
     def _drop_logs(self) -> None:
         """Close the logs without the clean-shutdown marker: the next use reopens (recovers)."""
         if self._logs is not None:
+            self._settle()
             self._logs.__exit__(RuntimeError, None, None)
             self._logs = None
 
-    def _recover_after_failure(self, state: SinkState) -> None:
-        """Reload the logs from disk (in-memory state may be half-updated) and end the txn."""
+    def _recover_after_failure(self) -> None:
+        """Reload the logs from disk (in-memory state may be half-updated) and complete the
+        decided batch, if any (a failure before the decision left nothing to end)."""
+        self._unsynced = None  # its staging files stay: recovery may need them
         self._drop_logs()
+        self._recovered = False
         try:
-            self._recover(load_state(self.log_dir, self.sink_id))
+            self._begin()
         except Exception:  # the next batch or restart recovers from disk
             log.exception("sink %s: recovery after a failed batch failed", self.sink_id)
             self._logs = None
@@ -310,56 +343,45 @@ class KafkaLogSink:
         cols: InputColumns,
         query_id: str | None,
     ) -> None:
+        """Steps 4 to 6 of the protocol (module docstring)."""
         crash = crash_points(batch_id)
-        plan = build_plan(self.logs, self.settings, state.producer_id, self._epoch_now())
-        state.inflight = InFlight(batch_id)
-        state.query_id = query_id or state.query_id
-        save_state(self.log_dir, state)
-        touched = sorted(self._append_all(df, cols, plan, batch_id, crash))
-        self.logs.flush_data()  # this batch's data and the previous batch's markers
-        crash("after-flush")
-        ends = [self._log_for(*tp).log_end_offset for tp in touched]
-        state.inflight = InFlight(batch_id, True, touched, ends)
-        state.unflushed_commit = None
-        save_state(self.log_dir, state)  # the commit point
-        crash("after-decide")
-        pending = open_txn_logs(self.logs, {t for t, _ in touched}, state.producer_id)
-        end_txn(
-            pending,
-            state.producer_id,
-            self._epoch_now(),
-            commit=True,
-            crash=crash,
+        encode_plan, sequences = build_plan(
+            self.logs, self.settings, state.producer_id, self._epoch_now()
         )
-        crash("after-markers")
-        state.last_committed_batch = batch_id
-        state.unflushed_commit, state.inflight = state.inflight, None
-        save_state(self.log_dir, state)
-
-    def _append_all(
-        self,
-        df: DataFrame,
-        cols: InputColumns,
-        plan: tuple[EncodePlan, dict[tuple[str, int], int]],
-        batch_id: int,
-        crash: Callable[[str], None],
-    ) -> set[tuple[str, int]]:
-        """Encode (staged or fetched, see the module docstring), then append in task order."""
-        encode_plan, sequences = plan
         staged = staging_wanted(self.staging, spark_master(df))
-        batch_dir = new_batch_dir(self.staging_root, batch_id) if staged else None
-        if batch_dir is not None:
-            encode_plan = dataclasses.replace(encode_plan, staging_dir=str(batch_dir))
-        try:
-            return append_pieces(
-                encoded_pieces(normalize(df, cols), encode_plan, self.encoder.for_frame(df)),
-                sequences,
-                self._log_for,
-                functools.partial(crash, "after-append"),
+        place = batch_place(self.log_dir, self.sink_id, self.shared_staging if staged else None,
+                            batch_id)  # fmt: skip
+        if staged:
+            encode_plan = dataclasses.replace(
+                encode_plan, staging_dir=place.directory, staging_prefix=place.prefix
             )
-        finally:
-            if batch_dir is not None:
-                remove_tree(batch_dir)
+        decided = False
+        try:
+            groups = encoded_spans(normalize(df, cols), encode_plan, place,
+                                   self.encoder.for_frame(df))  # fmt: skip
+            with StagingFiles() as files:
+                checked = check_all(groups, sequences, files)
+                check_space(self.log_dir, checked)
+                wal = to_wal(batch_id, state.producer_id, self._epoch_now(), checked)
+                sync_files(wal.files, place.durable_dirs())
+                crash("after-stage-sync")
+                self._settle()  # the previous batch durable before this one writes
+                state.wal, state.last_committed_batch = wal, batch_id
+                state.query_id = query_id or state.query_id
+                save_state(self.log_dir, state)  # the commit point
+                decided = True
+                crash("after-decide")
+                marker = (state.producer_id, self._epoch_now(), wall_clock_ms())
+                write_all(checked, self._log_for, files, marker,
+                          functools.partial(crash, "after-append"))  # fmt: skip
+        except BaseException:
+            if not decided:
+                place.remove()
+            raise
+        crash("after-appends")
+        self._unsynced = (self.logs.flush_data_later(), place)
+        if self.logs.rolled_since_flush:  # the sidecar may upload the rolled segment once flushed
+            self._settle()
 
     def _log_for(self, topic: str, partition: int) -> Log:
         found = self.logs.get(topic, partition)

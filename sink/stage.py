@@ -4,39 +4,44 @@ Executors encode whole transactional record batches (compression and CRC-32C inc
 cannot know their sequence numbers: those continue the producer's sequence per Kafka partition
 across all the tasks of a micro-batch. So every batch leaves the executor with a provisional base
 sequence, and the driver, the partition's single writer, gives each batch its real one
-(:func:`assign_sequences`) just before ``Log.append_batches`` gives it its offsets. The base
-sequence is under the CRC, so the driver first checks the executor's CRC as the leader's parser
-does (the bytes travelled through a file or the JVM; ``parse_incoming``, once: the log takes the
-parsed batches) and then rewrites it: two CRC-32C passes over the batch, hardware-accelerated.
+(:func:`assign_sequences`) just before the log gives it its offsets. The base sequence is under
+the CRC, so the driver first checks the executor's CRC as the leader's parser does
+(``parse_incoming``) and then rewrites it: two CRC-32C passes over the batch,
+hardware-accelerated.
 
-Staging (the fast path, when executors see the driver's filesystem: local mode, or a shared
-mount): each task attempt writes its encoded batches to one file
-``<root>/kafkatier-staging/<sink key>/<batch id>-<random>/task-<p>-<attempt>.kbatches``
-(concatenated v2 batches, base offsets 0, not a segment) and returns only where they are; the
-driver reads them back piece by piece (:class:`StagingFiles`: each file opened once per batch,
-a bounded number at a time). Staging files are scratch, never the log: they hold no committed
-state, are read only by the batch call that created them, are deleted when it ends,
-and the whole sink's staging tree is removed when a sink instance starts (a crashed driver's
-leftovers). A replayed batch id encodes afresh. They live outside the log dir, so a Kafka broker
-still loads the log dir.
+Staging: each task attempt writes its encoded batches to one file (concatenated v2 batches,
+base offsets 0, not a segment) and returns only where they are; the driver reads them back
+piece by piece (:class:`StagingFiles`: each file opened once, a bounded number at a time). The
+files are the sink's write-ahead log (:mod:`kafkatier.sink.wal`): fsynced before the commit
+decision and kept until the partitions are durable, so they live where a crash does not take
+them. :func:`batch_place` says where: by default in the log dir itself, as regular files
+``kafkatier-sink.<sink id>.wal.<batch id>-<random>.task-<p>-<attempt>.kbatches`` (a Kafka broker
+loading the log dir looks at directories only); with ``staging=<dir>`` (executors on other
+machines sharing a directory with the driver), in a fresh directory
+``<dir>/kafkatier-staging/<sink key>/<batch id>-<random>/``. When the executors cannot see the
+driver's filesystem (``staging=False``), the driver writes the pieces it fetches into one such
+file in the log dir. A replayed batch id encodes afresh; a sink instance removes at its start
+every staging file of its own that no pending write-ahead record names (a crashed driver's).
 """
 
 from __future__ import annotations
 
 import contextlib
+import glob
 import hashlib
 import os
 import shutil
 import struct
-import tempfile
 import uuid
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
 import crc32c
 
+from kafkatier.sink.bookkeeping import FILE_PREFIX
 from kafkatier.storage.errors import CorruptRecordError
 from kafkatier.storage.record.batch import RecordBatch
 from kafkatier.storage.wire import CRC_OFFSET, CRC_START, RECORDS_COUNT_OFFSET, increment_sequence
@@ -48,36 +53,83 @@ _INT32: Final = struct.Struct(">i")
 _UINT32: Final = struct.Struct(">I")
 
 
-def sink_staging_root(root: str | Path | None, log_dir: Path, sink_id: str) -> Path:
-    """The sink's staging tree: one per (log dir, sink id), under ``root`` or the temp dir; a
-    relative ``root`` is the driver's, as the executors that write there cannot resolve it."""
-    base = Path(root).absolute() if root is not None else Path(tempfile.gettempdir())
+def sink_staging_root(root: str | Path, log_dir: Path, sink_id: str) -> Path:
+    """The sink's staging tree under a shared ``root`` (one per log dir and sink id); a relative
+    ``root`` is the driver's, as the executors that write there cannot resolve it."""
     digest = hashlib.blake2b(str(log_dir.resolve()).encode(), digest_size=6).hexdigest()
-    return base / STAGING_DIR_NAME / f"{sink_id}-{digest}"
+    return Path(root).absolute() / STAGING_DIR_NAME / f"{sink_id}-{digest}"
 
 
-def new_batch_dir(sink_root: Path, batch_id: int) -> Path:
-    """A fresh directory for one batch call (random suffix: a replay never meets old files)."""
-    path = sink_root / f"{batch_id}-{uuid.uuid4().hex[:12]}"
-    path.mkdir(parents=True)
-    return path
+@dataclass(frozen=True)
+class StagingPlace:
+    """Where one batch call's staging files go: ``directory`` and a file-name ``prefix``;
+    ``own_directory``: the directory is the batch's alone (removed with it)."""
+
+    directory: str
+    prefix: str
+    own_directory: bool
+
+    def file(self, name: str) -> Path:
+        return Path(self.directory) / f"{self.prefix}{name}"
+
+    def durable_dirs(self) -> list[str]:
+        """The directories whose fsync makes the batch's file names durable."""
+        here = Path(self.directory)
+        return [str(here), str(here.parent)] if self.own_directory else [str(here)]
+
+    def remove(self) -> None:
+        if self.own_directory:
+            shutil.rmtree(self.directory, ignore_errors=True)
+        else:
+            for path in Path(self.directory).glob(f"{glob.escape(self.prefix)}*"):
+                path.unlink(missing_ok=True)
 
 
-def remove_tree(path: Path) -> None:
-    shutil.rmtree(path, ignore_errors=True)
+def wal_prefix(sink_id: str) -> str:
+    """The name every staging file of ``sink_id`` in the log dir starts with."""
+    return f"{FILE_PREFIX}{sink_id}.wal."
 
 
-def task_file(batch_dir: str, partition_id: int, attempt_id: int) -> Path:
-    """The task attempt's staging file; a missing ``batch_dir`` means the executor cannot see
+def batch_place(
+    log_dir: Path, sink_id: str, shared: str | Path | None, batch_id: int
+) -> StagingPlace:
+    """A fresh place for one batch call (random suffix: a replay never meets old files): in the
+    log dir, or in its own directory under a ``shared`` staging root (module docstring)."""
+    tag = f"{batch_id}-{uuid.uuid4().hex[:12]}"
+    if shared is None:
+        return StagingPlace(str(log_dir), f"{wal_prefix(sink_id)}{tag}.", own_directory=False)
+    folder = sink_staging_root(shared, log_dir, sink_id) / tag
+    folder.mkdir(parents=True)
+    return StagingPlace(str(folder), "", own_directory=True)
+
+
+def remove_leftovers(log_dir: Path, sink_id: str, shared: str | Path | None,
+                     keep: Collection[str]) -> None:  # fmt: skip
+    """Every staging file of the sink not in ``keep`` (a pending write-ahead record's files),
+    and every batch directory under a ``shared`` root holding none of them."""
+    for path in log_dir.glob(f"{glob.escape(wal_prefix(sink_id))}*"):
+        if str(path) not in keep:
+            path.unlink(missing_ok=True)
+    if shared is None:
+        return
+    root = sink_staging_root(shared, log_dir, sink_id)
+    kept_dirs = {str(Path(path).parent) for path in keep}
+    for folder in root.glob("*") if root.is_dir() else []:
+        if str(folder) not in kept_dirs:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def task_file(directory: str, prefix: str, partition_id: int, attempt_id: int) -> Path:
+    """The task attempt's staging file; a missing ``directory`` means the executor cannot see
     the driver's filesystem, which staging needs."""
-    folder = Path(batch_dir)
+    folder = Path(directory)
     if not folder.is_dir():
         raise FileNotFoundError(
-            f"staging directory {batch_dir} is not visible on this executor; fix: pass "
+            f"staging directory {directory} is not visible on this executor; fix: pass "
             "KafkaLogSink(..., staging='<a directory every executor and the driver share>') "
             "or staging=False (encoded bytes then travel through the driver JVM)"
         )
-    return folder / f"task-{partition_id}-{attempt_id}.kbatches"
+    return folder / f"{prefix}task-{partition_id}-{attempt_id}.kbatches"
 
 
 class StagingFiles:
@@ -171,4 +223,5 @@ def staging_wanted(option: str | Path | bool | None, master: str) -> bool:
 
 
 def staging_base(option: str | Path | bool | None) -> str | Path | None:
+    """The shared staging root ``staging=`` names, None for the log dir itself."""
     return None if isinstance(option, bool) or option is None else option

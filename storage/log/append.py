@@ -144,6 +144,31 @@ def validate_marker(
     return Validated([out], [], {out.producer_id: info}, [] if txn is None else [txn])
 
 
+def validate_committed(
+    batches: Sequence[RecordBatch], marker: bytes, coordinator_epoch: int, target: AppendTarget
+) -> Validated:
+    """:func:`validate_append` of a producer's transactional ``batches`` (origin CLIENT, in a
+    buffer of the log's own) followed by the COMMIT ``marker`` that ends their transaction
+    (``build_control_batch``), checked and placed as the two appends one after the other
+    would be: the marker's state continues the batches' own."""
+    found = validate_append(batches, AppendOrigin.CLIENT, target, owned=True)
+    at = found.placed[-1].next_offset if found.placed else target.next_offset
+    out = target.place(RecordBatch(bytearray(marker), 0, file=target.file), at, owned=True)
+    info = found.infos.get(out.producer_id)
+    if info is None:
+        info = found.infos[out.producer_id] = target.state.prepare_update(
+            out.producer_id, AppendOrigin.COORDINATOR
+        )
+    txn = info.append_end_txn_marker(
+        wire.ControlType.COMMIT, out.producer_epoch, coordinator_epoch, out.base_offset,
+        out.max_timestamp,
+    )  # fmt: skip
+    if txn is not None:
+        found.completed.append(txn)
+    found.placed.append(out)
+    return found
+
+
 def check_fits_segment(batch: RecordBatch, config: LogConfig, file: str) -> None:
     if batch.size_in_bytes > config.segment_bytes:
         raise RecordTooLargeError(

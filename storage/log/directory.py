@@ -263,6 +263,31 @@ class LogDirectory:
         self._sync(Log.flush_data, [log for log in self.logs.values() if log.has_unflushed_data])
         self.checkpoint_if_changed()
 
+    def flush_data_later(self) -> Callable[[], None]:
+        """:meth:`flush_data`, begun now and finished by the function returned, which the caller
+        runs before it next writes to any of these logs (nothing may write to them in between):
+        where syncfs is available, one runs in a thread from now on, and finishing waits for it
+        and moves the logs' marks as a flush would; elsewhere, or if it failed, finishing runs
+        :meth:`flush_data`. For a writer whose appends are durable elsewhere meanwhile (the
+        sink's write-ahead log)."""
+        wait = self._filesystem.begin() if self._filesystem.available else None
+
+        def finish() -> None:
+            if wait is None or not wait():
+                self.flush_data()
+                return
+            for log in [log for log in self.logs.values() if log.has_unflushed_data]:
+                log.flush_data(covered=True)
+            self.checkpoint_if_changed()
+
+        return finish
+
+    @property
+    def rolled_since_flush(self) -> bool:
+        """Whether a segment rolled since the last flush: its flush moves a recovery point, which
+        readers of the checkpoint wait for (the tiering sidecar uploads segments below it)."""
+        return any(log.durability.rolled_to is not None for log in self.logs.values())
+
     def _sync(self, flush: Callable[..., None], logs: list[Log]) -> None:
         """``flush`` of each log: after one syncfs when there are many (it covers every write so
         far: this object's caller writes in this thread only), else fsyncs in the threads."""

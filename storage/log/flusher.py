@@ -20,8 +20,10 @@ filesystem of its own, as Kafka advises for ``log.dirs``, pays nothing for it). 
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
@@ -111,6 +113,34 @@ class FileSystemSync:
             self.close()
             return False
         return True
+
+    def begin(self) -> Callable[[], bool]:
+        """:meth:`sync` in a thread, begun now; returns the function that waits for it and says
+        whether it succeeded (a failure closes this, as :meth:`sync`'s does). Only the syncfs
+        runs in the thread: it touches no object of the caller's."""
+        fd = self._fd
+        failed: list[OSError] = []
+
+        def run() -> None:
+            try:
+                if fd is None:
+                    raise OSError(errno.EBADF, "syncfs is not available")
+                fsutil.syncfs(fd)
+            except OSError as exc:
+                failed.append(exc)
+
+        thread = threading.Thread(target=run, name="log-dir-syncfs", daemon=True)
+        thread.start()
+
+        def wait() -> bool:
+            thread.join()
+            if failed and self._fd is not None:
+                log.warning("syncfs of %s failed (%s): fsyncing each file from now on",
+                            self.path, failed[0])  # fmt: skip
+                self.close()
+            return not failed
+
+        return wait
 
     def close(self) -> None:
         if self._fd is not None:

@@ -31,6 +31,7 @@ from kafkatier.storage.log.append import (
     duplicate_info,
     marker_bytes,
     validate_append,
+    validate_committed,
     validate_marker,
 )
 from kafkatier.storage.log.batch_position import BatchInfo
@@ -303,6 +304,31 @@ class Log:
         )
         found = validate_marker(marker, control, coordinator_epoch, self._append_target())
         return self._append_validated(found, AppendOrigin.COORDINATOR)
+
+    def append_committed(
+        self,
+        incoming: list[RecordBatch],
+        producer_id: int,
+        producer_epoch: int,
+        *,
+        coordinator_epoch: int = 0,
+        timestamp: int | None = None,
+    ) -> LogAppendInfo:
+        """:meth:`append_batches` of one producer's transactional batches, then the COMMIT
+        marker of their transaction, in one write: the same bytes and producer state as the
+        append and :meth:`write_txn_marker` one after the other, for a writer that already
+        decided the commit (the sink, whose decision is durable in its write-ahead log before
+        anything reaches the log). ``producer_epoch`` is the marker's (at least the batches')."""
+        marker = marker_bytes(
+            wire.ControlType.COMMIT,
+            producer_id,
+            producer_epoch,
+            coordinator_epoch,
+            self.clock() if timestamp is None else timestamp,
+            self.leader_epoch,
+        )
+        found = validate_committed(incoming, marker, coordinator_epoch, self._append_target())
+        return self._append_validated(found, AppendOrigin.CLIENT)
 
     def release_removed_segments(self) -> int:
         """Close the oldest segments whose ``.log`` another process removed; returns how many.

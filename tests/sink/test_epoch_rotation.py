@@ -1,13 +1,16 @@
 """Producer id rotation: a sink whose epochs are exhausted moves to a new producer id at epoch 0.
 
 Crashes are simulated in-process: the sink's crash hook raises instead of SIGKILL-ing the driver
-and the dying instance skips its in-process recovery, so its open transaction stays on disk for
-the next instance, as after a real crash (segments are written without a userspace buffer).
+and the dying instance skips its in-process recovery, so its decided batch stays incomplete on
+disk for the next instance, as after a real crash (segments are written without a userspace
+buffer). The next instance completes it with the old id, at the fencing epoch, before it writes
+with the new one.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import signal
 import subprocess
@@ -31,6 +34,7 @@ from kafkatier.sink.bookkeeping import (
 from kafkatier.sink.hooks import CRASH_ENV
 from kafkatier.sink.sink import KafkaLogSink
 from kafkatier.sink.txn import open_txn_logs
+from kafkatier.sink.wal import Wal
 from kafkatier.storage.arrow.log import read_arrow
 from kafkatier.storage.log.directory import LogDirectory
 from kafkatier.storage.log.log import Log
@@ -106,23 +110,25 @@ def crash_at_the_last_epoch(
     spark: Any, log_dir: Path, point: str, mp: pytest.MonkeyPatch
 ) -> set[int]:
     """Batch 0 by a first instance, then an instance at epoch MAX_EPOCH - 1 (the last one a
-    client may hold) that dies at ``point`` in batch 1. Returns the partitions where it left its
-    transaction open."""
+    client may hold) that dies at ``point`` in batch 1. Returns the partitions it wrote batch 1
+    to (with its COMMIT marker, one write each)."""
     new_sink(log_dir)(rows(spark, 0, 60), 0)
     set_stored_epoch(log_dir, MAX_EPOCH - 2)
     dying = new_sink(log_dir)
     with mp.context() as patch:
         patch.setattr(sink_module, "crash_points", die_in_batch_at(point))
-        patch.setattr(dying, "_recover_after_failure", lambda state: None)  # dead: no recovery
+        patch.setattr(dying, "_recover_after_failure", lambda: None)  # dead: no recovery
         with pytest.raises(Died):
             dying(rows(spark, 60, 120), 1)
     state = load_state(log_dir, TOPIC)
     assert (state.producer_id, state.producer_epoch) == (OLD_ID, MAX_EPOCH - 1)
-    assert state.inflight is not None and state.inflight.batch_id == 1
+    decided = point != "after-stage-sync"
+    assert state.wal is not None and state.wal.pending() == decided
+    assert state.wal.batch_id == state.last_committed_batch == (1 if decided else 0)
     with LogDirectory(log_dir) as logs:
-        open_partitions = {log.partition for log in open_txn_logs(logs, [TOPIC], OLD_ID)}
-    assert open_partitions  # something for the next instance to end
-    return open_partitions
+        assert not open_txn_logs(logs, [TOPIC], OLD_ID)  # a partition has all of it or none
+        return {log.partition for log in logs if (MAX_EPOCH - 1, ControlType.COMMIT) in
+                markers(log, OLD_ID)}  # fmt: skip
 
 
 def check_new_id(log_dir: Path, epoch: int, old_markers: dict[int, list[Marker]]) -> None:
@@ -162,51 +168,48 @@ def test_exhausted_epoch_moves_the_sink_to_a_new_producer_id(spark: Any, tmp_pat
     assert load_state(tmp_path, TOPIC).last_committed_batch == 2
 
 
-ENDINGS = {
-    "after-append": ControlType.ABORT,  # undecided: aborted, Spark's replay rewrites it
-    "after-decide": ControlType.COMMIT,  # decided: committed, the replay is skipped
-    "between-markers": ControlType.COMMIT,  # decided, one COMMIT written before it died
+WRITTEN_BY_THE_DEAD = {  # how many partitions the dying instance wrote batch 1 to
+    "after-stage-sync": 0,  # undecided: nothing written, Spark's replay writes it (new id)
+    "after-decide": 0,  # decided: the next instance writes it with the old id, the replay skips
+    "after-append": 1,  # decided, one partition written before it died
 }
 
 
-@pytest.mark.parametrize("point", list(ENDINGS))
-def test_the_old_ids_open_transaction_is_ended_before_the_switch(
+@pytest.mark.parametrize("point", list(WRITTEN_BY_THE_DEAD))
+def test_the_old_ids_decided_batch_is_completed_before_the_switch(
     spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, point: str
 ) -> None:
-    ending = ENDINGS[point]
-    open_partitions = crash_at_the_last_epoch(spark, tmp_path, point, monkeypatch)
+    written = crash_at_the_last_epoch(spark, tmp_path, point, monkeypatch)
+    assert len(written) == WRITTEN_BY_THE_DEAD[point]
     restarted = new_sink(tmp_path)
     restarted(rows(spark, 60, 120), 1)  # Spark replays the batch the dead instance was in
     restarted(rows(spark, 120, 180), 2)
     assert verify_paths([tmp_path]) == []
     assert values(tmp_path, IsolationLevel.READ_COMMITTED) == Counter(range(180))
-    aborted = values(tmp_path, IsolationLevel.READ_UNCOMMITTED) - Counter(range(180))
-    assert bool(aborted) == (ending == ControlType.ABORT)  # the aborted copy stays in the log
-    assert all(60 <= v < 120 and v % PARTITIONS in open_partitions for v in aborted)
-    assert set(aborted.values()) <= {1}
-    # markers with the old id: the dead instance's own (between-markers), then the fencing epoch's
-    dead_own = [(MAX_EPOCH - 1, ControlType.COMMIT)] if point == "between-markers" else []
-    expected = {
-        p: [(0, ControlType.COMMIT), *([(MAX_EPOCH, ending)] if p in open_partitions else dead_own)]
-        for p in range(PARTITIONS)
-    }
-    check_new_id(tmp_path, 0, expected)
+    assert values(tmp_path, IsolationLevel.READ_UNCOMMITTED) == Counter(range(180))  # no copy
+    # the old id's markers: batch 0's, then batch 1's (the dead instance's own, else the fencing
+    # epoch's of the instance that completed it), unless batch 1 was never decided
+    batch_1 = {p: [] if point == "after-stage-sync" else [(MAX_EPOCH, ControlType.COMMIT)]
+               for p in range(PARTITIONS)}  # fmt: skip
+    for p in written:
+        batch_1[p] = [(MAX_EPOCH - 1, ControlType.COMMIT)]
+    check_new_id(tmp_path, 0, {p: [(0, ControlType.COMMIT), *batch_1[p]] for p in batch_1})
 
 
 def test_a_crash_after_the_switch_converges(
     spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The rotating instance dies after saving the new id, between its markers for the old id's
-    transaction: the next instance (epoch 1 of the new id) ends the rest with the old id."""
-    open_partitions = crash_at_the_last_epoch(spark, tmp_path, "after-decide", monkeypatch)
-    real_end_txn = sink_module.end_txn
+    """The rotating instance dies after saving the new id, while it completes the old id's
+    decided batch: the next instance (epoch 1 of the new id) completes the rest with the old id."""
+    assert crash_at_the_last_epoch(spark, tmp_path, "after-decide", monkeypatch) == set()
+    real_replay = sink_module.replay
 
-    def end_one_then_die(logs: list[Log], *args: Any, **kwargs: Any) -> int:
-        real_end_txn(logs[:1], *args, **kwargs)
-        raise Died("between rotation markers")
+    def complete_one_then_die(wal: Wal, *args: Any, **kwargs: Any) -> int:
+        real_replay(dataclasses.replace(wal, partitions=wal.partitions[:1]), *args, **kwargs)
+        raise Died("while completing the old id's batch")
 
     with monkeypatch.context() as patch:
-        patch.setattr(sink_module, "end_txn", end_one_then_die)
+        patch.setattr(sink_module, "replay", complete_one_then_die)
         with pytest.raises(Died):
             new_sink(tmp_path)(rows(spark, 60, 120), 1)
     state = load_state(tmp_path, TOPIC)
@@ -219,7 +222,6 @@ def test_a_crash_after_the_switch_converges(
     assert verify_paths([tmp_path]) == []
     assert values(tmp_path, IsolationLevel.READ_UNCOMMITTED) == Counter(range(180))
     assert values(tmp_path, IsolationLevel.READ_COMMITTED) == Counter(range(180))
-    assert open_partitions == set(range(PARTITIONS))
     one_commit = [(0, ControlType.COMMIT), (MAX_EPOCH, ControlType.COMMIT)]
     check_new_id(tmp_path, 1, {p: one_commit for p in range(PARTITIONS)})
 
@@ -244,29 +246,29 @@ def drive(tmp: Path, crash: str | None = None) -> int:
 
 
 def test_sigkill_at_the_last_epoch_then_rotation(tmp_path: Path) -> None:
-    """A real SIGKILL after the first append of batch 1 at epoch MAX_EPOCH - 1; the restart
-    aborts that transaction with the old id, then writes with the new id."""
+    """A real SIGKILL after the first partition's append of batch 1 at epoch MAX_EPOCH - 1; the
+    restart completes the batch with the old id, then writes with the new id."""
     log_dir = tmp_path / "logs"
     log_dir.mkdir()
     (tmp_path / "local").mkdir()
     save_state(log_dir, SinkState(TOPIC, OLD_ID, MAX_EPOCH - 2))  # the next run: the last epoch
     rc = drive(tmp_path, crash="after-append:1")
     assert rc == -signal.SIGKILL, (tmp_path / "driver.err").read_text()[-3000:]
+    dead_own = (MAX_EPOCH - 1, ControlType.COMMIT)
     with LogDirectory(log_dir) as logs:
-        open_partitions = {log.partition for log in open_txn_logs(logs, [TOPIC], OLD_ID)}
-    assert len(open_partitions) == 1
+        assert not open_txn_logs(logs, [TOPIC], OLD_ID)
+        written = {log.partition for log in logs if markers(log, OLD_ID).count(dead_own) == 2}
+    assert len(written) == 1
     assert drive(tmp_path) == 0, (tmp_path / "driver.err").read_text()[-3000:]
     assert verify_paths([log_dir]) == []
     every_row = Counter(range(3 * DRIVER_ROWS))
     assert values(log_dir, IsolationLevel.READ_COMMITTED) == every_row
-    aborted = values(log_dir, IsolationLevel.READ_UNCOMMITTED) - every_row
-    assert aborted and all(DRIVER_ROWS <= v < 2 * DRIVER_ROWS for v in aborted)
-    batch_0 = [(MAX_EPOCH - 1, ControlType.COMMIT)]
+    assert values(log_dir, IsolationLevel.READ_UNCOMMITTED) == every_row
     check_new_id(
         log_dir,
         0,
         {
-            p: [*batch_0, (MAX_EPOCH, ControlType.ABORT)] if p in open_partitions else batch_0
+            p: [dead_own, dead_own if p in written else (MAX_EPOCH, ControlType.COMMIT)]
             for p in range(PARTITIONS)
         },
     )

@@ -1,20 +1,20 @@
-"""The sink's shared flush at 1,024 partitions: crashes and power cuts around the commit.
+"""The sink at 1,024 partitions: crashes and power cuts around its commit decision.
 
-One flush per micro-batch makes both the batch's data and the previous batch's COMMIT markers
-durable (kafkatier.sink.sink). Here many partitions (small segments, so some roll) are written,
-the sink dies at a chosen step, and then the log dir loses whatever no fsync covered
-(power_loss.py: SIGKILL alone loses nothing); the next instance recovers. Every row must end up
-committed exactly once, as kafka-python's reader sees the segment files.
+A micro-batch's staging files are its write-ahead log: fsynced before the decision, kept until
+the partitions the batch was written to are durable (one syncfs after the batch, or an fsync
+per file where syncfs is not trusted; kafkatier.sink.sink). Here many partitions (small
+segments, so some roll) are written, the sink dies at a chosen step, and then the log dir loses
+whatever no fsync covered (power_loss.py: SIGKILL alone loses nothing); the next instance
+recovers. Every row must end up committed exactly once, as kafka-python's reader sees the
+segment files, with no aborted copy.
 
 The driver subprocess (crash_driver.py) writes 1,024 partitions and is SIGKILLed between batch
-1's shared flush and its commit decision. The other steps are cut in-process, over 256
+1's staging flush and its commit decision. The other steps are cut in-process, over 256
 partitions (a crash hook that raises, as test_epoch_rotation.py does: no Spark start per step):
-after appending a batch, when the previous batch's markers are not flushed yet (the cut takes
-them, and the new data after them, from about half the partitions: recovery must commit the
-previous batch there and abort the new one everywhere), and after the markers (decided, markers
-lost). Both ways of flushing many partitions are cut: one syncfs of the filesystem (the 1,024
-partitions, and the in-process instances after the first) and an fsync per file (the first
-in-process instance, on a filesystem where syncfs is not trusted).
+after most partitions got the decided batch, after all of them did (nothing of it durable in
+the partitions: the write-ahead log completes it), and right after the decision. Both ways of
+making many partitions durable are cut: one syncfs of the filesystem and an fsync per file (the
+first in-process instance, on a filesystem where syncfs is not trusted).
 """
 
 from __future__ import annotations
@@ -129,21 +129,21 @@ def sigkill_and_cut(tmp: Path, crash: str, rng: random.Random) -> power_loss.Los
     return power_loss.lose_unsynced(logs, tmp / "fsyncs.jsonl", durable, rng)
 
 
-def test_sigkill_between_the_shared_flush_and_the_commit(spark: Any, tmp_path: Path) -> None:
+def test_sigkill_between_the_staging_flush_and_the_commit(spark: Any, tmp_path: Path) -> None:
     (tmp_path / "local").mkdir()
     logs = tmp_path / "logs"
-    lost = sigkill_and_cut(tmp_path, "after-flush:1", random.Random(1024))
+    lost = sigkill_and_cut(tmp_path, "after-stage-sync:1", random.Random(1024))
     after = state(logs)
-    assert after["last_committed_batch"] == 0 and after["unflushed_commit"]["batch_id"] == 0
-    assert after["inflight"]["batch_id"] == 1 and not after["inflight"]["commit_decided"]
-    assert lost["syncfs"] > 0, lost  # the flushes of 1,024 partitions sync the filesystem
-    assert set(lost) <= {"indexes_zeroed", "syncfs"}, lost  # the shared flush covered batch 0's
-    # markers, batch 1 and the snapshots of its rolls
+    assert after["last_committed_batch"] == 0 and after["wal"]["batch_id"] == 0
+    assert len(after["wal"]["partitions"]) == PARTITIONS
+    assert lost["syncfs"] > 0, lost  # batch 0's 1,024 partitions made durable by one syncfs
+    assert list(logs.glob("kafkatier-sink.events.wal.1-*")), "batch 1's staging files"
     sink = new_sink(logs)  # the next instance: recovery, then Spark's replay of batch 1
     for batch in (1, 2):
         sink(rows(spark, batch * ROWS, (batch + 1) * ROWS), batch)
     sink.close()
     check_exactly_once(logs, 3 * ROWS, PARTITIONS)
+    assert not list(logs.glob("kafkatier-sink.events.wal.*"))
 
 
 # ---------------------------------------------------------------------------------- in-process
@@ -181,29 +181,31 @@ def test_power_cuts_after_the_commit_decision(
     with monkeypatch.context() as patch:  # the first instance's log dir fsyncs each file
         patch.setattr(fsutil, "syncfs_trusted", lambda path: False)
         sink(rows(spark, 0, size), 0)
-    sink(rows(spark, size, size + 8), 1)  # a few partitions: its flush still covers batch 0's
-    start = size + 8  # markers everywhere (it flushes every partition written since its last)
+    sink(rows(spark, size, size + 8), 1)  # a few partitions, after batch 0's made durable
+    start = size + 8
     durable: dict[str, int] = {}  # the record holds every fsync since the log dir was created
-    steps = [(2, "after-append"), (3, "after-append"), (4, "after-markers")]
+    steps = [(2, "after-append"), (3, "after-appends"), (4, "after-decide")]
     total: power_loss.Loss = Counter()
     for batch, point in steps:
-        nth = partitions * 3 // 4 if point == "after-append" else 1  # most partitions appended
+        nth = partitions * 3 // 4 if point == "after-append" else 1  # most partitions written
         with monkeypatch.context() as patch:
             patch.setattr(sink_module, "crash_points", die_at(point, nth))
-            patch.setattr(sink, "_recover_after_failure", lambda state: None)  # dead
+            patch.setattr(sink, "_recover_after_failure", lambda: None)  # dead
             with pytest.raises(Died):
                 sink(rows(spark, start, start + size), batch)
-        assert state(logs)["inflight"]["commit_decided"] == (point == "after-markers")
+        decided = state(logs)
+        assert decided["last_committed_batch"] == decided["wal"]["batch_id"] == batch
         lost = power_loss.lose_unsynced(logs, record, durable, rng)
-        assert lost["files_cut"] > partitions // 4, lost  # the data, markers of the last batch
-        assert (lost["syncfs"] > 0) == (batch > 2), lost  # see the module docstring
+        if point != "after-decide":  # the batch reached the partitions, not their disk
+            assert lost["files_cut"] > partitions // 4, lost
         total += lost
         record_syncs(monkeypatch, record)
         durable = power_loss.durable_files(logs)
-        sink = new_sink(logs, partitions)  # the next instance: recovery
-        sink(rows(spark, start, start + size), batch)  # Spark's replay: again, or skipped
+        sink = new_sink(logs, partitions)  # the next instance: recovery completes the batch
+        sink(rows(spark, start, start + size), batch)  # Spark's replay: skipped
         assert state(logs)["last_committed_batch"] == batch
         start += size
     sink.close()
-    assert total["deferred_lost"] > 0, total  # snapshots of rolls in the cut batches
+    assert total["deferred_lost"] > 0 and total["syncfs"] > 0, total
     check_exactly_once(logs, start, partitions)
+    assert not list(logs.glob("kafkatier-sink.events.wal.*"))

@@ -15,6 +15,7 @@ from kafkatier.sink import KafkaLogSink
 from kafkatier.sink.bookkeeping import ProducerFencedError, derive_producer_id
 from kafkatier.sink.hooks import QUERY_ID_PROPERTY
 from kafkatier.sink.schema import SinkSchemaError
+from kafkatier.sink.stage import sink_staging_root
 from kafkatier.storage.arrow.log import read_arrow
 from kafkatier.storage.config.topic_files import TopicConfigStore
 from kafkatier.storage.log.directory import LogDirectory
@@ -257,7 +258,9 @@ def test_fetched_and_staged_batches_write_the_same_log(
     df = mixed_rows(spark, 700)
     fetching = KafkaLogSink(tmp_path / "fetched", topic="t", partitions=4, staging=False)
     fetching(df, 0)
-    assert not fetching.staging_root.exists()
+    assert wal_files(tmp_path / "fetched") == ["driver.kbatches"]  # kept until durable
+    fetching.close()
+    assert wal_files(tmp_path / "fetched") == []
     staged = KafkaLogSink(tmp_path / "staged", topic="t", partitions=4)
 
     def no_fetch(encoded: Any) -> Any:
@@ -270,19 +273,31 @@ def test_fetched_and_staged_batches_write_the_same_log(
     fetched, written = read_topic(tmp_path / "fetched", "t"), read_topic(tmp_path / "staged", "t")
     assert fetched.drop_columns(["timestamp"]) == written.drop_columns(["timestamp"])
     assert fetched.num_rows == 700
-    assert list(staged.staging_root.iterdir()) == []  # the batch's scratch files are gone
+    assert wal_files(tmp_path / "staged")  # the tasks' files, until the partitions are durable
+    staged.close()
+    assert wal_files(tmp_path / "staged") == []
+
+
+def wal_files(log_dir: Path) -> list[str]:
+    """The staging files in a log dir, without their batch prefix."""
+    return sorted(p.name.split(".", 4)[-1] for p in log_dir.glob("kafkatier-sink.*.wal.*"))
 
 
 def test_a_new_instance_removes_staging_leftovers(spark: Any, tmp_path: Path) -> None:
     sink = KafkaLogSink(tmp_path / "logs", topic="t", partitions=2, staging=tmp_path / "scratch")
-    leftover = sink.staging_root / "3-deadbeef" / "task-0-9.kbatches"  # a killed driver's
+    root = sink_staging_root(tmp_path / "scratch", sink.log_dir, "t")
+    assert root.parent == tmp_path / "scratch" / "kafkatier-staging"
+    leftover = root / "3-deadbeef" / "task-0-9.kbatches"  # a killed driver's
     leftover.parent.mkdir(parents=True)
     leftover.write_bytes(b"partial")
+    in_log_dir = sink.log_dir / "kafkatier-sink.t.wal.3-deadbeef.task-0-9.kbatches"
+    sink.log_dir.mkdir()
+    in_log_dir.write_bytes(b"partial")
     sink(spark.range(30).selectExpr("CAST(id AS STRING) AS value"), 0)
-    assert not leftover.exists() and sink.staging_root.parent == tmp_path / "scratch" / (
-        "kafkatier-staging"
-    )
+    assert not leftover.exists() and not in_log_dir.exists()
     assert read_topic(tmp_path / "logs", "t").num_rows == 30
+    sink.close()
+    assert list(root.iterdir()) == []
 
 
 @pytest.mark.parametrize("staging", [None, "stage"])
@@ -303,4 +318,4 @@ def test_relative_paths_resolve_against_the_drivers_working_directory(
     assert verify_paths([tmp_path / "logs"]) == []
     assert list(elsewhere.iterdir()) == []
     if staging is not None:
-        assert sink.staging_root.is_relative_to(tmp_path / "stage")
+        assert sink_staging_root(tmp_path / "stage", sink.log_dir, "t").is_dir()

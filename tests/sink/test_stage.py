@@ -16,8 +16,9 @@ from kafka.record.default_records import DefaultRecordBatch
 
 from kafkatier.sink.stage import (
     assign_sequences,
-    new_batch_dir,
+    batch_place,
     read_spans,
+    remove_leftovers,
     sink_staging_root,
     staging_wanted,
     task_file,
@@ -100,18 +101,41 @@ def test_a_truncated_piece_is_corruption(cut: int) -> None:
 
 def test_staging_files_round_trip_and_a_missing_dir_names_the_fix(tmp_path: Path) -> None:
     root = sink_staging_root(tmp_path, tmp_path / "logs", "events")
-    batch_dir = new_batch_dir(root, 4)
-    assert batch_dir.parent == root and batch_dir.name.startswith("4-")
-    assert new_batch_dir(root, 4) != batch_dir  # a replay never meets the old files
-    path = task_file(str(batch_dir), 1, 99)
+    place = batch_place(tmp_path / "logs", "events", tmp_path, 4)
+    batch_dir = Path(place.directory)
+    assert batch_dir.parent == root and batch_dir.name.startswith("4-") and place.prefix == ""
+    assert batch_place(tmp_path / "logs", "events", tmp_path, 4) != place  # a replay never
+    path = task_file(place.directory, place.prefix, 1, 99)  # meets the old files
     path.write_bytes(b"0123456789")
     assert read_spans([(str(path), 2, 5), (str(path), 0, 2)]) == bytearray(b"2345601")
     with pytest.raises(CorruptRecordError, match="ended after 3 of 5"):
         read_spans([(str(path), 0, 1), (str(path), 7, 5)])
     with pytest.raises(FileNotFoundError, match="not visible on this executor; fix: pass"):
-        task_file(str(tmp_path / "elsewhere"), 0, 0)
+        task_file(str(tmp_path / "elsewhere"), "", 0, 0)
     other = sink_staging_root(tmp_path, tmp_path / "other-logs", "events")
     assert other != root  # two log dirs with the same sink id do not share scratch space
+    place.remove()
+    assert not batch_dir.exists()
+
+
+def test_staging_files_in_the_log_dir_are_files_a_broker_ignores(tmp_path: Path) -> None:
+    """By default a batch's staging files are regular files at the log dir's root, named for
+    the sink; leftovers of the sink not kept by a pending write-ahead record are removed."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    place = batch_place(logs, "events", None, 7)
+    assert place.directory == str(logs) and place.prefix.startswith("kafkatier-sink.events.wal.7-")
+    files = [task_file(place.directory, place.prefix, t, 0) for t in range(3)]
+    for path in files:
+        path.write_bytes(b"x")
+    other_sink = task_file(str(logs), batch_place(logs, "other", None, 7).prefix, 0, 0)
+    other_sink.write_bytes(b"y")
+    assert place.durable_dirs() == [str(logs)]
+    remove_leftovers(logs, "events", None, keep={str(files[0])})
+    assert [p.exists() for p in files] == [True, False, False] and other_sink.exists()
+    place.remove()
+    assert not files[0].exists() and other_sink.exists()
+    assert [p for p in logs.iterdir() if p.is_dir()] == []
 
 
 def test_staging_default_follows_the_master() -> None:

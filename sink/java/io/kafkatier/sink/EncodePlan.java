@@ -17,7 +17,8 @@ import java.util.Map;
  *  "topics": {"events": [partitions, max_batch_bytes, batch_limit], ...},
  *  "new_topic": [partitions, max_batch_bytes, batch_limit] | null, "codec": 0-4,
  *  "level": int | null, "producer_id": long, "producer_epoch": short, "write_time_ms": long,
- *  "staging_dir": "/tmp/..." | null, "open_budget": bytes, "chunk_bytes": bytes,
+ *  "staging_dir": "/logs" | null, "staging_prefix": "name prefix", "open_budget": bytes,
+ *  "chunk_bytes": bytes,
  *  "pieces_schema": "task int, topic string, ..."}
  * </pre>
  *
@@ -38,6 +39,7 @@ final class EncodePlan implements Serializable {
   final short producerEpoch;
   final long writeTimeMs;
   final String stagingDir;
+  final String stagingPrefix; // the staging files' name prefix in stagingDir
   final long openBudget; // bytes of open batches a task may hold before closing the largest
   final int chunkBytes;
   final String piecesSchema;
@@ -55,6 +57,8 @@ final class EncodePlan implements Serializable {
     producerEpoch = (short) root.get("producer_epoch").asInt();
     writeTimeMs = root.get("write_time_ms").asLong();
     stagingDir = text(root.get("staging_dir"));
+    JsonNode prefix = root.get("staging_prefix");
+    stagingPrefix = prefix == null || prefix.isNull() ? "" : prefix.asText();
     openBudget = root.get("open_budget").asLong();
     chunkBytes = root.get("chunk_bytes").asInt();
     piecesSchema = root.get("pieces_schema").asText();

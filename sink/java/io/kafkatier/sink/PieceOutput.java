@@ -32,7 +32,7 @@ final class PieceOutput implements AutoCloseable {
   private long start;
   private long length;
 
-  PieceOutput(int task, String stagingDir, long attempt, int chunkBytes) {
+  PieceOutput(int task, String stagingDir, String prefix, long attempt, int chunkBytes) {
     this.task = task;
     this.chunkBytes = chunkBytes;
     if (stagingDir == null) {
@@ -47,7 +47,7 @@ final class PieceOutput implements AutoCloseable {
           + "and the driver share>') or staging=False (encoded bytes then travel through the "
           + "driver JVM)");
     }
-    File f = new File(dir, "task-" + task + "-" + attempt + ".kbatches");
+    File f = new File(dir, prefix + "task-" + task + "-" + attempt + ".kbatches");
     path = f.getPath();
     try {
       file = new FileOutputStream(f);
