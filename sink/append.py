@@ -107,12 +107,16 @@ def check_space(log_dir: Path, checked: list[Checked]) -> None:
 def to_wal(batch_id: int, producer_id: int, epoch: int, checked: list[Checked]) -> Wal:
     """The write-ahead record of a checked batch (see :mod:`kafkatier.sink.wal`)."""
     files: dict[str, int] = {}
-    parts = []
+    topics: dict[str, int] = {}
+    parts: list[int] = []
+    spans: list[int] = []
     for c in checked:
-        spans = [(files.setdefault(path, len(files)), pos, n) for path, pos, n in c.group.spans]
-        parts.append(WalPartition(c.group.topic, c.group.partition, c.first_sequence,
-                                  c.group.records, spans))  # fmt: skip
-    return Wal(batch_id, producer_id, epoch, list(files), parts)
+        group = c.group
+        parts += (topics.setdefault(group.topic, len(topics)), group.partition,
+                  c.first_sequence, group.records, len(group.spans))  # fmt: skip
+        for path, position, length in group.spans:
+            spans += (files.setdefault(path, len(files)), position, length)
+    return Wal(batch_id, producer_id, epoch, list(files), list(topics), parts, spans)
 
 
 def write_all(

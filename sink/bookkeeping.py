@@ -7,7 +7,7 @@ loads the log dir; written with ``fsutil.atomic_write``: tmp file, fsync, rename
      "producer_generation": 0, "previous_producer_id": null,
      "query_id": "<Spark query id>", "last_committed_batch": 17,
      "wal": {"batch_id": 17, "producer_id": 123, "producer_epoch": 4, "files": [...],
-             "partitions": [["events", 3, 1200, 40, [[0, 0, 4096]]], ...]},
+             "topics": ["events"], "parts": [0, 3, 1200, 40, 1, ...], "spans": [0, 0, 4096, ...]},
      "inflight": null, "unflushed_commit": null}
 
 (one top-level key per line). ``wal`` is the last decided batch (:class:`kafkatier.sink.wal.Wal`):

@@ -15,6 +15,7 @@ task wrote them in its staging file (``path``, ``position``, ``length``).
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import IO, Any, Final
@@ -179,6 +180,9 @@ class Encode:
         try:
             self.task = task
             yield from self._encode_all(batches, task)
+            if self.out is not None:  # the sink's write-ahead log: synced while others encode
+                self.out.flush()
+                os.fsync(self.out.fileno())
         finally:
             if self.out is not None:
                 self.out.close()

@@ -12,10 +12,13 @@ The record (JSON, one per decided batch, replaced by the next)::
 
     {"batch_id": 18, "producer_id": 123, "producer_epoch": 4,
      "files": ["<log dir>/kafkatier-sink.events.wal.18-....task-0-0.kbatches", ...],
-     "partitions": [["events", 3, 1200, 40, [[0, 0, 4096], [1, 512, 2048]]], ...]}
+     "topics": ["events"], "parts": [0, 3, 1200, 40, 2, ...],
+     "spans": [0, 0, 4096, 1, 512, 2048, ...]}
 
-per partition: topic, partition, the producer's first sequence in it, the records, and the
-spans (file index, position, length) of its batches in task order. The files stay until the
+``parts``, five integers a partition: its topic (index into ``topics``), partition, the
+producer's first sequence in it, the records, and how many spans; ``spans``, three a span: file
+(index into ``files``), position, length; each partition's spans in task order, one partition's
+after the other's. The files stay until the
 partitions are durable (a syncfs after the batch; :mod:`kafkatier.sink.sink`); while any of
 them exists, the next start completes every partition of the record whose producer state shows
 it incomplete (:func:`kafkatier.sink.append.replay`).
@@ -25,9 +28,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from kafkatier.storage.fsutil import fsync_dir
 
@@ -45,44 +48,67 @@ class WalPartition:
     records: int
     spans: list[Span]
 
-    def to_list(self) -> list[Any]:
-        return [self.topic, self.partition, self.first_sequence, self.records,
-                [list(span) for span in self.spans]]  # fmt: skip
 
-    @classmethod
-    def from_list(cls, body: list[Any]) -> WalPartition:
-        topic, partition, first, records, spans = body
-        return cls(str(topic), int(partition), int(first), int(records),
-                   [(int(f), int(p), int(n)) for f, p, n in spans])  # fmt: skip
+PART_FIELDS: Final = 5  # topic index, partition, first sequence, records, spans
+SPAN_FIELDS: Final = 3  # file index, position, length
 
 
 @dataclass(frozen=True)
 class Wal:
-    """A decided micro-batch: its producer, staging files and partitions (module docstring)."""
+    """A decided micro-batch: its producer, staging files and partitions (module docstring).
+
+    Kept as flat integer columns, as written: ``parts`` holds :data:`PART_FIELDS` integers a
+    partition, ``spans`` :data:`SPAN_FIELDS` a span, the partitions' spans one after the other
+    (a thousand partitions cost the bookkeeping file's JSON a few flat lists, not thousands of
+    small ones)."""
 
     batch_id: int
     producer_id: int
     producer_epoch: int
     files: list[str]
-    partitions: list[WalPartition]
+    topics: list[str]
+    parts: list[int]
+    spans: list[int]
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "batch_id": self.batch_id,
             "producer_id": self.producer_id,
             "producer_epoch": self.producer_epoch,
-            "files": list(self.files),
-            "partitions": [p.to_list() for p in self.partitions],
+            "files": self.files,
+            "topics": self.topics,
+            "parts": self.parts,
+            "spans": self.spans,
         }
 
     @classmethod
     def from_dict(cls, body: dict[str, Any]) -> Wal:
-        files = [str(f) for f in body["files"]]
-        partitions = [WalPartition.from_list(p) for p in body["partitions"]]
-        if any(not 0 <= span[0] < len(files) for p in partitions for span in p.spans):
-            raise ValueError("a write-ahead span names no file")
-        return cls(int(body["batch_id"]), int(body["producer_id"]),
-                   int(body["producer_epoch"]), files, partitions)  # fmt: skip
+        wal = cls(int(body["batch_id"]), int(body["producer_id"]), int(body["producer_epoch"]),
+                  [str(f) for f in body["files"]], [str(t) for t in body["topics"]],
+                  list(body["parts"]), list(body["spans"]))  # fmt: skip
+        spans = sum(wal.parts[PART_FIELDS - 1 :: PART_FIELDS])
+        if len(wal.parts) % PART_FIELDS or spans * SPAN_FIELDS != len(wal.spans):
+            raise ValueError("write-ahead record: partitions and spans do not match")
+        if not all(isinstance(v, int) for v in (*wal.parts, *wal.spans)):
+            raise ValueError("write-ahead record: a partition or span field is not an integer")
+        files, topics = len(wal.files), len(wal.topics)
+        if any(not 0 <= f < files for f in wal.spans[::SPAN_FIELDS]) or any(
+            not 0 <= t < topics for t in wal.parts[::PART_FIELDS]
+        ):
+            raise ValueError("write-ahead record: a span names no file or a partition no topic")
+        return wal
+
+    @property
+    def partitions(self) -> list[WalPartition]:
+        found = []
+        at = 0
+        for i in range(0, len(self.parts), PART_FIELDS):
+            topic, partition, first, records, count = self.parts[i : i + PART_FIELDS]
+            flat = self.spans[at : at + count * SPAN_FIELDS]
+            at += count * SPAN_FIELDS
+            spans = [(flat[j], flat[j + 1], flat[j + 2]) for j in range(0, len(flat), 3)]
+            found.append(WalPartition(self.topics[topic], partition, first, records, spans))
+        return found
 
     def pending(self) -> bool:
         """Whether its partitions may not be durable yet: its files are removed only after."""
@@ -90,6 +116,12 @@ class Wal:
 
     def spans_of(self, part: WalPartition) -> list[tuple[str, int, int]]:
         return [(self.files[f], position, length) for f, position, length in part.spans]
+
+    def only(self, count: int) -> Wal:
+        """The record of the first ``count`` partitions alone (crash tests cut a recovery)."""
+        spans = sum(self.parts[PART_FIELDS - 1 : count * PART_FIELDS : PART_FIELDS])
+        return replace(self, parts=self.parts[: count * PART_FIELDS],
+                       spans=self.spans[: spans * SPAN_FIELDS])  # fmt: skip
 
 
 def sync_files(paths: list[str], directories: list[str]) -> None:

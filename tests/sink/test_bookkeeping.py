@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kafkatier.sink.append import Checked, to_wal
 from kafkatier.sink.bookkeeping import (
     MAX_EPOCH,
     VERSION,
@@ -27,6 +28,8 @@ from kafkatier.sink.bookkeeping import (
     save_state,
     state_path,
 )
+from kafkatier.sink.plan import PartitionSpans
+from kafkatier.sink.wal import Wal
 from kafkatier.storage.errors import CheckpointError, InvalidProducerEpochError
 from kafkatier.storage.log.directory import LogDirectory
 from kafkatier.storage.verify.paths import verify_paths
@@ -47,7 +50,35 @@ states = st.builds(
     ),
     producer_generation=st.integers(0, 1 << 20),
     previous_producer_id=st.none() | st.integers(0, (1 << 62) - 1),
+    wal=st.none()
+    | st.lists(
+        st.tuples(
+            st.sampled_from(["a", "b"]),
+            st.integers(0, 4096),
+            st.integers(0, 1 << 31),
+            st.lists(
+                st.tuples(st.integers(0, 2), st.integers(0, 1 << 40), st.integers(1, 1 << 30)),
+                min_size=1,
+                max_size=3,
+            ),
+        ),
+        max_size=20,
+    ).map(lambda parts: write_ahead(7, parts)),
 )
+
+
+def write_ahead(
+    batch_id: int, parts: list[tuple[str, int, int, list[tuple[int, int, int]]]]
+) -> Wal:
+    """A write-ahead record of ``parts``: (topic, partition, first sequence, spans into three
+    files), each span one record."""
+    checked = [
+        Checked(PartitionSpans(topic, p, len(spans),
+                               [(f"/logs/wal.task-{f}", pos, n) for f, pos, n in spans]),
+                first, None)
+        for topic, p, first, spans in parts
+    ]  # fmt: skip
+    return to_wal(batch_id, 5, 2, checked)
 
 
 @settings(max_examples=50, deadline=None)
@@ -65,6 +96,31 @@ def test_save_and_load(tmp_path: Path) -> None:
     save_state(tmp_path, fresh)
     assert load_state(tmp_path, "events") == fresh
     assert not state_path(tmp_path, "events").with_suffix(".json.tmp").exists()
+
+
+def test_the_write_ahead_record_keeps_every_partitions_spans(tmp_path: Path) -> None:
+    parts = [("events", 3, 100, [(0, 0, 40), (1, 8, 50)]), ("audit", 0, 0, [(2, 4096, 10)])]
+    wal = write_ahead(9, parts)
+    assert wal.files == [f"/logs/wal.task-{f}" for f in range(3)] and wal.topics == [
+        "events",
+        "audit",
+    ]
+    assert [(w.topic, w.partition, w.first_sequence, w.records) for w in wal.partitions] == [
+        ("events", 3, 100, 2), ("audit", 0, 0, 1)]  # fmt: skip
+    assert wal.spans_of(wal.partitions[0]) == [
+        ("/logs/wal.task-0", 0, 40),
+        ("/logs/wal.task-1", 8, 50),
+    ]
+    assert wal.only(1).partitions == wal.partitions[:1]
+    assert not wal.pending()  # none of its files exists
+    save_state(tmp_path, SinkState("events", 5, 2, last_committed_batch=9, wal=wal))
+    assert load_state(tmp_path, "events").wal == wal
+    body = json.loads(state_path(tmp_path, "events").read_text())
+    body["wal"]["spans"] = body["wal"]["spans"][:-1]
+    state_path(tmp_path, "events").write_text(json.dumps(body))
+    with pytest.raises(CheckpointError, match="partitions and spans do not match") as info:
+        load_state(tmp_path, "events")
+    assert info.value.context["file"] == str(state_path(tmp_path, "events"))
 
 
 def test_a_damaged_file_is_an_error_naming_it(tmp_path: Path) -> None:

@@ -10,7 +10,6 @@ with the new one.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 import signal
 import subprocess
@@ -205,7 +204,7 @@ def test_a_crash_after_the_switch_converges(
     real_replay = sink_module.replay
 
     def complete_one_then_die(wal: Wal, *args: Any, **kwargs: Any) -> int:
-        real_replay(dataclasses.replace(wal, partitions=wal.partitions[:1]), *args, **kwargs)
+        real_replay(wal.only(1), *args, **kwargs)
         raise Died("while completing the old id's batch")
 
     with monkeypatch.context() as patch:

@@ -135,7 +135,7 @@ def test_sigkill_between_the_staging_flush_and_the_commit(spark: Any, tmp_path: 
     lost = sigkill_and_cut(tmp_path, "after-stage-sync:1", random.Random(1024))
     after = state(logs)
     assert after["last_committed_batch"] == 0 and after["wal"]["batch_id"] == 0
-    assert len(after["wal"]["partitions"]) == PARTITIONS
+    assert len(after["wal"]["parts"]) == 5 * PARTITIONS
     assert lost["syncfs"] > 0, lost  # batch 0's 1,024 partitions made durable by one syncfs
     assert list(logs.glob("kafkatier-sink.events.wal.1-*")), "batch 1's staging files"
     sink = new_sink(logs)  # the next instance: recovery, then Spark's replay of batch 1

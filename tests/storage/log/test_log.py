@@ -30,6 +30,7 @@ from kafkatier.storage.errors import (
 from kafkatier.storage.log.loader import open_log
 from kafkatier.storage.log.log import Log
 from kafkatier.storage.log.reader import iter_records
+from kafkatier.storage.log.validator import parse_incoming
 from kafkatier.storage.producer.entry import AppendOrigin
 from kafkatier.storage.producer.snapshot import read_snapshot
 from kafkatier.storage.record.builder import build_batch, build_control_batch
@@ -407,6 +408,42 @@ def test_lso_stays_at_the_first_offset_of_an_open_transaction(tmp_path: Path) ->
     assert log.last_stable_offset == log.log_end_offset == 10
     assert _txn_entries(log) == []  # commits are not indexed
     check_partition(log)
+
+
+@pytest.mark.parametrize(
+    ("segment_bytes", "marker_epoch"), [(1 << 20, 0), (1 << 20, 3), (500, 0)]
+)
+def test_append_committed_is_an_append_then_a_commit_marker(
+    tmp_path: Path, segment_bytes: int, marker_epoch: int
+) -> None:
+    """``append_committed`` (the sink's one write per partition) leaves the same files, offsets
+    and producer state as ``append_batches`` and ``write_txn_marker`` one after the other,
+    whether or not a roll falls between the batches (500-byte segments), and with a marker at a
+    newer epoch than its batches (a recovering sink's)."""
+    logs = [new_log(tmp_path / side, **{"segment.bytes": segment_bytes}) for side in "ab"]
+    for log in logs:
+        log.append(batch(2, A, 0, 0, txn=True, size=100))
+        log.write_txn_marker(A, 0, commit=True, timestamp=NOW)
+        log.append(batch(1, B, 0, 0, txn=True))  # another producer's open transaction
+    data = b"".join(batch(n, A, 0, seq, txn=True, size=100) for n, seq in ((3, 2), (2, 5)))
+    two = logs[0].append(data)
+    marker = logs[0].write_txn_marker(A, marker_epoch, commit=True, timestamp=NOW + 5)
+    one = logs[1].append_committed(
+        parse_incoming(bytearray(data), AppendOrigin.CLIENT), A, marker_epoch, timestamp=NOW + 5
+    )
+    assert (one.first_offset, one.last_offset) == (two.first_offset, marker.last_offset)
+    entries = [log.producer_state.last_entry(A) for log in logs]
+    assert entries[0] is not None and entries[1] is not None
+    assert entries[0].to_snapshot_entry() == entries[1].to_snapshot_entry()
+    assert entries[1].current_txn_first_offset is None
+    assert [log.last_stable_offset for log in logs] == [3, 3]  # B's transaction is still open
+    assert segment_sizes(logs[0]) == segment_sizes(logs[1])
+    for log in logs:
+        log.close()
+    assert files(tmp_path / "a" / "t-0") == files(tmp_path / "b" / "t-0")
+    stored = read_partition(tmp_path / "b" / "t-0")  # kafka-python's reader
+    assert stored[-1].control and stored[-1].marker is not None
+    assert stored[-1].marker[0] == ControlType.COMMIT and stored[-1].epoch == marker_epoch
 
 
 def test_abort_is_indexed_with_pid_first_marker_and_lso(tmp_path: Path) -> None:

@@ -96,9 +96,20 @@ final class PieceOutput implements AutoCloseable {
     length = 0;
   }
 
-  /** The rows for every piece, once all batches are in. */
+  /**
+   * The rows for every piece, once all batches are in; a staging file is fsynced first (it is
+   * the sink's write-ahead log: each task syncs its own while the others still encode, so the
+   * driver's sync of the files before its commit decision finds them clean).
+   */
   List<Row> finish() {
     emit();
+    if (file != null) {
+      try {
+        file.getFD().sync();
+      } catch (IOException e) {
+        throw new UncheckedIOException("syncing " + path, e);
+      }
+    }
     close();
     return rows;
   }

@@ -53,7 +53,8 @@ final class TaskEncoder implements Function2<Integer, Iterator<InternalRow>, Ite
   public Iterator<Row> call(Integer task, Iterator<InternalRow> rows) {
     TaskContext ctx = TaskContext.get();
     long attempt = ctx == null ? 0 : ctx.taskAttemptId();
-    try (PieceOutput out = new PieceOutput(task, plan.stagingDir, plan.stagingPrefix, attempt, plan.chunkBytes)) {
+    try (PieceOutput out =
+        new PieceOutput(task, plan.stagingDir, plan.stagingPrefix, attempt, plan.chunkBytes)) {
       Run run = new Run(task, out);
       Record r = new Record();
       long index = 0;
