@@ -294,14 +294,7 @@ class Log:
         """Append a COMMIT or ABORT marker, as the transaction coordinator would (§3): what
         ``append(marker, origin=COORDINATOR)`` does, without parsing back the marker."""
         control = wire.ControlType.COMMIT if commit else wire.ControlType.ABORT
-        marker = marker_bytes(
-            control,
-            producer_id,
-            producer_epoch,
-            coordinator_epoch,
-            self.clock() if timestamp is None else timestamp,
-            self.leader_epoch,
-        )
+        marker = self._marker(control, producer_id, producer_epoch, coordinator_epoch, timestamp)
         found = validate_marker(marker, control, coordinator_epoch, self._append_target())
         return self._append_validated(found, AppendOrigin.COORDINATOR)
 
@@ -319,16 +312,20 @@ class Log:
         append and :meth:`write_txn_marker` one after the other, for a writer that already
         decided the commit (the sink, whose decision is durable in its write-ahead log before
         anything reaches the log). ``producer_epoch`` is the marker's (at least the batches')."""
-        marker = marker_bytes(
-            wire.ControlType.COMMIT,
-            producer_id,
-            producer_epoch,
-            coordinator_epoch,
-            self.clock() if timestamp is None else timestamp,
-            self.leader_epoch,
-        )
+        commit = wire.ControlType.COMMIT
+        marker = self._marker(commit, producer_id, producer_epoch, coordinator_epoch, timestamp)
         found = validate_committed(incoming, marker, coordinator_epoch, self._append_target())
         return self._append_validated(found, AppendOrigin.CLIENT)
+
+    def _marker(
+        self, control: wire.ControlType, producer_id: int, producer_epoch: int,
+        coordinator_epoch: int, timestamp: int | None,
+    ) -> bytes:  # fmt: skip
+        """A marker batch for this log's leader epoch (now, unless ``timestamp`` is given)."""
+        now = self.clock() if timestamp is None else timestamp
+        return marker_bytes(
+            control, producer_id, producer_epoch, coordinator_epoch, now, self.leader_epoch
+        )
 
     def release_removed_segments(self) -> int:
         """Close the oldest segments whose ``.log`` another process removed; returns how many.

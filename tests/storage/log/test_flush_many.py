@@ -73,6 +73,13 @@ def durable_state(logs: LogDirectory) -> list[tuple[int, int, bool]]:
     return [(log.recovery_point, len(log.segments), log.has_unflushed_data) for log in logs]
 
 
+def log_dir_trusting(path: Path, trusted: bool, monkeypatch: pytest.MonkeyPatch) -> LogDirectory:
+    """A log dir (small segments) that trusts syncfs or not, as a filesystem would make it."""
+    with monkeypatch.context() as patch:
+        patch.setattr(fsutil, "syncfs_trusted", lambda path: trusted)
+        return LogDirectory(path, config_for=small)
+
+
 needs_syncfs = pytest.mark.skipif(
     not fsutil.syncfs_trusted(Path(__file__).parent), reason="syncfs is not trusted here"
 )
@@ -84,9 +91,7 @@ def test_one_syncfs_replaces_the_fsyncs_of_many_partitions(
 ) -> None:
     states = []
     for trusted in (True, False):
-        with monkeypatch.context() as patch:
-            patch.setattr(fsutil, "syncfs_trusted", lambda path, trusted=trusted: trusted)
-            logs = LogDirectory(tmp_path / str(trusted), config_for=small)
+        logs = log_dir_trusting(tmp_path / str(trusted), trusted, monkeypatch)
         syncs = Syncs(monkeypatch, fsutil.syncfs)
         for _ in range(3):
             write(logs, SYNCFS_MIN_LOGS, roll_every=4)
@@ -148,9 +153,7 @@ def test_a_clean_close_of_many_partitions_is_one_syncfs(
 ) -> None:
     states = []
     for trusted in (True, False):
-        with monkeypatch.context() as patch:
-            patch.setattr(fsutil, "syncfs_trusted", lambda path, trusted=trusted: trusted)
-            logs = LogDirectory(tmp_path / str(trusted), config_for=small)
+        logs = log_dir_trusting(tmp_path / str(trusted), trusted, monkeypatch)
         write(logs, SYNCFS_MIN_LOGS, roll_every=4)
         syncs = Syncs(monkeypatch, fsutil.syncfs)
         logs.close()
