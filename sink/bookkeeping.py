@@ -186,6 +186,40 @@ def save_state(log_dir: Path, state: SinkState) -> None:
     atomic_write(state_path(log_dir, state.sink_id), state.to_json())
 
 
+class StateFile:
+    """One sink instance's view of its bookkeeping file: the state it saved last, for as long
+    as the file is the one it wrote (a newer instance's save replaces the file, so its inode
+    changes), so a batch does not parse a thousand partitions' write-ahead record again only to
+    check that it is not fenced. The caller never changes a state in place after saving it."""
+
+    def __init__(self, log_dir: Path, sink_id: str) -> None:
+        self.log_dir, self.sink_id = log_dir, sink_id
+        self._state: SinkState | None = None
+        self._stamp: tuple[int, int, int] | None = None
+
+    def load(self) -> SinkState:
+        stamp = self._file_stamp()
+        if self._state is None or stamp is None or stamp != self._stamp:
+            self._state, self._stamp = load_state(self.log_dir, self.sink_id), stamp
+        return self._state
+
+    def save(self, state: SinkState) -> None:
+        self.forget()  # unknown until the save is done
+        save_state(self.log_dir, state)
+        self._state, self._stamp = state, self._file_stamp()
+
+    def forget(self) -> None:
+        self._state = self._stamp = None
+
+    def _file_stamp(self) -> tuple[int, int, int] | None:
+        """(inode, mtime, size) of the file, None if it does not exist."""
+        try:
+            st = os.stat(state_path(self.log_dir, self.sink_id))
+        except FileNotFoundError:
+            return None
+        return st.st_ino, st.st_mtime_ns, st.st_size
+
+
 def bump_epoch(state: SinkState) -> None:
     """A new sink instance: the next epoch, which fences every older instance; once the epochs
     are exhausted, the next generation's producer id at epoch 0 instead."""

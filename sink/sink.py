@@ -63,7 +63,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
-import os
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -74,11 +73,9 @@ from kafkatier.sink.append import check_all, check_space, replay, to_wal, write_
 from kafkatier.sink.bookkeeping import (
     ProducerFencedError,
     SinkState,
+    StateFile,
     bump_epoch,
     exclusive_lock,
-    load_state,
-    save_state,
-    state_path,
 )
 from kafkatier.sink.hooks import crash_points, no_crash
 from kafkatier.sink.jvm import EncoderChoice
@@ -156,8 +153,7 @@ class KafkaLogSink:
         self._watched: set[str] = set()  # queries whose end closes the logs (sink/stop.py)
         self._turns = threading.Lock()  # a batch and a close from the listener's thread
         self._recovered = False  # whether this instance's logs need no recovery
-        self._saved: SinkState | None = None  # the bookkeeping this instance last saved
-        self._saved_stamp: tuple[int, int, int] | None = None  # and its file's identity
+        self._state = StateFile(self.log_dir, chosen)  # the bookkeeping file, as last saved
         self._unsynced: tuple[Callable[[], None], StagingPlace] | None = None
         """The last batch's partitions not known durable yet: the flush that finishes making
         them so (``LogDirectory.flush_data_later``), and its staging files, removed after."""
@@ -208,10 +204,10 @@ class KafkaLogSink:
 
         Fencing compares the producer id as well as the epoch: when the epochs are exhausted a
         new instance moves to a new producer id, whose epoch starts again at 0."""
-        state = self._load_state()
+        state = self._state.load()
         if self._epoch is None:
             bump_epoch(state)  # or a new producer id (bookkeeping.rotate_producer_id)
-            self._save_state(state)
+            self._state.save(state)
             self._epoch = state.producer_epoch
             self._producer_id = state.producer_id
             if self.config and self.topic is not None:
@@ -271,7 +267,7 @@ class KafkaLogSink:
                 state.last_committed_batch = max(state.last_committed_batch, inflight.batch_id)
             state.inflight = state.unflushed_commit = None
             state.previous_producer_id = None
-            self._save_state(state)
+            self._state.save(state)
 
     def _end_txns(self, logs: list[Log], producer_id: int, epoch: int, *, commit: bool) -> int:
         if logs:
@@ -296,21 +292,6 @@ class KafkaLogSink:
                 logs.close()
                 self._logs = None
 
-    def _load_state(self) -> SinkState:
-        """The bookkeeping file's state: the one this instance saved last while the file is
-        still the one it wrote (a newer instance's save replaces the file: its inode changes),
-        so a batch does not parse a thousand partitions' write-ahead record again to check that
-        it is not fenced. The saved object is never changed in place after its save."""
-        stamp = _file_stamp(state_path(self.log_dir, self.sink_id))
-        if stamp is None or stamp != self._saved_stamp or self._saved is None:
-            self._saved, self._saved_stamp = load_state(self.log_dir, self.sink_id), stamp
-        return self._saved
-
-    def _save_state(self, state: SinkState) -> None:
-        self._saved = self._saved_stamp = None  # unknown until the save is done
-        save_state(self.log_dir, state)
-        self._saved, self._saved_stamp = state, _file_stamp(state_path(self.log_dir, self.sink_id))
-
     def _settle(self) -> None:
         """Finish making the last batch's partitions durable, then remove its staging files."""
         unsynced, self._unsynced = self._unsynced, None
@@ -332,7 +313,7 @@ class KafkaLogSink:
         self._unsynced = None  # its staging files stay: recovery may need them
         self._drop_logs()
         self._recovered = False
-        self._saved = self._saved_stamp = None  # read the file again
+        self._state.forget()  # read the file again
         try:
             self._begin()
         except Exception:  # the next batch or restart recovers from disk
@@ -386,7 +367,7 @@ class KafkaLogSink:
                 sync_files(wal.files, place.durable_dirs())
                 crash("after-stage-sync")
                 self._settle()  # the previous batch durable before this one writes
-                self._save_state(dataclasses.replace(  # the commit point
+                self._state.save(dataclasses.replace(  # the commit point
                     state, wal=wal, last_committed_batch=batch_id,
                     query_id=query_id or state.query_id,
                 ))  # fmt: skip
@@ -412,11 +393,3 @@ class KafkaLogSink:
         assert found is not None
         return found
 
-
-def _file_stamp(path: Path) -> tuple[int, int, int] | None:
-    """(inode, mtime, size) of ``path``, None if it does not exist."""
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return None
-    return st.st_ino, st.st_mtime_ns, st.st_size
