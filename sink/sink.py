@@ -69,7 +69,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kafkatier.sink import hooks
-from kafkatier.sink.append import check_all, check_space, replay, to_wal, write_all
+from kafkatier.sink.append import (
+    check_all,
+    check_space,
+    gc_paused,
+    replay,
+    to_wal,
+    write_all,
+)
 from kafkatier.sink.bookkeeping import (
     ProducerFencedError,
     SinkState,
@@ -360,7 +367,7 @@ class KafkaLogSink:
         try:
             groups = encoded_spans(normalize(df, cols), encode_plan, place,
                                    self.encoder.for_frame(df))  # fmt: skip
-            with StagingFiles() as files:
+            with StagingFiles() as files, gc_paused():
                 checked = check_all(groups, sequences, files)
                 check_space(self.log_dir, checked)
                 wal = to_wal(batch_id, state.producer_id, self._epoch_now(), checked)
