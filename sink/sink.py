@@ -90,7 +90,6 @@ from kafkatier.sink.plan import SinkSettings, build_plan, encoded_spans
 from kafkatier.sink.schema import InputColumns, SinkSchemaError, check_schema, normalize
 from kafkatier.sink.stage import (
     StagingFiles,
-    StagingPlace,
     batch_place,
     remove_leftovers,
     spark_master,
@@ -161,9 +160,9 @@ class KafkaLogSink:
         self._turns = threading.Lock()  # a batch and a close from the listener's thread
         self._recovered = False  # whether this instance's logs need no recovery
         self._state = StateFile(self.log_dir, chosen)  # the bookkeeping file, as last saved
-        self._unsynced: tuple[Callable[[], None], StagingPlace] | None = None
+        self._unsynced: Callable[[], None] | None = None
         """The last batch's partitions not known durable yet: the flush that finishes making
-        them so (``LogDirectory.flush_data_later``), and its staging files, removed after."""
+        them so and then removes its staging files (``LogDirectory.flush_data_later``)."""
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         self.log_dir.mkdir(parents=True, exist_ok=True)
@@ -301,27 +300,26 @@ class KafkaLogSink:
 
     def _settle(self) -> None:
         """Finish making the last batch's partitions durable, then remove its staging files."""
-        unsynced, self._unsynced = self._unsynced, None
-        if unsynced is not None:
-            finish, place = unsynced
+        finish, self._unsynced = self._unsynced, None
+        if finish is not None:
             finish()
-            place.remove()
 
     def _drop_logs(self) -> None:
         """Close the logs without the clean-shutdown marker: the next use reopens (recovers)."""
         if self._logs is not None:
-            self._settle()
-            self._logs.__exit__(RuntimeError, None, None)
-            self._logs = None
+            try:
+                self._settle()  # the last batch's: its syncfs thread uses the log dir's descriptor
+            finally:
+                self._logs.__exit__(RuntimeError, None, None)
+                self._logs = None
 
     def _recover_after_failure(self) -> None:
         """Reload the logs from disk (in-memory state may be half-updated) and complete the
         decided batch, if any (a failure before the decision left nothing to end)."""
-        self._unsynced = None  # its staging files stay: recovery may need them
-        self._drop_logs()
         self._recovered = False
         self._state.forget()  # read the file again
         try:
+            self._drop_logs()
             self._begin()
         except Exception:  # the next batch or restart recovers from disk
             log.exception("sink %s: recovery after a failed batch failed", self.sink_id)
@@ -388,7 +386,7 @@ class KafkaLogSink:
                 place.remove()
             raise
         crash("after-appends")
-        self._unsynced = (self.logs.flush_data_later(), place)
+        self._unsynced = self.logs.flush_data_later(then=place.remove)
         if self.logs.rolled_since_flush:  # the sidecar may upload the rolled segment once flushed
             self._settle()
 

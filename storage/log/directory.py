@@ -263,18 +263,21 @@ class LogDirectory:
         self._sync(Log.flush_data, [log for log in self.logs.values() if log.has_unflushed_data])
         self.checkpoint_if_changed()
 
-    def flush_data_later(self) -> Callable[[], None]:
+    def flush_data_later(self, then: Callable[[], None] | None = None) -> Callable[[], None]:
         """:meth:`flush_data`, begun now and finished by the function returned, which the caller
-        runs before it next writes to any of these logs (nothing may write to them in between):
-        where syncfs is available, one runs in a thread from now on, and finishing waits for it
-        and moves the logs' marks as a flush would; elsewhere, or if it failed, finishing runs
-        :meth:`flush_data`. For a writer whose appends are durable elsewhere meanwhile (the
-        sink's write-ahead log)."""
-        wait = self._filesystem.begin() if self._filesystem.available else None
+        runs before it next writes to any of these logs (nothing may write to them in between);
+        ``then`` runs once the appends are durable. Where syncfs is available, one runs in a
+        thread from now on, then ``then`` in the thread, and finishing waits for both and moves
+        the logs' marks as a flush would; elsewhere, or if it failed, finishing runs
+        :meth:`flush_data`, then ``then``. For a writer whose appends are durable elsewhere
+        meanwhile (the sink's write-ahead log, which ``then`` removes)."""
+        wait = self._filesystem.begin(then) if self._filesystem.available else None
 
         def finish() -> None:
             if wait is None or not wait():
                 self.flush_data()
+                if then is not None:
+                    then()
                 return
             for log in [log for log in self.logs.values() if log.has_unflushed_data]:
                 log.flush_data(covered=True)

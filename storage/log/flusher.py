@@ -20,6 +20,7 @@ filesystem of its own, as Kafka advises for ``log.dirs``, pays nothing for it). 
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import os
@@ -114,10 +115,11 @@ class FileSystemSync:
             return False
         return True
 
-    def begin(self) -> Callable[[], bool]:
-        """:meth:`sync` in a thread, begun now; returns the function that waits for it and says
-        whether it succeeded (a failure closes this, as :meth:`sync`'s does). Only the syncfs
-        runs in the thread: it touches no object of the caller's."""
+    def begin(self, then: Callable[[], None] | None = None) -> Callable[[], bool]:
+        """:meth:`sync` in a thread, begun now, and ``then`` after it in the thread if it
+        succeeded; returns the function that waits for both and says whether the sync succeeded
+        (a failure closes this, as :meth:`sync`'s does). The thread touches no object of the
+        caller's but what ``then`` does."""
         fd = self._fd
         failed: list[OSError] = []
 
@@ -128,6 +130,10 @@ class FileSystemSync:
                 fsutil.syncfs(fd)
             except OSError as exc:
                 failed.append(exc)
+                return
+            if then is not None:
+                with contextlib.suppress(OSError):  # what it leaves, a later start removes
+                    then()
 
         thread = threading.Thread(target=run, name="log-dir-syncfs", daemon=True)
         thread.start()
