@@ -214,9 +214,13 @@ def replay(wal: Wal, log_for: Callable[[str, int], Log], marker_epoch: int,
 def records_present(log: Log, wal: Wal, part: WalPartition) -> int:
     """How many of the batch's records ``log`` holds, by its producer state: the records from
     the batch's first sequence to the producer's last. A newer epoch than the batch's means a
-    recovery already completed the partition (only its marker carries that epoch)."""
+    recovery already completed the partition (only its marker carries that epoch). Without an
+    entry for the producer (a loader drops one idle for ``producer.id.expiration.ms`` when it
+    loads a snapshot taken after the batch), the partition's batches say."""
     entry = log.producer_state.last_entry(wal.producer_id)
-    if entry is None or entry.producer_epoch < wal.producer_epoch:
+    if entry is None:
+        return records_written(log, wal, part)
+    if entry.producer_epoch < wal.producer_epoch:
         return 0
     if entry.producer_epoch > wal.producer_epoch:
         return part.records
@@ -231,3 +235,26 @@ def records_present(log: Log, wal: Wal, part: WalPartition) -> int:
             file=str(log.directory),
         )
     return present
+
+
+def records_written(log: Log, wal: Wal, part: WalPartition) -> int:
+    """The batch's records in ``log`` by reading it, newest segment first, down to the segment
+    holding the batch's first record batch: its producer's data batches at its epoch whose
+    sequences fall in the batch's range."""
+    found = 0
+    for segment in reversed(log.segments):
+        first_seen = False
+        for batch in segment.batches():
+            if (
+                isinstance(batch, RecordBatch)
+                and not batch.is_control
+                and batch.producer_id == wal.producer_id
+                and batch.producer_epoch == wal.producer_epoch
+            ):
+                relative = (batch.base_sequence - part.first_sequence) % SEQUENCE_SPACE
+                if relative < part.records:
+                    found += batch.records_count
+                    first_seen = first_seen or relative == 0
+        if first_seen:
+            break
+    return found
