@@ -18,21 +18,19 @@ The record (JSON, one per decided batch, replaced by the next)::
 ``parts``, five integers a partition: its topic (index into ``topics``), partition, the
 producer's first sequence in it, the records, and how many spans; ``spans``, three a span: file
 (index into ``files``), position, length; each partition's spans in task order, one partition's
-after the other's. The files stay until the
-partitions are durable (a syncfs after the batch; :mod:`kafkatier.sink.sink`); while any of
-them exists, the next start completes every partition of the record whose producer state shows
-it incomplete (:func:`kafkatier.sink.append.replay`).
+after the other's. The files stay until the partitions are durable (a syncfs after the batch;
+:mod:`kafkatier.sink.sink`); while any of them exists, the next start completes every partition
+of the record whose producer state shows it incomplete (:func:`kafkatier.sink.append.replay`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
 
-from kafkatier.storage.fsutil import fsync_dir
+from kafkatier.storage.fsutil import delete_if_exists, fsync_dir, fsync_file
 
 Span = tuple[int, int, int]
 """(index into :attr:`Wal.files`, position, length) of batches in a staging file."""
@@ -128,16 +126,13 @@ def sync_files(paths: list[str], directories: list[str]) -> None:
     """Make staging files durable: each file (written whole before), then the ``directories``
     whose entries name them or their folders, so the names survive too."""
     for path in paths:
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        fsync_file(Path(path))
     for directory in directories:
         fsync_dir(Path(directory))
 
 
 def remove_files(paths: list[str]) -> None:
+    """The staging files, once the partitions they fed are durable (no directory fsync: a
+    removal lost in a crash leaves files whose batch recovery finds complete)."""
     for path in paths:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(path)
+        delete_if_exists(Path(path), sync=False)
