@@ -71,6 +71,8 @@ def check_all(
     staging file); ``sequences``: the producer's next sequence per partition."""
     kept = 0
     checked = []
+    if sum(n for g in groups for _, _, n in g.spans) <= KEPT_BYTES:
+        files.load({path for g in groups for path, _, _ in g.spans})
     for group in groups:
         pieces = list(read_pieces(files, group.spans))
         records = sum([b.records_count for piece in pieces for b in piece])
@@ -91,16 +93,17 @@ def check_all(
 def read_pieces(files: StagingFiles, spans: Spans) -> Iterator[list[RecordBatch]]:
     """The spans' batches, parsed, in pieces of at most ``CHUNK_BYTES`` (one span may exceed
     it: a task's piece is at most that already)."""
-    group: list[tuple[str, int, int]] = []
+    piece: list[RecordBatch] = []
     size = 0
-    for span in spans:
-        if group and size + span[2] > CHUNK_BYTES:
-            yield parse_incoming(files.read(group), AppendOrigin.CLIENT, file=group[0][0])
-            group, size = [], 0
-        group.append(span)
-        size += span[2]
-    if group:
-        yield parse_incoming(files.read(group), AppendOrigin.CLIENT, file=group[0][0])
+    for path, position, length in spans:
+        if piece and size + length > CHUNK_BYTES:
+            yield piece
+            piece, size = [], 0
+        piece += parse_incoming(files.view(path, position, length), AppendOrigin.CLIENT,
+                                file=path)  # fmt: skip
+        size += length
+    if piece:
+        yield piece
 
 
 def check_space(log_dir: Path, checked: list[Checked]) -> None:

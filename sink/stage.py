@@ -139,6 +139,30 @@ class StagingFiles:
     def __init__(self, budget: int = STAGING_FILES_OPEN) -> None:
         self.budget = max(1, budget)
         self._open: OrderedDict[str, int] = OrderedDict()
+        self._loaded: dict[str, memoryview] = {}
+
+    def load(self, paths: Collection[str]) -> None:
+        """Read ``paths`` whole, once: :meth:`view` then slices them instead of reading each
+        span (a batch over a thousand partitions has two spans a partition and a task)."""
+        for path in paths:
+            if path not in self._loaded:
+                fd = self._fd(path)
+                buf = bytearray(os.fstat(fd).st_size)
+                self._loaded[path] = memoryview(buf)[: self._read_into(fd, memoryview(buf), 0)]
+
+    def view(self, path: str, position: int, length: int) -> memoryview:
+        """The span's bytes: a slice of a :meth:`load`-ed file, else read into a new buffer (a
+        short read is corruption)."""
+        whole = self._loaded.get(path)
+        if whole is None:
+            return memoryview(self.read([(path, position, length)]))
+        if position + length > len(whole):
+            raise CorruptRecordError(
+                f"staging file ended after {max(len(whole) - position, 0)} of {length} bytes",
+                file=path,
+                position=position,
+            )
+        return whole[position : position + length]
 
     def read(self, spans: Sequence[tuple[str, int, int]]) -> bytearray:
         """The (path, position, length) spans back to back in one buffer (a short read is
@@ -178,6 +202,7 @@ class StagingFiles:
         return fd
 
     def close(self) -> None:
+        self._loaded.clear()
         while self._open:
             os.close(self._open.popitem()[1])
 

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch
 
 from kafkatier.sink.stage import (
+    StagingFiles,
     assign_sequences,
     batch_place,
     read_spans,
@@ -110,6 +111,12 @@ def test_staging_files_round_trip_and_a_missing_dir_names_the_fix(tmp_path: Path
     assert read_spans([(str(path), 2, 5), (str(path), 0, 2)]) == bytearray(b"2345601")
     with pytest.raises(CorruptRecordError, match="ended after 3 of 5"):
         read_spans([(str(path), 0, 1), (str(path), 7, 5)])
+    with StagingFiles() as files:  # a loaded file is sliced, read or not, same bytes
+        unloaded = bytes(files.view(str(path), 7, 3))
+        files.load([str(path)])
+        assert bytes(files.view(str(path), 7, 3)) == unloaded == b"789"
+        with pytest.raises(CorruptRecordError, match="ended after 3 of 5"):
+            files.view(str(path), 7, 5)
     with pytest.raises(FileNotFoundError, match="not visible on this executor; fix: pass"):
         task_file(str(tmp_path / "elsewhere"), "", 0, 0)
     other = sink_staging_root(tmp_path, tmp_path / "other-logs", "events")
