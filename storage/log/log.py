@@ -30,6 +30,7 @@ from kafkatier.storage.log.append import (
     commit_validated,
     duplicate_info,
     marker_bytes,
+    place_committed,
     validate_append,
     validate_committed,
     validate_marker,
@@ -314,7 +315,10 @@ class Log:
         anything reaches the log). ``producer_epoch`` is the marker's (at least the batches')."""
         commit = wire.ControlType.COMMIT
         marker = self._marker(commit, producer_id, producer_epoch, coordinator_epoch, timestamp)
-        found = validate_committed(incoming, marker, coordinator_epoch, self._append_target())
+        target = self._append_target()
+        found = place_committed(incoming, marker, coordinator_epoch, target)
+        if found is None:
+            found = validate_committed(incoming, marker, coordinator_epoch, target)
         return self._append_validated(found, AppendOrigin.CLIENT)
 
     def _marker(

@@ -210,10 +210,7 @@ class LogSegment:
             views = [memoryview(part).cast("B") for part in data]
         self._reserve_index_entries(batches)
         size = self._write_all(views, start)
-        for info in batches:
-            self._index_batch(
-                start + info.position, info.size, info.last_offset, info.max_timestamp
-            )
+        self._index_batches(start, batches)
         self.size = start + size
 
     def _write_all(self, views: list[memoryview], start: int) -> int:
@@ -268,16 +265,23 @@ class LogSegment:
         the entries after it must agree)."""
         return since > self.index_interval_bytes
 
-    def _index_batch(self, position: int, size: int, last_offset: int, max_ts: int) -> None:
-        self._track_max(max_ts, last_offset)
-        # An append of many batches may fill an index mid-way (Kafka indexes once per append
-        # and rolls before a full index); skipping entries only lengthens lookups' scans.
-        if self._entry_due(self._bytes_since_last_index_entry) and not self.indexes_full:
-            self.offset_index.append(last_offset, position)
-            ts, ts_offset = self.max_timestamp_and_offset
-            self.time_index.maybe_append(ts, ts_offset)
-            self._bytes_since_last_index_entry = 0
-        self._bytes_since_last_index_entry += size
+    def _index_batches(self, start: int, batches: Sequence[BatchInfo]) -> None:
+        """Index the batches just written at ``start``: the running max timestamp, and an
+        entry in both indexes for each batch due one (a loop over locals: it runs for every
+        batch of every append)."""
+        since = self._bytes_since_last_index_entry
+        best = self.max_timestamp_and_offset
+        for position, size, last_offset, max_ts in batches:
+            if max_ts > best[0]:
+                best = self._max_ts = (max_ts, last_offset)
+            # An append of many batches may fill an index mid-way (Kafka indexes once per
+            # append and rolls before a full index); skipping entries only lengthens scans.
+            if self._entry_due(since) and not self.indexes_full:
+                self.offset_index.append(last_offset, start + position)
+                self.time_index.maybe_append(*best)
+                since = 0
+            since += size
+            self._bytes_since_last_index_entry = since
 
     def append_aborted_txn(self, txn: AbortedTxn) -> None:
         self.txn_index.append(txn)

@@ -410,9 +410,7 @@ def test_lso_stays_at_the_first_offset_of_an_open_transaction(tmp_path: Path) ->
     check_partition(log)
 
 
-@pytest.mark.parametrize(
-    ("segment_bytes", "marker_epoch"), [(1 << 20, 0), (1 << 20, 3), (500, 0)]
-)
+@pytest.mark.parametrize(("segment_bytes", "marker_epoch"), [(1 << 20, 0), (1 << 20, 3), (500, 0)])
 def test_append_committed_is_an_append_then_a_commit_marker(
     tmp_path: Path, segment_bytes: int, marker_epoch: int
 ) -> None:
@@ -444,6 +442,63 @@ def test_append_committed_is_an_append_then_a_commit_marker(
     stored = read_partition(tmp_path / "b" / "t-0")  # kafka-python's reader
     assert stored[-1].control and stored[-1].marker is not None
     assert stored[-1].marker[0] == ControlType.COMMIT and stored[-1].epoch == marker_epoch
+
+
+# What each case appends after A's first transaction (2 records, sequences 0-1, committed):
+# (data batches, the marker's epoch, topic settings, whether the one-pass placement applies).
+COMMITTED_CASES = {
+    "continues the producer": ([(3, 2), (2, 5)], 0, {}, True),
+    "marker at a newer epoch": ([(3, 2)], 4, {}, False),
+    "retried duplicate first": ([(2, 0), (3, 2)], 0, {}, False),
+    "out of order": ([(3, 3)], 0, {}, False),
+    "topic codec differs": ([(3, 2)], 0, {"compression.type": "lz4"}, False),
+    "LogAppendTime topic": ([(3, 2)], 0, {"message.timestamp.type": "LogAppendTime"}, False),
+    "over max.message.bytes": ([(3, 2)], 0, {"max.message.bytes": "300"}, False),
+}
+
+
+@pytest.mark.parametrize("case", list(COMMITTED_CASES))
+def test_append_committed_in_one_pass_or_in_full_as_append_then_marker(
+    tmp_path: Path, case: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``append_committed`` places the batches in one pass (``place_committed``) only where the
+    full checks would pass with nothing to rewrite; either way the files, offsets, state and
+    errors are those of ``append`` then ``write_txn_marker``."""
+    import kafkatier.storage.log.log as log_module
+
+    spans, marker_epoch, settings, one_pass = COMMITTED_CASES[case]
+    placed: list[object] = []
+    real = log_module.place_committed
+    monkeypatch.setattr(
+        log_module, "place_committed", lambda *a: placed.append(real(*a)) or placed[-1]
+    )
+    logs = [new_log(tmp_path / side, **settings) for side in "ab"]
+    for log in logs:
+        log.append(batch(2, A, 0, 0, txn=True, size=100))
+        log.write_txn_marker(A, 0, commit=True, timestamp=NOW)
+    data = b"".join(batch(n, A, 0, seq, txn=True, size=100) for n, seq in spans)
+    outcomes = []
+    for log, combined in zip(logs, (False, True), strict=True):
+        try:
+            if combined:
+                batches = parse_incoming(bytearray(data), AppendOrigin.CLIENT)
+                got = log.append_committed(batches, A, marker_epoch, timestamp=NOW + 5)
+                outcomes.append((got.first_offset, got.last_offset))
+            else:
+                first = log.append(data).first_offset
+                last = log.write_txn_marker(A, marker_epoch, commit=True, timestamp=NOW + 5)
+                outcomes.append((first, last.last_offset))
+        except Exception as exc:  # both sides must refuse alike
+            outcomes.append(type(exc).__name__)
+    assert outcomes[0] == outcomes[1]
+    assert [p is not None for p in placed] == [one_pass]
+    entries = [log.producer_state.last_entry(A) for log in logs]
+    assert entries[0] is not None and entries[1] is not None
+    assert entries[0].to_snapshot_entry() == entries[1].to_snapshot_entry()
+    assert [log.last_stable_offset for log in logs] == [logs[0].log_end_offset] * 2
+    for log in logs:
+        log.close()
+    assert files(tmp_path / "a" / "t-0") == files(tmp_path / "b" / "t-0")
 
 
 def test_abort_is_indexed_with_pid_first_marker_and_lso(tmp_path: Path) -> None:
