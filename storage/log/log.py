@@ -211,7 +211,7 @@ class Log:
         first = batches[0]
         self._maybe_roll(first.size_in_bytes, first)
         if len(batches) == 1 or not needs_new_segment(
-            self.segments[-1], self.config, sum(b.size_in_bytes for b in batches), batches[-1]
+            self.segments[-1], self.config, sum([b.size_in_bytes for b in batches]), batches[-1]
         ):
             self._write_chunk(batches)
             commit_validated(self.producer_state, found, self.segment_for)

@@ -208,9 +208,19 @@ class LogSegment:
             views = [memoryview(b"".join(data))]
         else:
             views = [memoryview(part).cast("B") for part in data]
-        self._reserve_index_entries(batches)
-        size = self._write_all(views, start)
-        self._index_batches(start, batches)
+        since = self._bytes_since_last_index_entry
+        if not self._entry_due(since + batches[-1].position - batches[0].position):
+            # No batch is due an entry (the usual small append): the running max only.
+            size = self._write_all(views, start)
+            best = self.max_timestamp_and_offset
+            for info in batches:
+                if info.max_timestamp > best[0]:
+                    best = self._max_ts = (info.max_timestamp, info.last_offset)
+            self._bytes_since_last_index_entry = since + size
+        else:
+            self._reserve_index_entries(batches)
+            size = self._write_all(views, start)
+            self._index_batches(start, batches)
         self.size = start + size
 
     def _write_all(self, views: list[memoryview], start: int) -> int:
@@ -218,7 +228,7 @@ class LogSegment:
         return their size. On a failure (no space, quota, I/O error) the bytes written are cut
         off again, so the file ends where it did, and :class:`LogWriteError` names the file and
         position."""
-        size = sum(v.nbytes for v in views) if len(views) > 1 else views[0].nbytes
+        size = sum([v.nbytes for v in views]) if len(views) > 1 else views[0].nbytes
         done = 0
         try:
             fd = self._file.pin()
