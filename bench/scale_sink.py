@@ -1,26 +1,30 @@
 """Benchmark: what each partition costs the sink, beside Spark's Parquet sink of the same batch.
 
     python bench/scale_sink.py [--partitions 8,64,256,1024] [--rows 5000,200000] [--repeat 5]
-                               [--warmup 2] [--encoder auto|jvm|python]
+                               [--block 3] [--warmup 2] [--encoder auto|jvm|python]
 
 The rows of bench/scale_read.py (``rows()``: random 16-byte keys, 100-byte values, half of each
 value compressible), one cached DataFrame of two Spark partitions per row count, as a micro-batch
-of a local[2] streaming query. For each row count and each partition count N, in one Spark session:
+of a local[2] streaming query. For each row count, in one Spark session:
 
-* a new ``KafkaLogSink`` (lz4) into a new log dir writes batch 0, which also creates the topic
-  of N partitions: the *first* batch a user sees;
-* ``--warmup`` untimed batches, then ``--repeat`` rounds of one *warm* batch (the sink's next
-  batch id: a whole transaction, fsyncs and bookkeeping included) and Spark's Parquet writer of
-  the same DataFrame into a new directory, back to back, the order alternating from round to
-  round. Parquet's files are fsynced after each write, untimed (Spark does not sync them), so
-  the sink's flush, which may sync the whole filesystem, does not pay for Parquet's pages.
+* for each partition count N a new ``KafkaLogSink`` (lz4) into a new log dir writes batch 0,
+  which also creates the topic of N partitions: the *first* batch a user sees; then
+  ``--warmup`` untimed batches;
+* ``--repeat`` rounds, each of ``--block`` consecutive *warm* batches of every N's sink (its
+  next batch ids: whole transactions, bookkeeping and the flush each batch leaves to the next
+  included, as in a running query) and one write of Spark's Parquet writer of the same
+  DataFrame into a new directory, the order of the sides reversed every other round. The
+  partition counts share every round, so a slow stretch of this shared machine falls on all
+  of them alike; after each side the filesystem is synced, untimed (Parquet's files, and a
+  sink's last flush, whose remaining marks its own next batch still pays), so that no side's
+  writeback runs into the next side's time.
 
 One untimed batch of each writer runs first (JIT, the encoder jar, Python workers). Printed: the
 command, per row count and N the first batch, the warm batch median (and best) of wall time and
 of the CPU seconds of the whole process tree (driver, JVM, Python workers: on a shared machine
 less noisy than wall time), Parquet's median in the same rounds and the ratio of the two wall
 medians; then, per row count, the warm medians at the largest N over the smallest (the issue's
-goal: 1,024 within 1.5x of 8).
+goal: 1,024 within 1.5x of 8) and the median over rounds of each round's own ratio.
 
 ``run()`` returns the figures as dicts, for a driver that runs several benchmarks in one session.
 """
@@ -50,6 +54,7 @@ from kafkatier.sink import KafkaLogSink
 TOPIC = "scale"
 DEFAULT_PARTITIONS = (8, 64, 256, 1024)
 DEFAULT_ROWS = (5_000, 200_000)
+BLOCK = 3  # consecutive warm batches of one sink in a round
 
 
 def timed(action: Callable[[], None]) -> tuple[float, float]:
@@ -95,40 +100,61 @@ class SinkRun:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-def measure(spark_df: Any, work: Path, partitions: int, repeat: int, warmup: int,
-            encoder: str) -> dict[str, Any]:  # fmt: skip
-    """The first batch, then ``repeat`` warm batches beside Parquet writes (module docstring)."""
-    run = SinkRun(work / f"sink-{partitions}", partitions, encoder)
-    sink_times: list[tuple[float, float]] = []
-    parquet_times: list[tuple[float, float]] = []
+def measure(spark_df: Any, work: Path, partitions: list[int], repeat: int, warmup: int,
+            encoder: str, block: int = BLOCK) -> list[dict[str, Any]]:  # fmt: skip
+    """The first batch of each partition count, then ``repeat`` rounds of ``block`` warm
+    batches of every partition count and one Parquet write (module docstring)."""
+    runs = {n: SinkRun(work / f"sink-{n}", n, encoder) for n in partitions}
+    first: dict[int, float] = {}
+    rounds: dict[int, list[list[tuple[float, float]]]] = {n: [] for n in partitions}
+    parquet_times: list[float] = []
     try:
-        first = timed(lambda: run.write(spark_df))[0]
-        for _ in range(warmup):
-            run.write(spark_df)
+        for n, run_ in runs.items():
+            first[n] = timed(lambda r=run_: r.write(spark_df))[0]
+            for _ in range(warmup):
+                run_.write(spark_df)
         for i in range(repeat):
-            target = work / f"parquet-{partitions}-{i}"
+            target = work / f"parquet-{i}"
             sides = [
-                lambda: sink_times.append(timed(lambda: run.write(spark_df))),
+                *(lambda r=run_, n=n: rounds[n].append(
+                    [timed(lambda: r.write(spark_df)) for _ in range(block)])
+                  for n, run_ in runs.items()),
                 lambda t=target: parquet_times.append(
-                    timed(lambda: spark_df.write.parquet(str(t)))
+                    timed(lambda: spark_df.write.parquet(str(t)))[0]
                 ),
-            ]
+            ]  # fmt: skip
             for side in sides if i % 2 == 0 else sides[::-1]:
                 side()
                 sync_tree(target)
+                os.sync()  # no side's writeback runs into the next side's time
             shutil.rmtree(target, ignore_errors=True)
     finally:
-        run.close()
-    walls = [wall for wall, _ in sink_times]
+        for run_ in runs.values():
+            run_.close()
+    fewest = rounds[min(partitions)]
+    return [_figures(n, first[n], rounds[n], fewest, parquet_times) for n in partitions]
+
+
+def _figures(
+    n: int, first: float, rounds: list[list[tuple[float, float]]],
+    fewest: list[list[tuple[float, float]]], parquet: list[float],
+) -> dict[str, Any]:  # fmt: skip
+    """One partition count's figures; ``paired_ratio``: the median over rounds of its block's
+    median wall time over the fewest partitions' in the same round."""
+    times = [t for batch in rounds for t in batch]
+    walls = [wall for wall, _ in times]
+    paired = [statistics.median(w for w, _ in mine) / statistics.median(w for w, _ in low)
+              for mine, low in zip(rounds, fewest, strict=True)]  # fmt: skip
     return {
-        "partitions": partitions,
+        "partitions": n,
         "first_s": first,
         "warm_median_s": statistics.median(walls),
         "warm_best_s": min(walls),
-        "warm_cpu_median_s": statistics.median(cpu for _, cpu in sink_times),
-        "parquet_median_s": statistics.median(wall for wall, _ in parquet_times),
+        "warm_cpu_median_s": statistics.median(cpu for _, cpu in times),
+        "parquet_median_s": statistics.median(parquet),
+        "paired_ratio": statistics.median(paired),
         "warm_runs_s": walls,
-        "parquet_runs_s": [wall for wall, _ in parquet_times],
+        "parquet_runs_s": parquet,
     }
 
 
@@ -138,6 +164,7 @@ def run(
     *,
     repeat: int = 5,
     warmup: int = 2,
+    block: int = BLOCK,
     encoder: str = "auto",
     spark: Any = None,
     report: Callable[[dict[str, Any]], None] | None = None,
@@ -156,8 +183,8 @@ def run(
         for count in rows or list(DEFAULT_ROWS):
             df = batch_frame(spark, count)
             warm_up(df, work, min(partitions), encoder)
-            for n in partitions:
-                result = {"rows": count, **measure(df, work, n, repeat, warmup, encoder)}
+            for figures in measure(df, work, sorted(partitions), repeat, warmup, encoder, block):
+                result = {"rows": count, **figures}
                 results.append(result)
                 if report is not None:
                     report(result)
@@ -202,7 +229,8 @@ def scaling_lines(results: list[dict[str, Any]]) -> list[str]:
             continue
         lines.append(
             f"{count} rows: warm batch at {high['partitions']} partitions / at "
-            f"{low['partitions']}: {high['warm_median_s'] / low['warm_median_s']:.2f}x wall, "
+            f"{low['partitions']}: {high['warm_median_s'] / low['warm_median_s']:.2f}x wall "
+            f"(median of the rounds' own ratios {high['paired_ratio']:.2f}x), "
             f"{high['warm_cpu_median_s'] / low['warm_cpu_median_s']:.2f}x CPU "
             f"(first batch {high['first_s'] / low['first_s']:.2f}x)"
         )
@@ -214,6 +242,7 @@ def main() -> int:
     parser.add_argument("--partitions", default=",".join(map(str, DEFAULT_PARTITIONS)))
     parser.add_argument("--rows", default=",".join(map(str, DEFAULT_ROWS)))
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--block", type=int, default=BLOCK)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--encoder", default="auto", choices=["auto", "jvm", "python"])
     args = parser.parse_args()
@@ -224,6 +253,7 @@ def main() -> int:
         [int(x) for x in args.partitions.split(",")],
         [int(x) for x in args.rows.split(",")],
         repeat=args.repeat,
+        block=args.block,
         warmup=args.warmup,
         encoder=args.encoder,
         report=lambda r: print(row_line(r), flush=True),
