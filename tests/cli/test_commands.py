@@ -59,3 +59,30 @@ def test_each_module_registers_its_command_with_the_table_summary(name: str) -> 
     helps = {action.dest: action.help for action in subparsers._choices_actions}
     assert helps[name] == summary(name)
     assert json.dumps(helps)  # plain strings
+
+
+EXIT_SCRIPT = """
+import atexit, sys, threading, time
+atexit.register(lambda: print("atexit handler ran"))
+sys.stdout.write("buffered, not yet flushed")
+def late():
+    time.sleep(0.2)
+    print("thread finished", flush=True)
+if sys.argv[1] == "thread":
+    threading.Thread(target=late).start()
+from kafkatier.cli.main import exit_without_teardown
+exit_without_teardown(int(sys.argv[2]))
+"""
+
+
+@pytest.mark.parametrize(("case", "code"), [("plain", 0), ("plain", 3), ("thread", 1)])
+def test_the_console_script_exits_as_python_does_less_the_teardown(case: str, code: int) -> None:
+    """``kafkatier`` ends with ``os._exit`` after ``main`` (the interpreter's teardown costs a
+    tenth of ``produce``): the exit code, buffered output, atexit handlers and a running
+    non-daemon thread's end are what Python's own exit would give."""
+    done = subprocess.run([sys.executable, "-c", EXIT_SCRIPT, case, str(code)],
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert done.returncode == code, done.stderr
+    assert done.stdout.startswith("buffered, not yet flushed")
+    assert done.stdout.endswith("atexit handler ran\n")
+    assert ("thread finished" in done.stdout) == (case == "thread")

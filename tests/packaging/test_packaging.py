@@ -54,7 +54,7 @@ def test_wheel_maps_top_level_folders_under_kafkatier(wheel: Path) -> None:
     entry_points = zipfile.ZipFile(wheel).read(
         next(n for n in names if n.endswith("entry_points.txt"))
     ).decode()
-    assert "kafkatier = kafkatier.cli.main:main" in entry_points
+    assert "kafkatier = kafkatier.cli.main:entry" in entry_points
 
 
 def test_every_module_imports_from_the_unpacked_wheel(wheel: Path, tmp_path: Path) -> None:
