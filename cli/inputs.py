@@ -7,8 +7,11 @@ Text columns are written as their UTF-8 bytes, as Kafka's StringSerializer does.
 
 from __future__ import annotations
 
+import queue
+import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -17,6 +20,9 @@ import pyarrow.json as pajson
 import pyarrow.parquet as pq
 
 from kafkatier.storage.errors import ConfigError
+
+T = TypeVar("T")
+_END = object()
 
 KNOWN_COLUMNS = ("key", "value", "headers", "timestamp", "partition", "topic")
 CHUNK_ROWS = 256 * 1024
@@ -35,6 +41,43 @@ def read_chunks(path: Path, fmt: str) -> Iterator[pa.RecordBatch]:
         batches = iter(pajson.read_json(path).to_batches(CHUNK_ROWS))
     for batch in batches:
         yield normalise(batch, str(path))
+
+
+def prefetched(items: Iterator[T], depth: int = 2) -> Iterator[T]:
+    """``items``, taken from a thread up to ``depth`` ahead of the caller: the file's next
+    chunks are decoded (Arrow's readers release the GIL) while the caller encodes this one, and
+    the first ones while the encoder's modules still import. An error of ``items`` is raised
+    here, where it would have been; a caller that stops early stops the thread too."""
+    ready: queue.Queue[object] = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def offer(item: object) -> bool:
+        while not stop.is_set():
+            try:
+                ready.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def read() -> None:
+        try:
+            for item in items:
+                if not offer(item):
+                    return
+        except BaseException as exc:  # handed to the caller, raised there
+            offer(exc)
+            return
+        offer(_END)
+
+    threading.Thread(target=read, name="kafkatier-input", daemon=True).start()
+    try:
+        while (item := ready.get()) is not _END:
+            if isinstance(item, BaseException):
+                raise item
+            yield item  # type: ignore[misc]
+    finally:
+        stop.set()
 
 
 def normalise(batch: pa.RecordBatch, source: str) -> pa.RecordBatch:

@@ -5,16 +5,15 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 from tqdm import tqdm
 
 from kafkatier.cli.formats import detect_format
-from kafkatier.cli.inputs import read_chunks
-from kafkatier.storage.arrow.log import append_arrow
+from kafkatier.cli.inputs import prefetched, read_chunks
 from kafkatier.storage.checkpoint.checkpoint_file import is_valid_topic_name
 from kafkatier.storage.config.log_config import parse_overrides
 from kafkatier.storage.errors import ConfigError
@@ -51,6 +50,7 @@ def produce(args: argparse.Namespace) -> int:
         return 2
     fmt = detect_format(args.input, args.format)
     overrides = parse_overrides(args.config, source="--config")
+    chunks = prefetched(read_chunks(args.input, fmt))  # reading starts now
     with (
         writer_turn(args.log_dir, who="kafkatier produce"),
         LogDirectory(args.log_dir, max_open_files=args.max_open_files) as log_dir,
@@ -59,7 +59,7 @@ def produce(args: argparse.Namespace) -> int:
         summary = Summary()
         ends = [log.log_end_offset for log in logs]
         try:
-            _append_file(logs, args.input, fmt, args.compression, summary)
+            _append_file(logs, chunks, args.compression, summary)
         except Exception as exc:  # a full disk: say what is in the log, what is not
             exc.add_note(_partial(logs, ends))
             raise
@@ -92,13 +92,13 @@ def _partitions(
 
 
 def _append_file(
-    logs: list[Log], path: Path, fmt: str, compression: str | None, summary: Summary
+    logs: list[Log], chunks: Iterator[pa.RecordBatch], compression: str | None, summary: Summary
 ) -> None:
     """Append the file's records to ``logs``, recording in ``summary`` what each got."""
     keyless = 0
     show = sys.stderr.isatty()
     with tqdm(desc="records", unit="rec", disable=not show, file=sys.stderr) as progress:
-        for chunk in read_chunks(path, fmt):
+        for chunk in chunks:
             names = chunk.schema.names
             keys = chunk.column("key") if "key" in names else None
             explicit = chunk.column("partition") if "partition" in names else None
@@ -112,6 +112,9 @@ def _append_chunk(
     logs: list[Log], chunk: pa.RecordBatch, parts: np.ndarray, compression: str | None,
     summary: Summary,
 ) -> None:  # fmt: skip
+    # Imported here, not at the top: numba's import (about 0.4 s) overlaps the first reads.
+    from kafkatier.storage.arrow.log import append_arrow
+
     ordered = pa.Table.from_batches([chunk])
     if len(parts) > 1 and bool((parts[1:] < parts[:-1]).any()):
         ordered = ordered.take(_indices(np.argsort(parts, kind="stable")))
