@@ -20,7 +20,6 @@ from kafkatier.storage.errors import ConfigError
 from kafkatier.storage.log.directory import LogDirectory
 from kafkatier.storage.log.log import Log
 from kafkatier.storage.log.writer_lock import writer_turn
-from kafkatier.storage.partitioner import assign_partitions
 
 
 @dataclass
@@ -95,6 +94,10 @@ def _append_file(
     logs: list[Log], chunks: Iterator[pa.RecordBatch], compression: str | None, summary: Summary
 ) -> None:
     """Append the file's records to ``logs``, recording in ``summary`` what each got."""
+    # Imported here, not at the top: numba's import (about 0.4 s, the partitioner's and the
+    # encoder's kernels) overlaps the reading of the file's first chunks (``prefetched``).
+    from kafkatier.storage.partitioner import assign_partitions
+
     keyless = 0
     show = sys.stderr.isatty()
     with tqdm(desc="records", unit="rec", disable=not show, file=sys.stderr) as progress:
@@ -112,8 +115,7 @@ def _append_chunk(
     logs: list[Log], chunk: pa.RecordBatch, parts: np.ndarray, compression: str | None,
     summary: Summary,
 ) -> None:  # fmt: skip
-    # Imported here, not at the top: numba's import (about 0.4 s) overlaps the first reads.
-    from kafkatier.storage.arrow.log import append_arrow
+    from kafkatier.storage.arrow.log import append_arrow  # see _append_file
 
     ordered = pa.Table.from_batches([chunk])
     if len(parts) > 1 and bool((parts[1:] < parts[:-1]).any()):
