@@ -17,7 +17,9 @@ of a local[2] streaming query. For each row count, in one Spark session:
   partition counts share every round, so a slow stretch of this shared machine falls on all
   of them alike; after each side the filesystem is synced, untimed (Parquet's files, and a
   sink's last flush, whose remaining marks its own next batch still pays), so that no side's
-  writeback runs into the next side's time.
+  writeback runs into the next side's time. The sinks stay open side by side, so their
+  partitions share the process's descriptor budget (``log.max.open.files``: half of
+  ``ulimit -n``); over it, a block's first batch reopens what the other sinks' blocks closed.
 
 One untimed batch of each writer runs first (JIT, the encoder jar, Python workers). Printed: the
 command, per row count and N the first batch, the warm batch median (and best) of wall time and
