@@ -19,7 +19,6 @@ mtime), so a fetch costs one ``stat`` a partition; writers replace the file by r
 
 from __future__ import annotations
 
-import os
 import threading
 from collections import OrderedDict
 from pathlib import Path
@@ -32,27 +31,29 @@ from kafkatier.storage.checkpoint.leader_epoch import (
     LeaderEpochFileCache,
 )
 from kafkatier.storage.errors import KafkaTierError
+from kafkatier.storage.fsutil import FileVersion, file_version
 
 MAX_CACHED = 8192
 FIRST_EPOCH = 0
-_Key = tuple[int, int, int]
 
 
 class EpochCaches:
     """Parsed ``leader-epoch-checkpoint`` files by partition directory (module docstring)."""
 
     def __init__(self) -> None:
-        self._cached: OrderedDict[Path, tuple[_Key, LeaderEpochFileCache | None]] = OrderedDict()
+        self._cached: OrderedDict[Path, tuple[FileVersion, LeaderEpochFileCache | None]]
+        self._cached = OrderedDict()
         self._lock = threading.Lock()
 
     def cache(self, log_dir: Path, topic: str, partition: int) -> LeaderEpochFileCache | None:
         """The partition's epochs now, or None without a readable checkpoint."""
         path = log_dir / f"{topic}-{partition}" / LEADER_EPOCH_CHECKPOINT
         try:
-            st = os.stat(path)
+            key = file_version(path)
         except OSError:
             return None
-        key = (st.st_ino, st.st_size, st.st_mtime_ns)
+        if key is None:
+            return None
         with self._lock:
             found = self._cached.get(path)
             if found is not None and found[0] == key:

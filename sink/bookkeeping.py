@@ -48,7 +48,7 @@ from typing import Any, Final
 
 from kafkatier.sink.wal import Wal
 from kafkatier.storage.errors import CheckpointError, InvalidProducerEpochError
-from kafkatier.storage.fsutil import atomic_write
+from kafkatier.storage.fsutil import FileVersion, atomic_write, file_version
 
 FILE_PREFIX: Final = "kafkatier-sink."
 VERSION: Final = 4
@@ -211,13 +211,8 @@ class StateFile:
     def forget(self) -> None:
         self._state = self._stamp = None
 
-    def _file_stamp(self) -> tuple[int, int, int] | None:
-        """(inode, mtime, size) of the file, None if it does not exist."""
-        try:
-            st = os.stat(state_path(self.log_dir, self.sink_id))
-        except FileNotFoundError:
-            return None
-        return st.st_ino, st.st_mtime_ns, st.st_size
+    def _file_stamp(self) -> FileVersion | None:
+        return file_version(state_path(self.log_dir, self.sink_id))
 
 
 def bump_epoch(state: SinkState) -> None:

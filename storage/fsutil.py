@@ -118,6 +118,22 @@ def atomic_write(path: Path, data: bytes, *, sync: bool = True) -> None:
         fsync_dir(path.parent)
 
 
+FileVersion = tuple[int, int, int]
+"""A file's (inode, size, mtime in ns): :func:`file_version`."""
+
+
+def file_version(path: Path | str) -> FileVersion | None:
+    """Which version of ``path`` is there now (None: none is): for a cache of a file's parsed
+    contents, re-read only when the file changed. The files kafkatier caches are replaced
+    whole (:func:`atomic_write`), so a new version is a new inode; size and mtime catch a
+    file rewritten in place."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns
+
+
 def delete_if_exists(path: Path, *, sync: bool = True) -> bool:
     """Remove ``path`` if present (Kafka's ``Files.deleteIfExists``); True if it was removed."""
     try:

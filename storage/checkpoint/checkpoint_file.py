@@ -14,6 +14,7 @@ writes it atomically through ``<file>.tmp``.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import threading
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import Final, Generic, TypeVar
 
 from kafkatier.storage.errors import CheckpointError
-from kafkatier.storage.fsutil import atomic_write
+from kafkatier.storage.fsutil import FileVersion, atomic_write, file_version
 
 T = TypeVar("T")
 
@@ -209,7 +210,7 @@ class OffsetCheckpointFile:
             )
 
 
-_OFFSETS_SEEN: dict[Path, tuple[tuple[int, int, int], dict[tuple[str, int], int]]] = {}
+_OFFSETS_SEEN: dict[Path, tuple[FileVersion, dict[tuple[str, int], int]]] = {}
 _OFFSETS_LOCK = threading.Lock()
 
 
@@ -219,8 +220,9 @@ def read_offsets_cached(path: Path) -> dict[tuple[str, int], int]:
     for one partition's entry of every partition of a log dir (the sidecar's pass) would
     otherwise parse the whole file once per partition: quadratic in partitions. The mapping
     returned is shared: read it, do not change it. Raises as ``read`` does."""
-    st = os.stat(path)
-    key = (st.st_ino, st.st_size, st.st_mtime_ns)
+    key = file_version(path)
+    if key is None:
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), str(path))
     with _OFFSETS_LOCK:
         seen = _OFFSETS_SEEN.get(path)
     if seen is not None and seen[0] == key:

@@ -12,12 +12,11 @@ then per-run overrides, which :meth:`TopicConfigStore.update` validates and pers
 from __future__ import annotations
 
 import functools
-import os
 from collections.abc import Mapping
 from pathlib import Path
 
 from kafkatier.storage.config.log_config import LogConfig
-from kafkatier.storage.fsutil import atomic_write
+from kafkatier.storage.fsutil import FileVersion, atomic_write, file_version
 from kafkatier.storage.java_properties import format_properties, read_properties
 
 FILE_PREFIX = "kafkatier-topic."
@@ -43,11 +42,7 @@ class TopicConfigStore:
         Parsed once per version of the file (``_parsed``): a reader opening thousands of
         partitions of a topic validates its settings once, not once per partition."""
         path = self.path(topic)
-        try:
-            st = os.stat(path)
-        except FileNotFoundError:
-            return _parsed(str(path), None)
-        return _parsed(str(path), (st.st_ino, st.st_mtime_ns, st.st_size))
+        return _parsed(str(path), file_version(path))
 
     def update(self, topic: str, overrides: Mapping[str, str], source: str) -> LogConfig:
         """Validate ``overrides`` on top of the stored settings, then persist them atomically."""
@@ -69,7 +64,7 @@ class TopicConfigStore:
 
 
 @functools.lru_cache(maxsize=1024)
-def _parsed(path: str, version: tuple[int, int, int] | None) -> LogConfig:
+def _parsed(path: str, version: FileVersion | None) -> LogConfig:
     """The settings of ``path`` as of ``version`` (inode, mtime, size: every write replaces the
     file, so a new version has a new inode; None: no file). LogConfig is frozen: shared safely."""
     stored = read_properties(Path(path)) if version is not None else {}

@@ -7,6 +7,7 @@ import pytest
 from kafkatier.storage.fsutil import (
     atomic_write,
     delete_if_exists,
+    file_version,
     fsync_dir,
     fsync_file,
     syncfs,
@@ -100,3 +101,13 @@ def test_syncfs_failures_raise(tmp_path):
     with pytest.raises(OSError) as raised:
         syncfs(fd)  # closed descriptor
     assert raised.value.errno == errno.EBADF
+
+
+def test_file_version_changes_with_every_replacement_and_only_then(tmp_path: Path) -> None:
+    path = tmp_path / "cleaner-offset-checkpoint"
+    assert file_version(path) is None
+    atomic_write(path, b"0\n0\n")
+    first = file_version(path)
+    assert first is not None and file_version(path) == first
+    atomic_write(path, b"0\n0\n")  # the same bytes, a new file: a new version
+    assert file_version(path) not in (None, first)
