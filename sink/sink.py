@@ -229,7 +229,7 @@ class KafkaLogSink:
             )
         if not self._recovered:
             self._recover(state)
-            remove_leftovers(self.log_dir, self.sink_id, self.shared_staging, keep=())
+            remove_leftovers(self.log_dir, self.sink_id, self.shared_staging)
             self._recovered = True
         return state
 

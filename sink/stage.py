@@ -103,20 +103,17 @@ def batch_place(
     return StagingPlace(str(folder), "", own_directory=True)
 
 
-def remove_leftovers(log_dir: Path, sink_id: str, shared: str | Path | None,
-                     keep: Collection[str]) -> None:  # fmt: skip
-    """Every staging file of the sink not in ``keep`` (a pending write-ahead record's files),
-    and every batch directory under a ``shared`` root holding none of them."""
+def remove_leftovers(log_dir: Path, sink_id: str, shared: str | Path | None) -> None:
+    """Every staging file of the sink, and every batch directory under a ``shared`` root: what
+    a crashed instance left (its recovery, which runs first, completed a decided batch from
+    its files and removed them)."""
     for path in log_dir.glob(f"{glob.escape(wal_prefix(sink_id))}*"):
-        if str(path) not in keep:
-            path.unlink(missing_ok=True)
+        path.unlink(missing_ok=True)
     if shared is None:
         return
     root = sink_staging_root(shared, log_dir, sink_id)
-    kept_dirs = {str(Path(path).parent) for path in keep}
     for folder in root.glob("*") if root.is_dir() else []:
-        if str(folder) not in kept_dirs:
-            shutil.rmtree(folder, ignore_errors=True)
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def task_file(directory: str, prefix: str, partition_id: int, attempt_id: int) -> Path:
