@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
-from kafkatier.storage import wire
+from kafkatier.storage import fsutil, wire
 from kafkatier.storage.errors import LogWriteError, StorageError
 from kafkatier.storage.file_budget import BudgetedFile, FileBudget, process_budget
 from kafkatier.storage.index.offset_index import OffsetIndex
@@ -43,6 +43,7 @@ from kafkatier.storage.record.records import iter_batches
 AnyBatch = RecordBatch | LegacyBatch
 Buffer = bytes | bytearray | memoryview
 IOV_MAX = 1024  # the most buffers one pwritev takes on Linux
+WRITEBACK_BYTES = 8 << 20  # appended bytes between two write-behind hints (_write_behind)
 SUFFIXES = (".log", ".index", ".timeindex", ".txnindex")
 __all__ = ["SUFFIXES", "AnyBatch", "LogSegment"]
 
@@ -109,6 +110,7 @@ class LogSegment:
         self._bytes_since_last_index_entry = 0
         self._max_ts: tuple[int, int] | None = None  # (max timestamp, offset of its batch)
         self._unsynced = writable  # an earlier process's writes may sit in the page cache only
+        self._writeback_from = self.size  # where start_writeback last left off
 
     def _path(self, ext: str) -> Path:
         return self.directory / wire.segment_file_name(self.base_offset, ext + self.suffix)
@@ -238,6 +240,7 @@ class LogSegment:
                     if written == 0:
                         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
                     done += written
+                self._write_behind(fd, start + size)
             finally:
                 self._file.unpin()
         except OSError as exc:
@@ -248,6 +251,14 @@ class LogSegment:
         finally:  # after the write: an fsync racing it in another thread cannot clear the mark
             self._unsynced = True
         return size
+
+    def _write_behind(self, fd: int, end: int) -> None:
+        """Every :data:`WRITEBACK_BYTES` appended, have the kernel start writing them back
+        (``fsutil.start_writeback``): a large append (``produce``, a big micro-batch) then
+        finds little left to write at its flush."""
+        if end - self._writeback_from >= WRITEBACK_BYTES:
+            fsutil.start_writeback(fd, self._writeback_from, end - self._writeback_from)
+            self._writeback_from = end
 
     def _cut_back(self, size: int) -> None:
         """Best effort: the file back to ``size`` bytes after a failed write (if this fails
@@ -412,6 +423,7 @@ class LogSegment:
             os.ftruncate(fd, found.position)
         self._unsynced = True
         self.size = found.position
+        self._writeback_from = min(self._writeback_from, self.size)
         self._max_ts = None
         if self.time_index.entries == 0:
             self._max_ts = self._rescan_max_timestamp()
@@ -432,6 +444,7 @@ class LogSegment:
             os.ftruncate(fd, valid_bytes)
         self._unsynced = True
         self.size = valid_bytes
+        self._writeback_from = min(self._writeback_from, self.size)
 
     def close(self) -> None:
         """Final time-index entry, trimmed indexes, file closed (Kafka's ``LogSegment.close``):

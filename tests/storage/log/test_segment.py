@@ -4,6 +4,7 @@ contents are cross-read with kafka-python (``crash_writer.read_segment_file``)."
 
 from __future__ import annotations
 
+import itertools
 import os
 import random
 import tempfile
@@ -274,3 +275,39 @@ def test_a_read_only_segment_without_indexes_scans_and_touches_nothing(tmp_path:
     assert set(Path(tempfile.gettempdir()).iterdir()) <= scratch
     with pytest.raises(ValueError, match="cannot be writable"):
         LogSegment(tmp_path, 100, read_indexes=False)
+
+
+def test_write_behind_hints_cover_the_appends_in_steps(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every ``WRITEBACK_BYTES`` appended, the kernel is asked to start writing them back:
+    consecutive ranges from where the last hint ended, restarting below a truncation."""
+    import kafkatier.storage.log.segment as segment_module
+
+    hints: list[tuple[int, int]] = []
+    monkeypatch.setattr(segment_module, "WRITEBACK_BYTES", 1000)
+    monkeypatch.setattr(segment_module.fsutil, "start_writeback",
+                        lambda fd, offset, n: hints.append((offset, n)))  # fmt: skip
+    seg = LogSegment(tmp_path, BASE, index_interval_bytes=100)
+    fill(seg, [[1, 2], [3], [4, 5, 6]] * 8)
+    assert hints and hints[0][0] == 0 and all(n >= 1000 for _, n in hints)
+    assert all(a + n == b for (a, n), (b, _) in itertools.pairwise(hints))
+    assert seg.size - (hints[-1][0] + hints[-1][1]) < 1000 + 400  # at most a step and a batch
+    cut = read_segment_file(seg.log_path)[3]
+    seg.truncate_to(cut.base_offset)
+    hints.clear()
+    fill(seg, [[1, 2], [3], [4, 5, 6]] * 8)
+    assert hints[0][0] == cut.position  # from the cut, not past the end of the file
+
+
+def test_start_writeback_is_a_hint_that_never_fails(tmp_path: Path) -> None:
+    from kafkatier.storage.fsutil import start_writeback
+
+    path = tmp_path / "f"
+    path.write_bytes(b"x" * 65536)
+    fd = os.open(path, os.O_RDWR)
+    try:
+        start_writeback(fd, 0, 65536)
+    finally:
+        os.close(fd)
+    start_writeback(fd, 0, 1)  # a closed descriptor: nothing happens
