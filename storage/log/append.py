@@ -89,9 +89,7 @@ class AppendTarget(NamedTuple):
         offset and epoch in place (no copy, no second parse)."""
         if owned and not needs_rewrite(batch, self.rules):
             check_unrewritten(batch, self.rules)
-            assign_offset(batch.buffer, offset, self.leader_epoch)
-            batch.base_offset, batch.partition_leader_epoch = offset, self.leader_epoch
-            batch.file = self.file
+            _set_offset(batch, offset, self)
             out = batch
         else:
             buf = prepare_for_log(batch, self.rules, self.now)
