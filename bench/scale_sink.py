@@ -34,6 +34,7 @@ goal: 1,024 within 1.5x of 8) and the median over rounds of each round's own rat
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import shutil
 import statistics
@@ -66,17 +67,6 @@ def timed(action: Callable[[], None]) -> tuple[float, float]:
     return time.perf_counter() - began, tree_cpu_seconds() - cpu
 
 
-def sync_tree(root: Path) -> None:
-    """fsync every file below ``root`` (module docstring)."""
-    for path in root.rglob("*"):
-        if path.is_file():
-            fd = os.open(path, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-
-
 def batch_frame(spark: Any, n: int) -> Any:
     """``n`` rows of bench/scale_read.py in a cached DataFrame of two partitions."""
     df = spark.createDataFrame(scale_rows(n).to_pandas()).repartition(2).cache()
@@ -97,6 +87,10 @@ class SinkRun:
         self.sink(df, self.batch_id)
         self.batch_id += 1
 
+    def writer(self, df: Any) -> Callable[[], None]:
+        """:meth:`write` of ``df``, to be timed."""
+        return functools.partial(self.write, df)
+
     def close(self) -> None:
         self.sink.close()
         shutil.rmtree(self.root, ignore_errors=True)
@@ -112,22 +106,19 @@ def measure(spark_df: Any, work: Path, partitions: list[int], repeat: int, warmu
     parquet_times: list[float] = []
     try:
         for n, run_ in runs.items():
-            first[n] = timed(lambda r=run_: r.write(spark_df))[0]
+            first[n] = timed(run_.writer(spark_df))[0]
             for _ in range(warmup):
                 run_.write(spark_df)
         for i in range(repeat):
             target = work / f"parquet-{i}"
-            sides = [
-                *(lambda r=run_, n=n: rounds[n].append(
-                    [timed(lambda: r.write(spark_df)) for _ in range(block)])
-                  for n, run_ in runs.items()),
-                lambda t=target: parquet_times.append(
-                    timed(lambda: spark_df.write.parquet(str(t)))[0]
-                ),
-            ]  # fmt: skip
+            sides: list[int | None] = [*runs, None]  # None: Parquet
             for side in sides if i % 2 == 0 else sides[::-1]:
-                side()
-                sync_tree(target)
+                if side is None:
+                    write = functools.partial(spark_df.write.parquet, str(target))
+                    parquet_times.append(timed(write)[0])
+                else:
+                    rounds[side].append([timed(runs[side].writer(spark_df))
+                                         for _ in range(block)])  # fmt: skip
                 os.sync()  # no side's writeback runs into the next side's time
             shutil.rmtree(target, ignore_errors=True)
     finally:

@@ -15,6 +15,8 @@ from typing import TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+import pyarrow.json as pajson
 import pyarrow.parquet as pq
 
 from kafkatier.storage.errors import ConfigError
@@ -31,15 +33,11 @@ def read_chunks(path: Path, fmt: str) -> Iterator[pa.RecordBatch]:
     if fmt == "parquet":
         batches: Iterator[pa.RecordBatch] = pq.ParquetFile(path).iter_batches(CHUNK_ROWS)
     elif fmt == "csv":
-        import pyarrow.csv as pacsv  # the text formats' readers only when asked for (40 ms)
-
         options = pacsv.ConvertOptions(
             column_types={"key": pa.string(), "value": pa.string()}, strings_can_be_null=True
         )
         batches = iter(pacsv.open_csv(path, convert_options=options))
     else:
-        import pyarrow.json as pajson
-
         batches = iter(pajson.read_json(path).to_batches(CHUNK_ROWS))
     for batch in batches:
         yield normalise(batch, str(path))

@@ -50,8 +50,8 @@ class EpochCaches:
         path = log_dir / f"{topic}-{partition}" / LEADER_EPOCH_CHECKPOINT
         try:
             key = file_version(path)
-        except OSError:
-            return None
+        except OSError:  # a partition directory we may not read: no epoch either
+            key = None
         if key is None:
             return None
         with self._lock:

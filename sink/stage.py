@@ -144,8 +144,8 @@ class StagingFiles:
         for path in paths:
             if path not in self._loaded:
                 fd = self._fd(path)
-                buf = bytearray(os.fstat(fd).st_size)
-                self._loaded[path] = memoryview(buf)[: self._read_into(fd, memoryview(buf), 0)]
+                whole = memoryview(bytearray(os.fstat(fd).st_size))
+                self._loaded[path] = whole[: self._read_into(fd, whole, 0)]
 
     def view(self, path: str, position: int, length: int) -> memoryview:
         """The span's bytes: a slice of a :meth:`load`-ed file, else read into a new buffer (a

@@ -65,7 +65,8 @@ class TopicConfigStore:
 
 @functools.lru_cache(maxsize=1024)
 def _parsed(path: str, version: FileVersion | None) -> LogConfig:
-    """The settings of ``path`` as of ``version`` (inode, mtime, size: every write replaces the
-    file, so a new version has a new inode; None: no file). LogConfig is frozen: shared safely."""
+    """The settings of ``path`` as of ``version`` (``fsutil.file_version``: every write
+    replaces the file, so a new version has a new inode; None: no file). LogConfig is frozen:
+    shared safely."""
     stored = read_properties(Path(path)) if version is not None else {}
     return LogConfig.from_properties(stored, source=path)

@@ -210,19 +210,15 @@ class LogSegment:
             views = [memoryview(b"".join(data))]
         else:
             views = [memoryview(part).cast("B") for part in data]
-        since = self._bytes_since_last_index_entry
-        if not self._entry_due(since + batches[-1].position - batches[0].position):
-            # No batch is due an entry (the usual small append): the running max only.
-            size = self._write_all(views, start)
-            best = self.max_timestamp_and_offset
-            for info in batches:
-                if info.max_timestamp > best[0]:
-                    best = self._max_ts = (info.max_timestamp, info.last_offset)
-            self._bytes_since_last_index_entry = since + size
-        else:
+        # Whether any batch is due an entry: the bytes since the last one before the last batch
+        # (the usual small append has none, and skips the reservation and the entry checks).
+        due = self._entry_due(
+            self._bytes_since_last_index_entry + batches[-1].position - batches[0].position
+        )
+        if due:
             self._reserve_index_entries(batches)
-            size = self._write_all(views, start)
-            self._index_batches(start, batches)
+        size = self._write_all(views, start)
+        self._index_batches(start, batches, due)
         self.size = start + size
 
     def _write_all(self, views: list[memoryview], start: int) -> int:
@@ -286,10 +282,10 @@ class LogSegment:
         the entries after it must agree)."""
         return since > self.index_interval_bytes
 
-    def _index_batches(self, start: int, batches: Sequence[BatchInfo]) -> None:
-        """Index the batches just written at ``start``: the running max timestamp, and an
-        entry in both indexes for each batch due one (a loop over locals: it runs for every
-        batch of every append)."""
+    def _index_batches(self, start: int, batches: Sequence[BatchInfo], due: bool) -> None:
+        """Index the batches just written at ``start``: the running max timestamp, and, where
+        ``due`` says some batch may be, an entry in both indexes for each batch due one (a loop
+        over locals: it runs for every batch of every append)."""
         since = self._bytes_since_last_index_entry
         best = self.max_timestamp_and_offset
         for position, size, last_offset, max_ts in batches:
@@ -297,7 +293,7 @@ class LogSegment:
                 best = self._max_ts = (max_ts, last_offset)
             # An append of many batches may fill an index mid-way (Kafka indexes once per
             # append and rolls before a full index); skipping entries only lengthens scans.
-            if self._entry_due(since) and not self.indexes_full:
+            if due and self._entry_due(since) and not self.indexes_full:
                 self.offset_index.append(last_offset, start + position)
                 self.time_index.maybe_append(*best)
                 since = 0
