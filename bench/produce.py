@@ -1,6 +1,7 @@
 """Benchmark: ``kafkatier produce`` against a plain aiokafka-builder script, whole processes.
 
     python bench/produce.py [--records 2000000] [--rounds 3] [--compression none|lz4]
+                            [--before COMMAND]
 
 One Parquet file of ``--records`` records (``bench/scale_read.py``'s rows: 16-byte keys,
 100-byte values), written once, untimed, and read once untimed so both sides find it in the page
@@ -16,13 +17,16 @@ sees them (interpreter start-up, imports, reading the file, encoding, writing, c
 
 Both run as a user's Python does, with bytecode caches (:data:`USER_ENV`), after one untimed
 run of each. Printed: the command, each round's seconds and the median ratio (a)/(b) (issue
-18's goal: 0.5).
+18's goal: 0.5). ``--before COMMAND``: a third side, another kafkatier (an older checkout's
+console script) run as (a) in the same rounds, with its own median ratio to (b), so that a
+change is judged against the code before it under the same load.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import statistics
 import subprocess
 import sys
@@ -71,11 +75,24 @@ def timed(command: list[str]) -> float:
     return time.perf_counter() - began
 
 
+def _side_args(name: str, command: list[str], work: Path, r: int, source: Path,
+               compression: str) -> list[str]:  # fmt: skip
+    """The whole command line of one side in round ``r`` (each writes somewhere new)."""
+    if name == "aiokafka script":
+        return [*command, "--aiokafka", str(source), str(work / f"out-{r}.log"), compression]
+    logs = work / f"logs-{name.replace(' ', '-')}-{r}"
+    return [*command, "produce", str(logs), "--topic", "t", "--input", str(source),
+            "--partitions", "1", "--compression", compression]  # fmt: skip
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=2_000_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--compression", choices=("none", "lz4"), default="none")
+    parser.add_argument("--before", metavar="COMMAND",
+                        help="also time this kafkatier command (e.g. an older checkout's "
+                             "console script) as a third side of every round")  # fmt: skip
     parser.add_argument("--aiokafka", nargs=3, metavar=("IN", "OUT", "CODEC"),
                         help=argparse.SUPPRESS)  # fmt: skip
     args = parser.parse_args()
@@ -90,27 +107,29 @@ def main() -> int:
     source = work / "in.parquet"
     pq.write_table(rows(args.records), source)
     source.read_bytes()  # in the page cache for both sides
-    kafkatier = str(Path(sys.executable).with_name("kafkatier"))
-    ours, theirs = [], []
-    for r in range(-1, args.rounds):  # round -1: untimed, writes both sides' bytecode caches
-        logs = work / f"logs-{r}"
-        a = [kafkatier, "produce", str(logs), "--topic", "t", "--input", str(source),
-             "--partitions", "1", "--compression", args.compression]  # fmt: skip
-        b = [sys.executable, __file__, "--aiokafka", str(source), str(work / f"out-{r}.log"),
-             args.compression]  # fmt: skip
-        sides = [(a, ours), (b, theirs)]
-        for command, into in sides if r % 2 == 0 else sides[::-1]:
+    kafkatier = [str(Path(sys.executable).with_name("kafkatier"))]
+    commands = {"kafkatier produce": kafkatier, "aiokafka script": [sys.executable, __file__]}
+    if args.before:
+        commands["before"] = shlex.split(args.before)
+    times: dict[str, list[float]] = {name: [] for name in commands}
+    for r in range(-1, args.rounds):  # round -1: untimed, writes every side's bytecode caches
+        sides = [(name, _side_args(name, command, work, r, source, args.compression))
+                 for name, command in commands.items()]  # fmt: skip
+        for name, command in sides if r % 2 == 0 else sides[::-1]:
             took = timed(command)
             if r >= 0:
-                into.append(took)
+                times[name].append(took)
         os.sync()
+    before = f" --before '{args.before}'" if args.before else ""
     print(f"command: python bench/produce.py --records {args.records} --rounds {args.rounds} "
-          f"--compression {args.compression}")  # fmt: skip
-    for r, (x, y) in enumerate(zip(ours, theirs, strict=True)):
-        print(f"round {r}: kafkatier produce {x:.2f} s, aiokafka script {y:.2f} s, "
-              f"ratio {x / y:.2f}")  # fmt: skip
-    ratio = statistics.median(x / y for x, y in zip(ours, theirs, strict=True))
-    print(f"median ratio kafkatier produce / aiokafka script: {ratio:.2f} (goal <= 0.5)")
+          f"--compression {args.compression}{before}")  # fmt: skip
+    theirs = times["aiokafka script"]
+    for r in range(args.rounds):
+        print(f"round {r}: " + ", ".join(f"{name} {t[r]:.2f} s" for name, t in times.items())
+              + f", ratio {times['kafkatier produce'][r] / theirs[r]:.2f}")  # fmt: skip
+    for name in (n for n in times if n != "aiokafka script"):
+        ratio = statistics.median(x / y for x, y in zip(times[name], theirs, strict=True))
+        print(f"median ratio {name} / aiokafka script: {ratio:.2f} (goal <= 0.5)")
     return 0
 
 

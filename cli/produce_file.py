@@ -13,11 +13,13 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from kafkatier.cli.appends import Appends
 from kafkatier.cli.formats import detect_format
 from kafkatier.cli.inputs import prefetched, read_chunks
 from kafkatier.storage.checkpoint.checkpoint_file import is_valid_topic_name
 from kafkatier.storage.config.log_config import parse_overrides
 from kafkatier.storage.errors import ConfigError
+from kafkatier.storage.log.append import LogAppendInfo
 from kafkatier.storage.log.directory import LogDirectory
 from kafkatier.storage.log.log import Log
 from kafkatier.storage.log.writer_lock import writer_turn
@@ -34,6 +36,9 @@ class Summary:
         self.records[partition] = self.records.get(partition, 0) + count
         low = self.ranges.get(partition, (first, last))[0]
         self.ranges[partition] = (low, last)
+
+    def appended(self, log: Log, info: LogAppendInfo) -> None:
+        self.add(log.partition, info.first_offset, info.last_offset, info.num_records)
 
 
 def produce(args: argparse.Namespace) -> int:
@@ -100,14 +105,14 @@ def _append_file(
     from kafkatier.storage.partitioner import assign_partitions
 
     keyless = 0
-    with _progress(sys.stderr.isatty()) as progress:
+    with _progress(sys.stderr.isatty()) as progress, Appends(summary.appended) as appends:
         for chunk in chunks:
             names = chunk.schema.names
             keys = chunk.column("key") if "key" in names else None
             explicit = chunk.column("partition") if "partition" in names else None
             parts = assign_partitions(keys, len(logs), explicit=explicit, round_robin_start=keyless)
             keyless += len(chunk) if keys is None else int(keys.null_count)
-            _append_chunk(logs, chunk, parts, compression, summary)
+            _append_chunk(logs, chunk, parts, compression, appends)
             progress.update(len(chunk))
 
 
@@ -129,9 +134,9 @@ def _progress(show: bool) -> Any:
 
 def _append_chunk(
     logs: list[Log], chunk: pa.RecordBatch, parts: np.ndarray, compression: str | None,
-    summary: Summary,
+    appends: Appends,
 ) -> None:  # fmt: skip
-    from kafkatier.storage.arrow.log import append_arrow  # see _append_file
+    from kafkatier.storage.arrow.log import encode_for  # see _append_file
 
     ordered = pa.Table.from_batches([chunk])
     if len(parts) > 1 and bool((parts[1:] < parts[:-1]).any()):
@@ -140,8 +145,8 @@ def _append_chunk(
     start = 0
     for partition, count in enumerate(counts.tolist()):
         if count:
-            info = append_arrow(logs[partition], ordered.slice(start, count), codec=compression)
-            summary.add(partition, info.first_offset, info.last_offset, info.num_records)
+            log = logs[partition]
+            appends.submit(log, encode_for(log, ordered.slice(start, count), codec=compression))
         start += count
 
 

@@ -45,6 +45,27 @@ def append_arrow(
     """Append the rows of ``data`` (columns ``value``, optional ``key``, ``headers``,
     ``timestamp``). ``codec`` defaults to the topic's ``compression.type`` (none for
     ``producer``)."""
+    encoded = encode_for(log, data, codec=codec, producer_id=producer_id,
+                         producer_epoch=producer_epoch, base_sequence=base_sequence,
+                         transactional=transactional, timestamp=timestamp)  # fmt: skip
+    return log.append(encoded, owned=True)
+
+
+def encode_for(
+    log: Log,
+    data: pa.Table | pa.RecordBatch,
+    *,
+    codec: Codec | str | None = None,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    transactional: bool = False,
+    timestamp: int | None = None,
+) -> bytearray:
+    """:func:`append_arrow`'s batches, encoded for ``log`` (its codec, level and
+    ``max.message.bytes``) but not appended: for a writer that encodes the next rows while
+    another thread appends these (``log.append(encoded, owned=True)``); reads only the log's
+    config."""
     chosen = Codec.parse(codec) if codec is not None else (log.config.codec or Codec.NONE)
     encoded = encode_arrow(
         data,
@@ -57,7 +78,8 @@ def append_arrow(
         timestamp=timestamp,
         max_batch_bytes=log.config.max_batch_bytes,
     )
-    return log.append(encoded.data, owned=True)
+    batches: bytearray = encoded.data  # typed: mypy sees the numba module's class as Any
+    return batches
 
 
 def iter_arrow(

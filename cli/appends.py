@@ -1,0 +1,88 @@
+"""Appends in a thread of their own, so that a writer encodes its next rows while the last
+ones are written: ``kafkatier produce`` spends about as long in ``Log.append`` (mostly the
+``pwritev`` into the segment, which releases the GIL) as in the encoder (numba kernels that
+release it too), so on two cores the two overlap instead of taking turns."""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from types import TracebackType
+from typing import Final
+
+from kafkatier.storage.log.append import LogAppendInfo
+from kafkatier.storage.log.log import Log
+
+AHEAD_BYTES: Final = 64 * 1024 * 1024
+"""Encoded bytes waiting for their append at most (beyond the one being appended)."""
+
+
+class _Skipped(Exception):
+    """An append not run because an earlier one failed."""
+
+
+class Appends:
+    """``Log.append`` of encoded batches, one at a time and in the order given, in one thread;
+    ``done(log, info)`` is called in the caller's thread for each, in that order.
+
+    After an append fails, none given after it runs (a log holds the input's first records and
+    none after a gap, as a producer's acknowledged sends); the failure is raised to the caller
+    when it takes that append's result: at a :meth:`submit` after it or at the end of the
+    ``with`` block, which returns only when
+    the thread has stopped touching the logs. Only this thread may use the logs meanwhile."""
+
+    def __init__(self, done: Callable[[Log, LogAppendInfo], None],
+                 ahead_bytes: int = AHEAD_BYTES) -> None:  # fmt: skip
+        self._done = done
+        self._ahead = ahead_bytes
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="kafkatier-append")
+        self._pending: deque[tuple[Log, int, Future[LogAppendInfo]]] = deque()
+        self._pending_bytes = 0
+        self._failed = threading.Event()
+
+    def submit(self, log: Log, encoded: bytearray) -> None:
+        """Queue ``encoded`` (batches from offset 0, owned by the log from now on) for
+        ``log``; waits while more than ``ahead_bytes`` wait before it. Raises an earlier
+        append's failure instead, once it is known."""
+        if self._failed.is_set():
+            while self._pending:
+                self._settle_oldest()  # raises the failure, in its turn
+        future = self._pool.submit(self._append, log, encoded)
+        self._pending.append((log, len(encoded), future))
+        self._pending_bytes += len(encoded)
+        while len(self._pending) > 1 and self._pending_bytes - len(encoded) > self._ahead:
+            self._settle_oldest()
+
+    def _append(self, log: Log, encoded: bytearray) -> LogAppendInfo:
+        if self._failed.is_set():
+            raise _Skipped
+        try:
+            return log.append(encoded, owned=True)
+        except BaseException:
+            self._failed.set()
+            raise
+
+    def _settle_oldest(self) -> None:
+        log, size, future = self._pending.popleft()
+        self._pending_bytes -= size
+        self._done(log, future.result())
+
+    def __enter__(self) -> Appends:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        try:
+            if exc_type is not None:
+                self._failed.set()  # what waits is not appended
+            else:
+                while self._pending:
+                    self._settle_oldest()  # the first failure, if any, is raised here
+        finally:
+            self._pool.shutdown(wait=True)
