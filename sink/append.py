@@ -25,7 +25,12 @@ from kafkatier.sink.encode import CHUNK_BYTES
 from kafkatier.sink.plan import PartitionSpans
 from kafkatier.sink.stage import StagingFiles, assign_sequences
 from kafkatier.sink.wal import Wal, WalPartition
-from kafkatier.storage.errors import CheckpointError, CorruptRecordError, LogWriteError
+from kafkatier.storage.errors import (
+    CheckpointError,
+    CorruptRecordError,
+    LogWriteError,
+    StorageError,
+)
 from kafkatier.storage.log.log import Log
 from kafkatier.storage.log.validator import parse_incoming
 from kafkatier.storage.producer.entry import AppendOrigin
@@ -99,8 +104,11 @@ def read_pieces(files: StagingFiles, spans: Spans) -> Iterator[list[RecordBatch]
         if piece and size + length > CHUNK_BYTES:
             yield piece
             piece, size = [], 0
-        piece += parse_incoming(files.view(path, position, length), AppendOrigin.CLIENT,
-                                file=path)  # fmt: skip
+        span = files.view(path, position, length)
+        try:
+            piece += parse_incoming(span, AppendOrigin.CLIENT, file=path)
+        except StorageError as exc:  # its position is the span's: say where in the file
+            raise exc.moved(position) from None
         size += length
     if piece:
         yield piece

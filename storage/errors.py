@@ -29,6 +29,14 @@ class KafkaTierError(Exception):
     def __reduce__(self) -> tuple[Any, ...]:
         return (_rebuild, (type(self), self.message, self.context))
 
+    def moved(self, by: int) -> KafkaTierError:
+        """This error for bytes that begin ``by`` bytes into their file: a ``position`` found
+        in a slice, as a position in the whole file (itself when it names no position)."""
+        position = self.context.get("position")
+        if position is None:
+            return self
+        return type(self)(self.message, **{**self.context, "position": position + by})
+
 
 def _rebuild(cls: type[KafkaTierError], message: str, context: dict[str, Any]) -> KafkaTierError:
     return cls(message, **context)

@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch
 
+from kafkatier.sink.append import read_pieces
 from kafkatier.sink.stage import (
     StagingFiles,
     assign_sequences,
@@ -152,3 +153,32 @@ def test_staging_default_follows_the_master() -> None:
     assert not staging_wanted(None, "spark://host:7077") and not staging_wanted(None, "")
     assert not staging_wanted(False, "local[2]")
     assert staging_wanted("/shared/scratch", "yarn") and staging_wanted(True, "yarn")
+
+
+def test_a_corrupt_span_is_named_by_its_position_in_the_staging_file(tmp_path: Path) -> None:
+    """The driver parses each partition's span from a slice of the staging file; the error
+    still says where in the file the bad batch is, as a user would look with ``dump``."""
+    first, second = encoded(10, Codec.NONE), encoded(10, Codec.NONE)
+    path = tmp_path / "task-0.kbatches"
+    path.write_bytes(bytes(first + second))
+    bad = len(first)  # where the second span starts
+    data = bytearray(path.read_bytes())
+    data[len(data) - 3] ^= 0x40  # inside the second span's last batch
+    path.write_bytes(bytes(data))
+    last = _starts(second)[-1]  # the last batch's start within the second span
+    spans = [(str(path), 0, len(first)), (str(path), bad, len(second))]
+    with StagingFiles() as files, pytest.raises(CorruptRecordError) as info:
+        files.load([str(path)])
+        for _ in read_pieces(files, spans):
+            pass
+    assert info.value.context["file"] == str(path)
+    assert info.value.context["position"] == len(first) + last  # not the span's own offset
+    assert f"position={len(first) + last}" in str(info.value)
+
+
+def _starts(buf: bytearray) -> list[int]:
+    starts, position = [], 0
+    while position < len(buf):
+        starts.append(position)
+        position += 12 + int.from_bytes(buf[position + 8 : position + 12], "big")
+    return starts
