@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+import shutil
 import statistics
 import subprocess
 import sys
@@ -75,14 +76,35 @@ def timed(command: list[str]) -> float:
     return time.perf_counter() - began
 
 
-def _side_args(name: str, command: list[str], work: Path, r: int, source: Path,
-               compression: str) -> list[str]:  # fmt: skip
-    """The whole command line of one side in round ``r`` (each writes somewhere new)."""
+def _side(name: str, command: list[str], work: Path, r: int, source: Path,
+          compression: str) -> tuple[list[str], Path]:  # fmt: skip
+    """One side's whole command line in round ``r`` and where it writes (removed after it)."""
     if name == "aiokafka script":
-        return [*command, "--aiokafka", str(source), str(work / f"out-{r}.log"), compression]
+        out = work / f"out-{r}.log"
+        return [*command, "--aiokafka", str(source), str(out), compression], out
     logs = work / f"logs-{name.replace(' ', '-')}-{r}"
     return [*command, "produce", str(logs), "--topic", "t", "--input", str(source),
-            "--partitions", "1", "--compression", compression]  # fmt: skip
+            "--partitions", "1", "--compression", compression], logs  # fmt: skip
+
+
+def _rounds(args: argparse.Namespace, work: Path, source: Path) -> dict[str, list[float]]:
+    """Each side's seconds per timed round, in alternating order (module docstring)."""
+    commands = {"kafkatier produce": [str(Path(sys.executable).with_name("kafkatier"))],
+                "aiokafka script": [sys.executable, __file__]}  # fmt: skip
+    if args.before:
+        commands["before"] = shlex.split(args.before)
+    times: dict[str, list[float]] = {name: [] for name in commands}
+    for r in range(-1, args.rounds):  # round -1: untimed, writes every side's bytecode caches
+        sides = [(name, *_side(name, command, work, r, source, args.compression))
+                 for name, command in commands.items()]  # fmt: skip
+        for name, command, out in sides if r % 2 == 0 else sides[::-1]:
+            took = timed(command)
+            if r >= 0:
+                times[name].append(took)
+            shutil.rmtree(out, ignore_errors=True)  # 240 MB a side and round
+            out.unlink(missing_ok=True)
+        os.sync()
+    return times
 
 
 def main() -> int:
@@ -104,22 +126,13 @@ def main() -> int:
     from scale_read import rows
 
     work = Path(tempfile.mkdtemp(prefix="bench-produce-"))
-    source = work / "in.parquet"
-    pq.write_table(rows(args.records), source)
-    source.read_bytes()  # in the page cache for both sides
-    kafkatier = [str(Path(sys.executable).with_name("kafkatier"))]
-    commands = {"kafkatier produce": kafkatier, "aiokafka script": [sys.executable, __file__]}
-    if args.before:
-        commands["before"] = shlex.split(args.before)
-    times: dict[str, list[float]] = {name: [] for name in commands}
-    for r in range(-1, args.rounds):  # round -1: untimed, writes every side's bytecode caches
-        sides = [(name, _side_args(name, command, work, r, source, args.compression))
-                 for name, command in commands.items()]  # fmt: skip
-        for name, command in sides if r % 2 == 0 else sides[::-1]:
-            took = timed(command)
-            if r >= 0:
-                times[name].append(took)
-        os.sync()
+    try:
+        source = work / "in.parquet"
+        pq.write_table(rows(args.records), source)
+        source.read_bytes()  # in the page cache for both sides
+        times = _rounds(args, work, source)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
     before = f" --before '{args.before}'" if args.before else ""
     print(f"command: python bench/produce.py --records {args.records} --rounds {args.rounds} "
           f"--compression {args.compression}{before}")  # fmt: skip

@@ -13,6 +13,7 @@ wall and CPU seconds of each side and the command.
 from __future__ import annotations
 
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -33,8 +34,11 @@ from kafkatier.tiering.store.weed import weed_server  # noqa: E402
 
 def main() -> None:
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 1024
-    root = Path(tempfile.mkdtemp())
-    bench(root, n)
+    root = Path(tempfile.mkdtemp(prefix="bench-status-"))
+    try:
+        bench(root, n)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def bench(root: Path, n: int) -> None:
