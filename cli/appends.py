@@ -19,55 +19,67 @@ AHEAD_BYTES: Final = 64 * 1024 * 1024
 """Encoded bytes waiting for their append at most (beyond the one being appended)."""
 
 
-class _Skipped(Exception):
-    """An append not run because an earlier one failed."""
+_Outcome = tuple[list[tuple[Log, LogAppendInfo]], BaseException | None]
 
 
 class Appends:
     """``Log.append`` of encoded batches, one at a time and in the order given, in one thread;
-    ``done(log, info)`` is called in the caller's thread for each, in that order.
+    ``done(log, info)`` is called in the caller's thread for each, in that order, as the
+    caller takes the results (at a :meth:`submit` that waits, and at the end).
 
     After an append fails, none given after it runs (a log holds the input's first records and
     none after a gap, as a producer's acknowledged sends); the failure is raised to the caller
     when it takes that append's result: at a :meth:`submit` after it or at the end of the
-    ``with`` block, which returns only when
-    the thread has stopped touching the logs. Only this thread may use the logs meanwhile."""
+    ``with`` block, which returns only once the thread has let go of the logs. Only the thread
+    may use the logs meanwhile."""
 
     def __init__(self, done: Callable[[Log, LogAppendInfo], None],
                  ahead_bytes: int = AHEAD_BYTES) -> None:  # fmt: skip
         self._done = done
         self._ahead = ahead_bytes
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="kafkatier-append")
-        self._pending: deque[tuple[Log, int, Future[LogAppendInfo]]] = deque()
+        self._pending: deque[tuple[int, Future[_Outcome]]] = deque()
         self._pending_bytes = 0
         self._failed = threading.Event()
 
-    def submit(self, log: Log, encoded: bytearray) -> None:
-        """Queue ``encoded`` (batches from offset 0, owned by the log from now on) for
-        ``log``; waits while more than ``ahead_bytes`` wait before it. Raises an earlier
-        append's failure instead, once it is known."""
+    def submit(self, appends: list[tuple[Log, bytearray]]) -> None:
+        """Queue ``appends``: each log's encoded batches (from offset 0, owned by the log from
+        now on), in this order, as one job of the thread (a chunk of the input for many
+        partitions costs one hand-over, not one a partition); waits while more than
+        ``ahead_bytes`` wait before them. Raises an earlier append's failure instead, once it
+        is known."""
         if self._failed.is_set():
             while self._pending:
                 self._settle_oldest()  # raises the failure, in its turn
-        future = self._pool.submit(self._append, log, encoded)
-        self._pending.append((log, len(encoded), future))
-        self._pending_bytes += len(encoded)
-        while len(self._pending) > 1 and self._pending_bytes - len(encoded) > self._ahead:
+        size = sum(len(encoded) for _, encoded in appends)
+        future = self._pool.submit(self._append_all, appends)
+        self._pending.append((size, future))
+        self._pending_bytes += size
+        while len(self._pending) > 1 and self._pending_bytes - size > self._ahead:
             self._settle_oldest()
 
-    def _append(self, log: Log, encoded: bytearray) -> LogAppendInfo:
+    def _append_all(self, appends: list[tuple[Log, bytearray]]) -> _Outcome:
+        """The job: what was appended, and the failure that stopped it, if any (nothing runs
+        once an earlier job failed)."""
+        done: list[tuple[Log, LogAppendInfo]] = []
         if self._failed.is_set():
-            raise _Skipped
-        try:
-            return log.append(encoded, owned=True)
-        except BaseException:
-            self._failed.set()
-            raise
+            return done, None
+        for log, encoded in appends:
+            try:
+                done.append((log, log.append(encoded, owned=True)))
+            except BaseException as exc:
+                self._failed.set()
+                return done, exc
+        return done, None
 
     def _settle_oldest(self) -> None:
-        log, size, future = self._pending.popleft()
+        size, future = self._pending.popleft()
         self._pending_bytes -= size
-        self._done(log, future.result())
+        done, failure = future.result()
+        for log, info in done:
+            self._done(log, info)
+        if failure is not None:
+            raise failure
 
     def __enter__(self) -> Appends:
         return self

@@ -142,12 +142,14 @@ def _append_chunk(
     if len(parts) > 1 and bool((parts[1:] < parts[:-1]).any()):
         ordered = ordered.take(_indices(np.argsort(parts, kind="stable")))
     counts = np.bincount(parts, minlength=len(logs))
+    encoded = []
     start = 0
     for partition, count in enumerate(counts.tolist()):
         if count:
             log = logs[partition]
-            appends.submit(log, encode_for(log, ordered.slice(start, count), codec=compression))
+            encoded.append((log, encode_for(log, ordered.slice(start, count), codec=compression)))
         start += count
+    appends.submit(encoded)
 
 
 def _indices(order: np.ndarray) -> pa.Array:

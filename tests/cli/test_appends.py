@@ -55,9 +55,14 @@ def test_the_logs_end_as_sequential_appends_leave_them(tmp_path: Path) -> None:
     with LogDirectory(tmp_path / "threaded") as logs:
         logs.create_partitions("t", 2)
         with Appends(lambda log, info: done.append((log.partition, info)), ahead_bytes=0) as a:
-            for p, table in chunks:
-                log = logs.logs[("t", p)]
-                a.submit(log, encode_for(log, table, codec="lz4", timestamp=1))
+            start = 0
+            for size in (1, 2, 3, 1, 2, 3):  # jobs of one, two or three appends
+                job = chunks[start : start + size]
+                start += size
+                a.submit([(logs.logs[("t", p)],
+                           encode_for(logs.logs[("t", p)], table, codec="lz4", timestamp=1))
+                          for p, table in job])  # fmt: skip
+            assert start == len(chunks)
         assert [_segment_bytes(logs.logs[("t", p)]) for p in (0, 1)] == expected
     assert [p for p, _ in done] == [p for p, _ in chunks]  # in the order given
     for p in (0, 1):
@@ -79,8 +84,9 @@ def test_a_failed_append_stops_every_later_one_and_is_raised(tmp_path: Path) -> 
             pytest.raises(CorruptRecordError),
             Appends(lambda _log, info: done.append(info.first_offset)) as a,
         ):
-            for data in [good[0], good[1], corrupt, good[2], good[3]]:
-                a.submit(log, data)
+            a.submit([(log, good[0])])
+            a.submit([(log, good[1]), (log, corrupt), (log, good[2])])  # fails midway
+            a.submit([(log, good[3])])
         assert not _append_thread_alive()  # the block ended after the thread let go
         assert done == [0, 10]
         assert log.log_end_offset == 20  # the first records, none after the gap
@@ -104,7 +110,7 @@ def test_an_error_in_the_block_ends_it_without_appending_what_waits(
         monkeypatch.setattr(log, "append", gated_append)
         with pytest.raises(KeyboardInterrupt), Appends(lambda _l, _i: None) as a:
             for chunk in data:
-                a.submit(log, chunk)
+                a.submit([(log, chunk)])
             threading.Timer(0.3, gate.set).start()  # the exit below must wait for it
             raise KeyboardInterrupt  # the caller stops (Ctrl-C, an encoding error)
         assert gate.is_set() and not _append_thread_alive()
