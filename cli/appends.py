@@ -1,7 +1,8 @@
 """Appends in a thread of their own, so that a writer encodes its next rows while the last
-ones are written: ``kafkatier produce`` spends about as long in ``Log.append`` (mostly the
-``pwritev`` into the segment, which releases the GIL) as in the encoder (numba kernels that
-release it too), so on two cores the two overlap instead of taking turns."""
+ones are written: ``kafkatier produce`` spends longer in ``Log.append`` (mostly the ``pwritev``
+into the segment, which releases the GIL: 20-45 ms for 16.5 MB, ad hoc) than in the encoder
+(numba kernels that release it too: 8-16 ms), so on two cores the two overlap instead of
+taking turns."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from kafkatier.storage.log.append import LogAppendInfo
 from kafkatier.storage.log.log import Log
 
 AHEAD_BYTES: Final = 64 * 1024 * 1024
-"""Encoded bytes waiting for their append at most (beyond the one being appended)."""
+"""Encoded bytes queued before the newest job at most: beyond it the writer waits for the
+oldest (the memory produce holds beside the chunks read ahead)."""
 
 
 _Outcome = tuple[list[tuple[Log, LogAppendInfo]], BaseException | None]
