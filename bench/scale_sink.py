@@ -67,9 +67,9 @@ def timed(action: Callable[[], None]) -> tuple[float, float]:
     return time.perf_counter() - began, tree_cpu_seconds() - cpu
 
 
-def batch_frame(spark: Any, n: int) -> Any:
-    """``n`` rows of bench/scale_read.py in a cached DataFrame of two partitions."""
-    df = spark.createDataFrame(scale_rows(n).to_pandas()).repartition(2).cache()
+def batch_frame(spark: Any, n: int, partitions: int = 2) -> Any:
+    """``n`` rows of bench/scale_read.py in a cached DataFrame of ``partitions`` partitions."""
+    df = spark.createDataFrame(scale_rows(n).to_pandas()).repartition(partitions).cache()
     df.count()
     return df
 
@@ -77,10 +77,12 @@ def batch_frame(spark: Any, n: int) -> Any:
 class SinkRun:
     """One sink writing one topic of ``partitions`` partitions in its own log dir."""
 
-    def __init__(self, root: Path, partitions: int, encoder: str) -> None:
+    def __init__(self, root: Path, partitions: int, encoder: str,
+                 max_tasks: int | None = None) -> None:  # fmt: skip
         self.root = root
         self.sink = KafkaLogSink(root / "logs", topic=TOPIC, partitions=partitions,
-                                 compression="lz4", encoder=encoder)  # fmt: skip
+                                 compression="lz4", encoder=encoder,
+                                 max_tasks=max_tasks)  # fmt: skip
         self.batch_id = 0
 
     def write(self, df: Any) -> None:

@@ -212,7 +212,7 @@ def plan_json(plan: EncodePlan) -> str:
         "producer_epoch": plan.producer_epoch, "write_time_ms": plan.write_time_ms,
         "staging_dir": plan.staging_dir, "staging_prefix": plan.staging_prefix,
         "open_budget": OPEN_BUDGET_BYTES,
-        "chunk_bytes": CHUNK_BYTES, "pieces_schema": CHUNK_SCHEMA,
+        "chunk_bytes": CHUNK_BYTES, "max_tasks": plan.max_tasks, "pieces_schema": CHUNK_SCHEMA,
     })  # fmt: skip
 
 

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import itertools
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, NamedTuple
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 import pyarrow as pa
 
@@ -69,6 +70,52 @@ def build_plan(
     return plan, sequences
 
 
+_INT_MAX: Final = (1 << 31) - 1  # Spark's default spark.dynamicAllocation.maxExecutors
+_ALLOCATION_KEYS: Final = ("spark.dynamicAllocation.enabled",
+                           "spark.dynamicAllocation.maxExecutors", "spark.executor.cores")
+
+
+class TaskLimit:
+    """How many tasks the encode job may use, by ``coalesce`` (no shuffle), as Spark's JDBC
+    writer applies its ``numPartitions``: ``max_tasks`` if given (0: as the rows come), else
+    as many as Spark runs at once (:func:`task_limit`). Every task writes a record batch for
+    each Kafka partition it has rows for, and the driver parses and appends each one: a
+    micro-batch of a 64-partition Kafka source into a 1,024-partition topic made up to 65,536
+    batches, where two cores run two tasks at a time anyway. The session's allocation
+    settings are read once per SparkContext (a copy of its conf costs ~14 ms over py4j)."""
+
+    def __init__(self, max_tasks: int | None) -> None:
+        self.max_tasks = max_tasks
+        self._conf: tuple[Any, dict[str, str]] | None = None
+
+    def for_frame(self, df: DataFrame) -> int:
+        if self.max_tasks is not None:
+            return self.max_tasks
+        try:
+            sc = df.sparkSession.sparkContext
+        except Exception:  # Spark Connect: no SparkContext to ask
+            return 0
+        if self._conf is None or self._conf[0] is not sc:
+            conf = sc.getConf()
+            found = {k: conf.get(k) for k in _ALLOCATION_KEYS}
+            self._conf = (sc, {k: v for k, v in found.items() if v is not None})
+        return task_limit(self._conf[1], int(sc.defaultParallelism))
+
+
+def task_limit(conf: Mapping[str, str], default_parallelism: int) -> int:
+    """The tasks Spark can run at once: ``defaultParallelism`` (``spark.default.parallelism``
+    or the executors' cores, asked every batch: executors come and go); with dynamic
+    allocation, what ``maxExecutors`` executors of ``spark.executor.cores`` could run (0, no
+    limit, when that is unbounded, its default), so the encode job never keeps the cluster
+    from growing."""
+    if conf.get("spark.dynamicAllocation.enabled", "false").strip().lower() != "true":
+        return default_parallelism
+    most = int(conf.get("spark.dynamicAllocation.maxExecutors", str(_INT_MAX)))
+    if most >= _INT_MAX:
+        return 0
+    return max(most * int(conf.get("spark.executor.cores", "1")), default_parallelism)
+
+
 @dataclass(frozen=True)
 class PartitionSpans:
     """Where one Kafka partition's encoded batches are (provisional sequences, base offsets 0):
@@ -90,7 +137,11 @@ def encoded_spans(
     is (a few small rows per task, collected as Arrow). Fetched: the job persists the pieces to
     executor disk, and ``toLocalIterator`` brings them one task at a time into one staging file
     the driver writes at ``place``; the driver checks them against the job's own summary."""
-    encoded = jvm.encode(df, plan) if jvm is not None else df.mapInArrow(Encode(plan), CHUNK_SCHEMA)
+    if jvm is not None:
+        encoded = jvm.encode(df, plan)  # coalesces its rows to plan.max_tasks itself
+    else:
+        rows = df.coalesce(plan.max_tasks) if plan.max_tasks else df
+        encoded = rows.mapInArrow(Encode(plan), CHUNK_SCHEMA)
     try:
         if plan.staging_dir is not None:
             return _by_partition(_spans(encoded.toArrow()))  # columns, not a Row per piece

@@ -20,9 +20,10 @@ runs entirely under the sink's exclusive lock file and is one Kafka transaction:
    transaction of the producer (left by a version before the write-ahead log) is ended as that
    version's bookkeeping says.
 3. ``batch_id <= last_committed_batch``: a Spark replay of a batch already committed; skip it.
-4. Encode on executors in one parallel job (:mod:`kafkatier.sink.encode`) into staging files,
-   which are the write-ahead log (:mod:`kafkatier.sink.wal`); the driver reads and checks every
-   batch (:func:`kafkatier.sink.append.check_all`) and fsyncs the files.
+4. Encode on executors in one parallel job (:mod:`kafkatier.sink.encode`; at most ``max_tasks``
+   tasks, by default as many as Spark runs at once: :class:`kafkatier.sink.plan.TaskLimit`) into
+   staging files, which are the write-ahead log (:mod:`kafkatier.sink.wal`); the driver reads
+   and checks every batch (:func:`kafkatier.sink.append.check_all`) and fsyncs the files.
 5. The commit point: the bookkeeping file records the batch (``wal``: its files, and each
    partition's spans, first sequence and records) as ``last_committed_batch``. Nothing of the
    batch has reached a partition before it.
@@ -86,7 +87,7 @@ from kafkatier.sink.bookkeeping import (
 )
 from kafkatier.sink.hooks import crash_points, no_crash
 from kafkatier.sink.jvm import EncoderChoice
-from kafkatier.sink.plan import SinkSettings, build_plan, encoded_spans
+from kafkatier.sink.plan import SinkSettings, TaskLimit, build_plan, encoded_spans
 from kafkatier.sink.schema import InputColumns, SinkSchemaError, check_schema, normalize
 from kafkatier.sink.stage import (
     StagingFiles,
@@ -132,6 +133,7 @@ class KafkaLogSink:
         compression_level: int | None = None,
         staging: str | Path | bool | None = None,
         encoder: str = "auto",
+        max_tasks: int | None = None,
     ) -> None:
         self.log_dir = Path(log_dir).absolute()  # a relative one is the driver's, as Spark's
         self.topic = topic
@@ -152,6 +154,10 @@ class KafkaLogSink:
         shared = staging_base(staging)  # None: staging files in the log dir
         self.shared_staging = None if shared is None else Path(shared).absolute()  # as log_dir
         self.encoder = EncoderChoice(encoder)
+        if max_tasks is not None and max_tasks < 0:
+            raise SinkSchemaError(f"max_tasks must be 0 (no limit) or more, got {max_tasks}",
+                                  max_tasks=max_tasks)  # fmt: skip
+        self.tasks = TaskLimit(max_tasks)
         self._epoch: int | None = None  # this instance's producer epoch and id, once started
         self._producer_id: int | None = None
         self._logs: LogDirectory | None = None
@@ -357,6 +363,7 @@ class KafkaLogSink:
         staged = staging_wanted(self.staging, spark_master(df))
         place = batch_place(self.log_dir, self.sink_id, self.shared_staging if staged else None,
                             batch_id)  # fmt: skip
+        encode_plan = dataclasses.replace(encode_plan, max_tasks=self.tasks.for_frame(df))
         if staged:
             encode_plan = dataclasses.replace(
                 encode_plan, staging_dir=place.directory, staging_prefix=place.prefix

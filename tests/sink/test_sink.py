@@ -14,6 +14,7 @@ import pytest
 from kafkatier.sink import KafkaLogSink
 from kafkatier.sink.bookkeeping import ProducerFencedError, derive_producer_id
 from kafkatier.sink.hooks import QUERY_ID_PROPERTY
+from kafkatier.sink.plan import task_limit
 from kafkatier.sink.schema import SinkSchemaError
 from kafkatier.sink.stage import sink_staging_root
 from kafkatier.storage.arrow.log import read_arrow
@@ -317,3 +318,55 @@ def test_relative_paths_resolve_against_the_drivers_working_directory(
     assert list(elsewhere.iterdir()) == []
     if staging is not None:
         assert sink_staging_root(tmp_path / "stage", sink.log_dir, "t").is_dir()
+
+
+def _data_batches_per_partition(log_dir: Path) -> dict[int, int]:
+    with LogDirectory(log_dir) as logs:
+        return {log.partition: sum(not b.is_control for s in log.segments for b in s.batches())
+                for log in logs}  # fmt: skip
+
+
+@pytest.mark.parametrize(("max_tasks", "most", "encoder"),
+                         [(None, 2, "jvm"), (3, 3, "jvm"), (0, 8, "jvm"), (None, 2, "python")])
+def test_a_batch_of_many_input_partitions_is_encoded_in_few_tasks(
+    spark: Any, tmp_path: Path, max_tasks: int | None, most: int, encoder: str
+) -> None:
+    """Each encode task writes a record batch per Kafka partition it has rows for: eight input
+    partitions (a Kafka source's eight) into 16 partitions made eight batches a partition.
+    By default the job runs in as many tasks as Spark runs at once (two here), as the rows
+    come (input order kept within each partition); ``max_tasks=0`` leaves the input as it is."""
+    assert spark.sparkContext.defaultParallelism == 2
+    df = spark.range(0, 4000, 1, 8).selectExpr(
+        "CAST(CONCAT('v', id) AS BINARY) AS value", "CAST(CONCAT('k', id % 499) AS BINARY) AS key"
+    )  # every task has rows for every partition
+    sink = KafkaLogSink(tmp_path, topic="t", partitions=16, max_tasks=max_tasks, encoder=encoder)
+    sink(df, 0)
+    sink.close()
+    assert verify_paths([tmp_path]) == []
+    assert set(_data_batches_per_partition(tmp_path).values()) == {most}
+    table = read_topic(tmp_path, "t")
+    ids = [int(v[1:]) for v in table.column("value").to_pylist()]
+    assert sorted(ids) == list(range(4000))  # every row once
+    for partition in range(16):
+        mine = [int(r["value"][1:]) for r in table.to_pylist() if r["partition"] == partition]
+        assert mine == sorted(mine)
+
+
+def test_max_tasks_below_zero_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(SinkSchemaError, match="max_tasks must be 0"):
+        KafkaLogSink(tmp_path, topic="t", partitions=1, max_tasks=-1)
+
+
+@pytest.mark.parametrize(("conf", "default", "limit"), [
+    ({}, 2, 2),  # static: the cores Spark runs at once
+    ({"spark.dynamicAllocation.enabled": "false", "spark.executor.cores": "4"}, 8, 8),
+    ({"spark.dynamicAllocation.enabled": "true"}, 2, 0),  # maxExecutors unbounded: no limit
+    ({"spark.dynamicAllocation.enabled": "TRUE", "spark.dynamicAllocation.maxExecutors": "10",
+      "spark.executor.cores": "4"}, 2, 40),  # what the cluster may grow to
+    ({"spark.dynamicAllocation.enabled": "true", "spark.dynamicAllocation.maxExecutors": "1"},
+     6, 6),  # never below what runs now
+])  # fmt: skip
+def test_the_task_limit_never_keeps_a_cluster_from_growing(
+    conf: dict[str, str], default: int, limit: int
+) -> None:
+    assert task_limit(conf, default) == limit

@@ -18,7 +18,7 @@ import java.util.Map;
  *  "new_topic": [partitions, max_batch_bytes, batch_limit] | null, "codec": 0-4,
  *  "level": int | null, "producer_id": long, "producer_epoch": short, "write_time_ms": long,
  *  "staging_dir": "/logs" | null, "staging_prefix": "name prefix", "open_budget": bytes,
- *  "chunk_bytes": bytes,
+ *  "chunk_bytes": bytes, "max_tasks": tasks at most (0: as the rows come),
  *  "pieces_schema": "task int, topic string, ..."}
  * </pre>
  *
@@ -42,6 +42,7 @@ final class EncodePlan implements Serializable {
   final String stagingPrefix; // the staging files' name prefix in stagingDir
   final long openBudget; // bytes of open batches a task may hold before closing the largest
   final int chunkBytes;
+  final int maxTasks; // the job's tasks at most (the rows coalesced, no shuffle); 0: no limit
   final String piecesSchema;
 
   private EncodePlan(JsonNode root) {
@@ -61,6 +62,7 @@ final class EncodePlan implements Serializable {
     stagingPrefix = prefix == null || prefix.isNull() ? "" : prefix.asText();
     openBudget = root.get("open_budget").asLong();
     chunkBytes = root.get("chunk_bytes").asInt();
+    maxTasks = root.get("max_tasks").asInt();
     piecesSchema = root.get("pieces_schema").asText();
   }
 

@@ -21,6 +21,9 @@ public final class JvmEncoder {
     org.apache.spark.sql.classic.Dataset<Row> classic =
         (org.apache.spark.sql.classic.Dataset<Row>) df;
     JavaRDD<InternalRow> rows = classic.queryExecution().toRdd().toJavaRDD();
+    if (plan.maxTasks > 0 && rows.getNumPartitions() > plan.maxTasks) {
+      rows = rows.coalesce(plan.maxTasks, false); // sink/plan.py TaskLimit: no shuffle
+    }
     JavaRDD<Row> pieces =
         rows.mapPartitionsWithIndex(new TaskEncoder(plan, new RowReader(df.schema())), false);
     return classic.sparkSession().createDataFrame(pieces, StructType.fromDDL(plan.piecesSchema));
