@@ -52,31 +52,19 @@ def append_arrow(
 
 
 def encode_for(
-    log: Log,
-    data: pa.Table | pa.RecordBatch,
-    *,
-    codec: Codec | str | None = None,
-    producer_id: int = -1,
-    producer_epoch: int = -1,
-    base_sequence: int = -1,
-    transactional: bool = False,
-    timestamp: int | None = None,
+    log: Log, data: pa.Table | pa.RecordBatch, *, codec: Codec | str | None = None, **fields: Any
 ) -> bytearray:
     """:func:`append_arrow`'s batches, encoded for ``log`` (its codec, level and
-    ``max.message.bytes``) but not appended: for a writer that encodes the next rows while
-    another thread appends these (``log.append(encoded, owned=True)``); reads only the log's
-    config."""
+    ``max.message.bytes``; ``fields``: ``encode_arrow``'s producer and timestamp keywords) but
+    not appended: for a writer that encodes the next rows while another thread appends these
+    (``log.append(encoded, owned=True)``). Reads only the log's config."""
     chosen = Codec.parse(codec) if codec is not None else (log.config.codec or Codec.NONE)
     encoded = encode_arrow(
         data,
         codec=chosen,
         level=log.config.compression_level(chosen),
-        producer_id=producer_id,
-        producer_epoch=producer_epoch,
-        base_sequence=base_sequence,
-        transactional=transactional,
-        timestamp=timestamp,
         max_batch_bytes=log.config.max_batch_bytes,
+        **fields,
     )
     batches: bytearray = encoded.data  # typed: mypy sees the numba module's class as Any
     return batches
