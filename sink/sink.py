@@ -372,6 +372,9 @@ class KafkaLogSink:
         try:
             groups = encoded_spans(normalize(df, cols), encode_plan, place,
                                    self.encoder.for_frame(df))  # fmt: skip
+            if not groups:  # no row: nothing to decide or flush (a replay writes nothing too)
+                place.remove()
+                return
             with StagingFiles() as files, gc_paused():
                 checked = check_all(groups, sequences, files)
                 check_space(self.log_dir, checked)

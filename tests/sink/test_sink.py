@@ -370,3 +370,33 @@ def test_the_task_limit_never_keeps_a_cluster_from_growing(
     conf: dict[str, str], default: int, limit: int
 ) -> None:
     assert task_limit(conf, default) == limit
+
+
+def test_an_empty_micro_batch_writes_nothing_and_costs_no_decision(
+    spark: Any, tmp_path: Path
+) -> None:
+    """A micro-batch without rows (a filter that keeps none, a stateful query's no-data batch)
+    leaves the partitions and the bookkeeping file as they were: no transaction, no commit
+    decision to fsync, no flush of the filesystem; the batches around it commit as usual, and
+    Spark's replay of it writes nothing either."""
+    sink = KafkaLogSink(tmp_path, topic="t", partitions=4)
+    rows = spark.range(0, 40, 1, 2).selectExpr("CAST(CONCAT('v', id) AS BINARY) AS value")
+    empty = rows.where("length(value) < 0")
+    sink(rows, 0)
+    flushing = sink._unsynced  # batch 0's flush, finished before the next batch writes
+
+    def on_disk() -> dict[Path, bytes]:
+        files = [tmp_path / "kafkatier-sink.t.json", *tmp_path.glob("t-*/*.log")]
+        return {p.relative_to(tmp_path): p.read_bytes() for p in files}
+
+    before = on_disk()
+    sink(empty, 1)
+    sink(empty, 1)  # Spark's replay of it
+    assert flushing is not None and sink._unsynced is flushing  # none begun, none waited for
+    assert on_disk() == before
+    assert state(tmp_path, "t")["last_committed_batch"] == 0
+    sink(rows, 2)
+    sink.close()
+    assert verify_paths([tmp_path]) == []
+    assert read_topic(tmp_path, "t").num_rows == 80
+    assert sum(end_offsets(tmp_path).values()) == 80 + 2 * 4  # two transactions, four markers each
