@@ -23,7 +23,8 @@ runs entirely under the sink's exclusive lock file and is one Kafka transaction:
 4. Encode on executors in one parallel job (:mod:`kafkatier.sink.encode`; at most ``max_tasks``
    tasks, by default as many as Spark runs at once: :class:`kafkatier.sink.plan.TaskLimit`) into
    staging files, which are the write-ahead log (:mod:`kafkatier.sink.wal`); the driver reads
-   and checks every batch (:func:`kafkatier.sink.append.check_all`) and fsyncs the files.
+   and checks every batch (:func:`kafkatier.sink.append.check_all`) and fsyncs the files. A
+   micro-batch without rows ends here: nothing to decide, write or flush.
 5. The commit point: the bookkeeping file records the batch (``wal``: its files, and each
    partition's spans, first sequence and records) as ``last_committed_batch``. Nothing of the
    batch has reached a partition before it.
