@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -52,29 +53,34 @@ def _fill(log: Log) -> None:
         log.roll()
 
 
-def warm_up() -> CompactionResult:
-    """Compact a small log in a temporary directory (module docstring)."""
+def warm_up(directory: Path | None = None) -> CompactionResult:
+    """Compact a small log in ``directory`` (empty, the caller's to remove), else in a temporary
+    directory (module docstring)."""
+    if directory is None:
+        with tempfile.TemporaryDirectory(prefix="kafkatier-warm-") as tmp:
+            return warm_up(Path(tmp))
     config = LogConfig.from_properties(
         {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0"}, source="warm-up"
     )
-    with tempfile.TemporaryDirectory(prefix="kafkatier-warm-") as tmp:
-        log_dir = LogDirectory(Path(tmp), config_for=lambda _topic: config, clock=lambda: _NOW)
-        try:
-            log = log_dir.get_or_create("warm-up", 0)
-            _fill(log)
-            return compact_log(log, now_ms=_NOW, first_dirty_offset=None)
-        finally:
-            log_dir.close()
+    log_dir = LogDirectory(directory, config_for=lambda _topic: config, clock=lambda: _NOW)
+    try:
+        log = log_dir.get_or_create("warm-up", 0)
+        _fill(log)
+        return compact_log(log, now_ms=_NOW, first_dirty_offset=None)
+    finally:
+        log_dir.close()
 
 
 @contextlib.contextmanager
 def warming() -> Iterator[subprocess.Popen[bytes] | None]:
     """:func:`warm_up` in a child process at the lowest priority for the time of the block (a
     long-running loop); a child still compiling when the block ends is killed (numba writes each
-    cache file whole, by rename) and always reaped."""
+    cache file whole, by rename) and always reaped. The child's log is in a directory this
+    process made and removes after it, so a killed child leaves nothing behind."""
+    scratch = tempfile.mkdtemp(prefix="kafkatier-warm-")
     try:
         child = subprocess.Popen(
-            [sys.executable, "-m", "kafkatier.storage.cleaner.warm"],
+            [sys.executable, "-m", "kafkatier.storage.cleaner.warm", scratch],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             preexec_fn=lambda: os.nice(19), close_fds=True,
         )  # fmt: skip
@@ -86,7 +92,8 @@ def warming() -> Iterator[subprocess.Popen[bytes] | None]:
         if child is not None:
             child.kill()
             child.wait()
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 if __name__ == "__main__":
-    warm_up()
+    warm_up(Path(sys.argv[1]) if len(sys.argv) > 1 else None)
