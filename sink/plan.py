@@ -21,6 +21,7 @@ import pyarrow as pa
 
 from kafkatier.sink.encode import CHUNK_SCHEMA, Encode, EncodePlan, TopicPlan
 from kafkatier.sink.jvm import JvmEncoder, input_error
+from kafkatier.sink.schema import SinkSchemaError
 from kafkatier.sink.stage import StagingPlace
 from kafkatier.sink.txn import next_sequences, topic_partitions
 from kafkatier.storage.config.log_config import LogConfig
@@ -82,9 +83,13 @@ class TaskLimit:
     each Kafka partition it has rows for, and the driver parses and appends each one: a
     micro-batch of a 64-partition Kafka source into a 1,024-partition topic made up to 65,536
     batches, where two cores run two tasks at a time anyway. The session's allocation
-    settings are read once per SparkContext (a copy of its conf costs ~14 ms over py4j)."""
+    settings are read once per SparkContext (reading its whole conf over py4j took ~14 ms a
+    batch, ad hoc); ``defaultParallelism`` every batch."""
 
     def __init__(self, max_tasks: int | None) -> None:
+        if max_tasks is not None and max_tasks < 0:
+            raise SinkSchemaError(f"max_tasks must be 0 (no limit) or more, got {max_tasks}",
+                                  max_tasks=max_tasks)  # fmt: skip
         self.max_tasks = max_tasks
         self._conf: tuple[Any, dict[str, str]] | None = None
 

@@ -155,10 +155,7 @@ class KafkaLogSink:
         shared = staging_base(staging)  # None: staging files in the log dir
         self.shared_staging = None if shared is None else Path(shared).absolute()  # as log_dir
         self.encoder = EncoderChoice(encoder)
-        if max_tasks is not None and max_tasks < 0:
-            raise SinkSchemaError(f"max_tasks must be 0 (no limit) or more, got {max_tasks}",
-                                  max_tasks=max_tasks)  # fmt: skip
-        self.tasks = TaskLimit(max_tasks)
+        self.tasks = TaskLimit(max_tasks)  # refuses a negative one
         self._epoch: int | None = None  # this instance's producer epoch and id, once started
         self._producer_id: int | None = None
         self._logs: LogDirectory | None = None

@@ -3,9 +3,10 @@
 A remote compaction downloads the segments it rewrites and writes the cleaned ones into a
 scratch directory (``kafkatier-compact-<pid>-*`` in ``scratch_dir``, default the system's
 temporary directory), removed when it ends. A process killed mid-way (SIGKILL, power loss, an
-OOM kill) cannot remove it, and it may hold a segment's worth of bytes: each new scratch
-directory first removes those whose process is gone. A directory whose pid belongs to a live
-process (this one's other compactions, another sidecar's, or a reused pid) is left alone."""
+OOM kill) cannot remove it, and it may hold a segment's worth of bytes: a process's first
+scratch directory in a root removes those whose process is gone (once: a pass compacts many
+partitions, and the temporary directory may hold thousands of names to list). A directory
+whose pid belongs to a live process (another sidecar's, or a reused pid) is left alone."""
 
 from __future__ import annotations
 
@@ -18,10 +19,16 @@ from typing import Final
 PREFIX: Final = "kafkatier-compact-"
 
 
+_SWEPT: set[tuple[int, Path]] = set()  # (pid, root): a fork sweeps again
+
+
 def new_scratch(scratch_dir: Path | None = None) -> Path:
-    """A new scratch directory for this process, after removing dead processes' ones."""
+    """A new scratch directory for this process, the first in its root after removing dead
+    processes' ones."""
     root = Path(scratch_dir) if scratch_dir is not None else Path(tempfile.gettempdir())
-    remove_dead(root)
+    if (os.getpid(), root) not in _SWEPT:
+        remove_dead(root)
+        _SWEPT.add((os.getpid(), root))
     return Path(tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-", dir=root))
 
 

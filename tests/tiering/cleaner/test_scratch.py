@@ -1,6 +1,6 @@
 """Remote compaction's scratch directories (kafkatier.tiering.cleaner.scratch): those a killed
-process left are removed by the next compaction; a live process's, and names without a pid,
-are not."""
+process left are removed by a process's first compaction; a live process's, and names without a
+pid, are not."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from kafkatier.tiering.cleaner.scratch import PREFIX, new_scratch
+from kafkatier.tiering.cleaner.scratch import PREFIX, new_scratch, remove_dead
 
 
 def _dead_pid() -> int:
@@ -37,5 +37,9 @@ def test_a_killed_compactions_scratch_is_removed_and_no_live_ones(tmp_path: Path
     finally:
         live_parent.kill()
         live_parent.wait()
-    new_scratch(tmp_path)  # the other process is gone now: its scratch goes too
+    dead_again = tmp_path / f"{PREFIX}{_dead_pid()}-jkl"
+    dead_again.mkdir()
+    new_scratch(tmp_path)  # this process swept the root once: its later compactions list nothing
+    assert dead_again.exists()
+    remove_dead(tmp_path)  # as the next process's first compaction: the other process is gone
     assert not other.exists() and mine.exists()
