@@ -52,7 +52,7 @@ from kafkatier.serve.apis.versions import (
 )
 from kafkatier.serve.context import CLIENT, ServeContext
 from kafkatier.serve.protocol import MalformedRequest, decode_request, encode_response, peek_header
-from kafkatier.serve.zero_copy import FileSpan, Part, Spliced, close_spans, splice
+from kafkatier.serve.zero_copy import Part, Span, Spliced, close_spans, splice
 
 Handler = Callable[[ServeContext, int, Any], Awaitable[Any]]
 
@@ -100,7 +100,7 @@ async def dispatch(ctx: ServeContext, frame: bytes) -> Reply:
     header, request = decode_request(frame, load_request_schema(key, version))
     CLIENT.set(dataclasses.replace(CLIENT.get(), client_id=header.client_id or ""))
     response = await HANDLERS[key](ctx, version, request)
-    spans: list[FileSpan] = []
+    spans: list[Span] = []
     if isinstance(response, Spliced):
         spans = response.spans
         response = response.response

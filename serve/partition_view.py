@@ -28,7 +28,7 @@ from pathlib import Path
 
 from kafkatier.serve.epochs import EpochCaches
 from kafkatier.serve.remote_view import RemoteTier, read_remote_run
-from kafkatier.serve.zero_copy import FileSpan
+from kafkatier.serve.zero_copy import FileSpan, MemorySpan, Span
 from kafkatier.storage.index.txn_index import AbortedTxn
 from kafkatier.storage.log.batch_position import BatchPosition
 from kafkatier.storage.log.bounds import PartitionBounds, scan_bounds
@@ -62,7 +62,7 @@ class FetchedPartition:
     """One partition's part of a Fetch response."""
 
     bounds: PartitionBounds
-    records: bytes | FileSpan = b""  # a local segment's span, sent by sendfile (zero_copy.py)
+    records: bytes | Span = b""  # a local segment's span (sendfile) or a remote run's (zero_copy)
     aborted: tuple[AbortedTxn, ...] = ()
     out_of_range: bool = False
     remote: bool = False  # the records came from the remote store
@@ -113,10 +113,11 @@ def fetch(
             return FetchedPartition(found, out_of_range=True)
         bound = found.latest(committed)
         from_remote = remote is not None and offset < local.log_start
-        records: bytes | FileSpan
+        records: bytes | Span
         if remote is not None and from_remote:
             end = min(bound, local.log_start)
-            records = read_remote_run(remote, offset, end, max_bytes, min_one)
+            run = read_remote_run(remote, offset, end, max_bytes, min_one)
+            records = MemorySpan(run) if run else b""
         else:
             records = read_run(part, offset, bound, max_bytes, min_one, sources.tails)
         aborted: tuple[AbortedTxn, ...] = ()

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from kafkatier.tiering.read.chunk_cache import ChunkCache
 from kafkatier.tiering.read.incarnation import incarnation_of
-from kafkatier.tiering.read.remote_reader import RemoteLogReader, batch_spans
+from kafkatier.tiering.read.remote_reader import RemoteLogReader, iter_batch_spans
 from kafkatier.tiering.store.object_store import ObjectStore
 
 REFRESH_S = 5.0
@@ -82,22 +82,25 @@ class RemoteTier:
 
 def read_remote_run(
     remote: RemoteLogReader, offset: int, end: int, max_bytes: int, min_one: bool
-) -> bytes:
+) -> memoryview:
     """Whole remote batches holding offsets in [offset, end), at most ``max_bytes`` (one more
     batch when ``min_one``), as stored: the first ranged GET's run, trimmed to batches at or
-    after ``offset`` (the index places a read at or before it)."""
+    after ``offset`` (the index places a read at or before it). A view of the run, not a copy:
+    the response is written from it (``zero_copy.MemorySpan``); the headers are read only up
+    to the last batch sent."""
     for _key, _at, data in remote.byte_runs(offset, end):
-        spans = [s for s in batch_spans(data) if s.last_offset >= offset]
-        if not spans:
-            continue
-        first = spans[0].position
-        stop = first
-        for span in spans:  # byte_runs ends the data at the batch covering end - 1
-            if stop > first and span.position + span.size - first > max_bytes:
+        first = stop = -1
+        for span in iter_batch_spans(data):  # byte_runs ends the data at the batch covering end - 1
+            if span.last_offset < offset:
+                continue
+            if first < 0:
+                first = span.position
+            elif span.position + span.size - first > max_bytes:
                 break
             stop = span.position + span.size
+        if first < 0:
+            continue
         if stop - first > max_bytes and not min_one:
-            return b""
-        return bytes(data[first:stop])  # the one copy: out of the chunk (cache) or GET
-    return b""
-
+            return memoryview(b"")
+        return memoryview(data)[first:stop]
+    return memoryview(b"")

@@ -4,7 +4,9 @@ A fetch from local segments does not read the record batches into memory: it kee
 the ``.log`` file that holds them (:class:`FileSpan`, with the file open, so retention deleting
 the segment meanwhile cannot take the bytes away), and the response is written as its encoded
 parts around those spans, each span sent with ``loop.sendfile`` (``os.sendfile`` on a plain
-socket; asyncio reads and writes it on a TLS one).
+socket; asyncio reads and writes it on a TLS one). Records from the remote tier are already in
+memory (a ranged GET's run, which the chunk cache keeps): a :class:`MemorySpan` views them and
+they are written from that view, not copied into the encoded frame and out of it again.
 
 How the parts are found: the response is encoded with a 16-byte random token in place of each
 span's records. A token appears once in the encoded frame (2^-128 odds of anything else
@@ -55,18 +57,40 @@ class FileSpan:
         return self.size
 
 
-Part = bytes | FileSpan
+@dataclass
+class MemorySpan:
+    """Records already in memory (a view of a remote run); ``token`` as :class:`FileSpan`'s."""
+
+    data: memoryview
+    token: bytes = field(default_factory=lambda: os.urandom(TOKEN_BYTES))
+
+    @property
+    def size(self) -> int:
+        return self.data.nbytes
+
+    def read(self) -> bytes:
+        return bytes(self.data)
+
+    def close(self) -> None:
+        """Nothing to give back (the view's buffer is freed with its last reference)."""
+
+    def __len__(self) -> int:
+        return self.data.nbytes
+
+
+Span = FileSpan | MemorySpan
+Part = bytes | Span
 
 
 @dataclass
 class Spliced:
-    """A handler's response whose records include spans to send from their files."""
+    """A handler's response whose records include spans to send from their files or memory."""
 
     response: object
-    spans: list[FileSpan]
+    spans: list[Span]
 
 
-def splice(frame: bytes, spans: Sequence[FileSpan], flexible: bool) -> list[Part]:
+def splice(frame: bytes, spans: Sequence[Span], flexible: bool) -> list[Part]:
     """The frame as parts, each span's token (and its length prefix) replaced (docstring)."""
     parts: list[Part] = []
     at, grown = _I32.size, 0
@@ -89,11 +113,14 @@ def splice(frame: bytes, spans: Sequence[FileSpan], flexible: bool) -> list[Part
 
 
 async def write_parts(writer: asyncio.StreamWriter, parts: Sequence[Part]) -> None:
-    """Write the parts in order, the spans by ``sendfile``; every span is closed after."""
+    """Write the parts in order, file spans by ``sendfile``, memory spans from their views;
+    every span is closed after."""
     loop = asyncio.get_running_loop()
     try:
         for part in parts:
-            if isinstance(part, FileSpan):
+            if isinstance(part, MemorySpan):
+                writer.write(part.data)
+            elif isinstance(part, FileSpan):
                 await writer.drain()
                 with os.fdopen(os.dup(part.fd), "rb") as file:
                     sent = await loop.sendfile(writer.transport, file, part.position, part.size)
@@ -108,5 +135,5 @@ async def write_parts(writer: asyncio.StreamWriter, parts: Sequence[Part]) -> No
 
 def close_spans(parts: Sequence[object]) -> None:
     for part in parts:
-        if isinstance(part, FileSpan):
+        if isinstance(part, (FileSpan, MemorySpan)):
             part.close()

@@ -35,7 +35,7 @@ from kafkatier.serve.catalog import TopicInfo
 from kafkatier.serve.context import ServeContext
 from kafkatier.serve.partition_view import FetchedPartition, Sources
 from kafkatier.serve.protocol import build, payload_module
-from kafkatier.serve.zero_copy import FileSpan, Spliced, close_spans
+from kafkatier.serve.zero_copy import Span, Spliced, close_spans
 
 POLL_SECONDS = 0.05
 
@@ -83,11 +83,11 @@ async def handle(ctx: ServeContext, version: int, request: Any) -> Any:
     for r in results:
         if isinstance(r, FetchedPartition) and r.records:
             ctx.metrics.bytes_served(len(r.records), r.remote)
-    spans = [part for part in _records(results) if isinstance(part, FileSpan)]
+    spans = [part for part in _records(results) if not isinstance(part, bytes)]
     return Spliced(_response(module, wanted, results, committed), spans)
 
 
-def _records(results: list[Result]) -> list[bytes | FileSpan]:
+def _records(results: list[Result]) -> list[bytes | Span]:
     return [r.records for r in results if isinstance(r, FetchedPartition)]
 
 
@@ -189,5 +189,5 @@ def _partition(module: Any, w: Wanted, found: Result, committed: bool) -> Any:
         error_code=ErrorCode.offset_out_of_range if found.out_of_range else ErrorCode.none,
         high_watermark=bounds.high_watermark, last_stable_offset=bounds.last_stable,
         log_start_offset=bounds.log_start, aborted_transactions=aborted,
-        records=found.records.token if isinstance(found.records, FileSpan) else found.records,
+        records=found.records if isinstance(found.records, bytes) else found.records.token,
     )

@@ -1,6 +1,6 @@
-"""Record spans sent from their files (serve/zero_copy.py): the spliced frame is byte for byte
-the frame encoded with the records themselves, in flexible and older Fetch versions; and a
-server answering many fetches closes every span's descriptor."""
+"""Record spans sent from their files or memory (serve/zero_copy.py): the spliced frame is byte
+for byte the frame encoded with the records themselves, in flexible and older Fetch versions;
+and a server answering many fetches closes every span's descriptor."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from test_datasource import kafka_python_rows as disk_rows
 
 from kafkatier.serve.apis.versions import FETCH
 from kafkatier.serve.protocol import build, encode_response, payload_module
-from kafkatier.serve.zero_copy import FileSpan, splice
+from kafkatier.serve.zero_copy import FileSpan, MemorySpan, Span, splice
 
 
 def fetch_response(version: int, records: list[bytes]) -> Any:
@@ -34,25 +34,34 @@ def fetch_response(version: int, records: list[bytes]) -> Any:
                  error_code=ErrorCode.none, session_id=0, responses=(topic,))  # fmt: skip
 
 
+def _span(kind: str, path: Path, data: bytes, at: int, size: int) -> Span:
+    """A local segment's span (sent by sendfile) or a remote run's view (written from memory)."""
+    if kind == "file":
+        return FileSpan.open(path, at, size)
+    return MemorySpan(memoryview(data)[at : at + size])
+
+
+@pytest.mark.parametrize("kind", ["file", "memory"])
 @pytest.mark.parametrize("version", [4, 11, 12, 16])  # int32 lengths up to 11, compact after
 @pytest.mark.parametrize("sizes", [[61], [200, 5000], [130_000, 0, 70]])
 def test_a_spliced_frame_is_the_frame_with_the_records(
-    tmp_path: Path, version: int, sizes: list[int]
+    tmp_path: Path, version: int, sizes: list[int], kind: str
 ) -> None:
     data = os.urandom(sum(sizes) + 100)
     path = tmp_path / "00000000000000000000.log"
     path.write_bytes(data)
-    spans, records, at = [], [], 7
+    spans: list[Span | None] = []
+    records, at = [], 7
     for size in sizes:
         records.append(data[at:at + size])
-        spans.append(FileSpan.open(path, at, size) if size else None)
+        spans.append(_span(kind, path, data, at, size) if size else None)
         at += size
     try:
         placeholders = [s.token if s else b"" for s in spans]
         encoded = encode_response(9, fetch_response(version, placeholders))
         module = payload_module(FETCH, version, EntityType.response)
         parts = splice(encoded, [s for s in spans if s], module.FetchResponse.__flexible__)
-        sent = b"".join(p.read() if isinstance(p, FileSpan) else p for p in parts)
+        sent = b"".join(p if isinstance(p, bytes) else p.read() for p in parts)
         assert sent == encode_response(9, fetch_response(version, records))
     finally:
         for span in spans:

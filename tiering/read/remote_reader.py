@@ -64,22 +64,26 @@ class BatchSpan(NamedTuple):
 
 def batch_spans(data: bytes | memoryview) -> list[BatchSpan]:
     """The whole batches at the start of ``data`` (a partial batch at the end is left out)."""
-    spans: list[BatchSpan] = []
+    return list(iter_batch_spans(data))
+
+
+def iter_batch_spans(data: bytes | memoryview) -> Iterator[BatchSpan]:
+    """:func:`batch_spans` one at a time, for a reader that stops early (a fetch reads the
+    headers of the batches it sends, not of the whole chunk they lie in)."""
     pos = 0
     while pos + MAGIC_OFFSET + 1 <= len(data):
         offset, length = OFFSET_AND_LENGTH.unpack_from(data, pos)
         size = LOG_OVERHEAD + length
         if length <= 0 or pos + size > len(data):
-            break
+            return
         legacy = data[pos + MAGIC_OFFSET] < 2
         if not legacy and size < BATCH_HEADER_SIZE:
-            break  # too short for a v2 header: not a whole batch (readers report the position)
+            return  # too short for a v2 header: not a whole batch (readers report the position)
         last = offset
         if not legacy:
             last += _LAST_OFFSET_DELTA.unpack_from(data, pos + _LAST_OFFSET_DELTA_AT)[0]
-        spans.append(BatchSpan(pos, size, last, legacy))
+        yield BatchSpan(pos, size, last, legacy)
         pos += size
-    return spans
 
 
 def verify_spans(
@@ -202,12 +206,12 @@ class RemoteLogReader:
             if end is not None and seg.base_offset >= end:
                 return
             position = self._position(seg, offset) if seg.base_offset <= offset else 0
+            # Only a segment holding end - 1 can end the runs (no walk over the others' headers).
+            last = None if end is None or seg.end_offset < end - 1 else end - 1
             for key, at, data in self._segment_runs(seg, position):
-                last = None if end is None else end - 1
-                stop = next(
-                    (s for s in batch_spans(data) if last is not None and s.last_offset >= last),
-                    None,
-                )
+                stop = None
+                if last is not None:
+                    stop = next((s for s in iter_batch_spans(data) if s.last_offset >= last), None)
                 if stop is not None:
                     yield key, at, data[: stop.position + stop.size]
                     return

@@ -172,6 +172,26 @@ def test_fetches_share_a_chunk_instead_of_fetching_it_again(tiered) -> None:
     assert cache.hits > 0
 
 
+def test_a_fetch_ends_with_the_batch_holding_its_end(tiered) -> None:
+    """``read_remote_run`` up to an end inside a remote segment (as the local log start may
+    lie) sends the batches from the one holding the fetch offset to the one holding
+    ``end - 1``, none after; an end past the segment's last offset goes to the run's end."""
+    from kafkatier.serve.remote_view import read_remote_run
+    from kafkatier.storage.record.records import iter_batches
+
+    _, store, batches, _ = tiered
+    reader = RemoteLogReader(store, only(store, "tiered", 0), chunk_bytes=1 << 20)
+    seg = reader.segments[1]
+    inside = [o for o, _ in batches if seg.base_offset < o <= seg.end_offset]
+    for start, end in [(seg.base_offset, inside[len(inside) // 2]),
+                       (inside[0], inside[-1] + 1), (seg.base_offset, seg.end_offset + 1)]:
+        data = read_remote_run(reader, start, end, 1 << 30, True)
+        got = [(b.base_offset, bytes(b.buffer)) for b in iter_batches(data)]
+        expected = [(o, b) for i, (o, b) in enumerate(batches)
+                    if o < end and (i + 1 == len(batches) or batches[i + 1][0] > start)]
+        assert got == expected, (start, end)
+
+
 def test_the_chunk_cache_keeps_one_run_an_object_within_its_budget() -> None:
     from kafkatier.tiering.read.chunk_cache import ChunkCache
 
