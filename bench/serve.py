@@ -182,17 +182,19 @@ def cpu_seconds(pid: int) -> float:
 
 
 def serve(
-    logs: Path, root: Path, sources: Path | None = None, extra: str = ""
-) -> tuple[subprocess.Popen[bytes], int]:
+    logs: Path, root: Path, sources: Path | None = None, extra: str = "",
+    path: tuple[Path, ...] = (),
+) -> tuple[subprocess.Popen[bytes], int]:  # fmt: skip
     """A ``kafkatier serve`` process (of the sources in ``sources``, if given; ``extra``:
-    more lines of its properties file) and its port."""
+    more lines of its properties file; ``path``: more of its ``PYTHONPATH``) and its port."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     config = root / f"serve-{port}.properties"
     config.write_text(f"log.dirs={logs}\nlisteners=PLAINTEXT://127.0.0.1:{port}\n"
                       f"offsets.log.dir={root / f'offsets-{port}'}\n{extra}")  # fmt: skip
-    env = dict(os.environ, PYTHONPATH=str(sources)) if sources is not None else None
+    entries = [str(d) for d in ((sources,) if sources is not None else ()) + path]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(entries)) if entries else None
     proc = subprocess.Popen([str(KAFKATIER), "serve", "--config", str(config),
                              "--log-level", "warning"], env=env)  # fmt: skip
     for _ in range(300):

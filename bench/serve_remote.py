@@ -5,9 +5,13 @@ the same run (the ceiling the issue names: 80% of it is the goal), with the serv
 seconds per GB of segment bytes served.
 
 Usage: ``.venv/bin/python bench/serve_remote.py [--mib 64] [--partitions 4] [--rounds 3]
-[--segment-mib 4] [--baseline DIR]`` (prints the command, the figures and the ratios).
-``--baseline DIR`` serves the same topic from a second server of another copy of the sources
-(as bench/serve.py's) and alternates the two, so a change to the server is judged side by side.
+[--segment-mib 4] [--baseline DIR] [--get-latency-ms MS]`` (prints the command, the figures and
+the ratios). ``--baseline DIR`` serves the same topic from a second server of another copy of
+the sources (as bench/serve.py's) and alternates the two, so a change to the server is judged
+side by side. ``--get-latency-ms``: every GET a server sends waits that long first, as for
+S3's time to first byte (tens of milliseconds; the embedded server answers in about one): a
+``sitecustomize.py`` the bench writes, on the servers' ``PYTHONPATH``, wraps
+``S3Store.get_bytes`` in their processes (boto3's download is not delayed).
 
 Set-up, untimed: the embedded SeaweedFS server (``weed mini``) on 127.0.0.1; ``kafkatier
 produce`` writes the topic (bench/serve.py's records, ``remote.storage.enable=true``,
@@ -96,6 +100,7 @@ def boto3_download(endpoint: str, threads: int) -> tuple[float, int]:
 def main() -> None:
     parser = options(mib=64)
     parser.add_argument("--segment-mib", type=int, default=4)
+    parser.add_argument("--get-latency-ms", type=float, default=0.0)
     args = parser.parse_args()
     print("command:", " ".join([sys.executable, *sys.argv]), flush=True)
     with tempfile.TemporaryDirectory() as tmp, weed_server(Path(tmp) / "s3", BUCKET) as s3:
@@ -103,12 +108,39 @@ def main() -> None:
         root = Path(tmp)
         logs, props = tiered_topic(root, s3.endpoint, args.mib, args.partitions,
                                    args.segment_mib)  # fmt: skip
-        servers: list[Server] = [("this", *serve(logs, root, extra=store_lines(props)))]
+        path = latency_path(root, args.get_latency_ms)
+        servers: list[Server] = [("this", *serve(logs, root, extra=store_lines(props),
+                                                 path=path))]  # fmt: skip
         if args.baseline is not None:
-            servers.append(("baseline", *serve(logs, root, args.baseline, store_lines(props))))
+            servers.append(("baseline", *serve(logs, root, args.baseline, store_lines(props),
+                                               path)))  # fmt: skip
         rounds(servers, args.rounds,
                lambda label, pid, port, n: measure(label, s3.endpoint, pid, port,
                                                    args.partitions, boto3_first=n % 2 == 0))
+
+
+LATENCY = """import sys, time
+if "serve" in sys.argv:  # the kafkatier serve processes only (bench/serve_remote.py)
+    from kafkatier.tiering.store import s3store
+
+    _get = s3store.S3Store.get_bytes
+
+    def _late(self, *args, **kwargs):
+        time.sleep({seconds})
+        return _get(self, *args, **kwargs)
+
+    s3store.S3Store.get_bytes = _late
+"""
+
+
+def latency_path(root: Path, ms: float) -> tuple[Path, ...]:
+    """The directory of the ``sitecustomize.py`` that delays each GET (none without one)."""
+    if not ms:
+        return ()
+    where = root / "latency"
+    where.mkdir()
+    (where / "sitecustomize.py").write_text(LATENCY.format(seconds=ms / 1000))
+    return (where,)
 
 
 def measure(

@@ -76,7 +76,8 @@ class ServeContext:
         self.metrics.lags = self.group_lags
         if remote is not None:
             self.metrics.remote_cache = lambda: (remote.hits, remote.loads)
-            self.metrics.remote_chunks = lambda: (remote.chunks.hits, remote.chunks.misses)
+            chunks = remote.chunks
+            self.metrics.remote_chunks = lambda: (chunks.hits, chunks.misses, chunks.ahead)
 
     def group_lags(self) -> dict[tuple[str, str, int], int]:
         """(group, topic, partition) -> high watermark less the committed offset (blocking)."""

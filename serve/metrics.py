@@ -77,7 +77,7 @@ class ServeMetrics:
         self.errors: Counter[tuple[str, str]] = Counter()
         self.served: Counter[str] = Counter()
         self.remote_cache: Callable[[], tuple[int, int]] = lambda: (0, 0)
-        self.remote_chunks: Callable[[], tuple[int, int]] = lambda: (0, 0)
+        self.remote_chunks: Callable[[], tuple[int, int, int]] = lambda: (0, 0, 0)
         self.lags: Lags = dict
 
     def connection_opened(self) -> None:
@@ -105,7 +105,7 @@ class ServeMetrics:
     def render(self) -> str:
         lags = self.lags()  # reads files: outside the lock
         hits, loads = self.remote_cache()
-        chunk_hits, chunk_gets = self.remote_chunks()
+        chunk_hits, chunk_gets, chunk_ahead = self.remote_chunks()
         with self._lock:
             lines = ["# TYPE kafkatier_serve_connections gauge",
                      f"kafkatier_serve_connections {self.connections_open}"]  # fmt: skip
@@ -121,7 +121,8 @@ class ServeMetrics:
         lines += _labelled("kafkatier_serve_remote_cache_total", "counter",
                            {(("result", "hit"),): hits, (("result", "load"),): loads})
         lines += _labelled("kafkatier_serve_remote_chunks_total", "counter",
-                           {(("result", "hit"),): chunk_hits, (("result", "get"),): chunk_gets})
+                           {(("result", "hit"),): chunk_hits, (("result", "get"),): chunk_gets,
+                            (("result", "read_ahead"),): chunk_ahead})  # fmt: skip
         lines += _labelled("kafkatier_serve_group_lag", "gauge",
                            {(("group", g), ("topic", t), ("partition", str(p))): lag
                             for (g, t, p), lag in lags.items()})  # fmt: skip

@@ -33,6 +33,8 @@ MAX_READERS = 1024
 CHUNK_BYTES = 4 << 20
 """One ranged GET of a remote segment: four fetches of the default
 ``max.partition.fetch.bytes``."""
+READ_AHEAD_THREADS = 4
+"""GETs of the chunk after the one a consumer reads, in flight at once (chunk_cache.py)."""
 log = logging.getLogger("kafkatier.serve")
 HINT = "serve from a log dir that holds the topic"
 
@@ -48,7 +50,8 @@ class RemoteTier:
         self._lock = threading.Lock()
         self.hits = 0  # readers found fresh in the cache
         self.loads = 0  # readers built from a fresh manifest
-        self.chunks = ChunkCache()  # runs of remote segments fetched, for the next fetches
+        # Runs of remote segments fetched, for the next fetches, and the next runs read ahead.
+        self.chunks = ChunkCache(read_ahead=READ_AHEAD_THREADS)
 
     def reader(self, log_dir: Path, topic: str, partition: int) -> RemoteLogReader | None:
         """The partition's remote reader, or None when nothing of it is remote."""

@@ -39,6 +39,7 @@ class Server:
         self._cleaner: asyncio.Task[None] | None = None
         self._expiry: asyncio.Task[None] | None = None
         self._metrics: ThreadingHTTPServer | None = None
+        self._ctx: ServeContext | None = None
         self.metrics_port: int | None = None
         """The metrics endpoint's bound port, when there is one."""
         self.bound: dict[str, int] = {}
@@ -50,7 +51,7 @@ class Server:
             self.executor, lambda: OffsetStore(config.offsets_dir, config.offsets_partitions,
                                                segment_bytes=config.offsets_segment_bytes),
         )  # fmt: skip
-        ctx = ServeContext(config, self.executor, config.advertised, self._offsets)
+        ctx = self._ctx = ServeContext(config, self.executor, config.advertised, self._offsets)
         self._timers = asyncio.create_task(ctx.coordinator.run())
         self._expiry = asyncio.create_task(self._every(
             config.offsets_check_ms, lambda: self._expire(ctx),
@@ -122,6 +123,8 @@ class Server:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         self.executor.shutdown(wait=True, cancel_futures=True)
+        if self._ctx is not None and self._ctx.sources.remote is not None:
+            self._ctx.sources.remote.chunks.close()
         if self._offsets is not None:
             self._offsets.close()
 

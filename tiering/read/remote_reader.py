@@ -16,6 +16,7 @@ a topic whose older segments exist only remotely.
 from __future__ import annotations
 
 import bisect
+import functools
 import struct
 import threading
 import zlib
@@ -202,13 +203,15 @@ class RemoteLogReader:
         start = self._segment_index(offset)
         if start is None:
             return
-        for seg in self.segments[start:]:
+        for i in range(start, len(self.segments)):
+            seg = self.segments[i]
             if end is not None and seg.base_offset >= end:
                 return
             position = self._position(seg, offset) if seg.base_offset <= offset else 0
             # Only a segment holding end - 1 can end the runs (no walk over the others' headers).
             last = None if end is None or seg.end_offset < end - 1 else end - 1
-            for key, at, data in self._segment_runs(seg, position):
+            following = self.segments[i + 1] if i + 1 < len(self.segments) else None
+            for key, at, data in self._segment_runs(seg, position, following):
                 stop = None
                 if last is not None:
                     stop = next((s for s in iter_batch_spans(data) if s.last_offset >= last), None)
@@ -218,21 +221,42 @@ class RemoteLogReader:
                 yield key, at, data
 
     def _segment_runs(
-        self, seg: RemoteSegment, position: int
+        self, seg: RemoteSegment, position: int, following: RemoteSegment | None = None
     ) -> Iterator[tuple[str, int, bytes | memoryview]]:
+        """The runs of ``seg``'s ``log`` object from ``position`` (``following``: the next
+        segment, whose first run is read ahead once this one's last is read)."""
         key = object_key(self.rp, seg, "log")
         size = seg.files["log"].size
+        chunks = self.chunks
         while position < size:
-            cached = None if self.chunks is None else self.chunks.get(key, position)
+            cached = None if chunks is None else chunks.get(key, position)
             if cached is not None:  # whole batches, checked when they arrived (chunk_cache.py)
+                self._read_ahead(seg, position + len(cached), following)
                 yield key, position, cached
                 position += len(cached)
                 continue
             data = self._fetch_run(seg, key, position, size)
-            if self.chunks is not None:
-                self.chunks.put(key, position, data)
+            if chunks is not None:
+                chunks.put(key, position, data)
+                self._read_ahead(seg, position + len(data), following)
             yield key, position, data
             position += len(data)
+
+    def _read_ahead(
+        self, seg: RemoteSegment, position: int, following: RemoteSegment | None
+    ) -> None:
+        """The run after the one being read (at ``position`` of ``seg``, or the first of
+        ``following`` where ``seg`` ends), fetched in the background if the chunk cache reads
+        ahead (chunk_cache.py)."""
+        if self.chunks is None:
+            return
+        if position >= seg.files["log"].size:
+            if following is None:
+                return
+            seg, position = following, 0
+        key = object_key(self.rp, seg, "log")
+        fetch = functools.partial(self._fetch_run, seg, key, position, seg.files["log"].size)
+        self.chunks.read_ahead(key, position, fetch)
 
     def _fetch_run(self, seg: RemoteSegment, key: str, position: int, size: int) -> bytes:
         """The whole batches of one ranged GET of ``chunk_bytes`` from ``position`` (a batch

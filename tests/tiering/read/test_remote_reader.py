@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
@@ -24,11 +25,32 @@ class CountingStore(FsspecStore):
     def __init__(self, url: str) -> None:
         super().__init__(url)
         self.bytes_read = 0
+        self._lock = threading.Lock()  # the chunk cache's read-ahead threads read too
 
     def get_bytes(self, key: str, start: int = 0, end: int | None = None) -> bytes:
         data = super().get_bytes(key, start, end)
-        self.bytes_read += len(data)
+        with self._lock:
+            self.bytes_read += len(data)
         return data
+
+
+class FailsReadsAhead(CountingStore):
+    """Every other GET a chunk cache's read-ahead thread sends fails."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.failed = 0
+        self._ahead = 0
+
+    def get_bytes(self, key: str, start: int = 0, end: int | None = None) -> bytes:
+        if threading.current_thread().name.startswith("kafkatier-read-ahead"):
+            with self._lock:
+                self._ahead += 1
+                fail = self._ahead % 2 == 1
+                self.failed += fail
+            if fail:
+                raise OSError("injected: connection reset")
+        return super().get_bytes(key, start, end)
 
 
 @pytest.fixture
@@ -190,6 +212,42 @@ def test_a_fetch_ends_with_the_batch_holding_its_end(tiered) -> None:
         expected = [(o, b) for i, (o, b) in enumerate(batches)
                     if o < end and (i + 1 == len(batches) or batches[i + 1][0] > start)]
         assert got == expected, (start, end)
+
+
+@pytest.mark.parametrize("fail_ahead", [False, True])
+def test_reading_ahead_serves_the_next_runs_and_reads_nothing_more(
+    tmp_path: Path, fail_ahead: bool
+) -> None:
+    """With read-ahead (chunk_cache.py), the run after the one a fetch used is fetched in the
+    background: the fetches return the same batches as without it, the next runs come from
+    reads ahead, and the store reads the same bytes (no run fetched twice or for nothing). A
+    read-ahead that fails is dropped: the fetch's own GET reads the run, and the batches are the
+    same. (Every batch indexed, so each fetch starts at its batch, as it nearly does at Kafka's
+    4 KiB interval in segments of megabytes: these are ~1,900 bytes, in runs of up to 512.)"""
+    from kafkatier.tiering.read.chunk_cache import ChunkCache
+
+    logs = write_tiered(tmp_path / "logs", steps=80, overrides={
+        "local.retention.bytes": "5000", "retention.bytes": "-1", "index.interval.bytes": "1"})
+    store = (FailsReadsAhead if fail_ahead else CountingStore)(f"file://{tmp_path / 'remote'}")
+    Tierer(TieringConfig(log_dirs=(logs,), remote_url=store.url), store).run_once()
+    rp = only(store, "tiered", 0)
+    read: dict[int, int] = {}
+    got: dict[int, list[tuple[int, bytes]]] = {}
+    for threads in (0, 2):
+        store.bytes_read = 0
+        cache = ChunkCache(read_ahead=threads)
+        try:
+            reader = RemoteLogReader(store, rp, chunk_bytes=512, chunks=cache)
+            got[threads] = _fetch_all(reader, 300)
+        finally:
+            cache.close()
+        read[threads] = store.bytes_read
+        assert (cache.ahead > 0) == (threads > 0)
+    assert got[2] == got[0] and len(got[0]) > 20
+    if fail_ahead:
+        assert isinstance(store, FailsReadsAhead) and store.failed > 5  # reads ahead failed
+    else:
+        assert read[2] == read[0]
 
 
 def test_the_chunk_cache_keeps_one_run_an_object_within_its_budget() -> None:
