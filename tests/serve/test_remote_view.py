@@ -45,6 +45,7 @@ def test_a_tiered_topic_replays_from_the_remote_start(tmp_path: Path, consume: A
         assert metrics['kafkatier_serve_bytes_total{tier="local"}'] > 0
         assert metrics['kafkatier_serve_remote_cache_total{result="load"}'] >= 1
         assert metrics['kafkatier_serve_remote_chunks_total{result="get"}'] >= 1  # chunk_cache.py
+        assert metrics['kafkatier_serve_remote_chunks_total{result="read_ahead"}'] >= 1
         assert consume(port, TOPICS, True) == written.visible(committed=True)
         c = KafkaConsumer(bootstrap_servers=f"127.0.0.1:{port}", group_id=None)
         try:
