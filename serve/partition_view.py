@@ -32,10 +32,10 @@ from kafkatier.serve.zero_copy import FileSpan, MemorySpan, Span
 from kafkatier.storage.index.txn_index import AbortedTxn
 from kafkatier.storage.log.batch_position import BatchPosition
 from kafkatier.storage.log.bounds import PartitionBounds, scan_bounds
+from kafkatier.storage.log.log_start_cache import LogStartCache
 from kafkatier.storage.log.readonly import (
     ReadOnlyPartition,
     byte_ranges,
-    checkpointed_log_starts,
 )
 from kafkatier.storage.log.segment import AnyBatch
 from kafkatier.storage.log.tail_cache import TailCache
@@ -52,6 +52,7 @@ class Sources:
     tails: TailCache
     remote: RemoteTier | None = None
     epochs: EpochCaches = field(default_factory=EpochCaches)
+    log_starts: LogStartCache = field(default_factory=LogStartCache)
 
     def remote_reader(self, log_dir: Path, topic: str, partition: int) -> RemoteLogReader | None:
         return None if self.remote is None else self.remote.reader(log_dir, topic, partition)
@@ -68,21 +69,23 @@ class FetchedPartition:
     remote: bool = False  # the records came from the remote store
 
 
-def open_partition(log_dir: Path, topic: str, partition: int) -> ReadOnlyPartition:
-    hint = checkpointed_log_starts(log_dir).get((topic, partition), 0)
+def open_partition(
+    log_dir: Path, topic: str, partition: int, sources: Sources
+) -> ReadOnlyPartition:
+    hint = sources.log_starts.get(log_dir).get((topic, partition), 0)
     return ReadOnlyPartition(log_dir, topic, partition, hint)
 
 
 def bounds(log_dir: Path, topic: str, partition: int, sources: Sources) -> PartitionBounds:
     """Log start (the remote one, if older), high watermark and last stable offset now."""
-    with open_partition(log_dir, topic, partition) as part:
+    with open_partition(log_dir, topic, partition, sources) as part:
         local = scan_bounds(part, committed=True, tail=sources.tails.headers(part))
         return _with_remote_start(local, sources.remote_reader(log_dir, topic, partition))
 
 
 def local_log_start(log_dir: Path, topic: str, partition: int, sources: Sources) -> int:
     """The first offset of the local segments (ListOffsets' earliest-local, KIP-405)."""
-    with open_partition(log_dir, topic, partition) as part:
+    with open_partition(log_dir, topic, partition, sources) as part:
         return scan_bounds(part, committed=True, tail=sources.tails.headers(part)).log_start
 
 
@@ -105,7 +108,7 @@ def fetch(
 ) -> FetchedPartition:
     """Batches from ``offset`` (module docstring); out of range below the log start or past
     the high watermark."""
-    with open_partition(log_dir, topic, partition) as part:
+    with open_partition(log_dir, topic, partition, sources) as part:
         local = scan_bounds(part, committed=True, tail=sources.tails.headers(part))
         remote = sources.remote_reader(log_dir, topic, partition)
         found = _with_remote_start(local, remote)
@@ -114,7 +117,9 @@ def fetch(
         bound = found.latest(committed)
         from_remote = remote is not None and offset < local.log_start
         records: bytes | Span
-        if remote is not None and from_remote:
+        if offset >= bound:  # nothing below the bound to send (a tailing consumer's poll)
+            records = b""
+        elif remote is not None and from_remote:
             end = min(bound, local.log_start)
             run = read_remote_run(remote, offset, end, max_bytes, min_one)
             records = MemorySpan(run) if run else b""
@@ -183,7 +188,7 @@ def offset_for_timestamp(
     """(offset, timestamp) of the first record whose timestamp is >= ``timestamp`` (Kafka's
     ListOffsets by time: the remote segments first, then the local ones), or None when every
     record is older."""
-    with open_partition(log_dir, topic, partition) as part:
+    with open_partition(log_dir, topic, partition, sources) as part:
         remote = sources.remote_reader(log_dir, topic, partition)
         if remote is not None and (offset := remote.offset_for_timestamp(timestamp)) is not None:
             return _record_at(remote.batches_from(offset), offset)
@@ -201,7 +206,7 @@ def max_timestamp(
     Segments are compared by their max timestamps (the time index's last entry; the last
     segment, whose index a reader does not open, and remote ones by a scan or the manifest),
     then the winning segment's batches are scanned for the first such record."""
-    with open_partition(log_dir, topic, partition) as part:
+    with open_partition(log_dir, topic, partition, sources) as part:
         remote = sources.remote_reader(log_dir, topic, partition)
         local_start = part.bases[0] if part.bases else 0
         best: tuple[int, Callable[[], Iterable[AnyBatch]]] | None = None

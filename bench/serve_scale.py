@@ -1,0 +1,152 @@
+"""Benchmark: what each partition costs ``kafkatier serve``'s Fetch, over 8 to thousands.
+
+    python bench/serve_scale.py [--partitions 8,64,256,1024] [--records 100000]
+                                [--requests 7] [--rounds 3] [--baseline DIR]
+
+For each partition count N: one topic of ``--records`` records (bench/scale_read.py's rows:
+16-byte keys, 100-byte values; ``kafkatier produce --compression lz4``) in N partitions; a
+``kafkatier serve`` of it (and, with ``--baseline DIR``, a second one of the sources in DIR,
+as bench/serve.py starts it); and over one socket per server, Fetch v12 requests naming every
+partition, as a consumer assigned the whole topic sends them:
+
+* *from start*: each partition from offset 0 (``max.partition.fetch.bytes`` 1 MiB, the
+  response up to 64 MiB): a consumer's first fetch from the earliest offset;
+* *at end*: each partition at its high watermark, ``max.wait.ms`` 0: the poll of a consumer
+  tailing the topic when nothing new came.
+
+Each is timed from the request's first byte sent to the response's last byte received (the
+response is not decoded), ``--requests`` times per round; ``--rounds`` rounds, the servers'
+order alternating. Printed: the command, then per N and server the median time of each kind,
+in ms and in microseconds per partition, and the baseline's over this one's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from scale_read import rows
+
+from serve import KAFKATIER, _recv, serve
+
+TOPIC = "scale"
+
+
+def write_topic(root: Path, source: Path, partitions: int) -> Path:
+    logs = root / f"logs-{partitions}"
+    subprocess.run([str(KAFKATIER), "produce", str(logs), "--topic", TOPIC, "--input",
+                    str(source), "--partitions", str(partitions), "--compression", "lz4"],
+                   check=True, stdout=subprocess.DEVNULL)  # fmt: skip
+    return logs
+
+
+def fetch_request(offsets: dict[int, int], correlation: int) -> bytes:
+    from kafka.protocol.consumer.fetch import FetchRequest
+
+    part = FetchRequest.FetchTopic.FetchPartition
+    topic = FetchRequest.FetchTopic(topic=TOPIC, partitions=[
+        part(partition=p, current_leader_epoch=-1, fetch_offset=o, log_start_offset=-1,
+             partition_max_bytes=1 << 20)
+        for p, o in offsets.items()
+    ])  # fmt: skip
+    request = FetchRequest(version=12, replica_id=-1, max_wait_ms=0, min_bytes=1,
+                           max_bytes=64 << 20, isolation_level=0, session_id=0,
+                           session_epoch=-1, topics=[topic], forgotten_topics_data=[],
+                           rack_id="")  # fmt: skip
+    request.with_header(correlation_id=correlation)
+    return bytes(request.encode(version=12, header=True, framed=True))
+
+
+def timed(sock: socket.socket, request: bytes) -> float:
+    start = time.perf_counter()
+    sock.sendall(request)
+    size = int.from_bytes(_recv(sock, 4), "big")
+    _recv(sock, size)
+    return time.perf_counter() - start
+
+
+def bounds(logs: Path, partitions: int) -> tuple[dict[int, int], dict[int, int]]:
+    """Each partition's log start and log end offset (the high watermark serve reports)."""
+    from kafkatier.storage.log.readonly import ReadOnlyPartition
+
+    start, end = {}, {}
+    for p in range(partitions):
+        with ReadOnlyPartition(logs, TOPIC, p) as part:
+            start[p], end[p] = part.log_start_offset, part.log_end_offset()
+    return start, end
+
+
+def measure(
+    port: int, start: dict[int, int], end: dict[int, int], requests: int
+) -> dict[str, float]:
+    """Median seconds of each kind of request (module docstring) on one connection."""
+    kinds = {"from start": start, "at end": end}
+    times: dict[str, list[float]] = {k: [] for k in kinds}
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        for i in range(requests + 1):
+            for kind, offsets in kinds.items():
+                took = timed(sock, fetch_request(offsets, i))
+                if i:  # the first of each warms the server's caches
+                    times[kind].append(took)
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--partitions", default="8,64,256,1024")
+    parser.add_argument("--records", type=int, default=100_000)
+    parser.add_argument("--requests", type=int, default=7)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--baseline", type=Path, default=None)
+    args = parser.parse_args()
+    print("command: python bench/serve_scale.py " + " ".join(sys.argv[1:]), flush=True)
+    counts = [int(n) for n in args.partitions.split(",")]
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        source = root / "in.parquet"
+        pq.write_table(rows(args.records), source)
+        for n in counts:
+            logs = write_topic(root, source, n)
+            start, end = bounds(logs, n)
+            servers = [("this", *serve(logs, root))]
+            if args.baseline is not None:
+                servers.append(("baseline", *serve(logs, root, args.baseline)))
+            got: dict[str, list[dict[str, float]]] = {name: [] for name, _, _ in servers}
+            try:
+                for r in range(args.rounds):
+                    for name, _, port in servers if r % 2 == 0 else servers[::-1]:
+                        got[name].append(measure(port, start, end, args.requests))
+            finally:
+                for _, proc, _ in servers:
+                    proc.send_signal(signal.SIGTERM)
+                    proc.wait(30)
+            report(n, got)
+    return 0
+
+
+def report(n: int, got: dict[str, list[dict[str, float]]]) -> None:
+    medians = {name: {k: statistics.median(r[k] for r in rounds) for k in rounds[0]}
+               for name, rounds in got.items()}  # fmt: skip
+    for name, kinds in medians.items():
+        line = ", ".join(f"{k} {s * 1e3:.1f} ms ({s * 1e6 / n:.0f} us a partition)"
+                         for k, s in kinds.items())  # fmt: skip
+        print(f"{n} partitions, {name}: {line}", flush=True)
+    if "baseline" in medians:
+        ratio = ", ".join(f"{k} {medians['baseline'][k] / s:.2f}x"
+                          for k, s in medians["this"].items())  # fmt: skip
+        print(f"{n} partitions, baseline over this: {ratio}", flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,60 @@
+"""The writer's ``log-start-offset-checkpoint`` of each log dir, read once per change.
+
+A reader opening a partition takes its log start offset from the checkpoint (retention and
+DeleteRecords move it above the first segment's base): :func:`~kafkatier.storage.log.readonly.
+checkpointed_log_starts` opens and parses the file, one line per partition whose start moved. A
+server that opens each partition of a fetch that way reads the file once per partition of each
+request: at the end of a topic (a consumer's idle poll) about a third of the server's cost per
+partition, ``bench/serve_scale.py``. :class:`LogStartCache` keeps each log dir's parse and reads
+it again when the file changed: the writer replaces it by rename, so its inode, size or
+modification time differ; a replacement that matches all three (an inode reused within the
+filesystem's timestamp granularity) is still seen within :data:`MAX_AGE_S`.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Final
+
+from kafkatier.storage.checkpoint.checkpoint_file import LOG_START_OFFSET_CHECKPOINT
+from kafkatier.storage.log.readonly import TopicPartition, checkpointed_log_starts
+
+MAX_AGE_S: Final = 1.0
+
+_Stamp = tuple[int, int, int] | None  # inode, size, mtime in ns; None: no file
+
+
+class LogStartCache:
+    """Log dir -> its checkpointed log start offsets, as :func:`checkpointed_log_starts`
+    returns them (module docstring). Thread-safe; the dicts it returns are shared: read only."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._parsed: dict[Path, tuple[_Stamp, float, dict[TopicPartition, int]]] = {}
+        self._lock = threading.Lock()
+        self.parses = 0  # how many times a file was read (tests)
+
+    def get(self, log_dir: Path) -> dict[TopicPartition, int]:
+        stamp = _stamp(os.path.join(log_dir, LOG_START_OFFSET_CHECKPOINT))
+        now = self._clock()
+        with self._lock:
+            found = self._parsed.get(log_dir)
+        if found is not None and found[0] == stamp and now - found[1] < MAX_AGE_S:
+            return found[2]
+        starts = checkpointed_log_starts(log_dir) if stamp is not None else {}
+        with self._lock:
+            self._parsed[log_dir] = (stamp, now, starts)
+            self.parses += 1
+        return starts
+
+
+def _stamp(path: str) -> _Stamp:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns
