@@ -12,17 +12,22 @@ partition, as a consumer assigned the whole topic sends them:
 * *from start*: each partition from offset 0 (``max.partition.fetch.bytes`` 1 MiB, the
   response up to 64 MiB): a consumer's first fetch from the earliest offset;
 * *at end*: each partition at its high watermark, ``max.wait.ms`` 0: the poll of a consumer
-  tailing the topic when nothing new came.
+  tailing the topic when nothing new came;
+* *long poll*: the same with ``max.wait.ms`` 500 (librdkafka's ``fetch.wait.max.ms``, the Java
+  client's ``fetch.max.wait.ms``), which the server holds until the wait ends: timed, and the
+  server's CPU seconds during it (``/proc``), what one idle consumer costs the server.
 
 Each is timed from the request's first byte sent to the response's last byte received (the
-response is not decoded), ``--requests`` times per round; ``--rounds`` rounds, the servers'
-order alternating. Printed: the command, then per N and server the median time of each kind,
-in ms and in microseconds per partition, and the baseline's over this one's.
+response is not decoded), ``--requests`` times per round (long polls: 3); ``--rounds`` rounds,
+the servers' order alternating. Printed: the command, then per N and server the median time of
+each kind, in ms and in microseconds per partition, the long poll's server CPU, and the
+baseline's times over this one's.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import socket
 import statistics
@@ -51,7 +56,7 @@ def write_topic(root: Path, source: Path, partitions: int) -> Path:
     return logs
 
 
-def fetch_request(offsets: dict[int, int], correlation: int) -> bytes:
+def fetch_request(offsets: dict[int, int], correlation: int, max_wait_ms: int = 0) -> bytes:
     from kafka.protocol.consumer.fetch import FetchRequest
 
     part = FetchRequest.FetchTopic.FetchPartition
@@ -60,7 +65,7 @@ def fetch_request(offsets: dict[int, int], correlation: int) -> bytes:
              partition_max_bytes=1 << 20)
         for p, o in offsets.items()
     ])  # fmt: skip
-    request = FetchRequest(version=12, replica_id=-1, max_wait_ms=0, min_bytes=1,
+    request = FetchRequest(version=12, replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=1,
                            max_bytes=64 << 20, isolation_level=0, session_id=0,
                            session_epoch=-1, topics=[topic], forgotten_topics_data=[],
                            rack_id="")  # fmt: skip
@@ -87,18 +92,28 @@ def bounds(logs: Path, partitions: int) -> tuple[dict[int, int], dict[int, int]]
     return start, end
 
 
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def measure(
-    port: int, start: dict[int, int], end: dict[int, int], requests: int
+    pid: int, port: int, start: dict[int, int], end: dict[int, int], requests: int
 ) -> dict[str, float]:
-    """Median seconds of each kind of request (module docstring) on one connection."""
+    """Median seconds of each kind of request (module docstring) on one connection, and the
+    server's median CPU seconds in a long poll."""
     kinds = {"from start": start, "at end": end}
-    times: dict[str, list[float]] = {k: [] for k in kinds}
+    times: dict[str, list[float]] = {k: [] for k in [*kinds, "long poll", "long poll CPU"]}
     with socket.create_connection(("127.0.0.1", port)) as sock:
         for i in range(requests + 1):
             for kind, offsets in kinds.items():
                 took = timed(sock, fetch_request(offsets, i))
                 if i:  # the first of each warms the server's caches
                     times[kind].append(took)
+        for i in range(3):
+            before = cpu_seconds(pid)
+            times["long poll"].append(timed(sock, fetch_request(end, 100 + i, max_wait_ms=500)))
+            times["long poll CPU"].append(cpu_seconds(pid) - before)
     return {k: statistics.median(v) for k, v in times.items()}
 
 
@@ -125,8 +140,8 @@ def main() -> int:
             got: dict[str, list[dict[str, float]]] = {name: [] for name, _, _ in servers}
             try:
                 for r in range(args.rounds):
-                    for name, _, port in servers if r % 2 == 0 else servers[::-1]:
-                        got[name].append(measure(port, start, end, args.requests))
+                    for name, proc, port in servers if r % 2 == 0 else servers[::-1]:
+                        got[name].append(measure(proc.pid, port, start, end, args.requests))
             finally:
                 for _, proc, _ in servers:
                     proc.send_signal(signal.SIGTERM)
@@ -140,10 +155,11 @@ def report(n: int, got: dict[str, list[dict[str, float]]]) -> None:
                for name, rounds in got.items()}  # fmt: skip
     for name, kinds in medians.items():
         line = ", ".join(f"{k} {s * 1e3:.1f} ms ({s * 1e6 / n:.0f} us a partition)"
-                         for k, s in kinds.items())  # fmt: skip
-        print(f"{n} partitions, {name}: {line}", flush=True)
+                         for k, s in kinds.items() if k != "long poll CPU")  # fmt: skip
+        print(f"{n} partitions, {name}: {line}; server CPU in a long poll "
+              f"{kinds['long poll CPU'] * 1e3:.0f} ms", flush=True)  # fmt: skip
     if "baseline" in medians:
-        ratio = ", ".join(f"{k} {medians['baseline'][k] / s:.2f}x"
+        ratio = ", ".join(f"{k} {medians['baseline'][k] / max(s, 1e-9):.2f}x"
                           for k, s in medians["this"].items())  # fmt: skip
         print(f"{n} partitions, baseline over this: {ratio}", flush=True)
 

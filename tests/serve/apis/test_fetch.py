@@ -25,6 +25,7 @@ from serve_clients import (
     kafka_python_rows,
     kcat_offsets,
     kcat_rows,
+    raw_socket,
     record_row,
     sarama_rows,
 )
@@ -197,6 +198,44 @@ def test_a_tailing_consumer_sees_appends_within_its_poll(tmp_path: Path, serve: 
             assert took < 5, f"the append took {took:.1f} s to reach the consumer"
         finally:
             consumer.close()
+
+
+def test_an_idle_long_poll_reads_each_partition_once(
+    tmp_path: Path, serve: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fetch at the end waits its max.wait.ms; when nothing lands meanwhile it answers with
+    what it read before the wait, so each partition is read once, not again at the deadline
+    (with thousands of partitions a read of all of them costs a large part of a second)."""
+    from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
+    from test_connection import read_frame
+
+    from kafkatier.serve import partition_view
+
+    reads: list[int] = []
+    real = partition_view.fetch
+    monkeypatch.setattr(partition_view, "fetch",
+                        lambda *args: reads.append(args[3]) or real(*args))  # fmt: skip
+    part = FetchRequest.FetchTopic.FetchPartition
+    fetch = FetchRequest(version=12, replica_id=-1, max_wait_ms=400, min_bytes=1,
+                         max_bytes=1 << 20, isolation_level=0, session_id=0, session_epoch=-1,
+                         topics=[FetchRequest.FetchTopic(topic="tail", partitions=[
+                             part(partition=0, current_leader_epoch=-1, fetch_offset=1,
+                                  log_start_offset=-1, partition_max_bytes=1 << 20)])],
+                         forgotten_topics_data=[], rack_id="")  # fmt: skip
+    fetch.with_header(correlation_id=5)
+    with (
+        tail_partition(tmp_path / "logs", b"first"),
+        serve(tmp_path / "logs") as port,
+        raw_socket(port) as sock,
+    ):
+        start = time.monotonic()
+        sock.sendall(bytes(fetch.encode(version=12, header=True, framed=True)))
+        answer = FetchResponse.decode(read_frame(sock), version=12, header=True)
+        took = time.monotonic() - start
+    got = answer.responses[0].partitions[0]
+    assert (got.error_code, got.high_watermark, got.records or b"") == (0, 1, b"")
+    assert took >= 0.4  # it waited for records
+    assert reads == [1]  # read once, at the offset asked for
 
 
 def test_the_java_consumer_tails_appends(tmp_path: Path, serve: Any) -> None:
