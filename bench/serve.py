@@ -117,10 +117,32 @@ def java_consume(port: int, partitions: int, records: int) -> float:
     return float(found["seconds"])
 
 
+def fetch_request(
+    topic: str, offsets: dict[int, int], correlation: int, *, max_wait_ms: int = 0,
+    max_bytes: int = 50 << 20,
+) -> bytes:  # fmt: skip
+    """A framed Fetch v12 request (kafka-python's protocol classes) of ``topic``'s partitions
+    from their offsets (partition -> fetch offset), at most 1 MiB a partition."""
+    from kafka.protocol.consumer.fetch import FetchRequest
+
+    part = FetchRequest.FetchTopic.FetchPartition
+    wanted = FetchRequest.FetchTopic(topic=topic, partitions=[
+        part(partition=p, current_leader_epoch=-1, fetch_offset=o, log_start_offset=-1,
+             partition_max_bytes=1 << 20)
+        for p, o in offsets.items()
+    ])  # fmt: skip
+    request = FetchRequest(version=12, replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=1,
+                           max_bytes=max_bytes, isolation_level=0, session_id=0,
+                           session_epoch=-1, topics=[wanted], forgotten_topics_data=[],
+                           rack_id="")  # fmt: skip
+    request.with_header(correlation_id=correlation)
+    return bytes(request.encode(version=12, header=True, framed=True))
+
+
 def raw_fetch(port: int, partitions: int) -> float:
     """Fetch v12 requests for every unfinished partition until each reaches its high
     watermark; the next offset is the last batch's last offset + 1 (headers only)."""
-    from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
+    from kafka.protocol.consumer.fetch import FetchResponse
 
     start = time.perf_counter()
     offsets = dict.fromkeys(range(partitions), 0)
@@ -128,19 +150,9 @@ def raw_fetch(port: int, partitions: int) -> float:
     with socket.create_connection(("127.0.0.1", port)) as sock:
         correlation = 0
         while len(done) < partitions:
-            part = FetchRequest.FetchTopic.FetchPartition
-            topic = FetchRequest.FetchTopic(topic=TOPIC, partitions=[
-                part(partition=p, current_leader_epoch=-1, fetch_offset=o, log_start_offset=-1,
-                     partition_max_bytes=1 << 20)
-                for p, o in offsets.items() if p not in done
-            ])  # fmt: skip
-            request = FetchRequest(version=12, replica_id=-1, max_wait_ms=0, min_bytes=1,
-                                   max_bytes=50 << 20, isolation_level=0, session_id=0,
-                                   session_epoch=-1, topics=[topic], forgotten_topics_data=[],
-                                   rack_id="")  # fmt: skip
             correlation += 1
-            request.with_header(correlation_id=correlation)
-            sock.sendall(bytes(request.encode(version=12, header=True, framed=True)))
+            unfinished = {p: o for p, o in offsets.items() if p not in done}
+            sock.sendall(fetch_request(TOPIC, unfinished, correlation))
             size = int.from_bytes(_recv(sock, 4), "big")
             response = FetchResponse.decode(_recv(sock, size), version=12, header=True)
             for data in response.responses[0].partitions:

@@ -27,8 +27,6 @@ baseline's times over this one's.
 from __future__ import annotations
 
 import argparse
-import os
-import signal
 import socket
 import statistics
 import subprocess
@@ -43,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from scale_read import rows
 
-from serve import KAFKATIER, _recv, serve
+from serve import KAFKATIER, Server, _recv, cpu_seconds, fetch_request, rounds, serve
 
 TOPIC = "scale"
 
@@ -54,23 +52,6 @@ def write_topic(root: Path, source: Path, partitions: int) -> Path:
                     str(source), "--partitions", str(partitions), "--compression", "lz4"],
                    check=True, stdout=subprocess.DEVNULL)  # fmt: skip
     return logs
-
-
-def fetch_request(offsets: dict[int, int], correlation: int, max_wait_ms: int = 0) -> bytes:
-    from kafka.protocol.consumer.fetch import FetchRequest
-
-    part = FetchRequest.FetchTopic.FetchPartition
-    topic = FetchRequest.FetchTopic(topic=TOPIC, partitions=[
-        part(partition=p, current_leader_epoch=-1, fetch_offset=o, log_start_offset=-1,
-             partition_max_bytes=1 << 20)
-        for p, o in offsets.items()
-    ])  # fmt: skip
-    request = FetchRequest(version=12, replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=1,
-                           max_bytes=64 << 20, isolation_level=0, session_id=0,
-                           session_epoch=-1, topics=[topic], forgotten_topics_data=[],
-                           rack_id="")  # fmt: skip
-    request.with_header(correlation_id=correlation)
-    return bytes(request.encode(version=12, header=True, framed=True))
 
 
 def timed(sock: socket.socket, request: bytes) -> float:
@@ -92,11 +73,6 @@ def bounds(logs: Path, partitions: int) -> tuple[dict[int, int], dict[int, int]]
     return start, end
 
 
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def measure(
     pid: int, port: int, start: dict[int, int], end: dict[int, int], requests: int
 ) -> dict[str, float]:
@@ -107,12 +83,13 @@ def measure(
     with socket.create_connection(("127.0.0.1", port)) as sock:
         for i in range(requests + 1):
             for kind, offsets in kinds.items():
-                took = timed(sock, fetch_request(offsets, i))
+                took = timed(sock, fetch_request(TOPIC, offsets, i, max_bytes=64 << 20))
                 if i:  # the first of each warms the server's caches
                     times[kind].append(took)
         for i in range(3):
             before = cpu_seconds(pid)
-            times["long poll"].append(timed(sock, fetch_request(end, 100 + i, max_wait_ms=500)))
+            poll = fetch_request(TOPIC, end, 100 + i, max_wait_ms=500, max_bytes=64 << 20)
+            times["long poll"].append(timed(sock, poll))
             times["long poll CPU"].append(cpu_seconds(pid) - before)
     return {k: statistics.median(v) for k, v in times.items()}
 
@@ -132,22 +109,23 @@ def main() -> int:
         source = root / "in.parquet"
         pq.write_table(rows(args.records), source)
         for n in counts:
-            logs = write_topic(root, source, n)
-            start, end = bounds(logs, n)
-            servers = [("this", *serve(logs, root))]
-            if args.baseline is not None:
-                servers.append(("baseline", *serve(logs, root, args.baseline)))
-            got: dict[str, list[dict[str, float]]] = {name: [] for name, _, _ in servers}
-            try:
-                for r in range(args.rounds):
-                    for name, proc, port in servers if r % 2 == 0 else servers[::-1]:
-                        got[name].append(measure(proc.pid, port, start, end, args.requests))
-            finally:
-                for _, proc, _ in servers:
-                    proc.send_signal(signal.SIGTERM)
-                    proc.wait(30)
-            report(n, got)
+            report(n, partition_count(root, source, n, args))
     return 0
+
+
+def partition_count(
+    root: Path, source: Path, n: int, args: argparse.Namespace
+) -> dict[str, list[dict[str, float]]]:
+    """Each server's figures of each round (``measure``) for a topic of ``n`` partitions."""
+    logs = write_topic(root, source, n)
+    start, end = bounds(logs, n)
+    servers: list[Server] = [("this", *serve(logs, root))]
+    if args.baseline is not None:
+        servers.append(("baseline", *serve(logs, root, args.baseline)))
+    by_pid: dict[int, list[dict[str, float]]] = {proc.pid: [] for _, proc, _ in servers}
+    rounds(servers, args.rounds, lambda _label, pid, port, _n: by_pid[pid].append(
+        measure(pid, port, start, end, args.requests)))  # fmt: skip
+    return {name: by_pid[proc.pid] for name, proc, _ in servers}
 
 
 def report(n: int, got: dict[str, list[dict[str, float]]]) -> None:

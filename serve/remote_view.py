@@ -53,6 +53,10 @@ class RemoteTier:
         # Runs of remote segments fetched, for the next fetches, and the next runs read ahead.
         self.chunks = ChunkCache(read_ahead=READ_AHEAD_THREADS)
 
+    def close(self) -> None:
+        """Stop reading ahead (the server is stopping)."""
+        self.chunks.close()
+
     def reader(self, log_dir: Path, topic: str, partition: int) -> RemoteLogReader | None:
         """The partition's remote reader, or None when nothing of it is remote."""
         key = (log_dir, topic, partition)

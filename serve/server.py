@@ -124,7 +124,7 @@ class Server:
         await asyncio.gather(*tasks, return_exceptions=True)
         self.executor.shutdown(wait=True, cancel_futures=True)
         if self._ctx is not None and self._ctx.sources.remote is not None:
-            self._ctx.sources.remote.chunks.close()
+            self._ctx.sources.remote.close()
         if self._offsets is not None:
             self._offsets.close()
 
