@@ -56,9 +56,10 @@ def free_ports(n: int) -> list[int]:
 
 def _command(root: Path, ports: list[int], config: Path, bucket: str) -> list[str]:
     args = [f"-{flag}={port}" for flag, port in zip(_PORT_FLAGS, ports, strict=True)]
-    return [str(WEED), "mini", f"-dir={root / 'data'}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
-            *args, "-admin.ui=false", "-webdav=false", "-s3.port.iceberg=0", "-s3.port.lance=0",
-            "-master.telemetry=false", f"-s3.config={config}", f"-bucket={bucket}"]  # fmt: skip
+    return [str(WEED), f"-logdir={root}", "mini", f"-dir={root / 'data'}", "-ip=127.0.0.1",
+            "-ip.bind=127.0.0.1", *args, "-admin.ui=false", "-webdav=false", "-s3.port.iceberg=0",
+            "-s3.port.lance=0", "-master.telemetry=false", f"-s3.config={config}",
+            f"-bucket={bucket}"]  # fmt: skip
 
 
 def _ready(server: WeedServer) -> bool:
@@ -83,10 +84,34 @@ PORT_ATTEMPTS = 4
 the server's bind (tests and benchmarks start servers side by side)."""
 
 
+SOCKET_DIR = Path("/tmp")
+"""Where SeaweedFS puts its unix sockets (its own constant: ``TMPDIR`` does not move them)."""
+
+
+def _sockets(ports: list[int]) -> dict[Path, int]:
+    """The unix sockets a server on ``ports`` made, by inode (``seaweedfs-<what>-<port>.sock``)."""
+    found = {}
+    for port in ports:
+        for path in SOCKET_DIR.glob(f"seaweedfs-*-{port}.sock"):
+            with contextlib.suppress(OSError):
+                found[path] = path.stat().st_ino
+    return found
+
+
+def _remove_sockets(sockets: dict[Path, int]) -> None:
+    """Remove the sockets a stopped server left (it removes some itself, never all: every run
+    left three to five in /tmp); one whose inode changed belongs to a newer server on the port."""
+    for path, inode in sockets.items():
+        with contextlib.suppress(OSError):
+            if path.stat().st_ino == inode:
+                path.unlink()
+
+
 def _start(
     root: Path, config: Path, bucket: str, access: str, secret: str, timeout: float
-) -> tuple[subprocess.Popen[bytes], WeedServer]:
-    """A running server, ready for signed requests; a port lost to a race is tried again."""
+) -> tuple[subprocess.Popen[bytes], WeedServer, dict[Path, int]]:
+    """A running server, ready for signed requests, and its sockets; a port lost to a race is
+    tried again."""
     for _ in range(PORT_ATTEMPTS):
         ports = free_ports(len(_PORT_FLAGS))
         server = WeedServer(f"http://127.0.0.1:{ports[6]}", bucket, access, secret)
@@ -99,21 +124,22 @@ def _start(
                 break
             time.sleep(0.2)
         else:
-            return proc, server
-        _stop(proc)
+            return proc, server, _sockets(ports)
+        _stop(proc, _sockets(ports))
         log = (root / "weed.log").read_text()[-2000:]
         if "Port allocation failed" not in log and "address already in use" not in log:
             break
     raise RemoteStoreError(f"the embedded S3 server (weed mini, {root}) did not start: {log}")
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
+def _stop(proc: subprocess.Popen[bytes], sockets: dict[Path, int]) -> None:
     proc.terminate()  # the data is throwaway: no long wait for a graceful stop
     try:
         proc.wait(timeout=2)
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
+    _remove_sockets(sockets)
 
 
 @contextlib.contextmanager
@@ -128,8 +154,8 @@ def weed_server(root: Path, bucket: str = "kafkatier", timeout: float = 60) -> I
     config.write_text(json.dumps({"identities": [{
         "name": "kafkatier", "credentials": [{"accessKey": access, "secretKey": secret}],
         "actions": ["Admin", "Read", "Write", "List", "Tagging"]}]}))
-    proc, server = _start(root, config, bucket, access, secret, timeout)
+    proc, server, sockets = _start(root, config, bucket, access, secret, timeout)
     try:
         yield server
     finally:
-        _stop(proc)
+        _stop(proc, sockets)
