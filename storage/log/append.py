@@ -28,8 +28,8 @@ from kafkatier.storage.log.validator import (
     needs_rewrite,
     prepare_for_log,
 )
-from kafkatier.storage.producer.append import ProducerAppendInfo, in_sequence
-from kafkatier.storage.producer.entry import AppendOrigin, BatchMetadata, CompletedTxn
+from kafkatier.storage.producer.append import ProducerAppendInfo
+from kafkatier.storage.producer.entry import AppendOrigin, CompletedTxn
 from kafkatier.storage.producer.state import ProducerStateManager
 from kafkatier.storage.record.batch import RecordBatch
 from kafkatier.storage.record.builder import build_control_batch
@@ -89,7 +89,7 @@ class AppendTarget(NamedTuple):
         offset and epoch in place (no copy, no second parse)."""
         if owned and not needs_rewrite(batch, self.rules):
             check_unrewritten(batch, self.rules)
-            _set_offset(batch, offset, self)
+            set_offset(batch, offset, self)
             out = batch
         else:
             buf = prepare_for_log(batch, self.rules, self.now)
@@ -167,59 +167,7 @@ def validate_committed(
     return found
 
 
-_KIND = wire.ATTR_TRANSACTIONAL | wire.ATTR_CONTROL  # a data batch's: ATTR_TRANSACTIONAL alone
-
-
-def place_committed(
-    batches: Sequence[RecordBatch], marker: bytes, coordinator_epoch: int, target: AppendTarget
-) -> Validated | None:
-    """:func:`validate_committed`'s result in one pass, for the case where its checks pass
-    with nothing to rewrite, as for every batch of the sink: the producer's entry at the
-    batches' and the marker's epoch with no transaction open, sequences continuing its last
-    one, no batch a retained one's duplicate, transactional data batches in the topic's codec
-    within ``max.message.bytes`` and ``segment.bytes``, no ``LogAppendTime``. None where any of
-    that does not hold (only the offsets were set, which the full check sets again): the
-    full check then decides, and names any fault."""
-    rules = target.rules
-    entry = target.state.producers.get(batches[0].producer_id) if batches else None
-    if (
-        entry is None
-        or rules.log_append_time
-        or not entry.batch_metadata
-        or entry.current_txn_first_offset is not None
-        or entry.coordinator_epoch > coordinator_epoch
-    ):
-        return None
-    pid, epoch, codec = entry.producer_id, entry.producer_epoch, rules.compression
-    limit = min(rules.max_message_bytes, target.config.segment_bytes)
-    retained = {m.last_seq for m in entry.batch_metadata}
-    last_seq, offset = entry.batch_metadata[-1].last_seq, target.next_offset
-    metas = []
-    for batch in batches:
-        last = batch.last_sequence
-        if (
-            batch.producer_id != pid
-            or batch.producer_epoch != epoch
-            or batch.attributes & _KIND != wire.ATTR_TRANSACTIONAL
-            or batch.size_in_bytes > limit
-            or last in retained
-            or not in_sequence(last_seq, batch.base_sequence)
-            or (codec is not None and batch.codec != codec)
-        ):
-            return None
-        _set_offset(batch, offset, target)
-        offset = batch.next_offset
-        metas.append(BatchMetadata(last, offset - 1, batch.last_offset_delta, batch.max_timestamp))
-        last_seq = last
-    out = RecordBatch(bytearray(marker), 0, file=target.file)
-    if out.producer_id != pid or out.producer_epoch != epoch or out.size_in_bytes > limit:
-        return None
-    _set_offset(out, offset, target)
-    info = ProducerAppendInfo.committed(entry, metas, coordinator_epoch, out.max_timestamp)
-    return Validated([*batches, out], [], {pid: info}, [])
-
-
-def _set_offset(batch: RecordBatch, offset: int, target: AppendTarget) -> None:
+def set_offset(batch: RecordBatch, offset: int, target: AppendTarget) -> None:
     """``batch`` (in a buffer of the log's own) given ``offset`` and the leader epoch."""
     assign_offset(batch.buffer, offset, target.leader_epoch)
     batch.base_offset, batch.partition_leader_epoch = offset, target.leader_epoch

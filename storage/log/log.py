@@ -30,12 +30,12 @@ from kafkatier.storage.log.append import (
     commit_validated,
     duplicate_info,
     marker_bytes,
-    place_committed,
     validate_append,
     validate_committed,
     validate_marker,
 )
 from kafkatier.storage.log.batch_position import BatchInfo
+from kafkatier.storage.log.committed import Placed, place_committed
 from kafkatier.storage.log.delayed_delete import PendingDeletions
 from kafkatier.storage.log.durability import Durability
 from kafkatier.storage.log.roll import needs_new_segment, should_roll
@@ -211,7 +211,8 @@ class Log:
         first = batches[0]
         self._maybe_roll(first.size_in_bytes, first)
         if len(batches) == 1 or not needs_new_segment(
-            self.segments[-1], self.config, sum([b.size_in_bytes for b in batches]), batches[-1]
+            self.segments[-1], self.config, sum([b.size_in_bytes for b in batches]),
+            batches[-1].last_offset,
         ):
             self._write_chunk(batches)
             commit_validated(self.producer_state, found, self.segment_for)
@@ -220,7 +221,7 @@ class Log:
         chunk_bytes = first.size_in_bytes
         for batch in batches[1:]:
             pending = chunk_bytes + batch.size_in_bytes
-            if needs_new_segment(self.active_segment, self.config, pending, batch):
+            if needs_new_segment(self.active_segment, self.config, pending, batch.last_offset):
                 self._write_chunk(chunk)
                 commit_producer_state(self.producer_state, chunk, origin, self.segment_for)
                 self._maybe_roll(batch.size_in_bytes, batch)
@@ -313,13 +314,38 @@ class Log:
         append and :meth:`write_txn_marker` one after the other, for a writer that already
         decided the commit (the sink, whose decision is durable in its write-ahead log before
         anything reaches the log). ``producer_epoch`` is the marker's (at least the batches')."""
+        now = self.clock() if timestamp is None else timestamp
         commit = wire.ControlType.COMMIT
-        marker = self._marker(commit, producer_id, producer_epoch, coordinator_epoch, timestamp)
+        marker = self._marker(commit, producer_id, producer_epoch, coordinator_epoch, now)
         target = self._append_target()
-        found = place_committed(incoming, marker, coordinator_epoch, target)
-        if found is None:
-            found = validate_committed(incoming, marker, coordinator_epoch, target)
+        fields = (producer_id, producer_epoch, now)
+        placed = place_committed(incoming, marker, fields, coordinator_epoch, target)
+        if placed is not None and self._write_placed(placed):
+            return placed.append_info()
+        found = validate_committed(incoming, marker, coordinator_epoch, target)
         return self._append_validated(found, AppendOrigin.CLIENT)
+
+    def _write_placed(self, placed: Placed) -> bool:
+        """Write a committed transaction :func:`place_committed` placed, and its producer
+        state, where it takes no roll and no new leader epoch (what ``_append_validated`` does
+        then, without its per-batch objects); False (nothing changed) otherwise."""
+        latest = self.leader_epoch_cache.latest_epoch
+        active = self.segments[-1]
+        first = placed.batches[0]
+        if (
+            latest is None
+            or latest < self.leader_epoch
+            or should_roll(active, self.config, self.clock, first.size_in_bytes, first)
+            or needs_new_segment(active, self.config, placed.size, placed.marker_offset)
+        ):
+            return False
+        best = placed.max_timestamp_and_offset
+        if not active.append_unindexed(placed.buffers, len(placed.marker), best):
+            active.append(placed.buffers, placed.batch_infos())
+        self.producer_state.add_committed(first.producer_id, placed.metas,
+                                          placed.coordinator_epoch, placed.marker_timestamp,
+                                          placed.marker_offset + 1)  # fmt: skip
+        return True
 
     def _marker(
         self, control: wire.ControlType, producer_id: int, producer_epoch: int,

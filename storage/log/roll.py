@@ -17,13 +17,13 @@ from kafkatier.storage.record.batch import RecordBatch
 
 
 def needs_new_segment(
-    active: LogSegment, cfg: LogConfig, chunk_bytes: int, batch: RecordBatch
+    active: LogSegment, cfg: LogConfig, chunk_bytes: int, last_offset: int
 ) -> bool:
-    """Whether ``batch`` must start a new chunk: appended after ``chunk_bytes`` of the current
-    chunk, it would not fit the active segment."""
+    """Whether a batch ending at ``last_offset`` must start a new chunk: appended after
+    ``chunk_bytes`` of the current chunk, it would not fit the active segment."""
     return (
         active.size + chunk_bytes > cfg.segment_bytes
-        or not active.can_convert_to_relative_offset(batch.last_offset)
+        or not active.can_convert_to_relative_offset(last_offset)
     )
 
 

@@ -221,6 +221,25 @@ class LogSegment:
         self._index_batches(start, batches, due)
         self.size = start + size
 
+    def append_unindexed(
+        self, views: list[memoryview], tail: int, max_timestamp_and_offset: tuple[int, int]
+    ) -> bool:
+        """:meth:`append` of whole batches (``views``, at most ``IOV_MAX``, of bytes; ``tail``:
+        the last batch's size; their largest timestamp and the last offset of the first batch
+        holding it) where no batch is due an index entry and the segment is not empty, without
+        the per-batch :class:`BatchInfo` that only indexing needs; False (nothing written)
+        otherwise. The caller checked that their offsets fit this segment."""
+        size = sum([v.nbytes for v in views])
+        if not self.size or self._entry_due(self._bytes_since_last_index_entry + size - tail):
+            return False
+        start = self.size
+        self._write_all(views, start)
+        if max_timestamp_and_offset[0] > self.max_timestamp_and_offset[0]:
+            self._max_ts = max_timestamp_and_offset
+        self._bytes_since_last_index_entry += size
+        self.size = start + size
+        return True
+
     def _write_all(self, views: list[memoryview], start: int) -> int:
         """Write ``views`` (of bytes) at ``start`` (pwritev, continued after a short write) and
         return their size. On a failure (no space, quota, I/O error) the bytes written are cut

@@ -9,7 +9,6 @@ equal the producer's current epoch).
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
 from typing import Protocol
 
 from kafkatier.storage.errors import (
@@ -21,7 +20,6 @@ from kafkatier.storage.errors import (
 )
 from kafkatier.storage.producer.entry import (
     AppendOrigin,
-    BatchMetadata,
     CompletedTxn,
     ProducerStateEntry,
 )
@@ -84,26 +82,6 @@ class ProducerAppendInfo:
         self._updated = current_entry.without_batches()
         self._updated.producer_id = producer_id
         self._started: list[int] = []
-
-    @classmethod
-    def committed(
-        cls,
-        current: ProducerStateEntry,
-        batches: Iterable[BatchMetadata],
-        coordinator_epoch: int,
-        timestamp: int,
-    ) -> ProducerAppendInfo:
-        """What :meth:`append` of a transaction's data ``batches`` and then of its COMMIT
-        marker (``coordinator_epoch``, ``timestamp``) accumulates, for a caller that checked
-        them against ``current`` (same epoch, no transaction open, sequences continuing its
-        last one, no duplicate): the batches retained, and no transaction open or started,
-        since it begins and ends in this append."""
-        info = cls(current.producer_id, current, AppendOrigin.CLIENT)
-        updated = info._updated
-        updated.batch_metadata.extend(batches)
-        updated.coordinator_epoch = coordinator_epoch
-        updated.last_timestamp = timestamp
-        return info
 
     def __repr__(self) -> str:
         return (

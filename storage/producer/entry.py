@@ -144,6 +144,14 @@ class ProducerStateEntry:
         """Apply a COMMIT/ABORT marker: the txn closes and the marker's epoch becomes current."""
         self._update(producer_epoch, coordinator_epoch, timestamp, (), None)
 
+    def add_committed(
+        self, batches: Iterable[BatchMetadata], coordinator_epoch: int, timestamp: int
+    ) -> None:
+        """Apply a transaction's data ``batches`` and its COMMIT marker (``coordinator_epoch``,
+        ``timestamp``), appended together at this entry's epoch with no transaction open (the
+        caller checked them: ``place_committed``): the batches retained, no transaction open."""
+        self._update(self.producer_epoch, coordinator_epoch, timestamp, batches, None)
+
     def update(self, next_entry: ProducerStateEntry) -> None:
         """Merge the entry a ProducerAppendInfo accumulated into this stored one."""
         self._update(

@@ -107,6 +107,16 @@ class ProducerStateManager:
         for first_offset in info.started_transactions:
             self._ongoing[first_offset] = info.producer_id
 
+    def add_committed(
+        self, producer_id: int, batches: Iterable[BatchMetadata], coordinator_epoch: int,
+        timestamp: int, end_offset: int,
+    ) -> None:  # fmt: skip
+        """:meth:`update` for a transaction written with its COMMIT marker in one append up to
+        ``end_offset`` (``ProducerStateEntry.add_committed``): no transaction opens or ends
+        anywhere else, so no ongoing one changes."""
+        self.producers[producer_id].add_committed(batches, coordinator_epoch, timestamp)
+        self.map_end_offset = end_offset
+
     def find_duplicate_batch(self, batch: BatchLike) -> BatchMetadata | None:
         """A retained batch a client retry duplicates (same epoch and sequence range), if any."""
         entry = self.producers.get(batch.producer_id)

@@ -30,6 +30,7 @@ from kafkatier.storage.errors import (
 from kafkatier.storage.log.loader import open_log
 from kafkatier.storage.log.log import Log
 from kafkatier.storage.log.reader import iter_records
+from kafkatier.storage.log.segment import LogSegment
 from kafkatier.storage.log.validator import parse_incoming
 from kafkatier.storage.producer.entry import AppendOrigin
 from kafkatier.storage.producer.snapshot import read_snapshot
@@ -499,6 +500,78 @@ def test_append_committed_in_one_pass_or_in_full_as_append_then_marker(
     for log in logs:
         log.close()
     assert files(tmp_path / "a" / "t-0") == files(tmp_path / "b" / "t-0")
+
+
+# Topic settings and leader epoch changes under which eight committed transactions meet each
+# way ``append_committed`` writes: in one write without index entries, one that adds some, or
+# the full path (a roll, a new leader epoch). The last element: what the segment's unindexed
+# write answered the rounds that came to it (True: it wrote; "some": both answers, or fewer
+# rounds than eight).
+_NO_ENTRY = {"index.interval.bytes": "100000"}
+ROUND_CASES: dict[str, tuple[dict[str, str], tuple[int, ...], list[bool] | str]] = {
+    "no index entry due": (_NO_ENTRY, (), [True] * 8),
+    "an index entry every batch": ({"index.interval.bytes": "1"}, (), [False] * 8),
+    "some index entries": ({"index.interval.bytes": "900"}, (), "some"),
+    "rolls by size": ({**_NO_ENTRY, "segment.bytes": "2000"}, (), "some"),
+    "rolls by time": ({**_NO_ENTRY, "segment.ms": "150"}, (), "some"),
+    "a new leader epoch": (_NO_ENTRY, (3, 6), [True] * 6),
+}
+
+
+@pytest.mark.parametrize("case", list(ROUND_CASES))
+def test_committed_transactions_written_at_once_leave_what_append_then_marker_leave(
+    tmp_path: Path, case: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``append_committed`` writes a placed transaction without the general append's
+    per-batch objects where no roll and no new leader epoch is due: the files (segments,
+    indexes, snapshots), offsets and producer state are still those of ``append`` then
+    ``write_txn_marker``, round after round, whichever batch holds the largest timestamp."""
+    settings, new_epochs, unindexed = ROUND_CASES[case]
+    written: list[bool] = []
+    real = LogSegment.append_unindexed
+    monkeypatch.setattr(LogSegment, "append_unindexed",
+                        lambda self, *a: written.append(real(self, *a)) or written[-1])  # fmt: skip
+    clocks = [Clock(), Clock()]
+    logs = [new_log(tmp_path / s, clock, **settings) for s, clock in zip("ab", clocks, strict=True)]
+    for log in logs:
+        log.append(batch(2, A, 0, 0, txn=True, size=100))
+        log.write_txn_marker(A, 0, commit=True, timestamp=NOW)
+    outcomes: list[list[object]] = [[], []]
+    for r in range(8):
+        ts = NOW + 100 * (r + 1)
+        seq = 2 + 5 * r
+        data = batch(3, A, 0, seq, txn=True, ts=ts, size=100)
+        # The second batch's largest timestamp: ts + 11, or the first batch's (ts + 2).
+        data += batch(2, A, 0, seq + 3, txn=True, ts=ts + (10 if r % 2 else 1), size=100)
+        marker_ts = (ts + 50, ts - 50, ts + 11)[r % 3]  # above the batches', below, or at it
+        for side, log in enumerate(logs):
+            clocks[side].now = ts
+            if r in new_epochs:
+                log.leader_epoch += 1
+            if side:
+                batches = parse_incoming(bytearray(data), AppendOrigin.CLIENT)
+                outcomes[side].append(log.append_committed(
+                    batches, A, 0, coordinator_epoch=r // 2, timestamp=marker_ts
+                ))  # fmt: skip
+            else:
+                first = log.append(data)
+                last = log.write_txn_marker(A, 0, commit=True, coordinator_epoch=r // 2,
+                                            timestamp=marker_ts)  # fmt: skip
+                outcomes[side].append((first.first_offset, last.last_offset))
+        maxima = [[s.max_timestamp_and_offset for s in log.segments] for log in logs]
+        assert maxima[0] == maxima[1]  # what the next time index entry takes
+    assert [(o.first_offset, o.last_offset) for o in outcomes[1]] == outcomes[0]  # type: ignore[attr-defined]
+    entries = [log.producer_state.last_entry(A) for log in logs]
+    assert entries[0] is not None and entries[1] is not None
+    assert entries[0].to_snapshot_entry() == entries[1].to_snapshot_entry()
+    if unindexed == "some":
+        assert True in written and (False in written or len(written) < 8)
+    else:
+        assert written == unindexed
+    for log in logs:
+        log.close()
+    assert files(tmp_path / "a" / "t-0") == files(tmp_path / "b" / "t-0")
+    assert len(read_partition(tmp_path / "b" / "t-0")) == 2 + 8 * 3  # batches, kafka-python
 
 
 def test_abort_is_indexed_with_pid_first_marker_and_lso(tmp_path: Path) -> None:
