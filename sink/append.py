@@ -17,9 +17,8 @@ import errno
 import gc
 import os
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Final, NamedTuple
 
 from kafkatier.sink.encode import CHUNK_BYTES
 from kafkatier.sink.plan import PartitionSpans
@@ -44,9 +43,9 @@ Spans = Sequence[tuple[str, int, int]]
 Pieces = list[list[RecordBatch]]
 
 
-@dataclass(frozen=True)
-class Checked:
-    """A partition's batches, checked: its spans, first sequence, and the parsed pieces if kept."""
+class Checked(NamedTuple):
+    """A partition's batches, checked: its spans, first sequence, and the parsed pieces if kept
+    (a tuple: one is built per partition and batch)."""
 
     group: PartitionSpans
     first_sequence: int

@@ -121,10 +121,10 @@ def task_limit(conf: Mapping[str, str], default_parallelism: int) -> int:
     return max(most * int(conf.get("spark.executor.cores", "1")), default_parallelism)
 
 
-@dataclass(frozen=True)
-class PartitionSpans:
+class PartitionSpans(NamedTuple):
     """Where one Kafka partition's encoded batches are (provisional sequences, base offsets 0):
-    (path, position, length) spans in the staging files, in task order."""
+    (path, position, length) spans in the staging files, in task order (a tuple: one is built
+    per partition and batch)."""
 
     topic: str
     partition: int

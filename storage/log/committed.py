@@ -111,7 +111,7 @@ def place_committed(
             or batch.size_in_bytes > limit
             or last in retained
             or not in_sequence(last_seq, batch.base_sequence)
-            or (codec is not None and batch.codec != codec)
+            or (codec is not None and batch.attributes & wire.ATTR_CODEC_MASK != codec)
         ):
             return None
         set_offset(batch, offset, target)

@@ -73,6 +73,7 @@ class Log:
         budget: FileBudget | None = None,
     ) -> None:
         self.directory = Path(directory)
+        self._directory_name = str(self.directory)  # named in every append's errors
         self.topic = topic
         self.partition = partition
         self.config = config
@@ -188,7 +189,7 @@ class Log:
             self.producer_state.map_end_offset,
             self.leader_epoch,
             self.clock() if rules.log_append_time else wire.NO_TIMESTAMP,
-            str(self.directory),
+            self._directory_name,
         )
 
     def _assign_leader_epoch(self, start_offset: int) -> None:
