@@ -32,6 +32,7 @@ from kafkatier.serve.zero_copy import FileSpan, MemorySpan, Span
 from kafkatier.storage.index.txn_index import AbortedTxn
 from kafkatier.storage.log.batch_position import BatchPosition
 from kafkatier.storage.log.bounds import PartitionBounds, scan_bounds
+from kafkatier.storage.log.bounds_cache import BoundsCache, Look
 from kafkatier.storage.log.log_start_cache import LogStartCache
 from kafkatier.storage.log.readonly import (
     ReadOnlyPartition,
@@ -46,13 +47,14 @@ from kafkatier.tiering.read.remote_reader import RemoteLogReader
 @dataclass(frozen=True)
 class Sources:
     """Where a partition's data are read from: the local files (their last segment's headers
-    kept in ``tails``, their leader epochs in ``epochs``) and, when configured, the remote
-    tier."""
+    kept in ``tails``, their bounds while unchanged in ``bounds``, their leader epochs in
+    ``epochs``) and, when configured, the remote tier."""
 
     tails: TailCache
     remote: RemoteTier | None = None
     epochs: EpochCaches = field(default_factory=EpochCaches)
     log_starts: LogStartCache = field(default_factory=LogStartCache)
+    bounds: BoundsCache = field(default_factory=BoundsCache)
 
     def remote_reader(self, log_dir: Path, topic: str, partition: int) -> RemoteLogReader | None:
         return None if self.remote is None else self.remote.reader(log_dir, topic, partition)
@@ -72,21 +74,49 @@ class FetchedPartition:
 def open_partition(
     log_dir: Path, topic: str, partition: int, sources: Sources
 ) -> ReadOnlyPartition:
-    hint = sources.log_starts.get(log_dir).get((topic, partition), 0)
-    return ReadOnlyPartition(log_dir, topic, partition, hint)
+    return ReadOnlyPartition(log_dir, topic, partition, _log_start_hint(log_dir, topic, partition,
+                                                                        sources))  # fmt: skip
+
+
+def _log_start_hint(log_dir: Path, topic: str, partition: int, sources: Sources) -> int:
+    return sources.log_starts.get(log_dir).get((topic, partition), 0)
 
 
 def bounds(log_dir: Path, topic: str, partition: int, sources: Sources) -> PartitionBounds:
     """Log start (the remote one, if older), high watermark and last stable offset now."""
-    with open_partition(log_dir, topic, partition, sources) as part:
-        local = scan_bounds(part, committed=True, tail=sources.tails.headers(part))
-        return _with_remote_start(local, sources.remote_reader(log_dir, topic, partition))
+    local = local_bounds(log_dir, topic, partition, sources)
+    return _with_remote_start(local, sources.remote_reader(log_dir, topic, partition))
 
 
 def local_log_start(log_dir: Path, topic: str, partition: int, sources: Sources) -> int:
     """The first offset of the local segments (ListOffsets' earliest-local, KIP-405)."""
-    with open_partition(log_dir, topic, partition, sources) as part:
-        return scan_bounds(part, committed=True, tail=sources.tails.headers(part)).log_start
+    return local_bounds(log_dir, topic, partition, sources).log_start
+
+
+def local_bounds(log_dir: Path, topic: str, partition: int, sources: Sources) -> PartitionBounds:
+    """The local files' bounds: kept from an earlier look while the files are unchanged
+    (``sources.bounds``), else read."""
+    hint = _log_start_hint(log_dir, topic, partition, sources)
+    directory = os.path.join(log_dir, f"{topic}-{partition}")
+    found = sources.bounds.get(directory, hint)
+    if found is None:
+        look = sources.bounds.look(directory)
+        with ReadOnlyPartition(log_dir, topic, partition, hint) as part:
+            found = _scan(part, look, hint, sources)
+    return found
+
+
+def _scan(
+    part: ReadOnlyPartition, look: Look | None, hint: int, sources: Sources
+) -> PartitionBounds:
+    """``scan_bounds`` of the local files, kept for the next look (``look``: the partition
+    directory's stamp, taken before ``part`` listed it; ``hint``: the checkpointed log start
+    ``part`` was opened with)."""
+    if look is not None and part.bases:
+        look = look.at_log(part.file(part.bases[-1], ".log"))
+    found = scan_bounds(part, committed=True, tail=sources.tails.headers(part))
+    sources.bounds.put(look if part.bases else None, hint, found)
+    return found
 
 
 def highest_tiered(log_dir: Path, topic: str, partition: int, sources: Sources) -> int:
@@ -107,9 +137,20 @@ def fetch(
     min_one: bool, sources: Sources,
 ) -> FetchedPartition:
     """Batches from ``offset`` (module docstring); out of range below the log start or past
-    the high watermark."""
-    with open_partition(log_dir, topic, partition, sources) as part:
-        local = scan_bounds(part, committed=True, tail=sources.tails.headers(part))
+    the high watermark. A tailing consumer's poll (nothing new) of a partition whose files
+    are unchanged is answered from the kept bounds, without opening it."""
+    hint = _log_start_hint(log_dir, topic, partition, sources)
+    directory = os.path.join(log_dir, f"{topic}-{partition}")
+    cached = sources.bounds.get(directory, hint)
+    if cached is not None:
+        found = _with_remote_start(cached, sources.remote_reader(log_dir, topic, partition))
+        if offset < found.log_start or offset > found.high_watermark:
+            return FetchedPartition(found, out_of_range=True)
+        if offset >= found.latest(committed):
+            return FetchedPartition(found)
+    look = sources.bounds.look(directory)
+    with ReadOnlyPartition(log_dir, topic, partition, hint) as part:
+        local = _scan(part, look, hint, sources)
         remote = sources.remote_reader(log_dir, topic, partition)
         found = _with_remote_start(local, remote)
         if offset < found.log_start or offset > found.high_watermark:

@@ -1,0 +1,93 @@
+"""The bounds cache (storage/log/bounds_cache.py): a partition's bounds are answered from the
+cache while its directory, last segment and checkpointed log start are as they were, read
+anew after an append, a roll or a moved log start, and never kept from files changed within the
+filesystem's timestamp granularity of the look."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from kafkatier.storage.config.log_config import LogConfig
+from kafkatier.storage.log.bounds import PartitionBounds, scan_bounds
+from kafkatier.storage.log.bounds_cache import SETTLED_NS, BoundsCache
+from kafkatier.storage.log.loader import open_log
+from kafkatier.storage.log.log import Log
+from kafkatier.storage.log.readonly import ReadOnlyPartition
+from kafkatier.storage.record.builder import build_batch
+from kafkatier.storage.record.record import Record
+
+
+class LaterClock:
+    """The time of a look a while after the files were written (their stamps settled)."""
+
+    def __call__(self) -> int:
+        return time.time_ns() + 2 * SETTLED_NS
+
+
+def writer(tmp_path: Path) -> Log:
+    config = LogConfig.from_properties({"segment.index.bytes": "4096"}, source="test")
+    return open_log(tmp_path / "t-0", config)
+
+
+def append(log: Log, n: int = 3) -> None:
+    log.append(build_batch([Record(i, 1_000 + i, b"k", b"v" * 50) for i in range(n)]))
+
+
+def read(cache: BoundsCache, log_dir: Path, hint: int = 0) -> PartitionBounds:
+    """What ``kafkatier serve`` does for a partition's bounds (``partition_view.local_bounds``)."""
+    directory = str(log_dir / "t-0")
+    found = cache.get(directory, hint)
+    if found is not None:
+        return found
+    look = cache.look(directory)
+    with ReadOnlyPartition(log_dir, "t", 0, hint) as part:
+        assert look is not None
+        look = look.at_log(part.file(part.bases[-1], ".log"))
+        found = scan_bounds(part, committed=True)
+        cache.put(look, hint, found)
+    return found
+
+
+def fresh(log_dir: Path, hint: int = 0) -> PartitionBounds:
+    with ReadOnlyPartition(log_dir, "t", 0, hint) as part:
+        return scan_bounds(part, committed=True)
+
+
+def test_unchanged_files_are_answered_from_the_cache(tmp_path: Path) -> None:
+    log = writer(tmp_path)
+    append(log)
+    log.flush()
+    cache = BoundsCache(LaterClock())
+    first = read(cache, tmp_path)
+    for _ in range(5):
+        assert read(cache, tmp_path) == first == fresh(tmp_path)
+    assert cache.hits == 5
+    log.close()
+
+
+def test_an_append_a_roll_or_a_moved_log_start_is_read_anew(tmp_path: Path) -> None:
+    log = writer(tmp_path)
+    append(log)
+    cache = BoundsCache(LaterClock())
+    read(cache, tmp_path)
+    append(log)  # the last segment grew
+    assert read(cache, tmp_path).high_watermark == 6 == fresh(tmp_path).high_watermark
+    log.roll()  # a new, empty last segment (and a snapshot) in the directory
+    append(log, 1)
+    assert read(cache, tmp_path) == fresh(tmp_path)
+    assert read(cache, tmp_path).high_watermark == 7
+    hits = cache.hits
+    assert read(cache, tmp_path, hint=4).log_start == 4 == fresh(tmp_path, hint=4).log_start
+    assert cache.hits == hits  # a moved checkpointed start is a miss
+    log.close()
+
+
+def test_files_changed_within_the_timestamp_granularity_are_not_kept(tmp_path: Path) -> None:
+    log = writer(tmp_path)
+    append(log)
+    cache = BoundsCache()  # the look happens now: the segment was written within SETTLED_NS
+    read(cache, tmp_path)
+    read(cache, tmp_path)
+    assert cache.hits == 0
+    log.close()
