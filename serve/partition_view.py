@@ -137,8 +137,9 @@ def fetch(
     min_one: bool, sources: Sources,
 ) -> FetchedPartition:
     """Batches from ``offset`` (module docstring); out of range below the log start or past
-    the high watermark. A tailing consumer's poll (nothing new) of a partition whose files
-    are unchanged is answered from the kept bounds, without opening it."""
+    the high watermark. Where the partition's files are unchanged, its kept bounds are used:
+    a tailing consumer's poll (nothing new) is answered without opening it, and a read up to
+    them skips the bounds scan."""
     hint = _log_start_hint(log_dir, topic, partition, sources)
     directory = os.path.join(log_dir, f"{topic}-{partition}")
     cached = sources.bounds.get(directory, hint)
@@ -148,9 +149,9 @@ def fetch(
             return FetchedPartition(found, out_of_range=True)
         if offset >= found.latest(committed):
             return FetchedPartition(found)
-    look = sources.bounds.look(directory)
+    look = None if cached is not None else sources.bounds.look(directory)
     with ReadOnlyPartition(log_dir, topic, partition, hint) as part:
-        local = _scan(part, look, hint, sources)
+        local = cached if cached is not None else _scan(part, look, hint, sources)
         remote = sources.remote_reader(log_dir, topic, partition)
         found = _with_remote_start(local, remote)
         if offset < found.log_start or offset > found.high_watermark:

@@ -37,6 +37,10 @@ def test_an_idle_poll_is_answered_without_opening_and_an_append_is_seen(
     real = readonly.ReadOnlyPartition.__init__
     monkeypatch.setattr(readonly.ReadOnlyPartition, "__init__",
                         lambda self, *a: opened.append(1) or real(self, *a))  # fmt: skip
+    scans: list[int] = []
+    real_scan = partition_view.scan_bounds
+    monkeypatch.setattr(partition_view, "scan_bounds",
+                        lambda *a, **k: scans.append(1) or real_scan(*a, **k))  # fmt: skip
     sources = Sources(TailCache(), bounds=BoundsCache(later))
     polls = [partition_view.fetch(tmp_path, "t", 0, 3, 1 << 20, committed, True, sources)
              for _ in range(4)]  # fmt: skip
@@ -45,9 +49,13 @@ def test_an_idle_poll_is_answered_without_opening_and_an_append_is_seen(
     assert len(opened) == 1 and sources.bounds.hits == 3
     past = partition_view.fetch(tmp_path, "t", 0, 9, 1 << 20, committed, True, sources)
     assert past.out_of_range and len(opened) == 1
+    replay = partition_view.fetch(tmp_path, "t", 0, 0, 1 << 20, committed, True, sources)
+    assert replay.records and len(replay.records) == log.segments[-1].size  # read up to them
+    replay.records.close()  # type: ignore[union-attr]
+    assert len(opened) == 2 and len(scans) == 1  # opened to read, its bounds not scanned again
     log.append(build_batch([Record(i, 2_000 + i, b"k", b"w") for i in range(2)]))
     got = partition_view.fetch(tmp_path, "t", 0, 3, 1 << 20, committed, True, sources)
-    assert got.bounds.high_watermark == 5 and len(opened) == 2
+    assert got.bounds.high_watermark == 5 and len(opened) == 3 and len(scans) == 2
     assert got.records and hasattr(got.records, "read")
     data = got.records.read()  # type: ignore[union-attr]
     got.records.close()  # type: ignore[union-attr]
