@@ -295,13 +295,18 @@ def _record_at(batches: Iterable[AnyBatch], offset: int) -> tuple[int, int]:
     return offset, -1
 
 
-def change_token(log_dir: Path, topic: str, partition: int) -> tuple[int, ...]:
-    """Changes whenever the partition's log grows or rolls: its segment bases and the last
-    ``.log``'s size (a ``listdir`` and a ``stat``), for long-polling fetches."""
-    path = log_dir / f"{topic}-{partition}"
+def change_token(log_dir: Path, topic: str, partition: int, sources: Sources) -> tuple[int, ...]:
+    """Changes whenever the partition's log grows or rolls, for long-polling fetches: the
+    stamps of its kept bounds where they have settled (``BoundsCache.token``: two ``stat``
+    calls), else its segment bases and the last ``.log``'s size (a ``listdir`` and a
+    ``stat``)."""
+    path = os.path.join(log_dir, f"{topic}-{partition}")
+    kept = sources.bounds.token(path)
+    if kept is not None:
+        return kept
     try:
         bases = sorted(int(n[:20]) for n in os.listdir(path) if n.endswith(".log"))
-        size = os.stat(path / f"{bases[-1]:020d}.log").st_size if bases else 0
+        size = os.stat(os.path.join(path, f"{bases[-1]:020d}.log")).st_size if bases else 0
     except (FileNotFoundError, ValueError):
         return (-1,)
     return (*bases[-2:], len(bases), size)

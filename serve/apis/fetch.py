@@ -74,7 +74,7 @@ async def handle(ctx: ServeContext, version: int, request: Any) -> Any:
     results: list[Result] = []
     try:
         while True:
-            tokens = await ctx.blocking(_tokens, wanted)
+            tokens = await ctx.blocking(_tokens, wanted, ctx.sources)
             close_spans(_records(results))  # an earlier read that was too small
             results = await ctx.blocking(_read_all, wanted, request.max_bytes, committed,
                                          ctx.sources)  # fmt: skip
@@ -112,9 +112,9 @@ def _resolve(request: Any, topics: dict[str, TopicInfo], version: int) -> list[W
     return wanted
 
 
-def _tokens(wanted: list[Wanted]) -> list[tuple[int, ...]]:
+def _tokens(wanted: list[Wanted], sources: Sources) -> list[tuple[int, ...]]:
     return [
-        partition_view.change_token(w.log_dir, w.topic.name, w.partition)
+        partition_view.change_token(w.log_dir, w.topic.name, w.partition, sources)
         for w in wanted
         if w.log_dir is not None and w.topic is not None
     ]
@@ -128,7 +128,7 @@ async def _wait_for_change(
     while time.monotonic() < deadline:
         await asyncio.sleep(min(pause, max(deadline - time.monotonic(), 0)))
         began = time.monotonic()
-        if await ctx.blocking(_tokens, wanted) != tokens:
+        if await ctx.blocking(_tokens, wanted, ctx.sources) != tokens:
             return True
         took = time.monotonic() - began
         pause = max(POLL_SECONDS, took * (1 / POLL_SHARE - 1))

@@ -78,6 +78,22 @@ class BoundsCache:
         self.hits += 1
         return bounds
 
+    def token(self, directory: str) -> tuple[int, ...] | None:
+        """Stamps of a kept partition that change whenever its files do (a waiting fetch's
+        look for changes: two ``stat`` calls instead of a listing), or None where the partition
+        is not kept or its stamps have not settled (a change within the same clock tick could
+        leave them as they are)."""
+        with self._lock:
+            found = self._entries.get(directory)
+        if found is None:
+            return None
+        try:
+            now = (*_dir_stamp(directory), *_log_stamp(found[0]))
+        except OSError:
+            return None
+        settled = self._clock_ns() - SETTLED_NS
+        return None if now[1] >= settled or now[4] >= settled else now
+
     def look(self, directory: str) -> Look | None:
         """The directory's stamp before it is listed (None: it is gone)."""
         at = self._clock_ns()

@@ -19,10 +19,14 @@ from kafkatier.storage.record.record import Record
 
 
 class LaterClock:
-    """The time of a look a while after the files were written (their stamps settled)."""
+    """The time of a look a while after the files were written (their stamps settled), or,
+    with ``ahead_ns`` 0, right after."""
+
+    def __init__(self) -> None:
+        self.ahead_ns = 2 * SETTLED_NS
 
     def __call__(self) -> int:
-        return time.time_ns() + 2 * SETTLED_NS
+        return time.time_ns() + self.ahead_ns
 
 
 def writer(tmp_path: Path) -> Log:
@@ -90,4 +94,24 @@ def test_files_changed_within_the_timestamp_granularity_are_not_kept(tmp_path: P
     read(cache, tmp_path)
     read(cache, tmp_path)
     assert cache.hits == 0
+    log.close()
+
+
+def test_a_kept_partitions_token_changes_with_an_append_or_a_roll(tmp_path: Path) -> None:
+    log = writer(tmp_path)
+    append(log)
+    directory = str(tmp_path / "t-0")
+    assert BoundsCache(LaterClock()).token(directory) is None  # not kept: the caller lists
+    clock = LaterClock()
+    cache = BoundsCache(clock)
+    read(cache, tmp_path)
+    token = cache.token(directory)
+    assert token is not None and cache.token(directory) == token
+    append(log, 1)
+    grown = cache.token(directory)
+    assert grown is not None and grown != token
+    log.roll()
+    assert cache.token(directory) not in (None, grown)  # the directory changed
+    clock.ahead_ns = 0
+    assert cache.token(directory) is None  # stamps of just now are not trusted
     log.close()
