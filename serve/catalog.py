@@ -69,15 +69,16 @@ class Catalog:
         found: dict[str, dict[int, Path]] = {}
         for log_dir in log_dirs:
             try:
-                names = os.listdir(log_dir)
+                with os.scandir(log_dir) as listing:
+                    entries = list(listing)
             except FileNotFoundError:
                 continue
-            creating = topics_being_created(names)
-            for name in names:
-                parsed = parse_partition_dir_name(name)
+            creating = topics_being_created([e.name for e in entries])
+            for entry in entries:
+                parsed = parse_partition_dir_name(entry.name)
                 if parsed is None or parsed[0] in creating or parsed[0] in _NOT_TOPICS:
                     continue
-                if (log_dir / name).is_dir():
+                if entry.is_dir():  # the listing's file type: no stat a partition
                     found.setdefault(parsed[0], {}).setdefault(parsed[1], log_dir)
         return found
 

@@ -9,7 +9,9 @@ segments (an ad hoc cProfile; ``bench/serve_scale.py`` measures both changes tog
 :class:`LogStartCache` keeps each log dir's parse and reads it again when the file changed: the
 writer replaces it by rename, so its inode, size or modification time differ; a replacement
 that matches all three (an inode reused within the filesystem's timestamp granularity) is still
-seen within :data:`MAX_AGE_S`.
+seen within :data:`MAX_AGE_S`. The file is looked at (a ``stat``) at most once per
+:data:`LOOK_S`: a fetch naming a thousand partitions of a log dir costs one ``stat``, not one a
+partition, and a replaced checkpoint is seen within that time.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from kafkatier.storage.checkpoint.checkpoint_file import LOG_START_OFFSET_CHECKP
 from kafkatier.storage.log.readonly import TopicPartition, checkpointed_log_starts
 
 MAX_AGE_S: Final = 1.0
+LOOK_S: Final = 0.02
 
 _Stamp = tuple[int, int, int] | None  # inode, size, mtime in ns; None: no file
 
@@ -35,20 +38,25 @@ class LogStartCache:
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
-        self._parsed: dict[Path, tuple[_Stamp, float, dict[TopicPartition, int]]] = {}
+        # log dir -> (stamp, when read, when last looked at, starts)
+        self._parsed: dict[Path, tuple[_Stamp, float, float, dict[TopicPartition, int]]] = {}
         self._lock = threading.Lock()
         self.parses = 0  # how many times a file was read (tests)
 
     def get(self, log_dir: Path) -> dict[TopicPartition, int]:
-        stamp = _stamp(os.path.join(log_dir, LOG_START_OFFSET_CHECKPOINT))
         now = self._clock()
         with self._lock:
             found = self._parsed.get(log_dir)
+        if found is not None and now - found[2] < LOOK_S and now - found[1] < MAX_AGE_S:
+            return found[3]
+        stamp = _stamp(os.path.join(log_dir, LOG_START_OFFSET_CHECKPOINT))
         if found is not None and found[0] == stamp and now - found[1] < MAX_AGE_S:
-            return found[2]
+            with self._lock:
+                self._parsed[log_dir] = (stamp, found[1], now, found[3])
+            return found[3]
         starts = checkpointed_log_starts(log_dir) if stamp is not None else {}
         with self._lock:
-            self._parsed[log_dir] = (stamp, now, starts)
+            self._parsed[log_dir] = (stamp, now, now, starts)
             self.parses += 1
         return starts
 

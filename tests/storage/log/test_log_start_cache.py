@@ -11,7 +11,7 @@ from kafkatier.storage.checkpoint.checkpoint_file import (
     LOG_START_OFFSET_CHECKPOINT,
     OffsetCheckpointFile,
 )
-from kafkatier.storage.log.log_start_cache import MAX_AGE_S, LogStartCache
+from kafkatier.storage.log.log_start_cache import LOOK_S, MAX_AGE_S, LogStartCache
 from kafkatier.storage.log.readonly import checkpointed_log_starts
 
 
@@ -24,16 +24,21 @@ class Clock:
 
 
 def test_read_once_while_unchanged_and_again_once_replaced(tmp_path: Path) -> None:
-    cache = LogStartCache(Clock())
+    clock = Clock()
+    cache = LogStartCache(clock)
     assert cache.get(tmp_path) == {}  # no checkpoint yet: no hints
     checkpoint = OffsetCheckpointFile(tmp_path / LOG_START_OFFSET_CHECKPOINT)
     checkpoint.write({("t", p): 10 * p for p in range(50)})
+    clock.now += 2 * LOOK_S
     assert cache.get(tmp_path) == checkpointed_log_starts(tmp_path)  # the new file is seen
     reads = cache.parses
-    for _ in range(100):  # a fetch of 100 partitions
+    for _ in range(100):  # fetches of 100 partitions, the file looked at between them
         assert cache.get(tmp_path)[("t", 7)] == 70
+        clock.now += LOOK_S / 10
     assert cache.parses == reads
     checkpoint.write({("t", p): 10 * p + 5 for p in range(50)})  # retention moved the starts
+    assert cache.get(tmp_path)[("t", 7)] == 70  # not looked at again yet
+    clock.now += 2 * LOOK_S
     assert cache.get(tmp_path)[("t", 7)] == 75
     assert cache.parses == reads + 1
 
