@@ -224,13 +224,18 @@ class LogSegment:
     def append_unindexed(
         self, views: list[memoryview], tail: int, max_timestamp_and_offset: tuple[int, int]
     ) -> bool:
-        """:meth:`append` of whole batches (``views``, at most ``IOV_MAX``, of bytes; ``tail``:
-        the last batch's size; their largest timestamp and the last offset of the first batch
-        holding it) where no batch is due an index entry and the segment is not empty, without
-        the per-batch :class:`BatchInfo` that only indexing needs; False (nothing written)
-        otherwise. The caller checked that their offsets fit this segment."""
+        """:meth:`append` of whole batches (``views`` of bytes; ``tail``: the last batch's size;
+        their largest timestamp and the last offset of the first batch holding it) where no
+        batch is due an index entry, the segment is not empty and one ``pwritev`` takes them
+        (at most ``IOV_MAX``), without the per-batch :class:`BatchInfo` that only indexing
+        needs; False (nothing written) otherwise. The caller checked that their offsets fit
+        this segment."""
         size = sum([v.nbytes for v in views])
-        if not self.size or self._entry_due(self._bytes_since_last_index_entry + size - tail):
+        if (
+            not self.size
+            or len(views) > IOV_MAX
+            or self._entry_due(self._bytes_since_last_index_entry + size - tail)
+        ):
             return False
         start = self.size
         self._write_all(views, start)

@@ -574,6 +574,24 @@ def test_committed_transactions_written_at_once_leave_what_append_then_marker_le
     assert len(read_partition(tmp_path / "b" / "t-0")) == 2 + 8 * 3  # batches, kafka-python
 
 
+def test_a_committed_transaction_of_more_batches_than_one_pwritev_takes(tmp_path: Path) -> None:
+    """1,100 data batches and their marker (Linux's ``pwritev`` takes 1,024 buffers): written
+    as an append and a marker would write them."""
+    logs = [new_log(tmp_path / side, **{"index.interval.bytes": "1000000"}) for side in "ab"]
+    for log in logs:
+        log.append(batch(1, A, 0, 0, txn=True))
+        log.write_txn_marker(A, 0, commit=True, timestamp=NOW)
+    data = b"".join(batch(1, A, 0, 1 + i, txn=True, size=1) for i in range(1_100))
+    logs[0].append(data)
+    logs[0].write_txn_marker(A, 0, commit=True, timestamp=NOW + 5)
+    got = logs[1].append_committed(parse_incoming(bytearray(data), AppendOrigin.CLIENT), A, 0,
+                                   timestamp=NOW + 5)  # fmt: skip
+    assert (got.first_offset, got.last_offset, got.num_batches) == (2, 1_102, 1_101)
+    for log in logs:
+        log.close()
+    assert files(tmp_path / "a" / "t-0") == files(tmp_path / "b" / "t-0")
+
+
 def test_abort_is_indexed_with_pid_first_marker_and_lso(tmp_path: Path) -> None:
     log = new_log(tmp_path)
     log.append(batch(2, A, 0, 0, txn=True))  # 0-1
