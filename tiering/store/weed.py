@@ -109,8 +109,8 @@ def _remove_sockets(sockets: dict[Path, int]) -> None:
 
 def _start(
     root: Path, config: Path, bucket: str, access: str, secret: str, timeout: float
-) -> tuple[subprocess.Popen[bytes], WeedServer, dict[Path, int]]:
-    """A running server, ready for signed requests, and its sockets; a port lost to a race is
+) -> tuple[subprocess.Popen[bytes], WeedServer, list[int]]:
+    """A running server, ready for signed requests, and its ports; a port lost to a race is
     tried again."""
     for _ in range(PORT_ATTEMPTS):
         ports = free_ports(len(_PORT_FLAGS))
@@ -124,15 +124,18 @@ def _start(
                 break
             time.sleep(0.2)
         else:
-            return proc, server, _sockets(ports)
-        _stop(proc, _sockets(ports))
+            return proc, server, ports
+        _stop(proc, [])  # its sockets, if any, are left: another server may hold a port of them
         log = (root / "weed.log").read_text()[-2000:]
         if "Port allocation failed" not in log and "address already in use" not in log:
             break
     raise RemoteStoreError(f"the embedded S3 server (weed mini, {root}) did not start: {log}")
 
 
-def _stop(proc: subprocess.Popen[bytes], sockets: dict[Path, int]) -> None:
+def _stop(proc: subprocess.Popen[bytes], ports: list[int]) -> None:
+    """Stop the server and remove its sockets: those named for its ``ports`` while it still
+    holds them (some of its parts make theirs after it answers requests)."""
+    sockets = _sockets(ports) if proc.poll() is None else {}
     proc.terminate()  # the data is throwaway: no long wait for a graceful stop
     try:
         proc.wait(timeout=2)
@@ -154,8 +157,8 @@ def weed_server(root: Path, bucket: str = "kafkatier", timeout: float = 60) -> I
     config.write_text(json.dumps({"identities": [{
         "name": "kafkatier", "credentials": [{"accessKey": access, "secretKey": secret}],
         "actions": ["Admin", "Read", "Write", "List", "Tagging"]}]}))
-    proc, server, sockets = _start(root, config, bucket, access, secret, timeout)
+    proc, server, ports = _start(root, config, bucket, access, secret, timeout)
     try:
         yield server
     finally:
-        _stop(proc, sockets)
+        _stop(proc, ports)
