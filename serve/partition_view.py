@@ -74,12 +74,22 @@ class FetchedPartition:
 def open_partition(
     log_dir: Path, topic: str, partition: int, sources: Sources
 ) -> ReadOnlyPartition:
-    return ReadOnlyPartition(log_dir, topic, partition, _log_start_hint(log_dir, topic, partition,
-                                                                        sources))  # fmt: skip
+    hint = _log_start_hint(log_dir, topic, partition, sources)
+    return ReadOnlyPartition(log_dir, topic, partition, hint)
 
 
 def _log_start_hint(log_dir: Path, topic: str, partition: int, sources: Sources) -> int:
     return sources.log_starts.get(log_dir).get((topic, partition), 0)
+
+
+def _kept(
+    log_dir: Path, topic: str, partition: int, sources: Sources
+) -> tuple[int, str, PartitionBounds | None]:
+    """The partition's checkpointed log start, its directory, and its local bounds kept from
+    an earlier look if its files are unchanged (``sources.bounds``)."""
+    hint = _log_start_hint(log_dir, topic, partition, sources)
+    directory = os.path.join(log_dir, f"{topic}-{partition}")
+    return hint, directory, sources.bounds.get(directory, hint)
 
 
 def bounds(log_dir: Path, topic: str, partition: int, sources: Sources) -> PartitionBounds:
@@ -96,9 +106,7 @@ def local_log_start(log_dir: Path, topic: str, partition: int, sources: Sources)
 def local_bounds(log_dir: Path, topic: str, partition: int, sources: Sources) -> PartitionBounds:
     """The local files' bounds: kept from an earlier look while the files are unchanged
     (``sources.bounds``), else read."""
-    hint = _log_start_hint(log_dir, topic, partition, sources)
-    directory = os.path.join(log_dir, f"{topic}-{partition}")
-    found = sources.bounds.get(directory, hint)
+    hint, directory, found = _kept(log_dir, topic, partition, sources)
     if found is None:
         look = sources.bounds.look(directory)
         with ReadOnlyPartition(log_dir, topic, partition, hint) as part:
@@ -115,7 +123,7 @@ def _scan(
     if look is not None and part.bases:
         look = look.at_log(part.file(part.bases[-1], ".log"))
     found = scan_bounds(part, committed=True, tail=sources.tails.headers(part))
-    sources.bounds.put(look if part.bases else None, hint, found)
+    sources.bounds.put(look, hint, found)
     return found
 
 
@@ -140,19 +148,17 @@ def fetch(
     the high watermark. Where the partition's files are unchanged, its kept bounds are used:
     a tailing consumer's poll (nothing new) is answered without opening it, and a read up to
     them skips the bounds scan."""
-    hint = _log_start_hint(log_dir, topic, partition, sources)
-    directory = os.path.join(log_dir, f"{topic}-{partition}")
-    cached = sources.bounds.get(directory, hint)
-    if cached is not None:
-        found = _with_remote_start(cached, sources.remote_reader(log_dir, topic, partition))
+    hint, directory, kept = _kept(log_dir, topic, partition, sources)
+    remote = sources.remote_reader(log_dir, topic, partition)
+    if kept is not None:
+        found = _with_remote_start(kept, remote)
         if offset < found.log_start or offset > found.high_watermark:
             return FetchedPartition(found, out_of_range=True)
         if offset >= found.latest(committed):
             return FetchedPartition(found)
-    look = None if cached is not None else sources.bounds.look(directory)
+    look = None if kept is not None else sources.bounds.look(directory)
     with ReadOnlyPartition(log_dir, topic, partition, hint) as part:
-        local = cached if cached is not None else _scan(part, look, hint, sources)
-        remote = sources.remote_reader(log_dir, topic, partition)
+        local = kept if kept is not None else _scan(part, look, hint, sources)
         found = _with_remote_start(local, remote)
         if offset < found.log_start or offset > found.high_watermark:
             return FetchedPartition(found, out_of_range=True)

@@ -41,9 +41,10 @@ from kafkatier.serve.zero_copy import Span, Spliced, close_spans
 
 POLL_SECONDS = 0.05
 POLL_SHARE = 0.1
-"""At most this share of a long poll's wait goes to looking for changes: a look is a listing and
-a ``stat`` a partition (about 20 us), so with thousands of partitions looking every
-:data:`POLL_SECONDS` would keep a core busy for one idle consumer."""
+"""At most this share of a long poll's wait goes to looking for changes: a look is two ``stat``
+calls a partition whose bounds are kept, else a listing and a ``stat`` (about 20 us, ad hoc), so
+with thousands of partitions looking every :data:`POLL_SECONDS` would keep a core busy for one
+idle consumer."""
 
 
 @dataclass(frozen=True)

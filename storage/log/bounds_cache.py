@@ -3,9 +3,10 @@
 A consumer polling at the end of a topic names every partition in each fetch, and each
 partition's bounds (``bounds.scan_bounds``) cost a listing of its directory, its last segment's
 new headers and its newest producer snapshot: about 90 us a partition in ``kafkatier serve``
-(an ad hoc in-process timing; ``bench/serve_scale.py`` measures whole fetches), 0.4 s of an idle
-poll of 4,096 partitions. :class:`BoundsCache` keeps each partition's bounds with stamps of what
-they were read from, and a partition whose stamps are unchanged costs two ``stat`` calls.
+by an ad hoc in-process timing at 1,024 partitions (``bench/serve_scale.py`` measures whole
+fetches, before and after: README). :class:`BoundsCache` keeps each partition's bounds with
+stamps of what they were read from, and a partition whose stamps are unchanged costs two
+``stat`` calls.
 
 The stamps: the partition directory's inode and modification time (a segment, index or
 snapshot created, renamed or removed changes it), the last segment's inode, size and
@@ -64,35 +65,35 @@ class BoundsCache:
 
     def get(self, directory: str, log_start: int) -> PartitionBounds | None:
         """The bounds kept for ``directory`` if its files and ``log_start`` are as they were."""
-        with self._lock:
-            found = self._entries.get(directory)
-        if found is None:
-            return None
-        log_path, stamps, bounds = found
-        try:
-            now = (*_dir_stamp(directory), *_log_stamp(log_path), log_start)
-        except OSError:
-            return None
-        if now != stamps:
+        found = self._stamps_now(directory)
+        if found is None or (*found[1], log_start) != found[0][1]:
             return None
         self.hits += 1
-        return bounds
+        return found[0][2]
 
     def token(self, directory: str) -> tuple[int, ...] | None:
         """Stamps of a kept partition that change whenever its files do (a waiting fetch's
         look for changes: two ``stat`` calls instead of a listing), or None where the partition
         is not kept or its stamps have not settled (a change within the same clock tick could
         leave them as they are)."""
+        found = self._stamps_now(directory)
+        if found is None or not _settled(found[1], self._clock_ns()):
+            return None
+        return found[1]
+
+    def _stamps_now(
+        self, directory: str
+    ) -> tuple[tuple[str, _Stamps, PartitionBounds], _Stamps] | None:
+        """The kept entry of ``directory`` and its files' stamps now (None: none kept, or its
+        files are gone)."""
         with self._lock:
             found = self._entries.get(directory)
         if found is None:
             return None
         try:
-            now = (*_dir_stamp(directory), *_log_stamp(found[0]))
+            return found, (*_dir_stamp(directory), *_log_stamp(found[0]))
         except OSError:
             return None
-        settled = self._clock_ns() - SETTLED_NS
-        return None if now[1] >= settled or now[4] >= settled else now
 
     def look(self, directory: str) -> Look | None:
         """The directory's stamp before it is listed (None: it is gone)."""
@@ -107,16 +108,21 @@ class BoundsCache:
         checkpointed ``log_start``, if every stamp has settled; else forget the partition."""
         if look is None or not look.log_path:
             return
-        _, dir_mtime, _, _, log_mtime = look.stamps
-        settled = look.at_ns - SETTLED_NS
         with self._lock:
-            if dir_mtime >= settled or log_mtime >= settled:
+            if not _settled(look.stamps, look.at_ns):
                 self._entries.pop(look.directory, None)
                 return
             self._entries[look.directory] = (look.log_path, (*look.stamps, log_start), bounds)
             self._entries.move_to_end(look.directory)
             while len(self._entries) > MAX_PARTITIONS:
                 self._entries.popitem(last=False)
+
+
+def _settled(stamps: _Stamps, at_ns: int) -> bool:
+    """Whether both modification times of ``stamps`` (a directory's and its last segment's)
+    lie :data:`SETTLED_NS` before ``at_ns`` (module docstring)."""
+    _, dir_mtime, _, _, log_mtime = stamps[:5]
+    return max(dir_mtime, log_mtime) < at_ns - SETTLED_NS
 
 
 def _dir_stamp(directory: str) -> tuple[int, int]:

@@ -342,7 +342,8 @@ class Log:
             return False
         best = placed.max_timestamp_and_offset
         if not active.append_unindexed(placed.buffers, len(placed.marker), best):
-            active.append(placed.buffers, placed.batch_infos())
+            marker = RecordBatch(placed.marker, file=self._directory_name)
+            self._write_chunk([*placed.batches, marker])  # with its index entries
         self.producer_state.add_committed(first.producer_id, placed.metas,
                                           placed.coordinator_epoch, placed.marker_timestamp,
                                           placed.marker_offset + 1)  # fmt: skip

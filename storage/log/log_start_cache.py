@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Final
+from typing import Final, NamedTuple
 
 from kafkatier.storage.checkpoint.checkpoint_file import LOG_START_OFFSET_CHECKPOINT
 from kafkatier.storage.log.readonly import TopicPartition, checkpointed_log_starts
@@ -32,14 +32,20 @@ LOOK_S: Final = 0.02
 _Stamp = tuple[int, int, int] | None  # inode, size, mtime in ns; None: no file
 
 
+class _Parsed(NamedTuple):
+    stamp: _Stamp
+    read_at: float
+    looked_at: float  # the last stat of the file
+    starts: dict[TopicPartition, int]
+
+
 class LogStartCache:
     """Log dir -> its checkpointed log start offsets, as :func:`checkpointed_log_starts`
     returns them (module docstring). Thread-safe; the dicts it returns are shared: read only."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
-        # log dir -> (stamp, when read, when last looked at, starts)
-        self._parsed: dict[Path, tuple[_Stamp, float, float, dict[TopicPartition, int]]] = {}
+        self._parsed: dict[Path, _Parsed] = {}
         self._lock = threading.Lock()
         self.parses = 0  # how many times a file was read (tests)
 
@@ -47,16 +53,17 @@ class LogStartCache:
         now = self._clock()
         with self._lock:
             found = self._parsed.get(log_dir)
-        if found is not None and now - found[2] < LOOK_S and now - found[1] < MAX_AGE_S:
-            return found[3]
+        fresh = found is not None and now - found.read_at < MAX_AGE_S
+        if found is not None and fresh and now - found.looked_at < LOOK_S:
+            return found.starts
         stamp = _stamp(os.path.join(log_dir, LOG_START_OFFSET_CHECKPOINT))
-        if found is not None and found[0] == stamp and now - found[1] < MAX_AGE_S:
+        if found is not None and fresh and found.stamp == stamp:
             with self._lock:
-                self._parsed[log_dir] = (stamp, found[1], now, found[3])
-            return found[3]
+                self._parsed[log_dir] = found._replace(looked_at=now)
+            return found.starts
         starts = checkpointed_log_starts(log_dir) if stamp is not None else {}
         with self._lock:
-            self._parsed[log_dir] = (stamp, now, now, starts)
+            self._parsed[log_dir] = _Parsed(stamp, now, now, starts)
             self.parses += 1
         return starts
 
