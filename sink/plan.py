@@ -45,17 +45,13 @@ class SinkSettings:
 
 def build_plan(
     logs: LogDirectory, settings: SinkSettings, producer_id: int, epoch: int
-) -> tuple[EncodePlan, dict[tuple[str, int], int]]:
-    """The plan for the next batch and the producer's next sequence per partition; creates
-    the fixed topic's partitions if it is new."""
+) -> EncodePlan:
+    """The plan for the next batch; creates the fixed topic's partitions if it is new."""
     topics: dict[str, TopicPlan] = {}
-    sequences: dict[tuple[str, int], int] = {}
     wanted = [settings.topic] if settings.topic is not None else sorted(logs.topics())
     for name in wanted:
         count = topic_partitions(logs, name, settings.partitions)
         topics[name] = TopicPlan(count, logs.config_for(name).max_batch_bytes)
-        for p, seq in next_sequences(logs, name, count, producer_id, epoch).items():
-            sequences[(name, p)] = seq
     new_topic = None
     if settings.topic is None and settings.partitions is not None:
         new_topic = TopicPlan(settings.partitions, LogConfig().max_message_bytes)
@@ -68,10 +64,22 @@ def build_plan(
         level=level, producer_id=producer_id, producer_epoch=epoch,
         write_time_ms=int(time.time() * 1000),
     )  # fmt: skip
-    return plan, sequences
+    return plan
+
+
+def producer_sequences(logs: LogDirectory, plan: EncodePlan) -> dict[tuple[str, int], int]:
+    """The producer's next sequence in each partition of the plan's topics (a partition of a
+    topic the batch routes to for the first time starts at 0)."""
+    sequences: dict[tuple[str, int], int] = {}
+    for name, topic in plan.topics.items():
+        found = next_sequences(logs, name, topic.partitions, plan.producer_id, plan.producer_epoch)
+        for p, seq in found.items():
+            sequences[(name, p)] = seq
+    return sequences
 
 
 _INT_MAX: Final = (1 << 31) - 1  # Spark's default spark.dynamicAllocation.maxExecutors
+BATCH_BYTES: Final = 16 * 1024  # a Kafka producer's default batch.size
 _ALLOCATION_KEYS: Final = ("spark.dynamicAllocation.enabled",
                            "spark.dynamicAllocation.maxExecutors", "spark.executor.cores")
 
@@ -93,9 +101,20 @@ class TaskLimit:
         self.max_tasks = max_tasks
         self._conf: tuple[Any, dict[str, str]] | None = None
 
-    def for_frame(self, df: DataFrame) -> int:
+    def for_frame(self, df: DataFrame, partitions: int = 1) -> int:
+        """The tasks for ``df`` (the DataFrame the job runs) into topics of ``partitions``
+        partitions in all: at most as many as Spark runs at once, and no more than
+        :func:`tasks_for_size` finds worth their record batches."""
         if self.max_tasks is not None:
             return self.max_tasks
+        limit = self._parallelism(df)
+        size = size_estimate(df)
+        if size is None:
+            return limit
+        worth = tasks_for_size(size, partitions)
+        return worth if limit == 0 else min(limit, worth)
+
+    def _parallelism(self, df: DataFrame) -> int:
         try:
             sc = df.sparkSession.sparkContext
         except Exception:  # Spark Connect: no SparkContext to ask
@@ -105,6 +124,28 @@ class TaskLimit:
             found = {k: conf.get(k) for k in _ALLOCATION_KEYS}
             self._conf = (sc, {k: v for k, v in found.items() if v is not None})
         return task_limit(self._conf[1], int(sc.defaultParallelism))
+
+
+def size_estimate(df: DataFrame) -> int | None:
+    """Spark's estimate of ``df``'s bytes (its optimizer's plan statistics: a cached frame's
+    in-memory size, a file scan's file sizes; ``spark.sql.defaultSizeInBytes``, so no bound,
+    where a source does not say), None where it cannot be asked (Spark Connect). The plan is
+    the one the encode job then runs, optimized once for both."""
+    try:
+        stats = df._jdf.queryExecution().optimizedPlan().stats()
+        return int(str(stats.sizeInBytes()))  # a BigInt, or an int as py4j converts it
+    except Exception:
+        return None
+
+
+def tasks_for_size(size: int, partitions: int) -> int:
+    """The tasks worth their record batches for ``size`` bytes into ``partitions`` Kafka
+    partitions: each task writes a batch for every partition it has rows for, and the driver
+    checks and appends each one (about 30 us of its Python a batch), so a task should bring
+    each partition about a Kafka producer's ``batch.size`` (:data:`BATCH_BYTES`). A
+    5,000-row micro-batch into 1,024 partitions is then one task, not one per core, and the
+    driver appends 1,024 batches instead of 2,048; 200,000 rows (23 MB) still take two."""
+    return max(1, -(-size // (max(partitions, 1) * BATCH_BYTES)))
 
 
 def task_limit(conf: Mapping[str, str], default_parallelism: int) -> int:

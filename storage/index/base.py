@@ -285,7 +285,12 @@ class FixedEntryIndex(ABC):
 
     @property
     def is_full(self) -> bool:
-        return self._entries >= self.max_entries
+        return self.free_slots <= 0
+
+    @property
+    def free_slots(self) -> int:
+        """Entries that can still be appended."""
+        return self.max_entries - self._entries
 
     @property
     def size_in_bytes(self) -> int:

@@ -60,8 +60,8 @@ class TimeIndex(FixedEntryIndex):
         return self._last
 
     @property
-    def is_full(self) -> bool:
-        return self._entries >= self.max_entries - 1
+    def free_slots(self) -> int:
+        return self.max_entries - 1 - self._entries  # the held-back slot (class docstring)
 
     def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> None:
         """Append ``(timestamp, offset)`` if the timestamp is larger than the last entry's.

@@ -1,82 +1,80 @@
 """The sink's append of a committed transaction: one producer's data batches and the COMMIT
-marker that ends them, placed in one pass where Kafka's checks pass with nothing to rewrite.
+marker that ends them, checked, placed and written in one pass where Kafka's checks pass with
+nothing to rewrite and nothing but the write is due.
 
 The sink appends to every partition of a micro-batch its transactional batches and their
 marker (``Log.append_committed``, after its commit decision). They always continue the
 producer's sequences at its current epoch, in the topic's codec, with nothing to rewrite, so the
 leader's full checks (``validate_committed``: the append, then the marker, each with its
-producer state) pass every time; what they cost is their generality: a dozen objects per batch.
-:func:`place_committed` establishes the same with a few comparisons, assigns the offsets and
-returns what the write and the producer state need (:class:`Placed`); where any condition does
-not hold it returns None and the full checks decide (and name any fault). With the write it
-allows (``Log._write_placed``), the sink's appends at 1,024 partitions went from 78 to 40-45 ms
-a micro-batch (ad hoc phase timers in the Spark driver; the README has ``bench/scale_sink.py``'s
-figures).
+producer state) pass every time; what they cost is their generality: a dozen objects per batch
+and as many calls. :func:`write_committed` establishes the same with a few comparisons, and
+where no roll and no new leader epoch is due it assigns the offsets, writes the batches and the
+marker with one ``pwritev`` and updates the producer's entry in place; where any condition
+does not hold it returns None, having changed nothing but the batches' offsets (which the full
+path assigns again), and the full checks decide (and name any fault). It is one function because
+what a partition costs the sink at a thousand partitions is mostly Python calls: the driver's
+appends at 1,024 partitions went from 78 to 40-45 ms a micro-batch when the per-batch objects
+went (ad hoc phase timers in the Spark driver); the README has ``bench/scale_sink.py``'s figures.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import NamedTuple
+import struct
+from collections.abc import Callable, Sequence
+from typing import Protocol
 
 from kafkatier.storage import wire
-from kafkatier.storage.log.append import AppendTarget, LogAppendInfo, set_offset
-from kafkatier.storage.log.validator import assign_offset
+from kafkatier.storage.checkpoint.leader_epoch import LeaderEpochFileCache
+from kafkatier.storage.config.log_config import LogConfig
+from kafkatier.storage.log.append import LogAppendInfo
+from kafkatier.storage.log.segment import LogSegment
+from kafkatier.storage.log.validator import AppendRules
 from kafkatier.storage.producer.append import in_sequence
 from kafkatier.storage.producer.entry import BatchMetadata
+from kafkatier.storage.producer.state import ProducerStateManager
 from kafkatier.storage.record.batch import RecordBatch
 
 _KIND = wire.ATTR_TRANSACTIONAL | wire.ATTR_CONTROL  # a data batch's: ATTR_TRANSACTIONAL alone
 _BELOW_ANY = -(1 << 64)  # below every int64 timestamp
+_OFFSET = struct.Struct(">q")  # baseOffset at 0 and partitionLeaderEpoch: outside the CRC
+_EPOCH = struct.Struct(">i")
 
 
-class Placed(NamedTuple):
-    """A committed transaction placed at the log end: its data batches (offsets and leader
-    epoch assigned in place) and its marker, in write order, with what the write, the
-    indexes and the producer state need."""
+class CommittedLog(Protocol):
+    """What :func:`write_committed` reads and changes of a ``Log``."""
 
-    batches: Sequence[RecordBatch]
-    marker: memoryview
-    marker_offset: int
-    marker_timestamp: int
-    coordinator_epoch: int
-    size: int
-    """The bytes of the batches and the marker."""
-    records: int
-    """The records of the batches and the marker."""
-    max_timestamp_and_offset: tuple[int, int]
-    """The largest timestamp and the last offset of the first batch holding it, as a segment's
-    running maximum takes them batch by batch."""
-    metas: list[BatchMetadata]
-    """The producer's entry for each data batch (its last sequence, offset, delta, time)."""
+    segments: list[LogSegment]
+    producer_state: ProducerStateManager
+    config: LogConfig
+    leader_epoch: int
+    leader_epoch_cache: LeaderEpochFileCache
+    clock: Callable[[], int]
+    directory_name: str
 
     @property
-    def buffers(self) -> list[memoryview]:
-        return [*(b.buffer for b in self.batches), self.marker]
+    def append_rules(self) -> AppendRules: ...
 
-    def append_info(self) -> LogAppendInfo:
-        first, count = self.batches[0].base_offset, len(self.batches) + 1
-        best = self.max_timestamp_and_offset[0]
-        return LogAppendInfo(first, self.marker_offset, best, count, self.records, 0)
+    def write_indexed(self, chunk: Sequence[RecordBatch]) -> None: ...
 
 
-def place_committed(
+def write_committed(
+    log: CommittedLog,
     batches: Sequence[RecordBatch],
     marker: bytes,
     marker_fields: tuple[int, int, int],
     coordinator_epoch: int,
-    target: AppendTarget,
-) -> Placed | None:
-    """``batches`` and their COMMIT ``marker`` (``build_control_batch`` of ``marker_fields``:
-    producer id, epoch, timestamp) placed at ``target``'s end where ``validate_committed``
-    would pass with nothing to rewrite: the producer's entry at the batches' and the marker's
+) -> LogAppendInfo | None:
+    """Append ``batches`` and their COMMIT ``marker`` (``build_control_batch`` of
+    ``marker_fields``: producer id, epoch, timestamp) to ``log`` where ``validate_committed``
+    would pass with nothing to rewrite (the producer's entry at the batches' and the marker's
     epoch with no transaction open, sequences continuing its last one, no batch a retained
     one's duplicate, transactional data batches in the topic's codec within
-    ``max.message.bytes`` and ``segment.bytes``, no ``LogAppendTime``. None where any of that
-    does not hold (only offsets were set, which the full check sets again)."""
+    ``max.message.bytes`` and ``segment.bytes``, no ``LogAppendTime``) and neither a roll nor a
+    new leader epoch is due; None where any of that does not hold."""
     producer_id, producer_epoch, timestamp = marker_fields
-    rules = target.rules
-    entry = target.state.producers.get(producer_id) if batches else None
+    state = log.producer_state
+    entry = state.producers.get(producer_id) if batches else None
+    rules = log.append_rules
     if (
         entry is None
         or rules.log_append_time
@@ -86,11 +84,15 @@ def place_committed(
         or entry.producer_epoch != producer_epoch
     ):
         return None
-    codec = rules.compression
-    limit = min(rules.max_message_bytes, target.config.segment_bytes)
-    retained = {m.last_seq for m in entry.batch_metadata}
-    last_seq, offset = entry.batch_metadata[-1].last_seq, target.next_offset
-    size, records, best = len(marker), 1, (_BELOW_ANY, -1)
+    leader_epoch = log.leader_epoch
+    latest = log.leader_epoch_cache.latest_epoch
+    if latest is None or latest < leader_epoch:
+        return None  # the full path assigns the epoch its first offset
+    codec, file = rules.compression, log.directory_name
+    limit = min(rules.max_message_bytes, log.config.segment_bytes)
+    retained = [m.last_seq for m in entry.batch_metadata]
+    last_seq, offset = retained[-1], state.map_end_offset
+    first_offset, size, records, best = offset, len(marker), 1, (_BELOW_ANY, -1)
     metas = []
     for batch in batches:
         last = batch.last_sequence
@@ -104,19 +106,52 @@ def place_committed(
             or (codec is not None and batch.attributes & wire.ATTR_CODEC_MASK != codec)
         ):
             return None
-        set_offset(batch, offset, target)
-        offset = batch.next_offset
+        buf = batch.buffer
+        _OFFSET.pack_into(buf, 0, offset)
+        _EPOCH.pack_into(buf, wire.PLE_OFFSET, leader_epoch)
+        batch.base_offset, batch.partition_leader_epoch, batch.file = offset, leader_epoch, file
+        delta = batch.last_offset_delta
+        offset += delta + 1
         size += batch.size_in_bytes
         records += batch.records_count
         if batch.max_timestamp > best[0]:
             best = (batch.max_timestamp, offset - 1)
-        metas.append(BatchMetadata(last, offset - 1, batch.last_offset_delta, batch.max_timestamp))
+        metas.append(BatchMetadata(last, offset - 1, delta, batch.max_timestamp))
         last_seq = last
-    if len(marker) > limit:
+    due = _full_path_due(log, batches[0], size, len(batches) + 1, (offset, timestamp))
+    if len(marker) > limit or due:
         return None
     own = bytearray(marker)
-    assign_offset(own, offset, target.leader_epoch)
+    _OFFSET.pack_into(own, 0, offset)
+    _EPOCH.pack_into(own, wire.PLE_OFFSET, leader_epoch)
     if timestamp > best[0]:
         best = (timestamp, offset)
-    return Placed(batches, memoryview(own), offset, timestamp, coordinator_epoch, size, records,
-                  best, metas)  # fmt: skip
+    views = [batch.buffer for batch in batches]
+    views.append(memoryview(own))
+    if not log.segments[-1].append_unindexed(views, len(own), best):
+        log.write_indexed([*batches, RecordBatch(own, file=file)])  # with its index entries
+    state.add_committed(producer_id, metas, coordinator_epoch, timestamp, offset + 1)
+    return LogAppendInfo(first_offset, offset, best[0], len(batches) + 1, records, 0)
+
+
+def _full_path_due(
+    log: CommittedLog, first: RecordBatch, size: int, entries: int, marker_at: tuple[int, int]
+) -> bool:
+    """Whether the append and the marker that follows it could meet a roll (the full path
+    decides then): the data append's ``should_roll`` (its first batch), the marker's after it
+    (``marker_at``: its offset and timestamp), or an index filling up within them (``entries``:
+    at most one a batch). An empty segment too: the data's largest timestamp would base its
+    time rule, not the marker's."""
+    active, config = log.segments[-1], log.config
+    if (
+        not active.size
+        or active.size + size > config.segment_bytes
+        or not active.index_room(entries)
+        or not active.can_convert_to_relative_offset(marker_at[0])
+    ):
+        return True
+    limit, clock = config.max_segment_ms - active.roll_jitter_ms, log.clock
+    return (
+        active.time_waited_for_roll(clock, first.max_timestamp) > limit
+        or active.time_waited_for_roll(clock, marker_at[1]) > limit
+    )

@@ -35,7 +35,7 @@ from kafkatier.storage.log.append import (
     validate_marker,
 )
 from kafkatier.storage.log.batch_position import BatchInfo
-from kafkatier.storage.log.committed import Placed, place_committed
+from kafkatier.storage.log.committed import write_committed
 from kafkatier.storage.log.delayed_delete import PendingDeletions
 from kafkatier.storage.log.durability import Durability
 from kafkatier.storage.log.roll import needs_new_segment, should_roll
@@ -73,7 +73,7 @@ class Log:
         budget: FileBudget | None = None,
     ) -> None:
         self.directory = Path(directory)
-        self._directory_name = str(self.directory)  # named in every append's errors
+        self.directory_name = str(self.directory)  # named in every append's errors
         self.topic = topic
         self.partition = partition
         self.config = config
@@ -161,11 +161,13 @@ class Log:
             return duplicate_info(found.duplicates, len(incoming))
         return self._append_validated(found, origin)
 
-    def _append_validated(self, found: Validated, origin: AppendOrigin) -> LogAppendInfo:
+    def _append_validated(
+        self, found: Validated, origin: AppendOrigin, *, with_marker: bool = False
+    ) -> LogAppendInfo:
         placed = found.placed
         first = placed[0]
         self._assign_leader_epoch(first.base_offset)
-        self._write(found, origin)
+        self._write(found, origin, with_marker)
         many = len(placed) > 1
         return LogAppendInfo(
             first.base_offset,
@@ -176,12 +178,16 @@ class Log:
             len(found.duplicates),
         )
 
-    def _append_target(self) -> AppendTarget:
-        """What the append checks read of this log, now (``append_rules`` of the config computed
-        again only when the config is replaced)."""
+    @property
+    def append_rules(self) -> AppendRules:
+        """The append checks' view of the config (computed again only when it is replaced)."""
         if self._rules is None or self._rules[0] is not self.config:
             self._rules = (self.config, append_rules(self.config))
-        rules = self._rules[1]
+        return self._rules[1]
+
+    def _append_target(self) -> AppendTarget:
+        """What the append checks read of this log, now."""
+        rules = self.append_rules
         return AppendTarget(
             self.producer_state,
             self.config,
@@ -189,7 +195,7 @@ class Log:
             self.producer_state.map_end_offset,
             self.leader_epoch,
             self.clock() if rules.log_append_time else wire.NO_TIMESTAMP,
-            self._directory_name,
+            self.directory_name,
         )
 
     def _assign_leader_epoch(self, start_offset: int) -> None:
@@ -201,38 +207,44 @@ class Log:
             self.leader_epoch_cache.flush(sync=False)
             self.durability.file_written(self.leader_epoch_cache.path)
 
-    def _write(self, found: Validated, origin: AppendOrigin) -> None:
+    def _write(self, found: Validated, origin: AppendOrigin, with_marker: bool = False) -> None:
         """Append in chunks that fit the active segment, rolling between them (§9.2). Each
         chunk's producer state is committed before the next roll, so the new segment's base
         offset and its producer snapshot both describe the log up to that chunk; one chunk
         (the usual case: all the batches fit the active segment after the first one's roll
         check, which is when no batch would start a new chunk) commits the state validation
-        computed."""
+        computed. ``with_marker``: the last batch is the COMMIT marker of the others
+        (``append_committed``), which gets the roll check of an append of its own, as the
+        coordinator's marker would (an index may have filled, or its timestamp be later)."""
         batches = found.placed
         first = batches[0]
         self._maybe_roll(first.size_in_bytes, first)
-        if len(batches) == 1 or not needs_new_segment(
+        marker = batches[-1] if with_marker and len(batches) > 1 else None
+        if marker is None and (len(batches) == 1 or not needs_new_segment(
             self.segments[-1], self.config, sum([b.size_in_bytes for b in batches]),
             batches[-1].last_offset,
-        ):
-            self._write_chunk(batches)
+        )):  # fmt: skip
+            self.write_indexed(batches)
             commit_validated(self.producer_state, found, self.segment_for)
             return
         chunk = [first]
         chunk_bytes = first.size_in_bytes
         for batch in batches[1:]:
             pending = chunk_bytes + batch.size_in_bytes
-            if needs_new_segment(self.active_segment, self.config, pending, batch.last_offset):
-                self._write_chunk(chunk)
+            if batch is marker or needs_new_segment(
+                self.active_segment, self.config, pending, batch.last_offset
+            ):
+                self.write_indexed(chunk)
                 commit_producer_state(self.producer_state, chunk, origin, self.segment_for)
                 self._maybe_roll(batch.size_in_bytes, batch)
                 chunk, chunk_bytes = [], 0
             chunk.append(batch)
             chunk_bytes += batch.size_in_bytes
-        self._write_chunk(chunk)
+        self.write_indexed(chunk)
         commit_producer_state(self.producer_state, chunk, origin, self.segment_for)
 
-    def _write_chunk(self, chunk: Sequence[RecordBatch]) -> None:
+    def write_indexed(self, chunk: Sequence[RecordBatch]) -> None:
+        """Write a chunk that fits the active segment, indexing it batch by batch."""
         if len(chunk) == 1:
             only = chunk[0]
             info = BatchInfo(0, only.size_in_bytes, only.last_offset, only.max_timestamp)
@@ -318,36 +330,12 @@ class Log:
         now = self.clock() if timestamp is None else timestamp
         commit = wire.ControlType.COMMIT
         marker = self._marker(commit, producer_id, producer_epoch, coordinator_epoch, now)
-        target = self._append_target()
         fields = (producer_id, producer_epoch, now)
-        placed = place_committed(incoming, marker, fields, coordinator_epoch, target)
-        if placed is not None and self._write_placed(placed):
-            return placed.append_info()
-        found = validate_committed(incoming, marker, coordinator_epoch, target)
-        return self._append_validated(found, AppendOrigin.CLIENT)
-
-    def _write_placed(self, placed: Placed) -> bool:
-        """Write a committed transaction :func:`place_committed` placed, and its producer
-        state, where it takes no roll and no new leader epoch (what ``_append_validated`` does
-        then, without its per-batch objects); False (nothing changed) otherwise."""
-        latest = self.leader_epoch_cache.latest_epoch
-        active = self.segments[-1]
-        first = placed.batches[0]
-        if (
-            latest is None
-            or latest < self.leader_epoch
-            or should_roll(active, self.config, self.clock, first.size_in_bytes, first)
-            or needs_new_segment(active, self.config, placed.size, placed.marker_offset)
-        ):
-            return False
-        best = placed.max_timestamp_and_offset
-        if not active.append_unindexed(placed.buffers, len(placed.marker), best):
-            marker = RecordBatch(placed.marker, file=self._directory_name)
-            self._write_chunk([*placed.batches, marker])  # with its index entries
-        self.producer_state.add_committed(first.producer_id, placed.metas,
-                                          placed.coordinator_epoch, placed.marker_timestamp,
-                                          placed.marker_offset + 1)  # fmt: skip
-        return True
+        written = write_committed(self, incoming, marker, fields, coordinator_epoch)
+        if written is not None:
+            return written
+        found = validate_committed(incoming, marker, coordinator_epoch, self._append_target())
+        return self._append_validated(found, AppendOrigin.CLIENT, with_marker=True)
 
     def _marker(
         self, control: wire.ControlType, producer_id: int, producer_epoch: int,

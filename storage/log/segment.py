@@ -182,6 +182,10 @@ class LogSegment:
         """Whether the offset or the time index has no free slot (a roll is due)."""
         return self.offset_index.is_full or self.time_index.is_full
 
+    def index_room(self, entries: int) -> bool:
+        """Whether both indexes can take ``entries`` more entries."""
+        return min(self.offset_index.free_slots, self.time_index.free_slots) >= entries
+
     def can_convert_to_relative_offset(self, offset: int) -> bool:
         return 0 <= offset - self.base_offset <= wire.INT32_MAX
 

@@ -14,7 +14,7 @@ import pytest
 from kafkatier.sink import KafkaLogSink
 from kafkatier.sink.bookkeeping import ProducerFencedError, derive_producer_id
 from kafkatier.sink.hooks import QUERY_ID_PROPERTY
-from kafkatier.sink.plan import task_limit
+from kafkatier.sink.plan import task_limit, tasks_for_size
 from kafkatier.sink.schema import SinkSchemaError
 from kafkatier.sink.stage import sink_staging_root
 from kafkatier.storage.arrow.log import read_arrow
@@ -352,6 +352,39 @@ def test_a_batch_of_many_input_partitions_is_encoded_in_few_tasks(
         assert mine == sorted(mine)
 
 
+def test_a_small_batch_into_many_partitions_is_encoded_in_one_task(
+    spark: Any, tmp_path: Path
+) -> None:
+    """A micro-batch whose size (Spark's estimate) brings each of many partitions less than a
+    producer's ``batch.size`` per task is encoded in one task: one record batch a partition,
+    where two tasks (the cores) would write two; an explicit ``max_tasks`` still rules."""
+    df = spark.range(0, 4000, 1, 8).selectExpr(
+        "CAST(CONCAT('v', id) AS BINARY) AS value", "CAST(CONCAT('k', id % 499) AS BINARY) AS key"
+    )
+    for max_tasks, most in ((None, 1), (2, 2)):
+        log_dir = tmp_path / str(max_tasks)
+        sink = KafkaLogSink(log_dir, topic="t", partitions=512, max_tasks=max_tasks)
+        sink(df, 0)
+        sink.close()
+        assert max(_data_batches_per_partition(log_dir).values()) == most
+        assert read_topic(log_dir, "t").num_rows == 4000
+
+
+@pytest.mark.parametrize(("size", "partitions", "tasks"), [
+    (0, 8, 1),  # an empty or unknown-small batch: one task
+    (5_000 * 116, 1_024, 1),  # 5,000 rows into 1,024 partitions: 0.6 MB against 16 MiB
+    (5_000 * 116, 8, 5),  # the same into 8: limited by the cores elsewhere
+    (200_000 * 116, 1_024, 2),  # 23 MB: two tasks' worth
+    (16 * 1024 * 64, 64, 1),  # exactly batch.size a partition
+    (16 * 1024 * 64 + 1, 64, 2),
+    (1 << 62, 1, 1 << 48),  # no bound from the estimate (defaultSizeInBytes)
+])  # fmt: skip
+def test_tasks_are_worth_a_producer_batch_a_partition(
+    size: int, partitions: int, tasks: int
+) -> None:
+    assert tasks_for_size(size, partitions) == tasks
+
+
 def test_max_tasks_below_zero_is_refused(tmp_path: Path) -> None:
     with pytest.raises(SinkSchemaError, match="max_tasks must be 0"):
         KafkaLogSink(tmp_path, topic="t", partitions=1, max_tasks=-1)
@@ -377,13 +410,13 @@ def test_an_empty_micro_batch_writes_nothing_and_costs_no_decision(
 ) -> None:
     """A micro-batch without rows (a filter that keeps none, a stateful query's no-data batch)
     leaves the partitions and the bookkeeping file as they were: no transaction, no commit
-    decision to fsync, no flush of the filesystem; the batches around it commit as usual, and
+    decision to fsync, no flush of the filesystem begun; the batches around it commit as usual, and
     Spark's replay of it writes nothing either."""
     sink = KafkaLogSink(tmp_path, topic="t", partitions=4)
     rows = spark.range(0, 40, 1, 2).selectExpr("CAST(CONCAT('v', id) AS BINARY) AS value")
     empty = rows.where("length(value) < 0")
     sink(rows, 0)
-    flushing = sink._unsynced  # batch 0's flush, finished before the next batch writes
+    flushing = sink._unsynced  # batch 0's flush, finished before the next batch decides
 
     def on_disk() -> dict[Path, bytes]:
         files = [tmp_path / "kafkatier-sink.t.json", *tmp_path.glob("t-*/*.log")]
@@ -392,7 +425,8 @@ def test_an_empty_micro_batch_writes_nothing_and_costs_no_decision(
     before = on_disk()
     sink(empty, 1)
     sink(empty, 1)  # Spark's replay of it
-    assert flushing is not None and sink._unsynced is flushing  # none begun, none waited for
+    # Batch 0's flush finished beside the empty batch's encode job; none begun for it.
+    assert flushing is not None and sink._unsynced is None
     assert on_disk() == before
     assert state(tmp_path, "t")["last_committed_batch"] == 0
     sink(rows, 2)

@@ -462,16 +462,16 @@ COMMITTED_CASES = {
 def test_append_committed_in_one_pass_or_in_full_as_append_then_marker(
     tmp_path: Path, case: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """``append_committed`` places the batches in one pass (``place_committed``) only where the
+    """``append_committed`` writes the batches in one pass (``write_committed``) only where the
     full checks would pass with nothing to rewrite; either way the files, offsets, state and
     errors are those of ``append`` then ``write_txn_marker``."""
     import kafkatier.storage.log.log as log_module
 
     spans, marker_epoch, settings, one_pass = COMMITTED_CASES[case]
     placed: list[object] = []
-    real = log_module.place_committed
+    real = log_module.write_committed
     monkeypatch.setattr(
-        log_module, "place_committed", lambda *a: placed.append(real(*a)) or placed[-1]
+        log_module, "write_committed", lambda *a: placed.append(real(*a)) or placed[-1]
     )
     logs = [new_log(tmp_path / side, **settings) for side in "ab"]
     for log in logs:
@@ -506,7 +506,7 @@ def test_append_committed_in_one_pass_or_in_full_as_append_then_marker(
 # way ``append_committed`` writes: in one write without index entries, one that adds some, or
 # the full path (a roll, a new leader epoch). The last element: what the segment's unindexed
 # write answered the rounds that came to it (True: it wrote; "some": both answers, or fewer
-# rounds than eight).
+# rounds than eight; "fewer": fewer rounds than eight).
 _NO_ENTRY = {"index.interval.bytes": "100000"}
 ROUND_CASES: dict[str, tuple[dict[str, str], tuple[int, ...], list[bool] | str]] = {
     "no index entry due": (_NO_ENTRY, (), [True] * 8),
@@ -515,6 +515,7 @@ ROUND_CASES: dict[str, tuple[dict[str, str], tuple[int, ...], list[bool] | str]]
     "rolls by size": ({**_NO_ENTRY, "segment.bytes": "2000"}, (), "some"),
     "rolls by time": ({**_NO_ENTRY, "segment.ms": "150"}, (), "some"),
     "a new leader epoch": (_NO_ENTRY, (3, 6), [True] * 6),
+    "full indexes roll": ({"index.interval.bytes": "1", "segment.index.bytes": "48"}, (), "fewer"),
 }
 
 
@@ -566,12 +567,89 @@ def test_committed_transactions_written_at_once_leave_what_append_then_marker_le
     assert entries[0].to_snapshot_entry() == entries[1].to_snapshot_entry()
     if unindexed == "some":
         assert True in written and (False in written or len(written) < 8)
+    elif unindexed == "fewer":
+        assert len(written) < 8
     else:
         assert written == unindexed
     for log in logs:
         log.close()
     assert files(tmp_path / "a" / "t-0") == files(tmp_path / "b" / "t-0")
     assert len(read_partition(tmp_path / "b" / "t-0")) == 2 + 8 * 3  # batches, kafka-python
+
+
+def _committed_both_ways(
+    tmp_path: Path, rounds: list[tuple[int, int, int]], *, first_coordinator: int = 0,
+    roll_first: bool = False, **settings: object,
+) -> list[object]:  # fmt: skip
+    """After A's first transaction (coordinator epoch ``first_coordinator``; then a roll to an
+    empty segment if asked), each round (the batches' timestamp, the marker's, its coordinator
+    epoch) appended as ``append`` then ``write_txn_marker`` on one log and ``append_committed``
+    on another; both sides' outcomes (offsets, or the error's type), and their files equal."""
+    logs = [new_log(tmp_path / side, **settings) for side in "ab"]
+    for log in logs:
+        log.append(batch(2, A, 0, 0, txn=True, size=100))
+        log.write_txn_marker(A, 0, commit=True, coordinator_epoch=first_coordinator,
+                             timestamp=NOW)  # fmt: skip
+        if roll_first:
+            log.roll()
+    outcomes: list[list[object]] = [[], []]
+    for r, (ts, marker_ts, coordinator) in enumerate(rounds):
+        data = batch(3, A, 0, 2 + 3 * r, txn=True, ts=ts, size=100)
+        for side, log in enumerate(logs):
+            try:
+                if side:
+                    got = log.append_committed(
+                        parse_incoming(bytearray(data), AppendOrigin.CLIENT), A, 0,
+                        coordinator_epoch=coordinator, timestamp=marker_ts,
+                    )  # fmt: skip
+                    outcomes[side].append((got.first_offset, got.last_offset))
+                else:
+                    first = log.append(data).first_offset
+                    last = log.write_txn_marker(A, 0, commit=True, coordinator_epoch=coordinator,
+                                                timestamp=marker_ts)  # fmt: skip
+                    outcomes[side].append((first, last.last_offset))
+            except Exception as exc:
+                outcomes[side].append(type(exc).__name__)
+    assert outcomes[0] == outcomes[1]
+    assert segment_sizes(logs[0]) == segment_sizes(logs[1])
+    for log in logs:
+        log.close()
+    assert files(tmp_path / "a" / "t-0") == files(tmp_path / "b" / "t-0")
+    return outcomes[1]
+
+
+def test_a_committed_marker_late_enough_to_roll_starts_a_new_segment(tmp_path: Path) -> None:
+    """The marker's own time rule (``segment.ms`` from the segment's first batch to the
+    marker's timestamp) rolls before the marker, as the coordinator's separate append would."""
+    _committed_both_ways(tmp_path, [(NOW + 10, NOW + 5_000, 0), (NOW + 5_010, NOW + 5_020, 0)],
+                         **{"segment.ms": 1_000})  # fmt: skip
+    assert len(list((tmp_path / "b" / "t-0").glob("*.log"))) == 2
+
+
+def test_a_committed_transaction_into_an_empty_segment_bases_its_time_on_the_data(
+    tmp_path: Path,
+) -> None:
+    """Into an empty segment the data's largest timestamp, not the marker's, becomes what the
+    time rule counts from: the next round rolls exactly where append-then-marker rolls."""
+    rounds = [(NOW + 10, NOW + 900, 0), (NOW + 1_500, NOW + 1_510, 0)]
+    _committed_both_ways(tmp_path, rounds, roll_first=True, **{"segment.ms": 1_000})
+
+
+def test_a_committed_marker_of_an_older_coordinator_epoch_is_refused(tmp_path: Path) -> None:
+    """A marker whose coordinator epoch is below the producer's last one is fenced, as Kafka
+    fences a zombie coordinator's marker; ``append_committed`` then writes nothing."""
+    log = new_log(tmp_path)
+    log.append(batch(2, A, 0, 0, txn=True, size=100))
+    log.write_txn_marker(A, 0, commit=True, coordinator_epoch=3, timestamp=NOW)
+    before = files(tmp_path / "t-0")
+    data = parse_incoming(bytearray(batch(3, A, 0, 2, txn=True, size=100)), AppendOrigin.CLIENT)
+    with pytest.raises(TransactionCoordinatorFencedError):
+        log.append_committed(data, A, 0, coordinator_epoch=1, timestamp=NOW + 20)
+    assert files(tmp_path / "t-0") == before and log.log_end_offset == 3
+    log.append(batch(3, A, 0, 2, txn=True, size=100))
+    with pytest.raises(TransactionCoordinatorFencedError):
+        log.write_txn_marker(A, 0, commit=True, coordinator_epoch=1, timestamp=NOW + 20)
+    log.close()
 
 
 def test_a_committed_transaction_of_more_batches_than_one_pwritev_takes(tmp_path: Path) -> None:

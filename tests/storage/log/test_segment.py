@@ -32,7 +32,7 @@ def make(base: int, timestamps: list[int], value_size: int = 40) -> bytes:
 
 
 def append(seg: LogSegment, batches: list[bytes]) -> None:
-    """One segment append of several batches, as Log._write_chunk does."""
+    """One segment append of several batches, as Log.write_indexed does."""
     infos, data = [], b""
     for raw in batches:
         b = RecordBatch(raw)
