@@ -413,16 +413,18 @@ class KafkaLogSink:
         self, df: DataFrame, cols: InputColumns, plan: EncodePlan, place: StagingPlace
     ) -> tuple[list[PartitionSpans], dict[tuple[str, int], int]]:
         """The encode job's spans, and the producer's next sequences; meanwhile, in a thread
-        (the driver's Python only waits for Spark then), the previous batch's partitions
-        finish becoming durable (before this batch decides anything) and the sequences are
-        read: at a thousand partitions their Python would otherwise add ~15 ms to the batch.
-        Nothing else touches the logs until both are done."""
+        (the driver's Python only waits for Spark then: begun once the job's Python-side
+        setup is done, which it would otherwise slow down for the GIL), the previous batch's
+        partitions finish becoming durable (before this batch decides anything) and the
+        sequences are read: at a thousand partitions their Python would otherwise add ~15 ms
+        to the batch. Nothing else touches the logs until both are done."""
+        rows = normalize(df, cols)
+        partitions = sum([t.partitions for t in plan.topics.values()])
+        plan = dataclasses.replace(plan, max_tasks=self.tasks.for_frame(rows, partitions))
+        encoder = self.encoder.for_frame(df)
         meanwhile = self._helper().submit(self._before_decision, plan)
         try:
-            rows = normalize(df, cols)
-            partitions = sum([t.partitions for t in plan.topics.values()])
-            plan = dataclasses.replace(plan, max_tasks=self.tasks.for_frame(rows, partitions))
-            groups = encoded_spans(rows, plan, place, self.encoder.for_frame(df))
+            groups = encoded_spans(rows, plan, place, encoder)
         except BaseException:
             with contextlib.suppress(BaseException):  # the job's failure is the one to report
                 meanwhile.result()
