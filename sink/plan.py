@@ -87,7 +87,8 @@ _ALLOCATION_KEYS: Final = ("spark.dynamicAllocation.enabled",
 class TaskLimit:
     """How many tasks the encode job may use, by ``coalesce`` (no shuffle), as Spark's JDBC
     writer applies its ``numPartitions``: ``max_tasks`` if given (0: as the rows come), else
-    as many as Spark runs at once (:func:`task_limit`). Every task writes a record batch for
+    as many as Spark runs at once (:func:`task_limit`) and no more than the batch's size is
+    worth (:func:`tasks_for_size`). Every task writes a record batch for
     each Kafka partition it has rows for, and the driver parses and appends each one: a
     micro-batch of a 64-partition Kafka source into a 1,024-partition topic made up to 65,536
     batches, where two cores run two tasks at a time anyway. The session's allocation

@@ -21,7 +21,8 @@ runs entirely under the sink's exclusive lock file and is one Kafka transaction:
    version's bookkeeping says.
 3. ``batch_id <= last_committed_batch``: a Spark replay of a batch already committed; skip it.
 4. Encode on executors in one parallel job (:mod:`kafkatier.sink.encode`; at most ``max_tasks``
-   tasks, by default as many as Spark runs at once: :class:`kafkatier.sink.plan.TaskLimit`) into
+   tasks, by default as many as Spark runs at once and as the batch's size is worth:
+   :class:`kafkatier.sink.plan.TaskLimit`) into
    staging files, which are the write-ahead log (:mod:`kafkatier.sink.wal`); the driver reads
    and checks every batch (:func:`kafkatier.sink.append.check_all`) and fsyncs the files. A
    micro-batch without rows ends here: nothing to decide, write or flush.
