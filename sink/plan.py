@@ -131,7 +131,8 @@ def size_estimate(df: DataFrame) -> int | None:
     """Spark's estimate of ``df``'s bytes (its optimizer's plan statistics: a cached frame's
     in-memory size, a file scan's file sizes; ``spark.sql.defaultSizeInBytes``, so no bound,
     where a source does not say), None where it cannot be asked (Spark Connect). The plan is
-    the one the encode job then runs, optimized once for both."""
+    the one the JVM encoder's job then runs, optimized once for both (the Python encoder's
+    ``coalesce`` and ``mapInArrow`` make a new plan, optimized again)."""
     try:
         stats = df._jdf.queryExecution().optimizedPlan().stats()
         return int(str(stats.sizeInBytes()))  # a BigInt, or an int as py4j converts it
@@ -142,7 +143,7 @@ def size_estimate(df: DataFrame) -> int | None:
 def tasks_for_size(size: int, partitions: int) -> int:
     """The tasks worth their record batches for ``size`` bytes into ``partitions`` Kafka
     partitions: each task writes a batch for every partition it has rows for, and the driver
-    checks and appends each one (about 30 us of its Python a batch), so a task should bring
+    checks and appends each one, so a task should bring
     each partition about a Kafka producer's ``batch.size`` (:data:`BATCH_BYTES`). A
     5,000-row micro-batch into 1,024 partitions is then one task, not one per core, and the
     driver appends 1,024 batches instead of 2,048; 200,000 rows (23 MB) still take two."""

@@ -11,15 +11,15 @@ and as many calls. :func:`write_committed` establishes the same with a few compa
 where no roll and no new leader epoch is due it assigns the offsets, writes the batches and the
 marker with one ``pwritev`` and updates the producer's entry in place; where any condition
 does not hold it returns None, having changed nothing but the batches' offsets (which the full
-path assigns again), and the full checks decide (and name any fault). It is one function because
-what a partition costs the sink at a thousand partitions is mostly Python calls: the driver's
-appends at 1,024 partitions went from 78 to 40-45 ms a micro-batch when the per-batch objects
-went (ad hoc phase timers in the Spark driver); the README has ``bench/scale_sink.py``'s figures.
+path assigns again), and the full checks decide (and name any fault). The driver's appends at
+1,024 partitions went from 78 to 40-45 ms a micro-batch when the per-batch objects went (ad hoc
+phase timers in the Spark driver, stop 35); joining the placing and the writing into this one
+function saved little more (68 to 65 us a partition, an ad hoc plain-process micro). The README
+has ``bench/scale_sink.py``'s figures.
 """
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
@@ -27,8 +27,9 @@ from kafkatier.storage import wire
 from kafkatier.storage.checkpoint.leader_epoch import LeaderEpochFileCache
 from kafkatier.storage.config.log_config import LogConfig
 from kafkatier.storage.log.append import LogAppendInfo
+from kafkatier.storage.log.roll import needs_new_segment, should_roll, time_rolls
 from kafkatier.storage.log.segment import LogSegment
-from kafkatier.storage.log.validator import AppendRules
+from kafkatier.storage.log.validator import AppendRules, assign_offset
 from kafkatier.storage.producer.append import in_sequence
 from kafkatier.storage.producer.entry import BatchMetadata
 from kafkatier.storage.producer.state import ProducerStateManager
@@ -36,8 +37,6 @@ from kafkatier.storage.record.batch import RecordBatch
 
 _KIND = wire.ATTR_TRANSACTIONAL | wire.ATTR_CONTROL  # a data batch's: ATTR_TRANSACTIONAL alone
 _BELOW_ANY = -(1 << 64)  # below every int64 timestamp
-_OFFSET = struct.Struct(">q")  # baseOffset at 0 and partitionLeaderEpoch: outside the CRC
-_EPOCH = struct.Struct(">i")
 
 
 class CommittedLog(Protocol):
@@ -106,9 +105,7 @@ def write_committed(
             or (codec is not None and batch.attributes & wire.ATTR_CODEC_MASK != codec)
         ):
             return None
-        buf = batch.buffer
-        _OFFSET.pack_into(buf, 0, offset)
-        _EPOCH.pack_into(buf, wire.PLE_OFFSET, leader_epoch)
+        assign_offset(batch.buffer, offset, leader_epoch)
         batch.base_offset, batch.partition_leader_epoch, batch.file = offset, leader_epoch, file
         delta = batch.last_offset_delta
         offset += delta + 1
@@ -122,8 +119,7 @@ def write_committed(
     if len(marker) > limit or due:
         return None
     own = bytearray(marker)
-    _OFFSET.pack_into(own, 0, offset)
-    _EPOCH.pack_into(own, wire.PLE_OFFSET, leader_epoch)
+    assign_offset(own, offset, leader_epoch)
     if timestamp > best[0]:
         best = (timestamp, offset)
     views = [batch.buffer for batch in batches]
@@ -138,20 +134,15 @@ def _full_path_due(
     log: CommittedLog, first: RecordBatch, size: int, entries: int, marker_at: tuple[int, int]
 ) -> bool:
     """Whether the append and the marker that follows it could meet a roll (the full path
-    decides then): the data append's ``should_roll`` (its first batch), the marker's after it
-    (``marker_at``: its offset and timestamp), or an index filling up within them (``entries``:
-    at most one a batch). An empty segment too: the data's largest timestamp would base its
-    time rule, not the marker's."""
-    active, config = log.segments[-1], log.config
-    if (
-        not active.size
-        or active.size + size > config.segment_bytes
-        or not active.index_room(entries)
-        or not active.can_convert_to_relative_offset(marker_at[0])
-    ):
-        return True
-    limit, clock = config.max_segment_ms - active.roll_jitter_ms, log.clock
+    decides then): the data append's ``should_roll`` (its first batch; the whole's size), the
+    marker's after it (``marker_at``: its offset and timestamp), or an index filling up within
+    them (``entries``: at most one a batch). An empty segment too: the data's largest
+    timestamp would base its time rule, not the marker's."""
+    active, config, clock = log.segments[-1], log.config, log.clock
     return (
-        active.time_waited_for_roll(clock, first.max_timestamp) > limit
-        or active.time_waited_for_roll(clock, marker_at[1]) > limit
+        not active.size
+        or not active.index_room(entries)
+        or should_roll(active, config, clock, size, first)
+        or needs_new_segment(active, config, size, marker_at[0])
+        or time_rolls(active, config, clock, marker_at[1])
     )

@@ -36,7 +36,10 @@ def should_roll(
         return True
     if seg.indexes_full or not seg.can_convert_to_relative_offset(first.last_offset):
         return True
-    if seg.size == 0:
-        return False
-    waited = seg.time_waited_for_roll(clock, first.max_timestamp)
-    return waited > cfg.max_segment_ms - seg.roll_jitter_ms
+    return seg.size > 0 and time_rolls(seg, cfg, clock, first.max_timestamp)
+
+
+def time_rolls(seg: LogSegment, cfg: LogConfig, clock: Callable[[], int], timestamp: int) -> bool:
+    """Kafka's ``segment.ms`` rule for an append to a segment holding something, whose batch
+    has the largest timestamp ``timestamp``: waited longer than ``segment.ms`` less the jitter."""
+    return seg.time_waited_for_roll(clock, timestamp) > cfg.max_segment_ms - seg.roll_jitter_ms
