@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import ClassVar
 
@@ -61,16 +62,28 @@ class OffsetIndex(FixedEntryIndex):
 
     def append(self, offset: int, position: int) -> None:
         """Add ``(offset, position)``; the offset must exceed every earlier one."""
+        self.append_all(((offset, position),))
+
+    def append_all(self, entries: Sequence[tuple[int, int]]) -> None:
+        """:meth:`append` of each ``(offset, position)`` in turn, all checked before any is
+        stored (a segment indexes the batches of one append at once)."""
+        if not entries:
+            return
         with self._lock:
-            self._check_can_append(self.is_full)
-            if self._entries and offset <= self._last_offset:
-                raise InvalidIndexEntryError(
-                    f"offset {offset} is no larger than the last offset {self._last_offset}",
-                    file=str(self._path),
-                    slot=self._entries,
-                )
-            self._write((self._relative_offset(offset), position))
-            self._last_offset = offset
+            self._check_can_append(self._entries + len(entries) > self.max_entries)
+            last, slot, pack = self._last_offset, self._entries, self.ENTRY.pack
+            packed = bytearray()
+            for offset, position in entries:
+                if slot and offset <= last:
+                    raise InvalidIndexEntryError(
+                        f"offset {offset} is no larger than the last offset {last}",
+                        file=str(self._path),
+                        slot=slot,
+                    )
+                packed += pack(self._relative_offset(offset), position)
+                last, slot = offset, slot + 1
+            self._write(packed, len(entries))
+            self._last_offset = last
 
     def lookup(self, target_offset: int) -> tuple[int, int]:
         """The entry with the largest offset <= ``target_offset``, else ``(base_offset, 0)``."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import ClassVar
 
@@ -69,27 +70,39 @@ class TimeIndex(FixedEntryIndex):
         Repeating the last entry is silently ignored (roll and close both re-offer it); going
         backwards in offset or timestamp is an error, as in Kafka.
         """
+        self.maybe_append_all(((timestamp, offset),), skip_full_check)
+
+    def maybe_append_all(
+        self, entries: Sequence[tuple[int, int]], skip_full_check: bool = False
+    ) -> None:
+        """:meth:`maybe_append` of each ``(timestamp, offset)`` in turn, all checked before
+        any is stored (a segment indexes the batches of one append at once)."""
         with self._lock:
             self._require_writable("append")
-            if not skip_full_check and self.is_full:
-                self._check_can_append(True)
-            last_ts, last_offset = self._last
-            if self._entries and offset < last_offset:
-                raise InvalidIndexEntryError(
-                    f"offset {offset} is below the last offset {last_offset}",
-                    file=str(self._path),
-                    slot=self._entries,
-                )
-            if self._entries and timestamp < last_ts:
-                raise InvalidIndexEntryError(
-                    f"timestamp {timestamp} is below the last timestamp {last_ts}",
-                    file=str(self._path),
-                    slot=self._entries,
-                )
-            if timestamp > last_ts:
-                self._check_can_append(False)  # only a real write needs a free slot (as Java)
-                self._write((timestamp, self._relative_offset(offset)))
-                self._last = (timestamp, offset)
+            slots, (last_ts, last_offset) = self._entries, self._last
+            packed = bytearray()
+            for timestamp, offset in entries:
+                if not skip_full_check and self.max_entries - 1 - slots <= 0:
+                    self._check_can_append(True)
+                if slots and offset < last_offset:
+                    raise InvalidIndexEntryError(
+                        f"offset {offset} is below the last offset {last_offset}",
+                        file=str(self._path),
+                        slot=slots,
+                    )
+                if slots and timestamp < last_ts:
+                    raise InvalidIndexEntryError(
+                        f"timestamp {timestamp} is below the last timestamp {last_ts}",
+                        file=str(self._path),
+                        slot=slots,
+                    )
+                if timestamp > last_ts:  # only a real write needs a free slot (as Java)
+                    self._check_can_append(slots >= self.max_entries)
+                    packed += self.ENTRY.pack(timestamp, self._relative_offset(offset))
+                    slots, last_ts, last_offset = slots + 1, timestamp, offset
+            if packed:
+                self._write(packed, slots - self._entries)
+                self._last = (last_ts, last_offset)
 
     def lookup(self, target_timestamp: int) -> tuple[int, int]:
         """The entry with the largest timestamp <= the target, else ``(-1, base_offset)``."""

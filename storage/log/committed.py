@@ -27,6 +27,7 @@ from kafkatier.storage import wire
 from kafkatier.storage.checkpoint.leader_epoch import LeaderEpochFileCache
 from kafkatier.storage.config.log_config import LogConfig
 from kafkatier.storage.log.append import LogAppendInfo
+from kafkatier.storage.log.batch_position import BatchInfo
 from kafkatier.storage.log.roll import needs_new_segment, should_roll, time_rolls
 from kafkatier.storage.log.segment import LogSegment
 from kafkatier.storage.log.validator import AppendRules, assign_offset
@@ -52,8 +53,6 @@ class CommittedLog(Protocol):
 
     @property
     def append_rules(self) -> AppendRules: ...
-
-    def write_indexed(self, chunk: Sequence[RecordBatch]) -> None: ...
 
 
 def write_committed(
@@ -92,7 +91,7 @@ def write_committed(
     retained = [m.last_seq for m in entry.batch_metadata]
     last_seq, offset = retained[-1], state.map_end_offset
     first_offset, size, records, best = offset, len(marker), 1, (_BELOW_ANY, -1)
-    metas = []
+    metas, infos, position = [], [], 0
     for batch in batches:
         last = batch.last_sequence
         if (
@@ -107,13 +106,15 @@ def write_committed(
             return None
         assign_offset(batch.buffer, offset, leader_epoch)
         batch.base_offset, batch.partition_leader_epoch, batch.file = offset, leader_epoch, file
-        delta = batch.last_offset_delta
+        delta, max_ts, length = batch.last_offset_delta, batch.max_timestamp, batch.size_in_bytes
         offset += delta + 1
-        size += batch.size_in_bytes
+        size += length
         records += batch.records_count
-        if batch.max_timestamp > best[0]:
-            best = (batch.max_timestamp, offset - 1)
-        metas.append(BatchMetadata(last, offset - 1, delta, batch.max_timestamp))
+        if max_ts > best[0]:
+            best = (max_ts, offset - 1)
+        metas.append(BatchMetadata(last, offset - 1, delta, max_ts))
+        infos.append(BatchInfo(position, length, offset - 1, max_ts))
+        position += length
         last_seq = last
     due = _full_path_due(log, batches[0], size, len(batches) + 1, (offset, timestamp))
     if len(marker) > limit or due:
@@ -124,8 +125,10 @@ def write_committed(
         best = (timestamp, offset)
     views = [batch.buffer for batch in batches]
     views.append(memoryview(own))
-    if not log.segments[-1].append_unindexed(views, len(own), best):
-        log.write_indexed([*batches, RecordBatch(own, file=file)])  # with its index entries
+    active = log.segments[-1]
+    if not active.append_unindexed(views, len(own), best):
+        infos.append(BatchInfo(position, len(own), offset, timestamp))
+        active.append(views, infos)  # with the index entries due
     state.add_committed(producer_id, metas, coordinator_epoch, timestamp, offset + 1)
     return LogAppendInfo(first_offset, offset, best[0], len(batches) + 1, records, 0)
 

@@ -254,7 +254,10 @@ class LogDirectory:
     def flush(self) -> None:
         """Durably persist every partition changed since its last flush (``Log.flush``: indexes
         too, recovery points move), then the checkpoints that describe them."""
-        self._sync(Log.flush, [log for log in self.logs.values() if log.needs_flush])
+        logs = [log for log in self.logs.values() if log.needs_flush]
+        for log in logs:  # their files then hold every entry the syncfs is to cover
+            log.write_index_entries()
+        self._sync(Log.flush, logs)
         self.checkpoint()
 
     def flush_data(self) -> None:

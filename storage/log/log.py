@@ -387,6 +387,12 @@ class Log:
         directory when it holds new names); the recovery point becomes the end."""
         self.durability.flush(self, covered=covered)
 
+    def write_index_entries(self) -> None:
+        """The index entries kept in memory (``index/base.py``) of the segments a flush makes
+        durable written into their files: a syncfs begun after it covers them."""
+        for segment in self.segments_from(self.recovery_point):
+            segment.write_index_entries()
+
     def close(self, *, sync: bool = True) -> None:
         """Clean close (§9.4): producer snapshot at the end offset, flush (if anything
         changed since the last: the snapshot's fsync goes with it, as Kafka's, without the

@@ -292,17 +292,12 @@ class LogSegment:
             os.ftruncate(fd, size)
 
     def _reserve_index_entries(self, batches: Sequence[BatchInfo]) -> None:
-        """Have disk space for the index entries ``batches`` will add before the ``.log``
-        write: an index is written through a map, where no space would be a SIGBUS."""
-        due = 0
-        since = self._bytes_since_last_index_entry
-        for info in batches:
-            if self._entry_due(since):
-                due, since = due + 1, 0
-            since += info.size
-        if due:
-            self.offset_index.reserve(due)
-            self.time_index.reserve(due)
+        """Have disk space for the index entries ``batches`` may add (at most one a batch)
+        before the ``.log`` write: an index is written through a map, where no space would be
+        a SIGBUS (a reservation is rounded up to 64 KiB: nearly every call compares two
+        numbers)."""
+        self.offset_index.reserve(len(batches))
+        self.time_index.reserve(len(batches))
 
     def _entry_due(self, since: int) -> bool:
         """Kafka's rule: a batch gets index entries once more than ``index.interval.bytes``
@@ -313,20 +308,36 @@ class LogSegment:
     def _index_batches(self, start: int, batches: Sequence[BatchInfo], due: bool) -> None:
         """Index the batches just written at ``start``: the running max timestamp, and, where
         ``due`` says some batch may be, an entry in both indexes for each batch due one (a loop
-        over locals: it runs for every batch of every append)."""
+        over locals: it runs for every batch of every append; the entries go to each index in
+        one call)."""
         since = self._bytes_since_last_index_entry
         best = self.max_timestamp_and_offset
+        if not due:
+            for _, size, last_offset, max_ts in batches:
+                if max_ts > best[0]:
+                    best = self._max_ts = (max_ts, last_offset)
+                since += size
+            self._bytes_since_last_index_entry = since
+            return
+        offsets, times = self.offset_index, self.time_index
+        offset_room, time_room, last_ts = offsets.free_slots, times.free_slots, times.last_entry[0]
+        offset_entries, time_entries = [], []
         for position, size, last_offset, max_ts in batches:
             if max_ts > best[0]:
                 best = self._max_ts = (max_ts, last_offset)
             # An append of many batches may fill an index mid-way (Kafka indexes once per
             # append and rolls before a full index); skipping entries only lengthens scans.
-            if due and self._entry_due(since) and not self.indexes_full:
-                self.offset_index.append(last_offset, start + position)
-                self.time_index.maybe_append(*best)
+            if self._entry_due(since) and offset_room > 0 and time_room > 0:
+                offset_entries.append((last_offset, start + position))
+                time_entries.append(best)
+                offset_room -= 1
+                if best[0] > last_ts:  # the time index takes it (maybe_append)
+                    time_room, last_ts = time_room - 1, best[0]
                 since = 0
             since += size
-            self._bytes_since_last_index_entry = since
+        offsets.append_all(offset_entries)
+        times.maybe_append_all(time_entries)
+        self._bytes_since_last_index_entry = since
 
     def append_aborted_txn(self, txn: AbortedTxn) -> None:
         self.txn_index.append(txn)
@@ -408,11 +419,19 @@ class LogSegment:
             self._sync_log(covered)
 
     def flush(self, *, covered: bool = False) -> None:
-        """fsync the ``.log`` file and its indexes (``covered``: as :meth:`flush_data`)."""
+        """fsync the ``.log`` file and its indexes (``covered``: as :meth:`flush_data`; index
+        entries kept in memory until now are written and synced here: the syncfs could not
+        cover them, see :meth:`write_index_entries`)."""
         self._sync_log(covered)
-        if not covered:
+        if not covered or self._indexes.unwritten:
             self._indexes.flush()
+        if not covered:
             self.txn_index.flush()
+
+    def write_index_entries(self) -> None:
+        """The index entries kept in memory (``index/base.py``) written into their files,
+        before a syncfs that is to make this segment durable with its indexes."""
+        self._indexes.write_pending()
 
     def _sync_log(self, covered: bool) -> None:
         self._unsynced = False  # before the fsync: a write racing it marks the file again

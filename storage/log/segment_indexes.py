@@ -70,6 +70,20 @@ class SegmentIndexes:
         self.offset.flush()
         self.time.flush()
 
+    def loaded(self) -> list[OffsetIndex | TimeIndex]:
+        """The indexes opened so far (one never opened has nothing to write)."""
+        return [i for i in (self.offset.loaded, self.time.loaded) if i is not None]
+
+    @property
+    def unwritten(self) -> bool:
+        """Whether an entry appended is not yet in its file (``index/base.py``)."""
+        return any(index.unwritten for index in self.loaded())
+
+    def write_pending(self) -> None:
+        """Every entry appended written into its file (before a syncfs meant to cover them)."""
+        for index in self.loaded():
+            index.write_pending()
+
     def close(self) -> None:
         """Close (trimmed, if writable) the opened ones; nothing for the others."""
         self.offset.close()

@@ -206,6 +206,7 @@ def check_segment_indexes(seg: LogSegment, batches: list[StoredBatch], active: b
     """Offset-index entries map a batch's last offset to its start; time-index entries carry
     the running max timestamp with the last offset of the batch that set it; inactive segments
     are trimmed and end with their max timestamp (§4, §5)."""
+    seg.write_index_entries()  # a live writer keeps its last entries in memory (index/base.py)
     at = {b.position: b for b in batches}
     rel = _index_entries(seg.offset_index.path, seg.offset_index.entries, ">ii")
     offsets = [seg.base_offset + r for r, _ in rel]

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from kafka.record.memory_records import MemoryRecords
 
 from kafkatier.storage.errors import CorruptIndexError, StorageError
-from kafkatier.storage.index.base import IndexFullError, InvalidIndexEntryError
+from kafkatier.storage.index.base import PENDING_BYTES, IndexFullError, InvalidIndexEntryError
 from kafkatier.storage.index.offset_index import OffsetIndex
 
 VECTORS = Path(__file__).resolve().parents[2] / "data" / "vectors" / "index_entries.json"
@@ -359,6 +359,7 @@ def test_read_only_view_survives_the_writer_trimming_the_file(tmp_path: Path) ->
     writer = OffsetIndex(path, 0, max_index_size=64 * 1024)
     for i in range(1, 11):
         writer.append(i * 10, i * 100)
+    writer.flush()  # the entries in the file (a writer keeps its last ones in memory until then)
     reader = OffsetIndex(path, 0, max_index_size=64 * 1024, writable=False)
     assert reader.entries == 64 * 1024 // 8  # Kafka trusts every slot of an untrimmed file
     before = [reader.lookup(t) for t in (0, 55, 10_000)]
@@ -369,3 +370,61 @@ def test_read_only_view_survives_the_writer_trimming_the_file(tmp_path: Path) ->
     assert reader.entry(4) == (50, 500)
     assert [reader.lookup(t) for t in (0, 55, 10_000)] == before
     writer.close()
+
+
+# --------------------------------------------------------------------- entries kept in memory
+
+
+def _file_entries(path: Path, count: int) -> list[tuple[int, int]]:
+    data = path.read_bytes()
+    return [
+        (int.from_bytes(data[i : i + 4], "big"), int.from_bytes(data[i + 4 : i + 8], "big"))
+        for i in range(0, 8 * count, 8)
+    ]
+
+
+def test_entries_reach_the_file_a_page_at_a_time_or_when_read(tmp_path: Path) -> None:
+    """A writer keeps its last entries in memory (index/base.py): the file holds them once a
+    page's worth gathered, or once anything in the process reads, flushes or trims them."""
+    index = _index(tmp_path, max_size=8 * 2048)
+    per_page = PENDING_BYTES // 8
+    for i in range(1, per_page):
+        index.append(i, i * 10)
+    assert index.entries == per_page - 1 and index.unwritten == per_page - 1
+    assert _file_entries(index.path, 3) == [(0, 0)] * 3  # still zeros in the file
+    index.append(per_page, per_page * 10)  # the page is full: written
+    assert index.unwritten == 0
+    assert _file_entries(index.path, per_page)[-2:] == [(per_page - 1, (per_page - 1) * 10),
+                                                       (per_page, per_page * 10)]  # fmt: skip
+    index.append(per_page + 1, 1)
+    assert index.lookup(per_page + 5) == (per_page + 1, 1) and index.unwritten == 0  # a read
+    index.append(per_page + 2, 2)
+    index.flush()
+    assert index.unwritten == 0 and _file_entries(index.path, per_page + 2)[-1] == (
+        per_page + 2, 2)  # fmt: skip
+    index.append(per_page + 3, 3)
+    index.trim_to_valid_size()
+    assert index.path.stat().st_size == 8 * (per_page + 3)
+    assert _file_entries(index.path, per_page + 3)[-1] == (per_page + 3, 3)
+    index.close()
+
+
+def test_append_all_checks_every_entry_before_storing_any(tmp_path: Path) -> None:
+    index = _index(tmp_path, max_size=8 * 4)
+    index.append_all([(5, 50), (7, 70)])
+    with pytest.raises(InvalidIndexEntryError):
+        index.append_all([(9, 90), (8, 80)])  # the second goes backwards
+    with pytest.raises(IndexFullError):
+        index.append_all([(9, 90), (10, 100), (11, 110)])  # one more than the free slots
+    assert list(index) == [(5, 50), (7, 70)] and index.last_offset == 7
+    index.append_all([(9, 90), (10, 100)])
+    assert list(index) == [(5, 50), (7, 70), (9, 90), (10, 100)]
+    index.close()
+
+
+def test_close_handler_drops_the_entries_kept_in_memory(tmp_path: Path) -> None:
+    """Used before deletion, or where the loader rebuilds the indexes: nothing is written."""
+    index = _index(tmp_path)
+    index.append(3, 30)
+    index.close_handler()
+    assert _file_entries(index.path, 1) == [(0, 0)]

@@ -257,3 +257,20 @@ def test_every_corpus_time_index() -> None:
             checked += bool(entries)
         idx.close()
     assert checked > 100
+
+
+def test_maybe_append_all_is_maybe_append_of_each_checked_first(tmp_path: Path) -> None:
+    """A segment offers the entries of one append at once: repeats of the last timestamp are
+    skipped as ``maybe_append`` skips them, and one going backwards stores none of them."""
+    one, many = (TimeIndex(tmp_path / f"{n}.timeindex", 0, 12 * 8) for n in ("one", "many"))
+    offered = [(100, 1), (100, 2), (150, 3), (150, 3), (170, 5)]
+    for ts, offset in offered:
+        one.maybe_append(ts, offset)
+    many.maybe_append_all(offered)
+    assert list(many) == list(one) == [(100, 1), (150, 3), (170, 5)]
+    assert many.last_entry == one.last_entry == (170, 5)
+    with pytest.raises(InvalidIndexEntryError):
+        many.maybe_append_all([(180, 6), (175, 7)])
+    assert list(many) == [(100, 1), (150, 3), (170, 5)]
+    one.close()
+    many.close()

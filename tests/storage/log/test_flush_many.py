@@ -210,3 +210,42 @@ def test_creating_many_partitions_is_one_syncfs(
     staged_metadata = [path for path in syncs.fsynced if path.endswith("partition.metadata")]
     assert len(staged_metadata) == SYNCFS_MIN_LOGS - 1
     logs.close()
+
+
+def _indexed(_topic: str) -> LogConfig:
+    """Every batch gets an index entry (``index.interval.bytes=1``)."""
+    return LogConfig(index_interval_bytes=1, segment_index_bytes=4096)
+
+
+def _file_offsets(log: Any) -> list[int]:
+    """The active segment's offset-index entries as its file holds them."""
+    index = log.active_segment.offset_index
+    data = index.path.read_bytes()[: 8 * index.entries]
+    return [log.active_segment.base_offset + int.from_bytes(data[i : i + 4], "big")
+            for i in range(0, len(data), 8)]  # fmt: skip
+
+
+@needs_syncfs
+def test_a_flush_by_syncfs_covers_the_index_entries_kept_in_memory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A writer keeps its last index entries in memory (``index/base.py``); a flush that moves
+    the recovery points to the end by one syncfs writes them into their files first, and a
+    covered flush of a log whose entries were not written writes and syncs them itself."""
+    logs = LogDirectory(tmp_path, config_for=_indexed)
+    syncs = Syncs(monkeypatch, fsutil.syncfs)
+    for _ in range(3):
+        for p in range(SYNCFS_MIN_LOGS):
+            logs.get_or_create(TOPIC, p).append(batch(2))
+    assert all(log.active_segment.offset_index.unwritten == 2 for log in logs)
+    logs.flush()
+    assert syncs.syncfs_calls == 1
+    for log in logs:
+        assert log.recovery_point == log.log_end_offset == 6
+        assert log.active_segment.offset_index.unwritten == 0
+        assert _file_offsets(log) == [3, 5]  # the first batch follows no bytes: no entry
+    log = logs.get_or_create(TOPIC, 0)
+    log.append(batch(2))
+    log.flush(covered=True)  # as after a syncfs that began before the entry was written
+    assert log.active_segment.offset_index.unwritten == 0 and _file_offsets(log) == [3, 5, 7]
+    logs.close()
