@@ -14,13 +14,16 @@ written through a map since closed fsyncs the file itself (the pages stay dirty 
 cache after an unmap).
 
 Appended entries are kept in memory (:data:`PENDING_BYTES` at most) and written into the map
-when a page's worth has gathered, or before anything reads the entries, flushes, trims or
-closes the index. Nothing needs them in the file sooner: readers in other processes read the
-active segment's indexes as empty, or as hints they check (the JVM reader: a missing entry
-costs it a longer scan), and the loader rebuilds the indexes above the recovery point, which
-moves only with a flush (or a roll, which trims). Written at each append, every
-entry cost a write fault on a page the writer's last flush had cleaned (the sink's syncfs at
-every micro-batch), about half of a partition's append at 1,024 partitions.
+when a page's worth has gathered, or before anything reads the entries, flushes, trims or closes
+the index (``close_handler``, before a deletion or a rebuild, drops them). Nothing needs them in
+the file sooner: readers in other processes read the active segment's indexes as empty, or as
+hints they check (the JVM reader: a missing entry costs it a longer scan), and the loader
+rebuilds the indexes above the recovery point, which moves only with a flush (or a roll, which
+trims). Written at each append, every entry cost a write fault on a page the writer's last flush
+had cleaned (the sink's syncfs at every micro-batch): in an ad hoc plain-process micro of the
+sink's appends at 1,024 partitions (two batches and two entries a partition) a partition took
+170 us, 91-99 us with no entry due, and 131-135 us with the entries kept here (and given to each
+index in one call per append).
 """
 
 from __future__ import annotations
