@@ -423,7 +423,10 @@ class FixedEntryIndex(ABC):
 
     def _write(self, packed: bytes | bytearray, count: int) -> None:
         """Store ``count`` entries (``ENTRY``-packed) in the next free slots (callers checked
-        that they fit): kept in memory until a page's worth has gathered (module docstring)."""
+        that they fit): kept in memory until a page's worth has gathered (module docstring),
+        their disk blocks allocated now (:meth:`reserve`), so that no space fails the append
+        that adds them, never the later write of the page, a close or a trim."""
+        self.reserve(count)
         self._pending += packed
         self._entries += count
         self._dirty = True
