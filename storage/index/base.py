@@ -22,7 +22,7 @@ rebuilds the indexes above the recovery point, which moves only with a flush (or
 trims). Written at each append, every entry cost a write fault on a page the writer's last flush
 had cleaned (the sink's syncfs at every micro-batch): in an ad hoc plain-process micro of the
 sink's appends at 1,024 partitions (two batches and two entries a partition) a partition took
-170 us, 91-99 us with no entry due, and 131-135 us with the entries kept here (and given to each
+170 us, 91-99 us with no entry due, and 130-137 us with the entries kept here (and given to each
 index in one call per append).
 """
 
@@ -183,11 +183,10 @@ class FixedEntryIndex(ABC):
         return self._map if self._map is not None else self._snapshot
 
     def _write_pending(self) -> None:
-        """The entries kept in memory written into the map (lock held; their disk blocks
-        allocated first: :meth:`reserve`)."""
+        """The entries kept in memory written into the map (lock held; their disk blocks were
+        allocated when they were appended: :meth:`_write`)."""
         pending = self._pending
         start = self._entries * self.ENTRY.size - len(pending)
-        self.reserve(0)
         buffer = self._mapped()
         assert isinstance(buffer, mmap.mmap)  # entries were appended: a writable, mapped file
         buffer[start : start + len(pending)] = pending
@@ -259,12 +258,12 @@ class FixedEntryIndex(ABC):
             if rounded == self._length:
                 return False  # also for a read-only index: trimming a trimmed file is a no-op
             self._require_writable("resize")
-            if self._pending and rounded >= self._entries * size:
-                self._write_pending()
             if rounded < self._entries * size:
                 raise ValueError(
                     f"cannot resize {self._path} to {rounded} bytes: {self._entries} entries in use"
                 )
+            if self._pending:
+                self._write_pending()
             if self._closed:
                 raise StorageError("index is closed", file=str(self._path))
             self._unmap()

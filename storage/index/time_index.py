@@ -79,10 +79,10 @@ class TimeIndex(FixedEntryIndex):
         any is stored (a segment indexes the batches of one append at once)."""
         with self._lock:
             self._require_writable("append")
-            slots, (last_ts, last_offset) = self._entries, self._last
+            slots, room, (last_ts, last_offset) = self._entries, self.free_slots, self._last
             packed = bytearray()
             for timestamp, offset in entries:
-                if not skip_full_check and self.max_entries - 1 - slots <= 0:
+                if not skip_full_check and room <= 0:
                     self._check_can_append(True)
                 if slots and offset < last_offset:
                     raise InvalidIndexEntryError(
@@ -99,7 +99,7 @@ class TimeIndex(FixedEntryIndex):
                 if timestamp > last_ts:  # only a real write needs a free slot (as Java)
                     self._check_can_append(slots >= self.max_entries)
                     packed += self.ENTRY.pack(timestamp, self._relative_offset(offset))
-                    slots, last_ts, last_offset = slots + 1, timestamp, offset
+                    slots, room, last_ts, last_offset = slots + 1, room - 1, timestamp, offset
             if packed:
                 self._write(packed, slots - self._entries)
                 self._last = (last_ts, last_offset)

@@ -293,9 +293,9 @@ class LogSegment:
 
     def _reserve_index_entries(self, batches: Sequence[BatchInfo]) -> None:
         """Have disk space for the index entries ``batches`` may add (at most one a batch)
-        before the ``.log`` write: an index is written through a map, where no space would be
-        a SIGBUS (a reservation is rounded up to 64 KiB: nearly every call compares two
-        numbers)."""
+        before the ``.log`` write, so that no space fails the append before it wrote anything
+        (the indexes reserve again as the entries come, for the entries of a roll or a close;
+        a reservation is rounded up to 64 KiB: nearly every call compares two numbers)."""
         self.offset_index.reserve(len(batches))
         self.time_index.reserve(len(batches))
 
@@ -312,22 +312,19 @@ class LogSegment:
         one call)."""
         since = self._bytes_since_last_index_entry
         best = self.max_timestamp_and_offset
-        if not due:
-            for _, size, last_offset, max_ts in batches:
-                if max_ts > best[0]:
-                    best = self._max_ts = (max_ts, last_offset)
-                since += size
-            self._bytes_since_last_index_entry = since
-            return
-        offsets, times = self.offset_index, self.time_index
-        offset_room, time_room, last_ts = offsets.free_slots, times.free_slots, times.last_entry[0]
-        offset_entries, time_entries = [], []
+        offset_room = time_room = last_ts = 0  # no entry unless due (the indexes stay unopened)
+        if due:
+            times = self.time_index
+            offset_room, time_room = self.offset_index.free_slots, times.free_slots
+            last_ts = times.last_entry[0]
+        offset_entries: list[tuple[int, int]] = []
+        time_entries: list[tuple[int, int]] = []
         for position, size, last_offset, max_ts in batches:
             if max_ts > best[0]:
                 best = self._max_ts = (max_ts, last_offset)
             # An append of many batches may fill an index mid-way (Kafka indexes once per
             # append and rolls before a full index); skipping entries only lengthens scans.
-            if self._entry_due(since) and offset_room > 0 and time_room > 0:
+            if offset_room > 0 and time_room > 0 and self._entry_due(since):
                 offset_entries.append((last_offset, start + position))
                 time_entries.append(best)
                 offset_room -= 1
@@ -335,8 +332,9 @@ class LogSegment:
                     time_room, last_ts = time_room - 1, best[0]
                 since = 0
             since += size
-        offsets.append_all(offset_entries)
-        times.maybe_append_all(time_entries)
+        if offset_entries:
+            self.offset_index.append_all(offset_entries)
+            self.time_index.maybe_append_all(time_entries)
         self._bytes_since_last_index_entry = since
 
     def append_aborted_txn(self, txn: AbortedTxn) -> None:
