@@ -401,7 +401,10 @@ class FixedEntryIndex(ABC):
         """Allocate disk blocks for the next ``entries`` slots (as far as the file goes) unless
         they have them: :class:`LogWriteError` (no space) here, before the caller writes
         anything, instead of a SIGBUS at the write through the map. Written in steps of
-        ``_BACKING_STEP`` bytes, so nearly every call only compares two numbers."""
+        ``_BACKING_STEP`` bytes, so nearly every call only compares two numbers (without the
+        lock: only the appending thread changes the entries, the length and the blocks)."""
+        if min((self._entries + entries) * self.ENTRY.size, self._length) <= self._backed:
+            return
         with self._lock:
             end = min((self._entries + entries) * self.ENTRY.size, self._length)
             if end <= self._backed:

@@ -28,7 +28,7 @@ from kafkatier.storage.checkpoint.leader_epoch import LeaderEpochFileCache
 from kafkatier.storage.config.log_config import LogConfig
 from kafkatier.storage.log.append import LogAppendInfo
 from kafkatier.storage.log.batch_position import BatchInfo
-from kafkatier.storage.log.roll import needs_new_segment, should_roll, time_rolls
+from kafkatier.storage.log.roll import time_rolls
 from kafkatier.storage.log.segment import LogSegment
 from kafkatier.storage.log.validator import AppendRules, assign_offset
 from kafkatier.storage.producer.append import in_sequence
@@ -125,10 +125,8 @@ def write_committed(
         best = (timestamp, offset)
     views = [batch.buffer for batch in batches]
     views.append(memoryview(own))
-    active = log.segments[-1]
-    if not active.append_unindexed(views, len(own), best):
-        infos.append(BatchInfo(position, len(own), offset, timestamp))
-        active.append(views, infos)  # with the index entries due
+    infos.append(BatchInfo(position, len(own), offset, timestamp))
+    log.segments[-1].append_placed(views, infos, size, best)
     state.add_committed(producer_id, metas, coordinator_epoch, timestamp, offset + 1)
     return LogAppendInfo(first_offset, offset, best[0], len(batches) + 1, records, 0)
 
@@ -138,14 +136,19 @@ def _full_path_due(
 ) -> bool:
     """Whether the append and the marker that follows it could meet a roll (the full path
     decides then): the data append's ``should_roll`` (its first batch; the whole's size), the
-    marker's after it (``marker_at``: its offset and timestamp), or an index filling up within
-    them (``entries``: at most one a batch). An empty segment too: the data's largest
-    timestamp would base its time rule, not the marker's."""
-    active, config, clock = log.segments[-1], log.config, log.clock
+    marker's ``needs_new_segment`` and ``segment.ms`` rule after it (``marker_at``: its offset
+    and timestamp), or an index filling up within them (``entries``: at most one a batch). An
+    empty segment too: the data's largest timestamp would base its time rule, not the marker's.
+
+    Said with one check each: the whole's size covers the data's, the marker's offset (the
+    last) the data's relative offsets, room for ``entries`` the indexes being full, and the
+    larger of the two timestamps both time rules (the time waited grows with the timestamp,
+    or is the clock's for either)."""
+    active, config = log.segments[-1], log.config
     return (
         not active.size
+        or active.size + size > config.segment_bytes
+        or not active.can_convert_to_relative_offset(marker_at[0])
         or not active.index_room(entries)
-        or should_roll(active, config, clock, size, first)
-        or needs_new_segment(active, config, size, marker_at[0])
-        or time_rolls(active, config, clock, marker_at[1])
+        or time_rolls(active, config, log.clock, max(first.max_timestamp, marker_at[1]))
     )

@@ -225,29 +225,28 @@ class LogSegment:
         self._index_batches(start, batches, due)
         self.size = start + size
 
-    def append_unindexed(
-        self, views: list[memoryview], tail: int, max_timestamp_and_offset: tuple[int, int]
-    ) -> bool:
-        """:meth:`append` of whole batches (``views`` of bytes; ``tail``: the last batch's size;
-        their largest timestamp and the last offset of the first batch holding it) where no
-        batch is due an index entry, the segment is not empty and one ``pwritev`` takes them
-        (at most ``IOV_MAX``), without the per-batch :class:`BatchInfo` that only indexing
-        needs; False (nothing written) otherwise. The caller checked that their offsets fit
-        this segment."""
-        size = sum([v.nbytes for v in views])
-        if (
-            not self.size
-            or len(views) > IOV_MAX
-            or self._entry_due(self._bytes_since_last_index_entry + size - tail)
-        ):
-            return False
-        start = self.size
+    def append_placed(
+        self, views: list[memoryview], batches: Sequence[BatchInfo], size: int,
+        max_timestamp_and_offset: tuple[int, int],
+    ) -> None:  # fmt: skip
+        """:meth:`append` of whole batches a caller checked (``views`` of their bytes, ``size``
+        in all; offsets that fit this segment, which is not empty; their largest timestamp and
+        the last offset of the first batch holding it): the usual small append is due no index
+        entry and skips the per-batch indexing."""
+        start, since = self.size, self._bytes_since_last_index_entry
+        if len(views) > IOV_MAX:
+            views = [memoryview(b"".join(views))]
+        due = self._entry_due(since + size - batches[-1].size)
+        if due:
+            self._reserve_index_entries(batches)
         self._write_all(views, start)
-        if max_timestamp_and_offset[0] > self.max_timestamp_and_offset[0]:
-            self._max_ts = max_timestamp_and_offset
-        self._bytes_since_last_index_entry += size
+        if due:
+            self._index_batches(start, batches, due)
+        else:
+            if max_timestamp_and_offset[0] > self.max_timestamp_and_offset[0]:
+                self._max_ts = max_timestamp_and_offset
+            self._bytes_since_last_index_entry = since + size
         self.size = start + size
-        return True
 
     def _write_all(self, views: list[memoryview], start: int) -> int:
         """Write ``views`` (of bytes) at ``start`` (pwritev, continued after a short write) and

@@ -9,6 +9,7 @@ from __future__ import annotations
 import struct
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 from crash_writer import check_partition, read_partition
@@ -504,9 +505,9 @@ def test_append_committed_in_one_pass_or_in_full_as_append_then_marker(
 
 # Topic settings and leader epoch changes under which eight committed transactions meet each
 # way ``append_committed`` writes: in one write without index entries, one that adds some, or
-# the full path (a roll, a new leader epoch). The last element: what the segment's unindexed
-# write answered the rounds that came to it (True: it wrote; "some": both answers, or fewer
-# rounds than eight; "fewer": fewer rounds than eight).
+# the full path (a roll, a new leader epoch). The last element: whether the one-pass writes of
+# the rounds that came to it added no index entry (True: none did; "some": both kinds, or
+# fewer rounds than eight; "fewer": fewer rounds than eight).
 _NO_ENTRY = {"index.interval.bytes": "100000"}
 ROUND_CASES: dict[str, tuple[dict[str, str], tuple[int, ...], list[bool] | str]] = {
     "no index entry due": (_NO_ENTRY, (), [True] * 8),
@@ -529,9 +530,14 @@ def test_committed_transactions_written_at_once_leave_what_append_then_marker_le
     ``write_txn_marker``, round after round, whichever batch holds the largest timestamp."""
     settings, new_epochs, unindexed = ROUND_CASES[case]
     written: list[bool] = []
-    real = LogSegment.append_unindexed
-    monkeypatch.setattr(LogSegment, "append_unindexed",
-                        lambda self, *a: written.append(real(self, *a)) or written[-1])  # fmt: skip
+    real = LogSegment.append_placed
+
+    def placed(self: LogSegment, views: Any, batches: Any, size: int, best: Any) -> None:
+        since = self._bytes_since_last_index_entry  # grows by the size unless an entry was due
+        real(self, views, batches, size, best)
+        written.append(self._bytes_since_last_index_entry == since + size)
+
+    monkeypatch.setattr(LogSegment, "append_placed", placed)
     clocks = [Clock(), Clock()]
     logs = [new_log(tmp_path / s, clock, **settings) for s, clock in zip("ab", clocks, strict=True)]
     for log in logs:
