@@ -49,7 +49,7 @@ def batches_per_partition(run: SinkRun) -> float:
 
 
 def measure(spark: Any, work: Path, args: argparse.Namespace, rows: int) -> dict[str, Any]:
-    df = batch_frame(spark, rows, args.inputs)
+    df = batch_frame(spark, rows, args.inputs, work)
     runs = {name: SinkRun(work / f"{rows}-{name}", args.partitions, "auto", tasks)
             for name, tasks in SIDES.items()}  # fmt: skip
     times: dict[str | None, list[list[float]]] = {name: [] for name in [*runs, None]}
