@@ -6,6 +6,7 @@ transaction index and the leader-epoch checkpoint. Every recovered log is checke
 
 from __future__ import annotations
 
+import os
 import shutil
 import struct
 from pathlib import Path
@@ -314,6 +315,29 @@ def test_leader_epoch_checkpoint_is_cut_back_to_the_log(tmp_path: Path) -> None:
     recovered = reopen(log, clean=False)
     assert epochs.read_text() == "0\n1\n0 0\n"
     assert recovered.leader_epoch == 0
+
+
+def test_an_epoch_cut_at_open_is_written_at_once_and_made_durable_by_the_next_flush(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new partition's checkpoint holds epoch 0 from offset 0 (as Kafka's leader assigns
+    it); opened again while still empty, the loader cuts that entry (it starts at the log end)
+    and writes the file without fsync, as an epoch's assignment is: the next flush syncs it."""
+    directory = tmp_path / "t-0"
+    open_log(directory, CONFIG, clock=clock).close()
+    epochs = directory / "leader-epoch-checkpoint"
+    epochs.write_text("0\n1\n0 0\n")
+    synced: list[str] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+                        or real_fsync(fd))  # fmt: skip
+    log = open_log(directory, CONFIG, clean_shutdown=True, clock=clock)
+    assert epochs.read_text() == "0\n0\n"
+    assert str(epochs) not in synced
+    assert log.needs_flush
+    log.flush()
+    assert str(epochs) in synced
+    log.close()
 
 
 def test_empty_directory_starts_at_the_log_start_offset(tmp_path: Path) -> None:
