@@ -89,9 +89,12 @@ def open_log(
     end = log.log_end_offset
     cache.truncate_from_end(end)
     cache.truncate_from_start(log.log_start_offset)
-    if cache.dirty:  # without fsync, as an epoch's assignment: the next flush syncs it; a crash
-        cache.flush(sync=False)  # first leaves the old file (cut again at the next load) or a
-        log.durability.file_written(cache.path)  # torn one (rebuilt from the batches)
+    # A cut checkpoint is written without fsync, as an epoch's assignment is (the next flush
+    # syncs it): a crash first leaves the old file, cut again at the next load, or a torn one,
+    # rebuilt from the batches (two fsyncs a partition fewer when a log dir opens).
+    if cache.dirty:
+        cache.flush(sync=False)
+        log.durability.file_written(cache.path)
     log.leader_epoch = max(cache.latest_epoch or 0, 0)
     log.recovery_point = min(max(log.recovery_point, 0), end)
     return log

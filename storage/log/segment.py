@@ -242,10 +242,10 @@ class LogSegment:
         self._write_all(views, start)
         if due:
             self._index_batches(start, batches, due)
-        else:
+        else:  # what the indexing loop would leave
+            self._bytes_since_last_index_entry = since + size
             if max_timestamp_and_offset[0] > self.max_timestamp_and_offset[0]:
                 self._max_ts = max_timestamp_and_offset
-            self._bytes_since_last_index_entry = since + size
         self.size = start + size
 
     def _write_all(self, views: list[memoryview], start: int) -> int:
