@@ -38,7 +38,7 @@ CHUNK_SCHEMA: Final = (
     "task int, topic string, partition int, records long, path string, position long, "
     "length long, data binary"
 )
-_CHUNK_ARROW: Final = pa.schema(
+CHUNK_ARROW: Final = pa.schema(
     [("task", pa.int32()), ("topic", pa.string()), ("partition", pa.int32()),
      ("records", pa.int64()),
      ("path", pa.string()), ("position", pa.int64()), ("length", pa.int64()),
@@ -227,7 +227,7 @@ class Encode:
                 where = (None, None, None, bytes(memoryview(encoded.data)[start:end]))
             values = (self.task, topic, partition, records, *where)
             yield pa.RecordBatch.from_pylist(
-                [dict(zip(_CHUNK_ARROW.names, values, strict=True))], schema=_CHUNK_ARROW
+                [dict(zip(CHUNK_ARROW.names, values, strict=True))], schema=CHUNK_ARROW
             )
         if self.out is not None:
             self.written += _end(encoded)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from kafkatier.sink.encode import CHUNK_SCHEMA, Encode, EncodePlan, TopicPlan
+from kafkatier.sink.encode import CHUNK_ARROW, CHUNK_SCHEMA, Encode, EncodePlan, TopicPlan
 from kafkatier.sink.jvm import JvmEncoder, input_error
 from kafkatier.sink.schema import SinkSchemaError
 from kafkatier.sink.stage import StagingPlace
@@ -201,10 +201,8 @@ def encoded_spans(
         raise mapped from None
 
 
-_SPAN_FIELDS: Final = ("task", "topic", "partition", "records", "path", "position", "length")
-_SPAN_SCHEMA: Final = pa.schema(list(zip(_SPAN_FIELDS, (
-    pa.int32(), pa.string(), pa.int32(), pa.int64(), pa.string(), pa.int64(), pa.int64()
-), strict=True)))  # fmt: skip
+_SPAN_SCHEMA: Final = pa.schema([field for field in CHUNK_ARROW if field.name != "data"])
+_SPAN_FIELDS: Final = tuple(_SPAN_SCHEMA.names)
 _ORDER: Final = [("topic", "ascending"), ("partition", "ascending"), ("task", "ascending"),
                  ("row", "ascending")]  # fmt: skip
 

@@ -37,7 +37,6 @@ from kafkatier.storage.producer.state import ProducerStateManager
 from kafkatier.storage.record.batch import RecordBatch
 
 _KIND = wire.ATTR_TRANSACTIONAL | wire.ATTR_CONTROL  # a data batch's: ATTR_TRANSACTIONAL alone
-_BELOW_ANY = -(1 << 64)  # below every int64 timestamp
 
 
 class CommittedLog(Protocol):
@@ -90,7 +89,7 @@ def write_committed(
     limit = min(rules.max_message_bytes, log.config.segment_bytes)
     retained = [m.last_seq for m in entry.batch_metadata]
     last_seq, offset = retained[-1], state.map_end_offset
-    first_offset, size, records, best = offset, len(marker), 1, (_BELOW_ANY, -1)
+    first_offset, size, records, largest = offset, len(marker), 1, timestamp
     metas, infos, position = [], [], 0
     for batch in batches:
         last = batch.last_sequence
@@ -110,8 +109,7 @@ def write_committed(
         offset += delta + 1
         size += length
         records += batch.records_count
-        if max_ts > best[0]:
-            best = (max_ts, offset - 1)
+        largest = max(largest, max_ts)
         metas.append(BatchMetadata(last, offset - 1, delta, max_ts))
         infos.append(BatchInfo(position, length, offset - 1, max_ts))
         position += length
@@ -121,14 +119,12 @@ def write_committed(
         return None
     own = bytearray(marker)
     assign_offset(own, offset, leader_epoch)
-    if timestamp > best[0]:
-        best = (timestamp, offset)
     views = [batch.buffer for batch in batches]
     views.append(memoryview(own))
     infos.append(BatchInfo(position, len(own), offset, timestamp))
-    log.segments[-1].append_placed(views, infos, size, best)
+    log.segments[-1].append_placed(views, infos)
     state.add_committed(producer_id, metas, coordinator_epoch, timestamp, offset + 1)
-    return LogAppendInfo(first_offset, offset, best[0], len(batches) + 1, records, 0)
+    return LogAppendInfo(first_offset, offset, largest, len(batches) + 1, records, 0)
 
 
 def _full_path_due(

@@ -207,13 +207,18 @@ class LogSegment:
             )
         if self.size == 0:
             self.rolling_based_timestamp = max(b.max_timestamp for b in batches)
-        start = self.size
         if isinstance(data, (bytes, bytearray, memoryview)):
             views = [memoryview(data).cast("B")]
-        elif len(data) > IOV_MAX:
-            views = [memoryview(b"".join(data))]
         else:
             views = [memoryview(part).cast("B") for part in data]
+        self.append_placed(views, batches)
+
+    def append_placed(self, views: list[memoryview], batches: Sequence[BatchInfo]) -> None:
+        """:meth:`append` of whole batches a caller checked (``views`` of their bytes; offsets
+        that fit this segment, which is not empty: the sink's one-pass committed write)."""
+        if len(views) > IOV_MAX:
+            views = [memoryview(b"".join(views))]
+        start = self.size
         # Whether any batch is due an entry: the bytes since the last one before the last batch
         # (the usual small append has none, and skips the reservation and the entry checks).
         due = self._entry_due(
@@ -223,29 +228,6 @@ class LogSegment:
             self._reserve_index_entries(batches)
         size = self._write_all(views, start)
         self._index_batches(start, batches, due)
-        self.size = start + size
-
-    def append_placed(
-        self, views: list[memoryview], batches: Sequence[BatchInfo], size: int,
-        max_timestamp_and_offset: tuple[int, int],
-    ) -> None:  # fmt: skip
-        """:meth:`append` of whole batches a caller checked (``views`` of their bytes, ``size``
-        in all; offsets that fit this segment, which is not empty; their largest timestamp and
-        the last offset of the first batch holding it): the usual small append is due no index
-        entry and skips the per-batch indexing."""
-        start, since = self.size, self._bytes_since_last_index_entry
-        if len(views) > IOV_MAX:
-            views = [memoryview(b"".join(views))]
-        due = self._entry_due(since + size - batches[-1].size)
-        if due:
-            self._reserve_index_entries(batches)
-        self._write_all(views, start)
-        if due:
-            self._index_batches(start, batches, due)
-        else:  # what the indexing loop would leave
-            self._bytes_since_last_index_entry = since + size
-            if max_timestamp_and_offset[0] > self.max_timestamp_and_offset[0]:
-                self._max_ts = max_timestamp_and_offset
         self.size = start + size
 
     def _write_all(self, views: list[memoryview], start: int) -> int:
