@@ -4,7 +4,8 @@ A run of compressed, non-transactional, non-control v2 batches is *inflated*: ea
 records are decompressed and put behind a copy of its header with the codec bits cleared, so the
 run becomes a buffer of plain batches that ``map_chunk`` and ``filter_chunk`` take whole (one
 call for the run instead of several Python steps per batch; measured on the compaction bench with
-lz4 input, the per-batch Python path cost four times the codec). The kernels never read the CRC,
+lz4 input, the per-batch Python path cost four times the codec; ``kernels.codec_runs`` inflates
+and deflates runs of lz4 and zstd batches in one call each). The kernels never read the CRC,
 so the stale one does not matter. What ``filter_chunk`` writes is then put back: a batch it
 copied unchanged (same record count and attributes) is written as the original compressed bytes,
 as Kafka copies a batch all of whose records survive; a rebuilt one gets its records compressed
@@ -22,7 +23,7 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
-from kafkatier.storage.cleaner.kernels import lz4_runs as kernel
+from kafkatier.storage.cleaner.kernels import codec_runs as kernel
 from kafkatier.storage.errors import KafkaTierError
 from kafkatier.storage.log.batch_position import BatchInfo
 from kafkatier.storage.record.builder import _assemble
@@ -74,6 +75,7 @@ def _view(chunk: Chunk) -> memoryview:
 
 
 _CODECS: Final = {int(c): c for c in Codec}  # ids 5-7 are no codec: None, not Codec(n)'s raise
+_KERNEL_CODECS: Final = (Codec.LZ4, Codec.ZSTD)  # what kernels.codec_runs writes back
 
 
 def _compressed_data_batch(chunk: memoryview, pos: int) -> tuple[int, int, int]:
@@ -118,7 +120,9 @@ def inflate(
     view = _view(chunk)
     scratch = Scratch() if scratch is None else scratch
     run = Inflated(np.empty(0, np.uint8))
-    pos, total = _inflate_lz4(view, pos, max_bytes, scratch, run) if kernel.AVAILABLE else (pos, 0)
+    total = 0
+    if kernel.AVAILABLE:
+        pos, total = _inflate_kernel(view, pos, max_bytes, scratch, run)
     while total < max_bytes:
         size, base, attrs = _compressed_data_batch(view, pos)
         if not size:
@@ -149,19 +153,19 @@ def inflate(
     return run
 
 
-def _inflate_lz4(
+def _inflate_kernel(
     view: memoryview, pos: int, max_bytes: int, scratch: Scratch, run: Inflated
 ) -> tuple[int, int]:
-    """The run's first batches that ``kernels.lz4_runs`` takes (Kafka's one-block lz4 frames), in
-    one call: (where the rest of the run starts, bytes inflated)."""
+    """The run's first batches that ``kernels.codec_runs`` takes (Kafka's one-block lz4 frames,
+    zstd frames), in one call: (where the rest of the run starts, bytes inflated)."""
     out = scratch.room(0, max_bytes + kernel.ROOM)
     meta = np.empty((len(view) // BATCH_HEADER_SIZE + 1, kernel.META), dtype=np.int64)
-    pos, count, total = kernel.inflate_lz4(np.frombuffer(view, dtype=np.uint8), pos, max_bytes,
-                                           np.frombuffer(out, dtype=np.uint8), meta)  # fmt: skip
+    pos, count, total = kernel.inflate_runs(np.frombuffer(view, dtype=np.uint8), pos, max_bytes,
+                                            np.frombuffer(out, dtype=np.uint8), meta)  # fmt: skip
     if count:
         columns = meta[:count].T.tolist()
-        run.starts, run.real_starts, run.real_sizes, run.last_offsets = columns
-        run.codecs = [Codec.LZ4] * count
+        run.starts, run.real_starts, run.real_sizes, run.last_offsets = columns[:4]
+        run.codecs = [_CODECS[c] for c in columns[4]]
     return int(pos), int(total)
 
 
@@ -173,8 +177,8 @@ def deflate(
     view = _view(chunk)
     found = np.asarray(rows, dtype=np.int64).reshape(-1, 4)
     done, data, infos = 0, bytearray(), list[BatchInfo]()
-    if kernel.AVAILABLE and len(found) and all(codec is Codec.LZ4 for codec in run.codecs):
-        done, data, infos = _deflate_lz4(run, view, out, found)
+    if kernel.AVAILABLE and len(found) and all(c in _KERNEL_CODECS for c in run.codecs):
+        done, data, infos = _deflate_kernel(run, view, out, found)
     rest = found[done:].tolist()
     by_last = {last: i for i, last in enumerate(run.last_offsets)} if rest else {}
     for position, size, last, max_ts in rest:
@@ -196,20 +200,21 @@ def deflate(
     return bytes(data), infos
 
 
-def _deflate_lz4(
+def _deflate_kernel(
     run: Inflated, view: memoryview, out: U8, rows: npt.NDArray[np.int64]
 ) -> tuple[int, bytearray, list[BatchInfo]]:
-    """:func:`deflate`'s first rows written by ``kernels.lz4_runs`` in one call: (rows done,
+    """:func:`deflate`'s first rows written by ``kernels.codec_runs`` in one call: (rows done,
     their stored batches, their infos). Room: a batch kept whole takes its stored size, a
-    rebuilt one at most its plain size and the frame's 15 bytes (a raw block)."""
-    room = sum(run.real_sizes) + int(rows[:, 1].sum()) + kernel.FRAME_OVERHEAD * len(rows)
+    rebuilt one at most its plain size and its codec's framing (``kernels.codec_runs.SLACK``)."""
+    plain = int(rows[:, 1].sum())
+    room = sum(run.real_sizes) + plain + (plain >> 8) + len(rows) * kernel.SLACK
     dst = np.empty(room, dtype=np.uint8)
     infos = np.empty_like(rows)
-    done, written = kernel.deflate_lz4(
+    done, written = kernel.deflate_runs(
         out, rows, run.data, np.asarray(run.starts, dtype=np.int64),
-        np.asarray(run.last_offsets, dtype=np.int64), np.frombuffer(view, dtype=np.uint8),
-        np.asarray(run.real_starts, dtype=np.int64), np.asarray(run.real_sizes, dtype=np.int64),
-        dst, infos,
+        np.asarray(run.last_offsets, dtype=np.int64), np.asarray(run.codecs, dtype=np.int64),
+        np.frombuffer(view, dtype=np.uint8), np.asarray(run.real_starts, dtype=np.int64),
+        np.asarray(run.real_sizes, dtype=np.int64), dst, infos,
     )  # fmt: skip
     return done, bytearray(dst[:written]), [BatchInfo(*row) for row in infos[:done].tolist()]
 

@@ -1,5 +1,6 @@
 """``compressed.inflate``: which batches a run of compressed data batches takes, and that anything
-else is left to the Python path (which reports it) rather than raised from here."""
+else is left to the Python path (which reports it) rather than raised from here; the kernels of
+``kernels.codec_runs`` (lz4 and zstd runs) against the Python loop, byte for byte."""
 
 from __future__ import annotations
 
@@ -8,18 +9,45 @@ from typing import Any
 
 import numpy as np
 import pytest
+import zstandard
 
 from kafkatier.storage.cleaner.compressed import Scratch, deflate, inflate
-from kafkatier.storage.cleaner.kernels import lz4_runs as kernel
+from kafkatier.storage.cleaner.kernels import codec_runs as kernel
 from kafkatier.storage.record.batch import RecordBatch
-from kafkatier.storage.record.builder import build_batch
+from kafkatier.storage.record.builder import _assemble, build_batch
 from kafkatier.storage.record.record import Record
-from kafkatier.storage.wire import ATTRIBUTES_OFFSET, Codec
+from kafkatier.storage.wire import ATTRIBUTES_OFFSET, BATCH_HEADER, BATCH_HEADER_SIZE, Codec
 
 
-def lz4_batch(base: int, n: int = 3) -> bytearray:
+def lz4_batch(base: int, n: int = 3, codec: Codec = Codec.LZ4) -> bytearray:
     records = [Record(base + i, 1_700_000_000_000, b"k%d" % i, b"v" * 50) for i in range(n)]
-    return bytearray(build_batch(records, codec=Codec.LZ4))
+    return bytearray(build_batch(records, codec=codec))
+
+
+def zstd_batch(base: int, n: int = 3) -> bytearray:
+    return lz4_batch(base, n, Codec.ZSTD)
+
+
+def reframed(batch: bytearray, frames: Any) -> bytearray:
+    """The zstd batch with its records framed by ``frames(plain records)`` instead."""
+    plain = zstandard.ZstdDecompressor().decompress(bytes(batch[BATCH_HEADER_SIZE:]))
+    base, _, ple, _, _, attrs, *rest = BATCH_HEADER.unpack_from(batch)
+    return bytearray(_assemble(frames(plain), base, ple, attrs, *rest))
+
+
+def streamed(plain: bytes) -> bytes:
+    """As Kafka's Java producer frames zstd (a stream: no content size in the frame)."""
+    stream = zstandard.ZstdCompressor(level=3, write_content_size=False).compressobj()
+    return stream.compress(plain) + stream.flush()
+
+
+def two_frames(plain: bytes) -> bytes:
+    one = zstandard.ZstdCompressor(level=3)
+    return one.compress(plain[:40]) + one.compress(plain[40:])
+
+
+def cut_short(plain: bytes) -> bytes:
+    return zstandard.ZstdCompressor(level=3).compress(plain)[:-4]
 
 
 def test_a_run_of_compressed_batches_is_inflated_whole() -> None:
@@ -71,6 +99,13 @@ def corrupt_block(batch: bytearray) -> bytearray:
     return bad
 
 
+def big(base: int, codec: Codec, seed: int = 0) -> bytearray:
+    """A batch of 120,000 bytes of records (lz4: a frame of several blocks)."""
+    records = [Record(base + i, 1_700_000_000_000, b"k", bytes([i + seed]) * 40_000)
+               for i in range(3)]  # fmt: skip
+    return bytearray(build_batch(records, codec=codec))
+
+
 RUNS = {
     "lz4 only": [lz4_batch(0), lz4_batch(3), lz4_batch(6, 40)],
     "raw lz4 block": [lz4_batch(0), bytearray(build_batch(  # incompressible: stored raw
@@ -78,25 +113,35 @@ RUNS = {
         codec=Codec.LZ4))],
     "then zstd, then lz4": [lz4_batch(0), bytearray(build_batch(
         [Record(3, 1_700_000_000_000, b"z", b"w" * 90)], codec=Codec.ZSTD)), lz4_batch(4)],
-    "a multi-block frame": [lz4_batch(0), bytearray(build_batch(
-        [Record(3 + i, 1_700_000_000_000, b"k", bytes([i]) * 40_000) for i in range(3)],
-        codec=Codec.LZ4)), lz4_batch(6)],
+    "a multi-block frame": [lz4_batch(0), big(3, Codec.LZ4), lz4_batch(6)],
     "a block that does not decode": [lz4_batch(0), corrupt_block(lz4_batch(3)), lz4_batch(6)],
     "a batch cut short": [lz4_batch(0), lz4_batch(3)[:-5]],
+    "zstd only": [zstd_batch(0), zstd_batch(3), zstd_batch(6, 40)],
+    "zstd without a content size": [zstd_batch(0), reframed(zstd_batch(3), streamed),
+                                    zstd_batch(6)],
+    "zstd, two frames in a batch": [zstd_batch(0), reframed(zstd_batch(3, 9), two_frames)],
+    "a zstd frame cut short": [zstd_batch(0), reframed(zstd_batch(3, 9), cut_short),
+                               zstd_batch(12)],
+    "a large zstd batch, then gzip": [zstd_batch(0), big(3, Codec.ZSTD),
+                                      lz4_batch(6, codec=Codec.GZIP), zstd_batch(9)],
 }  # fmt: skip
 
 
+@pytest.mark.parametrize("max_bytes", [1 << 20, 1000])
 @pytest.mark.parametrize("name", RUNS)
-def test_the_lz4_kernel_inflates_as_the_python_loop(name: str, monkeypatch: Any) -> None:
-    """``kernels.lz4_runs`` (Kafka's one-block lz4 frames in one numba call, liblz4 linked by
-    name) takes what it can of a run and the Python loop the rest: the result is the Python
-    loop's alone, byte for byte, wherever the kernel stops."""
-    assert kernel.AVAILABLE  # python-lz4's extension exports LZ4_decompress_safe
+def test_the_kernel_inflates_as_the_python_loop(
+    name: str, max_bytes: int, monkeypatch: Any
+) -> None:
+    """``kernels.codec_runs`` (Kafka's one-block lz4 frames and zstd frames in one numba call,
+    liblz4 and libzstd linked by name) takes what it can of a run and the Python loop the rest:
+    the result is the Python loop's alone, byte for byte, wherever the kernel stops (with
+    ``max_bytes`` 1000 a large batch finds too little room left for the kernel)."""
+    assert kernel.AVAILABLE  # python-lz4's and zstandard's extensions export the functions
     chunk = np.frombuffer(bytes(b"".join(RUNS[name])), dtype=np.uint8)
 
     def runs() -> list[tuple[Any, ...]]:
         found, pos = [], 0
-        while (run := inflate(chunk, pos, 1 << 20)) is not None:
+        while (run := inflate(chunk, pos, max_bytes)) is not None:
             found.append((run.data.tobytes(), run.starts, run.real_starts, run.real_sizes,
                           run.codecs, run.last_offsets))  # fmt: skip
             pos = run.real_starts[-1] + run.real_sizes[-1]
@@ -107,17 +152,19 @@ def test_the_lz4_kernel_inflates_as_the_python_loop(name: str, monkeypatch: Any)
     assert with_kernel == runs() and with_kernel
 
 
-def test_the_lz4_kernel_deflates_as_the_python_loop(monkeypatch: Any) -> None:
+@pytest.mark.parametrize("codec", [Codec.LZ4, Codec.ZSTD])
+def test_the_kernel_deflates_as_the_python_loop(codec: Codec, monkeypatch: Any) -> None:
     """What the filter wrote for a run goes back as stored batches the same way with the
     kernel as without: a batch kept whole as its original bytes, rebuilt ones compressed
-    (compressible, incompressible: a raw block, no records at all) with length, codec and CRC,
-    and one of more than 64 KiB of records, which the kernel leaves to the Python loop."""
+    (compressible, incompressible: an lz4 raw block, no records at all) with length, codec and
+    CRC, and one of more than 64 KiB of records (lz4: left to the Python loop; zstd: one
+    frame, as zstandard's one-shot compressor writes it)."""
     noise = random.Random(11)
-    batches = [lz4_batch(0), lz4_batch(3, 30), bytearray(build_batch(
-        [Record(33, 1_700_000_000_000, b"k", noise.randbytes(900))], codec=Codec.LZ4)),
-        lz4_batch(34, 2), bytearray(build_batch(
+    batches = [lz4_batch(0, 3, codec), lz4_batch(3, 30, codec), bytearray(build_batch(
+        [Record(33, 1_700_000_000_000, b"k", noise.randbytes(900))], codec=codec)),
+        lz4_batch(34, 2, codec), bytearray(build_batch(
         [Record(36 + i, 1_700_000_000_000, b"k", noise.randbytes(30_000)) for i in range(3)],
-        codec=Codec.LZ4))]  # fmt: skip
+        codec=codec))]  # fmt: skip
     chunk = np.frombuffer(bytes(b"".join(batches)), dtype=np.uint8)
     run = inflate(chunk, 0, 1 << 22)
     assert run is not None and len(run.starts) == len(batches)
@@ -142,4 +189,19 @@ def test_the_lz4_kernel_deflates_as_the_python_loop(monkeypatch: Any) -> None:
     assert stored[: first.size_in_bytes] == bytes(batches[0])  # kept whole: the original
     for info in with_kernel[1][1:]:
         batch = RecordBatch(stored[info.position :])
-        assert batch.is_valid() and batch.codec == Codec.LZ4
+        assert batch.is_valid() and batch.codec == codec
+
+
+@pytest.mark.parametrize(("name", "taken"), [
+    ("zstd only", 3), ("zstd without a content size", 3), ("zstd, two frames in a batch", 2),
+    ("a zstd frame cut short", 1), ("then zstd, then lz4", 3), ("a multi-block frame", 1),
+])  # fmt: skip
+def test_the_kernel_takes_the_batches_it_can_decode(name: str, taken: int) -> None:
+    """How far one kernel call gets into a run: every lz4 and zstd batch (a zstd frame without
+    a content size, as Kafka's Java producer writes it, and several frames in one batch too),
+    up to a frame cut short or an lz4 frame of several blocks."""
+    chunk = np.frombuffer(bytes(b"".join(RUNS[name])), dtype=np.uint8)
+    out = np.empty((1 << 20) + kernel.ROOM, dtype=np.uint8)
+    meta = np.empty((64, kernel.META), dtype=np.int64)
+    _, count, _ = kernel.inflate_runs(chunk, 0, 1 << 20, out, meta)
+    assert count == taken
