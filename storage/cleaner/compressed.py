@@ -75,7 +75,6 @@ def _view(chunk: Chunk) -> memoryview:
 
 
 _CODECS: Final = {int(c): c for c in Codec}  # ids 5-7 are no codec: None, not Codec(n)'s raise
-_KERNEL_CODECS: Final = (Codec.LZ4, Codec.ZSTD)  # what kernels.codec_runs writes back
 
 
 def _compressed_data_batch(chunk: memoryview, pos: int) -> tuple[int, int, int]:
@@ -177,7 +176,7 @@ def deflate(
     view = _view(chunk)
     found = np.asarray(rows, dtype=np.int64).reshape(-1, 4)
     done, data, infos = 0, bytearray(), list[BatchInfo]()
-    if kernel.AVAILABLE and len(found) and all(c in _KERNEL_CODECS for c in run.codecs):
+    if kernel.AVAILABLE and len(found) and all(c in kernel.CODECS for c in run.codecs):
         done, data, infos = _deflate_kernel(run, view, out, found)
     rest = found[done:].tolist()
     by_last = {last: i for i, last in enumerate(run.last_offsets)} if rest else {}

@@ -32,10 +32,11 @@ from __future__ import annotations
 
 import ctypes.util
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import numba
 import numpy as np
+import zstandard
 from numba import types
 
 from kafkatier.storage.cleaner.kernels.chunks import be, crc32c, put_be
@@ -63,8 +64,8 @@ _LZ4 = int(Codec.LZ4)
 _ZSTD = int(Codec.ZSTD)
 _RAW = RAW_BLOCK
 _LAST_OFFSET_DELTA = 23  # the header field after the attributes
-
-
+CODECS: Final = (Codec.LZ4, Codec.ZSTD)
+"""The codecs whose runs the kernels inflate and write back."""
 SLACK = 160
 """Room a rebuilt batch may need beyond its plain size and ``size >> 8``: an lz4 frame's 15
 bytes, or what ``ZSTD_compressBound`` adds (zstd.h: at most 64 under 128 KiB, ``size >> 8`` over
@@ -73,15 +74,8 @@ it)."""
 
 def _zstd_library() -> str | None:
     """zstandard's cffi extension (it exports libzstd's functions), else the system's libzstd."""
-    try:
-        import zstandard
-
-        found = sorted(Path(zstandard.__file__).parent.glob("_cffi*.so"))
-        if found:
-            return str(found[0])
-    except ImportError:
-        pass
-    return ctypes.util.find_library("zstd")
+    found = sorted(Path(zstandard.__file__).parent.glob("_cffi*.so"))
+    return str(found[0]) if found else ctypes.util.find_library("zstd")
 
 
 def _load() -> bool:

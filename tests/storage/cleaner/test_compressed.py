@@ -19,13 +19,14 @@ from kafkatier.storage.record.record import Record
 from kafkatier.storage.wire import ATTRIBUTES_OFFSET, BATCH_HEADER, BATCH_HEADER_SIZE, Codec
 
 
-def lz4_batch(base: int, n: int = 3, codec: Codec = Codec.LZ4) -> bytearray:
+def data_batch(base: int, n: int = 3, codec: Codec = Codec.LZ4) -> bytearray:
+    """``n`` records from offset ``base``, compressed with ``codec`` (lz4 unless said)."""
     records = [Record(base + i, 1_700_000_000_000, b"k%d" % i, b"v" * 50) for i in range(n)]
     return bytearray(build_batch(records, codec=codec))
 
 
 def zstd_batch(base: int, n: int = 3) -> bytearray:
-    return lz4_batch(base, n, Codec.ZSTD)
+    return data_batch(base, n, Codec.ZSTD)
 
 
 def reframed(batch: bytearray, frames: Any) -> bytearray:
@@ -51,7 +52,7 @@ def cut_short(plain: bytes) -> bytes:
 
 
 def test_a_run_of_compressed_batches_is_inflated_whole() -> None:
-    chunk = np.frombuffer(bytes(lz4_batch(0) + lz4_batch(3)), dtype=np.uint8)
+    chunk = np.frombuffer(bytes(data_batch(0) + data_batch(3)), dtype=np.uint8)
     run = inflate(chunk, 0, 1 << 20)
     assert run is not None
     assert run.last_offsets == [2, 5] and run.codecs == [Codec.LZ4, Codec.LZ4]
@@ -59,9 +60,9 @@ def test_a_run_of_compressed_batches_is_inflated_whole() -> None:
 
 
 def test_an_unknown_codec_id_ends_the_run_instead_of_raising() -> None:
-    bad = lz4_batch(3)
+    bad = data_batch(3)
     bad[ATTRIBUTES_OFFSET + 1] = (bad[ATTRIBUTES_OFFSET + 1] & ~0x07) | 0x05  # codec id 5
-    chunk = np.frombuffer(bytes(lz4_batch(0) + bad), dtype=np.uint8)
+    chunk = np.frombuffer(bytes(data_batch(0) + bad), dtype=np.uint8)
     run = inflate(chunk, 0, 1 << 20)
     assert run is not None and run.last_offsets == [2]  # the run stops before it
     assert inflate(chunk, run.real_sizes[0], 1 << 20) is None  # left to the Python path
@@ -73,7 +74,7 @@ def test_runs_inflated_into_one_scratch_hold_each_batch_decompressed() -> None:
     also when a batch outgrows the buffer (it is replaced, not resized under the last run)."""
     big = [Record(7 + i, 1_700_000_000_000, b"k", bytes([i % 7]) * 300_000) for i in range(8)]
     small = [Record(3 + i, 1_700_000_000_000, b"z%d" % i, b"w" * 90) for i in range(4)]
-    batches = [lz4_batch(0), bytearray(build_batch(small, codec=Codec.ZSTD)),
+    batches = [data_batch(0), bytearray(build_batch(small, codec=Codec.ZSTD)),
                bytearray(build_batch(big, codec=Codec.LZ4))]  # fmt: skip
     scratch = Scratch()
     previous = None
@@ -99,23 +100,23 @@ def corrupt_block(batch: bytearray) -> bytearray:
     return bad
 
 
-def big(base: int, codec: Codec, seed: int = 0) -> bytearray:
+def big(base: int, codec: Codec) -> bytearray:
     """A batch of 120,000 bytes of records (lz4: a frame of several blocks)."""
-    records = [Record(base + i, 1_700_000_000_000, b"k", bytes([i + seed]) * 40_000)
+    records = [Record(base + i, 1_700_000_000_000, b"k", bytes([i]) * 40_000)
                for i in range(3)]  # fmt: skip
     return bytearray(build_batch(records, codec=codec))
 
 
 RUNS = {
-    "lz4 only": [lz4_batch(0), lz4_batch(3), lz4_batch(6, 40)],
-    "raw lz4 block": [lz4_batch(0), bytearray(build_batch(  # incompressible: stored raw
+    "lz4 only": [data_batch(0), data_batch(3), data_batch(6, 40)],
+    "raw lz4 block": [data_batch(0), bytearray(build_batch(  # incompressible: stored raw
         [Record(3, 1_700_000_000_000, b"k", random.Random(7).randbytes(1000))],
         codec=Codec.LZ4))],
-    "then zstd, then lz4": [lz4_batch(0), bytearray(build_batch(
-        [Record(3, 1_700_000_000_000, b"z", b"w" * 90)], codec=Codec.ZSTD)), lz4_batch(4)],
-    "a multi-block frame": [lz4_batch(0), big(3, Codec.LZ4), lz4_batch(6)],
-    "a block that does not decode": [lz4_batch(0), corrupt_block(lz4_batch(3)), lz4_batch(6)],
-    "a batch cut short": [lz4_batch(0), lz4_batch(3)[:-5]],
+    "then zstd, then lz4": [data_batch(0), bytearray(build_batch(
+        [Record(3, 1_700_000_000_000, b"z", b"w" * 90)], codec=Codec.ZSTD)), data_batch(4)],
+    "a multi-block frame": [data_batch(0), big(3, Codec.LZ4), data_batch(6)],
+    "a block that does not decode": [data_batch(0), corrupt_block(data_batch(3)), data_batch(6)],
+    "a batch cut short": [data_batch(0), data_batch(3)[:-5]],
     "zstd only": [zstd_batch(0), zstd_batch(3), zstd_batch(6, 40)],
     "zstd without a content size": [zstd_batch(0), reframed(zstd_batch(3), streamed),
                                     zstd_batch(6)],
@@ -123,7 +124,7 @@ RUNS = {
     "a zstd frame cut short": [zstd_batch(0), reframed(zstd_batch(3, 9), cut_short),
                                zstd_batch(12)],
     "a large zstd batch, then gzip": [zstd_batch(0), big(3, Codec.ZSTD),
-                                      lz4_batch(6, codec=Codec.GZIP), zstd_batch(9)],
+                                      data_batch(6, codec=Codec.GZIP), zstd_batch(9)],
 }  # fmt: skip
 
 
@@ -160,9 +161,9 @@ def test_the_kernel_deflates_as_the_python_loop(codec: Codec, monkeypatch: Any) 
     CRC, and one of more than 64 KiB of records (lz4: left to the Python loop; zstd: one
     frame, as zstandard's one-shot compressor writes it)."""
     noise = random.Random(11)
-    batches = [lz4_batch(0, 3, codec), lz4_batch(3, 30, codec), bytearray(build_batch(
+    batches = [data_batch(0, 3, codec), data_batch(3, 30, codec), bytearray(build_batch(
         [Record(33, 1_700_000_000_000, b"k", noise.randbytes(900))], codec=codec)),
-        lz4_batch(34, 2, codec), bytearray(build_batch(
+        data_batch(34, 2, codec), bytearray(build_batch(
         [Record(36 + i, 1_700_000_000_000, b"k", noise.randbytes(30_000)) for i in range(3)],
         codec=codec))]  # fmt: skip
     chunk = np.frombuffer(bytes(b"".join(batches)), dtype=np.uint8)
