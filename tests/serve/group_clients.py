@@ -56,11 +56,16 @@ class KafkaPythonMember:
         self.consumer = KafkaConsumer(*topics, **{
             "bootstrap_servers": f"127.0.0.1:{port}", "group_id": group,
             "enable_auto_commit": False, "auto_offset_reset": "earliest",
-            "heartbeat_interval_ms": HEARTBEAT_MS,
-            # kafka-python may join before its first Metadata answer and be assigned nothing
-            # ("No partition metadata for topic"); it rejoins at its next metadata refresh
-            "metadata_max_age_ms": 1000, **extra,
+            "heartbeat_interval_ms": HEARTBEAT_MS, **extra,
         })  # fmt: skip
+        # Metadata first: a leader that joins before its first Metadata answer assigns
+        # nothing ("No partition metadata for topic") and rejoins when the answer comes, and
+        # kafka-python 3.0.12 can drop that rejoin's assignment for good: if a poll's timeout
+        # ends while the JoinGroup/SyncGroup task is finishing, its next poll finds nothing to
+        # rejoin for (the metadata snapshots agree) and never applies the result. With no
+        # initial rebalance delay (GROUPS) this hung about 1 poll in 12 under CPU load.
+        for topic in topics:
+            self.consumer.partitions_for_topic(topic)
 
     def poll(self, most: int = 500) -> list[Row]:
         found = self.consumer.poll(timeout_ms=200, max_records=most)
