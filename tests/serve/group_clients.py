@@ -212,9 +212,10 @@ Rows = dict[int, list[Row]]
 
 
 def poll_until(members: list[GroupMember], done: Callable[[Rows], bool], what: str,
-               most: int = 500, seconds: float = 20) -> Rows:  # fmt: skip
+               most: int = 500, seconds: float = 60) -> Rows:  # fmt: skip
     """Poll every member in turn (``most`` records a poll) until ``done(rows)``; each
-    member's rows by its index in ``members``."""
+    member's rows by its index in ``members``. ``seconds``: a deadline, far above the 1-3 s
+    these waits take alone, for a machine busy with the suite's other worker."""
     rows: Rows = {i: [] for i in range(len(members))}
     deadline = time.monotonic() + seconds
     while not done(rows):
