@@ -1,5 +1,6 @@
 package io.kafkatier.sink;
 
+import java.io.BufferedOutputStream;
 import java.io.File;
 import java.io.FileNotFoundException;
 import java.io.FileOutputStream;
@@ -16,13 +17,17 @@ import org.apache.spark.sql.RowFactory;
  * may exceed it), in the schema of sink/encode.py's CHUNK_SCHEMA: (task, topic, partition,
  * records, path, position, length, data). Staged: the batches are appended to the task
  * attempt's staging file (sink/stage.py) and the row holds path/position/length; otherwise the
- * row carries the bytes in data.
+ * row carries the bytes in data. The file is written through a 1 MiB buffer: at 1,024
+ * partitions a task closes a batch of a few KiB for each, and a write call a batch cost the
+ * job about 9 ms of CPU a micro-batch of 200,000 rows (Spark's stage metrics, ad hoc).
  */
 final class PieceOutput implements AutoCloseable {
+  private static final int WRITE_BUFFER = 1 << 20;
   private final int task;
   private final int chunkBytes;
   private final String path;
   private final FileOutputStream file;
+  private final BufferedOutputStream buffered;
   private final List<Row> rows = new ArrayList<>();
   private final Bytes pending = new Bytes(1024 * 1024); // inline mode: the open piece's bytes
   private long written; // staged: bytes in the file
@@ -38,6 +43,7 @@ final class PieceOutput implements AutoCloseable {
     if (stagingDir == null) {
       path = null;
       file = null;
+      buffered = null;
       return;
     }
     File dir = new File(stagingDir);
@@ -54,6 +60,7 @@ final class PieceOutput implements AutoCloseable {
     } catch (FileNotFoundException e) {
       throw new UncheckedIOException(e);
     }
+    buffered = new BufferedOutputStream(file, WRITE_BUFFER);
   }
 
   /** Takes the closed batches in buf (all of one partition, `count` records). */
@@ -68,7 +75,7 @@ final class PieceOutput implements AutoCloseable {
     }
     if (file != null) {
       try {
-        file.write(buf.data, 0, buf.size);
+        buffered.write(buf.data, 0, buf.size);
       } catch (IOException e) {
         throw new UncheckedIOException("writing " + path, e);
       }
@@ -105,6 +112,7 @@ final class PieceOutput implements AutoCloseable {
     emit();
     if (file != null) {
       try {
+        buffered.flush();
         file.getFD().sync();
       } catch (IOException e) {
         throw new UncheckedIOException("syncing " + path, e);
