@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 # pytest-xdist workers for `make test`, each a process with its own SparkSession and S3 server,
-# whole test files to one worker: 2 takes the suite from about 30 to about 18 minutes here
+# whole test files to one worker: 2 took the suite from 26-30 minutes to 10.5-19 here (2026-11-28)
 TEST_WORKERS ?= 2
 
 .PHONY: run test lint typecheck bench clean venv java-client
