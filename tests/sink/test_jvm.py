@@ -73,6 +73,26 @@ def test_jvm_and_python_encoders_write_the_same_records(
     assert every == sorted((r for rows in written["python"].values() for r in rows), key=repr)
 
 
+def test_a_file_source_is_encoded_from_its_column_batches(spark: Any, tmp_path: Path) -> None:
+    """A DataFrame read from Parquet (a columnar scan Spark turns into rows) is encoded from the
+    scan's column batches instead: the same records as the Python encoder writes, nested
+    headers, explicit partitions, timestamps and nulls included. A plan that computes on the
+    rows (a projection) keeps the row path."""
+    mixed_rows(spark, ROWS).write.parquet(str(tmp_path / "in"))
+    df = spark.read.parquet(str(tmp_path / "in"))
+    encoder = jvm.JvmEncoder.load(df).handle
+    assert encoder.readsColumns(df._jdf)
+    assert not encoder.readsColumns(df.withColumn("value", df.value.substr(1, 3))._jdf)
+    written = {}
+    for name in ("jvm", "python"):
+        log_dir = tmp_path / name
+        KafkaLogSink(log_dir, topic="t", partitions=4, compression="lz4", encoder=name)(df, 0)
+        assert verify_paths([log_dir]) == []
+        written[name] = sorted((r for rows in by_partition(log_dir, "t").values() for r in rows),
+                               key=repr)  # fmt: skip
+    assert written["jvm"] == written["python"] and len(written["jvm"]) == ROWS
+
+
 @pytest.mark.parametrize("codec", CODECS)
 def test_kafka_python_parses_every_jvm_batch(spark: Any, tmp_path: Path, codec: str) -> None:
     df = mixed_rows(spark, 500)
