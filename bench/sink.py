@@ -5,10 +5,12 @@
 
 Builds N rows (16-byte keys, 100-byte values) on local[2]: ``--input cached`` (the default) in a
 cached DataFrame; ``--input parquet`` written once to 8 Parquet files and read from them by every
-write, uncached, as a streaming query's micro-batch over a file source reads the files that
-landed (they are in the page cache, having just been written), and each round also times that
-read alone (Spark's ``noop`` writer). Then, in the same run and Spark session, alternating so
-that both see the same machine load, K times each:
+write, uncached (they are in the page cache, having just been written), and each round also
+times that read alone (Spark's ``noop`` writer). A batch DataFrame over Parquet files, which the
+JVM encoder reads from the scan's column batches: a streaming micro-batch over a file source
+reaches ``foreachBatch`` as rows instead, and ``bench/sink_stream.py`` measures that case.
+Then, in the same run and Spark session, alternating so that both see the same machine load, K
+times each:
 
 (a) ``df.write.parquet`` (Spark's default snappy compression) into a new directory, and
 (b) one micro-batch through ``KafkaLogSink(..., partitions=P, compression=..., encoder=...)``: the

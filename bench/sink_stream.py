@@ -1,0 +1,145 @@
+"""Benchmark: streaming micro-batches over a file source, through the sink and through Spark's
+Parquet file sink, as a streaming job meets them.
+
+    python bench/sink_stream.py [--rows N] [--partitions P] [--compression lz4] [--repeat K]
+                                [--warmup W]
+
+The input: N rows (16-byte keys, 100-byte values) written once as 8 Parquet files. Three
+streaming queries read their own source directory (``readStream.parquet``): (a) Spark's Parquet
+file sink (``writeStream.format("parquet")``), (b) the noop sink (reading the input alone) and
+(c) ``foreachBatch(KafkaLogSink(...))``. Each round, each query in turn (the order alternating)
+gets the 8 files (hard links, under a directory name of their own, renamed into its source
+directory at once) and runs once (``trigger(availableNow=True)``): one micro-batch of N rows.
+Timed: the micro-batch's ``addBatch`` (Spark's progress report), where the sink reads the new
+files and writes them; the query's start and its offset bookkeeping are not. The W warm-up
+rounds are not reported. Unlike ``bench/sink.py --input parquet`` (a batch DataFrame over
+Parquet files, which the JVM encoder reads from the scan's column batches), a micro-batch
+reaches ``foreachBatch`` as a scan of the rows Spark computed (Spark's ForeachBatchSink), so
+this is what a streaming job over a file source sees.
+
+Printed: the command, each side's best and median seconds with the runs and the median CPU
+seconds of the whole process tree while its query ran (its start included), and the ratios of
+the sink to the Parquet file sink (issue 18's goal: at most 0.7).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from _process import tree_cpu_seconds
+from spark_settings import spark_builder
+
+from kafkatier.sink import KafkaLogSink
+
+SIDES = ("parquet file sink", "noop (input read alone)", "kafkatier sink")
+
+
+def start_query(spark: Any, side: str, src: Path, work: Path, sink: Callable[..., None]) -> Any:
+    """One run of the side's streaming query over ``src`` (everything new in it)."""
+    reader = spark.readStream.schema("key binary, value binary").parquet(str(src / "*"))
+    name = side.split()[0]
+    writer = reader.writeStream.option("checkpointLocation", str(work / f"checkpoint-{name}"))
+    if side.startswith("parquet"):
+        writer = writer.format("parquet").option("path", str(work / "parquet-out"))
+    elif side.startswith("noop"):
+        writer = writer.format("noop")
+    else:
+        writer = writer.foreachBatch(sink)
+    return writer.trigger(availableNow=True).start()
+
+
+def one_batch(
+    spark: Any, side: str, work: Path, files: list[Path], r: int, sink: Any
+) -> tuple[float, float]:
+    """The side's next micro-batch (the 8 files again, new names): its addBatch seconds, and
+    the CPU seconds of the whole process tree while the query ran (its start included)."""
+    name = side.split()[0]
+    staging = work / f"staging-{name}-{r}"
+    staging.mkdir()
+    for i, f in enumerate(files):
+        os.link(f, staging / f"part-{r}-{i}.parquet")
+    src = work / f"src-{name}"
+    src.mkdir(exist_ok=True)
+    staging.rename(src / f"round-{r}")  # all 8 files appear at once
+    cpu = tree_cpu_seconds()
+    query = start_query(spark, side, src, work, sink)
+    query.awaitTermination()
+    cpu = tree_cpu_seconds() - cpu
+    progress = [p for p in query.recentProgress if p["numInputRows"]]
+    if len(progress) != 1 or progress[0]["numInputRows"] != rows_per_batch(files):
+        raise RuntimeError(f"{side}: expected one micro-batch of the round's rows: {progress}")
+    return float(progress[0]["durationMs"]["addBatch"]) / 1000, cpu
+
+
+def rows_per_batch(files: list[Path]) -> int:
+    import pyarrow.parquet as pq
+
+    return sum(pq.ParquetFile(f).metadata.num_rows for f in files)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--partitions", type=int, default=8)
+    parser.add_argument("--compression", default="lz4")
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--warmup", type=int, default=3, help="untimed rounds of every side")
+    args = parser.parse_args()
+    print("command:", " ".join([Path(sys.executable).name, *sys.argv]))
+    spark = spark_builder("kafkatier-bench-sink-stream").config(
+        "spark.ui.showConsoleProgress", "false"
+    ).getOrCreate()  # fmt: skip
+    spark.sparkContext.setLogLevel("ERROR")
+    work = Path(tempfile.mkdtemp(prefix="kafkatier-bench-sink-stream-"))
+    try:
+        spark.range(args.rows, numPartitions=2).selectExpr(
+            "CAST(lpad(CAST(id AS STRING), 16, 'k') AS BINARY) AS key",
+            "CAST(rpad(CAST(id AS STRING), 100, 'v') AS BINARY) AS value",
+        ).repartition(8).write.parquet(str(work / "input"))
+        files = sorted((work / "input").glob("*.parquet"))
+        sink = KafkaLogSink(work / "logs", topic="bench", partitions=args.partitions,
+                            compression=args.compression)  # fmt: skip
+        times: dict[str, list[tuple[float, float]]] = {side: [] for side in SIDES}
+        for r in range(args.warmup + args.repeat):
+            order = SIDES if r % 2 == 0 else SIDES[::-1]
+            for side in order:
+                took = one_batch(spark, side, work, files, r, sink)
+                if r >= args.warmup:
+                    times[side].append(took)
+        report(args, times)
+    finally:
+        spark.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def report(args: argparse.Namespace, times: dict[str, list[tuple[float, float]]]) -> None:
+    print(f"rows a micro-batch: {args.rows}, key 16 B, value 100 B, partitions: "
+          f"{args.partitions}, sink compression: {args.compression}, parquet: snappy, "
+          f"cores: {os.cpu_count()}, load average after: {os.getloadavg()[0]:.1f}")  # fmt: skip
+    for side, runs in times.items():
+        wall = [w for w, _ in runs]
+        cpu = statistics.median(c for _, c in runs)
+        print(f"{side:<24} addBatch best {min(wall):.2f} s, median {statistics.median(wall):.2f} s"
+              f" (runs: {' '.join(f'{t:.2f}' for t in wall)}); CPU median {cpu:.2f} s")  # fmt: skip
+    sink = [w for w, _ in times[SIDES[2]]]
+    parquet = [w for w, _ in times[SIDES[0]]]
+    ratios = [s / p for s, p in zip(sink, parquet, strict=True)]
+    medians = statistics.median(sink) / statistics.median(parquet)
+    print(f"ratio kafkatier sink / parquet file sink: {medians:.2f} (medians), "
+          f"{min(sink) / min(parquet):.2f} (best), rounds' own ratios median "
+          f"{statistics.median(ratios):.2f} (goal <= 0.7)")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
