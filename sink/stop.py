@@ -8,13 +8,20 @@ logs in a turn on the log dir (:meth:`KafkaLogSink.close`); a later batch reopen
 listener goes on the session that runs the query: a batch's DataFrame belongs to a clone of it,
 whose query manager never hears of the query. Where no listener can be registered (Spark Connect
 without them) the sink stays open as before, and ``close()`` does the same by hand.
+
+The listener takes Spark's events as they come from the JVM and looks only at a terminated
+query's id. pyspark's own listener wrapper turns every event into Python objects before calling
+its listener: each micro-batch's progress cost about seventy py4j reflection calls (each
+iteration over a Java collection ends in an exception pyspark classifies by name), in the
+driver's Python and in the JVM, beside the next micro-batch (a py4j trace and Java Flight
+Recorder samples of ``bench/sink_stream.py``).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 log = logging.getLogger(__name__)
 
@@ -24,35 +31,70 @@ def close_when_stopped(session: Any, query_id: str, close: Callable[[], None]) -
     False when no session running it takes a listener."""
     try:
         owner = _owner(session, query_id)
-        from pyspark.sql.streaming.listener import StreamingQueryListener
-
-        class CloseOnStop(StreamingQueryListener):
-            """Every end of the query (a restart from its checkpoint keeps its id): ``close``
-            is a no-op when nothing is open."""
-
-            def onQueryStarted(self, event: Any) -> None:
-                pass
-
-            def onQueryProgress(self, event: Any) -> None:
-                pass
-
-            def onQueryIdle(self, event: Any) -> None:
-                pass
-
-            def onQueryTerminated(self, event: Any) -> None:
-                if str(event.id) != query_id:
-                    return
-                try:
-                    close()
-                except Exception:  # the listener bus would only log it, with less context
-                    log.exception("closing the sink after query %s stopped failed", query_id)
-
-        owner.streams.addListener(CloseOnStop())
+        owner.streams.addListener(_listener(query_id, close))
         return True
     except Exception as exc:
         log.info("the sink cannot watch query %s for its end (%s): call close() when done",
                  query_id, exc)  # fmt: skip
         return False
+
+
+def _listener(query_id: str, close: Callable[[], None]) -> Any:
+    """A ``StreamingQueryListener`` whose JVM side hands it the raw events (module docstring):
+    every end of the query (a restart from its checkpoint keeps its id) calls ``close``, a
+    no-op when nothing is open."""
+    from pyspark import SparkContext
+    from pyspark.sql.streaming.listener import StreamingQueryListener
+
+    class OnEnd:
+        """Spark's ``PythonStreamingQueryListener``, implemented on the events as they come."""
+
+        def onQueryStarted(self, jevent: Any) -> None:
+            pass
+
+        def onQueryProgress(self, jevent: Any) -> None:
+            pass
+
+        def onQueryIdle(self, jevent: Any) -> None:
+            pass
+
+        def onQueryTerminated(self, jevent: Any) -> None:
+            if str(jevent.id().toString()) != query_id:
+                return
+            try:
+                close()
+            except Exception:  # the listener bus would only log it, with less context
+                log.exception("closing the sink after query %s stopped failed", query_id)
+
+        class Java:
+            implements: ClassVar[list[str]] = [
+                "org.apache.spark.sql.streaming.PythonStreamingQueryListener"
+            ]
+
+    class CloseOnStop(StreamingQueryListener):
+        """What ``streams.addListener`` takes: its JVM side wraps :class:`OnEnd`."""
+
+        def onQueryStarted(self, event: Any) -> None:
+            pass
+
+        def onQueryProgress(self, event: Any) -> None:
+            pass
+
+        def onQueryIdle(self, event: Any) -> None:
+            pass
+
+        def onQueryTerminated(self, event: Any) -> None:
+            pass
+
+        @property
+        def _jlistener(self) -> Any:
+            if not hasattr(self, "_wrapped"):
+                jvm = SparkContext._jvm
+                assert jvm is not None
+                self._wrapped = jvm.PythonStreamingQueryListenerWrapper(OnEnd())
+            return self._wrapped
+
+    return CloseOnStop()
 
 
 def _owner(session: Any, query_id: str) -> Any:
