@@ -81,8 +81,8 @@ def test_a_file_source_is_encoded_from_its_column_batches(spark: Any, tmp_path: 
     mixed_rows(spark, ROWS).write.parquet(str(tmp_path / "in"))
     df = spark.read.parquet(str(tmp_path / "in"))
     encoder = jvm.JvmEncoder.load(df).handle
-    assert encoder.readsColumns(df._jdf)
-    assert not encoder.readsColumns(df.withColumn("value", df.value.substr(1, 3))._jdf)
+    assert encoder.readsFrom(df._jdf) == "columns"
+    assert encoder.readsFrom(df.withColumn("value", df.value.substr(1, 3))._jdf) == "plan"
     written = {}
     for name in ("jvm", "python"):
         log_dir = tmp_path / name
@@ -91,6 +91,32 @@ def test_a_file_source_is_encoded_from_its_column_batches(spark: Any, tmp_path: 
         written[name] = sorted((r for rows in by_partition(log_dir, "t").values() for r in rows),
                                key=repr)  # fmt: skip
     assert written["jvm"] == written["python"] and len(written["jvm"]) == ROWS
+
+
+def test_a_streaming_micro_batch_is_encoded_from_the_rows_spark_computed(
+    spark: Any, tmp_path: Path
+) -> None:
+    """``foreachBatch`` hands over a scan of the micro-batch's computed rows: the encoder reads
+    them from that RDD, without the scan's copy of each into a new UnsafeRow, and writes the
+    records the Python encoder writes from the same files."""
+    mixed_rows(spark, ROWS).write.parquet(str(tmp_path / "in"))
+    schema = spark.read.parquet(str(tmp_path / "in")).schema
+    read_from: list[str] = []
+    for name in ("jvm", "python"):
+        sink = KafkaLogSink(tmp_path / name, topic="t", partitions=4, encoder=name)
+
+        def each(df: Any, batch_id: int, sink: KafkaLogSink = sink) -> None:
+            read_from.append(jvm.JvmEncoder.load(df).handle.readsFrom(df._jdf))
+            sink(df, batch_id)
+
+        query = (spark.readStream.schema(schema).parquet(str(tmp_path / "in")).writeStream
+                 .foreachBatch(each).trigger(availableNow=True)
+                 .option("checkpointLocation", str(tmp_path / f"chk-{name}")).start())  # fmt: skip
+        assert query.awaitTermination(120) and query.exception() is None
+    assert read_from == ["rdd", "rdd"]
+    written = [sorted((r for rows in by_partition(tmp_path / name, "t").values() for r in rows),
+                      key=repr) for name in ("jvm", "python")]  # fmt: skip
+    assert written[0] == written[1] and len(written[0]) == ROWS
 
 
 @pytest.mark.parametrize("codec", CODECS)

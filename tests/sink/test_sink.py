@@ -244,6 +244,9 @@ def test_streaming_query_through_foreach_batch(spark: Any, tmp_path: Path) -> No
             time.sleep(0.2)
     finally:
         query.stop()
+    # The sink closes itself once the listener bus tells it the query stopped, which may be
+    # while the log dir is read below; close() waits for that close (or does it) first.
+    sink.close()
     done = state(tmp_path / "logs", "events")
     assert done["last_committed_batch"] >= 2 and done["query_id"] == str(query.id)
     values = sorted(int(v) for v in read_topic(tmp_path / "logs", "events")["value"].to_pylist())

@@ -5,6 +5,7 @@ import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.execution.ColumnarToRowExec;
+import org.apache.spark.sql.execution.RDDScanExec;
 import org.apache.spark.sql.execution.SparkPlan;
 import org.apache.spark.sql.execution.WholeStageCodegenExec;
 import org.apache.spark.sql.types.StructType;
@@ -34,20 +35,32 @@ public final class JvmEncoder {
   }
 
   /**
-   * The rows of df as Spark computes them, except where its plan ends in a columnar scan
-   * turned into rows (a Parquet or ORC file source, as a streaming file source's micro-batch
-   * is): then the scan's column batches, each row a view of the batch's columns, which spares
-   * the conversion of every row into an UnsafeRow (a quarter of the encode job's Java samples
-   * on Parquet input, Java Flight Recorder). The encoder copies each field out of the row as
-   * it reads it, so the scan may reuse its batch's vectors for the next batch.
+   * The rows of df as Spark computes them, but for two plans whose last step only copies each
+   * row into a new UnsafeRow, which the encoder (it copies each field out as it reads it) does
+   * not need: a scan of an existing RDD of rows (the micro-batch foreachBatch hands over:
+   * Spark's ForeachBatchSink wraps the batch's computed rows so), read from that RDD; and a
+   * columnar scan turned into rows (a Parquet or ORC file source read as a batch), read from
+   * the scan's column batches, each row a view of the batch's columns. On Parquet input the
+   * conversion was a quarter of the encode job's Java samples (Java Flight Recorder).
    */
   static JavaRDD<InternalRow> internalRows(org.apache.spark.sql.classic.Dataset<Row> df) {
-    SparkPlan scan = columnarScan(df.queryExecution().executedPlan());
-    if (scan == null) {
+    SparkPlan plan = df.queryExecution().executedPlan();
+    RDDScanExec existing = existingRows(plan);
+    if (existing != null) {
+      return existing.rdd().toJavaRDD();
+    }
+    SparkPlan columnar = columnarScan(plan);
+    if (columnar == null) {
       return df.queryExecution().toRdd().toJavaRDD();
     }
-    JavaRDD<ColumnarBatch> batches = scan.executeColumnar().toJavaRDD();
+    JavaRDD<ColumnarBatch> batches = columnar.executeColumnar().toJavaRDD();
     return batches.flatMap(ColumnarBatch::rowIterator);
+  }
+
+  /** The scan of an existing RDD of rows that is the whole plan, else null. */
+  private static RDDScanExec existingRows(SparkPlan plan) {
+    SparkPlan top = plan instanceof WholeStageCodegenExec w ? w.child() : plan;
+    return top instanceof RDDScanExec scan && scan.output().equals(plan.output()) ? scan : null;
   }
 
   /** The columnar plan under a top-level ColumnarToRow with the same output, else null. */
@@ -60,10 +73,11 @@ public final class JvmEncoder {
     return null;
   }
 
-  /** Whether encode reads df's column batches (for tests). */
-  public boolean readsColumns(Dataset<Row> df) {
-    return columnarScan(
-        ((org.apache.spark.sql.classic.Dataset<Row>) df).queryExecution().executedPlan()) != null;
+  /** Where encode reads df's rows from: "rdd", "columns" or "plan" (for tests). */
+  public String readsFrom(Dataset<Row> df) {
+    SparkPlan plan =
+        ((org.apache.spark.sql.classic.Dataset<Row>) df).queryExecution().executedPlan();
+    return existingRows(plan) != null ? "rdd" : columnarScan(plan) != null ? "columns" : "plan";
   }
 
   /** Kafka's murmur2 of key (for tests comparing with the Python partitioner). */
