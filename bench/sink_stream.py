@@ -17,19 +17,23 @@ Parquet files, which the JVM encoder reads from the scan's column batches), a mi
 reaches ``foreachBatch`` as a scan of the rows Spark computed (Spark's ForeachBatchSink), so
 this is what a streaming job over a file source sees.
 
-Printed: the command, each side's best and median seconds with the runs and the median CPU
-seconds of the whole process tree while its query ran (its start included), and the ratios of
-the sink to the Parquet file sink (issue 18's goal: at most 0.7).
+Printed: the command, each side's best and median seconds with the runs, the median executor
+CPU seconds of its jobs (Spark's stage metrics, through the UI's REST API on a free port) and of
+the whole process tree while its query ran (its start included), and the ratios of the sink to
+the Parquet file sink (issue 18's goal: at most 0.7).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
+import socket
 import statistics
 import sys
 import tempfile
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -61,9 +65,11 @@ def start_query(spark: Any, side: str, src: Path, work: Path, sink: Callable[...
 
 def one_batch(
     spark: Any, side: str, work: Path, files: list[Path], r: int, sink: Any
-) -> tuple[float, float]:
-    """The side's next micro-batch (the 8 files again, new names): its addBatch seconds, and
-    the CPU seconds of the whole process tree while the query ran (its start included)."""
+) -> tuple[float, float, float]:
+    """The side's next micro-batch (the 8 files again, new names): its addBatch seconds, the
+    CPU seconds of the whole process tree while the query ran (its start included) and the
+    executor CPU seconds of its jobs' stages (Spark's stage metrics: the sharpest of the three
+    on this shared machine)."""
     name = side.split()[0]
     staging = work / f"staging-{name}-{r}"
     staging.mkdir()
@@ -72,14 +78,30 @@ def one_batch(
     src = work / f"src-{name}"
     src.mkdir(exist_ok=True)
     staging.rename(src / f"round-{r}")  # all 8 files appear at once
-    cpu = tree_cpu_seconds()
+    cpu, stages = tree_cpu_seconds(), stage_cpu(spark)
     query = start_query(spark, side, src, work, sink)
     query.awaitTermination()
     cpu = tree_cpu_seconds() - cpu
+    executors = sum(v for k, v in stage_cpu(spark).items() if k not in stages)
     progress = [p for p in query.recentProgress if p["numInputRows"]]
     if len(progress) != 1 or progress[0]["numInputRows"] != rows_per_batch(files):
         raise RuntimeError(f"{side}: expected one micro-batch of the round's rows: {progress}")
-    return float(progress[0]["durationMs"]["addBatch"]) / 1000, cpu
+    return float(progress[0]["durationMs"]["addBatch"]) / 1000, cpu, executors
+
+
+def stage_cpu(spark: Any) -> dict[int, float]:
+    """Executor CPU seconds of every completed stage (Spark's REST API)."""
+    sc = spark.sparkContext
+    url = f"{sc.uiWebUrl}/api/v1/applications/{sc.applicationId}/stages?status=complete"
+    with urllib.request.urlopen(url) as answer:
+        return {s["stageId"]: s["executorCpuTime"] / 1e9 for s in json.load(answer)}
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
 
 
 def rows_per_batch(files: list[Path]) -> int:
@@ -97,9 +119,13 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=3, help="untimed rounds of every side")
     args = parser.parse_args()
     print("command:", " ".join([Path(sys.executable).name, *sys.argv]))
-    spark = spark_builder("kafkatier-bench-sink-stream").config(
-        "spark.ui.showConsoleProgress", "false"
-    ).getOrCreate()  # fmt: skip
+    spark = (
+        spark_builder("kafkatier-bench-sink-stream")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.ui.enabled", "true")  # its REST API: stage metrics
+        .config("spark.ui.port", str(free_port()))
+        .getOrCreate()
+    )
     spark.sparkContext.setLogLevel("ERROR")
     work = Path(tempfile.mkdtemp(prefix="kafkatier-bench-sink-stream-"))
     try:
@@ -110,7 +136,7 @@ def main() -> None:
         files = sorted((work / "input").glob("*.parquet"))
         sink = KafkaLogSink(work / "logs", topic="bench", partitions=args.partitions,
                             compression=args.compression)  # fmt: skip
-        times: dict[str, list[tuple[float, float]]] = {side: [] for side in SIDES}
+        times: dict[str, list[tuple[float, float, float]]] = {side: [] for side in SIDES}
         for r in range(args.warmup + args.repeat):
             order = SIDES if r % 2 == 0 else SIDES[::-1]
             for side in order:
@@ -123,22 +149,26 @@ def main() -> None:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def report(args: argparse.Namespace, times: dict[str, list[tuple[float, float]]]) -> None:
+def report(args: argparse.Namespace, times: dict[str, list[tuple[float, float, float]]]) -> None:
     print(f"rows a micro-batch: {args.rows}, key 16 B, value 100 B, partitions: "
           f"{args.partitions}, sink compression: {args.compression}, parquet: snappy, "
           f"cores: {os.cpu_count()}, load average after: {os.getloadavg()[0]:.1f}")  # fmt: skip
     for side, runs in times.items():
-        wall = [w for w, _ in runs]
-        cpu = statistics.median(c for _, c in runs)
+        wall = [w for w, _, _ in runs]
+        cpu = statistics.median(c for _, c, _ in runs)
+        executors = statistics.median(e for _, _, e in runs)
         print(f"{side:<24} addBatch best {min(wall):.2f} s, median {statistics.median(wall):.2f} s"
-              f" (runs: {' '.join(f'{t:.2f}' for t in wall)}); CPU median {cpu:.2f} s")  # fmt: skip
-    sink = [w for w, _ in times[SIDES[2]]]
-    parquet = [w for w, _ in times[SIDES[0]]]
+              f" (runs: {' '.join(f'{t:.2f}' for t in wall)}); executor CPU median "
+              f"{executors:.2f} s, process tree CPU median {cpu:.2f} s")  # fmt: skip
+    sink = [w for w, _, _ in times[SIDES[2]]]
+    parquet = [w for w, _, _ in times[SIDES[0]]]
     ratios = [s / p for s, p in zip(sink, parquet, strict=True)]
     medians = statistics.median(sink) / statistics.median(parquet)
+    cpus = [statistics.median(e for _, _, e in times[side]) for side in (SIDES[2], SIDES[0])]
     print(f"ratio kafkatier sink / parquet file sink: {medians:.2f} (medians), "
           f"{min(sink) / min(parquet):.2f} (best), rounds' own ratios median "
-          f"{statistics.median(ratios):.2f} (goal <= 0.7)")  # fmt: skip
+          f"{statistics.median(ratios):.2f} (goal <= 0.7); executor CPU "
+          f"{cpus[0] / cpus[1]:.2f}")  # fmt: skip
 
 
 if __name__ == "__main__":
