@@ -46,33 +46,9 @@ def _listener(query_id: str, close: Callable[[], None]) -> Any:
     from pyspark import SparkContext
     from pyspark.sql.streaming.listener import StreamingQueryListener
 
-    class OnEnd:
-        """Spark's ``PythonStreamingQueryListener``, implemented on the events as they come."""
-
-        def onQueryStarted(self, jevent: Any) -> None:
-            pass
-
-        def onQueryProgress(self, jevent: Any) -> None:
-            pass
-
-        def onQueryIdle(self, jevent: Any) -> None:
-            pass
-
-        def onQueryTerminated(self, jevent: Any) -> None:
-            if str(jevent.id().toString()) != query_id:
-                return
-            try:
-                close()
-            except Exception:  # the listener bus would only log it, with less context
-                log.exception("closing the sink after query %s stopped failed", query_id)
-
-        class Java:
-            implements: ClassVar[list[str]] = [
-                "org.apache.spark.sql.streaming.PythonStreamingQueryListener"
-            ]
-
     class CloseOnStop(StreamingQueryListener):
-        """What ``streams.addListener`` takes: its JVM side wraps :class:`OnEnd`."""
+        """Both what ``streams.addListener`` takes and, behind its ``_jlistener``, Spark's
+        ``PythonStreamingQueryListener`` itself: the JVM calls these with its own events."""
 
         def onQueryStarted(self, event: Any) -> None:
             pass
@@ -84,15 +60,25 @@ def _listener(query_id: str, close: Callable[[], None]) -> Any:
             pass
 
         def onQueryTerminated(self, event: Any) -> None:
-            pass
+            if str(event.id().toString()) != query_id:
+                return
+            try:
+                close()
+            except Exception:  # the listener bus would only log it, with less context
+                log.exception("closing the sink after query %s stopped failed", query_id)
 
         @property
         def _jlistener(self) -> Any:
             if not hasattr(self, "_wrapped"):
                 jvm = SparkContext._jvm
                 assert jvm is not None
-                self._wrapped = jvm.PythonStreamingQueryListenerWrapper(OnEnd())
+                self._wrapped = jvm.PythonStreamingQueryListenerWrapper(self)
             return self._wrapped
+
+        class Java:
+            implements: ClassVar[list[str]] = [
+                "org.apache.spark.sql.streaming.PythonStreamingQueryListener"
+            ]
 
     return CloseOnStop()
 
