@@ -49,14 +49,14 @@ from kafkatier.sink import KafkaLogSink
 SIDES = ("parquet file sink", "noop (input read alone)", "kafkatier sink")
 
 
-def start_query(spark: Any, side: str, src: Path, work: Path, sink: Callable[..., None]) -> Any:
-    """One run of the side's streaming query over ``src`` (everything new in it)."""
+def start_query(spark: Any, name: str, src: Path, work: Path, sink: Callable[..., None]) -> Any:
+    """One run of the side's streaming query over ``src`` (everything new in it); ``name``: the
+    first word of the side's (``SIDES``)."""
     reader = spark.readStream.schema("key binary, value binary").parquet(str(src / "*"))
-    name = side.split()[0]
     writer = reader.writeStream.option("checkpointLocation", str(work / f"checkpoint-{name}"))
-    if side.startswith("parquet"):
+    if name == "parquet":
         writer = writer.format("parquet").option("path", str(work / "parquet-out"))
-    elif side.startswith("noop"):
+    elif name == "noop":
         writer = writer.format("noop")
     else:
         writer = writer.foreachBatch(sink)
@@ -64,12 +64,12 @@ def start_query(spark: Any, side: str, src: Path, work: Path, sink: Callable[...
 
 
 def one_batch(
-    spark: Any, side: str, work: Path, files: list[Path], r: int, sink: Any
+    spark: Any, side: str, work: Path, files: list[Path], rows: int, r: int, sink: Any
 ) -> tuple[float, float, float]:
-    """The side's next micro-batch (the 8 files again, new names): its addBatch seconds, the
-    CPU seconds of the whole process tree while the query ran (its start included) and the
-    executor CPU seconds of its jobs' stages (Spark's stage metrics: the sharpest of the three
-    on this shared machine)."""
+    """The side's next micro-batch (the 8 files of ``rows`` rows again, new names): its
+    addBatch seconds, the CPU seconds of the whole process tree while the query ran (its start
+    included) and the executor CPU seconds of its jobs' stages (Spark's stage metrics: the
+    sharpest of the three on this shared machine)."""
     name = side.split()[0]
     staging = work / f"staging-{name}-{r}"
     staging.mkdir()
@@ -79,12 +79,12 @@ def one_batch(
     src.mkdir(exist_ok=True)
     staging.rename(src / f"round-{r}")  # all 8 files appear at once
     cpu, stages = tree_cpu_seconds(), stage_cpu(spark)
-    query = start_query(spark, side, src, work, sink)
+    query = start_query(spark, name, src, work, sink)
     query.awaitTermination()
     cpu = tree_cpu_seconds() - cpu
     executors = sum(v for k, v in stage_cpu(spark).items() if k not in stages)
     progress = [p for p in query.recentProgress if p["numInputRows"]]
-    if len(progress) != 1 or progress[0]["numInputRows"] != rows_per_batch(files):
+    if len(progress) != 1 or progress[0]["numInputRows"] != rows:
         raise RuntimeError(f"{side}: expected one micro-batch of the round's rows: {progress}")
     return float(progress[0]["durationMs"]["addBatch"]) / 1000, cpu, executors
 
@@ -102,12 +102,6 @@ def free_port() -> int:
         probe.bind(("127.0.0.1", 0))
         port: int = probe.getsockname()[1]
         return port
-
-
-def rows_per_batch(files: list[Path]) -> int:
-    import pyarrow.parquet as pq
-
-    return sum(pq.ParquetFile(f).metadata.num_rows for f in files)
 
 
 def main() -> None:
@@ -140,7 +134,7 @@ def main() -> None:
         for r in range(args.warmup + args.repeat):
             order = SIDES if r % 2 == 0 else SIDES[::-1]
             for side in order:
-                took = one_batch(spark, side, work, files, r, sink)
+                took = one_batch(spark, side, work, files, args.rows, r, sink)
                 if r >= args.warmup:
                     times[side].append(took)
         report(args, times)

@@ -65,8 +65,8 @@ def test_watching_for_the_end_converts_no_progress_event(
     spark: Any, tmp_path: Path, monkeypatch: Any
 ) -> None:
     """The sink's listener takes Spark's events as they come: pyspark's wrapper would turn
-    every micro-batch's progress into Python objects first (70-240 ms of the driver's Python an
-    event, measured), beside the next micro-batch. The end still closes the sink."""
+    every micro-batch's progress into Python objects first (67-241 ms of the driver's Python an
+    event, six timed), beside the next micro-batch. The end still closes the sink."""
     import pyspark.sql.streaming.listener as listener
 
     converted: list[object] = []

@@ -45,39 +45,43 @@ public final class JvmEncoder {
    */
   static JavaRDD<InternalRow> internalRows(org.apache.spark.sql.classic.Dataset<Row> df) {
     SparkPlan plan = df.queryExecution().executedPlan();
-    RDDScanExec existing = existingRows(plan);
-    if (existing != null) {
-      return existing.rdd().toJavaRDD();
+    SparkPlan top = belowCodegen(plan);
+    switch (source(plan)) {
+      case "rdd":
+        return ((RDDScanExec) top).rdd().toJavaRDD();
+      case "columns":
+        JavaRDD<ColumnarBatch> batches =
+            ((ColumnarToRowExec) top).child().executeColumnar().toJavaRDD();
+        return batches.flatMap(ColumnarBatch::rowIterator);
+      default:
+        return df.queryExecution().toRdd().toJavaRDD();
     }
-    SparkPlan columnar = columnarScan(plan);
-    if (columnar == null) {
-      return df.queryExecution().toRdd().toJavaRDD();
-    }
-    JavaRDD<ColumnarBatch> batches = columnar.executeColumnar().toJavaRDD();
-    return batches.flatMap(ColumnarBatch::rowIterator);
   }
 
-  /** The scan of an existing RDD of rows that is the whole plan, else null. */
-  private static RDDScanExec existingRows(SparkPlan plan) {
-    SparkPlan top = plan instanceof WholeStageCodegenExec w ? w.child() : plan;
-    return top instanceof RDDScanExec scan && scan.output().equals(plan.output()) ? scan : null;
-  }
-
-  /** The columnar plan under a top-level ColumnarToRow with the same output, else null. */
-  private static SparkPlan columnarScan(SparkPlan plan) {
-    SparkPlan top = plan instanceof WholeStageCodegenExec w ? w.child() : plan;
+  /**
+   * Where internalRows reads a plan's rows from: "rdd" (a scan of an existing RDD of rows that
+   * is the whole plan), "columns" (a columnar scan under a top-level ColumnarToRow with the
+   * same output) or "plan".
+   */
+  private static String source(SparkPlan plan) {
+    SparkPlan top = belowCodegen(plan);
+    if (top instanceof RDDScanExec scan && scan.output().equals(plan.output())) {
+      return "rdd";
+    }
     if (top instanceof ColumnarToRowExec c && c.child().supportsColumnar()
         && c.child().output().equals(plan.output())) {
-      return c.child();
+      return "columns";
     }
-    return null;
+    return "plan";
   }
 
-  /** Where encode reads df's rows from: "rdd", "columns" or "plan" (for tests). */
+  private static SparkPlan belowCodegen(SparkPlan plan) {
+    return plan instanceof WholeStageCodegenExec w ? w.child() : plan;
+  }
+
+  /** internalRows's source for df (for tests). */
   public String readsFrom(Dataset<Row> df) {
-    SparkPlan plan =
-        ((org.apache.spark.sql.classic.Dataset<Row>) df).queryExecution().executedPlan();
-    return existingRows(plan) != null ? "rdd" : columnarScan(plan) != null ? "columns" : "plan";
+    return source(((org.apache.spark.sql.classic.Dataset<Row>) df).queryExecution().executedPlan());
   }
 
   /** Kafka's murmur2 of key (for tests comparing with the Python partitioner). */
