@@ -5,7 +5,8 @@
 seed 0x9747b28c, m 0x5bd1e995, r 24, little-endian 4-byte blocks, returned as a signed int32.
 
 :func:`partition_keys` hashes a whole Arrow column in one compiled loop over its offsets and data
-buffers, so a Spark partition of millions of keys costs no Python per key.
+buffers (``partitioner_kernels``, or its C build: ``kafkatier.storage.native``), so a Spark
+partition of millions of keys costs no Python per key.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from typing import Any, Final
 
 import numpy as np
 import pyarrow as pa
-from numba import njit
+
+from kafkatier.storage import native
 
 SEED: Final = 0x9747B28C
 M: Final = 0x5BD1E995
@@ -59,49 +61,6 @@ def default_partition(key: bytes | bytearray | memoryview, num_partitions: int) 
     return to_positive(murmur2(key)) % num_partitions
 
 
-@njit(cache=True, nogil=True)
-def _murmur2_span(data: Any, start: int, end: int) -> int:
-    """The unsigned 32-bit murmur2 of ``data[start:end]`` (uint64 arithmetic, masked)."""
-    mask = np.uint64(0xFFFFFFFF)
-    m = np.uint64(M)
-    length = end - start
-    h = (np.uint64(SEED) ^ np.uint64(length)) & mask
-    blocks = length - (length % 4)
-    for i in range(start, start + blocks, 4):
-        k = np.uint64(data[i]) | (np.uint64(data[i + 1]) << np.uint64(8))
-        k |= (np.uint64(data[i + 2]) << np.uint64(16)) | (np.uint64(data[i + 3]) << np.uint64(24))
-        k = (k * m) & mask
-        k ^= k >> np.uint64(R)
-        k = (k * m) & mask
-        h = ((h * m) & mask) ^ k
-    tail = length % 4
-    if tail > 0:
-        for j in range(tail - 1, -1, -1):
-            h ^= np.uint64(data[start + blocks + j]) << np.uint64(8 * j)
-        h = (h * m) & mask
-    h ^= h >> np.uint64(13)
-    h = (h * m) & mask
-    h ^= h >> np.uint64(15)
-    return int(h)
-
-
-@njit(cache=True, nogil=True)
-def _hash_all(data: Any, offsets: Any, valid: Any, num_partitions: int) -> Any:
-    """Per key: its partition (``num_partitions`` > 0) or signed murmur2 (0); nulls give -1."""
-    n = len(offsets) - 1
-    out = np.empty(n, dtype=np.int32)
-    for i in range(n):
-        if not valid[i]:
-            out[i] = NULL_KEY_PARTITION
-            continue
-        h = _murmur2_span(data, offsets[i], offsets[i + 1])
-        if num_partitions > 0:
-            out[i] = (h & 0x7FFFFFFF) % num_partitions
-        else:
-            out[i] = h - 4294967296 if h >= 2147483648 else h
-    return out
-
-
 _OFFSET_TYPES: Final = {
     pa.binary(): np.int32,
     pa.string(): np.int32,
@@ -133,7 +92,8 @@ def _run(keys: pa.Array | pa.ChunkedArray, num_partitions: int) -> np.ndarray[An
     if isinstance(keys, pa.ChunkedArray):
         parts = [_run(chunk, num_partitions) for chunk in keys.chunks]
         return np.concatenate(parts) if parts else np.empty(0, dtype=np.int32)
-    result: np.ndarray[Any, Any] = _hash_all(*_buffers(keys), num_partitions)
+    kernels = native.pick("kafkatier.storage.partitioner_kernels")
+    result: np.ndarray[Any, Any] = kernels.hash_all(*_buffers(keys), num_partitions)
     return result
 
 

@@ -1,7 +1,8 @@
 """The Arrow fast path: Kafka record batches v2 from and to Arrow tables (kafka-format.md §1, §2).
 
-No Python code runs per record: numba kernels (``encode_kernels``, ``decode_kernels``)
-walk numpy views of the Arrow buffers; Python loops only over batches (CRC-32C, compression).
+No Python code runs per record: numba kernels (``encode_kernels``, ``decode_kernels``; the
+encoder's have a C build, ``kafkatier.storage.native``) walk numpy views of the Arrow buffers;
+Python loops only over batches (CRC-32C, compression).
 Around them: ``columns`` (input validation), ``encode`` (batching, headers, CRCs,
 compression), ``decode`` (framing, selection, decompression) and ``table``
 (kernel outputs -> Arrow). The slow, general reader/writer (legacy formats included) is
@@ -15,7 +16,6 @@ from typing import Any
 
 import pyarrow as pa
 
-from kafkatier.storage.arrow.decode import decode
 from kafkatier.storage.arrow.encode import EncodedBatches, encode
 from kafkatier.storage.wire import DEFAULT_MAX_MESSAGE_BYTES, Codec
 
@@ -90,6 +90,8 @@ def decode_arrow(
     position (``base_position`` + the batch's place in ``buf``); legacy magic 0/1 batches raise
     InvalidRecordError (kafkatier.storage.record.records reads them).
     """
+    from kafkatier.storage.arrow.decode import decode  # numba's kernels: not for a writer
+
     return decode(
         buf,
         topic=topic,

@@ -20,7 +20,8 @@ import pyarrow as pa
 from numpy.typing import NDArray
 
 from kafkatier.storage.arrow import decode_kernels as D
-from kafkatier.storage.arrow.encode_kernels import BATCH_HEADER_DTYPE, gather_rows
+from kafkatier.storage.arrow.batch_header import BATCH_HEADER_DTYPE
+from kafkatier.storage.arrow.encode_kernels import gather_rows
 from kafkatier.storage.arrow.schema import SPARK_KAFKA_SCHEMA
 from kafkatier.storage.arrow.table import build_table, parse
 from kafkatier.storage.errors import (

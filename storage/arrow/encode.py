@@ -1,7 +1,8 @@
 """Arrow -> record batches v2: planning, headers, CRCs and compression around the kernels.
 
 See :func:`kafkatier.storage.arrow.codec.encode_arrow`; the per-record work is in
-``encode_kernels`` (numba), the loops here run once per batch.
+``encode_kernels`` (numba) or their C build (``kafkatier.storage.native`` picks), the loops here
+run once per batch.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 import crc32c
@@ -16,7 +18,8 @@ import numpy as np
 import pyarrow as pa
 from numpy.typing import NDArray
 
-from kafkatier.storage.arrow import encode_kernels as K
+from kafkatier.storage import native
+from kafkatier.storage.arrow.batch_header import BATCH_HEADER_DTYPE
 from kafkatier.storage.arrow.buffers import output_buffer
 from kafkatier.storage.arrow.columns import Columns, extract
 from kafkatier.storage.errors import (
@@ -89,12 +92,18 @@ class EncodedBatches:
         spans = self.last_offset_deltas + 1
         bases = np.int64(base_offset) + np.cumsum(spans) - spans
         buf = np.frombuffer(self.data, np.uint8)
-        K.scatter_rows(buf, self.positions, bases.astype(">i8").view(np.uint8).reshape(-1, 8))
+        kernels = _kernels()
+        kernels.scatter_rows(buf, self.positions, bases.astype(">i8").view(np.uint8).reshape(-1, 8))
         epochs = np.full(len(self), partition_leader_epoch, ">i4").view(np.uint8).reshape(-1, 4)
-        K.scatter_rows(buf, self.positions + PLE_OFFSET, epochs)
+        kernels.scatter_rows(buf, self.positions + PLE_OFFSET, epochs)
         return dataclasses.replace(
             self, base_offsets=bases, partition_leader_epoch=partition_leader_epoch
         )
+
+
+def _kernels() -> ModuleType:
+    """The C kernels where they are built, else numba's (kafkatier.storage.native)."""
+    return native.pick("kafkatier.storage.arrow.encode_kernels")
 
 
 def _check_producer(
@@ -115,8 +124,8 @@ def _check_producer(
 
 
 def _plan(cols: Columns, limit: int, max_records: int) -> tuple[NDArray[np.int64], ...]:
-    payload = K.payload_sizes(cols.key, cols.value, cols.headers)
-    starts, body, sizes, max_ts, too_large = K.plan_batches(
+    payload = _kernels().payload_sizes(cols.key, cols.value, cols.headers)
+    starts, body, sizes, max_ts, too_large = _kernels().plan_batches(
         payload, cols.timestamps, limit, max_records, BATCH_HEADER_SIZE
     )
     if too_large >= 0:
@@ -131,10 +140,10 @@ def _plan(cols: Columns, limit: int, max_records: int) -> tuple[NDArray[np.int64
 def _write_headers(
     buf: NDArray[np.uint8], positions: NDArray[np.int64], fields: dict[str, Any]
 ) -> NDArray[Any]:
-    rows = np.zeros(len(positions), K.BATCH_HEADER_DTYPE)
+    rows = np.zeros(len(positions), BATCH_HEADER_DTYPE)
     for name, value in fields.items():
         rows[name] = value
-    K.scatter_rows(buf, positions, rows.view(np.uint8).reshape(-1, BATCH_HEADER_SIZE))
+    _kernels().scatter_rows(buf, positions, rows.view(np.uint8).reshape(-1, BATCH_HEADER_SIZE))
     return rows
 
 
@@ -148,7 +157,7 @@ def _write_crcs(data: bytearray, positions: NDArray[np.int64], sizes: NDArray[np
         ">u4",
         len(positions),
     )
-    K.scatter_rows(
+    _kernels().scatter_rows(
         np.frombuffer(data, np.uint8), positions + CRC_OFFSET, crcs.view(np.uint8).reshape(-1, 4)
     )
 
@@ -177,10 +186,10 @@ def _compress(
             batch=int(too_big[0]),
         )
     new_pos = np.cumsum(new_sizes) - new_sizes
-    rows = K.gather_rows(_readonly(data), positions, BATCH_HEADER_SIZE)
-    rows.view(K.BATCH_HEADER_DTYPE)["batch_length"][:, 0] = new_sizes - LOG_OVERHEAD
+    rows = _kernels().gather_rows(_readonly(data), positions, BATCH_HEADER_SIZE)
+    rows.view(BATCH_HEADER_DTYPE)["batch_length"][:, 0] = new_sizes - LOG_OVERHEAD
     out = output_buffer(int(new_sizes.sum()))
-    K.scatter_rows(np.frombuffer(out, np.uint8), new_pos, rows)
+    _kernels().scatter_rows(np.frombuffer(out, np.uint8), new_pos, rows)
     for p, part in zip(new_pos.tolist(), parts, strict=True):
         out[p + BATCH_HEADER_SIZE : p + BATCH_HEADER_SIZE + len(part)] = part
     return out, new_pos, new_sizes
@@ -255,7 +264,7 @@ def encode(
     buf = np.frombuffer(out, np.uint8)
     _write_headers(buf, positions, fields)
     args = (starts, body, cols.timestamps, cols.key, cols.value, cols.headers, sizes)
-    if K.write_records(buf, positions, *args, BATCH_HEADER_SIZE):
+    if _kernels().write_records(buf, positions, *args, BATCH_HEADER_SIZE):
         raise StorageError("internal error: encoded batch sizes differ from the plan")
     del buf  # release the export so ``out`` stays resizable
     if codec != Codec.NONE:

@@ -1,4 +1,5 @@
-"""Numba kernels for the Arrow -> record batch v2 encoder (kafka-format.md §1.4, §1.5).
+"""Numba kernels for the Arrow -> record batch v2 encoder (kafka-format.md §1.4, §1.5); their C
+build is ``storage/native/kernels.c`` (kafkatier.storage.native says which serves).
 
 The encoder works on numpy views of Arrow buffers. A "binary column" is the triple
 ``(starts int64[n], data uint8[], lengths int64[n])``: starts index ``data`` absolutely (Arrow
@@ -12,12 +13,10 @@ gives the same bytes as the 32-bit one, so one writer serves varint and varlong 
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Any
 
 import numpy as np
 from numba import njit
-
-from kafkatier.storage.wire import BATCH_HEADER, BATCH_HEADER_SIZE
 
 Array = Any  # numpy arrays as seen by numba kernels; numba has no typing stubs
 
@@ -242,20 +241,3 @@ def scatter_rows(buf: Array, positions: Array, rows: Array) -> None:
     for b in range(len(positions)):
         for k in range(width):
             buf[positions[b] + k] = rows[b, k]
-
-
-def _header_dtype() -> np.dtype[Any]:
-    """numpy's view of wire.BATCH_HEADER, so whole header arrays convert in one step."""
-    names = (
-        "base_offset", "batch_length", "partition_leader_epoch", "magic", "crc", "attributes",
-        "last_offset_delta", "base_timestamp", "max_timestamp", "producer_id", "producer_epoch",
-        "base_sequence", "records_count",
-    )  # fmt: skip
-    codes = {"q": ">i8", "i": ">i4", "b": "i1", "I": ">u4", "h": ">i2"}
-    fmt = BATCH_HEADER.format.lstrip(">")
-    dtype = np.dtype([(name, codes[c]) for name, c in zip(names, fmt, strict=True)])
-    assert dtype.itemsize == BATCH_HEADER_SIZE
-    return dtype
-
-
-BATCH_HEADER_DTYPE: Final = _header_dtype()

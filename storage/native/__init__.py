@@ -1,0 +1,75 @@
+"""kafkatier.storage.native: the encoder's kernels built ahead of time in C, with numba's as the
+fallback.
+
+Why: numba compiles and caches kafkatier's kernels, but a process pays about 0.4 s before their
+first call (numba's import, then the typing and lowering registries that first call loads):
+most of a short ``kafkatier produce``. ``kernels.c`` holds the same algorithms (record batch
+encoding, Kafka's murmur2 partitioner); it is built once per machine with the system's C
+compiler (``build``) and loads in under a millisecond. Where no compiler is found or the build
+fails, the numba kernels serve, with the same results (a test holds the two to the same bytes).
+
+``$KAFKATIER_KERNELS`` chooses: ``auto`` (the default: C when it builds, else numba), ``numba``,
+or ``native`` (C or an error saying why not).
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import threading
+from types import ModuleType
+from typing import Final
+
+from kafkatier.storage.errors import ConfigError
+
+log = logging.getLogger(__name__)
+KERNELS_ENV: Final = "KAFKATIER_KERNELS"
+CHOICES: Final = ("auto", "native", "numba")
+_LOCK: Final = threading.Lock()
+_LOADED: dict[str, ModuleType | None] = {}
+
+
+def choice() -> str:
+    """``$KAFKATIER_KERNELS``, checked."""
+    value = os.environ.get(KERNELS_ENV, "auto").strip().lower() or "auto"
+    if value not in CHOICES:
+        raise ConfigError(
+            f"${KERNELS_ENV} must be one of {', '.join(CHOICES)}",
+            setting=KERNELS_ENV,
+            value=value,
+        )
+    return value
+
+
+def native() -> ModuleType | None:
+    """``kafkatier.storage.native.kernels`` bound to the built library, or None where the numba
+    kernels are to serve (chosen, or the library cannot be built: logged once, saying why)."""
+    wanted = choice()
+    if wanted == "numba":
+        return None
+    with _LOCK:
+        if "kernels" not in _LOADED:
+            _LOADED["kernels"] = _load(required=wanted == "native")
+        return _LOADED["kernels"]
+
+
+def pick(fallback: str) -> ModuleType:
+    """The C kernels when they are to serve, else the numba module ``fallback`` (the same
+    functions by the same names)."""
+    return native() or importlib.import_module(fallback)
+
+
+def _load(*, required: bool) -> ModuleType | None:
+    from kafkatier.storage.native import build, kernels
+
+    try:
+        kernels.bind(build.library_path())
+    except build.BuildError as exc:
+        if required:
+            raise ConfigError(
+                f"the C kernels cannot be had: {exc}", setting=KERNELS_ENV, value="native"
+            ) from exc
+        log.info("kafkatier's C kernels are not built (%s): numba's serve", exc)
+        return None
+    return kernels

@@ -1,0 +1,65 @@
+"""Build ``kernels.c`` into a shared library once per machine, as the sink's JVM classes are
+built from their sources on first use (kafkatier.sink.jvm).
+
+The library lands in ``$KAFKATIER_CACHE_DIR/native`` (default ``~/.cache/kafkatier``) under a
+name carrying the digest of the source and the platform, so a changed source or another machine
+sharing the home directory never loads a stale build. The compiler is ``$CC``, else ``cc``; it
+writes beside the final name and the result is renamed into place, so a concurrent or killed
+build never leaves half a library under the final name.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Final
+
+SOURCE: Final = Path(__file__).resolve().parent / "kernels.c"
+CACHE_ENV: Final = "KAFKATIER_CACHE_DIR"  # the one the JVM classes use too
+FLAGS: Final = ("-O2", "-shared", "-fPIC", "-std=c99")
+
+
+class BuildError(OSError):
+    """No compiler, a failed compile or an unwritable cache: the numba kernels serve instead."""
+
+
+def library_path() -> Path:
+    """Where the build of this source for this platform is (or will be) cached."""
+    digest = hashlib.sha256(SOURCE.read_bytes())
+    digest.update(f"{sys.platform} {platform.machine()} {' '.join(FLAGS)}".encode())
+    cache = Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "kafkatier")
+    suffix = ".dylib" if sys.platform == "darwin" else ".so"
+    return cache / "native" / f"kafkatier-kernels-{digest.hexdigest()[:16]}{suffix}"
+
+
+def compiler() -> str:
+    """``$CC`` or ``cc`` on PATH; BuildError when there is none."""
+    name = os.environ.get("CC") or "cc"
+    found = shutil.which(name)
+    if found is None:
+        raise BuildError(f"no C compiler ({name!r} is not on PATH; set $CC)")
+    return found
+
+
+def build(target: Path) -> None:
+    """Compile the library to ``target`` (BuildError saying why not)."""
+    cc = compiler()
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=target.parent) as scratch:
+            partial = Path(scratch) / target.name
+            command = [cc, *FLAGS, "-o", str(partial), str(SOURCE)]
+            done = subprocess.run(command, capture_output=True, text=True, check=False)
+            if done.returncode != 0:
+                raise BuildError(f"{cc} exit {done.returncode}: {done.stderr.strip()[-500:]}")
+            os.replace(partial, target)
+    except BuildError:
+        raise
+    except OSError as exc:
+        raise BuildError(f"cannot build in {target.parent}: {exc}") from exc
