@@ -1,5 +1,5 @@
-"""Build ``kernels.c`` into a shared library once per machine, as the sink's JVM classes are
-built from their sources on first use (kafkatier.sink.jvm).
+"""Build ``kernels.c`` (with ``kernels.h``) into a shared library once per machine, as the sink's
+JVM classes are built from their sources on first use (kafkatier.sink.jvm).
 
 The library lands in ``$KAFKATIER_CACHE_DIR/native`` (default ``~/.cache/kafkatier``) under a
 name carrying the digest of the source and the platform, so a changed source or another machine
@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Final
 
 SOURCE: Final = Path(__file__).resolve().parent / "kernels.c"
+HEADER: Final = SOURCE.with_suffix(".h")  # what it exports; cffi reads it too
 CACHE_ENV: Final = "KAFKATIER_CACHE_DIR"  # the one the JVM classes use too
 FLAGS: Final = ("-O2", "-shared", "-fPIC", "-std=c99")
 
@@ -31,7 +32,7 @@ class BuildError(OSError):
 
 def library_path() -> Path:
     """Where the build of this source for this platform is (or will be) cached."""
-    digest = hashlib.sha256(SOURCE.read_bytes())
+    digest = hashlib.sha256(SOURCE.read_bytes() + HEADER.read_bytes())
     digest.update(f"{sys.platform} {platform.machine()} {' '.join(FLAGS)}".encode())
     cache = Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "kafkatier")
     suffix = ".dylib" if sys.platform == "darwin" else ".so"

@@ -1,7 +1,7 @@
 /* kafkatier's encoder kernels in C: the same algorithms as the numba kernels of
  * storage/arrow/encode_kernels.py and storage/partitioner_kernels.py, byte for byte, built once
- * per machine with the system's C compiler (storage/native/build.py) and called through ctypes
- * (storage/native/kernels.py). Why a second build of them: numba costs a short-lived process
+ * per machine with the system's C compiler (storage/native/build.py) and called through cffi
+ * (storage/native/kernels.py; kernels.h declares what it exports). Why a second build of them: numba costs a short-lived process
  * (`kafkatier produce`) about 0.4 s before its first record is encoded (its import and the
  * type registries its first call loads); this library loads in under a millisecond.
  *
@@ -14,6 +14,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "kernels.h"
+
 typedef struct {
     const int64_t *starts;
     const uint8_t *data;
@@ -25,6 +27,8 @@ typedef struct {
     kt_column key;
     kt_column value;
 } kt_headers;
+
+#define COLUMN(prefix) {prefix##_starts, prefix##_data, prefix##_lengths}
 
 static inline uint64_t zigzag(int64_t v) { return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63); }
 
@@ -65,17 +69,18 @@ static inline int64_t put_field(uint8_t *buf, int64_t p, const kt_column *c, int
 }
 
 /* Per record: bytes of key, value and headers, the parts that do not depend on the batch. */
-void kt_payload_sizes(int64_t n, const kt_column *key, const kt_column *value,
-                      const kt_headers *hdr, int64_t *out) {
+void kt_payload_sizes(int64_t n, const int64_t *key_lengths, const int64_t *value_lengths,
+                      const int64_t *header_offsets, const int64_t *header_key_lengths,
+                      const int64_t *header_value_lengths, int64_t *out) {
     for (int64_t i = 0; i < n; i++) {
-        int64_t size = field_size(key->lengths, i) + field_size(value->lengths, i);
-        if (hdr->list_offsets == NULL) {
+        int64_t size = field_size(key_lengths, i) + field_size(value_lengths, i);
+        if (header_offsets == NULL) {
             size += 1;
         } else {
-            int64_t first = hdr->list_offsets[i], last = hdr->list_offsets[i + 1];
+            int64_t first = header_offsets[i], last = header_offsets[i + 1];
             size += varint_size(last - first);
             for (int64_t h = first; h < last; h++)
-                size += field_size(hdr->key.lengths, h) + field_size(hdr->value.lengths, h);
+                size += field_size(header_key_lengths, h) + field_size(header_value_lengths, h);
         }
         out[i] = size;
     }
@@ -114,10 +119,10 @@ int64_t kt_plan_batches(int64_t n, const int64_t *payload, const int64_t *ts, in
 /* Write every batch's records after its (separately written) header; returns the number of
  * batches whose records did not end exactly at the planned size (0 unless plan and writer
  * disagree). */
-int64_t kt_write_records(uint8_t *buf, int64_t batches, const int64_t *positions,
-                         const int64_t *starts, const int64_t *body, const int64_t *ts,
-                         const kt_column *key, const kt_column *value, const kt_headers *hdr,
-                         const int64_t *sizes, int64_t overhead) {
+static int64_t write_records(uint8_t *buf, int64_t batches, const int64_t *positions,
+                             const int64_t *starts, const int64_t *body, const int64_t *ts,
+                             const int64_t *sizes, int64_t overhead, const kt_column *key,
+                             const kt_column *value, const kt_headers *hdr) {
     int64_t wrong = 0;
     for (int64_t b = 0; b < batches; b++) {
         int64_t p = positions[b] + overhead, first = starts[b];
@@ -142,6 +147,21 @@ int64_t kt_write_records(uint8_t *buf, int64_t batches, const int64_t *positions
         if (p != positions[b] + sizes[b]) wrong++;
     }
     return wrong;
+}
+
+int64_t kt_write_records(uint8_t *buf, int64_t batches, const int64_t *positions,
+                         const int64_t *starts, const int64_t *body, const int64_t *ts,
+                         const int64_t *sizes, int64_t overhead, const int64_t *key_starts,
+                         const uint8_t *key_data, const int64_t *key_lengths,
+                         const int64_t *value_starts, const uint8_t *value_data,
+                         const int64_t *value_lengths, const int64_t *header_offsets,
+                         const int64_t *header_key_starts, const uint8_t *header_key_data,
+                         const int64_t *header_key_lengths, const int64_t *header_value_starts,
+                         const uint8_t *header_value_data, const int64_t *header_value_lengths) {
+    kt_column key = COLUMN(key), value = COLUMN(value);
+    kt_headers hdr = {header_offsets, COLUMN(header_key), COLUMN(header_value)};
+    return write_records(buf, batches, positions, starts, body, ts, sizes, overhead, &key, &value,
+                         &hdr);
 }
 
 /* Write row b of rows (width bytes each) at positions[b] (batch headers, rebased offsets). */
