@@ -3,9 +3,9 @@ JVM classes are built from their sources on first use (kafkatier.sink.jvm).
 
 The library lands in ``$KAFKATIER_CACHE_DIR/native`` (default ``~/.cache/kafkatier``) under a
 name carrying the digest of the source and the platform, so a changed source or another machine
-sharing the home directory never loads a stale build. The compiler is ``$CC``, else ``cc``; it
-writes beside the final name and the result is renamed into place, so a concurrent or killed
-build never leaves half a library under the final name.
+sharing the home directory never loads a stale build. The compiler is ``$CC`` (with any flags
+in it), else ``cc``; it writes beside the final name and the result is renamed into place, so a
+concurrent or killed build never leaves half a library under the final name.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import os
 import platform
+import shlex
 import shutil
 import subprocess
 import sys
@@ -39,13 +40,14 @@ def library_path() -> Path:
     return cache / "native" / f"kafkatier-kernels-{digest.hexdigest()[:16]}{suffix}"
 
 
-def compiler() -> str:
-    """``$CC`` or ``cc`` on PATH; BuildError when there is none."""
-    name = os.environ.get("CC") or "cc"
-    found = shutil.which(name)
+def compiler() -> list[str]:
+    """``$CC`` (a command, with any flags it carries, as make takes it) or ``cc`` on PATH;
+    BuildError when there is none."""
+    command = shlex.split(os.environ.get("CC") or "cc")
+    found = shutil.which(command[0]) if command else None
     if found is None:
-        raise BuildError(f"no C compiler ({name!r} is not on PATH; set $CC)")
-    return found
+        raise BuildError(f"no C compiler ({' '.join(command)!r} is not on PATH; set $CC)")
+    return [found, *command[1:]]
 
 
 def build(target: Path) -> None:
@@ -55,10 +57,12 @@ def build(target: Path) -> None:
         target.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=target.parent) as scratch:
             partial = Path(scratch) / target.name
-            command = [cc, *FLAGS, "-o", str(partial), str(SOURCE)]
+            command = [*cc, *FLAGS, "-o", str(partial), str(SOURCE)]
             done = subprocess.run(command, capture_output=True, text=True, check=False)
             if done.returncode != 0:
-                raise BuildError(f"{cc} exit {done.returncode}: {done.stderr.strip()[-500:]}")
+                raise BuildError(
+                    f"{' '.join(cc)} exit {done.returncode}: {done.stderr.strip()[-500:]}"
+                )
             os.replace(partial, target)
     except BuildError:
         raise

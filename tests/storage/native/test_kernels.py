@@ -225,3 +225,39 @@ def test_produce_imports_no_numba(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "0 []"
     assert "produced 3 records to t" in done.stdout
+
+
+@needs_cc
+def test_cc_with_flags_and_an_unwritable_cache(tmp_path: Path) -> None:
+    """``$CC`` may carry flags, as make's does; a cache path that cannot be a directory (here a
+    file) leaves numba's kernels serving, saying where it could not build."""
+    done = _fresh_process(tmp_path, {"CC": "cc -O1"}, ENCODE)
+    assert done.stdout.split() == ["True", "1", "3"], done.stderr
+    blocked = tmp_path / "not-a-dir"
+    blocked.write_text("")
+    done = _fresh_process(tmp_path, {"KAFKATIER_CACHE_DIR": str(blocked)}, ENCODE)
+    assert done.stdout.split() == ["False", "1", "3"], done.stderr
+    assert f"cannot build in {blocked / 'native'}" in done.stderr
+
+
+@needs_cc
+def test_processes_building_at_once_each_load_a_whole_library(tmp_path: Path) -> None:
+    """Four processes start with an empty cache at once: each builds (or finds a finished
+    build), none loads a partial file, one library is left under its name."""
+    environ = {**os.environ, "KAFKATIER_CACHE_DIR": str(tmp_path / "cache")}
+    environ.pop(native.KERNELS_ENV, None)
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", ENCODE],
+            env=environ,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(4)
+    ]
+    for proc in procs:
+        out, err = proc.communicate(timeout=120)
+        assert out.split() == ["True", "1", "3"], err
+    left = list((tmp_path / "cache" / "native").iterdir())
+    assert len(left) == 1 and left[0].name.startswith("kafkatier-kernels-"), left
