@@ -50,6 +50,8 @@ def test_wheel_maps_top_level_folders_under_kafkatier(wheel: Path) -> None:
     java = [p.relative_to(REPO / "sink").as_posix() for p in (REPO / "sink").rglob("*.java")]
     assert java, "no JVM encoder sources found in sink/java"
     assert all(f"kafkatier/sink/{p}" in names for p in java)  # compiled on first use
+    for c_file in ("kernels.c", "kernels.h"):  # the encoder's C kernels, built on first use
+        assert f"kafkatier/storage/native/{c_file}" in names
     assert not any(n.startswith(("storage/", "tests/", "bench/")) for n in names)
     entry_points = zipfile.ZipFile(wheel).read(
         next(n for n in names if n.endswith("entry_points.txt"))
