@@ -124,8 +124,9 @@ def _check_producer(
 
 
 def _plan(cols: Columns, limit: int, max_records: int) -> tuple[NDArray[np.int64], ...]:
-    payload = _kernels().payload_sizes(cols.key, cols.value, cols.headers)
-    starts, body, sizes, max_ts, too_large = _kernels().plan_batches(
+    kernels = _kernels()
+    payload = kernels.payload_sizes(cols.key, cols.value, cols.headers)
+    starts, body, sizes, max_ts, too_large = kernels.plan_batches(
         payload, cols.timestamps, limit, max_records, BATCH_HEADER_SIZE
     )
     if too_large >= 0:

@@ -25,11 +25,8 @@ _FFI = FFI()
 _FFI.cdef(HEADER.read_text())
 _LIB: list[Any] = []
 _NULL = _FFI.NULL
-_C_TYPES = {
-    np.dtype(np.int64).str: "int64_t[]",
-    "|u1": "uint8_t[]",
-    np.dtype(np.int32).str: "int32_t[]",
-}
+_C_TYPES = {np.dtype(np.int64): "int64_t[]", np.dtype(np.uint8): "uint8_t[]",
+            np.dtype(np.int32): "int32_t[]"}  # fmt: skip
 
 
 def bind(path: Path) -> None:
@@ -62,7 +59,7 @@ def _out(array: Array) -> Any:
     """An output array (made here, contiguous) or a buffer the caller has the kernel write."""
     if not array.flags.c_contiguous or not array.flags.writeable:
         raise ValueError("a kernel's output must be writable contiguous memory")
-    return _FFI.from_buffer(_C_TYPES[array.dtype.str], array, require_writable=True)
+    return _FFI.from_buffer(_C_TYPES[array.dtype], array, require_writable=True)
 
 
 def _column(col: tuple[Array, Array, Array]) -> tuple[Any, Any, Any]:

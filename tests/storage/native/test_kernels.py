@@ -261,3 +261,19 @@ def test_processes_building_at_once_each_load_a_whole_library(tmp_path: Path) ->
         assert out.split() == ["True", "1", "3"], err
     left = list((tmp_path / "cache" / "native").iterdir())
     assert len(left) == 1 and left[0].name.startswith("kafkatier-kernels-"), left
+
+
+def test_native_asked_after_a_failed_build_still_says_why(tmp_path: Path) -> None:
+    """One process, no compiler: ``auto`` falls back; a later ``native`` is an error, not the
+    fallback remembered from the first attempt."""
+    code = (
+        "import os\n"
+        "from kafkatier.storage import native\n"
+        "print(native.native())\n"
+        f"os.environ[{native.KERNELS_ENV!r}] = 'native'\n"
+        "try:\n    native.native()\nexcept Exception as exc:\n    print(type(exc).__name__, exc)\n"
+    )
+    done = _fresh_process(tmp_path, {"CC": str(tmp_path / "no-such-cc")}, code)
+    lines = done.stdout.splitlines()
+    assert lines[0] == "None", done.stderr
+    assert lines[1].startswith("ConfigError the C kernels cannot be had: no C compiler"), lines
