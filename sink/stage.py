@@ -29,7 +29,6 @@ from __future__ import annotations
 import contextlib
 import glob
 import hashlib
-import mmap
 import os
 import shutil
 import struct
@@ -140,28 +139,12 @@ class StagingFiles:
         self._loaded: dict[str, memoryview] = {}
 
     def load(self, paths: Collection[str]) -> None:
-        """Have ``paths`` whole, once: :meth:`view` then slices them instead of reading each
-        span (a batch over a thousand partitions has two spans a partition and a task).
-
-        Mapped, as private copy-on-write maps: the driver rewrites each batch's sequence, CRC
-        and offset in place, which copies the batch's first page and leaves the file as the
-        executor wrote it (the write-ahead log a replay reads again). Reading the files into
-        buffers instead cost a zeroed allocation and a copy of every byte: 26-35 against
-        13-14 ms for ``check_all`` of a 1,024-partition batch of 16 MiB (ad hoc,
-        ``/work/tmp/i15b/micro_check.py``). A staging file is this batch's alone (each task
-        attempt writes its own and is done), so nothing truncates it under the map. A map
-        keeps a descriptor of its own (before Python 3.13's ``trackfd``) until its last view
-        goes: beyond ``budget`` files they are read instead."""
-        wanted = [path for path in paths if path not in self._loaded]
-        for path in wanted:
-            fd = self._fd(path)
-            size = os.fstat(fd).st_size
-            if not size:  # mmap refuses an empty file
-                self._loaded[path] = memoryview(b"")
-            elif len(wanted) <= self.budget:  # unmapped when its last view goes
-                self._loaded[path] = memoryview(mmap.mmap(fd, size, access=mmap.ACCESS_COPY))
-            else:
-                whole = memoryview(bytearray(size))
+        """Read ``paths`` whole, once: :meth:`view` then slices them instead of reading each
+        span (a batch over a thousand partitions has two spans a partition and a task)."""
+        for path in paths:
+            if path not in self._loaded:
+                fd = self._fd(path)
+                whole = memoryview(bytearray(os.fstat(fd).st_size))
                 self._loaded[path] = whole[: self._read_into(fd, whole, 0)]
 
     def view(self, path: str, position: int, length: int) -> memoryview:
