@@ -126,6 +126,28 @@ def test_staging_files_round_trip_and_a_missing_dir_names_the_fix(tmp_path: Path
     assert not batch_dir.exists()
 
 
+def test_loaded_staging_files_are_rewritten_in_memory_never_on_disk(tmp_path: Path) -> None:
+    """The driver gives loaded batches their sequences, CRCs and offsets in place; the staging
+    files (the write-ahead log a replay reads again) keep the executors' bytes, an empty file
+    loads as nothing, and each batch's fields come back as the rewrite left them."""
+    first, second, empty = (tmp_path / f"task-{i}.kbatches" for i in range(3))
+    first.write_bytes(encoded(30))
+    second.write_bytes(encoded(12, Codec.ZSTD))
+    empty.write_bytes(b"")
+    before = {p: p.read_bytes() for p in (first, second)}
+    with StagingFiles() as files:
+        files.load([str(first), str(second), str(empty)])
+        assert bytes(files.view(str(empty), 0, 0)) == b""
+        pieces = [parse_incoming(files.view(str(p), 0, len(b)), AppendOrigin.CLIENT,
+                                 file=str(p)) for p, b in before.items()]  # fmt: skip
+        assert assign_sequences([b for piece in pieces for b in piece], 1000) == 1042
+        rewritten = [bytes(files.view(str(p), 0, len(b))) for p, b in before.items()]
+    assert {p: p.read_bytes() for p in before} == before
+    found = [b for buf in rewritten for b in batches(bytearray(buf))]
+    assert [b.base_sequence for b in found][:2] == [1000, 1007]
+    assert all(b.validate_crc() for b in found) and sum(len(list(b)) for b in found) == 42
+
+
 def test_staging_files_in_the_log_dir_are_files_a_broker_ignores(tmp_path: Path) -> None:
     """By default a batch's staging files are regular files at the log dir's root, named for
     the sink; a new instance removes the sink's leftovers, not another sink's."""
