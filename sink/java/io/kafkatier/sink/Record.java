@@ -1,16 +1,12 @@
 package io.kafkatier.sink;
 
-import org.apache.spark.unsafe.Platform;
-import org.apache.spark.unsafe.types.UTF8String;
-
 /**
- * One input row as the encoder needs it: reused for every row of a task. Key and value are
- * views of the row's bytes where the row allows (see {@link RowReader}), valid until the next
- * row is read: they are copied once, into the open batch.
+ * One input row as the encoder needs it: reused for every row of a task (no per-row objects
+ * beyond the byte arrays Spark's getBinary copies out).
  */
 final class Record {
-  UTF8String key; // null: no key
-  UTF8String value; // null: a tombstone
+  byte[] key; // null: no key
+  byte[] value; // null: a tombstone
   byte[][] headerKeys = new byte[4][];
   byte[][] headerValues = new byte[4][]; // an element null: a null header value
   int headerCount;
@@ -32,7 +28,7 @@ final class Record {
   /** The record's size after its length prefix (Kafka's DefaultRecord.sizeOfBodyInBytes). */
   int bodySize(int offsetDelta, long timestampDelta) {
     int size = 1 + Bytes.sizeOfVarlong(timestampDelta) + Bytes.sizeOfVarint(offsetDelta);
-    size += sizeOfView(key) + sizeOfView(value) + Bytes.sizeOfVarint(headerCount);
+    size += sizeOfBytes(key) + sizeOfBytes(value) + Bytes.sizeOfVarint(headerCount);
     for (int i = 0; i < headerCount; i++) {
       size += sizeOfBytes(headerKeys[i]) + sizeOfBytes(headerValues[i]);
     }
@@ -45,8 +41,8 @@ final class Record {
     out.putByte(0);
     out.putVarlong(timestampDelta);
     out.putVarint(offsetDelta);
-    putView(out, key);
-    putView(out, value);
+    putBytes(out, key);
+    putBytes(out, value);
     out.putVarint(headerCount);
     for (int i = 0; i < headerCount; i++) {
       putBytes(out, headerKeys[i]);
@@ -56,22 +52,6 @@ final class Record {
 
   private static int sizeOfBytes(byte[] b) {
     return b == null ? 1 : Bytes.sizeOfVarint(b.length) + b.length;
-  }
-
-  private static int sizeOfView(UTF8String b) {
-    return b == null ? 1 : Bytes.sizeOfVarint(b.numBytes()) + b.numBytes();
-  }
-
-  private static void putView(Bytes out, UTF8String b) {
-    if (b == null) {
-      out.putVarint(-1);
-    } else {
-      int n = b.numBytes();
-      out.putVarint(n);
-      out.ensure(n);
-      b.writeToMemory(out.data, Platform.BYTE_ARRAY_OFFSET + out.size);
-      out.size += n;
-    }
   }
 
   private static void putBytes(Bytes out, byte[] b) {

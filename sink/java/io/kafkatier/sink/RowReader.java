@@ -2,7 +2,6 @@ package io.kafkatier.sink;
 
 import java.io.Serializable;
 import org.apache.spark.sql.catalyst.InternalRow;
-import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
 import org.apache.spark.sql.catalyst.util.ArrayData;
 import org.apache.spark.sql.types.ByteType;
 import org.apache.spark.sql.types.DataType;
@@ -98,19 +97,15 @@ final class RowReader implements Serializable {
     }
   }
 
-  /**
-   * The field's bytes as a view where the row's layout allows: a string anywhere, a binary in
-   * an UnsafeRow (laid out as a string there; foreachBatch's rows and most plans' are), else
-   * a copy (getBinary). The copies were 2 of every row's allocations.
-   */
-  private static UTF8String bytes(InternalRow row, int ordinal, boolean string) {
+  private static byte[] bytes(InternalRow row, int ordinal, boolean string) {
     if (ordinal < 0 || row.isNullAt(ordinal)) {
       return null;
     }
-    if (string || row instanceof UnsafeRow) {
-      return row.getUTF8String(ordinal);
+    if (string) {
+      UTF8String s = row.getUTF8String(ordinal);
+      return s.getBytes();
     }
-    return UTF8String.fromBytes(row.getBinary(ordinal));
+    return row.getBinary(ordinal);
   }
 
   private static int ordinal(StructType schema, String name) {
