@@ -103,6 +103,7 @@ from kafkatier.sink.plan import (
 )
 from kafkatier.sink.schema import InputColumns, SinkSchemaError, check_schema, normalize
 from kafkatier.sink.stage import (
+    LoadBuffers,
     StagingFiles,
     StagingPlace,
     batch_place,
@@ -181,6 +182,7 @@ class KafkaLogSink:
         """The last batch's partitions not known durable yet: the flush that finishes making
         them so and then removes its staging files (``LogDirectory.flush_data_later``)."""
         self._meanwhile: ThreadPoolExecutor | None = None  # see _encode
+        self._load_buffers = LoadBuffers()  # the staging files' loads, reused by every batch
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         self.log_dir.mkdir(parents=True, exist_ok=True)
@@ -386,7 +388,7 @@ class KafkaLogSink:
             if not groups:  # no row: nothing to decide or flush (a replay writes nothing too)
                 place.remove()
                 return
-            with StagingFiles() as files, gc_paused():
+            with StagingFiles(buffers=self._load_buffers) as files, gc_paused():
                 checked = check_all(groups, sequences, files)
                 check_space(self.log_dir, checked)
                 wal = to_wal(batch_id, state.producer_id, self._epoch_now(), checked)

@@ -16,6 +16,7 @@ from kafka.record.default_records import DefaultRecordBatch
 
 from kafkatier.sink.append import read_pieces
 from kafkatier.sink.stage import (
+    LoadBuffers,
     StagingFiles,
     assign_sequences,
     batch_place,
@@ -146,6 +147,35 @@ def test_loaded_staging_files_are_rewritten_in_memory_never_on_disk(tmp_path: Pa
     found = [b for buf in rewritten for b in batches(bytearray(buf))]
     assert [b.base_sequence for b in found][:2] == [1000, 1007]
     assert all(b.validate_crc() for b in found) and sum(len(list(b)) for b in found) == 42
+
+
+def test_a_sinks_batches_load_into_the_buffers_the_last_batch_used(tmp_path: Path) -> None:
+    """Each batch's loads reuse what the batch before used (the smallest buffer that fits, a
+    new one when none does), see only their own file's bytes, and keep nothing beyond what the
+    last batch used."""
+    small, large = tmp_path / "small.kbatches", tmp_path / "large.kbatches"
+    buffers = LoadBuffers()
+    small.write_bytes(b"a" * 100)
+    large.write_bytes(b"b" * 1000)
+    with StagingFiles(buffers=buffers) as files:
+        files.load([str(large), str(small)])
+        first = {p: files.view(p, 0, 1).obj for p in (str(small), str(large))}
+    small.write_bytes(b"c" * 90)
+    large.write_bytes(b"d" * 1300)  # larger than either buffer
+    with StagingFiles(buffers=buffers) as files:
+        files.load([str(small), str(large)])
+        assert bytes(files.view(str(small), 0, 90)) == b"c" * 90
+        assert bytes(files.view(str(large), 0, 1300)) == b"d" * 1300
+        with pytest.raises(CorruptRecordError, match="ended after 90 of 91"):
+            files.view(str(small), 0, 91)  # a reused buffer's tail is not the file's
+        second = {p: files.view(p, 0, 1).obj for p in (str(small), str(large))}
+    assert second[str(small)] is first[str(small)]  # the smallest that fits
+    assert second[str(large)] is not first[str(large)]
+    with StagingFiles(buffers=buffers) as files:
+        files.load([str(small)])
+        third = files.view(str(small), 0, 1).obj
+    assert third is second[str(small)]
+    assert buffers._kept == [third]  # the large buffers this batch did not use are let go
 
 
 def test_staging_files_in_the_log_dir_are_files_a_broker_ignores(tmp_path: Path) -> None:
