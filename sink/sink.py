@@ -306,6 +306,7 @@ class KafkaLogSink:
         """Close the logs cleanly (checkpoints, clean-shutdown marker), in a turn on the log dir
         as every write to it; a later batch reopens them."""
         with self._turns:
+            self._load_buffers.clear()
             if self._logs is not None:
                 self._close_in_turn(self._logs)
             if self._meanwhile is not None:

@@ -159,6 +159,14 @@ class LoadBuffers:
         """The batch is done with what it took: keep that for the next, let the rest go."""
         self._kept, self._lent = self._lent, []
 
+    def clear(self) -> None:
+        """Let every kept buffer go (the sink is closed: its query stopped)."""
+        self._kept = []
+
+    @property
+    def kept_bytes(self) -> int:
+        return sum(len(b) for b in self._kept)
+
 
 class StagingFiles:
     """The staging files one batch call reads, each opened once and kept open while it is read

@@ -277,8 +277,10 @@ def test_fetched_and_staged_batches_write_the_same_log(
     fetched, written = read_topic(tmp_path / "fetched", "t"), read_topic(tmp_path / "staged", "t")
     assert fetched.drop_columns(["timestamp"]) == written.drop_columns(["timestamp"])
     assert fetched.num_rows == 700
+    assert staged._load_buffers.kept_bytes > 0  # the batch's loads, kept for the next batch
     staged.close()
     assert wal_files(tmp_path / "staged") == []
+    assert staged._load_buffers.kept_bytes == 0  # a closed sink keeps none
 
 
 def wal_files(log_dir: Path) -> list[str]:
