@@ -123,8 +123,9 @@ def _check_producer(
         )
 
 
-def _plan(cols: Columns, limit: int, max_records: int) -> tuple[NDArray[np.int64], ...]:
-    kernels = _kernels()
+def _plan(
+    kernels: ModuleType, cols: Columns, limit: int, max_records: int
+) -> tuple[NDArray[np.int64], ...]:
     payload = kernels.payload_sizes(cols.key, cols.value, cols.headers)
     starts, body, sizes, max_ts, too_large = kernels.plan_batches(
         payload, cols.timestamps, limit, max_records, BATCH_HEADER_SIZE
@@ -139,16 +140,19 @@ def _plan(cols: Columns, limit: int, max_records: int) -> tuple[NDArray[np.int64
 
 
 def _write_headers(
-    buf: NDArray[np.uint8], positions: NDArray[np.int64], fields: dict[str, Any]
-) -> NDArray[Any]:
+    kernels: ModuleType, buf: NDArray[np.uint8], positions: NDArray[np.int64],
+    fields: dict[str, Any],
+) -> NDArray[Any]:  # fmt: skip
     rows = np.zeros(len(positions), BATCH_HEADER_DTYPE)
     for name, value in fields.items():
         rows[name] = value
-    _kernels().scatter_rows(buf, positions, rows.view(np.uint8).reshape(-1, BATCH_HEADER_SIZE))
+    kernels.scatter_rows(buf, positions, rows.view(np.uint8).reshape(-1, BATCH_HEADER_SIZE))
     return rows
 
 
-def _write_crcs(data: bytearray, positions: NDArray[np.int64], sizes: NDArray[np.int64]) -> None:
+def _write_crcs(
+    kernels: ModuleType, data: bytearray, positions: NDArray[np.int64], sizes: NDArray[np.int64]
+) -> None:
     view = memoryview(data)
     crcs = np.fromiter(
         (
@@ -158,12 +162,13 @@ def _write_crcs(data: bytearray, positions: NDArray[np.int64], sizes: NDArray[np
         ">u4",
         len(positions),
     )
-    _kernels().scatter_rows(
+    kernels.scatter_rows(
         np.frombuffer(data, np.uint8), positions + CRC_OFFSET, crcs.view(np.uint8).reshape(-1, 4)
     )
 
 
 def _compress(
+    kernels: ModuleType,
     data: bytearray,
     positions: NDArray[np.int64],
     sizes: NDArray[np.int64],
@@ -187,10 +192,10 @@ def _compress(
             batch=int(too_big[0]),
         )
     new_pos = np.cumsum(new_sizes) - new_sizes
-    rows = _kernels().gather_rows(_readonly(data), positions, BATCH_HEADER_SIZE)
+    rows = kernels.gather_rows(_readonly(data), positions, BATCH_HEADER_SIZE)
     rows.view(BATCH_HEADER_DTYPE)["batch_length"][:, 0] = new_sizes - LOG_OVERHEAD
     out = output_buffer(int(new_sizes.sum()))
-    _kernels().scatter_rows(np.frombuffer(out, np.uint8), new_pos, rows)
+    kernels.scatter_rows(np.frombuffer(out, np.uint8), new_pos, rows)
     for p, part in zip(new_pos.tolist(), parts, strict=True):
         out[p + BATCH_HEADER_SIZE : p + BATCH_HEADER_SIZE + len(part)] = part
     return out, new_pos, new_sizes
@@ -249,7 +254,9 @@ def encode(
     codec = Codec.parse(codec)
     _check_producer(producer_id, producer_epoch, base_sequence, transactional)
     cols = extract(data, int(time.time() * 1000) if timestamp is None else timestamp)
-    starts, body, sizes, max_ts = _plan(cols, *_limits(codec, max_batch_bytes, max_batch_records))
+    kernels = _kernels()  # once: each pick reads the setting (about a microsecond)
+    limits = _limits(codec, max_batch_bytes, max_batch_records)
+    starts, body, sizes, max_ts = _plan(kernels, cols, *limits)
     firsts, counts = starts[:-1], np.diff(starts)
     sequences = _sequences(base_sequence, firsts)
     positions = np.cumsum(sizes) - sizes
@@ -263,14 +270,16 @@ def encode(
         "base_sequence": sequences, "records_count": counts,
     }  # fmt: skip
     buf = np.frombuffer(out, np.uint8)
-    _write_headers(buf, positions, fields)
+    _write_headers(kernels, buf, positions, fields)
     args = (starts, body, cols.timestamps, cols.key, cols.value, cols.headers, sizes)
-    if _kernels().write_records(buf, positions, *args, BATCH_HEADER_SIZE):
+    if kernels.write_records(buf, positions, *args, BATCH_HEADER_SIZE):
         raise StorageError("internal error: encoded batch sizes differ from the plan")
     del buf  # release the export so ``out`` stays resizable
     if codec != Codec.NONE:
-        out, positions, sizes = _compress(out, positions, sizes, codec, level, max_batch_bytes)
-    _write_crcs(out, positions, sizes)
+        out, positions, sizes = _compress(
+            kernels, out, positions, sizes, codec, level, max_batch_bytes
+        )
+    _write_crcs(kernels, out, positions, sizes)
     return EncodedBatches(
         data=out, positions=positions, sizes=sizes, base_offsets=base_offset + firsts,
         last_offset_deltas=counts - 1, record_counts=counts, max_timestamps=max_ts,

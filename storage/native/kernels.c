@@ -18,20 +18,6 @@
 
 #include "kernels.h"
 
-typedef struct {
-    const int64_t *starts;
-    const uint8_t *data;
-    const int64_t *lengths;
-} kt_column;
-
-typedef struct {
-    const int64_t *list_offsets; /* NULL: the table has no headers column */
-    kt_column key;
-    kt_column value;
-} kt_headers;
-
-#define COLUMN(prefix) {prefix##_starts, prefix##_data, prefix##_lengths}
-
 static inline uint64_t zigzag(int64_t v) { return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63); }
 
 static inline int64_t varint_size(int64_t v) {
@@ -121,10 +107,10 @@ int64_t kt_plan_batches(int64_t n, const int64_t *payload, const int64_t *ts, in
 /* Write every batch's records after its (separately written) header; returns the number of
  * batches whose records did not end exactly at the planned size (0 unless plan and writer
  * disagree). */
-static int64_t write_records(uint8_t *buf, int64_t batches, const int64_t *positions,
-                             const int64_t *starts, const int64_t *body, const int64_t *ts,
-                             const int64_t *sizes, int64_t overhead, const kt_column *key,
-                             const kt_column *value, const kt_headers *hdr) {
+int64_t kt_write_records(uint8_t *buf, int64_t batches, const int64_t *positions,
+                         const int64_t *starts, const int64_t *body, const int64_t *ts,
+                         const int64_t *sizes, int64_t overhead, const kt_column *key,
+                         const kt_column *value, const kt_headers *hdr) {
     int64_t wrong = 0;
     for (int64_t b = 0; b < batches; b++) {
         int64_t p = positions[b] + overhead, first = starts[b];
@@ -149,21 +135,6 @@ static int64_t write_records(uint8_t *buf, int64_t batches, const int64_t *posit
         if (p != positions[b] + sizes[b]) wrong++;
     }
     return wrong;
-}
-
-int64_t kt_write_records(uint8_t *buf, int64_t batches, const int64_t *positions,
-                         const int64_t *starts, const int64_t *body, const int64_t *ts,
-                         const int64_t *sizes, int64_t overhead, const int64_t *key_starts,
-                         const uint8_t *key_data, const int64_t *key_lengths,
-                         const int64_t *value_starts, const uint8_t *value_data,
-                         const int64_t *value_lengths, const int64_t *header_offsets,
-                         const int64_t *header_key_starts, const uint8_t *header_key_data,
-                         const int64_t *header_key_lengths, const int64_t *header_value_starts,
-                         const uint8_t *header_value_data, const int64_t *header_value_lengths) {
-    kt_column key = COLUMN(key), value = COLUMN(value);
-    kt_headers hdr = {header_offsets, COLUMN(header_key), COLUMN(header_value)};
-    return write_records(buf, batches, positions, starts, body, ts, sizes, overhead, &key, &value,
-                         &hdr);
 }
 
 /* Write row b of rows (width bytes each) at positions[b] (batch headers, rebased offsets). */

@@ -1,6 +1,16 @@
 /* What kernels.c exports: its C compiler reads this, and so does cffi (storage/native/kernels.py,
  * which takes these declarations as they are: no preprocessor lines here). Arrays are pointers
  * to contiguous memory; a binary column is its starts, data and lengths (-1: null). */
+typedef struct {
+    const int64_t *starts;
+    const uint8_t *data;
+    const int64_t *lengths;
+} kt_column;
+typedef struct {
+    const int64_t *list_offsets; /* NULL: the table has no headers column */
+    kt_column key;
+    kt_column value;
+} kt_headers;
 void kt_payload_sizes(int64_t n, const int64_t *key_lengths, const int64_t *value_lengths,
                       const int64_t *header_offsets, const int64_t *header_key_lengths,
                       const int64_t *header_value_lengths, int64_t *out);
@@ -9,13 +19,8 @@ int64_t kt_plan_batches(int64_t n, const int64_t *payload, const int64_t *ts, in
                         int64_t *sizes, int64_t *max_ts);
 int64_t kt_write_records(uint8_t *buf, int64_t batches, const int64_t *positions,
                          const int64_t *starts, const int64_t *body, const int64_t *ts,
-                         const int64_t *sizes, int64_t overhead, const int64_t *key_starts,
-                         const uint8_t *key_data, const int64_t *key_lengths,
-                         const int64_t *value_starts, const uint8_t *value_data,
-                         const int64_t *value_lengths, const int64_t *header_offsets,
-                         const int64_t *header_key_starts, const uint8_t *header_key_data,
-                         const int64_t *header_key_lengths, const int64_t *header_value_starts,
-                         const uint8_t *header_value_data, const int64_t *header_value_lengths);
+                         const int64_t *sizes, int64_t overhead, const kt_column *key,
+                         const kt_column *value, const kt_headers *hdr);
 void kt_scatter_rows(uint8_t *buf, int64_t count, const int64_t *positions, const uint8_t *rows,
                      int64_t width);
 void kt_gather_rows(const uint8_t *buf, int64_t count, const int64_t *positions, int64_t width,

@@ -62,14 +62,21 @@ def _out(array: Array) -> Any:
     return _FFI.from_buffer(_C_TYPES[array.dtype], array, require_writable=True)
 
 
-def _column(col: tuple[Array, Array, Array]) -> tuple[Any, Any, Any]:
-    return _i64(col[0]), _u8(col[1]), _i64(col[2])
+def _column(col: tuple[Array, ...], keep: list[Any]) -> list[Any]:
+    """A ``kt_column`` initializer; ``keep`` holds the arrays' buffers until the call is done
+    (the struct holds bare pointers into them)."""
+    arrays = [_i64(col[0]), _u8(col[1]), _i64(col[2])]
+    keep += arrays
+    return arrays
 
 
-def _headers(hdr: tuple[Array, ...]) -> tuple[Any, ...]:
+def _headers(hdr: tuple[Array, ...], keep: list[Any]) -> Any:
+    """A ``kt_headers`` (list offsets and two columns; all NULL: no headers column)."""
     if len(hdr[0]) == 0:
-        return (_NULL,) * 7
-    return (_i64(hdr[0]), *_column(hdr[1:4]), *_column(hdr[4:7]))
+        return _FFI.new("kt_headers *", [_NULL, [_NULL] * 3, [_NULL] * 3])
+    offsets = _i64(hdr[0])
+    keep.append(offsets)
+    return _FFI.new("kt_headers *", [offsets, _column(hdr[1:4], keep), _column(hdr[4:7], keep)])
 
 
 def payload_sizes(
@@ -105,9 +112,11 @@ def write_records(
     sizes: Array, overhead: int,
 ) -> int:  # fmt: skip
     """Write every batch's records after its header; the count of batches off their plan."""
+    keep: list[Any] = []
     wrong: int = _LIB[0].kt_write_records(
         _out(buf), len(starts) - 1, _i64(positions), _i64(starts), _i64(body), _i64(ts),
-        _i64(sizes), overhead, *_column(key), *_column(value), *_headers(hdr),
+        _i64(sizes), overhead, _FFI.new("kt_column *", _column(key, keep)),
+        _FFI.new("kt_column *", _column(value, keep)), _headers(hdr, keep),
     )  # fmt: skip
     return wrong
 
