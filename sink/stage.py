@@ -135,9 +135,10 @@ class LoadBuffers:
     ``foreachBatch`` calls the sink on one of py4j's callback threads, whose allocations of
     many MiB come as fresh pages every batch (glibc maps them): zeroing and faulting them in
     took 5.6-6.0 ms for each 11 MiB staging file of a 1M-row streaming micro-batch, against no
-    time reused (ad hoc phase timers in ``bench/sink_stream.py``'s driver, two runs without, three with:
-    ``check_all`` 15.4-16.6 -> 6.0-6.4 ms). What one batch used is kept for the next (at most ``KEPT_BYTES``: larger batches
-    are not loaded), the rest let go. Not thread-safe: a sink runs one batch at a time."""
+    time reused (ad hoc phase timers in ``bench/sink_stream.py``'s driver, two runs without,
+    three with: ``check_all`` 15.4-16.6 -> 6.0-6.4 ms). What one batch used is kept for the
+    next (at most ``KEPT_BYTES``: larger batches are not loaded), the rest let go. Not
+    thread-safe: a sink runs one batch at a time."""
 
     def __init__(self) -> None:
         self._kept: list[bytearray] = []
