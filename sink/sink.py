@@ -187,6 +187,7 @@ class KafkaLogSink:
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         with (
+            gc_paused(),
             self._turns,
             exclusive_lock(self.log_dir, self.sink_id),
             writer_turn(self.log_dir, who=f"sink {self.sink_id}") as turn,
@@ -389,7 +390,7 @@ class KafkaLogSink:
             if not groups:  # no row: nothing to decide or flush (a replay writes nothing too)
                 place.remove()
                 return
-            with StagingFiles(buffers=self._load_buffers) as files, gc_paused():
+            with StagingFiles(buffers=self._load_buffers) as files:
                 checked = check_all(groups, sequences, files)
                 check_space(self.log_dir, checked)
                 wal = to_wal(batch_id, state.producer_id, self._epoch_now(), checked)

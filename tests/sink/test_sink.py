@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import json
+import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -461,3 +463,33 @@ def test_an_empty_micro_batch_writes_nothing_and_costs_no_decision(
     assert verify_paths([tmp_path]) == []
     assert read_topic(tmp_path, "t").num_rows == 80
     assert sum(end_offsets(tmp_path).values()) == 80 + 2 * 4  # two transactions, four markers each
+
+
+def test_the_collector_is_off_for_a_whole_batch(spark: Any, tmp_path: Path) -> None:
+    """Python's cyclic collector stays off for the whole of a micro-batch (``gc_paused``): with
+    many partitions every collection in it would traverse the batch's objects, a few per
+    partition, and sometimes every log's (checked to fail with the pause around the check and
+    the appends only: two collections in this batch)."""
+    sink = KafkaLogSink(tmp_path, topic="t", partitions=512)
+    df = spark.range(0, 20_000, 1, 2).selectExpr(
+        "CAST(CONCAT('k', id) AS BINARY) AS key", "CAST(CONCAT('v', id) AS BINARY) AS value"
+    )
+    sink(df, 0)  # creates the topic
+    inside: list[int] = []  # collections begun with the sink's call on the stack
+
+    def watch(phase: str, info: dict[str, int]) -> None:
+        frame = sys._getframe(1)
+        while frame is not None and frame.f_code is not KafkaLogSink.__call__.__code__:
+            frame = frame.f_back
+        if phase == "start" and frame is not None:
+            inside.append(info["generation"])
+
+    gc.callbacks.append(watch)
+    try:
+        sink(df, 1)
+    finally:
+        gc.callbacks.remove(watch)
+    assert gc.isenabled()
+    assert inside == []
+    sink.close()
+    assert read_topic(tmp_path, "t").num_rows == 40_000
