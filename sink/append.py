@@ -31,6 +31,7 @@ from kafkatier.storage.errors import (
     StorageError,
 )
 from kafkatier.storage.log.log import Log
+from kafkatier.storage.log.queued_writes import QueuedWrites
 from kafkatier.storage.log.validator import parse_incoming
 from kafkatier.storage.producer.entry import AppendOrigin
 from kafkatier.storage.record.batch import RecordBatch
@@ -156,23 +157,31 @@ def write_all(
     log_for: Callable[[str, int], Log],
     files: StagingFiles,
     marker: tuple[int, int, int],
-    after_append: Callable[[], None],
+    after_append: Callable[[], None] | None = None,
 ) -> None:
     """Each partition's batches with their sequences and its COMMIT marker (``marker``:
-    producer id, the marker's epoch, its timestamp), one partition after the other."""
-    for c in checked:
-        pieces = c.pieces if c.pieces is not None else read_pieces(files, c.group.spans)
-        write_partition(log_for(c.group.topic, c.group.partition), pieces, c.first_sequence,
-                        marker)  # fmt: skip
-        after_append()
+    producer id, the marker's epoch, its timestamp), one partition after the other; their
+    bytes written by a thread of their own where it can (``QueuedWrites``), all of them before
+    this returns. ``after_append``: the crash tests' hook after each partition, which needs the
+    partition's bytes in its file then (the appends are written as they are placed: a crash
+    among queued writes leaves what a crash after one of them leaves, fewer partitions
+    written)."""
+    queued = QueuedWrites.open(len(checked)) if after_append is None else None
+    with queued or contextlib.nullcontext():
+        for c in checked:
+            pieces = c.pieces if c.pieces is not None else read_pieces(files, c.group.spans)
+            write_partition(log_for(c.group.topic, c.group.partition), pieces, c.first_sequence,
+                            marker, queued=queued)  # fmt: skip
+            if after_append is not None:
+                after_append()
 
 
 def write_partition(
     log: Log, pieces: Iterator[list[RecordBatch]] | Pieces, first: int,
-    marker: tuple[int, int, int], skip_records: int = 0,
+    marker: tuple[int, int, int], skip_records: int = 0, queued: QueuedWrites | None = None,
 ) -> None:  # fmt: skip
     """The pieces' batches from sequence ``first`` on (the first ``skip_records`` records are in
-    the log already), the last piece with the COMMIT marker."""
+    the log already), the last piece with the COMMIT marker (its write may go to ``queued``)."""
     producer_id, epoch, timestamp = marker
     sequence, held = first, None
     for piece in pieces:
@@ -180,7 +189,7 @@ def write_partition(
             log.append_batches(held)
         sequence = assign_sequences(piece, sequence)
         held = _not_in_log(piece, first, skip_records, log)
-    log.append_committed(held or [], producer_id, epoch, timestamp=timestamp)
+    log.append_committed(held or [], producer_id, epoch, timestamp=timestamp, queued=queued)
 
 
 def _not_in_log(piece: list[RecordBatch], first: int, skip: int, log: Log) -> list[RecordBatch]:

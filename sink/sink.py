@@ -403,8 +403,8 @@ class KafkaLogSink:
                 decided = True
                 crash("after-decide")
                 marker = (state.producer_id, self._epoch_now(), wall_clock_ms())
-                write_all(checked, self._log_for, files, marker,
-                          functools.partial(crash, "after-append"))  # fmt: skip
+                hook = None if crash is no_crash else functools.partial(crash, "after-append")
+                write_all(checked, self._log_for, files, marker, hook)
         except BaseException:
             if not decided:
                 place.remove()

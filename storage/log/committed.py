@@ -28,6 +28,7 @@ from kafkatier.storage.checkpoint.leader_epoch import LeaderEpochFileCache
 from kafkatier.storage.config.log_config import LogConfig
 from kafkatier.storage.log.append import LogAppendInfo
 from kafkatier.storage.log.batch_position import BatchInfo
+from kafkatier.storage.log.queued_writes import QueuedWrites
 from kafkatier.storage.log.roll import time_rolls
 from kafkatier.storage.log.segment import LogSegment
 from kafkatier.storage.log.validator import AppendRules, assign_offset
@@ -60,6 +61,7 @@ def write_committed(
     marker: bytes,
     marker_fields: tuple[int, int, int],
     coordinator_epoch: int,
+    queued: QueuedWrites | None = None,
 ) -> LogAppendInfo | None:
     """Append ``batches`` and their COMMIT ``marker`` (``build_control_batch`` of
     ``marker_fields``: producer id, epoch, timestamp) to ``log`` where ``validate_committed``
@@ -67,7 +69,8 @@ def write_committed(
     epoch with no transaction open, sequences continuing its last one, no batch a retained
     one's duplicate, transactional data batches in the topic's codec within
     ``max.message.bytes`` and ``segment.bytes``, no ``LogAppendTime``) and neither a roll nor a
-    new leader epoch is due; None where any of that does not hold."""
+    new leader epoch is due; None where any of that does not hold. ``queued``: where the bytes
+    are to be written (:mod:`kafkatier.storage.log.queued_writes`), else at once."""
     producer_id, producer_epoch, timestamp = marker_fields
     state = log.producer_state
     entry = state.producers.get(producer_id) if batches else None
@@ -122,7 +125,7 @@ def write_committed(
     views = [batch.buffer for batch in batches]
     views.append(memoryview(own))
     infos.append(BatchInfo(position, len(own), offset, timestamp))
-    log.segments[-1].append_placed(views, infos)
+    log.segments[-1].append_placed(views, infos, queued)
     state.add_committed(producer_id, metas, coordinator_epoch, timestamp, offset + 1)
     return LogAppendInfo(first_offset, offset, largest, len(batches) + 1, records, 0)
 

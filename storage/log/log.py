@@ -38,6 +38,7 @@ from kafkatier.storage.log.batch_position import BatchInfo
 from kafkatier.storage.log.committed import write_committed
 from kafkatier.storage.log.delayed_delete import PendingDeletions
 from kafkatier.storage.log.durability import Durability
+from kafkatier.storage.log.queued_writes import QueuedWrites
 from kafkatier.storage.log.roll import needs_new_segment, should_roll
 from kafkatier.storage.log.segment import LogSegment
 from kafkatier.storage.log.validator import AppendRules, parse_incoming
@@ -321,17 +322,19 @@ class Log:
         *,
         coordinator_epoch: int = 0,
         timestamp: int | None = None,
+        queued: QueuedWrites | None = None,
     ) -> LogAppendInfo:
         """:meth:`append_batches` of one producer's transactional batches, then the COMMIT
         marker of their transaction, in one write: the same bytes and producer state as the
         append and :meth:`write_txn_marker` one after the other, for a writer that already
         decided the commit (the sink, whose decision is durable in its write-ahead log before
-        anything reaches the log). ``producer_epoch`` is the marker's (at least the batches')."""
+        anything reaches the log). ``producer_epoch`` is the marker's (at least the batches').
+        ``queued``: the write may be left to it (``write_committed``'s one-pass case)."""
         now = self.clock() if timestamp is None else timestamp
         commit = wire.ControlType.COMMIT
         marker = self._marker(commit, producer_id, producer_epoch, coordinator_epoch, now)
         fields = (producer_id, producer_epoch, now)
-        written = write_committed(self, incoming, marker, fields, coordinator_epoch)
+        written = write_committed(self, incoming, marker, fields, coordinator_epoch, queued)
         if written is not None:
             return written
         found = validate_committed(incoming, marker, coordinator_epoch, self._append_target())

@@ -27,6 +27,7 @@ import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kafkatier.storage import fsutil, wire
 from kafkatier.storage.errors import LogWriteError, StorageError
@@ -39,6 +40,9 @@ from kafkatier.storage.log.segment_indexes import SegmentIndexes
 from kafkatier.storage.record.batch import RecordBatch
 from kafkatier.storage.record.legacy import LegacyBatch
 from kafkatier.storage.record.records import iter_batches
+
+if TYPE_CHECKING:
+    from kafkatier.storage.log.queued_writes import QueuedWrites
 
 AnyBatch = RecordBatch | LegacyBatch
 Buffer = bytes | bytearray | memoryview
@@ -213,9 +217,13 @@ class LogSegment:
             views = [memoryview(part).cast("B") for part in data]
         self.append_placed(views, batches)
 
-    def append_placed(self, views: list[memoryview], batches: Sequence[BatchInfo]) -> None:
+    def append_placed(
+        self, views: list[memoryview], batches: Sequence[BatchInfo],
+        queued: QueuedWrites | None = None,
+    ) -> None:  # fmt: skip
         """:meth:`append` of whole batches a caller checked (``views`` of their bytes; offsets
-        that fit this segment, which is not empty: the sink's one-pass committed write)."""
+        that fit this segment, which is not empty: the sink's one-pass committed write), their
+        bytes written by ``queued`` where given (:mod:`kafkatier.storage.log.queued_writes`)."""
         if len(views) > IOV_MAX:
             views = [memoryview(b"".join(views))]
         start = self.size
@@ -226,9 +234,43 @@ class LogSegment:
         )
         if due:
             self._reserve_index_entries(batches)
-        size = self._write_all(views, start)
+        if queued is None or queued.full:
+            size = self._write_all(views, start)
+        else:
+            size = self._queue_write(queued, views, start)
         self._index_batches(start, batches, due)
         self.size = start + size
+
+    def _queue_write(self, queued: QueuedWrites, views: list[memoryview], start: int) -> int:
+        """:meth:`_write_all` handed to ``queued``: the file stays open (pinned) until
+        :meth:`finish_queued_write`."""
+        size = sum([v.nbytes for v in views])
+        try:
+            fd = self._file.pin()
+        except OSError as exc:
+            raise LogWriteError.of(
+                f"cannot append {size} bytes", exc, file=str(self.log_path), position=start
+            ) from exc
+        queued.add(self, fd, views, start, size)
+        self._unsynced = True
+        return size
+
+    def finish_queued_write(
+        self, fd: int, start: int, size: int, error: OSError | None
+    ) -> LogWriteError | None:
+        """After ``queued`` wrote (or failed to write) this segment's append at ``start``: what
+        :meth:`_write_all` does after its write, the file cut back and the error returned on a
+        failure; the file unpinned."""
+        try:
+            if error is None:
+                self._write_behind(fd, start + size)
+                return None
+            self._cut_back(start)
+            return LogWriteError.of(
+                f"cannot append {size} bytes", error, file=str(self.log_path), position=start
+            )
+        finally:
+            self._file.unpin()
 
     def _write_all(self, views: list[memoryview], start: int) -> int:
         """Write ``views`` (of bytes) at ``start`` (pwritev, continued after a short write) and

@@ -1,5 +1,6 @@
-"""Build ``kernels.c`` (with ``kernels.h``) into a shared library once per machine, as the sink's
-JVM classes are built from their sources on first use (kafkatier.sink.jvm).
+"""Build ``kernels.c`` and ``writes.c`` (with ``kernels.h``) into a shared library once per
+machine, as the sink's JVM classes are built from their sources on first use
+(kafkatier.sink.jvm).
 
 The library lands in ``$KAFKATIER_CACHE_DIR/native`` (default ``~/.cache/kafkatier``) under a
 name carrying the digest of the source and the platform, so a changed source or another machine
@@ -22,9 +23,10 @@ from pathlib import Path
 from typing import Final
 
 SOURCE: Final = Path(__file__).resolve().parent / "kernels.c"
-HEADER: Final = SOURCE.with_suffix(".h")  # what it exports; cffi reads it too
+SOURCES: Final = (SOURCE, SOURCE.with_name("writes.c"))
+HEADER: Final = SOURCE.with_suffix(".h")  # what they export; cffi reads it too
 CACHE_ENV: Final = "KAFKATIER_CACHE_DIR"  # the one the JVM classes use too
-FLAGS: Final = ("-O2", "-shared", "-fPIC", "-std=c99")
+FLAGS: Final = ("-O2", "-shared", "-fPIC", "-std=c99", "-pthread")
 
 
 class BuildError(OSError):
@@ -33,7 +35,7 @@ class BuildError(OSError):
 
 def library_path() -> Path:
     """Where the build of this source for this platform is (or will be) cached."""
-    digest = hashlib.sha256(SOURCE.read_bytes() + HEADER.read_bytes())
+    digest = hashlib.sha256(b"".join(path.read_bytes() for path in (*SOURCES, HEADER)))
     digest.update(f"{sys.platform} {platform.machine()} {' '.join(FLAGS)}".encode())
     cache = Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "kafkatier")
     suffix = ".dylib" if sys.platform == "darwin" else ".so"
@@ -57,7 +59,7 @@ def build(target: Path) -> None:
         target.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=target.parent) as scratch:
             partial = Path(scratch) / target.name
-            command = [*cc, *FLAGS, "-o", str(partial), str(SOURCE)]
+            command = [*cc, *FLAGS, "-o", str(partial), *map(str, SOURCES)]
             done = subprocess.run(command, capture_output=True, text=True, check=False)
             if done.returncode != 0:
                 raise BuildError(

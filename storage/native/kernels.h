@@ -1,4 +1,4 @@
-/* What kernels.c exports: its C compiler reads this, and so does cffi (storage/native/kernels.py,
+/* What kernels.c and writes.c export: their C compiler reads this, and so does cffi (storage/native/kernels.py,
  * which takes these declarations as they are: no preprocessor lines here). Arrays are pointers
  * to contiguous memory; a binary column is its starts, data and lengths (-1: null). */
 typedef struct {
@@ -29,3 +29,20 @@ void kt_hash_all32(const uint8_t *data, const int32_t *offsets, const uint8_t *v
                    int64_t num_partitions, int32_t *out);
 void kt_hash_all64(const uint8_t *data, const int64_t *offsets, const uint8_t *valid, int64_t n,
                    int64_t num_partitions, int32_t *out);
+/* writes.c: positioned writes by a thread of their own (queued, then published in order). */
+typedef struct {
+    void *base;
+    size_t len;
+} kt_iov;
+typedef struct {
+    int32_t fd;
+    int32_t iov_count;
+    const kt_iov *iov;
+    int64_t position;
+    int64_t size;
+    int64_t result; /* set by the thread: bytes written, or -errno */
+} kt_write;
+typedef struct kt_writes kt_writes;
+kt_writes *kt_writes_start(kt_write *ops);
+void kt_writes_publish(kt_writes *w, int64_t count);
+void kt_writes_finish(kt_writes *w);

@@ -6,6 +6,7 @@ rewrites (LogAppendTime, compression.type, max.message.bytes) and transactions o
 
 from __future__ import annotations
 
+import contextlib
 import struct
 import sys
 import tempfile
@@ -32,6 +33,7 @@ from kafkatier.storage.errors import (
 from kafkatier.storage.log.committed import write_committed
 from kafkatier.storage.log.loader import open_log
 from kafkatier.storage.log.log import Log
+from kafkatier.storage.log.queued_writes import QueuedWrites
 from kafkatier.storage.log.reader import iter_records
 from kafkatier.storage.log.segment import LogSegment
 from kafkatier.storage.log.validator import parse_incoming
@@ -522,21 +524,28 @@ ROUND_CASES: dict[str, tuple[dict[str, str], tuple[int, ...], list[bool] | str]]
 }
 
 
+@pytest.mark.parametrize("queue", [False, True], ids=["written at once", "queued"])
 @pytest.mark.parametrize("case", list(ROUND_CASES))
 def test_committed_transactions_written_at_once_leave_what_append_then_marker_leave(
-    tmp_path: Path, case: str, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, case: str, queue: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``append_committed`` writes a placed transaction without the general append's
     per-batch objects where no roll and no new leader epoch is due: the files (segments,
     indexes, snapshots), offsets and producer state are still those of ``append`` then
-    ``write_txn_marker``, round after round, whichever batch holds the largest timestamp."""
+    ``write_txn_marker``, round after round, whichever batch holds the largest timestamp;
+    the same with its bytes left to a thread (``QueuedWrites``, finished after each round)."""
     settings, new_epochs, unindexed = ROUND_CASES[case]
+    if queue:
+        probe = QueuedWrites.open(1)
+        if probe is None:
+            pytest.skip("the C library is not built here: nothing is queued")
+        probe.finish()
     written: list[bool] = []
     real = LogSegment.append_placed
 
-    def placed(self: LogSegment, views: Any, batches: Any) -> None:
+    def placed(self: LogSegment, views: Any, batches: Any, queued: Any = None) -> None:
         since, start = self._bytes_since_last_index_entry, self.size  # since grows by the
-        real(self, views, batches)  # bytes written unless an entry was due
+        real(self, views, batches, queued)  # bytes written unless an entry was due
         if sys._getframe(1).f_code is write_committed.__code__:  # not append's calls
             written.append(self._bytes_since_last_index_entry == since + self.size - start)
 
@@ -560,9 +569,12 @@ def test_committed_transactions_written_at_once_leave_what_append_then_marker_le
                 log.leader_epoch += 1
             if side:
                 batches = parse_incoming(bytearray(data), AppendOrigin.CLIENT)
-                outcomes[side].append(log.append_committed(
-                    batches, A, 0, coordinator_epoch=r // 2, timestamp=marker_ts
-                ))  # fmt: skip
+                queued = QueuedWrites.open(1) if queue else None
+                with queued or contextlib.nullcontext():
+                    outcomes[side].append(log.append_committed(
+                        batches, A, 0, coordinator_epoch=r // 2, timestamp=marker_ts,
+                        queued=queued,
+                    ))  # fmt: skip
             else:
                 first = log.append(data)
                 last = log.write_txn_marker(A, 0, commit=True, coordinator_epoch=r // 2,
