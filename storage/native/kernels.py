@@ -148,8 +148,8 @@ def hash_all(data: Array, offsets: Array, valid: Array, num_partitions: int) -> 
 
 
 PUBLISH_EVERY = 8
-"""Entries :class:`Writes` hands over at a time: each hand-over that wakes the thread costs the
-caller a futex call and a lock (4.7 us an entry when handed over one by one, ad hoc)."""
+"""Entries :class:`Writes` hands over at a time: each hand-over is a call into the library (1.4
+us) and, where the thread sleeps, its wake-up, which cost the caller 27 us a time (ad hoc)."""
 
 
 class Writes:
