@@ -21,13 +21,18 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from kafkatier.storage import native
 from kafkatier.storage.errors import LogWriteError
 
-if TYPE_CHECKING:
-    from kafkatier.storage.log.segment import LogSegment
+
+class QueuedSegment(Protocol):
+    """What a queue hands a written (or failed) append back to: ``LogSegment``."""
+
+    def finish_queued_write(
+        self, fd: int, start: int, size: int, error: OSError | None
+    ) -> LogWriteError | None: ...
 
 
 class QueuedWrites:
@@ -36,7 +41,7 @@ class QueuedWrites:
 
     def __init__(self, writes: Any) -> None:
         self._writes = writes
-        self._queued: list[tuple[LogSegment, int, int, int]] = []  # segment, fd, start, size
+        self._queued: list[tuple[QueuedSegment, int, int, int]] = []  # segment, fd, start, size
 
     @classmethod
     def open(cls, capacity: int) -> QueuedWrites | None:
@@ -56,7 +61,7 @@ class QueuedWrites:
         full: bool = self._writes.full
         return full
 
-    def add(self, segment: LogSegment, fd: int, views: list[memoryview], start: int,
+    def add(self, segment: QueuedSegment, fd: int, views: list[memoryview], start: int,
             size: int) -> None:  # fmt: skip
         """Queue ``segment``'s append of ``views`` at ``start``; ``fd`` (its ``.log``, pinned
         open by the segment) is handed back to it once written (``finish_queued_write``)."""
