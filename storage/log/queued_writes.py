@@ -12,8 +12,11 @@ end offset) at once, as a written one does; its bytes reach the file before :met
 returns. :meth:`finish` raises :class:`LogWriteError` for the first append that failed, after
 cutting every failed file back to where its append began, and the caller must then take the
 logs' in-memory state as lost: the sink reopens its logs from disk after any failed batch, as
-after a crash, and completes the decided batch from its write-ahead log. Where the C library is
-not built, :meth:`QueuedWrites.open` gives None and callers write as they go.
+after a crash, and completes the decided batch from its write-ahead log. The segments must stay
+open until then: their files are pinned (no descriptor budget closes them), but a segment's
+``close`` would still close its file under the thread; the sink's batch, holding its turn on the
+log dir and its own lock, closes none meanwhile. Where the C library is not built,
+:meth:`QueuedWrites.open` gives None and callers write as they go.
 """
 
 from __future__ import annotations
