@@ -248,9 +248,7 @@ class LogSegment:
         try:
             fd = self._file.pin()
         except OSError as exc:
-            raise LogWriteError.of(
-                f"cannot append {size} bytes", exc, file=str(self.log_path), position=start
-            ) from exc
+            raise self._append_error(size, exc, start) from exc
         queued.add(self, fd, views, start, size)
         self._unsynced = True
         return size
@@ -258,7 +256,7 @@ class LogSegment:
     def finish_queued_write(
         self, fd: int, start: int, size: int, error: OSError | None
     ) -> LogWriteError | None:
-        """After ``queued`` wrote (or failed to write) this segment's append at ``start``: what
+        """After the queue wrote (or failed to write) this segment's append at ``start``: what
         :meth:`_write_all` does after its write, the file cut back and the error returned on a
         failure; the file unpinned."""
         try:
@@ -266,11 +264,15 @@ class LogSegment:
                 self._write_behind(fd, start + size)
                 return None
             self._cut_back(start)
-            return LogWriteError.of(
-                f"cannot append {size} bytes", error, file=str(self.log_path), position=start
-            )
+            return self._append_error(size, error, start)
         finally:
             self._file.unpin()
+
+    def _append_error(self, size: int, cause: OSError, start: int) -> LogWriteError:
+        """The one-line error of an append of ``size`` bytes at ``start`` that failed."""
+        return LogWriteError.of(
+            f"cannot append {size} bytes", cause, file=str(self.log_path), position=start
+        )
 
     def _write_all(self, views: list[memoryview], start: int) -> int:
         """Write ``views`` (of bytes) at ``start`` (pwritev, continued after a short write) and
@@ -292,9 +294,7 @@ class LogSegment:
                 self._file.unpin()
         except OSError as exc:
             self._cut_back(start)
-            raise LogWriteError.of(
-                f"cannot append {size} bytes", exc, file=str(self.log_path), position=start
-            ) from exc
+            raise self._append_error(size, exc, start) from exc
         finally:  # after the write: an fsync racing it in another thread cannot clear the mark
             self._unsynced = True
         return size

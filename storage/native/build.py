@@ -3,7 +3,7 @@ machine, as the sink's JVM classes are built from their sources on first use
 (kafkatier.sink.jvm).
 
 The library lands in ``$KAFKATIER_CACHE_DIR/native`` (default ``~/.cache/kafkatier``) under a
-name carrying the digest of the source and the platform, so a changed source or another machine
+name carrying the digest of the sources and the platform, so a changed source or another machine
 sharing the home directory never loads a stale build. The compiler is ``$CC`` (with any flags
 in it), else ``cc``; it writes beside the final name and the result is renamed into place, so a
 concurrent or killed build never leaves half a library under the final name.
@@ -34,7 +34,7 @@ class BuildError(OSError):
 
 
 def library_path() -> Path:
-    """Where the build of this source for this platform is (or will be) cached."""
+    """Where the build of these sources for this platform is (or will be) cached."""
     digest = hashlib.sha256(b"".join(path.read_bytes() for path in (*SOURCES, HEADER)))
     digest.update(f"{sys.platform} {platform.machine()} {' '.join(FLAGS)}".encode())
     cache = Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "kafkatier")

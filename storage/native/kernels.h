@@ -1,7 +1,7 @@
 /* What kernels.c and writes.c export: their C compiler reads this, and so does cffi
  * (storage/native/kernels.py, which takes these declarations as they are: no preprocessor lines
- * here). Arrays are pointers
- * to contiguous memory; a binary column is its starts, data and lengths (-1: null). */
+ * here). Arrays are pointers to contiguous memory; a binary column is its starts, data and
+ * lengths (-1: null). */
 typedef struct {
     const int64_t *starts;
     const uint8_t *data;

@@ -149,7 +149,7 @@ def hash_all(data: Array, offsets: Array, valid: Array, num_partitions: int) -> 
 
 PUBLISH_EVERY = 8
 """Entries :class:`Writes` hands over at a time: each hand-over is a call into the library (1.4
-us) and, where the thread sleeps, its wake-up, which cost the caller 27 us a time (ad hoc)."""
+us, ad hoc), and more where it wakes a sleeping thread (``writes.c``'s ``SPIN_NS``)."""
 
 
 class Writes:
