@@ -108,14 +108,18 @@ def read_pieces(files: StagingFiles, spans: Spans) -> Iterator[list[RecordBatch]
         if piece and size + length > CHUNK_BYTES:
             yield piece
             piece, size = [], 0
-        span = files.view(path, position, length)
-        try:
-            piece += parse_incoming(span, AppendOrigin.CLIENT, file=path)
-        except StorageError as exc:  # its position is the span's: say where in the file
-            raise exc.moved(position) from None
+        checked = files.batches(path, position, length)
+        piece += checked if checked is not None else _parse_span(files, path, position, length)
         size += length
     if piece:
         yield piece
+
+
+def _parse_span(files: StagingFiles, path: str, position: int, length: int) -> list[RecordBatch]:
+    try:
+        return parse_incoming(files.view(path, position, length), AppendOrigin.CLIENT, file=path)
+    except StorageError as exc:  # its position is the span's: say where in the file
+        raise exc.moved(position) from None
 
 
 def check_space(log_dir: Path, checked: list[Checked]) -> None:

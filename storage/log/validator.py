@@ -16,6 +16,7 @@ import crc32c
 
 from kafkatier.storage import wire
 from kafkatier.storage.errors import InvalidRecordError, RecordTooLargeError
+from kafkatier.storage.native import native
 from kafkatier.storage.producer.entry import AppendOrigin
 from kafkatier.storage.record.batch import RecordBatch
 from kafkatier.storage.record.builder import rebuild_batch
@@ -60,6 +61,19 @@ def parse_incoming(
     if end != len(buf):
         raise InvalidRecordError("appended bytes end in a partial batch", file=file, position=end)
     return batches
+
+
+def checked_prefix(data: memoryview, file: str) -> tuple[list[RecordBatch], int] | None:
+    """The client batches from the start of ``data`` (a byte view) that the C library's check
+    finds whole and valid, the same checks as :func:`parse_incoming`'s for a client's append,
+    and where they end (any rest is for :func:`parse_incoming`, which names the fault); None
+    without the library. One call for a whole buffer: checked one span at a time it cost more
+    than the Python check (about 3 us a call around 1.5 us of C, ad hoc)."""
+    kernels = native()
+    if kernels is None or (checked := kernels.check_batches(data)) is None:
+        return None
+    rows, end = checked
+    return [RecordBatch.of_checked(data, row, file) for row in rows], end
 
 
 def _check_client_batch(batch: RecordBatch, origin: AppendOrigin, file: str) -> None:

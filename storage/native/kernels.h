@@ -30,6 +30,11 @@ void kt_hash_all32(const uint8_t *data, const int32_t *offsets, const uint8_t *v
                    int64_t num_partitions, int32_t *out);
 void kt_hash_all64(const uint8_t *data, const int64_t *offsets, const uint8_t *valid, int64_t n,
                    int64_t num_partitions, int32_t *out);
+/* checks.c: a buffer's record batches framed, CRC-checked and read (KT_BATCH_FIELDS int64s
+ * a batch: its position, then the header's 13 fields); -1: no CRC instruction here. */
+enum { KT_BATCH_FIELDS = 14 };
+int64_t kt_check_batches(const uint8_t *buf, int64_t len, int64_t *out, int64_t max,
+                         int64_t *end);
 /* writes.c: positioned writes by a thread of their own (queued, then published in order). */
 typedef struct {
     void *base;

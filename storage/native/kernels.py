@@ -200,3 +200,21 @@ class Writes:
             self._handle = _NULL
             self._keep.clear()
         return [self._ops[i].result for i in range(self._count)]
+
+
+BATCH_FIELDS = 14
+"""What :func:`check_batches` gives a batch: its position, then ``BATCH_HEADER``'s 13 fields."""
+
+
+def check_batches(buf: memoryview) -> tuple[list[list[int]], int] | None:
+    """The client batches from the start of ``buf`` that ``checks.c`` finds whole and valid
+    (each: :data:`BATCH_FIELDS` ints) and where they end; None where the CPU has no CRC-32C
+    instruction (nothing checked)."""
+    capacity = len(buf) // 61
+    out = np.empty((capacity, BATCH_FIELDS), np.int64)
+    end = _FFI.new("int64_t *")
+    count = _LIB[0].kt_check_batches(_FFI.from_buffer(buf), len(buf), _out(out), capacity, end)
+    if count < 0:
+        return None
+    rows: list[list[int]] = out[:count].tolist()
+    return rows, int(end[0])

@@ -118,6 +118,34 @@ class RecordBatch:
             )
         self._view = view[position : position + size]
 
+    @classmethod
+    def of_checked(cls, view: memoryview, fields: list[int], file: str | None) -> RecordBatch:
+        """The batch at ``fields[0]`` of ``view`` (a byte view), its header already read and
+        checked (``fields``: the position, then BATCH_HEADER's fields, as the native check of
+        ``parse_incoming`` gives them): the same object as ``RecordBatch(view, position)``
+        without unpacking and checking the header again."""
+        batch = cls.__new__(cls)
+        (
+            position,
+            batch.base_offset,
+            batch.batch_length,
+            batch.partition_leader_epoch,
+            batch.magic,
+            batch.crc,
+            batch.attributes,
+            batch.last_offset_delta,
+            batch.base_timestamp,
+            batch.max_timestamp,
+            batch.producer_id,
+            batch.producer_epoch,
+            batch.base_sequence,
+            batch.records_count,
+        ) = fields
+        batch.position, batch.file = position, file
+        batch.size_in_bytes = size = LOG_OVERHEAD + batch.batch_length
+        batch._view = view[position : position + size]
+        return batch
+
     def __repr__(self) -> str:
         return (
             f"RecordBatch(base_offset={self.base_offset}, last_offset={self.last_offset}, "

@@ -29,6 +29,7 @@ from kafkatier.sink.stage import (
 from kafkatier.storage.arrow.codec import encode_arrow
 from kafkatier.storage.errors import CorruptRecordError, InvalidRecordError
 from kafkatier.storage.log.validator import parse_incoming
+from kafkatier.storage.native import native
 from kafkatier.storage.producer.entry import AppendOrigin
 from kafkatier.storage.wire import INT32_MAX, Codec
 
@@ -236,3 +237,27 @@ def _starts(buf: bytearray) -> list[int]:
         starts.append(position)
         position += 12 + int.from_bytes(buf[position + 8 : position + 12], "big")
     return starts
+
+
+@pytest.mark.skipif(native() is None, reason="the C library cannot be built here: no file check")
+def test_a_loaded_files_spans_are_its_checked_batches_and_only_whole_ones(tmp_path: Path) -> None:
+    """The whole file is checked once (the C library) and each span is its batches there; a span
+    that is not whole batches, or a file not loaded, is left to the caller's parse."""
+    first, second = encoded(20, Codec.LZ4), encoded(30, Codec.ZSTD)
+    path = tmp_path / "task-0.kbatches"
+    path.write_bytes(bytes(first + second))
+    name, whole = str(path), len(first) + len(second)
+    with StagingFiles() as files:
+        assert files.batches(name, 0, len(first)) is None  # not loaded
+        files.load([name])
+        for position, span in ((0, first), (len(first), second)):
+            got = files.batches(name, position, len(span))
+            parsed = parse_incoming(span, AppendOrigin.CLIENT, file=name)
+            assert got is not None and [bytes(b.buffer) for b in got] == [
+                bytes(b.buffer) for b in parsed
+            ]
+            assert [b.position - position for b in got] == [b.position for b in parsed]
+        assert len(files.batches(name, 0, whole) or []) == len(_starts(first + second))
+        assert files.batches(name, 1, len(first) - 1) is None
+        assert files.batches(name, 0, len(first) - 1) is None
+        assert files.batches(name, 0, whole + 1) is None
