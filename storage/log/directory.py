@@ -282,8 +282,8 @@ class LogDirectory:
                 if then is not None:
                     then()
                 return
-            for log in [log for log in self.logs.values() if log.has_unflushed_data]:
-                log.flush_data(covered=True)
+            for log in self.logs.values():
+                log.durability.covered(log)
             self.checkpoint_if_changed()
 
         return finish

@@ -101,6 +101,21 @@ class Durability:
         if self.dir_unsynced:
             self._sync_dir(log, covered)
 
+    def covered(self, log: FlushedLog) -> None:
+        """``flush_data(covered=True)`` where :meth:`has_unflushed_data`, for a log a syncfs
+        has just covered: in the common case (only appends since the last flush) the segments'
+        marks cleared in one pass, without the general path's checks (a writer's flush of a
+        thousand partitions after each batch took about 6 us a partition)."""
+        if self.dir_unsynced or self.rolled_to is not None or self.unsynced_files:
+            self.flush_data(log, covered=True)
+            return
+        segments = [s for s in log.segments_from(log.recovery_point) if s.unsynced]
+        if segments and self._full_flush_due(log):
+            self.flush(log, covered=True)
+            return
+        for segment in segments:
+            segment.flush_data(covered=True)
+
     def flush(self, log: FlushedLog, *, covered: bool = False) -> None:
         """Everything durable; the recovery point becomes the log end (module docstring)."""
         end = log.log_end_offset

@@ -20,6 +20,7 @@ from kafkatier.storage.checkpoint.checkpoint_file import (
 )
 from kafkatier.storage.checkpoint.metadata import CleanShutdownFile
 from kafkatier.storage.config.log_config import LogConfig
+from kafkatier.storage.config.spec import LONG_MAX
 from kafkatier.storage.log.directory import LogDirectory
 from kafkatier.storage.log.flusher import SYNCFS_MIN_LOGS
 from kafkatier.storage.record.builder import build_batch
@@ -249,3 +250,51 @@ def test_a_flush_by_syncfs_covers_the_index_entries_kept_in_memory(
     log.flush(covered=True)  # as after a syncfs that began before the entry was written
     assert log.active_segment.offset_index.unwritten == 0 and _file_offsets(log) == [3, 5, 7]
     logs.close()
+
+
+def _detail(logs: LogDirectory) -> list[tuple[Any, ...]]:
+    """Every mark a flush moves, per partition: the recovery point, each segment's flag, the
+    roll, the files and directory waiting for an fsync."""
+    return [
+        (log.topic, log.partition, log.recovery_point, [s.unsynced for s in log.segments],
+         log.durability.rolled_to, list(log.durability.unsynced_files),
+         log.durability.dir_unsynced)
+        for log in logs
+    ]  # fmt: skip
+
+
+@needs_syncfs
+def test_finishing_a_begun_flush_moves_the_marks_a_flush_moves(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``flush_data_later``'s finish (one syncfs, then each partition's marks in one pass)
+    against ``flush_data``, over partitions in every state a writer leaves: appended to,
+    rolled, their leader epoch changed (a file written without fsync), due a full flush by
+    ``flush.messages``, untouched, new."""
+
+    def config(topic: str) -> LogConfig:
+        due = 4 if topic == "due" else LONG_MAX
+        return LogConfig(segment_bytes=600, segment_index_bytes=4096, flush_messages=due)
+
+    states = []
+    for later in (True, False):
+        logs = LogDirectory(tmp_path / str(later), config_for=config)
+        for round_ in range(4):
+            for topic in (TOPIC, "due"):
+                for p in range(SYNCFS_MIN_LOGS + 2):
+                    log = logs.get_or_create(topic, p)
+                    if p % 3 == round_ % 3:
+                        continue  # untouched this round
+                    if p % 5 == 1:
+                        log.leader_epoch = round_ + 1  # its checkpoint written, not synced
+                    log.append(batch(6 if p % 4 == 0 else 1))
+            logs.get_or_create("new", round_)
+            if later:
+                logs.flush_data_later()()
+            else:
+                logs.flush_data()
+            states.append(_detail(logs))
+        logs.close()
+    assert states[:4] == states[4:]
+    assert {point for _, _, point, *_ in states[3]} != {0}  # rolls and flush.messages moved some
+    assert all(not any(unsynced) for _, _, _, unsynced, *_ in states[3])
