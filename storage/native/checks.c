@@ -31,13 +31,89 @@ static inline uint64_t be(const uint8_t *p, int n) {
 }
 
 #if defined(__x86_64__) || defined(__i386__)
+/* CRC-32C by SSE4.2's crc32 instruction, three streams at a time (one instruction a cycle, each
+ * with three cycles' latency: one stream alone runs at a third of the speed), the three
+ * combined by shifting a stream's CRC over the bytes after it: Mark Adler's method (crc32c.c,
+ * zlib licence, written anew here). SHIFT[n] applies n zero bytes to a CRC, one table a byte
+ * of the CRC; the tables are built once, by pthread_once. */
+#include <pthread.h>
+
+#define POLY 0x82f63b78u /* CRC-32C, reflected */
+#define LONG 8192
+#define SHORT 256
+static uint32_t long_shift[4][256], short_shift[4][256];
+static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
+
+static uint32_t gf2_times(const uint32_t *mat, uint32_t vec) {
+    uint32_t sum = 0;
+    for (; vec; vec >>= 1, mat++)
+        if (vec & 1) sum ^= *mat;
+    return sum;
+}
+
+static void gf2_square(uint32_t *square, const uint32_t *mat) {
+    for (int n = 0; n < 32; n++) square[n] = gf2_times(mat, mat[n]);
+}
+
+/* The operator that applies len (a power of two) zero bytes to a CRC. */
+static void zeros_operator(uint32_t *even, size_t len) {
+    uint32_t odd[32];
+    odd[0] = POLY; /* one zero bit */
+    for (int n = 1; n < 32; n++) odd[n] = 1u << (n - 1);
+    gf2_square(even, odd); /* two bits */
+    gf2_square(odd, even); /* four bits */
+    for (;;) {
+        gf2_square(even, odd); /* a byte, then four, ... */
+        len >>= 1;
+        if (!len) return;
+        gf2_square(odd, even); /* two bytes, then eight, ... */
+        len >>= 1;
+        if (!len) break;
+    }
+    memcpy(even, odd, sizeof odd);
+}
+
+static void shift_table(uint32_t table[4][256], size_t len) {
+    uint32_t op[32];
+    zeros_operator(op, len);
+    for (uint32_t n = 0; n < 256; n++)
+        for (int k = 0; k < 4; k++) table[k][n] = gf2_times(op, n << (8 * k));
+}
+
+static void build_tables(void) {
+    shift_table(long_shift, LONG);
+    shift_table(short_shift, SHORT);
+}
+
+static inline uint32_t shift(uint32_t table[4][256], uint32_t crc) {
+    return table[0][crc & 0xff] ^ table[1][(crc >> 8) & 0xff] ^ table[2][(crc >> 16) & 0xff] ^
+           table[3][crc >> 24];
+}
+
+static inline uint64_t word(const uint8_t *p) {
+    uint64_t w;
+    memcpy(&w, p, 8);
+    return w;
+}
+
+/* Three streams of block bytes each from p; returns the CRC of all 3 * block. */
+__attribute__((target("sse4.2"))) static uint64_t three(uint64_t crc0, const uint8_t *p,
+                                                        size_t block, uint32_t table[4][256]) {
+    uint64_t crc1 = 0, crc2 = 0;
+    for (const uint8_t *end = p + block; p < end; p += 8) {
+        crc0 = __builtin_ia32_crc32di(crc0, word(p));
+        crc1 = __builtin_ia32_crc32di(crc1, word(p + block));
+        crc2 = __builtin_ia32_crc32di(crc2, word(p + 2 * block));
+    }
+    crc0 = shift(table, (uint32_t)crc0) ^ (uint32_t)crc1;
+    return shift(table, (uint32_t)crc0) ^ (uint32_t)crc2;
+}
+
 __attribute__((target("sse4.2"))) static uint32_t crc32c(const uint8_t *p, int64_t n) {
     uint64_t crc = 0xFFFFFFFFu;
-    for (; n >= 8; p += 8, n -= 8) {
-        uint64_t word;
-        memcpy(&word, p, 8);
-        crc = __builtin_ia32_crc32di(crc, word);
-    }
+    for (; n >= 3 * LONG; p += 3 * LONG, n -= 3 * LONG) crc = three(crc, p, LONG, long_shift);
+    for (; n >= 3 * SHORT; p += 3 * SHORT, n -= 3 * SHORT) crc = three(crc, p, SHORT, short_shift);
+    for (; n >= 8; p += 8, n -= 8) crc = __builtin_ia32_crc32di(crc, word(p));
     uint32_t c = (uint32_t)crc;
     for (; n > 0; p++, n--) c = __builtin_ia32_crc32qi(c, *p);
     return c ^ 0xFFFFFFFFu;
@@ -45,7 +121,8 @@ __attribute__((target("sse4.2"))) static uint32_t crc32c(const uint8_t *p, int64
 
 static int crc_available(void) {
     __builtin_cpu_init();
-    return __builtin_cpu_supports("sse4.2");
+    if (!__builtin_cpu_supports("sse4.2")) return 0;
+    return pthread_once(&tables_once, build_tables) == 0;
 }
 #else
 static uint32_t crc32c(const uint8_t *p, int64_t n) {

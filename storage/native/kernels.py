@@ -204,17 +204,27 @@ class Writes:
 
 BATCH_FIELDS = 14
 """What :func:`check_batches` gives a batch: its position, then ``BATCH_HEADER``'s 13 fields."""
+CHECK_ROWS = 4096
+"""Batches :func:`check_batches` reads per call (its output array: 448 KiB)."""
 
 
 def check_batches(buf: memoryview) -> tuple[list[list[int]], int] | None:
     """The client batches from the start of ``buf`` that ``checks.c`` finds whole and valid
     (each: :data:`BATCH_FIELDS` ints) and where they end; None where the CPU has no CRC-32C
     instruction (nothing checked)."""
-    capacity = len(buf) // 61
-    out = np.empty((capacity, BATCH_FIELDS), np.int64)
+    out = np.empty((min(len(buf) // 61, CHECK_ROWS), BATCH_FIELDS), np.int64)
     end = _FFI.new("int64_t *")
-    count = _LIB[0].kt_check_batches(_FFI.from_buffer(buf), len(buf), _out(out), capacity, end)
-    if count < 0:
-        return None
-    rows: list[list[int]] = out[:count].tolist()
-    return rows, int(end[0])
+    rows: list[list[int]] = []
+    start = 0
+    while True:
+        rest = buf[start:]
+        capacity = min(len(rest) // 61, CHECK_ROWS)
+        count = _LIB[0].kt_check_batches(_FFI.from_buffer(rest), len(rest), _out(out), capacity,
+                                         end)  # fmt: skip
+        if count < 0:
+            return None
+        out[:count, 0] += start
+        rows += out[:count].tolist()
+        start += int(end[0])
+        if count < capacity or capacity == 0:
+            return rows, start

@@ -163,3 +163,37 @@ def test_kafka_written_batches_read_as_the_python_reader_reads_them() -> None:
         _same_batches(checked, read)  # type: ignore[arg-type]
         seen += len(checked)
     assert seen > 0
+
+
+@pytest.mark.parametrize("value_bytes", [0, 1, 7, 300, 3_000, 11_000])
+def test_the_crc_holds_for_every_size_a_batch_takes(value_bytes: int) -> None:
+    """Batches from the header alone to past the three-stream blocks the CRC is computed in
+    (3 x 256 and 3 x 8,192 bytes), at every alignment a staging file gives them."""
+    table = pa.table({"value": [bytes([i % 251]) * (value_bytes + i) for i in range(40)]})
+    out = encode_arrow(table, codec=Codec.NONE, producer_id=3, producer_epoch=0, base_sequence=0,
+                       transactional=True, timestamp=1, max_batch_records=7)  # fmt: skip
+    for lead in range(3):
+        data = memoryview(bytearray(out.data))
+        found = checked_prefix(data, "mem")
+        assert found is not None and found[1] == len(data) and len(found[0]) == 6
+        for batch in found[0]:
+            assert batch.crc == crc32c.crc32c(batch.buffer[CRC_START:])
+        out = encode_arrow(table.slice(lead + 1), codec=Codec.NONE, producer_id=3,
+                           producer_epoch=0, base_sequence=0, transactional=True, timestamp=1,
+                           max_batch_records=7)  # fmt: skip
+
+
+@pytest.mark.parametrize("rows", [1, 2, 3, 5])
+def test_a_buffer_of_more_batches_than_one_call_reads_is_read_in_several(
+    rows: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    buf = encoded(50, Codec.LZ4)
+    whole = checked_prefix(memoryview(buf), "mem")
+    kernels = native.native()
+    assert whole is not None and kernels is not None
+    monkeypatch.setattr(kernels, "CHECK_ROWS", rows)
+    starts = _starts(buf)
+    FAULTS["a flipped payload bit"](buf, starts[4])
+    chunked = checked_prefix(memoryview(buf), "mem")
+    assert chunked is not None and chunked[1] == starts[4]
+    _same_batches(chunked[0], whole[0][:4])
