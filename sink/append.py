@@ -3,8 +3,9 @@ write them with their COMMIT markers after it, and complete a decided batch afte
 
 The driver is the single writer of every partition. Before the decision it reads each
 partition's batches from the staging files and checks them as the leader's parser does
-(``parse_incoming``: framing, CRCs) and against the records the executors say they encoded, so
-that nothing it decides to commit can fail to parse later. After the decision it gives each
+(``parse_incoming``: framing, CRCs; a loaded file's batches all at once in the C library,
+``StagingFiles.batches``) and against the records the executors say they encoded, so that
+nothing it decides to commit can fail to parse later. After the decision it gives each
 batch the partition's next sequence (:func:`kafkatier.sink.stage.assign_sequences`) and writes
 the partition's batches and the COMMIT marker in one ``Log.append_committed``. Parsed batches up
 to :data:`KEPT_BYTES` are kept between the two steps; the rest are read again.

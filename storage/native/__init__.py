@@ -1,6 +1,8 @@
 """kafkatier.storage.native: the encoder's kernels built ahead of time in C, with numba's as the
 fallback; and, in the same library, the thread that writes queued appends (``writes.c``,
-:mod:`kafkatier.storage.log.queued_writes`; without the library appends are written at once).
+:mod:`kafkatier.storage.log.queued_writes`; without the library appends are written at once)
+and the check of a buffer of client batches in one call (``checks.c``,
+``kafkatier.storage.log.validator.checked_prefix``; without it Python checks each batch).
 
 Why: numba compiles and caches kafkatier's kernels, but a process pays about 0.4 s before their
 first call (numba's import, then the typing and lowering registries that first call loads):
