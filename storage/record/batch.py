@@ -121,9 +121,9 @@ class RecordBatch:
     @classmethod
     def of_checked(cls, view: memoryview, fields: list[int], file: str | None) -> RecordBatch:
         """The batch at ``fields[0]`` of ``view`` (a byte view), its header already read and
-        checked (``fields``: the position, then BATCH_HEADER's fields, as the native check of
-        ``parse_incoming`` gives them): the same object as ``RecordBatch(view, position)``
-        without unpacking and checking the header again."""
+        checked (``fields``: the position, then BATCH_HEADER's fields, as the C check of
+        ``validator.checked_prefix`` gives them): the same object as
+        ``RecordBatch(view, position)`` without unpacking and checking the header again."""
         batch = cls.__new__(cls)
         (
             position,
