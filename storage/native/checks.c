@@ -34,8 +34,8 @@ static inline uint64_t be(const uint8_t *p, int n) {
 /* CRC-32C by SSE4.2's crc32 instruction, three streams at a time (one instruction a cycle, each
  * with three cycles' latency: one stream alone runs at a third of the speed), the three
  * combined by shifting a stream's CRC over the bytes after it: Mark Adler's method (crc32c.c,
- * zlib licence, written anew here). SHIFT[n] applies n zero bytes to a CRC, one table a byte
- * of the CRC; the tables are built once, by pthread_once. */
+ * zlib licence, written anew here). long_shift and short_shift apply LONG and SHORT zero bytes
+ * to a CRC, one table a byte of the CRC; they are built once, by pthread_once. */
 #include <pthread.h>
 
 #define POLY 0x82f63b78u /* CRC-32C, reflected */
@@ -162,9 +162,7 @@ static int valid(const uint8_t *p, const int64_t *f, int64_t size) {
 
 int64_t kt_check_batches(const uint8_t *buf, int64_t len, int64_t *out, int64_t max,
                          int64_t *end) {
-    static int available = -1;
-    if (available < 0) available = crc_available();
-    if (!available) return -1;
+    if (!crc_available()) return -1;
     int64_t count = 0, position = 0;
     while (count < max && len - position >= HEADER) {
         const uint8_t *p = buf + position;
