@@ -221,7 +221,7 @@ class StagingFiles:
             if whole is None:
                 return None
             found = checked_prefix(whole, path)
-            batches, end = found if found is not None else ([], -1)
+            batches, end = found if found is not None else ([], -1)  # -1: no span ends there
             starts = {batch.position: i for i, batch in enumerate(batches)}
             checked = self._checked[path] = starts, batches
             starts[end] = len(batches)

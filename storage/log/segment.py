@@ -234,24 +234,25 @@ class LogSegment:
         )
         if due:
             self._reserve_index_entries(batches)
+        size = sum([v.nbytes for v in views]) if len(views) > 1 else views[0].nbytes
         if queued is None or queued.full:
-            size = self._write_all(views, start)
+            self._write_all(views, start, size)
         else:
-            size = self._queue_write(queued, views, start)
+            self._queue_write(queued, views, start, size)
         self._index_batches(start, batches, due)
         self.size = start + size
 
-    def _queue_write(self, queued: QueuedWrites, views: list[memoryview], start: int) -> int:
+    def _queue_write(
+        self, queued: QueuedWrites, views: list[memoryview], start: int, size: int
+    ) -> None:
         """:meth:`_write_all` handed to ``queued``: the file stays open (pinned) until
         :meth:`finish_queued_write`."""
-        size = sum([v.nbytes for v in views])
         try:
             fd = self._file.pin()
         except OSError as exc:
             raise self._append_error(size, exc, start) from exc
         queued.add(self, fd, views, start, size)
         self._unsynced = True
-        return size
 
     def finish_queued_write(
         self, fd: int, start: int, size: int, error: OSError | None
@@ -274,12 +275,11 @@ class LogSegment:
             f"cannot append {size} bytes", cause, file=str(self.log_path), position=start
         )
 
-    def _write_all(self, views: list[memoryview], start: int) -> int:
-        """Write ``views`` (of bytes) at ``start`` (pwritev, continued after a short write) and
-        return their size. On a failure (no space, quota, I/O error) the bytes written are cut
-        off again, so the file ends where it did, and :class:`LogWriteError` names the file and
+    def _write_all(self, views: list[memoryview], start: int, size: int) -> None:
+        """Write ``views`` (of bytes, ``size`` in all) at ``start`` (pwritev, continued after a
+        short write). On a failure (no space, quota, I/O error) the bytes written are cut off
+        again, so the file ends where it did, and :class:`LogWriteError` names the file and
         position."""
-        size = sum([v.nbytes for v in views]) if len(views) > 1 else views[0].nbytes
         done = 0
         try:
             fd = self._file.pin()
@@ -297,7 +297,6 @@ class LogSegment:
             raise self._append_error(size, exc, start) from exc
         finally:  # after the write: an fsync racing it in another thread cannot clear the mark
             self._unsynced = True
-        return size
 
     def _write_behind(self, fd: int, end: int) -> None:
         """Every :data:`WRITEBACK_BYTES` appended, have the kernel start writing them back
