@@ -17,6 +17,7 @@ import numpy.typing as npt
 from kafkatier.storage.cleaner.compressed import Inflated, Scratch, deflate, inflate
 from kafkatier.storage.cleaner.kernels.chunks import INFO, STATS, filter_chunk, map_chunk
 from kafkatier.storage.cleaner.kernels.offset_map import OffsetMap
+from kafkatier.storage.cleaner.kernels.superseded import skip_superseded
 from kafkatier.storage.cleaner.segment_store import CleanedSegment, SegmentInfo, SegmentStore
 from kafkatier.storage.log.batch_position import BatchInfo
 from kafkatier.storage.log.segment import AnyBatch
@@ -64,11 +65,15 @@ def walk_segment(
 
 Run = Callable[[Inflated, U8], tuple[int, bool]]
 """(inflated run, chunk) -> (where the kernel stopped in the run's data, stop the walk)."""
+Skip = Callable[[U8, int], tuple[int, int]]
+"""(chunk, position) -> (position after the batches dropped unread, where the next run must end)."""
 
 
-def with_compressed(plain: Plain, on_run: Run, max_bytes: int) -> Plain:
+def with_compressed(plain: Plain, on_run: Run, max_bytes: int, skip: Skip | None = None) -> Plain:
     """``plain``, continued through runs of compressed data batches (``compressed``):
-    where the plain run stops at one, the run is inflated and given to ``on_run``."""
+    where the plain run stops at one, the run is inflated and given to ``on_run``. ``skip``
+    (the rewrite's: ``ChunkFilter.skip``) first drops batches it need not inflate, and ends a
+    run before the next such batch."""
 
     scratch = Scratch()
 
@@ -77,7 +82,13 @@ def with_compressed(plain: Plain, on_run: Run, max_bytes: int) -> Plain:
             pos, stop = plain(array, pos)
             if stop:
                 return pos, True
-            run = inflate(array, pos, max_bytes, scratch)
+            end = array.shape[0]
+            if skip is not None:
+                after, end = skip(array, pos)
+                if after != pos:
+                    pos = after
+                    continue
+            run = inflate(array[:end], pos, max_bytes, scratch)
             if run is None:
                 return pos, False
             at, stop = on_run(run, array)
@@ -138,6 +149,13 @@ class ChunkFilter:
             self.add(self.out[:size].tobytes(), [BatchInfo(*row) for row in rows])
             self.bytes_written += int(size)
         return int(pos), False
+
+    def skip(self, array: U8, pos: int) -> tuple[int, int]:
+        """The compressed batches from ``pos`` whose every record is superseded, dropped unread
+        (``kernels.superseded``); where the rest starts and where its inflated run must end."""
+        after, end = skip_superseded(self.offset_map.superseded, array, pos, self.ctx, self.pids,
+                                     self.last_offsets, self.stats)  # fmt: skip
+        return int(after), int(end)
 
     def inflated(self, run: Inflated, chunk: U8) -> tuple[int, bool]:
         """An inflated run (``with_compressed``): filtered as plain batches, written back

@@ -202,7 +202,7 @@ def _write_group(
             for batch in store.read_batches(info.base_offset):
                 _filter_into(batch, ctx, writer)
         else:
-            plain = with_compressed(chunks, chunks.inflated, rnd.chunk_bytes)
+            plain = with_compressed(chunks, chunks.inflated, rnd.chunk_bytes, chunks.skip)
             walk_segment(store, info, -1, plain, lambda b: _filter_into(b, ctx, writer))
     writer.flush()
     if chunks is not None:

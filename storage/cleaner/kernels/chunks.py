@@ -135,7 +135,7 @@ def map_chunk(
 
 
 @numba.njit(cache=True, nogil=True)
-def _is_last_of_producer(pid: int, last: int, pids: I64, last_offsets: I64) -> bool:
+def is_last_of_producer(pid: int, last: int, pids: I64, last_offsets: I64) -> bool:
     """A data batch is its producer's last (``lastRecordsOfActiveProducers``); ``pids``
     sorted, holding only producers whose last data offset is known."""
     i = np.searchsorted(pids, pid)
@@ -190,7 +190,7 @@ def _filter_one(
     base = be(buf, pos, 8)
     last = base + be(buf, pos + 23, 4)
     pid = be(buf, pos + 43, 8)
-    retain_empty = (pid > -1 and _is_last_of_producer(pid, last, pids, last_offsets)) or (
+    retain_empty = (pid > -1 and is_last_of_producer(pid, last, pids, last_offsets)) or (
         last + 1 == ctx[3]
     )
     has_horizon = be(buf, pos + 21, 2) & ATTR_DELETE_HORIZON != 0
