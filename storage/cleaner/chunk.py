@@ -132,6 +132,7 @@ class ChunkFilter:
         known = sorted((pid, last) for pid, (last, _) in last_records.items() if last is not None)
         self.pids = np.array([p for p, _ in known], dtype=np.int64)
         self.last_offsets = np.array([o for _, o in known], dtype=np.int64)
+        self.chunk_bytes = chunk_bytes  # a run's inflated budget (``with_compressed``'s max_bytes)
         self.out = np.empty(2 * chunk_bytes + (1 << 16), dtype=np.uint8)
         self.infos = np.empty((max(chunk_bytes // 64, 16), INFO), dtype=np.int64)
         self.stats = np.zeros(STATS, dtype=np.int64)
@@ -154,7 +155,7 @@ class ChunkFilter:
         """The compressed batches from ``pos`` whose every record is superseded, dropped unread
         (``kernels.superseded``); where the rest starts and where its inflated run must end."""
         after, end = skip_superseded(self.offset_map.superseded, array, pos, self.ctx, self.pids,
-                                     self.last_offsets, self.stats)  # fmt: skip
+                                     self.last_offsets, self.stats, self.chunk_bytes)  # fmt: skip
         return int(after), int(end)
 
     def inflated(self, run: Inflated, chunk: U8) -> tuple[int, bool]:

@@ -94,14 +94,21 @@ def put_be(buf: U8, pos: int, n: int, value: int) -> None:
 
 
 @numba.njit(cache=True, nogil=True)
+def whole_batch(buf: U8, pos: int) -> tuple[int, int]:
+    """(size, attributes) of the v2 batch at ``pos`` that ``buf`` holds whole; size 0 when
+    there is none (too short, not magic 2, a length below the header's or past the end)."""
+    if buf.shape[0] - pos < BATCH_HEADER_SIZE or buf[pos + 16] != 2:
+        return 0, 0
+    size = LOG_OVERHEAD + be(buf, pos + 8, 4)
+    if size < BATCH_HEADER_SIZE or pos + size > buf.shape[0]:
+        return 0, 0
+    return size, be(buf, pos + 21, 2)
+
+
+@numba.njit(cache=True, nogil=True)
 def plain_batch_size(buf: U8, pos: int) -> int:
     """The size of the plain batch at ``pos``, or 0 when it is not plain or not all there."""
-    if buf.shape[0] - pos < BATCH_HEADER_SIZE:
-        return 0
-    size = LOG_OVERHEAD + be(buf, pos + 8, 4)
-    if buf[pos + 16] != 2 or size < BATCH_HEADER_SIZE or pos + size > buf.shape[0]:
-        return 0
-    attrs = be(buf, pos + 21, 2)
+    size, attrs = whole_batch(buf, pos)
     if attrs & (ATTR_CODEC_MASK | ATTR_CONTROL | ATTR_TRANSACTIONAL) or be(buf, pos + 57, 4) < 0:
         return 0
     return size
@@ -135,11 +142,21 @@ def map_chunk(
 
 
 @numba.njit(cache=True, nogil=True)
-def is_last_of_producer(pid: int, last: int, pids: I64, last_offsets: I64) -> bool:
+def _is_last_of_producer(pid: int, last: int, pids: I64, last_offsets: I64) -> bool:
     """A data batch is its producer's last (``lastRecordsOfActiveProducers``); ``pids``
     sorted, holding only producers whose last data offset is known."""
     i = np.searchsorted(pids, pid)
     return bool(i < pids.shape[0] and pids[i] == pid and last_offsets[i] == last)
+
+
+@numba.njit(cache=True, nogil=True)
+def kept_empty(buf: U8, pos: int, ctx: I64, pids: I64, last_offsets: I64) -> bool:
+    """Whether the data batch at ``pos``, none of its records retained, stays as an empty
+    batch (Kafka's ``BatchRetention.RETAIN_EMPTY``): its producer's last, or the batch that
+    ends the cleaned range (``ctx[3]``, the upper bound)."""
+    last = be(buf, pos, 8) + be(buf, pos + 23, 4)
+    pid = be(buf, pos + 43, 8)
+    return last + 1 == ctx[3] or (pid > -1 and _is_last_of_producer(pid, last, pids, last_offsets))
 
 
 @numba.njit(cache=True, nogil=True)
@@ -188,11 +205,7 @@ def _filter_one(
     if not ok:
         return False, 0, 0
     base = be(buf, pos, 8)
-    last = base + be(buf, pos + 23, 4)
-    pid = be(buf, pos + 43, 8)
-    retain_empty = (pid > -1 and is_last_of_producer(pid, last, pids, last_offsets)) or (
-        last + 1 == ctx[3]
-    )
+    retain_empty = kept_empty(buf, pos, ctx, pids, last_offsets)
     has_horizon = be(buf, pos + 21, 2) & ATTR_DELETE_HORIZON != 0
     horizon = be(buf, pos + 27, 8) if has_horizon else -1
     retain_deletes = not has_horizon or ctx[1] < horizon

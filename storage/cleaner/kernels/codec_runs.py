@@ -39,7 +39,7 @@ import numpy as np
 import zstandard
 from numba import types
 
-from kafkatier.storage.cleaner.kernels.chunks import be, crc32c, put_be
+from kafkatier.storage.cleaner.kernels.chunks import be, crc32c, put_be, whole_batch
 from kafkatier.storage.record.compression import ZSTD_DEFAULT_LEVEL
 from kafkatier.storage.record.lz4_frame import KAFKA_DESCRIPTOR, MAX_BLOCK, RAW_BLOCK
 from kafkatier.storage.wire import (
@@ -51,7 +51,6 @@ from kafkatier.storage.wire import (
     CRC_OFFSET,
     CRC_START,
     LOG_OVERHEAD,
-    MAGIC_OFFSET,
     RECORDS_COUNT_OFFSET,
     Codec,
 )
@@ -170,19 +169,13 @@ def inflate_runs(chunk: Any, pos: int, max_bytes: int, out: Any, meta: Any) -> t
     """Inflate the lz4 and zstd batches from ``pos`` into ``out`` until ``max_bytes`` are
     written (or ``out`` has no room for another, or ``meta`` no row): (where it stopped in the
     chunk, batches, bytes written); ``meta[i]`` holds the batch's ``META`` fields."""
-    n = chunk.shape[0]
     total = 0
     count = 0
     ctx = np.uint64(0)  # a zstd context (a pointer), made at the first zstd batch
     while total < max_bytes and count < meta.shape[0] and out.shape[0] - total >= ROOM:
-        if n - pos < BATCH_HEADER_SIZE or chunk[pos + MAGIC_OFFSET] != 2:
-            break
-        size = LOG_OVERHEAD + be(chunk, pos + 8, 4)
-        attrs = be(chunk, pos + ATTRIBUTES_OFFSET, 2)
+        size, attrs = whole_batch(chunk, pos)
         codec = attrs & ATTR_CODEC_MASK
-        if size < BATCH_HEADER_SIZE or pos + size > n:
-            break
-        if attrs & (ATTR_CONTROL | ATTR_TRANSACTIONAL):
+        if size == 0 or attrs & (ATTR_CONTROL | ATTR_TRANSACTIONAL):
             break
         dst = total + BATCH_HEADER_SIZE
         if codec == _LZ4:

@@ -9,8 +9,8 @@ Taken: compressed v2 data batches (neither control nor transactional: no transac
 depends on them, the rule of ``storage.cleaner.compressed``) held whole by the chunk, whose
 every offset from baseOffset to baseOffset + lastOffsetDelta is marked. A batch with a gap in
 its offsets (cleaned before) has unmarked offsets and is inflated as before, as is a batch
-Kafka keeps empty (its producer's last, or the one that ends the cleaned range): the rules of
-``chunks._filter_one``. Every marked record was read by the map build, so a batch dropped
+Kafka keeps empty (``chunks.kept_empty``: its producer's last, or the one that ends the cleaned
+range). Every marked record was read by the map build, so a batch dropped
 here was decoded once, there.
 """
 
@@ -20,14 +20,12 @@ import numba
 import numpy as np
 import numpy.typing as npt
 
-from kafkatier.storage.cleaner.kernels.chunks import be, is_last_of_producer
+from kafkatier.storage.cleaner.kernels.chunks import be, kept_empty, whole_batch
 from kafkatier.storage.cleaner.kernels.slots import Bits
 from kafkatier.storage.wire import (
     ATTR_CODEC_MASK,
     ATTR_CONTROL,
     ATTR_TRANSACTIONAL,
-    BATCH_HEADER_SIZE,
-    LOG_OVERHEAD,
 )
 
 U8 = npt.NDArray[np.uint8]
@@ -37,12 +35,7 @@ I64 = npt.NDArray[np.int64]
 @numba.njit(cache=True, nogil=True)
 def _compressed_size(buf: U8, pos: int) -> int:
     """The size of the compressed data batch at ``pos`` held whole by ``buf``, else 0."""
-    if buf.shape[0] - pos < BATCH_HEADER_SIZE or buf[pos + 16] != 2:
-        return 0
-    size = LOG_OVERHEAD + be(buf, pos + 8, 4)
-    if size < BATCH_HEADER_SIZE or pos + size > buf.shape[0]:
-        return 0
-    attrs = be(buf, pos + 21, 2)
+    size, attrs = whole_batch(buf, pos)
     if not attrs & ATTR_CODEC_MASK or attrs & (ATTR_CONTROL | ATTR_TRANSACTIONAL):
         return 0
     return size
@@ -65,24 +58,23 @@ def droppable_size(sup: Bits, buf: U8, pos: int, ctx: I64, pids: I64, last_offse
     """The size of the batch at ``pos`` if it can be dropped unread (module docstring), else 0.
     ``ctx`` as ``chunks.filter_chunk``'s: its upper bound at 3, ``sup``'s first offset at 5."""
     size = _compressed_size(buf, pos)
-    if size == 0 or be(buf, pos + 57, 4) < 0:
-        return 0
+    if size == 0 or be(buf, pos + 57, 4) < 0 or kept_empty(buf, pos, ctx, pids, last_offsets):
+        return 0  # not one of these, or kept empty: the rewrite's own rules build it then
     base = be(buf, pos, 8)
-    last = base + be(buf, pos + 23, 4)
-    pid = be(buf, pos + 43, 8)
-    if last + 1 == ctx[3] or (pid > -1 and is_last_of_producer(pid, last, pids, last_offsets)):
-        return 0  # Kafka keeps it, empty: the rewrite's own rules build it
-    return size if _all_marked(sup, ctx[5], base, last) else 0
+    return size if _all_marked(sup, ctx[5], base, base + be(buf, pos + 23, 4)) else 0
 
 
 @numba.njit(cache=True, nogil=True)
 def skip_superseded(
-    sup: Bits, buf: U8, pos: int, ctx: I64, pids: I64, last_offsets: I64, stats: I64
+    sup: Bits, buf: U8, pos: int, ctx: I64, pids: I64, last_offsets: I64, stats: I64,
+    limit: int,
 ) -> tuple[int, int]:  # fmt: skip
     """Drop the droppable batches from ``pos`` on, counted in ``stats`` as read and not
     retained (``chunks.STATS``), then find where the compressed batches that follow must stop
     to leave the next droppable one out of their inflated run: (where the rest starts, that
-    end, or the buffer's length)."""
+    end, or the buffer's length). The search looks ``limit`` stored bytes ahead at most (the
+    run's inflated budget: a run ends within it, and the next call looks again from there);
+    a droppable batch past it is inflated and filtered like any other, which keeps nothing."""
     while True:
         size = droppable_size(sup, buf, pos, ctx, pids, last_offsets)
         if size == 0:
@@ -93,7 +85,7 @@ def skip_superseded(
     end = pos
     while True:
         size = _compressed_size(buf, end)
-        if size == 0:
+        if size == 0 or end - pos >= limit:
             return pos, buf.shape[0]
         if end > pos and droppable_size(sup, buf, end, ctx, pids, last_offsets):
             return pos, end

@@ -96,9 +96,12 @@ def test_dropped_batches_are_counted_and_the_run_after_them_ends_before_the_next
     sup = marks(0, [*range(0, 8), *range(16, 20)])
     stats = np.zeros(STATS, np.int64)
     buf = np.frombuffer(data, np.uint8)
-    after, end = skip_superseded(sup, buf, 0, ctx(), NO_PRODUCERS, NO_PRODUCERS, stats)
+    after, end = skip_superseded(sup, buf, 0, ctx(), NO_PRODUCERS, NO_PRODUCERS, stats, 1 << 20)
     assert (after, end) == (sizes[0] + sizes[1], sum(sizes[:4]))
     assert stats.tolist() == [8, 0, sizes[0] + sizes[1], 0, 0]
+    # Looking no further than one batch ahead: the run is not cut, the fifth batch goes to it.
+    looked = skip_superseded(sup, buf, after, ctx(), NO_PRODUCERS, NO_PRODUCERS, stats, sizes[2])
+    assert looked == (after, len(data))
 
 
 def _hot_keys_log(path: Path, clock: ManualClock, codec: Codec) -> tuple[Any, Any]:
@@ -123,9 +126,9 @@ def test_a_compaction_leaves_what_it_leaves_inflating_every_batch(
     real = chunk.skip_superseded
 
     def counting(*args: Any) -> tuple[int, int]:
-        before = int(args[-1][0])
+        before = int(args[6][0])  # the stats
         found = real(*args)
-        dropped.append(int(args[-1][0]) - before)
+        dropped.append(int(args[6][0]) - before)
         return found
 
     outputs = []
