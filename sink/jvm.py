@@ -183,6 +183,12 @@ class JvmEncoder:
         )
         return cls(sc, handle)
 
+    def encode_staged(self, df: DataFrame, plan: EncodePlan) -> bytes:
+        """The micro-batch encoded into staging files now: where its pieces are, packed
+        (``PieceRows.java``; :func:`kafkatier.sink.plan.unpack_pieces`)."""
+        packed: bytes = self.handle.encodeStaged(df._jdf, plan_json(plan))
+        return packed
+
     def encode(self, df: DataFrame, plan: EncodePlan) -> DataFrame:
         """The micro-batch's pieces as a lazy DataFrame in ``encode.CHUNK_SCHEMA``."""
         from pyspark.sql import DataFrame as SparkDataFrame

@@ -10,12 +10,14 @@ next sequence per partition stays on the driver, which assigns sequences as it a
 
 from __future__ import annotations
 
+import struct
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -182,15 +184,20 @@ def encoded_spans(
     when given, else a ``mapInArrow`` of Python workers; where its batches are, by partition.
 
     Staged (``plan.staging_dir``): the job writes the staging files and returns where each piece
-    is (a few small rows per task, collected as Arrow). Fetched: the job persists the pieces to
-    executor disk, and ``toLocalIterator`` brings them one task at a time into one staging file
-    the driver writes at ``place``; the driver checks them against the job's own summary."""
-    if jvm is not None:
-        encoded = jvm.encode(df, plan)  # coalesces its rows to plan.max_tasks itself
-    else:
-        rows = df.coalesce(plan.max_tasks) if plan.max_tasks else df
-        encoded = rows.mapInArrow(Encode(plan), CHUNK_SCHEMA)
+    is (a few small rows per task: the JVM encoder's packed in one array a task and handed over
+    with no DataFrame around the job, :func:`unpack_pieces`, about 30 ms less a micro-batch
+    than the pieces' DataFrame collected as Arrow; the Python encoder's collected as Arrow).
+    Fetched: the job persists the pieces to executor disk, and ``toLocalIterator`` brings them
+    one task at a time into one staging file the driver writes at ``place``; the driver checks
+    them against the job's own summary."""
     try:
+        if jvm is not None and plan.staging_dir is not None:
+            return _by_partition(unpack_pieces(jvm.encode_staged(df, plan)))
+        if jvm is not None:
+            encoded = jvm.encode(df, plan)  # coalesces its rows to plan.max_tasks itself
+        else:
+            rows = df.coalesce(plan.max_tasks) if plan.max_tasks else df
+            encoded = rows.mapInArrow(Encode(plan), CHUNK_SCHEMA)
         if plan.staging_dir is not None:
             return _by_partition(encoded.toArrow())
         return _by_partition(_fetched(encoded, place.file("driver.kbatches")))
@@ -205,6 +212,49 @@ _SPAN_SCHEMA: Final = pa.schema([field for field in CHUNK_ARROW if field.name !=
 _SPAN_FIELDS: Final = tuple(_SPAN_SCHEMA.names)
 _ORDER: Final = [("topic", "ascending"), ("partition", "ascending"), ("task", "ascending"),
                  ("row", "ascending")]  # fmt: skip
+
+
+_PACKED_ROW: Final = np.dtype([("task", "<i4"), ("topic", "<i4"), ("partition", "<i4"),
+                               ("path", "<i4"), ("records", "<i8"), ("position", "<i8"),
+                               ("length", "<i8")])  # fmt: skip
+
+
+def unpack_pieces(packed: bytes) -> pa.Table:
+    """The staged pieces' rows as the JVM encoder packed them (``PieceRows.java``: each task's
+    names, then a fixed row a piece), as the columns :func:`_by_partition` takes."""
+    view = memoryview(packed)
+    try:
+        (tasks,), at, tables = struct.unpack_from("<i", view), 4, []
+        for _ in range(tasks):
+            (size,) = struct.unpack_from("<i", view, at)
+            tables.append(_unpack_task(view[at + 4 : at + 4 + size]))
+            at += 4 + size
+    except (struct.error, ValueError, IndexError) as exc:
+        raise CorruptRecordError(
+            f"the JVM encoder's pieces are malformed ({exc}) in {len(packed)} bytes",
+            file="<staged>",
+        ) from None
+    return pa.concat_tables(tables) if tables else _SPAN_SCHEMA.empty_table()
+
+
+def _unpack_task(view: memoryview) -> pa.Table:
+    """One task's packed rows."""
+    (count,), at = struct.unpack_from("<i", view), 4
+    names = []
+    for _ in range(count):
+        (size,) = struct.unpack_from("<i", view, at)
+        names.append(bytes(view[at + 4 : at + 4 + size]).decode())
+        at += 4 + size
+    (n,) = struct.unpack_from("<i", view, at)
+    rows = np.frombuffer(view, _PACKED_ROW, n, at + 4)
+    strings = pa.array(names, pa.string())
+    columns = {
+        "task": pa.array(rows["task"]), "topic": strings.take(pa.array(rows["topic"])),
+        "partition": pa.array(rows["partition"]), "records": pa.array(rows["records"]),
+        "path": strings.take(pa.array(rows["path"])), "position": pa.array(rows["position"]),
+        "length": pa.array(rows["length"]),
+    }  # fmt: skip
+    return pa.table(columns).cast(_SPAN_SCHEMA)
 
 
 def _by_partition(table: pa.Table) -> list[PartitionSpans]:

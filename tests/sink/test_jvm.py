@@ -16,14 +16,17 @@ from test_sink import HEADER_TYPE, end_offsets, mixed_rows, read_topic
 from verify_fixtures import snappy_for_kafka_python
 
 from kafkatier.sink import KafkaLogSink, jvm
+from kafkatier.sink.encode import EncodePlan, TopicPlan
 from kafkatier.sink.jvm import EncoderChoice, JvmEncoderUnavailable, jar_path
-from kafkatier.sink.schema import SinkSchemaError
+from kafkatier.sink.plan import unpack_pieces
+from kafkatier.sink.schema import SinkSchemaError, check_schema, normalize
 from kafkatier.storage.errors import InvalidRecordError, RecordTooLargeError
 from kafkatier.storage.log.directory import LogDirectory
 from kafkatier.storage.log.reader import IsolationLevel
 from kafkatier.storage.partitioner import murmur2
 from kafkatier.storage.record.records import iter_batches
 from kafkatier.storage.verify.paths import verify_paths
+from kafkatier.storage.wire import Codec
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 ROWS = 3000
@@ -187,6 +190,32 @@ def test_routing_string_columns_and_staging_off(spark: Any, tmp_path: Path) -> N
         strict=True))  # fmt: skip
     assert read_topic(tmp_path, "b").num_rows == 200 - a.num_rows
     assert verify_paths([tmp_path]) == []
+
+
+def test_the_staged_hand_over_gives_the_pieces_the_dataframe_gives(
+    spark: Any, tmp_path: Path
+) -> None:
+    """The staged job's pieces come back packed (``encode_staged``: no DataFrame planned, no
+    Arrow collected) as the same rows the pieces' DataFrame gives (``encode``, collected as
+    Arrow), each job into its own staging files: the same tasks, partitions, records, positions
+    and lengths, and the same bytes there."""
+    df = mixed_rows(spark, ROWS)
+    rows = normalize(df, check_schema(df.schema, fixed_topic=True))
+    encoder = jvm.JvmEncoder.load(rows)
+    tables = {}
+    for prefix in ("packed-", "arrow-"):
+        plan = EncodePlan("t", {"t": TopicPlan(4, 1 << 20)}, None, Codec.LZ4, None, 7, 0,
+                          1_700_000_000_000, str(tmp_path), prefix)  # fmt: skip
+        tables[prefix] = (unpack_pieces(encoder.encode_staged(rows, plan)) if prefix == "packed-"
+                          else encoder.encode(rows, plan).toArrow().drop(["data"]))  # fmt: skip
+    fields = ["task", "topic", "partition", "records", "position", "length"]
+    packed, arrow = (tables[p].sort_by([(f, "ascending") for f in fields]) for p in tables)
+    assert packed.num_rows > 5 and packed.select(fields).equals(arrow.select(fields))
+    for a, b in zip(packed.to_pylist(), arrow.to_pylist(), strict=True):
+        assert "packed-" in a["path"] and "arrow-" in b["path"]
+        spans = [Path(r["path"]).read_bytes()[r["position"] : r["position"] + r["length"]]
+                 for r in (a, b)]  # fmt: skip
+        assert spans[0] == spans[1]
 
 
 def test_a_small_open_budget_closes_batches_early_and_loses_nothing(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import json
+import struct
 import sys
 import time
 from datetime import UTC, datetime
@@ -16,7 +17,13 @@ import pytest
 from kafkatier.sink import KafkaLogSink
 from kafkatier.sink.bookkeeping import ProducerFencedError, derive_producer_id
 from kafkatier.sink.hooks import QUERY_ID_PROPERTY
-from kafkatier.sink.plan import _SPAN_FIELDS, _by_partition, task_limit, tasks_for_size
+from kafkatier.sink.plan import (
+    _SPAN_FIELDS,
+    _by_partition,
+    task_limit,
+    tasks_for_size,
+    unpack_pieces,
+)
 from kafkatier.sink.schema import SinkSchemaError
 from kafkatier.sink.stage import sink_staging_root
 from kafkatier.storage.arrow.log import read_arrow
@@ -432,6 +439,44 @@ def test_staged_pieces_group_by_partition_in_task_order_as_each_task_wrote_them(
     assert _by_partition(table.slice(0, 0)) == []
     with pytest.raises(CorruptRecordError, match="columns"):
         _by_partition(table.select(["topic", "task"]))
+
+
+def _packed_task(rows: list[tuple[int, str, int, int, str, int, int]]) -> bytes:
+    """One task's rows as ``PieceRows.java`` packs them, written out by hand here: the names
+    (topics and paths, each once, in first-use order), then a 40-byte row a piece."""
+    names: list[str] = []
+    body = b""
+    for task, topic, partition, records, path, position, length in rows:
+        for name in (topic, path):
+            if name not in names:
+                names.append(name)
+        body += struct.pack("<iiiiqqq", task, names.index(topic), partition, names.index(path),
+                            records, position, length)  # fmt: skip
+    head = struct.pack("<i", len(names))
+    for name in names:
+        head += struct.pack("<i", len(name.encode())) + name.encode()
+    return head + struct.pack("<i", len(rows)) + body
+
+
+def test_packed_pieces_unpack_to_the_rows_the_jvm_encoder_wrote() -> None:
+    """The JVM encoder's staged hand-over (``PieceRows.java``, one packed array per task after
+    their count) read back as the columns of the rows, names in UTF-8 included; no task, or
+    tasks without pieces, give no rows."""
+    tasks = [
+        [(1, "b", 0, 2, "/s/t1", 0, 10), (1, "tópico", 3, 1, "/s/t1", 10, 5)],
+        [],
+        [(0, "tópico", 3, 3, "/s/t0", 0, 9), (0, "b", 7, 5_000_000_000, "/s/t0", 9, 1 << 33)],
+    ]  # fmt: skip
+    packed = struct.pack("<i", len(tasks))
+    for task in tasks:
+        one = _packed_task(task)
+        packed += struct.pack("<i", len(one)) + one
+    table = unpack_pieces(packed)
+    assert table.schema.names == list(_SPAN_FIELDS)
+    assert [tuple(r.values()) for r in table.to_pylist()] == [r for t in tasks for r in t]
+    assert unpack_pieces(struct.pack("<i", 0)).num_rows == 0
+    with pytest.raises(CorruptRecordError, match="pieces are malformed"):
+        unpack_pieces(packed[:-7])
 
 
 def test_an_empty_micro_batch_writes_nothing_and_costs_no_decision(
