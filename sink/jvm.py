@@ -183,11 +183,15 @@ class JvmEncoder:
         )
         return cls(sc, handle)
 
-    def encode_staged(self, df: DataFrame, plan: EncodePlan) -> bytes:
+    def encode_staged(self, df: DataFrame, plan: EncodePlan, pieces: Path) -> bytes:
         """The micro-batch encoded into staging files now: where its pieces are, packed
-        (``PieceRows.java``; :func:`kafkatier.sink.plan.unpack_pieces`)."""
-        packed: bytes = self.handle.encodeStaged(df._jdf, plan_json(plan))
-        return packed
+        (``PieceRows.java``; :func:`kafkatier.sink.plan.unpack_pieces`), handed over through
+        the file ``pieces`` (read and removed here)."""
+        self.handle.encodeStaged(df._jdf, plan_json(plan), str(pieces))
+        try:
+            return pieces.read_bytes()
+        finally:
+            pieces.unlink(missing_ok=True)
 
     def encode(self, df: DataFrame, plan: EncodePlan) -> DataFrame:
         """The micro-batch's pieces as a lazy DataFrame in ``encode.CHUNK_SCHEMA``."""

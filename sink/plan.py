@@ -192,7 +192,7 @@ def encoded_spans(
     them against the job's own summary."""
     try:
         if jvm is not None and plan.staging_dir is not None:
-            return _by_partition(unpack_pieces(jvm.encode_staged(df, plan)))
+            return _by_partition(unpack_pieces(jvm.encode_staged(df, plan, place.file("pieces"))))
         if jvm is not None:
             encoded = jvm.encode(df, plan)  # coalesces its rows to plan.max_tasks itself
         else:

@@ -206,11 +206,13 @@ def test_the_staged_hand_over_gives_the_pieces_the_dataframe_gives(
     for prefix in ("packed-", "arrow-"):
         plan = EncodePlan("t", {"t": TopicPlan(4, 1 << 20)}, None, Codec.LZ4, None, 7, 0,
                           1_700_000_000_000, str(tmp_path), prefix)  # fmt: skip
-        tables[prefix] = (unpack_pieces(encoder.encode_staged(rows, plan)) if prefix == "packed-"
+        tables[prefix] = (unpack_pieces(encoder.encode_staged(rows, plan, tmp_path / "pieces"))
+                          if prefix == "packed-"
                           else encoder.encode(rows, plan).toArrow().drop(["data"]))  # fmt: skip
     fields = ["task", "topic", "partition", "records", "position", "length"]
     packed, arrow = (tables[p].sort_by([(f, "ascending") for f in fields]) for p in tables)
     assert packed.num_rows > 5 and packed.select(fields).equals(arrow.select(fields))
+    assert not (tmp_path / "pieces").exists()  # read and removed
     for a, b in zip(packed.to_pylist(), arrow.to_pylist(), strict=True):
         assert "packed-" in a["path"] and "arrow-" in b["path"]
         spans = [Path(r["path"]).read_bytes()[r["position"] : r["position"] + r["length"]]
