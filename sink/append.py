@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Final, NamedTuple
 
 from kafkatier.sink.encode import CHUNK_BYTES
-from kafkatier.sink.plan import PartitionSpans
+from kafkatier.sink.pieces import PartitionSpans
 from kafkatier.sink.stage import StagingFiles, assign_sequences
 from kafkatier.sink.wal import Wal, WalPartition
 from kafkatier.storage.errors import (

@@ -185,7 +185,7 @@ class JvmEncoder:
 
     def encode_staged(self, df: DataFrame, plan: EncodePlan, pieces: Path) -> bytes:
         """The micro-batch encoded into staging files now: where its pieces are, packed
-        (``PieceRows.java``; :func:`kafkatier.sink.plan.unpack_pieces`), handed over through
+        (``PieceRows.java``; :func:`kafkatier.sink.pieces.unpack_pieces`), handed over through
         the file ``pieces`` (read and removed here)."""
         self.handle.encodeStaged(df._jdf, plan_json(plan), str(pieces))
         try:

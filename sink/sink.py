@@ -93,14 +93,8 @@ from kafkatier.sink.bookkeeping import (
 from kafkatier.sink.encode import EncodePlan
 from kafkatier.sink.hooks import crash_points, no_crash
 from kafkatier.sink.jvm import EncoderChoice
-from kafkatier.sink.plan import (
-    PartitionSpans,
-    SinkSettings,
-    TaskLimit,
-    build_plan,
-    encoded_spans,
-    producer_sequences,
-)
+from kafkatier.sink.pieces import PartitionSpans, encoded_spans
+from kafkatier.sink.plan import SinkSettings, TaskLimit, build_plan, producer_sequences
 from kafkatier.sink.schema import InputColumns, SinkSchemaError, check_schema, normalize
 from kafkatier.sink.stage import (
     LoadBuffers,

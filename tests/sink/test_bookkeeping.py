@@ -28,7 +28,7 @@ from kafkatier.sink.bookkeeping import (
     save_state,
     state_path,
 )
-from kafkatier.sink.plan import PartitionSpans
+from kafkatier.sink.pieces import PartitionSpans
 from kafkatier.sink.wal import Wal
 from kafkatier.storage.errors import CheckpointError, InvalidProducerEpochError
 from kafkatier.storage.log.directory import LogDirectory

@@ -18,7 +18,7 @@ from verify_fixtures import snappy_for_kafka_python
 from kafkatier.sink import KafkaLogSink, jvm
 from kafkatier.sink.encode import EncodePlan, TopicPlan
 from kafkatier.sink.jvm import EncoderChoice, JvmEncoderUnavailable, jar_path
-from kafkatier.sink.plan import unpack_pieces
+from kafkatier.sink.pieces import unpack_pieces
 from kafkatier.sink.schema import SinkSchemaError, check_schema, normalize
 from kafkatier.storage.errors import InvalidRecordError, RecordTooLargeError
 from kafkatier.storage.log.directory import LogDirectory

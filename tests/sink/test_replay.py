@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 from kafkatier.sink.append import Checked, records_present, replay, to_wal, write_partition
-from kafkatier.sink.plan import PartitionSpans
+from kafkatier.sink.pieces import PartitionSpans
 from kafkatier.sink.stage import StagingFiles, assign_sequences
 from kafkatier.sink.wal import Wal
 from kafkatier.storage.arrow.codec import encode_arrow

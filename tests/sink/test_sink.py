@@ -17,13 +17,8 @@ import pytest
 from kafkatier.sink import KafkaLogSink
 from kafkatier.sink.bookkeeping import ProducerFencedError, derive_producer_id
 from kafkatier.sink.hooks import QUERY_ID_PROPERTY
-from kafkatier.sink.plan import (
-    _SPAN_FIELDS,
-    _by_partition,
-    task_limit,
-    tasks_for_size,
-    unpack_pieces,
-)
+from kafkatier.sink.pieces import _SPAN_FIELDS, _by_partition, unpack_pieces
+from kafkatier.sink.plan import task_limit, tasks_for_size
 from kafkatier.sink.schema import SinkSchemaError
 from kafkatier.sink.stage import sink_staging_root
 from kafkatier.storage.arrow.log import read_arrow
@@ -279,7 +274,7 @@ def test_fetched_and_staged_batches_write_the_same_log(
     def no_fetch(encoded: Any) -> Any:
         raise AssertionError("local mode stages by default, it does not fetch")
 
-    monkeypatch.setattr("kafkatier.sink.plan._fetched", no_fetch)
+    monkeypatch.setattr("kafkatier.sink.pieces._fetched", no_fetch)
     staged(df, 0)
     for name in ("fetched", "staged"):
         assert verify_paths([tmp_path / name]) == []

@@ -11,7 +11,7 @@ import org.apache.spark.sql.Row;
 
 /**
  * The staged pieces' rows (PieceOutput's: task, topic, partition, records, path, position,
- * length) packed for the driver's Python in one byte array, little-endian (sink/plan.py's
+ * length) packed for the driver's Python in one byte array, little-endian (sink/pieces.py's
  * unpack_pieces reads it):
  *
  * <pre>
