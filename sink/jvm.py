@@ -34,7 +34,12 @@ from typing import TYPE_CHECKING, Any, Final
 from kafkatier.sink.encode import CHUNK_BYTES, CHUNK_SCHEMA, EncodePlan, TopicPlan
 from kafkatier.sink.schema import SinkSchemaError
 from kafkatier.storage.arrow.encode import batch_byte_limit
-from kafkatier.storage.errors import InvalidRecordError, KafkaTierError, RecordTooLargeError
+from kafkatier.storage.errors import (
+    InvalidRecordError,
+    KafkaTierError,
+    LogWriteError,
+    RecordTooLargeError,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -52,6 +57,7 @@ _ERRORS: Final[dict[str, type[KafkaTierError]]] = {
     "SinkSchemaError": SinkSchemaError,
     "RecordTooLargeError": RecordTooLargeError,
     "InvalidRecordError": InvalidRecordError,
+    "LogWriteError": LogWriteError,
 }
 
 

@@ -20,7 +20,8 @@ from kafkatier.sink.encode import EncodePlan, TopicPlan
 from kafkatier.sink.jvm import EncoderChoice, JvmEncoderUnavailable, jar_path
 from kafkatier.sink.pieces import unpack_pieces
 from kafkatier.sink.schema import SinkSchemaError, check_schema, normalize
-from kafkatier.storage.errors import InvalidRecordError, RecordTooLargeError
+from kafkatier.sink.stage import StagingPlace
+from kafkatier.storage.errors import InvalidRecordError, LogWriteError, RecordTooLargeError
 from kafkatier.storage.log.directory import LogDirectory
 from kafkatier.storage.log.reader import IsolationLevel
 from kafkatier.storage.partitioner import murmur2
@@ -218,6 +219,35 @@ def test_the_staged_hand_over_gives_the_pieces_the_dataframe_gives(
         spans = [Path(r["path"]).read_bytes()[r["position"] : r["position"] + r["length"]]
                  for r in (a, b)]  # fmt: skip
         assert spans[0] == spans[1]
+
+
+def test_a_pieces_file_the_driver_cannot_write_is_one_clear_error(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Where the driver cannot write the packed pieces (here the file's directory is missing),
+    the batch fails with the sink's LogWriteError naming the file, not a Java trace, and nothing
+    is decided: the log is as it was and the staging files are gone."""
+    sink = KafkaLogSink(tmp_path, topic="t", partitions=2, encoder="jvm")
+    df = spark.range(0, 100, 1, 2).selectExpr("CAST(CONCAT('v', id) AS BINARY) AS value")
+    sink(df, 0)
+    real = StagingPlace.file
+    blocked: list[Path] = []
+
+    def file(self: StagingPlace, name: str) -> Path:
+        path = real(self, name)
+        if name == "pieces":
+            path = path.parent / "no-such-dir" / path.name
+            blocked.append(path)
+        return path
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(StagingPlace, "file", file)
+        with pytest.raises(LogWriteError, match=r"cannot write .*pieces") as caught:
+            sink(df, 1)
+    assert str(blocked[0]) in str(caught.value) and "\n" not in str(caught.value)
+    assert read_topic(tmp_path, "t").num_rows == 100
+    assert not [p for p in tmp_path.glob("*.wal.*") if p.is_file()], "staging files left behind"
+    assert verify_paths([tmp_path]) == []
 
 
 def test_a_small_open_budget_closes_batches_early_and_loses_nothing(

@@ -28,4 +28,9 @@ final class InputError {
   static IllegalArgumentException invalid(String message) {
     return of("InvalidRecordError", message);
   }
+
+  /** A staging write the filesystem refused (no space, permissions): one line naming the file. */
+  static IllegalArgumentException write(java.io.IOException cause) {
+    return of("LogWriteError", "cannot write " + cause.getMessage());
+  }
 }
