@@ -45,7 +45,7 @@ def encoded_spans(
 
     Staged (``plan.staging_dir``): the job writes the staging files and returns where each piece
     is (a few small rows per task: the JVM encoder's packed in one array a task and handed over
-    with no DataFrame around the job, :func:`unpack_pieces`, about 30 ms less a micro-batch
+    with no DataFrame around the job, :func:`unpack_pieces`, 20-30 ms less a micro-batch
     than the pieces' DataFrame collected as Arrow; the Python encoder's collected as Arrow).
     Fetched: the job persists the pieces to executor disk, and ``toLocalIterator`` brings them
     one task at a time into one staging file the driver writes at ``place``; the driver checks

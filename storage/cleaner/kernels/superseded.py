@@ -17,19 +17,10 @@ here was decoded once, there.
 from __future__ import annotations
 
 import numba
-import numpy as np
-import numpy.typing as npt
 
-from kafkatier.storage.cleaner.kernels.chunks import be, kept_empty, whole_batch
-from kafkatier.storage.cleaner.kernels.slots import Bits
-from kafkatier.storage.wire import (
-    ATTR_CODEC_MASK,
-    ATTR_CONTROL,
-    ATTR_TRANSACTIONAL,
-)
-
-U8 = npt.NDArray[np.uint8]
-I64 = npt.NDArray[np.int64]
+from kafkatier.storage.cleaner.kernels.chunks import I64, U8, be, kept_empty, whole_batch
+from kafkatier.storage.cleaner.kernels.slots import Bits, is_superseded
+from kafkatier.storage.wire import ATTR_CODEC_MASK, ATTR_CONTROL, ATTR_TRANSACTIONAL
 
 
 @numba.njit(cache=True, nogil=True)
@@ -43,12 +34,11 @@ def _compressed_size(buf: U8, pos: int) -> int:
 
 @numba.njit(cache=True, nogil=True)
 def _all_marked(sup: Bits, sup_start: int, first: int, last: int) -> bool:
-    """Whether every offset from ``first`` to ``last`` is marked superseded."""
-    lo, hi = first - sup_start, last - sup_start
-    if lo < 0 or hi >= sup.shape[0] * 8 or hi < lo:
+    """Whether every offset from ``first`` to ``last`` is marked superseded (none: False)."""
+    if last < first:
         return False
-    for i in range(lo, hi + 1):  # noqa: SIM110 - numba compiles the loop, not a generator
-        if not (sup[i >> 3] >> (i & 7)) & 1:
+    for offset in range(first, last + 1):  # noqa: SIM110 - numba compiles the loop
+        if not is_superseded(sup, sup_start, offset):
             return False
     return True
 

@@ -47,32 +47,21 @@ final class PieceRows {
   }
 
   static byte[] pack(List<Row> rows) {
-    Map<String, Integer> index = new HashMap<>();
-    List<byte[]> names = new ArrayList<>();
+    Names names = new Names();
     int[] topics = new int[rows.size()];
     int[] paths = new int[rows.size()];
-    int size = 8 + rows.size() * ROW_BYTES;
     for (int i = 0; i < rows.size(); i++) {
       Row r = rows.get(i);
       if (r.isNullAt(4)) {
         throw new IllegalStateException("a piece without a staging file: not a staged job");
       }
-      for (int field : new int[] {1, 4}) {
-        String name = r.getString(field);
-        Integer at = index.get(name);
-        if (at == null) {
-          at = names.size();
-          index.put(name, at);
-          byte[] utf8 = name.getBytes(StandardCharsets.UTF_8);
-          names.add(utf8);
-          size += 4 + utf8.length;
-        }
-        (field == 1 ? topics : paths)[i] = at;
-      }
+      topics[i] = names.index(r.getString(1));
+      paths[i] = names.index(r.getString(4));
     }
-    ByteBuffer out = ByteBuffer.allocate(size).order(ByteOrder.LITTLE_ENDIAN);
-    out.putInt(names.size());
-    for (byte[] name : names) {
+    ByteBuffer out = ByteBuffer.allocate(names.bytes + 8 + rows.size() * ROW_BYTES)
+        .order(ByteOrder.LITTLE_ENDIAN);
+    out.putInt(names.utf8.size());
+    for (byte[] name : names.utf8) {
       out.putInt(name.length).put(name);
     }
     out.putInt(rows.size());
@@ -82,5 +71,21 @@ final class PieceRows {
       out.putLong(r.getLong(3)).putLong(r.getLong(5)).putLong(r.getLong(6));
     }
     return out.array();
+  }
+
+  /** The names of one task's rows, each once, in first-use order, and their packed size. */
+  private static final class Names {
+    final Map<String, Integer> index = new HashMap<>();
+    final List<byte[]> utf8 = new ArrayList<>();
+    int bytes;
+
+    int index(String name) {
+      return index.computeIfAbsent(name, n -> {
+        byte[] encoded = n.getBytes(StandardCharsets.UTF_8);
+        utf8.add(encoded);
+        bytes += 4 + encoded.length;
+        return utf8.size() - 1;
+      });
+    }
   }
 }
