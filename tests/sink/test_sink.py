@@ -19,7 +19,7 @@ from kafkatier.sink.bookkeeping import ProducerFencedError, derive_producer_id
 from kafkatier.sink.hooks import QUERY_ID_PROPERTY
 from kafkatier.sink.pieces import _SPAN_FIELDS, _by_partition, unpack_pieces
 from kafkatier.sink.plan import task_limit, tasks_for_size
-from kafkatier.sink.schema import SinkSchemaError
+from kafkatier.sink.schema import SinkSchemaError, check_schema, normalize
 from kafkatier.sink.stage import sink_staging_root
 from kafkatier.storage.arrow.log import read_arrow
 from kafkatier.storage.config.topic_files import TopicConfigStore
@@ -140,6 +140,36 @@ def test_routing_by_topic_column(spark: Any, tmp_path: Path) -> None:
     assert sorted(int(v) for v in b) == [i for i in range(90) if i % 3]
     with LogDirectory(tmp_path) as logs:
         assert logs.topics() == {"a": 3, "b": 3}
+    assert verify_paths([tmp_path]) == []
+
+
+@pytest.mark.parametrize("encoder", ["jvm", "python"])
+def test_a_batch_of_just_the_sink_columns_is_written_as_it_comes(
+    spark: Any, tmp_path: Path, encoder: str
+) -> None:
+    """A frame that holds just the columns the encoder reads, in any order, goes to the encoder
+    as it is (no ``select``); one with a column a fixed topic ignores is reduced first. Both
+    encoders read the columns by name: keys, values and timestamps land as given."""
+    df = spark.range(40).selectExpr(
+        "CAST(CONCAT('v', id) AS BINARY) AS value",
+        "TIMESTAMP_MILLIS(1700000000000 + id) AS timestamp", "CAST(CONCAT('k', id) AS BINARY) AS key",
+    )  # fmt: skip
+    cols = check_schema(df.schema, fixed_topic=True)
+    assert normalize(df, cols) is df
+    routed = df.selectExpr("*", "'t' AS topic")
+    assert normalize(routed, check_schema(routed.schema, fixed_topic=True)).columns == [
+        "key", "value", "timestamp"
+    ]
+    sink = KafkaLogSink(tmp_path, topic="t", partitions=3, encoder=encoder)
+    sink(df, 0)
+    sink(routed, 1)
+    sink.close()
+    table = read_topic(tmp_path, "t")
+    got = sorted(zip(table.column("key").to_pylist(), table.column("value").to_pylist(),
+                     table.column("timestamp").to_pylist(), strict=True))  # fmt: skip
+    want = sorted((f"k{i}".encode(), f"v{i}".encode(),
+                   datetime.fromtimestamp((1_700_000_000_000 + i) / 1000, UTC)) for i in range(40))
+    assert got[::2] == want and got[1::2] == want  # each row once in each of the two batches
     assert verify_paths([tmp_path]) == []
 
 
