@@ -152,7 +152,8 @@ def test_a_batch_of_just_the_sink_columns_is_written_as_it_comes(
     encoders read the columns by name: keys, values and timestamps land as given."""
     df = spark.range(40).selectExpr(
         "CAST(CONCAT('v', id) AS BINARY) AS value",
-        "TIMESTAMP_MILLIS(1700000000000 + id) AS timestamp", "CAST(CONCAT('k', id) AS BINARY) AS key",
+        "TIMESTAMP_MILLIS(1700000000000 + id) AS timestamp",
+        "CAST(CONCAT('k', id) AS BINARY) AS key",
     )  # fmt: skip
     cols = check_schema(df.schema, fixed_topic=True)
     assert normalize(df, cols) is df
