@@ -91,6 +91,31 @@ final class Bytes {
 
   private void putUnsignedVarlong(long v) {
     ensure(10);
+    putUnsignedUnchecked(v);
+  }
+
+  /**
+   * The writes of a record whose size the caller reserved with {@link #ensure} (one check a
+   * record instead of one a field): zig-zag varints and raw bytes, no capacity check.
+   */
+  void putVarintUnchecked(int v) {
+    putUnsignedUnchecked(((long) ((v << 1) ^ (v >> 31))) & 0xFFFFFFFFL);
+  }
+
+  void putVarlongUnchecked(long v) {
+    putUnsignedUnchecked((v << 1) ^ (v >> 63));
+  }
+
+  void putByteUnchecked(int v) {
+    data[size++] = (byte) v;
+  }
+
+  void putUnchecked(byte[] src) {
+    System.arraycopy(src, 0, data, size, src.length);
+    size += src.length;
+  }
+
+  private void putUnsignedUnchecked(long v) {
     while ((v & ~0x7FL) != 0) {
       data[size++] = (byte) ((v & 0x7F) | 0x80);
       v >>>= 7;
@@ -107,11 +132,6 @@ final class Bytes {
   }
 
   private static int sizeOfUnsigned(long v) {
-    int bytes = 1;
-    while ((v & ~0x7FL) != 0) {
-      bytes++;
-      v >>>= 7;
-    }
-    return bytes;
+    return (63 - Long.numberOfLeadingZeros(v | 1)) / 7 + 1; // 7 bits a byte, at least one
   }
 }

@@ -37,13 +37,14 @@ final class Record {
 
   /** Record v2 (kafka-format.md section 1.3): length, attributes 0, deltas, key, value, headers. */
   void writeTo(Bytes out, int bodySize, int offsetDelta, long timestampDelta) {
-    out.putVarint(bodySize);
-    out.putByte(0);
-    out.putVarlong(timestampDelta);
-    out.putVarint(offsetDelta);
+    out.ensure(Bytes.sizeOfVarint(bodySize) + bodySize);
+    out.putVarintUnchecked(bodySize);
+    out.putByteUnchecked(0);
+    out.putVarlongUnchecked(timestampDelta);
+    out.putVarintUnchecked(offsetDelta);
     putBytes(out, key);
     putBytes(out, value);
-    out.putVarint(headerCount);
+    out.putVarintUnchecked(headerCount);
     for (int i = 0; i < headerCount; i++) {
       putBytes(out, headerKeys[i]);
       putBytes(out, headerValues[i]);
@@ -54,12 +55,12 @@ final class Record {
     return b == null ? 1 : Bytes.sizeOfVarint(b.length) + b.length;
   }
 
-  private static void putBytes(Bytes out, byte[] b) {
+  private static void putBytes(Bytes out, byte[] b) { // within writeTo's reservation
     if (b == null) {
-      out.putVarint(-1);
+      out.putVarintUnchecked(-1);
     } else {
-      out.putVarint(b.length);
-      out.put(b, 0, b.length);
+      out.putVarintUnchecked(b.length);
+      out.putUnchecked(b);
     }
   }
 }

@@ -76,6 +76,8 @@ final class TaskEncoder implements Function2<Integer, Iterator<InternalRow>, Ite
     private final List<BatchBuilder> builders = new ArrayList<>();
     private final Bytes batch = new Bytes(1024 * 1024);
     private long openBytes;
+    private String lastName; // the topic of the last row, and its state
+    private TopicState last;
 
     Run(int task, PieceOutput out) {
       this.task = task;
@@ -88,11 +90,7 @@ final class TaskEncoder implements Function2<Integer, Iterator<InternalRow>, Ite
         throw InputError.schema("column 'topic' is null in row " + index + " of Spark "
             + "partition " + task + "; fix: fill it, or pass KafkaLogSink(..., topic=...)");
       }
-      TopicState t = topics.get(name);
-      if (t == null) {
-        t = new TopicState(plan.topic(name), task);
-        topics.put(name, t);
-      }
+      TopicState t = topicState(name);
       int p = partitionOf(r, t, index);
       BatchBuilder b = t.open[p];
       if (b == null) {
@@ -110,6 +108,21 @@ final class TaskEncoder implements Function2<Integer, Iterator<InternalRow>, Ite
       if (openBytes > plan.openBudget) {
         closeLargest();
       }
+    }
+
+    /** The topic's state; the last one's without a lookup (a fixed topic's, every row). */
+    private TopicState topicState(String name) {
+      if (name == lastName || name.equals(lastName)) {
+        return last;
+      }
+      TopicState t = topics.get(name);
+      if (t == null) {
+        t = new TopicState(plan.topic(name), task);
+        topics.put(name, t);
+      }
+      lastName = name;
+      last = t;
+      return t;
     }
 
     private int partitionOf(Record r, TopicState t, long index) {
