@@ -49,9 +49,12 @@ from kafkatier.sink import KafkaLogSink
 SIDES = ("parquet file sink", "noop (input read alone)", "kafkatier sink")
 
 
-def start_query(spark: Any, name: str, src: Path, work: Path, sink: Callable[..., None]) -> Any:
-    """One run of the side's streaming query over ``src`` (everything new in it); ``name``: the
-    first word of the side's (``SIDES``)."""
+def start_query(
+    spark: Any, name: str, src: Path, work: Path, sink: Callable[..., None], running: bool = False
+) -> Any:
+    """The side's streaming query over ``src``: one run over everything new in it
+    (``availableNow``), or with ``running`` one that goes on (the default trigger: a micro-batch
+    as soon as new files are there); ``name``: the first word of the side's (``SIDES``)."""
     reader = spark.readStream.schema("key binary, value binary").parquet(str(src / "*"))
     writer = reader.writeStream.option("checkpointLocation", str(work / f"checkpoint-{name}"))
     if name == "parquet":
@@ -60,26 +63,24 @@ def start_query(spark: Any, name: str, src: Path, work: Path, sink: Callable[...
         writer = writer.format("noop")
     else:
         writer = writer.foreachBatch(sink)
-    return writer.trigger(availableNow=True).start()
+    return (writer if running else writer.trigger(availableNow=True)).start()
 
 
 def one_batch(
-    spark: Any, side: str, work: Path, files: list[Path], rows: int, r: int, sink: Any
-) -> tuple[float, float, float]:
+    spark: Any, side: str, work: Path, files: list[Path], rows: int, r: int, sink: Any,
+    running: dict[str, Any] | None = None,
+) -> tuple[float, float, float]:  # fmt: skip
     """The side's next micro-batch (the 8 files of ``rows`` rows again, new names): its
     addBatch seconds, the CPU seconds of the whole process tree while the query ran (its start
     included) and the executor CPU seconds of its jobs' stages (Spark's stage metrics: the
-    sharpest of the three on this shared machine)."""
+    sharpest of the three on this shared machine). ``running``: each side's query that goes on
+    (started at its first round), which takes the files as its next micro-batch."""
+    if running is not None:
+        return running_batch(spark, side, work, files, rows, r, sink, running)
     name = side.split()[0]
-    staging = work / f"staging-{name}-{r}"
-    staging.mkdir()
-    for i, f in enumerate(files):
-        os.link(f, staging / f"part-{r}-{i}.parquet")
-    src = work / f"src-{name}"
-    src.mkdir(exist_ok=True)
-    staging.rename(src / f"round-{r}")  # all 8 files appear at once
+    feed(work, name, files, r)
     cpu, stages = tree_cpu_seconds(), stage_cpu(spark)
-    query = start_query(spark, name, src, work, sink)
+    query = start_query(spark, name, work / f"src-{name}", work, sink)
     query.awaitTermination()
     cpu = tree_cpu_seconds() - cpu
     executors = sum(v for k, v in stage_cpu(spark).items() if k not in stages)
@@ -87,6 +88,41 @@ def one_batch(
     if len(progress) != 1 or progress[0]["numInputRows"] != rows:
         raise RuntimeError(f"{side}: expected one micro-batch of the round's rows: {progress}")
     return float(progress[0]["durationMs"]["addBatch"]) / 1000, cpu, executors
+
+
+def running_batch(
+    spark: Any, side: str, work: Path, files: list[Path], rows: int, r: int, sink: Any,
+    running: dict[str, Any],
+) -> tuple[float, float, float]:  # fmt: skip
+    """:func:`one_batch` of a query that goes on: the round's files arrive, the query takes
+    them as its next micro-batch (the CPU of the other sides' idle queries, which look for new
+    files every 10 ms, counted too)."""
+    name = side.split()[0]
+    if side not in running:
+        (work / f"src-{name}").mkdir(exist_ok=True)
+        running[side] = start_query(spark, name, work / f"src-{name}", work, sink, running=True)
+    query = running[side]
+    seen = {p["batchId"] for p in query.recentProgress}
+    cpu, stages = tree_cpu_seconds(), stage_cpu(spark)
+    feed(work, name, files, r)
+    query.processAllAvailable()
+    cpu = tree_cpu_seconds() - cpu
+    executors = sum(v for k, v in stage_cpu(spark).items() if k not in stages)
+    progress = [p for p in query.recentProgress if p["numInputRows"] and p["batchId"] not in seen]
+    if len(progress) != 1 or progress[0]["numInputRows"] != rows:
+        raise RuntimeError(f"{side}: expected one micro-batch of the round's rows: {progress}")
+    return float(progress[0]["durationMs"]["addBatch"]) / 1000, cpu, executors
+
+
+def feed(work: Path, name: str, files: list[Path], r: int) -> None:
+    """The 8 input files under new names into the side's source directory, all at once."""
+    staging = work / f"staging-{name}-{r}"
+    staging.mkdir()
+    for i, f in enumerate(files):
+        os.link(f, staging / f"part-{r}-{i}.parquet")
+    src = work / f"src-{name}"
+    src.mkdir(exist_ok=True)
+    staging.rename(src / f"round-{r}")  # all 8 files appear at once
 
 
 def stage_cpu(spark: Any) -> dict[int, float]:
@@ -111,6 +147,8 @@ def main() -> None:
     parser.add_argument("--compression", default="lz4")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--warmup", type=int, default=3, help="untimed rounds of every side")
+    parser.add_argument("--running", action="store_true",
+                        help="each side one query that goes on, not one query a round")
     args = parser.parse_args()
     print("command:", " ".join([Path(sys.executable).name, *sys.argv]))
     spark = (
@@ -118,6 +156,9 @@ def main() -> None:
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.ui.enabled", "true")  # its REST API: stage metrics
         .config("spark.ui.port", str(free_port()))
+        # a running query with nothing new looks again after this long (Spark's default 10 ms:
+        # the idle sides' listings would then run beside the timed one's micro-batch)
+        .config("spark.sql.streaming.pollingDelay", "250ms")
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
@@ -131,12 +172,15 @@ def main() -> None:
         sink = KafkaLogSink(work / "logs", topic="bench", partitions=args.partitions,
                             compression=args.compression)  # fmt: skip
         times: dict[str, list[tuple[float, float, float]]] = {side: [] for side in SIDES}
+        running: dict[str, Any] | None = {} if args.running else None
         for r in range(args.warmup + args.repeat):
             order = SIDES if r % 2 == 0 else SIDES[::-1]
             for side in order:
-                took = one_batch(spark, side, work, files, args.rows, r, sink)
+                took = one_batch(spark, side, work, files, args.rows, r, sink, running)
                 if r >= args.warmup:
                     times[side].append(took)
+        for query in (running or {}).values():
+            query.stop()
         report(args, times)
     finally:
         spark.stop()
@@ -144,6 +188,8 @@ def main() -> None:
 
 
 def report(args: argparse.Namespace, times: dict[str, list[tuple[float, float, float]]]) -> None:
+    print("queries: " + ("each side one that goes on (--running)" if args.running
+                         else "one a round (availableNow), the sink closed as each ends"))
     print(f"rows a micro-batch: {args.rows}, key 16 B, value 100 B, partitions: "
           f"{args.partitions}, sink compression: {args.compression}, parquet: snappy, "
           f"cores: {os.cpu_count()}, load average after: {os.getloadavg()[0]:.1f}")  # fmt: skip
