@@ -108,8 +108,12 @@ class LogDirectory:
             MetaProperties.new_kraft(node_id=0).write(path)
 
     def _open_all(self) -> None:
-        """Open (and recover) every partition directory, in parallel threads: recovery fsyncs a
-        producer snapshot and the leader-epoch checkpoint of each partition it replays."""
+        """Open every partition directory: after an unclean shutdown in parallel threads
+        (recovery fsyncs a producer snapshot and the leader-epoch checkpoint of each partition
+        it replays), after a clean one in this thread. A clean open syncs nothing, so threads
+        only queue for the GIL there: 1,024 partitions opened in 1.04-1.24 s from the flush
+        threads against 0.46-0.61 s in one (alternating, ad hoc; the threads' hand-offs made
+        611,051 futex calls)."""
         found: list[TopicPartition] = []
         for child in sorted(self.path.iterdir()):
             parsed = parse_partition_dir_name(child.name) if child.is_dir() else None
@@ -120,7 +124,11 @@ class LogDirectory:
         def open_one(tp: TopicPartition) -> None:
             opened[tp] = self._open(tp)
 
-        self._flusher.run(open_one, found)
+        if self.had_clean_shutdown:
+            for tp in found:
+                open_one(tp)
+        else:
+            self._flusher.run(open_one, found)
         self.logs.update((tp, opened[tp]) for tp in found)
 
     def _open(self, tp: TopicPartition) -> Log:

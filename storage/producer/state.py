@@ -200,10 +200,12 @@ class ProducerStateManager:
 
         Corrupt snapshots are deleted and the next older one tried; without a usable one the
         state starts empty at the log start. The caller then replays batches from
-        ``map_end_offset`` up to the log end.
+        ``map_end_offset`` up to the log end. The snapshots are those this object knows (found
+        when it was made, written or deleted through it since), as Kafka's
+        ``loadFromSnapshot``: listing the directory again cost each partition's open a third
+        of its snapshot scans.
         """
         self._clear()
-        self._snapshots = self._scan_snapshots()
         now = self._clock()
         for offset in sorted(self._snapshots, reverse=True):
             if offset > log_end_offset:
