@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from pathlib import Path
 
 from crash_writer import check_partition, read_partition
@@ -86,6 +87,41 @@ def test_clean_shutdown_marker(tmp_path: Path) -> None:
     log = crashed.get("t", 0)
     assert log is not None and log.log_end_offset == 3
     check_partition(log)
+    crashed.close()
+
+
+def _flush_threads() -> int:
+    return sum(t.name.startswith("log-flush") for t in threading.enumerate())
+
+
+def test_a_clean_open_reads_in_one_thread_and_a_recovery_in_the_flush_threads(
+    tmp_path: Path,
+) -> None:
+    """A log dir shut down cleanly syncs nothing as it opens, so its partitions open in the
+    caller's thread (from the flush threads they only queued for the GIL: 1,024 partitions
+    took twice as long); one to recover opens them in the flush threads, whose fsyncs overlap."""
+    with LogDirectory(tmp_path, config_for=small) as log_dir:
+        log_dir.create_partitions("t", 20)
+        for p in range(20):
+            log_dir.get("t", p).append(batch(p % 5 + 1))  # type: ignore[union-attr]
+    before = _flush_threads()
+    reopened = LogDirectory(tmp_path, config_for=small)
+    assert reopened.had_clean_shutdown and _flush_threads() == before
+    assert {log.partition: log.log_end_offset for log in reopened} == {
+        p: p % 5 + 1 for p in range(20)
+    }
+    for log in reopened:
+        log.append(batch(1))
+        for segment in log.segments:  # a crash: handles gone, nothing written
+            segment.close_handlers()
+    reopened._flusher.stop()
+    crashed = LogDirectory(tmp_path, config_for=small)
+    assert not crashed.had_clean_shutdown and _flush_threads() > before
+    assert {log.partition: log.log_end_offset for log in crashed} == {
+        p: p % 5 + 2 for p in range(20)
+    }
+    for log in crashed:
+        check_partition(log)
     crashed.close()
 
 
