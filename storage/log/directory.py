@@ -168,8 +168,11 @@ class LogDirectory:
         self._create(topic, [p for p in range(count) if (topic, p) not in self.logs])
 
     def _create(self, topic: str, partitions: list[int]) -> None:
-        """Stage, commit and open new partitions of ``topic``, each step in parallel threads
-        (one another writer created since this object opened is opened as it is)."""
+        """Stage and commit new partitions of ``topic`` in parallel threads (creating files
+        waits on the filesystem, about 0.7 ms an inode on this machine's disk), then open them
+        in this thread (``new_log`` creates and syncs nothing: from the threads 1,024 took
+        0.41-0.53 s against 0.17-0.23 s, ad hoc). One another writer created since this
+        object opened is opened as it is."""
         tps = [(topic, p) for p in partitions]
         for tp in [tp for tp in tps if (self.path / partition_dir_name(*tp)).is_dir()]:
             self.logs[tp] = self._open(tp)
@@ -198,7 +201,8 @@ class LogDirectory:
             )
 
         try:
-            self._flusher.run(open_new, tps)
+            for tp in tps:
+                open_new(tp)
         finally:  # the ones opened before a failure are open: keep them
             self.logs.update((tp, created[tp]) for tp in tps if tp in created)
 
