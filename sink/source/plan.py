@@ -41,9 +41,13 @@ from kafkatier.tiering.store.object_store import ObjectStore
 
 Offsets = dict[TopicPartition, int]
 SURVEY_THREADS = 8
-"""Partitions surveyed at a time. Each waits on I/O: a few small files (from disk when the page
-cache is cold: 1,024 partitions took 2 s one by one) and, for a tiered topic, its manifest;
-threads overlap the waits, and cost little when the files are cached (the GIL takes turns)."""
+"""Partitions of a tiered topic surveyed at a time: each waits on its manifest from the object
+store, and threads overlap the waits. A topic on local disk alone is surveyed in the caller's
+thread: its few small files are nearly always in the page cache (the sink or the previous
+trigger just wrote or read them), and there threads only queue for the GIL: 1,024 partitions
+took 229-259 ms in one thread against 365-437 ms in eight (2 threads 322-347, 4 threads
+356-440); with the page cache dropped before each survey, 583 ms against 431-508 ms in four or
+eight (one run of eight 1,837 ms), ad hoc, 2026-11-29."""
 
 
 def topic_partitions(opts: SourceOptions, *, listing_max_age_s: float = 0) -> list[TopicPartition]:
@@ -74,10 +78,10 @@ def _store(opts: SourceOptions) -> ObjectStore:
 def survey(
     opts: SourceOptions, tps: Iterable[TopicPartition], tails: TailCache | None = None
 ) -> dict[TopicPartition, PartitionBounds]:
-    """Bounds of each partition, read from its files (and remote manifest) now,
-    ``SURVEY_THREADS`` partitions at a time. ``tails``: the last segments' headers a streaming
-    query keeps from trigger to trigger (each survey then reads only the batches appended
-    since the last, not the whole active segment again)."""
+    """Bounds of each partition, read from its files (and remote manifest) now (a tiered
+    topic's ``SURVEY_THREADS`` partitions at a time). ``tails``: the last segments' headers a
+    streaming query keeps from trigger to trigger (each survey then reads only the batches
+    appended since the last, not the whole active segment again)."""
     hints = checkpointed_log_starts(Path(opts.path))
 
     def one(tp: TopicPartition) -> PartitionBounds:
@@ -90,6 +94,8 @@ def survey(
         return joined_bounds(local, remote)
 
     wanted = list(tps)
+    if opts.remote is None:
+        return {tp: one(tp) for tp in wanted}
     with ThreadPoolExecutor(max(min(SURVEY_THREADS, len(wanted)), 1)) as pool:
         return dict(zip(wanted, pool.map(one, wanted), strict=True))
 
