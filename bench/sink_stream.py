@@ -2,16 +2,21 @@
 Parquet file sink, as a streaming job meets them.
 
     python bench/sink_stream.py [--rows N] [--partitions P] [--compression lz4] [--repeat K]
-                                [--warmup W]
+                                [--warmup W] [--running]
 
 The input: N rows (16-byte keys, 100-byte values) written once as 8 Parquet files. Three
 streaming queries read their own source directory (``readStream.parquet``): (a) Spark's Parquet
 file sink (``writeStream.format("parquet")``), (b) the noop sink (reading the input alone) and
 (c) ``foreachBatch(KafkaLogSink(...))``. Each round, each query in turn (the order alternating)
 gets the 8 files (hard links, under a directory name of their own, renamed into its source
-directory at once) and runs once (``trigger(availableNow=True)``): one micro-batch of N rows.
-Timed: the micro-batch's ``addBatch`` (Spark's progress report), where the sink reads the new
-files and writes them; the query's start and its offset bookkeeping are not. The W warm-up
+directory at once) and runs once (``trigger(availableNow=True)``): one micro-batch of N rows
+(the sink's listener closes its logs as each query ends, so each of its batches reopens them).
+With ``--running`` each side's query starts once and goes on (the default trigger), each round's
+files its next micro-batch, awaited with ``processAllAvailable``: what a long-running job sees;
+the idle queries look for new files every 250 ms (``spark.sql.streaming.pollingDelay``, 10 ms by
+default), so that their listings do not run beside the timed micro-batch. Timed: the
+micro-batch's ``addBatch`` (Spark's progress report), where the sink reads the new files and
+writes them; the query's start and its offset bookkeeping are not. The W warm-up
 rounds are not reported. Unlike ``bench/sink.py --input parquet`` (a batch DataFrame over
 Parquet files, which the JVM encoder reads from the scan's column batches), a micro-batch
 reaches ``foreachBatch`` as a scan of the rows Spark computed (Spark's ForeachBatchSink), so
