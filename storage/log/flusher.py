@@ -5,9 +5,10 @@ fsync releases the GIL, and the filesystem commits concurrent fsyncs together (o
 commit for many files on ext4), so flushing a thousand partitions from a few threads takes a
 fraction of the time one thread would. The threads are started at first need and reused until
 :meth:`Flusher.stop` (a thread pool per flush cost more than the fsyncs of a small batch); they
-also open and close partitions (both fsync a few files each). Flushing in the background while
-the writer appends was measured slower: the threads' Python between fsyncs fights the appends
-for the GIL.
+also close a few partitions (each fsyncs its files) and stage a new topic's (a file's creation is
+the kernel's work, outside the GIL). Flushing in the background while the writer appends was
+measured slower: the threads' Python between fsyncs fights the appends for the GIL; and opening
+partitions, which syncs nothing, runs in the caller's thread (``LogDirectory._open_all``).
 
 Where :data:`SYNCFS_MIN_LOGS` or more partitions need a flush, :class:`FileSystemSync` makes them
 durable with one ``syncfs`` instead (``fsutil.syncfs_trusted`` says where that is as strong as
