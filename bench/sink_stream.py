@@ -76,41 +76,29 @@ def one_batch(
     running: dict[str, Any] | None = None,
 ) -> tuple[float, float, float]:  # fmt: skip
     """The side's next micro-batch (the 8 files of ``rows`` rows again, new names): its
-    addBatch seconds, the CPU seconds of the whole process tree while the query ran (its start
-    included) and the executor CPU seconds of its jobs' stages (Spark's stage metrics: the
-    sharpest of the three on this shared machine). ``running``: each side's query that goes on
-    (started at its first round), which takes the files as its next micro-batch."""
-    if running is not None:
-        return running_batch(spark, side, work, files, rows, r, sink, running)
+    addBatch seconds, the CPU seconds of the whole process tree while the query ran and the
+    executor CPU seconds of its jobs' stages (Spark's stage metrics: the sharpest of the three
+    on this shared machine). Without ``running``, a query started over the files (its start
+    counted in the process's CPU); with it, each side's query that goes on (started at its first
+    round) takes the files as its next micro-batch (the other sides' idle queries, which look
+    for new files every 250 ms, counted in the process's CPU too)."""
     name = side.split()[0]
-    feed(work, name, files, r)
-    cpu, stages = tree_cpu_seconds(), stage_cpu(spark)
-    query = start_query(spark, name, work / f"src-{name}", work, sink)
-    query.awaitTermination()
-    cpu = tree_cpu_seconds() - cpu
-    executors = sum(v for k, v in stage_cpu(spark).items() if k not in stages)
-    progress = [p for p in query.recentProgress if p["numInputRows"]]
-    if len(progress) != 1 or progress[0]["numInputRows"] != rows:
-        raise RuntimeError(f"{side}: expected one micro-batch of the round's rows: {progress}")
-    return float(progress[0]["durationMs"]["addBatch"]) / 1000, cpu, executors
-
-
-def running_batch(
-    spark: Any, side: str, work: Path, files: list[Path], rows: int, r: int, sink: Any,
-    running: dict[str, Any],
-) -> tuple[float, float, float]:  # fmt: skip
-    """:func:`one_batch` of a query that goes on: the round's files arrive, the query takes
-    them as its next micro-batch (the CPU of the other sides' idle queries, which look for new
-    files every 10 ms, counted too)."""
-    name = side.split()[0]
-    if side not in running:
-        (work / f"src-{name}").mkdir(exist_ok=True)
-        running[side] = start_query(spark, name, work / f"src-{name}", work, sink, running=True)
-    query = running[side]
-    seen = {p["batchId"] for p in query.recentProgress}
-    cpu, stages = tree_cpu_seconds(), stage_cpu(spark)
-    feed(work, name, files, r)
-    query.processAllAvailable()
+    src = work / f"src-{name}"
+    if running is None:
+        feed(work, name, files, r)
+        seen: set[int] = set()
+        cpu, stages = tree_cpu_seconds(), stage_cpu(spark)
+        query = start_query(spark, name, src, work, sink)
+        query.awaitTermination()
+    else:
+        if side not in running:
+            src.mkdir(exist_ok=True)
+            running[side] = start_query(spark, name, src, work, sink, running=True)
+        query = running[side]
+        seen = {p["batchId"] for p in query.recentProgress}
+        cpu, stages = tree_cpu_seconds(), stage_cpu(spark)
+        feed(work, name, files, r)
+        query.processAllAvailable()
     cpu = tree_cpu_seconds() - cpu
     executors = sum(v for k, v in stage_cpu(spark).items() if k not in stages)
     progress = [p for p in query.recentProgress if p["numInputRows"] and p["batchId"] not in seen]

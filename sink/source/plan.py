@@ -45,9 +45,9 @@ SURVEY_THREADS = 8
 store, and threads overlap the waits. A topic on local disk alone is surveyed in the caller's
 thread: its few small files are nearly always in the page cache (the sink or the previous
 trigger just wrote or read them), and there threads only queue for the GIL: 1,024 partitions
-took 229-259 ms in one thread against 365-437 ms in eight (2 threads 322-347, 4 threads
-356-440); with the page cache dropped before each survey, 583 ms against 431-508 ms in four or
-eight (one run of eight 1,837 ms), ad hoc, 2026-11-29."""
+took 229-260 ms in one thread (one run of ten 337) against 354-437 ms in eight (2 threads
+322-347, 4 threads 356-440); with the page cache dropped before each survey, 583-584 ms against
+429-508 ms in four or eight (one run of eight 1,837 ms), ad hoc, 2026-11-29."""
 
 
 def topic_partitions(opts: SourceOptions, *, listing_max_age_s: float = 0) -> list[TopicPartition]:

@@ -180,21 +180,13 @@ class LogDirectory:
         if one_sync and not self._filesystem.sync():
             self._flusher.run(sync_staged, list(staged.values()))
         commit_staged(self.path, {tp: staged[tp] for tp in tps})
-        created: dict[TopicPartition, Log] = {}
-
-        def open_new(tp: TopicPartition) -> None:
-            created[tp] = new_log(
+        for tp in tps:  # the ones opened before a failure stay open
+            self.logs[tp] = new_log(
                 self.path / partition_dir_name(*tp),
                 self.config_for(topic),
                 clock=self.clock,
                 budget=self.file_budget,
             )
-
-        try:
-            for tp in tps:
-                open_new(tp)
-        finally:  # the ones opened before a failure are open: keep them
-            self.logs.update((tp, created[tp]) for tp in tps if tp in created)
 
     def _ensure_partition_metadata(self, topic: str, partition: int) -> None:
         metadata = PartitionMetadataFile(

