@@ -1,11 +1,14 @@
 package io.kafkatier.sink;
 
 import org.apache.spark.api.java.JavaRDD;
+import org.apache.spark.rdd.RDD;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.execution.ColumnarToRowExec;
+import org.apache.spark.sql.execution.QueryExecution;
 import org.apache.spark.sql.execution.RDDScanExec;
+import org.apache.spark.sql.execution.SQLExecution;
 import org.apache.spark.sql.execution.SparkPlan;
 import org.apache.spark.sql.execution.WholeStageCodegenExec;
 import org.apache.spark.sql.types.StructType;
@@ -58,27 +61,34 @@ public final class JvmEncoder {
   }
 
   /**
-   * The rows of df as Spark computes them, but for two plans whose last step only copies each
-   * row into a new UnsafeRow, which the encoder (it copies each field out as it reads it) does
-   * not need: a scan of an existing RDD of rows (the micro-batch foreachBatch hands over:
-   * Spark's ForeachBatchSink wraps the batch's computed rows so), read from that RDD; and a
-   * columnar scan turned into rows (a Parquet or ORC file source read as a batch), read from
-   * the scan's column batches, each row a view of the batch's columns. On Parquet input the
-   * conversion was a quarter of the encode job's Java samples (Java Flight Recorder).
+   * The rows of df as Spark computes them, but for plans whose last step only copies each row
+   * into a new UnsafeRow, which the encoder (it copies each field out as it reads it) does not
+   * need: a columnar scan turned into rows (a Parquet or ORC file source read as a batch), read
+   * from the scan's column batches, each row a view of the batch's columns; a scan of an
+   * existing RDD of rows (the micro-batch foreachBatch hands over: Spark's ForeachBatchSink
+   * wraps the batch's computed rows so), read from that RDD, or, where the micro-batch's own
+   * plan is such a columnar scan (a streaming file source), from that scan's column batches.
+   * On Parquet input the conversion was a quarter of the encode job's Java samples (Java
+   * Flight Recorder).
    */
   static JavaRDD<InternalRow> internalRows(org.apache.spark.sql.classic.Dataset<Row> df) {
     SparkPlan plan = df.queryExecution().executedPlan();
-    SparkPlan top = belowCodegen(plan);
     switch (source(plan)) {
       case "rdd":
-        return ((RDDScanExec) top).rdd().toJavaRDD();
+        RDD<InternalRow> rdd = ((RDDScanExec) belowCodegen(plan)).rdd();
+        SparkPlan computed = computedBy(df, rdd);
+        return computed != null ? columns(computed) : rdd.toJavaRDD();
       case "columns":
-        JavaRDD<ColumnarBatch> batches =
-            ((ColumnarToRowExec) top).child().executeColumnar().toJavaRDD();
-        return batches.flatMap(ColumnarBatch::rowIterator);
+        return columns(plan);
       default:
         return df.queryExecution().toRdd().toJavaRDD();
     }
+  }
+
+  private static JavaRDD<InternalRow> columns(SparkPlan plan) {
+    JavaRDD<ColumnarBatch> batches =
+        ((ColumnarToRowExec) belowCodegen(plan)).child().executeColumnar().toJavaRDD();
+    return batches.flatMap(ColumnarBatch::rowIterator);
   }
 
   /**
@@ -102,9 +112,51 @@ public final class JvmEncoder {
     return plan instanceof WholeStageCodegenExec w ? w.child() : plan;
   }
 
-  /** internalRows's source for df (for tests). */
+  /**
+   * The plan that computed rdd, where it is a columnar scan turned into rows with df's columns;
+   * else null. foreachBatch calls its function in the query's thread, inside the micro-batch's
+   * SQL execution, whose QueryExecution Spark keeps by id; that execution is taken only if the
+   * RDD it computed is this very RDD, so its rows are df's rows.
+   */
+  private static SparkPlan computedBy(org.apache.spark.sql.classic.Dataset<Row> df,
+      RDD<InternalRow> rdd) {
+    String id = df.sparkSession().sparkContext().getLocalProperty(SQLExecution.EXECUTION_ID_KEY());
+    QueryExecution qe = id == null ? null : SQLExecution.getQueryExecution(Long.parseLong(id));
+    if (qe == null || qe.toRdd() != rdd) {
+      return null;
+    }
+    SparkPlan plan = qe.executedPlan();
+    return source(plan).equals("columns") && sameColumns(plan.schema(), df.schema()) ? plan : null;
+  }
+
+  /** Whether two schemas have the same column names and types in the same order. */
+  private static boolean sameColumns(StructType a, StructType b) {
+    if (a.length() != b.length()) {
+      return false;
+    }
+    for (int i = 0; i < a.length(); i++) {
+      if (!a.fields()[i].name().equals(b.fields()[i].name())
+          || !a.fields()[i].dataType().equals(b.fields()[i].dataType())) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  /**
+   * internalRows's source for df (for tests): "columns", "rdd", "micro-batch columns" (an RDD
+   * that a columnar scan computed) or "plan".
+   */
   public String readsFrom(Dataset<Row> df) {
-    return source(((org.apache.spark.sql.classic.Dataset<Row>) df).queryExecution().executedPlan());
+    org.apache.spark.sql.classic.Dataset<Row> classic =
+        (org.apache.spark.sql.classic.Dataset<Row>) df;
+    SparkPlan plan = classic.queryExecution().executedPlan();
+    String source = source(plan);
+    if (source.equals("rdd")
+        && computedBy(classic, ((RDDScanExec) belowCodegen(plan)).rdd()) != null) {
+      return "micro-batch columns";
+    }
+    return source;
   }
 
   /** Kafka's murmur2 of key (for tests comparing with the Python partitioner). */
