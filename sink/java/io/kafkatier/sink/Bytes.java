@@ -111,8 +111,12 @@ final class Bytes {
   }
 
   void putUnchecked(byte[] src) {
-    System.arraycopy(src, 0, data, size, src.length);
-    size += src.length;
+    putUnchecked(src, 0, src.length);
+  }
+
+  void putUnchecked(byte[] src, int off, int len) {
+    System.arraycopy(src, off, data, size, len);
+    size += len;
   }
 
   private void putUnsignedUnchecked(long v) {

@@ -53,46 +53,58 @@ public final class JvmEncoder {
 
   private static JavaRDD<Row> pieces(org.apache.spark.sql.classic.Dataset<Row> df,
       EncodePlan plan) {
-    JavaRDD<InternalRow> rows = internalRows(df);
-    if (plan.maxTasks > 0 && rows.getNumPartitions() > plan.maxTasks) {
-      rows = rows.coalesce(plan.maxTasks, false); // sink/plan.py TaskLimit: no shuffle
+    TaskEncoder encoder = new TaskEncoder(plan, new RowReader(df.schema()));
+    JavaRDD<ColumnarBatch> batches = columnBatches(df);
+    if (batches != null) {
+      return tasks(batches, plan).mapPartitionsWithIndex(encoder.overBatches(), false);
     }
-    return rows.mapPartitionsWithIndex(new TaskEncoder(plan, new RowReader(df.schema())), false);
+    return tasks(internalRows(df), plan).mapPartitionsWithIndex(encoder, false);
+  }
+
+  /** rdd coalesced to the plan's task limit (sink/plan.py TaskLimit: no shuffle). */
+  private static <T> JavaRDD<T> tasks(JavaRDD<T> rdd, EncodePlan plan) {
+    if (plan.maxTasks > 0 && rdd.getNumPartitions() > plan.maxTasks) {
+      return rdd.coalesce(plan.maxTasks, false);
+    }
+    return rdd;
   }
 
   /**
-   * The rows of df as Spark computes them, but for plans whose last step only copies each row
-   * into a new UnsafeRow, which the encoder (it copies each field out as it reads it) does not
-   * need: a columnar scan turned into rows (a Parquet or ORC file source read as a batch), read
-   * from the scan's column batches, each row a view of the batch's columns; a scan of an
-   * existing RDD of rows (the micro-batch foreachBatch hands over: Spark's ForeachBatchSink
-   * wraps the batch's computed rows so), read from that RDD, or, where the micro-batch's own
-   * plan is such a columnar scan (a streaming file source), from that scan's column batches.
-   * On Parquet input the conversion was a quarter of the encode job's Java samples (Java
-   * Flight Recorder).
+   * The column batches df's rows are made from, where its plan only turns a columnar scan's
+   * batches into rows (a Parquet or ORC file source read as a batch), or where df scans the
+   * rows of a micro-batch whose own plan is such a scan (a streaming file source: foreachBatch
+   * hands the micro-batch over as a scan of the RDD its plan computed, Spark's
+   * ForeachBatchSink); else null. The encoder reads the batches' columns, sparing the
+   * conversion of every row into an UnsafeRow (a quarter of the encode job's Java samples on
+   * Parquet input, Java Flight Recorder).
+   */
+  static JavaRDD<ColumnarBatch> columnBatches(org.apache.spark.sql.classic.Dataset<Row> df) {
+    SparkPlan plan = df.queryExecution().executedPlan();
+    SparkPlan scanned = switch (source(plan)) {
+      case "columns" -> plan;
+      case "rdd" -> computedBy(df, ((RDDScanExec) belowCodegen(plan)).rdd());
+      default -> null;
+    };
+    return scanned == null ? null
+        : ((ColumnarToRowExec) belowCodegen(scanned)).child().executeColumnar().toJavaRDD();
+  }
+
+  /**
+   * The rows of df as Spark computes them, but for a scan of an existing RDD of rows (the
+   * micro-batch foreachBatch hands over), read from that RDD: the scan's last step only copies
+   * each row into a new UnsafeRow, which the encoder (it copies each field out as it reads
+   * it) does not need.
    */
   static JavaRDD<InternalRow> internalRows(org.apache.spark.sql.classic.Dataset<Row> df) {
     SparkPlan plan = df.queryExecution().executedPlan();
-    switch (source(plan)) {
-      case "rdd":
-        RDD<InternalRow> rdd = ((RDDScanExec) belowCodegen(plan)).rdd();
-        SparkPlan computed = computedBy(df, rdd);
-        return computed != null ? columns(computed) : rdd.toJavaRDD();
-      case "columns":
-        return columns(plan);
-      default:
-        return df.queryExecution().toRdd().toJavaRDD();
+    if (source(plan).equals("rdd")) {
+      return ((RDDScanExec) belowCodegen(plan)).rdd().toJavaRDD();
     }
-  }
-
-  private static JavaRDD<InternalRow> columns(SparkPlan plan) {
-    JavaRDD<ColumnarBatch> batches =
-        ((ColumnarToRowExec) belowCodegen(plan)).child().executeColumnar().toJavaRDD();
-    return batches.flatMap(ColumnarBatch::rowIterator);
+    return df.queryExecution().toRdd().toJavaRDD();
   }
 
   /**
-   * Where internalRows reads a plan's rows from: "rdd" (a scan of an existing RDD of rows that
+   * What a plan reads: "rdd" (a scan of an existing RDD of rows that
    * is the whole plan), "columns" (a columnar scan under a top-level ColumnarToRow with the
    * same output) or "plan".
    */
@@ -144,7 +156,7 @@ public final class JvmEncoder {
   }
 
   /**
-   * internalRows's source for df (for tests): "columns", "rdd", "micro-batch columns" (an RDD
+   * Where the encoder reads df from (for tests): "columns", "rdd", "micro-batch columns" (an RDD
    * that a columnar scan computed) or "plan".
    */
   public String readsFrom(Dataset<Row> df) {

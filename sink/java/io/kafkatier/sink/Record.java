@@ -1,12 +1,12 @@
 package io.kafkatier.sink;
 
 /**
- * One input row as the encoder needs it: reused for every row of a task (no per-row objects
- * beyond the byte arrays Spark's getBinary copies out).
+ * One input row as the encoder needs it: reused for every row of a task (no per-row objects;
+ * key and value are views of the row's bytes where Spark allows, see {@link Slice}).
  */
 final class Record {
-  byte[] key; // null: no key
-  byte[] value; // null: a tombstone
+  final Slice key = new Slice(); // null: no key
+  final Slice value = new Slice(); // null: a tombstone
   byte[][] headerKeys = new byte[4][];
   byte[][] headerValues = new byte[4][]; // an element null: a null header value
   int headerCount;
@@ -28,7 +28,7 @@ final class Record {
   /** The record's size after its length prefix (Kafka's DefaultRecord.sizeOfBodyInBytes). */
   int bodySize(int offsetDelta, long timestampDelta) {
     int size = 1 + Bytes.sizeOfVarlong(timestampDelta) + Bytes.sizeOfVarint(offsetDelta);
-    size += sizeOfBytes(key) + sizeOfBytes(value) + Bytes.sizeOfVarint(headerCount);
+    size += sizeOf(key) + sizeOf(value) + Bytes.sizeOfVarint(headerCount);
     for (int i = 0; i < headerCount; i++) {
       size += sizeOfBytes(headerKeys[i]) + sizeOfBytes(headerValues[i]);
     }
@@ -42,8 +42,8 @@ final class Record {
     out.putByteUnchecked(0);
     out.putVarlongUnchecked(timestampDelta);
     out.putVarintUnchecked(offsetDelta);
-    putBytes(out, key);
-    putBytes(out, value);
+    putSlice(out, key);
+    putSlice(out, value);
     out.putVarintUnchecked(headerCount);
     for (int i = 0; i < headerCount; i++) {
       putBytes(out, headerKeys[i]);
@@ -51,8 +51,19 @@ final class Record {
     }
   }
 
+  private static int sizeOf(Slice s) {
+    return s.isNull() ? 1 : Bytes.sizeOfVarint(s.length) + s.length;
+  }
+
   private static int sizeOfBytes(byte[] b) {
     return b == null ? 1 : Bytes.sizeOfVarint(b.length) + b.length;
+  }
+
+  private static void putSlice(Bytes out, Slice s) { // within writeTo's reservation
+    out.putVarintUnchecked(s.length); // -1: null
+    if (!s.isNull()) {
+      out.putUnchecked(s.data, s.offset, s.length);
+    }
   }
 
   private static void putBytes(Bytes out, byte[] b) { // within writeTo's reservation

@@ -3,12 +3,13 @@ package io.kafkatier.sink;
 import java.io.Serializable;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.util.ArrayData;
+import org.apache.spark.sql.execution.vectorized.OnHeapColumnVector;
 import org.apache.spark.sql.types.ByteType;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.ShortType;
 import org.apache.spark.sql.types.StringType;
 import org.apache.spark.sql.types.StructType;
-import org.apache.spark.unsafe.types.UTF8String;
+import org.apache.spark.sql.vectorized.ColumnarBatch;
 
 /**
  * Reads the sink's input columns (those of Spark's Kafka sink, already checked on the driver
@@ -56,10 +57,25 @@ final class RowReader implements Serializable {
     return topic >= 0;
   }
 
-  /** Fills r from row; rowIndex (within the task) names the row in errors. */
-  void read(InternalRow row, Record r, long defaultTimestamp, long rowIndex) {
-    r.key = bytes(row, key, keyString);
-    r.value = bytes(row, value, valueString);
+  /**
+   * Whether key and value are read as views of a batch's column vectors (see {@link Slice}):
+   * where they are on-heap writable vectors, which keep a binary's bytes as a string's.
+   */
+  boolean viewable(ColumnarBatch batch) {
+    return viewable(batch, key) && viewable(batch, value);
+  }
+
+  private static boolean viewable(ColumnarBatch batch, int ordinal) {
+    return ordinal < 0 || batch.column(ordinal) instanceof OnHeapColumnVector;
+  }
+
+  /**
+   * Fills r from row; rowIndex (within the task) names the row in errors; views: key and value
+   * may be read as views of the row's bytes (an UnsafeRow, or a batch's {@link #viewable}).
+   */
+  void read(InternalRow row, Record r, long defaultTimestamp, long rowIndex, boolean views) {
+    r.key.read(row, key, keyString, views);
+    r.value.read(row, value, valueString, views);
     r.headerCount = 0;
     if (headers >= 0 && !row.isNullAt(headers)) {
       readHeaders(row.getArray(headers), r, rowIndex);
@@ -95,17 +111,6 @@ final class RowReader implements Serializable {
       byte[] v = h.isNullAt(headerValue) ? null : h.getBinary(headerValue);
       r.addHeader(h.getUTF8String(headerKey).getBytes(), v);
     }
-  }
-
-  private static byte[] bytes(InternalRow row, int ordinal, boolean string) {
-    if (ordinal < 0 || row.isNullAt(ordinal)) {
-      return null;
-    }
-    if (string) {
-      UTF8String s = row.getUTF8String(ordinal);
-      return s.getBytes();
-    }
-    return row.getBinary(ordinal);
   }
 
   private static int ordinal(StructType schema, String name) {

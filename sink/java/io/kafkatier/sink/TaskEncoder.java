@@ -9,6 +9,8 @@ import org.apache.spark.TaskContext;
 import org.apache.spark.api.java.function.Function2;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
+import org.apache.spark.sql.vectorized.ColumnarBatch;
 
 /**
  * One Spark task of the sink's encode job: routes each row to its Kafka partition as a Kafka
@@ -51,20 +53,63 @@ final class TaskEncoder implements Function2<Integer, Iterator<InternalRow>, Ite
 
   @Override
   public Iterator<Row> call(Integer task, Iterator<InternalRow> rows) {
-    TaskContext ctx = TaskContext.get();
-    long attempt = ctx == null ? 0 : ctx.taskAttemptId();
-    try (PieceOutput out =
-        new PieceOutput(task, plan.stagingDir, plan.stagingPrefix, attempt, plan.chunkBytes)) {
+    try (PieceOutput out = output(task)) {
       Run run = new Run(task, out);
       Record r = new Record();
       long index = 0;
       while (rows.hasNext()) {
-        reader.read(rows.next(), r, plan.writeTimeMs, index);
+        InternalRow row = rows.next();
+        reader.read(row, r, plan.writeTimeMs, index, row instanceof UnsafeRow);
         run.add(r, index++);
       }
       run.closeAll();
       return out.finish().iterator();
     }
+  }
+
+  /** The same task over a columnar scan's batches (their rows, each a view of the columns). */
+  Function2<Integer, Iterator<ColumnarBatch>, Iterator<Row>> overBatches() {
+    return new OverBatches(this);
+  }
+
+  private static final class OverBatches
+      implements Function2<Integer, Iterator<ColumnarBatch>, Iterator<Row>> {
+    private static final long serialVersionUID = 1L;
+    private final TaskEncoder encoder;
+
+    OverBatches(TaskEncoder encoder) {
+      this.encoder = encoder;
+    }
+
+    @Override
+    public Iterator<Row> call(Integer task, Iterator<ColumnarBatch> batches) {
+      return encoder.callBatches(task, batches);
+    }
+  }
+
+  private Iterator<Row> callBatches(Integer task, Iterator<ColumnarBatch> batches) {
+    try (PieceOutput out = output(task)) {
+      Run run = new Run(task, out);
+      Record r = new Record();
+      long index = 0;
+      while (batches.hasNext()) {
+        ColumnarBatch batch = batches.next();
+        boolean views = reader.viewable(batch);
+        Iterator<InternalRow> rows = batch.rowIterator();
+        while (rows.hasNext()) {
+          reader.read(rows.next(), r, plan.writeTimeMs, index, views);
+          run.add(r, index++);
+        }
+      }
+      run.closeAll();
+      return out.finish().iterator();
+    }
+  }
+
+  private PieceOutput output(int task) {
+    TaskContext ctx = TaskContext.get();
+    long attempt = ctx == null ? 0 : ctx.taskAttemptId();
+    return new PieceOutput(task, plan.stagingDir, plan.stagingPrefix, attempt, plan.chunkBytes);
   }
 
   /** The state of one task attempt. */
@@ -134,7 +179,7 @@ final class TaskEncoder implements Function2<Integer, Iterator<InternalRow>, Ite
         }
         return r.partition;
       }
-      if (r.key != null) {
+      if (!r.key.isNull()) {
         return Murmur2.partition(r.key, t.partitions);
       }
       return (int) (t.keyless++ % t.partitions);
