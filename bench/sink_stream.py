@@ -18,9 +18,10 @@ default), so that their listings do not run beside the timed micro-batch. Timed:
 micro-batch's ``addBatch`` (Spark's progress report), where the sink reads the new files and
 writes them; the query's start and its offset bookkeeping are not. The W warm-up
 rounds are not reported. Unlike ``bench/sink.py --input parquet`` (a batch DataFrame over
-Parquet files, which the JVM encoder reads from the scan's column batches), a micro-batch
-reaches ``foreachBatch`` as a scan of the rows Spark computed (Spark's ForeachBatchSink), so
-this is what a streaming job over a file source sees.
+Parquet files), a micro-batch reaches ``foreachBatch`` as a scan of the rows Spark computed
+(Spark's ForeachBatchSink) inside the query's own SQL execution, where the JVM encoder finds
+the micro-batch's plan (here a columnar file scan, whose column batches it reads), so this is
+what a streaming job over a file source sees.
 
 Printed: the command, each side's best and median seconds with the runs, the median executor
 CPU seconds of its jobs (Spark's stage metrics, through the UI's REST API on a free port) and of
