@@ -7,8 +7,9 @@ Builds N rows (16-byte keys, 100-byte values) on local[2]: ``--input cached`` (t
 cached DataFrame; ``--input parquet`` written once to 8 Parquet files and read from them by every
 write, uncached (they are in the page cache, having just been written), and each round also
 times that read alone (Spark's ``noop`` writer). A batch DataFrame over Parquet files, which the
-JVM encoder reads from the scan's column batches: a streaming micro-batch over a file source
-reaches ``foreachBatch`` as rows instead, and ``bench/sink_stream.py`` measures that case.
+JVM encoder reads from the scan's column batches; a streaming micro-batch over a file source
+reaches ``foreachBatch`` as a scan of its computed rows, and ``bench/sink_stream.py`` measures
+that case.
 Then, in the same run and Spark session, alternating so that both see the same machine load, K
 times each:
 
