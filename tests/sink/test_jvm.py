@@ -103,29 +103,37 @@ def test_a_file_source_is_encoded_from_its_column_batches(spark: Any, tmp_path: 
     assert written["jvm"] == written["python"] and len(written["jvm"]) == ROWS
 
 
-@pytest.mark.parametrize("filtered", [False, True])
+@pytest.mark.parametrize("stream", ["as written", "more columns", "filtered"])
 def test_a_streaming_micro_batch_is_encoded_from_what_its_plan_computes(
-    spark: Any, tmp_path: Path, filtered: bool
+    spark: Any, tmp_path: Path, stream: str
 ) -> None:
     """``foreachBatch`` hands over a scan of the micro-batch's computed rows. Over a file
     source's columnar scan the encoder reads the scan's column batches (the micro-batch's own
-    plan, found by its SQL execution); a plan that computes on the rows (a filter) is read from
-    the RDD of its rows, not from the scan under it. Either way the records are the ones the
-    Python encoder writes from the same micro-batch."""
-    mixed_rows(spark, ROWS).write.parquet(str(tmp_path / "in"))
+    plan, found by its SQL execution), also where the sink keeps some of the micro-batch's
+    columns (a ``topic`` column, which the sink's fixed topic drops, ahead of the others, so
+    that they sit elsewhere in the batches); a
+    plan that computes on the rows (a filter) is read from the RDD of its rows, not from the
+    scan under it. Either way the records are the ones the Python encoder writes from the same
+    micro-batch."""
+    rows = mixed_rows(spark, ROWS)
+    if stream == "more columns":
+        rows = rows.selectExpr("'elsewhere' AS topic", "*")
+    rows.write.parquet(str(tmp_path / "in"))
     schema = spark.read.parquet(str(tmp_path / "in")).schema
+    kept = ["value", "key", "partition", "headers", "timestamp"]
     read_from: list[str] = []
     for name in ("jvm", "python"):
         sink = KafkaLogSink(tmp_path / name, topic="t", partitions=4, encoder=name)
 
         def each(df: Any, batch_id: int, sink: KafkaLogSink = sink) -> None:
-            read_from.append(jvm.JvmEncoder.load(df).handle.readsFrom(df._jdf))
+            encoded = df.select(*kept) if stream == "more columns" else df  # as the sink keeps
+            read_from.append(jvm.JvmEncoder.load(df).handle.readsFrom(encoded._jdf))
             sink(df, batch_id)
 
-        stream = spark.readStream.schema(schema).parquet(str(tmp_path / "in"))
-        if filtered:
-            stream = stream.where("CAST(value AS STRING) NOT LIKE '%7'")
-        query = (stream.writeStream.foreachBatch(each).trigger(availableNow=True)
+        frames = spark.readStream.schema(schema).parquet(str(tmp_path / "in"))
+        if filtered := stream == "filtered":
+            frames = frames.where("CAST(value AS STRING) NOT LIKE '%7'")
+        query = (frames.writeStream.foreachBatch(each).trigger(availableNow=True)
                  .option("checkpointLocation", str(tmp_path / f"chk-{name}")).start())  # fmt: skip
         assert query.awaitTermination(120) and query.exception() is None
     assert read_from == ["rdd", "rdd"] if filtered else ["micro-batch columns"] * 2

@@ -32,25 +32,41 @@ final class RowReader implements Serializable {
   private final int headerValue;
 
   RowReader(StructType schema) {
-    key = ordinal(schema, "key");
-    value = ordinal(schema, "value");
-    headers = ordinal(schema, "headers");
-    partition = ordinal(schema, "partition");
-    timestamp = ordinal(schema, "timestamp");
-    topic = ordinal(schema, "topic");
-    keyString = key >= 0 && schema.fields()[key].dataType() instanceof StringType;
-    valueString = schema.fields()[value].dataType() instanceof StringType;
-    DataType p = partition >= 0 ? schema.fields()[partition].dataType() : null;
-    partitionWidth = p instanceof ByteType ? 1 : p instanceof ShortType ? 2 : 4;
-    if (headers >= 0) {
+    this(schema, null);
+  }
+
+  /**
+   * columnOf: where the rows hold schema's column i (null: at i), for rows of a scan's batches
+   * of which schema selects some columns.
+   */
+  RowReader(StructType schema, int[] columnOf) {
+    int k = ordinal(schema, "key");
+    int v = ordinal(schema, "value");
+    int h = ordinal(schema, "headers");
+    int p = ordinal(schema, "partition");
+    keyString = k >= 0 && schema.fields()[k].dataType() instanceof StringType;
+    valueString = schema.fields()[v].dataType() instanceof StringType;
+    DataType type = p >= 0 ? schema.fields()[p].dataType() : null;
+    partitionWidth = type instanceof ByteType ? 1 : type instanceof ShortType ? 2 : 4;
+    if (h >= 0) {
       StructType inner = (StructType) ((org.apache.spark.sql.types.ArrayType)
-          schema.fields()[headers].dataType()).elementType();
+          schema.fields()[h].dataType()).elementType();
       headerKey = inner.fieldIndex("key");
       headerValue = inner.fieldIndex("value");
     } else {
       headerKey = -1;
       headerValue = -1;
     }
+    key = at(columnOf, k);
+    value = at(columnOf, v);
+    headers = at(columnOf, h);
+    partition = at(columnOf, p);
+    timestamp = at(columnOf, ordinal(schema, "timestamp"));
+    topic = at(columnOf, ordinal(schema, "topic"));
+  }
+
+  private static int at(int[] columnOf, int i) {
+    return columnOf == null || i < 0 ? i : columnOf[i];
   }
 
   boolean hasTopic() {
