@@ -5,6 +5,7 @@ import java.util.HashMap;
 import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
+import java.util.function.Consumer;
 import org.apache.spark.TaskContext;
 import org.apache.spark.api.java.function.Function2;
 import org.apache.spark.sql.Row;
@@ -53,18 +54,7 @@ final class TaskEncoder implements Function2<Integer, Iterator<InternalRow>, Ite
 
   @Override
   public Iterator<Row> call(Integer task, Iterator<InternalRow> rows) {
-    try (PieceOutput out = output(task)) {
-      Run run = new Run(task, out);
-      Record r = new Record();
-      long index = 0;
-      while (rows.hasNext()) {
-        InternalRow row = rows.next();
-        reader.read(row, r, plan.writeTimeMs, index, row instanceof UnsafeRow);
-        run.add(r, index++);
-      }
-      run.closeAll();
-      return out.finish().iterator();
-    }
+    return encode(task, run -> run.addRows(rows, null));
   }
 
   /** The same task over a columnar scan's batches (their rows, each a view of the columns). */
@@ -88,19 +78,19 @@ final class TaskEncoder implements Function2<Integer, Iterator<InternalRow>, Ite
   }
 
   private Iterator<Row> callBatches(Integer task, Iterator<ColumnarBatch> batches) {
-    try (PieceOutput out = output(task)) {
-      Run run = new Run(task, out);
-      Record r = new Record();
-      long index = 0;
+    return encode(task, run -> {
       while (batches.hasNext()) {
         ColumnarBatch batch = batches.next();
-        boolean views = reader.viewable(batch);
-        Iterator<InternalRow> rows = batch.rowIterator();
-        while (rows.hasNext()) {
-          reader.read(rows.next(), r, plan.writeTimeMs, index, views);
-          run.add(r, index++);
-        }
+        run.addRows(batch.rowIterator(), reader.viewable(batch));
       }
+    });
+  }
+
+  /** The task's pieces: feed gives the run every row, then the open batches close. */
+  private Iterator<Row> encode(int task, Consumer<Run> feed) {
+    try (PieceOutput out = output(task)) {
+      Run run = new Run(task, out);
+      feed.accept(run);
       run.closeAll();
       return out.finish().iterator();
     }
@@ -120,6 +110,8 @@ final class TaskEncoder implements Function2<Integer, Iterator<InternalRow>, Ite
     private final Map<String, TopicState> topics = new HashMap<>();
     private final List<BatchBuilder> builders = new ArrayList<>();
     private final Bytes batch = new Bytes(1024 * 1024);
+    private final Record record = new Record(); // every row's, in turn
+    private long rowsRead; // in the task so far: the next row's index
     private long openBytes;
     private String lastName; // the topic of the last row, and its state
     private TopicState last;
@@ -127,6 +119,19 @@ final class TaskEncoder implements Function2<Integer, Iterator<InternalRow>, Ite
     Run(int task, PieceOutput out) {
       this.task = task;
       this.out = out;
+    }
+
+    /**
+     * Reads and adds each row; views: whether key and value may be read as views of the
+     * rows' bytes (null: where a row is an UnsafeRow).
+     */
+    void addRows(Iterator<InternalRow> rows, Boolean views) {
+      while (rows.hasNext()) {
+        InternalRow row = rows.next();
+        reader.read(row, record, plan.writeTimeMs, rowsRead,
+            views != null ? views : row instanceof UnsafeRow);
+        add(record, rowsRead++);
+      }
     }
 
     void add(Record r, long index) {
