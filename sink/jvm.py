@@ -182,7 +182,11 @@ class JvmEncoder:
         urls = gateway.new_array(jvm.java.net.URL, 1)
         urls[0] = jvm.java.io.File(str(jar)).toURI().toURL()
         parent = jvm.org.apache.spark.util.Utils.getContextOrSparkClassLoader()
-        loaded = jvm.java.net.URLClassLoader(urls, parent).loadClass(ENCODER_CLASS)
+        # child first: the JVM reader adds this jar to the driver's loader (the parent), and
+        # a class loaded there as well would be in another runtime package than the encoder's
+        # (IllegalAccessError on the package-private ones)
+        own = jvm.org.apache.spark.util.ChildFirstURLClassLoader(urls, parent)
+        loaded = own.loadClass(ENCODER_CLASS)
         no_types = gateway.new_array(jvm.java.lang.Class, 0)
         handle = loaded.getConstructor(no_types).newInstance(
             gateway.new_array(jvm.java.lang.Object, 0)

@@ -180,6 +180,35 @@ def _codec_id(codec: str) -> int:
     return CODECS.index(codec) if codec != "none" else 0
 
 
+def test_the_encoders_classes_stay_in_its_loader_when_the_drivers_loader_gets_the_jar(
+    spark: Any,
+) -> None:
+    """The JVM reader adds the same jar to the driver's class loader (``sink/source/jvm.py``),
+    which is the parent of the encoder's: once it holds the jar, a parent-first loader took
+    the encoder's classes not loaded yet from there, in another runtime package, and the
+    encoder could not reach them (IllegalAccessError on its package-private classes: seen
+    when a session wrote with the sink, then read with the JVM reader, then wrote again)."""
+    sc = spark.sparkContext
+    thread = sc._jvm.java.lang.Thread.currentThread()
+    before = thread.getContextClassLoader()
+    driver = sc._jvm.org.apache.spark.util.MutableURLClassLoader(
+        sc._gateway.new_array(sc._jvm.java.net.URL, 0), before
+    )
+    thread.setContextClassLoader(driver)
+    try:
+        handle = jvm.JvmEncoder._load(sc).handle  # a loader of its own, child of ``driver``
+        driver.addURL(sc._jvm.java.io.File(str(jar_path())).toURI().toURL())
+        # called through reflection: py4j keeps the first copy's methods by class name
+        types = sc._gateway.new_array(sc._jvm.java.lang.Class, 1)
+        types[0] = sc._jvm.java.lang.Class.forName("[B")
+        args = sc._gateway.new_array(sc._jvm.java.lang.Object, 1)
+        args[0] = bytearray(b"k1")
+        hashed = handle.getClass().getMethod("murmur2", types).invoke(handle, args)
+        assert hashed == murmur2(b"k1")  # Murmur2 loaded only now, after the jar's addition
+    finally:
+        thread.setContextClassLoader(before)
+
+
 def test_murmur2_and_placement_match_kafkas(spark: Any, tmp_path: Path) -> None:
     rng = random.Random(7)
     keys = [rng.randbytes(rng.randrange(0, 40)) for _ in range(300)]
