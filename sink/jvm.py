@@ -10,8 +10,9 @@ or inline). Everything after the pieces (sequences, offsets, appends, markers) s
 The jar is compiled with ``javac`` against the running Spark's jars (``$SPARK_HOME/jars`` or
 pyspark's own) into ``$KAFKATIER_CACHE_DIR`` (default ``~/.cache/kafkatier``), once per source
 and Spark version; compiling takes a few seconds. It is added to the SparkContext
-(``addJar``: executors load it) and loaded on the driver through its own class loader, so the
-user's session needs no ``spark.jars`` setting. Without a JDK (no ``javac``), or under Spark
+(``addJar``: executors load it) and loaded on the driver through its own class loader (child
+first: the JVM reader adds the same jar to the driver's loader), so the user's session needs no
+``spark.jars`` setting. Without a JDK (no ``javac``), or under Spark
 Connect, the sink falls back to the Python encoder, saying why once.
 """
 
