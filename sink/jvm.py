@@ -10,10 +10,10 @@ or inline). Everything after the pieces (sequences, offsets, appends, markers) s
 The jar is compiled with ``javac`` against the running Spark's jars (``$SPARK_HOME/jars`` or
 pyspark's own) into ``$KAFKATIER_CACHE_DIR`` (default ``~/.cache/kafkatier``), once per source
 and Spark version; compiling takes a few seconds. It is added to the SparkContext
-(``addJar``: executors load it) and loaded on the driver through its own class loader (child
-first: the JVM reader adds the same jar to the driver's loader), so the user's session needs no
-``spark.jars`` setting. Without a JDK (no ``javac``), or under Spark
-Connect, the sink falls back to the Python encoder, saying why once.
+(``addJar``: executors load it) and to the driver's class loader (as the JVM reader adds it: one
+loader for all of the jar's classes), so the user's session needs no ``spark.jars`` setting.
+Without a JDK (no ``javac``), or under Spark Connect, the sink falls back to the Python
+encoder, saying why once.
 """
 
 from __future__ import annotations
@@ -178,16 +178,21 @@ class JvmEncoder:
     @classmethod
     def _load(cls, sc: Any) -> JvmEncoder:
         jar = jar_path()
-        sc._jsc.addJar(str(jar))  # executors fetch it before their next task
         jvm, gateway = sc._jvm, sc._gateway
         urls = gateway.new_array(jvm.java.net.URL, 1)
         urls[0] = jvm.java.io.File(str(jar)).toURI().toURL()
-        parent = jvm.org.apache.spark.util.Utils.getContextOrSparkClassLoader()
-        # child first: the JVM reader adds this jar to the driver's loader (the parent), and
-        # a class loaded there as well would be in another runtime package than the encoder's
-        # (IllegalAccessError on the package-private ones)
-        own = jvm.org.apache.spark.util.ChildFirstURLClassLoader(urls, parent)
-        loaded = own.loadClass(ENCODER_CLASS)
+        driver = jvm.org.apache.spark.util.Utils.getContextOrSparkClassLoader()
+        if driver.getClass().getName() == "org.apache.spark.util.MutableURLClassLoader":
+            # the jar in the driver's loader, as the JVM reader puts it there: in local mode the
+            # executors' loader asks this one first, so every class of the jar comes from one
+            # loader (one that came from each, once the other had the jar, could not reach the
+            # first one's package-private classes, or was another class of the same name)
+            driver.addURL(urls[0])
+            loaded = driver.loadClass(ENCODER_CLASS)
+        else:  # a loader of its own, child first so that the jar's classes all come from it
+            own = jvm.org.apache.spark.util.ChildFirstURLClassLoader(urls, driver)
+            loaded = own.loadClass(ENCODER_CLASS)
+        sc._jsc.addJar(str(jar))  # executors fetch it before their next task
         no_types = gateway.new_array(jvm.java.lang.Class, 0)
         handle = loaded.getConstructor(no_types).newInstance(
             gateway.new_array(jvm.java.lang.Object, 0)

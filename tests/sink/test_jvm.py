@@ -183,11 +183,12 @@ def _codec_id(codec: str) -> int:
 def test_the_encoders_classes_stay_in_its_loader_when_the_drivers_loader_gets_the_jar(
     spark: Any,
 ) -> None:
-    """The JVM reader adds the same jar to the driver's class loader (``sink/source/jvm.py``),
-    which is the parent of the encoder's: once it holds the jar, a parent-first loader took
-    the encoder's classes not loaded yet from there, in another runtime package, and the
-    encoder could not reach them (IllegalAccessError on its package-private classes: seen
-    when a session wrote with the sink, then read with the JVM reader, then wrote again)."""
+    """The JVM reader adds the same jar to the driver's class loader (``sink/source/jvm.py``).
+    When the encoder had a parent-first loader of its own under it, the encoder's classes not
+    loaded yet came from the driver's loader once it held the jar, in another runtime package,
+    and the encoder could not reach them (IllegalAccessError on its package-private classes,
+    as in a session that wrote with the sink, read with the JVM reader, then wrote again);
+    executors' tasks met the same split. The encoder's classes now all come from one loader."""
     sc = spark.sparkContext
     thread = sc._jvm.java.lang.Thread.currentThread()
     before = thread.getContextClassLoader()
@@ -196,7 +197,7 @@ def test_the_encoders_classes_stay_in_its_loader_when_the_drivers_loader_gets_th
     )
     thread.setContextClassLoader(driver)
     try:
-        handle = jvm.JvmEncoder._load(sc).handle  # a loader of its own, child of ``driver``
+        handle = jvm.JvmEncoder._load(sc).handle
         driver.addURL(sc._jvm.java.io.File(str(jar_path())).toURI().toURL())
         # called through reflection: py4j keeps the first copy's methods by class name
         types = sc._gateway.new_array(sc._jvm.java.lang.Class, 1)

@@ -5,7 +5,6 @@ import java.util.HashMap;
 import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
-import java.util.function.Consumer;
 import org.apache.spark.TaskContext;
 import org.apache.spark.api.java.function.Function2;
 import org.apache.spark.sql.Row;
@@ -23,7 +22,7 @@ import org.apache.spark.sql.vectorized.ColumnarBatch;
  * count), or at the end. Records keep their input order within
  * each partition. Bad input fails the task before the driver writes anything.
  */
-final class TaskEncoder implements Function2<Integer, Iterator<InternalRow>, Iterator<Row>> {
+final class TaskEncoder implements Function2<Integer, Iterator<Object>, Iterator<Row>> {
   private static final long serialVersionUID = 1L;
   private static final int FEW_PARTITIONS = 16; // up to this many open batches keep their buffers
 
@@ -52,45 +51,25 @@ final class TaskEncoder implements Function2<Integer, Iterator<InternalRow>, Ite
     }
   }
 
+  /**
+   * The task over its input: Spark's internal rows, or a columnar scan's batches (their rows,
+   * each a view of the columns). One function class for both: a task's classes are all loaded
+   * at its first use (a class loaded later, once the JVM reader added this jar to the driver's
+   * loader, the parent of the executors' one, would come from there while the classes it
+   * meets came from the executors' loader: a ClassCastException between the two copies).
+   */
   @Override
-  public Iterator<Row> call(Integer task, Iterator<InternalRow> rows) {
-    return encode(task, run -> run.addRows(rows, null));
-  }
-
-  /** The same task over a columnar scan's batches (their rows, each a view of the columns). */
-  Function2<Integer, Iterator<ColumnarBatch>, Iterator<Row>> overBatches() {
-    return new OverBatches(this);
-  }
-
-  private static final class OverBatches
-      implements Function2<Integer, Iterator<ColumnarBatch>, Iterator<Row>> {
-    private static final long serialVersionUID = 1L;
-    private final TaskEncoder encoder;
-
-    OverBatches(TaskEncoder encoder) {
-      this.encoder = encoder;
-    }
-
-    @Override
-    public Iterator<Row> call(Integer task, Iterator<ColumnarBatch> batches) {
-      return encoder.callBatches(task, batches);
-    }
-  }
-
-  private Iterator<Row> callBatches(Integer task, Iterator<ColumnarBatch> batches) {
-    return encode(task, run -> {
-      while (batches.hasNext()) {
-        ColumnarBatch batch = batches.next();
-        run.addRows(batch.rowIterator(), reader.viewable(batch));
-      }
-    });
-  }
-
-  /** The task's pieces: feed gives the run every row, then the open batches close. */
-  private Iterator<Row> encode(int task, Consumer<Run> feed) {
+  public Iterator<Row> call(Integer task, Iterator<Object> input) {
     try (PieceOutput out = output(task)) {
       Run run = new Run(task, out);
-      feed.accept(run);
+      while (input.hasNext()) {
+        Object next = input.next();
+        if (next instanceof ColumnarBatch batch) {
+          run.addRows(batch.rowIterator(), reader.viewable(batch));
+        } else {
+          run.addRow((InternalRow) next);
+        }
+      }
       run.closeAll();
       return out.finish().iterator();
     }
@@ -121,17 +100,18 @@ final class TaskEncoder implements Function2<Integer, Iterator<InternalRow>, Ite
       this.out = out;
     }
 
-    /**
-     * Reads and adds each row; views: whether key and value may be read as views of the
-     * rows' bytes (null: where a row is an UnsafeRow).
-     */
-    void addRows(Iterator<InternalRow> rows, Boolean views) {
+    /** Reads and adds each row; views: key and value may be read as views of its bytes. */
+    void addRows(Iterator<InternalRow> rows, boolean views) {
       while (rows.hasNext()) {
-        InternalRow row = rows.next();
-        reader.read(row, record, plan.writeTimeMs, rowsRead,
-            views != null ? views : row instanceof UnsafeRow);
+        reader.read(rows.next(), record, plan.writeTimeMs, rowsRead, views);
         add(record, rowsRead++);
       }
+    }
+
+    /** Reads and adds one of Spark's rows (its key and value views where it is an UnsafeRow). */
+    void addRow(InternalRow row) {
+      reader.read(row, record, plan.writeTimeMs, rowsRead, row instanceof UnsafeRow);
+      add(record, rowsRead++);
     }
 
     void add(Record r, long index) {
