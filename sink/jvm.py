@@ -121,6 +121,26 @@ def jar_path(fallback: str = SINK_FALLBACK) -> Path:
     return jar
 
 
+MUTABLE_LOADER: Final = "org.apache.spark.util.MutableURLClassLoader"
+
+
+def driver_loader(sc: Any) -> Any:
+    """The driver's class loader: the calling thread's (spark-submit and pyspark make it Spark's
+    ``MutableURLClassLoader``, which takes jars as it runs)."""
+    return sc._jvm.java.lang.Thread.currentThread().getContextClassLoader()
+
+
+def add_jar(sc: Any, jar: Path, loader: Any) -> None:
+    """``jar`` in the driver's ``loader`` (a ``MutableURLClassLoader``), then in the SparkContext
+    for the executors (their next task fetches it). The sink's encoder and the reader are one
+    jar and both add it so, before any task of theirs runs: in local mode the executors' loader
+    asks the driver's first, so every class of the jar comes from one loader (a class that came
+    from each, once the other had the jar, could not reach the first one's package-private
+    classes, or was another class of the same name)."""
+    loader.addURL(sc._jvm.java.io.File(str(jar)).toURI().toURL())
+    sc._jsc.addJar(str(jar))
+
+
 def _sources() -> list[Path]:
     return sorted(SOURCES.rglob("*.java"))
 
@@ -179,20 +199,18 @@ class JvmEncoder:
     def _load(cls, sc: Any) -> JvmEncoder:
         jar = jar_path()
         jvm, gateway = sc._jvm, sc._gateway
-        urls = gateway.new_array(jvm.java.net.URL, 1)
-        urls[0] = jvm.java.io.File(str(jar)).toURI().toURL()
-        driver = jvm.org.apache.spark.util.Utils.getContextOrSparkClassLoader()
-        if driver.getClass().getName() == "org.apache.spark.util.MutableURLClassLoader":
-            # the jar in the driver's loader, as the JVM reader puts it there: in local mode the
-            # executors' loader asks this one first, so every class of the jar comes from one
-            # loader (one that came from each, once the other had the jar, could not reach the
-            # first one's package-private classes, or was another class of the same name)
-            driver.addURL(urls[0])
+        driver = driver_loader(sc)
+        if driver is not None and driver.getClass().getName() == MUTABLE_LOADER:
+            add_jar(sc, jar, driver)
             loaded = driver.loadClass(ENCODER_CLASS)
         else:  # a loader of its own, child first so that the jar's classes all come from it
-            own = jvm.org.apache.spark.util.ChildFirstURLClassLoader(urls, driver)
-            loaded = own.loadClass(ENCODER_CLASS)
-        sc._jsc.addJar(str(jar))  # executors fetch it before their next task
+            urls = gateway.new_array(jvm.java.net.URL, 1)
+            urls[0] = jvm.java.io.File(str(jar)).toURI().toURL()
+            parent = jvm.org.apache.spark.util.Utils.getContextOrSparkClassLoader()
+            loaded = jvm.org.apache.spark.util.ChildFirstURLClassLoader(urls, parent).loadClass(
+                ENCODER_CLASS
+            )
+            sc._jsc.addJar(str(jar))  # executors fetch it before their next task
         no_types = gateway.new_array(jvm.java.lang.Class, 0)
         handle = loaded.getConstructor(no_types).newInstance(
             gateway.new_array(jvm.java.lang.Object, 0)

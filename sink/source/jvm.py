@@ -204,21 +204,25 @@ def _context(spark: Any) -> Any:
         return None
 
 
-def _driver_loader(sc: Any) -> Any:
-    return sc._jvm.java.lang.Thread.currentThread().getContextClassLoader()
-
-
 def _loaded_provider(sc: Any) -> Any:
+    from kafkatier.sink.jvm import driver_loader
+
     if sc is None:
         return None
     try:
-        return _driver_loader(sc).loadClass(PROVIDER_CLASS)
+        return driver_loader(sc).loadClass(PROVIDER_CLASS)
     except Exception:
         return None
 
 
 def _load(spark: Any, sc: Any) -> Any:
-    from kafkatier.sink.jvm import JvmEncoderUnavailable, jar_path
+    from kafkatier.sink.jvm import (
+        MUTABLE_LOADER,
+        JvmEncoderUnavailable,
+        add_jar,
+        driver_loader,
+        jar_path,
+    )
 
     fallback = "register_data_source(spark, reader='python')"
 
@@ -230,8 +234,8 @@ def _load(spark: Any, sc: Any) -> Any:
             "refuses two sources of one name): register it only through "
             "register_data_source(spark, reader=...)"
         )
-    loader = _driver_loader(sc)
-    if loader.getClass().getName() != "org.apache.spark.util.MutableURLClassLoader":
+    loader = driver_loader(sc)
+    if loader.getClass().getName() != MUTABLE_LOADER:
         raise JvmReaderUnavailable(
             f"the driver's class loader is {loader.getClass().getName()}, not Spark's "
             "MutableURLClassLoader: the reader's jar cannot be added to it"
@@ -240,6 +244,5 @@ def _load(spark: Any, sc: Any) -> Any:
         jar = jar_path(fallback)
     except JvmEncoderUnavailable as exc:
         raise JvmReaderUnavailable(str(exc)) from exc
-    loader.addURL(sc._jvm.java.io.File(str(jar)).toURI().toURL())
-    sc._jsc.addJar(str(jar))  # executors fetch it before their next task
+    add_jar(sc, jar, loader)
     return loader.loadClass(PROVIDER_CLASS)

@@ -111,10 +111,9 @@ def test_a_streaming_micro_batch_is_encoded_from_what_its_plan_computes(
     source's columnar scan the encoder reads the scan's column batches (the micro-batch's own
     plan, found by its SQL execution), also where the sink keeps some of the micro-batch's
     columns (a ``topic`` column, which the sink's fixed topic drops, ahead of the others, so
-    that they sit elsewhere in the batches); a
-    plan that computes on the rows (a filter) is read from the RDD of its rows, not from the
-    scan under it. Either way the records are the ones the Python encoder writes from the same
-    micro-batch."""
+    that they sit elsewhere in the batches); a plan that computes on the rows (a filter) is
+    read from the RDD of its rows, not from the scan under it. Either way the records are the
+    ones the Python encoder writes from the same micro-batch."""
     rows = mixed_rows(spark, ROWS)
     if stream == "more columns":
         rows = rows.selectExpr("'elsewhere' AS topic", "*")

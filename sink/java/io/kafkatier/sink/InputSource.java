@@ -2,7 +2,6 @@ package io.kafkatier.sink;
 
 import org.apache.spark.api.java.JavaRDD;
 import org.apache.spark.sql.Row;
-import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.Attribute;
 import org.apache.spark.sql.execution.ColumnarToRowExec;
 import org.apache.spark.sql.execution.ProjectExec;
@@ -35,22 +34,20 @@ import scala.collection.Seq;
  */
 final class InputSource {
   final String kind;
-  final JavaRDD<ColumnarBatch> batches; // the column kinds
-  final JavaRDD<InternalRow> rows; // the others
+  final JavaRDD<Object> elements; // column batches (the column kinds) or InternalRows
   final int[] columnOf; // where the batches hold the frame's column i (null: at i)
 
-  private InputSource(String kind, JavaRDD<ColumnarBatch> batches, JavaRDD<InternalRow> rows,
-      int[] columnOf) {
+  @SuppressWarnings("unchecked") // TaskEncoder takes either kind of element
+  private InputSource(String kind, JavaRDD<?> elements, int[] columnOf) {
     this.kind = kind;
-    this.batches = batches;
-    this.rows = rows;
+    this.elements = (JavaRDD<Object>) elements;
     this.columnOf = columnOf;
   }
 
   static InputSource of(org.apache.spark.sql.classic.Dataset<Row> df) {
     SparkPlan plan = df.queryExecution().executedPlan();
     if (isColumnarScan(plan)) {
-      return new InputSource("columns", columnarChild(plan), null, null);
+      return new InputSource("columns", columnarChild(plan), null);
     }
     SparkPlan top = belowCodegen(plan);
     RDDScanExec scan = top instanceof ProjectExec p && p.child() instanceof RDDScanExec s
@@ -60,13 +57,13 @@ final class InputSource {
     if (columnOf != null) {
       SparkPlan computed = computedBy(df, scan);
       if (computed != null) {
-        return new InputSource("micro-batch columns", columnarChild(computed), null, columnOf);
+        return new InputSource("micro-batch columns", columnarChild(computed), columnOf);
       }
       if (top == scan) {
-        return new InputSource("rdd", null, scan.rdd().toJavaRDD(), null);
+        return new InputSource("rdd", scan.rdd().toJavaRDD(), null);
       }
     }
-    return new InputSource("plan", null, df.queryExecution().toRdd().toJavaRDD(), null);
+    return new InputSource("plan", df.queryExecution().toRdd().toJavaRDD(), null);
   }
 
   private static boolean isColumnarScan(SparkPlan plan) {

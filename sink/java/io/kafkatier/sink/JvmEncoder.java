@@ -46,10 +46,7 @@ public final class JvmEncoder {
       EncodePlan plan) {
     InputSource input = InputSource.of(df);
     TaskEncoder encoder = new TaskEncoder(plan, new RowReader(df.schema(), input.columnOf));
-    @SuppressWarnings("unchecked") // the encoder takes either kind of element
-    JavaRDD<Object> elements = input.batches != null
-        ? (JavaRDD<Object>) (JavaRDD<?>) input.batches : (JavaRDD<Object>) (JavaRDD<?>) input.rows;
-    return tasks(elements, plan).mapPartitionsWithIndex(encoder, false);
+    return tasks(input.elements, plan).mapPartitionsWithIndex(encoder, false);
   }
 
   /** rdd coalesced to the plan's task limit (sink/plan.py TaskLimit: no shuffle). */

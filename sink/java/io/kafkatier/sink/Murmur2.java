@@ -1,15 +1,7 @@
 package io.kafkatier.sink;
 
-import java.lang.invoke.MethodHandles;
-import java.lang.invoke.VarHandle;
-import java.nio.ByteOrder;
-
 /** Kafka's default partitioner for keyed records: (murmur2(key) & 0x7fffffff) % partitions. */
 final class Murmur2 {
-  // Kafka reads each 4-byte block as a little-endian int, byte by byte; one load does the same
-  private static final VarHandle INT_LE =
-      MethodHandles.byteArrayViewVarHandle(int[].class, ByteOrder.LITTLE_ENDIAN);
-
   private Murmur2() {}
 
   /** Kafka's Utils.murmur2 (MurmurHash2, seed 0x9747b28c), byte for byte. */
@@ -25,7 +17,9 @@ final class Murmur2 {
     int h = 0x9747b28c ^ length;
     final int blocks = length / 4;
     for (int i = 0; i < blocks; i++) {
-      int k = (int) INT_LE.get(data, offset + i * 4);
+      final int i4 = offset + i * 4;
+      int k = (data[i4] & 0xff) + ((data[i4 + 1] & 0xff) << 8)
+          + ((data[i4 + 2] & 0xff) << 16) + ((data[i4 + 3] & 0xff) << 24);
       k *= m;
       k ^= k >>> r;
       k *= m;

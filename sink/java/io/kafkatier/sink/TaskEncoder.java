@@ -52,11 +52,8 @@ final class TaskEncoder implements Function2<Integer, Iterator<Object>, Iterator
   }
 
   /**
-   * The task over its input: Spark's internal rows, or a columnar scan's batches (their rows,
-   * each a view of the columns). One function class for both: a task's classes are all loaded
-   * at its first use (a class loaded later, once the JVM reader added this jar to the driver's
-   * loader, the parent of the executors' one, would come from there while the classes it
-   * meets came from the executors' loader: a ClassCastException between the two copies).
+   * The task over its input's elements ({@link InputSource}): Spark's internal rows, or a
+   * columnar scan's batches, whose rows are views of the batch's columns.
    */
   @Override
   public Iterator<Row> call(Integer task, Iterator<Object> input) {
@@ -67,7 +64,8 @@ final class TaskEncoder implements Function2<Integer, Iterator<Object>, Iterator
         if (next instanceof ColumnarBatch batch) {
           run.addRows(batch.rowIterator(), reader.viewable(batch));
         } else {
-          run.addRow((InternalRow) next);
+          InternalRow row = (InternalRow) next;
+          run.addRow(row, row instanceof UnsafeRow);
         }
       }
       run.closeAll();
@@ -100,17 +98,15 @@ final class TaskEncoder implements Function2<Integer, Iterator<Object>, Iterator
       this.out = out;
     }
 
-    /** Reads and adds each row; views: key and value may be read as views of its bytes. */
     void addRows(Iterator<InternalRow> rows, boolean views) {
       while (rows.hasNext()) {
-        reader.read(rows.next(), record, plan.writeTimeMs, rowsRead, views);
-        add(record, rowsRead++);
+        addRow(rows.next(), views);
       }
     }
 
-    /** Reads and adds one of Spark's rows (its key and value views where it is an UnsafeRow). */
-    void addRow(InternalRow row) {
-      reader.read(row, record, plan.writeTimeMs, rowsRead, row instanceof UnsafeRow);
+    /** Reads and adds a row; views: its key and value may be read as views of its bytes. */
+    void addRow(InternalRow row, boolean views) {
+      reader.read(row, record, plan.writeTimeMs, rowsRead, views);
       add(record, rowsRead++);
     }
 
