@@ -187,13 +187,15 @@ def test_a_tailing_consumer_sees_appends_within_its_poll(tmp_path: Path, serve: 
                 log.flush()
                 appended.set()
 
-            threading.Thread(target=later).start()
+            writer = threading.Thread(target=later)
+            writer.start()
             start = time.monotonic()
             msg = None
             while msg is None and time.monotonic() - start < 8:
                 msg = consumer.poll(0.2)
             took = time.monotonic() - start
-            assert appended.is_set() and msg is not None and not msg.error()
+            writer.join(30)  # the record is served once written, maybe before its flush returns
+            assert appended.is_set() and msg is not None and not msg.error(), msg and msg.error()
             assert (msg.offset(), msg.value()) == (1, b"second")
             assert took < 5, f"the append took {took:.1f} s to reach the consumer"
         finally:
