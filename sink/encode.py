@@ -70,6 +70,7 @@ class EncodePlan:
     staging_dir: str | None = None  # None: the encoded bytes go back inline
     staging_prefix: str = ""  # the staging files' name prefix in staging_dir
     max_tasks: int = 0  # the job's tasks at most (sink.plan.TaskLimit); 0: as the rows come
+    open_batch_bytes: int = 0  # room an open batch starts with (sink.plan.open_batch_bytes)
 
     def topic(self, name: str) -> TopicPlan:
         plan = self.topics.get(name, self.new_topic)

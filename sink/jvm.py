@@ -255,7 +255,7 @@ def plan_json(plan: EncodePlan) -> str:
         "codec": int(plan.codec), "level": plan.level, "producer_id": plan.producer_id,
         "producer_epoch": plan.producer_epoch, "write_time_ms": plan.write_time_ms,
         "staging_dir": plan.staging_dir, "staging_prefix": plan.staging_prefix,
-        "open_budget": OPEN_BUDGET_BYTES,
+        "open_budget": OPEN_BUDGET_BYTES, "open_batch_bytes": plan.open_batch_bytes,
         "chunk_bytes": CHUNK_BYTES, "max_tasks": plan.max_tasks, "pieces_schema": CHUNK_SCHEMA,
     })  # fmt: skip
 

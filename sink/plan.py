@@ -73,6 +73,7 @@ def producer_sequences(logs: LogDirectory, plan: EncodePlan) -> dict[tuple[str, 
 
 _INT_MAX: Final = (1 << 31) - 1  # Spark's default spark.dynamicAllocation.maxExecutors
 BATCH_BYTES: Final = 16 * 1024  # a Kafka producer's default batch.size
+OPEN_BATCH_MOST: Final = 64 * 1024  # the most room an open batch starts with (open_batch_bytes)
 _ALLOCATION_KEYS: Final = ("spark.dynamicAllocation.enabled",
                            "spark.dynamicAllocation.maxExecutors", "spark.executor.cores")
 
@@ -95,18 +96,22 @@ class TaskLimit:
         self.max_tasks = max_tasks
         self._conf: tuple[Any, dict[str, str]] | None = None
 
-    def for_frame(self, df: DataFrame, partitions: int = 1) -> int:
+    def for_frame(self, df: DataFrame, partitions: int = 1) -> tuple[int, int]:
         """The tasks for ``df`` (the DataFrame the job runs) into topics of ``partitions``
         partitions in all: at most as many as Spark runs at once, and no more than
-        :func:`tasks_for_size` finds worth their record batches."""
-        if self.max_tasks is not None:
-            return self.max_tasks
-        limit = self._parallelism(df)
+        :func:`tasks_for_size` finds worth their record batches; and the room each task's
+        open batches start with (:func:`open_batch_bytes`)."""
+        if self.max_tasks == 0:
+            return 0, 0
         size = size_estimate(df)
+        if self.max_tasks is not None:
+            return self.max_tasks, open_batch_bytes(size, self.max_tasks, partitions)
+        limit = self._parallelism(df)
         if size is None:
-            return limit
+            return limit, 0
         worth = tasks_for_size(size, partitions)
-        return worth if limit == 0 else min(limit, worth)
+        tasks = worth if limit == 0 else min(limit, worth)
+        return tasks, open_batch_bytes(size, tasks, partitions)
 
     def _parallelism(self, df: DataFrame) -> int:
         try:
@@ -141,6 +146,20 @@ def tasks_for_size(size: int, partitions: int) -> int:
     5,000-row micro-batch into 1,024 partitions is then one task, not one per core, and the
     driver appends 1,024 batches instead of 2,048; 200,000 rows (23 MB) still take two."""
     return max(1, -(-size // (max(partitions, 1) * BATCH_BYTES)))
+
+
+def open_batch_bytes(size: int | None, tasks: int, partitions: int) -> int:
+    """The room a task's open batch of a partition starts with: that batch's share of
+    ``size`` (Spark's estimate of the micro-batch's bytes) over the tasks and partitions, with
+    room for a partition that gets more rows than its share, at most :data:`OPEN_BATCH_MOST` (the encoder also keeps it within its open-batch budget); 0,
+    the encoder's 1 KiB, where nothing is known. Why: an open batch grew from 1 KiB by doubling,
+    so at 1,024 partitions each task's 1,024 batches of about 12 KiB were reallocated and copied
+    four times each: the encode job took 17-38 ms a 200,000-row micro-batch more than at 8
+    partitions; started at 16 KiB, 2-7 ms more (ad hoc phase timers, 2026-11-29)."""
+    if size is None or tasks <= 0 or partitions <= 0:
+        return 0
+    share = size // (tasks * partitions)
+    return min(share + share // 4 + 1024, OPEN_BATCH_MOST)  # partitions get more or fewer rows
 
 
 def task_limit(conf: Mapping[str, str], default_parallelism: int) -> int:

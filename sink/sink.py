@@ -421,7 +421,8 @@ class KafkaLogSink:
         touches the logs until both are done."""
         rows = normalize(df, cols)
         partitions = sum([t.partitions for t in plan.topics.values()])
-        plan = dataclasses.replace(plan, max_tasks=self.tasks.for_frame(rows, partitions))
+        tasks, open_bytes = self.tasks.for_frame(rows, partitions)
+        plan = dataclasses.replace(plan, max_tasks=tasks, open_batch_bytes=open_bytes)
         encoder = self.encoder.for_frame(df)
         meanwhile = self._helper().submit(self._before_decision, plan)
         try:

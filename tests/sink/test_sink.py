@@ -18,7 +18,7 @@ from kafkatier.sink import KafkaLogSink
 from kafkatier.sink.bookkeeping import ProducerFencedError, derive_producer_id
 from kafkatier.sink.hooks import QUERY_ID_PROPERTY
 from kafkatier.sink.pieces import _SPAN_FIELDS, _by_partition, unpack_pieces
-from kafkatier.sink.plan import task_limit, tasks_for_size
+from kafkatier.sink.plan import OPEN_BATCH_MOST, open_batch_bytes, task_limit, tasks_for_size
 from kafkatier.sink.schema import SinkSchemaError, check_schema, normalize
 from kafkatier.sink.stage import sink_staging_root
 from kafkatier.storage.arrow.log import read_arrow
@@ -424,6 +424,19 @@ def test_tasks_are_worth_a_producer_batch_a_partition(
     size: int, partitions: int, tasks: int
 ) -> None:
     assert tasks_for_size(size, partitions) == tasks
+
+
+@pytest.mark.parametrize(("size", "tasks", "partitions", "room"), [
+    (None, 2, 1_024, 0),  # no estimate (Spark Connect): the encoder's default
+    (200_000 * 124, 0, 1_024, 0),  # tasks as the rows come: unknown
+    (200_000 * 124, 2, 1_024, 12_109 + 3_027 + 1_024),  # a share and a quarter more
+    (5_000 * 124, 1, 1_024, 605 + 151 + 1_024),
+    (1 << 62, 1, 8, OPEN_BATCH_MOST),  # defaultSizeInBytes: no bound from the estimate
+])  # fmt: skip
+def test_open_batches_start_near_their_share_of_the_batch(
+    size: int | None, tasks: int, partitions: int, room: int
+) -> None:
+    assert open_batch_bytes(size, tasks, partitions) == room
 
 
 def test_max_tasks_below_zero_is_refused(tmp_path: Path) -> None:

@@ -25,15 +25,17 @@ final class BatchBuilder {
   final int limit; // header + uncompressed records may not exceed it
   // small at first, doubling as records come: a task writing to a thousand partitions of a
   // few records each would otherwise allocate (and zero) 64 KiB per partition per batch
-  final Bytes records = new Bytes(1024);
+  final Bytes records;
   int count;
   private long baseTimestamp;
   private long maxTimestamp;
 
-  BatchBuilder(String topic, int partition, int limit) {
+  /** room: what the records' buffer starts with (the driver's estimate of a batch's share). */
+  BatchBuilder(String topic, int partition, int limit, int room) {
     this.topic = topic;
     this.partition = partition;
     this.limit = limit;
+    this.records = new Bytes(room);
   }
 
   /** Appends the record; false (nothing written) when it does not fit beside the others. */

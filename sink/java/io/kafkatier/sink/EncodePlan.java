@@ -41,6 +41,7 @@ final class EncodePlan implements Serializable {
   final String stagingDir;
   final String stagingPrefix; // the staging files' name prefix in stagingDir
   final long openBudget; // bytes of open batches a task may hold before closing the largest
+  final int openBatchBytes; // an open batch's starting room (sink/plan.py); 0: 1 KiB
   final int chunkBytes;
   final int maxTasks; // the job's tasks at most (the rows coalesced, no shuffle); 0: no limit
   final String piecesSchema;
@@ -61,6 +62,8 @@ final class EncodePlan implements Serializable {
     JsonNode prefix = root.get("staging_prefix");
     stagingPrefix = prefix == null || prefix.isNull() ? "" : prefix.asText();
     openBudget = root.get("open_budget").asLong();
+    JsonNode room = root.get("open_batch_bytes");
+    openBatchBytes = room == null || room.isNull() ? 0 : room.asInt();
     chunkBytes = root.get("chunk_bytes").asInt();
     maxTasks = root.get("max_tasks").asInt();
     piecesSchema = root.get("pieces_schema").asText();

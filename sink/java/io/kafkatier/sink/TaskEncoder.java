@@ -39,15 +39,18 @@ final class TaskEncoder implements Function2<Integer, Iterator<Object>, Iterator
     final int partitions;
     final int maxBatchBytes;
     final int limit;
+    final int room; // what a new open batch's records start with
     final BatchBuilder[] open;
     long keyless;
 
-    TopicState(int[] plan, int task) {
+    TopicState(int[] plan, int task, EncodePlan encode) {
       partitions = plan[0];
       maxBatchBytes = plan[1];
       limit = plan[2];
       open = new BatchBuilder[partitions];
       keyless = task;
+      long most = Math.min(limit, encode.openBudget / Math.max(partitions, 1));
+      room = (int) Math.max(1024, Math.min(encode.openBatchBytes, most));
     }
   }
 
@@ -120,7 +123,7 @@ final class TaskEncoder implements Function2<Integer, Iterator<Object>, Iterator
       int p = partitionOf(r, t, index);
       BatchBuilder b = t.open[p];
       if (b == null) {
-        b = new BatchBuilder(name, p, t.limit);
+        b = new BatchBuilder(name, p, t.limit, t.room);
         t.open[p] = b;
         builders.add(b);
       }
@@ -143,7 +146,7 @@ final class TaskEncoder implements Function2<Integer, Iterator<Object>, Iterator
       }
       TopicState t = topics.get(name);
       if (t == null) {
-        t = new TopicState(plan.topic(name), task);
+        t = new TopicState(plan.topic(name), task, plan);
         topics.put(name, t);
       }
       lastName = name;
