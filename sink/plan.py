@@ -150,16 +150,17 @@ def tasks_for_size(size: int, partitions: int) -> int:
 
 def open_batch_bytes(size: int | None, tasks: int, partitions: int) -> int:
     """The room a task's open batch of a partition starts with: that batch's share of
-    ``size`` (Spark's estimate of the micro-batch's bytes) over the tasks and partitions, with
-    room for a partition that gets more rows than its share, at most :data:`OPEN_BATCH_MOST` (the encoder also keeps it within its open-batch budget); 0,
-    the encoder's 1 KiB, where nothing is known. Why: an open batch grew from 1 KiB by doubling,
-    so at 1,024 partitions each task's 1,024 batches of about 12 KiB were reallocated and copied
-    four times each: the encode job took 17-38 ms a 200,000-row micro-batch more than at 8
-    partitions; started at 16 KiB, 2-7 ms more (ad hoc phase timers, 2026-11-29)."""
+    ``size`` (Spark's estimate of the micro-batch's bytes) over the tasks and partitions and a
+    quarter more (partitions get more or fewer rows), at most :data:`OPEN_BATCH_MOST` (the
+    encoder also keeps it within its open-batch budget); 0, the encoder's 1 KiB, where nothing
+    is known. Why: an open batch grew from 1 KiB by doubling, so at 1,024 partitions each
+    task's 1,024 batches of about 12 KiB were reallocated and copied four times each: the
+    encode job took 14-38 ms a 200,000-row micro-batch more than at 8 partitions; 1-8 ms more
+    with this room (ad hoc phase timers, 2026-11-29)."""
     if size is None or tasks <= 0 or partitions <= 0:
         return 0
     share = size // (tasks * partitions)
-    return min(share + share // 4 + 1024, OPEN_BATCH_MOST)  # partitions get more or fewer rows
+    return min(share + share // 4 + 1024, OPEN_BATCH_MOST)
 
 
 def task_limit(conf: Mapping[str, str], default_parallelism: int) -> int:
