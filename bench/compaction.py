@@ -117,12 +117,16 @@ def plain_rewrite(log: Log) -> tuple[int, int]:
     return records, size
 
 
-def decode_once(source: Path) -> float:
-    """Seconds to decompress every batch of the segments under ``source`` once ((c) above)."""
-    datas = [path.read_bytes() for path in sorted(source.rglob("*.log"))]
+def segment_bytes(source: Path) -> list[bytes]:
+    """The segments under ``source``, read for (c) (once a run, not timed)."""
+    return [path.read_bytes() for path in sorted(source.rglob("*.log"))]
+
+
+def decode_once(segments: list[bytes]) -> float:
+    """Seconds to decompress every batch of ``segments`` once ((c) above)."""
     scratch = Scratch()
     started = time.perf_counter()
-    for data in datas:
+    for data in segments:
         pos = 0
         while (run := inflate(data, pos, 4 << 20, scratch)) is not None:
             pos = run.real_position(run.data.shape[0])
@@ -153,9 +157,12 @@ def timed(path: Path, cfg: LogConfig, work: str) -> dict[str, Any]:
             **extra}  # fmt: skip
 
 
-def one_round(tmp: Path, source: Path, cfg: LogConfig, index: int, codec: str) -> dict[str, Any]:
+def one_round(
+    tmp: Path, source: Path, cfg: LogConfig, index: int, segments: list[bytes] | None
+) -> dict[str, Any]:
     """Both rewrites on fresh copies, back to back; the order alternates between rounds so
-    neither always runs first. Dirty pages of the copy are written back before timing."""
+    neither always runs first. Dirty pages of the copy are written back before timing.
+    ``segments``: the source's, for (c) (None without a codec)."""
     order = ("plain", "compact") if index % 2 == 0 else ("compact", "plain")
     out: dict[str, Any] = {"order": list(order)}
     for work in order:
@@ -165,8 +172,8 @@ def one_round(tmp: Path, source: Path, cfg: LogConfig, index: int, codec: str) -
         out[work] = timed(copy, cfg, work)
         shutil.rmtree(copy)
     out["ratio"] = out["plain"]["seconds"] / out["compact"]["seconds"]
-    if codec != "none":
-        out["decode_seconds"] = decode_once(source)
+    if segments is not None:
+        out["decode_seconds"] = decode_once(segments)
         out["decode_ceiling"] = out["plain"]["seconds"] / out["decode_seconds"]
     out["cpu_ratio"] = out["plain"]["cpu_seconds"] / out["compact"]["cpu_seconds"]
     return out
@@ -229,7 +236,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         build(warm, 2000, 100, args.codec, cfg)
         timed(warm, cfg, "compact")  # numba's first calls (cache load or compile), not timed
         warm_s = time.perf_counter() - started
-        rounds = [one_round(Path(tmp), source, cfg, i, args.codec) for i in range(args.rounds)]
+        segments = segment_bytes(source) if args.codec != "none" else None
+        rounds = [one_round(Path(tmp), source, cfg, i, segments) for i in range(args.rounds)]
+        del segments
         rss_copy = Path(tmp) / "rss"
         shutil.copytree(source, rss_copy)
         rss_before, rss_peak = peak_rss(rss_copy, args.dedupe_mb)

@@ -23,8 +23,8 @@ final class BatchBuilder {
   final String topic;
   final int partition;
   final int limit; // header + uncompressed records may not exceed it
-  // small at first, doubling as records come: a task writing to a thousand partitions of a
-  // few records each would otherwise allocate (and zero) 64 KiB per partition per batch
+  // starts at the driver's estimate of the batch's share (TaskEncoder.TopicState.room), then
+  // doubles: a fixed large start would zero 64 KiB a partition for a few records each
   final Bytes records;
   int count;
   private long baseTimestamp;
