@@ -403,7 +403,8 @@ class FixedEntryIndex(ABC):
         anything, instead of a SIGBUS at the write through the map. Written in steps of
         ``_BACKING_STEP`` bytes, so nearly every call only compares two numbers (without the
         lock: only the appending thread changes the entries, the length and the blocks)."""
-        if min((self._entries + entries) * self.ENTRY.size, self._length) <= self._backed:
+        backed = self._backed  # min(end, length) <= backed, said without a call: it runs per append
+        if backed >= self._length or (self._entries + entries) * self.ENTRY.size <= backed:
             return
         with self._lock:
             end = min((self._entries + entries) * self.ENTRY.size, self._length)

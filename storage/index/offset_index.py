@@ -75,15 +75,31 @@ class OffsetIndex(FixedEntryIndex):
             packed = bytearray()
             for offset, position in entries:
                 if slot and offset <= last:
-                    raise InvalidIndexEntryError(
-                        f"offset {offset} is no larger than the last offset {last}",
-                        file=str(self._path),
-                        slot=slot,
-                    )
+                    self._refuse(offset, last, slot)
                 packed += pack(self._relative_offset(offset), position)
                 last, slot = offset, slot + 1
             self._write(packed, len(entries))
             self._last_offset = last
+
+    def append_packed(self, packed: bytearray, first: int, last: int, count: int) -> None:
+        """:meth:`append_all` of ``count`` entries the caller packed (``ENTRY``, offsets
+        relative to this index's base), their offsets increasing from ``first`` to ``last``:
+        the same checks, on those two (the segment's one pass over an append's batches)."""
+        with self._lock:
+            self._check_can_append(self._entries + count > self.max_entries)
+            if self._entries and first <= self._last_offset:
+                self._refuse(first, self._last_offset, self._entries)
+            if not 0 <= first - self.base_offset <= last - self.base_offset <= wire.INT32_MAX:
+                self._relative_offset(first if first < self.base_offset else last)  # raises
+            self._write(packed, count)
+            self._last_offset = last
+
+    def _refuse(self, offset: int, last: int, slot: int) -> None:
+        raise InvalidIndexEntryError(
+            f"offset {offset} is no larger than the last offset {last}",
+            file=str(self._path),
+            slot=slot,
+        )
 
     def lookup(self, target_offset: int) -> tuple[int, int]:
         """The entry with the largest offset <= ``target_offset``, else ``(base_offset, 0)``."""

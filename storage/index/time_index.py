@@ -104,6 +104,29 @@ class TimeIndex(FixedEntryIndex):
                 self._write(packed, slots - self._entries)
                 self._last = (last_ts, last_offset)
 
+    def append_packed(
+        self, packed: bytearray, first: tuple[int, int], last: tuple[int, int], count: int
+    ) -> None:
+        """:meth:`maybe_append_all` of ``count`` entries the caller packed (``ENTRY``, offsets
+        relative to this index's base), timestamps increasing and offsets not decreasing from
+        ``first`` to ``last`` (each ``(timestamp, offset)``), every timestamp above the last
+        entry's: the same checks, on those two (the segment's one pass over an append)."""
+        with self._lock:
+            self._require_writable("append")
+            if count > self.free_slots:
+                self._check_can_append(True)
+            slots, (last_ts, last_offset) = self._entries, self._last
+            if slots and (first[1] < last_offset or first[0] <= last_ts):
+                raise InvalidIndexEntryError(
+                    f"entry {first} does not follow the last entry {self._last}",
+                    file=str(self._path),
+                    slot=slots,
+                )
+            if not 0 <= first[1] - self.base_offset <= last[1] - self.base_offset <= wire.INT32_MAX:
+                self._relative_offset(first[1] if first[1] < self.base_offset else last[1])
+            self._write(packed, count)
+            self._last = last
+
     def lookup(self, target_timestamp: int) -> tuple[int, int]:
         """The entry with the largest timestamp <= the target, else ``(-1, base_offset)``."""
         with self._lock:

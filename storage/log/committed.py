@@ -21,6 +21,7 @@ has ``bench/scale_sink.py``'s figures.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from operator import itemgetter
 from typing import Protocol
 
 from kafkatier.storage import wire
@@ -38,6 +39,8 @@ from kafkatier.storage.producer.state import ProducerStateManager
 from kafkatier.storage.record.batch import RecordBatch
 
 _KIND = wire.ATTR_TRANSACTIONAL | wire.ATTR_CONTROL  # a data batch's: ATTR_TRANSACTIONAL alone
+_LAST_SEQ = itemgetter(0)  # BatchMetadata.last_seq, for map()
+_new = tuple.__new__  # a NamedTuple built from its fields' tuple, without its Python __new__
 
 
 class CommittedLog(Protocol):
@@ -90,7 +93,7 @@ def write_committed(
         return None  # the full path assigns the epoch its first offset
     codec, file = rules.compression, log.directory_name
     limit = min(rules.max_message_bytes, log.config.segment_bytes)
-    retained = [m.last_seq for m in entry.batch_metadata]
+    retained = list(map(_LAST_SEQ, entry.batch_metadata))
     last_seq, offset = retained[-1], state.map_end_offset
     first_offset, size, records, largest = offset, len(marker), 1, timestamp
     metas, infos, position = [], [], 0
@@ -113,8 +116,8 @@ def write_committed(
         size += length
         records += batch.records_count
         largest = max(largest, max_ts)
-        metas.append(BatchMetadata(last, offset - 1, delta, max_ts))
-        infos.append(BatchInfo(position, length, offset - 1, max_ts))
+        metas.append(_new(BatchMetadata, (last, offset - 1, delta, max_ts)))
+        infos.append(_new(BatchInfo, (position, length, offset - 1, max_ts)))
         position += length
         last_seq = last
     due = _full_path_due(log, batches[0], size, len(batches) + 1, (offset, timestamp))
@@ -124,7 +127,7 @@ def write_committed(
     assign_offset(own, offset, leader_epoch)
     views = [batch.buffer for batch in batches]
     views.append(memoryview(own))
-    infos.append(BatchInfo(position, len(own), offset, timestamp))
+    infos.append(_new(BatchInfo, (position, len(own), offset, timestamp)))
     log.segments[-1].append_placed(views, infos, queued)
     state.add_committed(producer_id, metas, coordinator_epoch, timestamp, offset + 1)
     return LogAppendInfo(first_offset, offset, largest, len(batches) + 1, records, 0)

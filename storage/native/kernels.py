@@ -25,6 +25,8 @@ _FFI = FFI()
 _FFI.cdef(HEADER.read_text())
 _LIB: list[Any] = []
 _NULL = _FFI.NULL
+_FROM_BUFFER = _FFI._backend.from_buffer  # FFI.from_buffer's own call, for the hot path
+_CHARS = _FFI.typeof("char[]")
 _C_TYPES = {np.dtype(np.int64): "int64_t[]", np.dtype(np.uint8): "uint8_t[]",
             np.dtype(np.int32): "int32_t[]"}  # fmt: skip
 
@@ -174,20 +176,21 @@ class Writes:
         return self._count >= self._capacity
 
     def add(self, fd: int, views: list[memoryview], position: int, size: int) -> None:
-        """Queue the writing of ``views`` (``size`` bytes in all) at ``position`` of ``fd``."""
+        """Queue the writing of ``views`` (``size`` bytes in all) at ``position`` of ``fd``
+        (it runs for every partition of a micro-batch: cffi's ``from_buffer`` is called
+        without its Python wrapper, and each struct is set from a tuple of its fields)."""
         count, n = self._count, len(views)
         if n <= self.IOVS:
             iov = self._iovs + count * self.IOVS
         else:
             iov = _FFI.new("kt_iov[]", n)
             self._keep.append(iov)
-        buffers = [_FFI.from_buffer(view) for view in views]
-        self._keep += buffers
-        for i, buf in enumerate(buffers):
-            iov[i].base = buf
-            iov[i].len = len(buf)
-        op = self._ops[count]
-        op.fd, op.iov_count, op.iov, op.position, op.size = fd, n, iov, position, size
+        keep = self._keep
+        for i, view in enumerate(views):
+            buf = _FROM_BUFFER(_CHARS, view, False)
+            keep.append(buf)
+            iov[i] = (buf, view.nbytes)
+        self._ops[count] = (fd, n, iov, position, size, 0)  # kt_write's fields, result last
         self._count = count = count + 1
         if not count % PUBLISH_EVERY:
             _LIB[0].kt_writes_publish(self._handle, count)

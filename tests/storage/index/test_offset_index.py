@@ -428,3 +428,25 @@ def test_close_handler_drops_the_entries_kept_in_memory(tmp_path: Path) -> None:
     index.append(3, 30)
     index.close_handler()
     assert _file_entries(index.path, 1) == [(0, 0)]
+
+
+def test_append_packed_is_append_all_of_entries_the_caller_packed(tmp_path: Path) -> None:
+    """A segment packs an append's entries itself and hands them over with their first and
+    last offsets: the same bytes and checks as ``append_all`` (the first against the last
+    entry, the range of relative offsets, the free slots), nothing stored on a refusal."""
+    packed, listed = (OffsetIndex(tmp_path / f"{n}.index", 50, 8 * 4) for n in ("p", "l"))
+    entries = [(55, 500), (57, 700)]
+    listed.append_all(entries)
+    raw = bytearray(b"".join(OffsetIndex.ENTRY.pack(o - 50, p) for o, p in entries))
+    packed.append_packed(raw, 55, 57, 2)
+    assert list(packed) == list(listed) == entries and packed.last_offset == 57
+    for first, last, count, error in (
+        (57, 58, 2, InvalidIndexEntryError),  # not after the last entry
+        (58, 50 + 2**31, 2, InvalidIndexEntryError),  # the last does not fit the relative range
+        (58, 60, 3, IndexFullError),  # one more than the free slots
+    ):
+        with pytest.raises(error):
+            packed.append_packed(bytearray(8 * count), first, last, count)
+    assert list(packed) == entries
+    packed.close()
+    listed.close()

@@ -274,3 +274,26 @@ def test_maybe_append_all_is_maybe_append_of_each_checked_first(tmp_path: Path) 
     assert list(many) == [(100, 1), (150, 3), (170, 5)]
     one.close()
     many.close()
+
+
+def test_append_packed_is_maybe_append_all_of_entries_the_caller_packed(tmp_path: Path) -> None:
+    """A segment packs the entries of one append itself (each timestamp above the last) and
+    hands them over with the first and last: the bytes ``maybe_append_all`` stores, and its
+    refusals of a first entry that goes back in timestamp or offset, or does not fit."""
+    one, packed = (TimeIndex(tmp_path / f"{n}.timeindex", 10, 12 * 5) for n in ("one", "packed"))
+    entries = [(100, 11), (150, 13)]
+    one.maybe_append_all(entries)
+    raw = bytearray(b"".join(TimeIndex.ENTRY.pack(ts, o - 10) for ts, o in entries))
+    packed.append_packed(raw, entries[0], entries[-1], 2)
+    assert list(packed) == list(one) == entries and packed.last_entry == (150, 13)
+    for first, last, count, error in (
+        ((150, 14), (160, 15), 1, InvalidIndexEntryError),  # the timestamp does not grow
+        ((160, 12), (170, 15), 1, InvalidIndexEntryError),  # the offset goes back
+        ((160, 14), (170, 10 + 2**31), 2, InvalidIndexEntryError),  # beyond the relative range
+        ((160, 14), (180, 16), 3, IndexFullError),  # one slot is held back: 2 free
+    ):
+        with pytest.raises(error):
+            packed.append_packed(bytearray(12 * count), first, last, count)
+    assert list(packed) == entries
+    one.close()
+    packed.close()
