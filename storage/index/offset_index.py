@@ -89,8 +89,8 @@ class OffsetIndex(FixedEntryIndex):
             self._check_can_append(self._entries + count > self.max_entries)
             if self._entries and first <= self._last_offset:
                 self._refuse(first, self._last_offset, self._entries)
-            if not 0 <= first - self.base_offset <= last - self.base_offset <= wire.INT32_MAX:
-                self._relative_offset(first if first < self.base_offset else last)  # raises
+            self._relative_offset(first)  # each raises where it does not fit the index
+            self._relative_offset(last)
             self._write(packed, count)
             self._last_offset = last
 

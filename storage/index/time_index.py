@@ -122,8 +122,8 @@ class TimeIndex(FixedEntryIndex):
                     file=str(self._path),
                     slot=slots,
                 )
-            if not 0 <= first[1] - self.base_offset <= last[1] - self.base_offset <= wire.INT32_MAX:
-                self._relative_offset(first[1] if first[1] < self.base_offset else last[1])
+            self._relative_offset(first[1])  # each raises where it does not fit the index
+            self._relative_offset(last[1])
             self._write(packed, count)
             self._last = last
 

@@ -21,7 +21,6 @@ has ``bench/scale_sink.py``'s figures.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from operator import itemgetter
 from typing import Protocol
 
 from kafkatier.storage import wire
@@ -39,8 +38,8 @@ from kafkatier.storage.producer.state import ProducerStateManager
 from kafkatier.storage.record.batch import RecordBatch
 
 _KIND = wire.ATTR_TRANSACTIONAL | wire.ATTR_CONTROL  # a data batch's: ATTR_TRANSACTIONAL alone
-_LAST_SEQ = itemgetter(0)  # BatchMetadata.last_seq, for map()
-_new = tuple.__new__  # a NamedTuple built from its fields' tuple, without its Python __new__
+_new = tuple.__new__  # a NamedTuple from its fields' tuple, without its Python __new__ (0.16 us
+# against 0.34, timeit: five a partition)
 
 
 class CommittedLog(Protocol):
@@ -93,7 +92,7 @@ def write_committed(
         return None  # the full path assigns the epoch its first offset
     codec, file = rules.compression, log.directory_name
     limit = min(rules.max_message_bytes, log.config.segment_bytes)
-    retained = list(map(_LAST_SEQ, entry.batch_metadata))
+    retained = [m.last_seq for m in entry.batch_metadata]
     last_seq, offset = retained[-1], state.map_end_offset
     first_offset, size, records, largest = offset, len(marker), 1, timestamp
     metas, infos, position = [], [], 0

@@ -63,6 +63,8 @@ def _after(views: Sequence[memoryview], skip: int) -> list[memoryview]:
         skip = 0
     return out
 
+_OFFSET_ENTRY = OffsetIndex.ENTRY  # the entries _index_batches packs for append_packed
+_TIME_ENTRY = TimeIndex.ENTRY
 
 class LogSegment:
     """A ``.log`` file with its ``.index``, ``.timeindex`` and ``.txnindex`` (module docstring)."""
@@ -233,7 +235,8 @@ class LogSegment:
         if self._entry_due(
             self._bytes_since_last_index_entry + batches[-1].position - batches[0].position
         ):
-            indexes = self._reserve_index_entries(batches)
+            indexes = (self.offset_index, self.time_index)
+            self._reserve_index_entries(indexes, len(batches))
         size = sum([v.nbytes for v in views]) if len(views) > 1 else views[0].nbytes
         if queued is None or queued.full:
             self._write_all(views, start, size)
@@ -313,18 +316,14 @@ class LogSegment:
         with contextlib.suppress(OSError), self._file.use() as fd:
             os.ftruncate(fd, size)
 
-    def _reserve_index_entries(
-        self, batches: Sequence[BatchInfo]
-    ) -> tuple[OffsetIndex, TimeIndex]:
-        """Have disk space for the index entries ``batches`` may add (at most one a batch)
-        before the ``.log`` write, so that no space fails the append before it wrote anything
-        (the indexes reserve again as the entries come, for the entries of a roll or a close;
-        a reservation is rounded up to 64 KiB: nearly every call compares two numbers).
-        Returns the two indexes, for the entries."""
-        offsets, times = self.offset_index, self.time_index
-        offsets.reserve(len(batches))
-        times.reserve(len(batches))
-        return offsets, times
+    @staticmethod
+    def _reserve_index_entries(indexes: tuple[OffsetIndex, TimeIndex], entries: int) -> None:
+        """Have disk space for the ``entries`` index entries an append may add (at most one a
+        batch) before the ``.log`` write, so that no space fails the append before it wrote
+        anything (the indexes reserve again as the entries come, for the entries of a roll or a
+        close; a reservation is rounded up to 64 KiB: nearly every call compares two numbers)."""
+        for index in indexes:
+            index.reserve(entries)
 
     def _entry_due(self, since: int) -> bool:
         """Kafka's rule: a batch gets index entries once more than ``index.interval.bytes``
@@ -338,46 +337,37 @@ class LogSegment:
     ) -> None:  # fmt: skip
         """Index the batches just written at ``start``: the running max timestamp, and, where
         ``indexes`` are given (some batch may be due), an entry in both for each batch due one
-        (a loop over locals: it runs for every batch of every append; the entries go to each
-        index in one call: ``append_packed``)."""
+        (a loop over locals: it runs for every batch of every append; the entries are packed
+        here and go to each index in one call, ``append_packed``)."""
         since = self._bytes_since_last_index_entry
         best = self.max_timestamp_and_offset
-        if indexes is None:  # no entry: the running max only
-            for _, size, last_offset, max_ts in batches:
-                if max_ts > best[0]:
-                    best = self._max_ts = (max_ts, last_offset)
-                since += size
-            self._bytes_since_last_index_entry = since
-            return
-        offsets, times = indexes
-        offset_room, time_room = offsets.free_slots, times.free_slots
-        last_ts = times.last_entry[0]
+        offset_room = time_room = last_ts = 0  # no entry unless due (the indexes stay unopened)
+        if indexes is not None:
+            offset_room, time_room = indexes[0].free_slots, indexes[1].free_slots
+            last_ts = indexes[1].last_entry[0]
         offset_packed, time_packed = bytearray(), bytearray()
-        offset_entries: list[int] = []  # the offsets of the entries, first and last checked
-        time_entries: list[tuple[int, int]] = []
-        base, interval = self.base_offset, self.index_interval_bytes  # _entry_due's rule
-        pack_offset, pack_time = offsets.ENTRY.pack, times.ENTRY.pack
+        offsets: list[int] = []  # the entries' offsets (the index checks the first and last)
+        times: list[tuple[int, int]] = []
         for position, size, last_offset, max_ts in batches:
             if max_ts > best[0]:
                 best = self._max_ts = (max_ts, last_offset)
             # An append of many batches may fill an index mid-way (Kafka indexes once per
             # append and rolls before a full index); skipping entries only lengthens scans.
-            if offset_room > 0 and time_room > 0 and since > interval:
-                offset_packed += pack_offset(last_offset - base, start + position)
-                offset_entries.append(last_offset)
+            if offset_room > 0 and time_room > 0 and self._entry_due(since):
+                offset_packed += _OFFSET_ENTRY.pack(last_offset - self.base_offset,
+                                                    start + position)  # fmt: skip
+                offsets.append(last_offset)
                 offset_room -= 1
                 if best[0] > last_ts:  # the time index takes it (maybe_append)
-                    time_packed += pack_time(best[0], best[1] - base)
-                    time_entries.append(best)
+                    time_packed += _TIME_ENTRY.pack(best[0], best[1] - self.base_offset)
+                    times.append(best)
                     time_room, last_ts = time_room - 1, best[0]
                 since = 0
             since += size
-        if offset_entries:
-            offsets.append_packed(offset_packed, offset_entries[0], offset_entries[-1],
-                                  len(offset_entries))  # fmt: skip
-        if time_entries:
-            times.append_packed(time_packed, time_entries[0], time_entries[-1],
-                                len(time_entries))  # fmt: skip
+        if indexes is not None and offsets:
+            indexes[0].append_packed(offset_packed, offsets[0], offsets[-1], len(offsets))
+            if times:
+                indexes[1].append_packed(time_packed, times[0], times[-1], len(times))
         self._bytes_since_last_index_entry = since
 
     def append_aborted_txn(self, txn: AbortedTxn) -> None:
