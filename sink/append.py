@@ -31,6 +31,7 @@ from kafkatier.storage.errors import (
     LogWriteError,
     StorageError,
 )
+from kafkatier.storage.log.committed_all import append_committed_all
 from kafkatier.storage.log.log import Log
 from kafkatier.storage.log.queued_writes import QueuedWrites
 from kafkatier.storage.log.validator import parse_incoming
@@ -173,12 +174,30 @@ def write_all(
     written)."""
     queued = QueuedWrites.open(len(checked)) if after_append is None else None
     with queued or contextlib.nullcontext():
+        if queued is not None:
+            checked = _write_at_once(checked, log_for, marker, queued)
         for c in checked:
             pieces = c.pieces if c.pieces is not None else read_pieces(files, c.group.spans)
             write_partition(log_for(c.group.topic, c.group.partition), pieces, c.first_sequence,
                             marker, queued=queued)  # fmt: skip
             if after_append is not None:
                 after_append()
+
+
+def _write_at_once(
+    checked: list[Checked], log_for: Callable[[str, int], Log], marker: tuple[int, int, int],
+    queued: QueuedWrites,
+) -> list[Checked]:  # fmt: skip
+    """The partitions whose batches are all kept in one piece, appended by one call of the C
+    library (``append_committed_all``: their sequences assigned there); returns the others and
+    those it did not take, whose batches are untouched."""
+    whole = [c for c in checked if c.pieces is not None and len(c.pieces) == 1]
+    if not whole:
+        return checked
+    appends = [(log_for(c.group.topic, c.group.partition), c.pieces[0], c.first_sequence)
+               for c in whole if c.pieces is not None]  # fmt: skip
+    left = append_committed_all(appends, marker, queued)
+    return [whole[i] for i in left] + [c for c in checked if c.pieces is None or len(c.pieces) != 1]
 
 
 def write_partition(

@@ -33,7 +33,7 @@ from kafkatier.storage.log.roll import time_rolls
 from kafkatier.storage.log.segment import LogSegment
 from kafkatier.storage.log.validator import AppendRules, assign_offset
 from kafkatier.storage.producer.append import in_sequence
-from kafkatier.storage.producer.entry import BatchMetadata
+from kafkatier.storage.producer.entry import BatchMetadata, ProducerStateEntry
 from kafkatier.storage.producer.state import ProducerStateManager
 from kafkatier.storage.record.batch import RecordBatch
 
@@ -75,21 +75,10 @@ def write_committed(
     are to be written (:mod:`kafkatier.storage.log.queued_writes`), else at once."""
     producer_id, producer_epoch, timestamp = marker_fields
     state = log.producer_state
-    entry = state.producers.get(producer_id) if batches else None
-    rules = log.append_rules
-    if (
-        entry is None
-        or rules.log_append_time
-        or not entry.batch_metadata
-        or entry.current_txn_first_offset is not None
-        or entry.coordinator_epoch > coordinator_epoch
-        or entry.producer_epoch != producer_epoch
-    ):
+    entry = ready_entry(log, producer_id, producer_epoch, coordinator_epoch) if batches else None
+    if entry is None:
         return None
-    leader_epoch = log.leader_epoch
-    latest = log.leader_epoch_cache.latest_epoch
-    if latest is None or latest < leader_epoch:
-        return None  # the full path assigns the epoch its first offset
+    leader_epoch, rules = log.leader_epoch, log.append_rules
     codec, file = rules.compression, log.directory_name
     limit = min(rules.max_message_bytes, log.config.segment_bytes)
     retained = [m.last_seq for m in entry.batch_metadata]
@@ -130,6 +119,27 @@ def write_committed(
     log.segments[-1].append_placed(views, infos, queued)
     state.add_committed(producer_id, metas, coordinator_epoch, timestamp, offset + 1)
     return LogAppendInfo(first_offset, offset, largest, len(batches) + 1, records, 0)
+
+
+def ready_entry(
+    log: CommittedLog, producer_id: int, producer_epoch: int, coordinator_epoch: int
+) -> ProducerStateEntry | None:
+    """The producer's entry where a committed append at ``producer_epoch`` needs no more than
+    the one-pass checks of the batches: the entry at that epoch, with retained batches and no
+    transaction open, no newer coordinator epoch, no ``LogAppendTime``, and the log's leader
+    epoch already in its cache (the full path assigns a new epoch its first offset); else None."""
+    entry = log.producer_state.producers.get(producer_id)
+    if (
+        entry is None
+        or log.append_rules.log_append_time
+        or not entry.batch_metadata
+        or entry.current_txn_first_offset is not None
+        or entry.coordinator_epoch > coordinator_epoch
+        or entry.producer_epoch != producer_epoch
+    ):
+        return None
+    latest = log.leader_epoch_cache.latest_epoch
+    return None if latest is None or latest < log.leader_epoch else entry
 
 
 def _full_path_due(

@@ -71,6 +71,17 @@ class QueuedWrites:
         self._writes.add(fd, views, start, size)
         self._queued.append((segment, fd, start, size))
 
+    @property
+    def writes(self) -> Any:
+        """The C library's queue (``kernels.Writes``), for a kernel that fills its entries
+        itself (``log/committed_all.py``): each entry it hands over is then :meth:`track`-ed."""
+        return self._writes
+
+    def track(self, segment: QueuedSegment, fd: int, start: int, size: int) -> None:
+        """The next entry handed over without :meth:`add` is ``segment``'s write of ``size``
+        bytes at ``start`` on ``fd`` (in the order of the entries)."""
+        self._queued.append((segment, fd, start, size))
+
     def finish(self) -> None:
         """Wait for every queued write; the first failure raised (see the module docstring)."""
         results = self._writes.finish()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from kafkatier.storage import wire
 from kafkatier.storage.config.log_config import LogConfig
 from kafkatier.storage.log.segment import LogSegment
 from kafkatier.storage.record.batch import RecordBatch
@@ -43,3 +44,16 @@ def time_rolls(seg: LogSegment, cfg: LogConfig, clock: Callable[[], int], timest
     """Kafka's ``segment.ms`` rule for an append to a segment holding something, whose batch
     has the largest timestamp ``timestamp``: waited longer than ``segment.ms`` less the jitter."""
     return seg.time_waited_for_roll(clock, timestamp) > cfg.max_segment_ms - seg.roll_jitter_ms
+
+
+def time_roll_limit(seg: LogSegment, cfg: LogConfig, clock: Callable[[], int]) -> int | None:
+    """The largest timestamp an append to ``seg`` may have without :func:`time_rolls` (for a
+    check over many batches at once, ``log/committed_all.py``); None where the segment rolls
+    whatever the timestamp (it waits by the clock, and has waited long enough). The time
+    waited is the timestamp less the segment's first one, or the clock's (independent of it)."""
+    allowed = cfg.max_segment_ms - seg.roll_jitter_ms
+    waited = seg.time_waited_for_roll(clock, 0)
+    based = seg.rolling_based_timestamp
+    if based is not None and based >= 0:
+        return allowed - waited  # waited(timestamp) = timestamp + waited(0)
+    return None if waited > allowed else wire.INT64_MAX

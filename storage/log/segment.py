@@ -250,12 +250,49 @@ class LogSegment:
     ) -> None:
         """:meth:`_write_all` handed to ``queued``: the file stays open (pinned) until
         :meth:`finish_queued_write`."""
-        try:
-            fd = self._file.pin()
-        except OSError as exc:
-            raise self._append_error(size, exc, start) from exc
-        queued.add(self, fd, views, start, size)
+        queued.add(self, self.pin_for_write(size), views, start, size)
         self._unsynced = True
+
+    def pin_for_write(self, size: int) -> int:
+        """The ``.log``'s descriptor, pinned open for a queued write of ``size`` bytes at the
+        end (:meth:`finish_queued_write` unpins it; so does ``unpin_unused``)."""
+        try:
+            return self._file.pin()
+        except OSError as exc:
+            raise self._append_error(size, exc, self.size) from exc
+
+    def unpin_unused(self) -> None:
+        """:meth:`pin_for_write`'s pin given back without a write."""
+        self._file.unpin()
+
+    def placing_state(self) -> tuple[int, int, int, int, int, int]:
+        """What an append placed by the C library starts from (``log/committed_all.py``): the
+        size, the bytes since the last index entry, the running max timestamp and its offset,
+        the indexes' free slots (the fewer) and the time index's last timestamp."""
+        best = self.max_timestamp_and_offset
+        offsets, times = self.offset_index, self.time_index
+        return (self.size, self._bytes_since_last_index_entry, best[0], best[1],
+                min(offsets.free_slots, times.free_slots), times.last_entry[0])  # fmt: skip
+
+    def reserve_index_entries(self, entries: int) -> None:
+        """:meth:`_reserve_index_entries` of both indexes, for an append placed elsewhere."""
+        self._reserve_index_entries((self.offset_index, self.time_index), entries)
+
+    def placed(
+        self, end: int, since: int, best: tuple[int, int],
+        offset_entries: tuple[bytearray, int, int, int] | None,
+        time_entries: tuple[bytearray, tuple[int, int], tuple[int, int], int] | None,
+    ) -> None:  # fmt: skip
+        """The state after an append placed by the C library and queued (:meth:`append_placed`'s
+        effect, computed there by ``_index_batches``' rule): the file ``end``s there, ``since``
+        bytes since the last index entry, ``best`` the running max; each index's entries as
+        ``append_packed`` takes them, if any."""
+        self.size, self._unsynced = end, True
+        self._bytes_since_last_index_entry, self._max_ts = since, best
+        if offset_entries is not None:
+            self.offset_index.append_packed(*offset_entries)
+        if time_entries is not None:
+            self.time_index.append_packed(*time_entries)
 
     def finish_queued_write(
         self, fd: int, start: int, size: int, error: OSError | None

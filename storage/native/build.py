@@ -1,6 +1,6 @@
-"""Build ``kernels.c``, ``checks.c`` and ``writes.c`` (with ``kernels.h``) into a shared library
-once per machine, as the sink's JVM classes are built from their sources on first use
-(kafkatier.sink.jvm).
+"""Build ``kernels.c``, ``checks.c``, ``writes.c`` and ``committed.c`` (with ``kernels.h``) into
+a shared library once per machine, as the sink's JVM classes are built from their sources on
+first use (kafkatier.sink.jvm).
 
 The library lands in ``$KAFKATIER_CACHE_DIR/native`` (default ``~/.cache/kafkatier``) under a
 name carrying the digest of the sources and the platform, so a changed source or another machine
@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Final
 
 SOURCE: Final = Path(__file__).resolve().parent / "kernels.c"
-SOURCES: Final = (SOURCE, SOURCE.with_name("checks.c"), SOURCE.with_name("writes.c"))
+SOURCES: Final = tuple(SOURCE.with_name(name) for name in
+                       ("kernels.c", "checks.c", "writes.c", "committed.c"))  # fmt: skip
 HEADER: Final = SOURCE.with_suffix(".h")  # what they export; cffi reads it too
 CACHE_ENV: Final = "KAFKATIER_CACHE_DIR"  # the one the JVM classes use too
 FLAGS: Final = ("-O2", "-shared", "-fPIC", "-std=c99", "-pthread")

@@ -134,6 +134,10 @@ static uint32_t crc32c(const uint8_t *p, int64_t n) {
 static int crc_available(void) { return 0; }
 #endif
 
+uint32_t kt_crc32c(const uint8_t *p, int64_t n) { return crc32c(p, n); }
+
+int kt_crc_available(void) { return crc_available(); }
+
 /* The header at p into out[1..13], as BATCH_HEADER unpacks it. */
 static void read_header(const uint8_t *p, int64_t *out) {
     out[1] = (int64_t)be(p, 8);                   /* baseOffset */

@@ -35,6 +35,8 @@ void kt_hash_all64(const uint8_t *data, const int64_t *offsets, const uint8_t *v
 enum { KT_BATCH_FIELDS = 14 };
 int64_t kt_check_batches(const uint8_t *buf, int64_t len, int64_t *out, int64_t max,
                          int64_t *end);
+uint32_t kt_crc32c(const uint8_t *p, int64_t n); /* CRC-32C (kt_crc_available: not 0) */
+int kt_crc_available(void);
 /* writes.c: positioned writes by a thread of their own (queued, then published in order). */
 typedef struct {
     void *base;
@@ -52,3 +54,11 @@ typedef struct kt_writes kt_writes;
 kt_writes *kt_writes_start(kt_write *ops);
 void kt_writes_publish(kt_writes *w, int64_t count);
 void kt_writes_finish(kt_writes *w);
+/* committed.c: the sink's committed appends of many partitions (KT_COMMIT_IN int64s in and
+ * KT_COMMIT_OUT out a partition); -1: no CRC instruction here. */
+enum { KT_COMMIT_IN = 24, KT_COMMIT_OUT = 16 };
+int64_t kt_commit_all(int64_t parts, const int64_t *in, int64_t *out, uint8_t *const *bufs,
+                      const int64_t *lens, int64_t *batch_out, int64_t producer_id,
+                      int64_t producer_epoch, const uint8_t *marker, int64_t marker_len,
+                      uint8_t *markers, uint8_t *offset_entries, uint8_t *time_entries,
+                      kt_write *ops, kt_iov *iovs);

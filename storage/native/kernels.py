@@ -13,7 +13,7 @@ columns the encoder builds already are, so that costs nothing in practice).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from cffi import FFI
@@ -195,6 +195,18 @@ class Writes:
         if not count % PUBLISH_EVERY:
             _LIB[0].kt_writes_publish(self._handle, count)
 
+    def vacant(self) -> tuple[Any, int]:
+        """The next free entry (a pointer into the array) and how many are free: for a kernel
+        that fills entries itself (:func:`commit_all`), then :meth:`filled`."""
+        return self._ops + self._count, self._capacity - self._count
+
+    def filled(self, count: int, keep: list[Any]) -> None:
+        """``count`` entries from :meth:`vacant` on filled (their buffers kept by ``keep``
+        until :meth:`finish`), handed over at once."""
+        self._keep += keep
+        self._count += count
+        _LIB[0].kt_writes_publish(self._handle, self._count)
+
     def finish(self) -> list[int]:
         """Wait until every queued entry is written; per entry, the bytes written or -errno."""
         if self._handle != _NULL:
@@ -231,3 +243,53 @@ def check_batches(buf: memoryview) -> tuple[list[list[int]], int] | None:
         start += int(end[0])
         if count < capacity or capacity == 0:
             return rows, start
+
+
+COMMIT_IN = 24
+"""Int64s a partition gives :func:`commit_all` (``committed.c``'s ``kt_commit_in``)."""
+COMMIT_OUT = 16
+"""Int64s it gives back a partition (``kt_commit_out``); a batch gets 4 (its metadata)."""
+_BYTES = _FFI.typeof("uint8_t[]")
+
+
+class Committed(NamedTuple):
+    """What :func:`commit_all` did: ``taken`` partitions' writes filled in (not handed over
+    yet: :meth:`Writes.filled` with ``keep``), :data:`COMMIT_OUT` ints a partition, 4 a batch,
+    and the index entries packed (a partition's from slot ``batch_start + partition`` on)."""
+
+    taken: int
+    out: list[int]
+    batches: list[int]
+    offset_entries: bytearray
+    time_entries: bytearray
+    keep: list[Any]
+
+
+def commit_all(
+    writes: Writes, fields: list[int], views: list[memoryview], producer: tuple[int, int],
+    marker: bytes,
+) -> Committed | None:  # fmt: skip
+    """``committed.c`` over the partitions of ``fields`` (:data:`COMMIT_IN` ints each), whose
+    batches are ``views`` (writable: stamped in place), for ``producer`` (id, epoch) and the
+    COMMIT ``marker`` template; their writes go to ``writes``' vacant entries. None where the
+    CPU has no CRC instruction (nothing done)."""
+    parts, n = len(fields) // COMMIT_IN, len(views)
+    ops, free = writes.vacant()
+    if free < parts:
+        raise ValueError(f"{parts} partitions' writes with {free} free entries")
+    bufs = [_FROM_BUFFER(_BYTES, view, True) for view in views]
+    markers = bytearray(parts * len(marker))
+    offset_entries, time_entries = bytearray(8 * (n + parts)), bytearray(12 * (n + parts))
+    out, batch_out = _FFI.new("int64_t[]", parts * COMMIT_OUT), _FFI.new("int64_t[]", 4 * n)
+    keep = [bufs, markers, _FFI.new("kt_iov[]", n + parts)]
+    taken = _LIB[0].kt_commit_all(
+        parts, _FFI.new("int64_t[]", fields), out, _FFI.new("uint8_t *[]", bufs),
+        _FFI.new("int64_t[]", [view.nbytes for view in views]), batch_out, producer[0],
+        producer[1], _FROM_BUFFER(_BYTES, marker, False), len(marker),
+        _FROM_BUFFER(_BYTES, markers, True), _FROM_BUFFER(_BYTES, offset_entries, True),
+        _FROM_BUFFER(_BYTES, time_entries, True), ops, keep[2],
+    )  # fmt: skip
+    if taken < 0:
+        return None
+    return Committed(taken, _FFI.unpack(out, parts * COMMIT_OUT), _FFI.unpack(batch_out, 4 * n),
+                     offset_entries, time_entries, keep)  # fmt: skip

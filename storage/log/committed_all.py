@@ -1,0 +1,192 @@
+"""The sink's committed appends of a micro-batch, every partition's in one call of the C library
+(``storage/native/committed.c``): :func:`kafkatier.storage.log.committed.write_committed`'s
+one-pass case over arrays, with the Python left to reading each partition's state and setting
+what changed.
+
+Why: the one-pass case costs about 30 us of Python calls a partition (sequences and CRCs,
+offsets, the checks, index entries, the marker, the write's hand-over, the producer's entry),
+most of what a warm micro-batch into 1,024 partitions costs over the same batch into 8. Here a
+partition's Python is a tuple of its state in and a few assignments out.
+
+The rules are ``write_committed``'s, said in the same places where they can be: the producer's
+entry and the leader epoch by :func:`~kafkatier.storage.log.committed.ready_entry`, the
+``segment.ms`` rule by :func:`~kafkatier.storage.log.roll.time_roll_limit` (the same rule as a
+limit on the timestamps, checked against every batch's instead of the first one's: a partition
+it refuses the full path decides), the rest by ``committed.c`` (each check named there); the
+index entries follow ``LogSegment._index_batches``. A partition the library does not take keeps
+its bytes and state untouched and is the caller's to append the full way (``Log.append_committed``
+after the batches' sequences are assigned). Nothing is written before every taken partition's
+index entries have their disk space (``reserve_index_entries``); the writes go to the
+caller's :class:`QueuedWrites`, whose ``finish`` reports a failed one (the caller must then take
+the logs' in-memory state as lost, as for any queued write).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Final
+
+from kafkatier.storage import native, wire
+from kafkatier.storage.log.append import marker_bytes
+from kafkatier.storage.log.committed import ready_entry
+from kafkatier.storage.log.queued_writes import QueuedWrites
+from kafkatier.storage.log.roll import time_roll_limit
+from kafkatier.storage.producer.entry import NUM_BATCHES_TO_RETAIN, BatchMetadata
+from kafkatier.storage.record.batch import RecordBatch
+
+if TYPE_CHECKING:
+    from kafkatier.storage.log.log import Log
+    from kafkatier.storage.log.segment import LogSegment
+
+_IN: Final = 24  # ints a partition gives committed.c (its kt_commit_in, in that order)
+_OUT: Final = 16  # and gets back (kt_commit_out)
+_NOT_A_SEQUENCE: Final = -2  # pads the producer's retained last sequences to five
+_new = tuple.__new__  # a NamedTuple from a tuple of its fields, without its Python __new__
+
+Append = tuple["Log", Sequence[RecordBatch], int]  # the log, its batches, their first sequence
+Chosen = tuple[int, "Log", "LogSegment", int, int]  # place in the appends, log, segment, fd, start
+
+
+def append_committed_all(
+    appends: Sequence[Append], marker_fields: tuple[int, int, int], queued: QueuedWrites,
+    coordinator_epoch: int = 0,
+) -> list[int]:  # fmt: skip
+    """Each log's batches, given base sequences from its first sequence on (CRCs rewritten),
+    and the COMMIT marker (``marker_fields``: producer id, epoch, timestamp) appended in one
+    write queued to ``queued``, where ``write_committed`` would take the one-pass case; returns
+    the positions in ``appends`` of those not taken, in order (nothing of theirs changed).
+    Only the batches' bytes change (their parsed fields stay as parsed: not for reuse).
+
+    :data:`CHUNK` partitions at a time, each chunk's writes handed over before the next is
+    read: the queue's thread writes them (about 15 us a partition, ext4's) while this goes on."""
+    kernels = native.native()
+    if kernels is None:
+        return list(range(len(appends)))
+    producer_id, producer_epoch, timestamp = marker_fields
+    marker = marker_bytes(wire.ControlType.COMMIT, producer_id, producer_epoch, coordinator_epoch,
+                          timestamp, wire.NO_PARTITION_LEADER_EPOCH)  # fmt: skip
+    left: list[int] = []
+    for start in range(0, len(appends), CHUNK):
+        chunk = range(start, min(start + CHUNK, len(appends)))
+        refused = _append_chunk(kernels, appends, chunk, marker, marker_fields, queued,
+                                coordinator_epoch)  # fmt: skip
+        if refused is None:  # no CRC instruction here: nothing done, none will be
+            return left + list(range(start, len(appends)))
+        left += refused
+    return left
+
+
+CHUNK: Final = 64
+"""Partitions a call of the library takes (its writes are handed over together)."""
+
+
+def _append_chunk(
+    kernels: Any, appends: Sequence[Append], chunk: range, marker: bytes,
+    marker_fields: tuple[int, int, int], queued: QueuedWrites, coordinator_epoch: int,
+) -> list[int] | None:  # fmt: skip
+    """:func:`append_committed_all` of the appends in ``chunk``: those not taken, or None where
+    the library can take none (no CRC instruction)."""
+    fields: list[int] = []
+    views: list[memoryview] = []
+    chosen: list[Chosen] = []
+    left: list[int] = []
+    try:
+        for i in chunk:
+            log, batches, first_sequence = appends[i]
+            found = _fields(log, batches, first_sequence, marker_fields, coordinator_epoch,
+                            len(views))  # fmt: skip
+            if found is None:
+                left.append(i)
+                continue
+            fields += found
+            views += [batch.buffer for batch in batches]
+            chosen.append((i, log, log.segments[-1], found[_FD], found[_POSITION]))
+        if not chosen:
+            return left
+        done = kernels.commit_all(queued.writes, fields, views, marker_fields[:2], marker)
+    except BaseException:
+        _unpin(chosen)
+        raise
+    if done is None:
+        _unpin(chosen)
+        return None
+    out = done.out
+    refused = [k for k in range(len(chosen)) if out[k * _OUT]]
+    _unpin([chosen[k] for k in refused])
+    taken = [k for k in range(len(chosen)) if not out[k * _OUT]]
+    for k in taken:
+        _, _, segment, fd, start = chosen[k]
+        queued.track(segment, fd, start, out[k * _OUT + _SIZE])
+    queued.writes.filled(done.taken, done.keep)
+    for k in taken:
+        _settle(chosen[k], k, done, fields, marker_fields, coordinator_epoch)
+    return sorted(left + [chosen[k][0] for k in refused])
+
+
+# kt_commit_in's and kt_commit_out's fields that are read here
+_BATCH_START, _BATCH_COUNT, _POSITION, _FD = 0, 1, 6, 18
+_SIZE = 2
+
+
+def _fields(
+    log: Log, batches: Sequence[RecordBatch], first_sequence: int,
+    marker_fields: tuple[int, int, int], coordinator_epoch: int, batch_start: int,
+) -> list[int] | None:  # fmt: skip
+    """The partition's kt_commit_in, its ``.log`` pinned open; None where the checks that read
+    Python objects refuse it (the producer's entry, the leader epoch, an empty active segment,
+    the segment.ms rule at the marker's timestamp, more retained batches than five)."""
+    producer_id, producer_epoch, timestamp = marker_fields
+    entry = ready_entry(log, producer_id, producer_epoch, coordinator_epoch) if batches else None
+    active = log.segments[-1]
+    if entry is None or not active.size or len(entry.batch_metadata) > NUM_BATCHES_TO_RETAIN:
+        return None
+    config, rules = log.config, log.append_rules
+    limit = time_roll_limit(active, config, log.clock)
+    if limit is None or limit < timestamp:
+        return None
+    retained = [m.last_seq for m in entry.batch_metadata]
+    size, since, best_ts, best_offset, index_room, last_time = active.placing_state()
+    codec = rules.compression
+    active.reserve_index_entries(len(batches) + 1)  # before any write: at most one a batch
+    fd = active.pin_for_write(sum([batch.size_in_bytes for batch in batches]))
+    return [
+        batch_start, len(batches), first_sequence, retained[-1],
+        log.producer_state.map_end_offset, active.base_offset, size, config.segment_bytes - size,
+        min(rules.max_message_bytes, config.segment_bytes), -1 if codec is None else codec,
+        index_room, since, active.index_interval_bytes, best_ts, best_offset, last_time,
+        min(limit, wire.INT64_MAX), log.leader_epoch, fd,
+        *retained, *[_NOT_A_SEQUENCE] * (NUM_BATCHES_TO_RETAIN - len(retained)),
+    ]  # fmt: skip
+
+
+def _unpin(chosen: Sequence[Chosen]) -> None:
+    for _, _, segment, _, _ in chosen:
+        segment.unpin_unused()
+
+
+def _settle(
+    chosen: Chosen, k: int, done: Any, fields: list[int], marker_fields: tuple[int, int, int],
+    coordinator_epoch: int,
+) -> None:  # fmt: skip
+    """A taken partition's segment, indexes and producer state as its append leaves them."""
+    _, log, segment, _, start = chosen
+    (_, end_offset, size, _, _, since, best_ts, best_offset, offsets, times, first_offset,
+     last_offset, first_ts, first_ts_offset, last_ts, last_ts_offset) = (
+        done.out[k * _OUT : (k + 1) * _OUT])  # fmt: skip
+    first = fields[k * _IN + _BATCH_START]
+    slot = first + k
+    segment.placed(
+        start + size, since, (best_ts, best_offset),
+        (done.offset_entries[8 * slot : 8 * (slot + offsets)], first_offset, last_offset,
+         offsets) if offsets else None,
+        (done.time_entries[12 * slot : 12 * (slot + times)], (first_ts, first_ts_offset),
+         (last_ts, last_ts_offset), times) if times else None,
+    )  # fmt: skip
+    count = fields[k * _IN + _BATCH_COUNT]
+    retained = max(first, first + count - NUM_BATCHES_TO_RETAIN)  # the entry keeps five
+    metas = done.batches[4 * retained : 4 * (first + count)]
+    producer_id, _, timestamp = marker_fields
+    log.producer_state.add_committed(
+        producer_id, [_new(BatchMetadata, metas[j : j + 4]) for j in range(0, len(metas), 4)],
+        coordinator_epoch, timestamp, end_offset,
+    )  # fmt: skip
