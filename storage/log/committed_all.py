@@ -16,7 +16,7 @@ it refuses the full path decides), the rest by ``committed.c`` (each check named
 index entries follow ``LogSegment._index_batches``. A partition the library does not take keeps
 its bytes and state untouched and is the caller's to append the full way (``Log.append_committed``
 after the batches' sequences are assigned). Nothing is written before every taken partition's
-index entries have their disk space (``reserve_index_entries``); the writes go to the
+index entries have their disk space (``LogSegment.placing_state``); the writes go to the
 caller's :class:`QueuedWrites`, whose ``finish`` reports a failed one (the caller must then take
 the logs' in-memory state as lost, as for any queued write).
 """
@@ -35,6 +35,8 @@ from kafkatier.storage.producer.entry import NUM_BATCHES_TO_RETAIN, BatchMetadat
 from kafkatier.storage.record.batch import RecordBatch
 
 if TYPE_CHECKING:
+    from kafkatier.storage.index.offset_index import OffsetIndex
+    from kafkatier.storage.index.time_index import TimeIndex
     from kafkatier.storage.log.log import Log
     from kafkatier.storage.log.segment import LogSegment
 
@@ -44,7 +46,8 @@ _NOT_A_SEQUENCE: Final = -2  # pads the producer's retained last sequences to fi
 _new = tuple.__new__  # a NamedTuple from a tuple of its fields, without its Python __new__
 
 Append = tuple["Log", Sequence[RecordBatch], int]  # the log, its batches, their first sequence
-Chosen = tuple[int, "Log", "LogSegment", int, int]  # place in the appends, log, segment, fd, start
+Indexes = tuple["OffsetIndex", "TimeIndex"]
+Chosen = tuple[int, "Log", "LogSegment", Indexes, int, int]  # place, log, segment, …, fd, start
 
 
 def append_committed_all(
@@ -98,9 +101,10 @@ def _append_chunk(
             if found is None:
                 left.append(i)
                 continue
-            fields += found
+            ints, indexes = found
+            fields += ints
             views += [batch.buffer for batch in batches]
-            chosen.append((i, log, log.segments[-1], found[_FD], found[_POSITION]))
+            chosen.append((i, log, log.segments[-1], indexes, ints[_FD], ints[_POSITION]))
         if not chosen:
             return left
         done = kernels.commit_all(queued.writes, fields, views, marker_fields[:2], marker)
@@ -115,7 +119,7 @@ def _append_chunk(
     _unpin([chosen[k] for k in refused])
     taken = [k for k in range(len(chosen)) if not out[k * _OUT]]
     for k in taken:
-        _, _, segment, fd, start = chosen[k]
+        _, _, segment, _, fd, start = chosen[k]
         queued.track(segment, fd, start, out[k * _OUT + _SIZE])
     queued.writes.filled(done.taken, done.keep)
     for k in taken:
@@ -131,10 +135,11 @@ _SIZE = 2
 def _fields(
     log: Log, batches: Sequence[RecordBatch], first_sequence: int,
     marker_fields: tuple[int, int, int], coordinator_epoch: int, batch_start: int,
-) -> list[int] | None:  # fmt: skip
-    """The partition's kt_commit_in, its ``.log`` pinned open; None where the checks that read
-    Python objects refuse it (the producer's entry, the leader epoch, an empty active segment,
-    the segment.ms rule at the marker's timestamp, more retained batches than five)."""
+) -> tuple[list[int], Indexes] | None:  # fmt: skip
+    """The partition's kt_commit_in (its ``.log`` pinned open, index space reserved) and its
+    indexes; None where the checks that read Python objects refuse it (the producer's entry,
+    the leader epoch, an empty active segment, the segment.ms rule at the marker's timestamp,
+    more retained batches than five)."""
     producer_id, producer_epoch, timestamp = marker_fields
     entry = ready_entry(log, producer_id, producer_epoch, coordinator_epoch) if batches else None
     active = log.segments[-1]
@@ -145,22 +150,23 @@ def _fields(
     if limit is None or limit < timestamp:
         return None
     retained = [m.last_seq for m in entry.batch_metadata]
-    size, since, best_ts, best_offset, index_room, last_time = active.placing_state()
+    offsets, times, size, since, best_ts, best_offset, room, last_time = active.placing_state(
+        len(batches) + 1  # at most one a batch and the marker
+    )
     codec = rules.compression
-    active.reserve_index_entries(len(batches) + 1)  # before any write: at most one a batch
     fd = active.pin_for_write(sum([batch.size_in_bytes for batch in batches]))
     return [
         batch_start, len(batches), first_sequence, retained[-1],
         log.producer_state.map_end_offset, active.base_offset, size, config.segment_bytes - size,
         min(rules.max_message_bytes, config.segment_bytes), -1 if codec is None else codec,
-        index_room, since, active.index_interval_bytes, best_ts, best_offset, last_time,
+        room, since, active.index_interval_bytes, best_ts, best_offset, last_time,
         min(limit, wire.INT64_MAX), log.leader_epoch, fd,
         *retained, *[_NOT_A_SEQUENCE] * (NUM_BATCHES_TO_RETAIN - len(retained)),
-    ]  # fmt: skip
+    ], (offsets, times)  # fmt: skip
 
 
 def _unpin(chosen: Sequence[Chosen]) -> None:
-    for _, _, segment, _, _ in chosen:
+    for _, _, segment, _, _, _ in chosen:
         segment.unpin_unused()
 
 
@@ -169,19 +175,20 @@ def _settle(
     coordinator_epoch: int,
 ) -> None:  # fmt: skip
     """A taken partition's segment, indexes and producer state as its append leaves them."""
-    _, log, segment, _, start = chosen
+    _, log, segment, (offset_index, time_index), _, start = chosen
     (_, end_offset, size, _, _, since, best_ts, best_offset, offsets, times, first_offset,
      last_offset, first_ts, first_ts_offset, last_ts, last_ts_offset) = (
         done.out[k * _OUT : (k + 1) * _OUT])  # fmt: skip
     first = fields[k * _IN + _BATCH_START]
     slot = first + k
-    segment.placed(
-        start + size, since, (best_ts, best_offset),
-        (done.offset_entries[8 * slot : 8 * (slot + offsets)], first_offset, last_offset,
-         offsets) if offsets else None,
-        (done.time_entries[12 * slot : 12 * (slot + times)], (first_ts, first_ts_offset),
-         (last_ts, last_ts_offset), times) if times else None,
-    )  # fmt: skip
+    segment.placed(start + size, since, (best_ts, best_offset))
+    if offsets:
+        offset_index.append_packed(done.offset_entries[8 * slot : 8 * (slot + offsets)],
+                                   first_offset, last_offset, offsets)  # fmt: skip
+    if times:
+        packed = done.time_entries[12 * slot : 12 * (slot + times)]
+        time_index.append_packed(packed, (first_ts, first_ts_offset), (last_ts, last_ts_offset),
+                                 times)  # fmt: skip
     count = fields[k * _IN + _BATCH_COUNT]
     retained = max(first, first + count - NUM_BATCHES_TO_RETAIN)  # the entry keeps five
     metas = done.batches[4 * retained : 4 * (first + count)]

@@ -265,34 +265,26 @@ class LogSegment:
         """:meth:`pin_for_write`'s pin given back without a write."""
         self._file.unpin()
 
-    def placing_state(self) -> tuple[int, int, int, int, int, int]:
-        """What an append placed by the C library starts from (``log/committed_all.py``): the
+    def placing_state(
+        self, entries: int
+    ) -> tuple[OffsetIndex, TimeIndex, int, int, int, int, int, int]:
+        """What an append placed by the C library starts from (``log/committed_all.py``), with
+        disk space reserved for the ``entries`` index entries it may add: both indexes, the
         size, the bytes since the last index entry, the running max timestamp and its offset,
         the indexes' free slots (the fewer) and the time index's last timestamp."""
-        best = self.max_timestamp_and_offset
         offsets, times = self.offset_index, self.time_index
-        return (self.size, self._bytes_since_last_index_entry, best[0], best[1],
+        self._reserve_index_entries((offsets, times), entries)
+        best = self.max_timestamp_and_offset
+        return (offsets, times, self.size, self._bytes_since_last_index_entry, best[0], best[1],
                 min(offsets.free_slots, times.free_slots), times.last_entry[0])  # fmt: skip
 
-    def reserve_index_entries(self, entries: int) -> None:
-        """:meth:`_reserve_index_entries` of both indexes, for an append placed elsewhere."""
-        self._reserve_index_entries((self.offset_index, self.time_index), entries)
-
-    def placed(
-        self, end: int, since: int, best: tuple[int, int],
-        offset_entries: tuple[bytearray, int, int, int] | None,
-        time_entries: tuple[bytearray, tuple[int, int], tuple[int, int], int] | None,
-    ) -> None:  # fmt: skip
-        """The state after an append placed by the C library and queued (:meth:`append_placed`'s
-        effect, computed there by ``_index_batches``' rule): the file ``end``s there, ``since``
-        bytes since the last index entry, ``best`` the running max; each index's entries as
-        ``append_packed`` takes them, if any."""
+    def placed(self, end: int, since: int, best: tuple[int, int]) -> None:
+        """The segment after an append placed by the C library and queued (what
+        :meth:`append_placed` leaves, by ``_index_batches``' rule; the caller gives the indexes
+        their entries): the file ``end``s there, ``since`` bytes since the last index entry,
+        ``best`` the running max."""
         self.size, self._unsynced = end, True
         self._bytes_since_last_index_entry, self._max_ts = since, best
-        if offset_entries is not None:
-            self.offset_index.append_packed(*offset_entries)
-        if time_entries is not None:
-            self.time_index.append_packed(*time_entries)
 
     def finish_queued_write(
         self, fd: int, start: int, size: int, error: OSError | None
