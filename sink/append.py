@@ -166,37 +166,46 @@ def write_all(
     after_append: Callable[[], None] | None = None,
 ) -> None:
     """Each partition's batches with their sequences and its COMMIT marker (``marker``:
-    producer id, the marker's epoch, its timestamp), one partition after the other; their
-    bytes written by a thread of their own where it can (``QueuedWrites``), all of them before
-    this returns. ``after_append``: the crash tests' hook after each partition, which needs the
-    partition's bytes in its file then (the appends are written as they are placed: a crash
-    among queued writes leaves what a crash after one of them leaves, fewer partitions
-    written)."""
-    queued = QueuedWrites.open(len(checked)) if after_append is None else None
+    producer id, the marker's epoch, its timestamp); their bytes written by a thread of their
+    own where it can (``QueuedWrites``), all of them before this returns. The partitions whose
+    batches are all in memory go first, many at a time in one call of the C library
+    (``append_committed_all``), the others one after the other. ``after_append``: the crash
+    tests' hook after each partition, which needs the partition's bytes in its file then (the
+    library's calls then take one partition each, and wait for its write; a crash among queued
+    writes leaves what a crash after one of them leaves, fewer partitions written)."""
+    queued = QueuedWrites.open(len(checked))
     with queued or contextlib.nullcontext():
         if queued is not None:
-            checked = _write_at_once(checked, log_for, marker, queued)
+            checked = _write_at_once(checked, log_for, marker, queued, after_append)
         for c in checked:
             pieces = c.pieces if c.pieces is not None else read_pieces(files, c.group.spans)
             write_partition(log_for(c.group.topic, c.group.partition), pieces, c.first_sequence,
-                            marker, queued=queued)  # fmt: skip
+                            marker, queued=queued if after_append is None else None)  # fmt: skip
             if after_append is not None:
                 after_append()
 
 
 def _write_at_once(
     checked: list[Checked], log_for: Callable[[str, int], Log], marker: tuple[int, int, int],
-    queued: QueuedWrites,
+    queued: QueuedWrites, after_append: Callable[[], None] | None,
 ) -> list[Checked]:  # fmt: skip
     """The partitions whose batches are all kept in one piece, appended by one call of the C
-    library (``append_committed_all``: their sequences assigned there); returns the others and
-    those it did not take, whose batches are untouched."""
+    library (``append_committed_all``: their sequences assigned there; with ``after_append``,
+    one partition a call, its write awaited before the hook); returns the others and those it
+    did not take, whose batches are untouched."""
     whole = [c for c in checked if c.pieces is not None and len(c.pieces) == 1]
     if not whole:
         return checked
     appends = [(log_for(c.group.topic, c.group.partition), c.pieces[0], c.first_sequence)
                for c in whole if c.pieces is not None]  # fmt: skip
-    left = append_committed_all(appends, marker, queued)
+    if after_append is None:
+        left = append_committed_all(appends, marker, queued)
+    else:
+        def after_one() -> None:
+            queued.wait()
+            after_append()
+
+        left = append_committed_all(appends, marker, queued, after_chunk=after_one, chunk=1)
     return [whole[i] for i in left] + [c for c in checked if c.pieces is None or len(c.pieces) != 1]
 
 

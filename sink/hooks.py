@@ -2,7 +2,8 @@
 
 ``KAFKATIER_SINK_CRASH=<point>[:<batch>]`` makes the driver SIGKILL itself at
 ``after-stage-sync`` (the batch's staging files durable, its commit not yet decided),
-``after-decide``, ``after-append`` (after a partition's batches and marker) or ``after-appends``
+``after-decide``, ``after-append`` (after a partition's batches and marker, or a call's worth of
+partitions appended at once: ``append.write_all``) or ``after-appends``
 (every partition written, none made durable yet), the first time it gets there or only in that
 batch: the crash tests' way to stop a real driver at a chosen step of the protocol
 (:mod:`kafkatier.sink.sink`).

@@ -23,7 +23,7 @@ the logs' in-memory state as lost, as for any queued write).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from kafkatier.storage import native, wire
@@ -45,6 +45,9 @@ _OUT: Final = 16  # and gets back (kt_commit_out)
 _NOT_A_SEQUENCE: Final = -2  # pads the producer's retained last sequences to five
 _new = tuple.__new__  # a NamedTuple from a tuple of its fields, without its Python __new__
 
+CHUNK: Final = 64
+"""Partitions a call of the library takes (its writes are handed over together)."""
+
 Append = tuple["Log", Sequence[RecordBatch], int]  # the log, its batches, their first sequence
 Indexes = tuple["OffsetIndex", "TimeIndex"]
 Chosen = tuple[int, "Log", "LogSegment", Indexes, int, int]  # place, log, segment, …, fd, start
@@ -52,16 +55,21 @@ Chosen = tuple[int, "Log", "LogSegment", Indexes, int, int]  # place, log, segme
 
 def append_committed_all(
     appends: Sequence[Append], marker_fields: tuple[int, int, int], queued: QueuedWrites,
-    coordinator_epoch: int = 0,
+    coordinator_epoch: int = 0, after_chunk: Callable[[], None] | None = None,
+    chunk: int = CHUNK,
 ) -> list[int]:  # fmt: skip
     """Each log's batches, given base sequences from its first sequence on (CRCs rewritten),
     and the COMMIT marker (``marker_fields``: producer id, epoch, timestamp) appended in one
     write queued to ``queued``, where ``write_committed`` would take the one-pass case; returns
     the positions in ``appends`` of those not taken, in order (nothing of theirs changed).
-    Only the batches' bytes change (their parsed fields stay as parsed: not for reuse).
+    Each log at most once (its state is read before any of its appends). Only the batches'
+    bytes change (their parsed fields stay as parsed: not for reuse).
 
-    :data:`CHUNK` partitions at a time, each chunk's writes handed over before the next is
-    read: the queue's thread writes them (about 15 us a partition, ext4's) while this goes on."""
+    ``chunk`` partitions at a time (:data:`CHUNK`), each chunk's writes handed over before the
+    next is read: the queue's thread writes them (about 15 us a partition, ext4's) while this
+    goes on.
+    ``after_chunk``: called after each chunk that took any partition, its writes handed over
+    (the crash tests')."""
     kernels = native.native()
     if kernels is None:
         return list(range(len(appends)))
@@ -69,18 +77,16 @@ def append_committed_all(
     marker = marker_bytes(wire.ControlType.COMMIT, producer_id, producer_epoch, coordinator_epoch,
                           timestamp, wire.NO_PARTITION_LEADER_EPOCH)  # fmt: skip
     left: list[int] = []
-    for start in range(0, len(appends), CHUNK):
-        chunk = range(start, min(start + CHUNK, len(appends)))
-        refused = _append_chunk(kernels, appends, chunk, marker, marker_fields, queued,
+    for start in range(0, len(appends), chunk):
+        part = range(start, min(start + chunk, len(appends)))
+        refused = _append_chunk(kernels, appends, part, marker, marker_fields, queued,
                                 coordinator_epoch)  # fmt: skip
         if refused is None:  # no CRC instruction here: nothing done, none will be
             return left + list(range(start, len(appends)))
         left += refused
+        if after_chunk is not None and len(refused) < len(part):
+            after_chunk()
     return left
-
-
-CHUNK: Final = 64
-"""Partitions a call of the library takes (its writes are handed over together)."""
 
 
 def _append_chunk(

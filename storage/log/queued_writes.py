@@ -82,6 +82,11 @@ class QueuedWrites:
         bytes at ``start`` on ``fd`` (in the order of the entries)."""
         self._queued.append((segment, fd, start, size))
 
+    def wait(self) -> None:
+        """Until every write queued so far reached its file (failures are :meth:`finish`'s to
+        report): for a step that needs the bytes there, as the crash tests' hooks do."""
+        self._writes.wait()
+
     def finish(self) -> None:
         """Wait for every queued write; the first failure raised (see the module docstring)."""
         results = self._writes.finish()

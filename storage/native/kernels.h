@@ -53,6 +53,7 @@ typedef struct {
 typedef struct kt_writes kt_writes;
 kt_writes *kt_writes_start(kt_write *ops);
 void kt_writes_publish(kt_writes *w, int64_t count);
+void kt_writes_wait(kt_writes *w);
 void kt_writes_finish(kt_writes *w);
 /* committed.c: the sink's committed appends of many partitions (KT_COMMIT_IN int64s in and
  * KT_COMMIT_OUT out a partition); -1: no CRC instruction here. */

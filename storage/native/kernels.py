@@ -207,6 +207,11 @@ class Writes:
         self._count += count
         _LIB[0].kt_writes_publish(self._handle, self._count)
 
+    def wait(self) -> None:
+        """Until every entry handed over so far is written (the thread goes on)."""
+        _LIB[0].kt_writes_publish(self._handle, self._count)
+        _LIB[0].kt_writes_wait(self._handle)
+
     def finish(self) -> list[int]:
         """Wait until every queued entry is written; per entry, the bytes written or -errno."""
         if self._handle != _NULL:

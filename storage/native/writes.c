@@ -31,6 +31,7 @@ struct kt_writes {
     pthread_cond_t ready;
     kt_write *ops;
     int64_t published; /* entries [0, published) may be written (atomic) */
+    int64_t written;   /* entries [0, written) are (atomic) */
     int closed;        /* no entry will be published after `published` (atomic) */
     int sleeping;      /* the thread waits on `ready` (atomic; set and cleared under `lock`) */
 };
@@ -106,6 +107,7 @@ static void *run(void *arg) {
         if (done < upto) {
             for (; done < upto; done++) {
                 w->ops[done].result = write_one(&w->ops[done]);
+                __atomic_store_n(&w->written, done + 1, __ATOMIC_SEQ_CST);
             }
             idle_since = now_ns();
             continue;
@@ -159,6 +161,14 @@ void kt_writes_publish(kt_writes *w, int64_t count) {
     if (count > __atomic_load_n(&w->published, __ATOMIC_SEQ_CST)) {
         __atomic_store_n(&w->published, count, __ATOMIC_SEQ_CST);
         wake(w);
+    }
+}
+
+/* Until every entry published so far is written (the crash tests' steps: bytes in the files). */
+void kt_writes_wait(kt_writes *w) {
+    while (__atomic_load_n(&w->written, __ATOMIC_SEQ_CST) <
+           __atomic_load_n(&w->published, __ATOMIC_SEQ_CST)) {
+        sched_yield();
     }
 }
 
