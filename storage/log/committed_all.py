@@ -128,8 +128,10 @@ def _append_chunk(
         _, _, segment, _, fd, start = chosen[k]
         queued.track(segment, fd, start, out[k * _OUT + _SIZE])
     queued.writes.filled(done.taken, done.keep)
+    metas = done.batches  # every batch's metadata, built in one pass for the chunk
+    batch_metas = [_new(BatchMetadata, metas[j : j + 4]) for j in range(0, len(metas), 4)]
     for k in taken:
-        _settle(chosen[k], k, done, fields, marker_fields, coordinator_epoch)
+        _settle(chosen[k], k, done, fields, batch_metas, marker_fields, coordinator_epoch)
     return sorted(left + [chosen[k][0] for k in refused])
 
 
@@ -177,8 +179,8 @@ def _unpin(chosen: Sequence[Chosen]) -> None:
 
 
 def _settle(
-    chosen: Chosen, k: int, done: Any, fields: list[int], marker_fields: tuple[int, int, int],
-    coordinator_epoch: int,
+    chosen: Chosen, k: int, done: Any, fields: list[int], batch_metas: list[BatchMetadata],
+    marker_fields: tuple[int, int, int], coordinator_epoch: int,
 ) -> None:  # fmt: skip
     """A taken partition's segment, indexes and producer state as its append leaves them."""
     _, log, segment, (offset_index, time_index), _, start = chosen
@@ -195,11 +197,8 @@ def _settle(
         packed = done.time_entries[12 * slot : 12 * (slot + times)]
         time_index.append_packed(packed, (first_ts, first_ts_offset), (last_ts, last_ts_offset),
                                  times)  # fmt: skip
-    count = fields[k * _IN + _BATCH_COUNT]
-    retained = max(first, first + count - NUM_BATCHES_TO_RETAIN)  # the entry keeps five
-    metas = done.batches[4 * retained : 4 * (first + count)]
+    end = first + fields[k * _IN + _BATCH_COUNT]
+    retained = batch_metas[max(first, end - NUM_BATCHES_TO_RETAIN) : end]  # the entry keeps five
     producer_id, _, timestamp = marker_fields
-    log.producer_state.add_committed(
-        producer_id, [_new(BatchMetadata, metas[j : j + 4]) for j in range(0, len(metas), 4)],
-        coordinator_epoch, timestamp, end_offset,
-    )  # fmt: skip
+    log.producer_state.add_committed(producer_id, retained, coordinator_epoch, timestamp,
+                                     end_offset)  # fmt: skip
