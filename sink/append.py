@@ -193,11 +193,18 @@ def _write_at_once(
     library (``append_committed_all``: their sequences assigned there; with ``after_append``,
     one partition a call, its write awaited before the hook); returns the others and those it
     did not take, whose batches are untouched."""
-    whole = [c for c in checked if c.pieces is not None and len(c.pieces) == 1]
+    whole: list[Checked] = []
+    rest: list[Checked] = []
+    appends = []
+    for c in checked:
+        if c.pieces is not None and len(c.pieces) == 1:
+            whole.append(c)
+            appends.append((log_for(c.group.topic, c.group.partition), c.pieces[0],
+                            c.first_sequence))  # fmt: skip
+        else:
+            rest.append(c)
     if not whole:
-        return checked
-    appends = [(log_for(c.group.topic, c.group.partition), c.pieces[0], c.first_sequence)
-               for c in whole if c.pieces is not None]  # fmt: skip
+        return rest
     if after_append is None:
         left = append_committed_all(appends, marker, queued)
     else:
@@ -206,7 +213,7 @@ def _write_at_once(
             after_append()
 
         left = append_committed_all(appends, marker, queued, after_chunk=after_one, chunk=1)
-    return [whole[i] for i in left] + [c for c in checked if c.pieces is None or len(c.pieces) != 1]
+    return [whole[i] for i in left] + rest
 
 
 def write_partition(

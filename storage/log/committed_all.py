@@ -40,8 +40,6 @@ if TYPE_CHECKING:
     from kafkatier.storage.log.log import Log
     from kafkatier.storage.log.segment import LogSegment
 
-_IN: Final = 24  # ints a partition gives committed.c (its kt_commit_in, in that order)
-_OUT: Final = 16  # and gets back (kt_commit_out)
 _NOT_A_SEQUENCE: Final = -2  # pads the producer's retained last sequences to five
 _new = tuple.__new__  # a NamedTuple from a tuple of its fields, without its Python __new__
 
@@ -50,7 +48,7 @@ CHUNK: Final = 64
 
 Append = tuple["Log", Sequence[RecordBatch], int]  # the log, its batches, their first sequence
 Indexes = tuple["OffsetIndex", "TimeIndex"]
-Chosen = tuple[int, "Log", "LogSegment", Indexes, int, int]  # place, log, segment, …, fd, start
+Chosen = tuple[int, "Log", "LogSegment", Indexes, list[int]]  # place, log, segment, …, its ints
 
 
 def append_committed_all(
@@ -110,7 +108,7 @@ def _append_chunk(
             ints, indexes = found
             fields += ints
             views += [batch.buffer for batch in batches]
-            chosen.append((i, log, log.segments[-1], indexes, ints[_FD], ints[_POSITION]))
+            chosen.append((i, log, log.segments[-1], indexes, ints))
         if not chosen:
             return left
         done = kernels.commit_all(queued.writes, fields, views, marker_fields[:2], marker)
@@ -120,24 +118,26 @@ def _append_chunk(
     if done is None:
         _unpin(chosen)
         return None
-    out = done.out
-    refused = [k for k in range(len(chosen)) if out[k * _OUT]]
-    _unpin([chosen[k] for k in refused])
-    taken = [k for k in range(len(chosen)) if not out[k * _OUT]]
-    for k in taken:
-        _, _, segment, _, fd, start = chosen[k]
-        queued.track(segment, fd, start, out[k * _OUT + _SIZE])
+    taken: list[int] = []
+    for k, (i, _, segment, _, ints) in enumerate(chosen):
+        size = done.out[k][_SIZE]
+        if done.out[k][_STATUS]:  # refused: handed back
+            segment.unpin_unused()
+            left.append(i)
+        else:
+            taken.append(k)
+            queued.track(segment, ints[_FD], ints[_POSITION], size)
     queued.writes.filled(done.taken, done.keep)
-    metas = done.batches  # every batch's metadata, built in one pass for the chunk
-    batch_metas = [_new(BatchMetadata, metas[j : j + 4]) for j in range(0, len(metas), 4)]
+    batch_metas = [_new(BatchMetadata, meta) for meta in done.batches]
     for k in taken:
-        _settle(chosen[k], k, done, fields, batch_metas, marker_fields, coordinator_epoch)
-    return sorted(left + [chosen[k][0] for k in refused])
+        _settle(chosen[k], done.out[k], k, done, batch_metas, marker_fields, coordinator_epoch)
+    return sorted(left)
 
 
 # kt_commit_in's and kt_commit_out's fields that are read here
 _BATCH_START, _BATCH_COUNT, _POSITION, _FD = 0, 1, 6, 18
-_SIZE = 2
+_STATUS, _SIZE = 0, 2
+_OFFSET_ENTRY, _TIME_ENTRY = wire.OFFSET_INDEX_ENTRY.size, wire.TIME_INDEX_ENTRY.size
 
 
 def _fields(
@@ -174,30 +174,30 @@ def _fields(
 
 
 def _unpin(chosen: Sequence[Chosen]) -> None:
-    for _, _, segment, _, _, _ in chosen:
+    for _, _, segment, _, _ in chosen:
         segment.unpin_unused()
 
 
 def _settle(
-    chosen: Chosen, k: int, done: Any, fields: list[int], batch_metas: list[BatchMetadata],
+    chosen: Chosen, out: list[int], k: int, done: Any, batch_metas: list[BatchMetadata],
     marker_fields: tuple[int, int, int], coordinator_epoch: int,
 ) -> None:  # fmt: skip
-    """A taken partition's segment, indexes and producer state as its append leaves them."""
-    _, log, segment, (offset_index, time_index), _, start = chosen
+    """A taken partition's segment, indexes and producer state as its append leaves them
+    (``out``: its kt_commit_out; ``k``: its place in the call)."""
+    _, log, segment, (offset_index, time_index), ints = chosen
     (_, end_offset, size, _, _, since, best_ts, best_offset, offsets, times, first_offset,
-     last_offset, first_ts, first_ts_offset, last_ts, last_ts_offset) = (
-        done.out[k * _OUT : (k + 1) * _OUT])  # fmt: skip
-    first = fields[k * _IN + _BATCH_START]
+     last_offset, first_ts, first_ts_offset, last_ts, last_ts_offset) = out  # fmt: skip
+    first = ints[_BATCH_START]
     slot = first + k
-    segment.placed(start + size, since, (best_ts, best_offset))
+    segment.placed(ints[_POSITION] + size, since, (best_ts, best_offset))
     if offsets:
-        offset_index.append_packed(done.offset_entries[8 * slot : 8 * (slot + offsets)],
-                                   first_offset, last_offset, offsets)  # fmt: skip
+        packed = done.offset_entries[_OFFSET_ENTRY * slot : _OFFSET_ENTRY * (slot + offsets)]
+        offset_index.append_packed(packed, first_offset, last_offset, offsets)
     if times:
-        packed = done.time_entries[12 * slot : 12 * (slot + times)]
+        packed = done.time_entries[_TIME_ENTRY * slot : _TIME_ENTRY * (slot + times)]
         time_index.append_packed(packed, (first_ts, first_ts_offset), (last_ts, last_ts_offset),
                                  times)  # fmt: skip
-    end = first + fields[k * _IN + _BATCH_COUNT]
+    end = first + ints[_BATCH_COUNT]
     retained = batch_metas[max(first, end - NUM_BATCHES_TO_RETAIN) : end]  # the entry keeps five
     producer_id, _, timestamp = marker_fields
     log.producer_state.add_committed(producer_id, retained, coordinator_epoch, timestamp,

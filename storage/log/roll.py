@@ -42,14 +42,17 @@ def should_roll(
 
 def time_rolls(seg: LogSegment, cfg: LogConfig, clock: Callable[[], int], timestamp: int) -> bool:
     """Kafka's ``segment.ms`` rule for an append to a segment holding something, whose batch
-    has the largest timestamp ``timestamp``: waited longer than ``segment.ms`` less the jitter."""
-    return seg.time_waited_for_roll(clock, timestamp) > cfg.max_segment_ms - seg.roll_jitter_ms
+    has the largest timestamp ``timestamp``: waited longer than ``segment.ms`` less the jitter
+    (:func:`time_roll_limit`)."""
+    limit = time_roll_limit(seg, cfg, clock)
+    return limit is None or timestamp > limit
 
 
 def time_roll_limit(seg: LogSegment, cfg: LogConfig, clock: Callable[[], int]) -> int | None:
-    """The largest timestamp an append to ``seg`` may have without :func:`time_rolls` (for a
-    check over many batches at once, ``log/committed_all.py``); None where the segment rolls
-    whatever the timestamp (it waits by the clock, and has waited long enough). The time
+    """The largest timestamp an append to ``seg`` may have without rolling by ``segment.ms``
+    less the jitter (said once here: :func:`time_rolls` asks it of one timestamp,
+    ``log/committed_all.py`` of a call's worth of batches at once); None where the segment
+    rolls whatever the timestamp (it waits by the clock, and has waited long enough). The time
     waited is the timestamp less the segment's first one, or the clock's (independent of it)."""
     allowed = cfg.max_segment_ms - seg.roll_jitter_ms
     waited = seg.time_waited_for_roll(clock, 0)

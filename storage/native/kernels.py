@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 import numpy as np
 from cffi import FFI
 
+from kafkatier.storage import wire
 from kafkatier.storage.native.build import HEADER, BuildError, build
 
 Array = Any
@@ -255,16 +256,18 @@ COMMIT_IN = 24
 COMMIT_OUT = 16
 """Int64s it gives back a partition (``kt_commit_out``); a batch gets 4 (its metadata)."""
 _BYTES = _FFI.typeof("uint8_t[]")
+_OFFSET_ENTRY, _TIME_ENTRY = wire.OFFSET_INDEX_ENTRY.size, wire.TIME_INDEX_ENTRY.size
 
 
 class Committed(NamedTuple):
     """What :func:`commit_all` did: ``taken`` partitions' writes filled in (not handed over
-    yet: :meth:`Writes.filled` with ``keep``), :data:`COMMIT_OUT` ints a partition, 4 a batch,
-    and the index entries packed (a partition's from slot ``batch_start + partition`` on)."""
+    yet: :meth:`Writes.filled` with ``keep``), each partition's :data:`COMMIT_OUT` ints, each
+    batch's metadata (4 ints), and the index entries packed (a partition's from slot
+    ``batch_start + partition`` on)."""
 
     taken: int
-    out: list[int]
-    batches: list[int]
+    out: list[list[int]]
+    batches: list[list[int]]
     offset_entries: bytearray
     time_entries: bytearray
     keep: list[Any]
@@ -284,7 +287,8 @@ def commit_all(
         raise ValueError(f"{parts} partitions' writes with {free} free entries")
     bufs = [_FROM_BUFFER(_BYTES, view, True) for view in views]
     markers = bytearray(parts * len(marker))
-    offset_entries, time_entries = bytearray(8 * (n + parts)), bytearray(12 * (n + parts))
+    offset_entries = bytearray(_OFFSET_ENTRY * (n + parts))
+    time_entries = bytearray(_TIME_ENTRY * (n + parts))
     out, batch_out = _FFI.new("int64_t[]", parts * COMMIT_OUT), _FFI.new("int64_t[]", 4 * n)
     keep = [bufs, markers, _FFI.new("kt_iov[]", n + parts)]
     taken = _LIB[0].kt_commit_all(
@@ -296,5 +300,10 @@ def commit_all(
     )  # fmt: skip
     if taken < 0:
         return None
-    return Committed(taken, _FFI.unpack(out, parts * COMMIT_OUT), _FFI.unpack(batch_out, 4 * n),
-                     offset_entries, time_entries, keep)  # fmt: skip
+    return Committed(taken, _rows(_FFI.unpack(out, parts * COMMIT_OUT), COMMIT_OUT),
+                     _rows(_FFI.unpack(batch_out, 4 * n), 4), offset_entries, time_entries,
+                     keep)  # fmt: skip
+
+
+def _rows(flat: list[int], width: int) -> list[list[int]]:
+    return [flat[i : i + width] for i in range(0, len(flat), width)]

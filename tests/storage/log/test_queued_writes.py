@@ -26,12 +26,7 @@ NOW = 1_700_000_000_000
 PID = 7000
 
 
-@pytest.fixture(autouse=True)
-def _queues() -> None:
-    probe = QueuedWrites.open(1)
-    if probe is None:
-        pytest.skip("the C library is not built here: nothing is queued")
-    probe.finish()
+pytestmark = pytest.mark.usefixtures("c_queues")
 
 
 def txn_data(seq: int, n: int = 4, size: int = 3000) -> bytearray:
