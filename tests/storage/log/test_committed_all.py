@@ -248,6 +248,9 @@ def test_the_time_roll_limit_is_the_segment_ms_rule(
         assert all(rolls)
     else:
         assert rolls == [ts > limit for ts in timestamps]
+    # Kafka's rule written out: waited (by timestamps, else by the clock) > segment.ms - jitter
+    waits = [ts - based if based >= 0 else waited for ts in timestamps]
+    assert rolls == [w > 600 - jitter for w in waits]
     assert (limit is None) == (based == -1 and waited > 600 - jitter)
     log.close()
 
