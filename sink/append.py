@@ -23,7 +23,7 @@ from typing import Final, NamedTuple
 
 from kafkatier.sink.encode import CHUNK_BYTES
 from kafkatier.sink.pieces import PartitionSpans
-from kafkatier.sink.stage import StagingFiles, assign_sequences
+from kafkatier.sink.stage import CheckedFile, StagingFiles, assign_sequences
 from kafkatier.sink.wal import Wal, WalPartition
 from kafkatier.storage.errors import (
     CheckpointError,
@@ -48,11 +48,15 @@ Pieces = list[list[RecordBatch]]
 
 class Checked(NamedTuple):
     """A partition's batches, checked: its spans, first sequence, and the parsed pieces if kept
-    (a tuple: one is built per partition and batch)."""
+    (a tuple: one is built per partition and batch); or, where its batches are all checked in
+    loaded staging files and make one piece, their bytes (``views``) and no parsed pieces: the
+    C library's appends take bytes, and a ``RecordBatch`` a batch is built only for a partition
+    that goes the full way."""
 
     group: PartitionSpans
     first_sequence: int
     pieces: Pieces | None
+    views: list[memoryview] | None = None
 
 
 @contextlib.contextmanager
@@ -82,9 +86,16 @@ def check_all(
     staging file); ``sequences``: the producer's next sequence per partition."""
     kept = 0
     checked = []
+    paths = {path for g in groups for path, _, _ in g.spans}
     if sum(n for g in groups for _, _, n in g.spans) <= KEPT_BYTES:
-        files.load({path for g in groups for path, _, _ in g.spans})
+        files.load(paths)
+    loaded = {path: files.checked(path) for path in paths}
     for group in groups:
+        first = sequences.get((group.topic, group.partition), 0)
+        views = _checked_views(loaded, group)
+        if views is not None:
+            checked.append(Checked(group, first, None, views))
+            continue
         pieces = list(read_pieces(files, group.spans))
         records = sum([b.records_count for piece in pieces for b in piece])
         if records != group.records:
@@ -96,9 +107,29 @@ def check_all(
         size = sum(length for _, _, length in group.spans)
         keep = kept + size <= KEPT_BYTES
         kept += size if keep else 0
-        first = sequences.get((group.topic, group.partition), 0)
         checked.append(Checked(group, first, pieces if keep else None))
     return checked
+
+
+def _checked_views(
+    loaded: dict[str, CheckedFile | None], group: PartitionSpans
+) -> list[memoryview] | None:
+    """The partition's batches' bytes where every span is whole batches checked in a loaded
+    file (``loaded``: ``StagingFiles.checked`` of each path), they make one piece
+    (:func:`read_pieces`' rule) and their records are the executors' count; None otherwise (the
+    parse then names any fault)."""
+    records, size, views = 0, 0, []
+    for path, position, length in group.spans:
+        found = loaded[path]
+        taken = None if found is None else found.take(position, length)
+        if taken is None:
+            return None
+        records += taken[0]
+        views += taken[1]
+        size += length
+    if records != group.records or (size > CHUNK_BYTES and len(group.spans) > 1):
+        return None
+    return views
 
 
 def read_pieces(files: StagingFiles, spans: Spans) -> Iterator[list[RecordBatch]]:
@@ -197,12 +228,14 @@ def _write_at_once(
     rest: list[Checked] = []
     appends = []
     for c in checked:
-        if c.pieces is not None and len(c.pieces) == 1:
-            whole.append(c)
-            appends.append((log_for(c.group.topic, c.group.partition), c.pieces[0],
-                            c.first_sequence))  # fmt: skip
-        else:
+        views = c.views
+        if views is None and c.pieces is not None and len(c.pieces) == 1:
+            views = [batch.buffer for batch in c.pieces[0]]
+        if views is None:
             rest.append(c)
+        else:
+            whole.append(c)
+            appends.append((log_for(c.group.topic, c.group.partition), views, c.first_sequence))
     if not whole:
         return rest
     if after_append is None:

@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import glob
 import hashlib
+import itertools
 import os
 import shutil
 import struct
@@ -43,9 +44,15 @@ import crc32c
 
 from kafkatier.sink.bookkeeping import FILE_PREFIX
 from kafkatier.storage.errors import CorruptRecordError
-from kafkatier.storage.log.validator import checked_prefix
+from kafkatier.storage.log.validator import ROW_LENGTH, ROW_RECORDS, checked_rows
 from kafkatier.storage.record.batch import RecordBatch
-from kafkatier.storage.wire import CRC_OFFSET, CRC_START, RECORDS_COUNT_OFFSET, increment_sequence
+from kafkatier.storage.wire import (
+    CRC_OFFSET,
+    CRC_START,
+    LOG_OVERHEAD,
+    RECORDS_COUNT_OFFSET,
+    increment_sequence,
+)
 
 BASE_SEQUENCE_OFFSET: Final = RECORDS_COUNT_OFFSET - 4  # not declared in wire.py
 STAGING_DIR_NAME: Final = "kafkatier-staging"
@@ -170,6 +177,44 @@ class LoadBuffers:
         return sum(len(b) for b in self._kept)
 
 
+class CheckedFile:
+    """A loaded staging file's batches that passed the check (``validator.checked_rows``),
+    without a Python object a batch: each batch's fields (its position, then ``BATCH_HEADER``'s),
+    where each starts, the records before each and each one's bytes, so a partition's spans
+    are counted and handed on by index (at 1,024 partitions a ``RecordBatch`` a batch cost the
+    driver about as much as the check itself)."""
+
+    __slots__ = ("_views", "records_before", "rows", "starts", "view")
+
+    def __init__(self, view: memoryview, rows: list[list[int]], end: int) -> None:
+        self.view, self.rows = view, rows
+        self.starts = {row[0]: i for i, row in enumerate(rows)}
+        self.starts[end] = len(rows)  # a span may end where the checked batches end
+        self.records_before = [0, *itertools.accumulate(row[ROW_RECORDS] for row in rows)]
+        self._views: list[memoryview] | None = None
+
+    def span(self, position: int, length: int) -> tuple[int, int] | None:
+        """The batches [first, last) that are exactly the span's bytes, or None (a span not of
+        whole checked batches, or of none)."""
+        first, last = self.starts.get(position), self.starts.get(position + length)
+        if first is None or last is None or first >= last:
+            return None
+        return first, last
+
+    def take(self, position: int, length: int) -> tuple[int, list[memoryview]] | None:
+        """The span's records and its batches' bytes (a view each, of the loaded file:
+        writable), or None as :meth:`span`."""
+        at = self.span(position, length)
+        if at is None:
+            return None
+        first, last = at
+        if self._views is None:
+            view = self.view
+            self._views = [view[row[0] : row[0] + LOG_OVERHEAD + row[ROW_LENGTH]]
+                           for row in self.rows]  # fmt: skip
+        return self.records_before[last] - self.records_before[first], self._views[first:last]
+
+
 class StagingFiles:
     """The staging files one batch call reads, each opened once and kept open while it is read
     from, at most ``budget`` at a time (the least recently used one is closed first);
@@ -181,7 +226,7 @@ class StagingFiles:
         self.budget = max(1, budget)
         self._open: OrderedDict[str, int] = OrderedDict()
         self._loaded: dict[str, memoryview] = {}
-        self._checked: dict[str, tuple[dict[int, int], list[RecordBatch]]] = {}
+        self._checked: dict[str, CheckedFile | None] = {}
         self._buffers = buffers
 
     def load(self, paths: Collection[str]) -> None:
@@ -210,26 +255,29 @@ class StagingFiles:
         return whole[position : position + length]
 
     def batches(self, path: str, position: int, length: int) -> list[RecordBatch] | None:
-        """The span's batches, checked as a client's append (``checked_prefix``), where its file
+        """The span's batches, checked as a client's append (:meth:`checked`), where its file
         is loaded and the span is whole batches the check passed; None otherwise (the caller's
-        own parse then names the fault). The whole file is checked at its first span: one call
-        into the C library for all its batches (per span, a call's own cost was more than the
-        Python check's)."""
-        checked = self._checked.get(path)
-        if checked is None:
-            whole = self._loaded.get(path)
-            if whole is None:
-                return None
-            found = checked_prefix(whole, path)
-            batches, end = found if found is not None else ([], -1)  # -1: no span ends there
-            starts = {batch.position: i for i, batch in enumerate(batches)}
-            checked = self._checked[path] = starts, batches
-            starts[end] = len(batches)
-        starts, batches = checked
-        first, last = starts.get(position), starts.get(position + length)
-        if first is None or last is None or first >= last:
+        own parse then names the fault)."""
+        found = self.checked(path)
+        at = None if found is None else found.span(position, length)
+        if found is None or at is None:
             return None
-        return batches[first:last]
+        return [RecordBatch.of_checked(found.view, row, path) for row in found.rows[at[0] : at[1]]]
+
+    def checked(self, path: str) -> CheckedFile | None:
+        """The loaded file's batches checked as a client's append (``validator.checked_rows``:
+        the framing, CRCs and client rules of ``parse_incoming``), as far as they pass; None
+        where the file is not loaded or the C library is missing. The whole file is checked at
+        its first use: one call into the library for all its batches (per span, a call's own
+        cost was more than the Python check's)."""
+        if path in self._checked:
+            return self._checked[path]
+        whole = self._loaded.get(path)
+        if whole is None:
+            return None  # not loaded (yet)
+        found = checked_rows(whole)
+        checked = self._checked[path] = None if found is None else CheckedFile(whole, *found)
+        return checked
 
     def read(self, spans: Sequence[tuple[str, int, int]]) -> bytearray:
         """The (path, position, length) spans back to back in one buffer (a short read is

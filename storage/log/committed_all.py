@@ -32,7 +32,6 @@ from kafkatier.storage.log.committed import ready_entry
 from kafkatier.storage.log.queued_writes import QueuedWrites
 from kafkatier.storage.log.roll import time_roll_limit
 from kafkatier.storage.producer.entry import NUM_BATCHES_TO_RETAIN, BatchMetadata
-from kafkatier.storage.record.batch import RecordBatch
 
 if TYPE_CHECKING:
     from kafkatier.storage.index.offset_index import OffsetIndex
@@ -46,7 +45,7 @@ _new = tuple.__new__  # a NamedTuple from a tuple of its fields, without its Pyt
 CHUNK: Final = 64
 """Partitions a call of the library takes (its writes are handed over together)."""
 
-Append = tuple["Log", Sequence[RecordBatch], int]  # the log, its batches, their first sequence
+Append = tuple["Log", Sequence[memoryview], int]  # the log, its batches' bytes, first sequence
 Indexes = tuple["OffsetIndex", "TimeIndex"]
 Chosen = tuple[int, "Log", "LogSegment", Indexes, list[int]]  # place, log, segment, …, its ints
 
@@ -56,12 +55,13 @@ def append_committed_all(
     coordinator_epoch: int = 0, after_chunk: Callable[[], None] | None = None,
     chunk: int = CHUNK,
 ) -> list[int]:  # fmt: skip
-    """Each log's batches, given base sequences from its first sequence on (CRCs rewritten),
-    and the COMMIT marker (``marker_fields``: producer id, epoch, timestamp) appended in one
+    """Each log's batches (their bytes, checked as a client's append: ``parse_incoming``'s
+    checks), given base sequences from its first sequence on (CRCs rewritten), and the COMMIT
+    marker (``marker_fields``: producer id, epoch, timestamp) appended in one
     write queued to ``queued``, where ``write_committed`` would take the one-pass case; returns
     the positions in ``appends`` of those not taken, in order (nothing of theirs changed).
-    Each log at most once (its state is read before any of its appends). Only the batches'
-    bytes change (their parsed fields stay as parsed: not for reuse).
+    Each log at most once (its state is read before any of its appends). The bytes of a taken
+    partition's batches are stamped in place.
 
     ``chunk`` partitions at a time (:data:`CHUNK`), each chunk's writes handed over before the
     next is read: the queue's thread writes them (about 15 us a partition, ext4's) while this
@@ -107,7 +107,7 @@ def _append_chunk(
                 continue
             ints, indexes = found
             fields += ints
-            views += [batch.buffer for batch in batches]
+            views += batches
             chosen.append((i, log, log.segments[-1], indexes, ints))
         if not chosen:
             return left
@@ -141,7 +141,7 @@ _OFFSET_ENTRY, _TIME_ENTRY = wire.OFFSET_INDEX_ENTRY.size, wire.TIME_INDEX_ENTRY
 
 
 def _fields(
-    log: Log, batches: Sequence[RecordBatch], first_sequence: int,
+    log: Log, batches: Sequence[memoryview], first_sequence: int,
     marker_fields: tuple[int, int, int], coordinator_epoch: int, batch_start: int,
 ) -> tuple[list[int], Indexes] | None:  # fmt: skip
     """The partition's kt_commit_in (its ``.log`` pinned open, index space reserved) and its
@@ -162,7 +162,7 @@ def _fields(
         len(batches) + 1  # at most one a batch and the marker
     )
     codec = rules.compression
-    fd = active.pin_for_write(sum([batch.size_in_bytes for batch in batches]))
+    fd = active.pin_for_write(sum([batch.nbytes for batch in batches]))
     return [
         batch_start, len(batches), first_sequence, retained[-1],
         log.producer_state.map_end_offset, active.base_offset, size, config.segment_bytes - size,

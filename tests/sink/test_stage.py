@@ -14,7 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch
 
-from kafkatier.sink.append import read_pieces
+from kafkatier.sink.append import check_all, read_pieces
+from kafkatier.sink.pieces import PartitionSpans
 from kafkatier.sink.stage import (
     LoadBuffers,
     StagingFiles,
@@ -261,3 +262,49 @@ def test_a_loaded_files_spans_are_its_checked_batches_and_only_whole_ones(tmp_pa
         assert files.batches(name, 1, len(first) - 1) is None
         assert files.batches(name, 0, len(first) - 1) is None
         assert files.batches(name, 0, whole + 1) is None
+
+
+@pytest.mark.skipif(native() is None, reason="the C library cannot be built here: no file check")
+def test_a_checked_files_spans_count_their_records_and_view_their_batches(tmp_path: Path) -> None:
+    """``CheckedFile``: a span's batches by index, its records from the batches' own counts,
+    each batch's bytes a view of the loaded file (no Python object a batch)."""
+    first, second = encoded(20, Codec.LZ4), encoded(30, Codec.ZSTD, max_records=4)
+    path = tmp_path / "task-0.kbatches"
+    path.write_bytes(bytes(first + second))
+    name = str(path)
+    with StagingFiles() as files:
+        assert files.checked(name) is None  # not loaded
+        files.load([name])
+        found = files.checked(name)
+        assert found is not None and files.checked(name) is found  # checked once
+        for position, span, rows in ((0, first, 20), (len(first), second, 30)):
+            taken = found.take(position, len(span))
+            assert taken is not None and taken[0] == rows
+            parsed = parse_incoming(bytearray(span), AppendOrigin.CLIENT)
+            assert [bytes(v) for v in taken[1]] == [bytes(b.buffer) for b in parsed]
+        assert found.span(0, len(first) + len(second)) == (0, len(_starts(first + second)))
+        assert found.span(1, len(first)) is None and found.span(0, 0) is None
+        assert found.take(1, len(first)) is None and found.take(0, len(first) - 1) is None
+
+
+@pytest.mark.skipif(native() is None, reason="the C library cannot be built here: no file check")
+def test_check_all_hands_on_checked_bytes_and_parses_only_what_it_must(tmp_path: Path) -> None:
+    """A partition whose spans are whole checked batches of loaded files gets their bytes
+    (``views``, no parsed pieces); the same bytes as the parse would give. A records count that
+    is not the executors' is refused naming the file, as the parse path refuses it."""
+    a, b = encoded(20, Codec.LZ4), encoded(9, Codec.NONE)
+    path = tmp_path / "task-0.kbatches"
+    path.write_bytes(bytes(a + b))
+    name = str(path)
+    groups = [PartitionSpans("t", 0, 20, [(name, 0, len(a))]),
+              PartitionSpans("t", 1, 9, [(name, len(a), len(b))])]  # fmt: skip
+    with StagingFiles() as files:
+        checked = check_all(groups, {("t", 1): 5}, files)
+        assert [c.pieces for c in checked] == [None, None]
+        assert [c.first_sequence for c in checked] == [0, 5]
+        for c, data in zip(checked, (a, b), strict=True):
+            assert c.views is not None and b"".join(c.views) == bytes(data)
+    wrong = [groups[0]._replace(records=21)]
+    with StagingFiles() as files, pytest.raises(CorruptRecordError, match="21") as info:
+        check_all(wrong, {}, files)
+    assert name in str(info.value)

@@ -118,7 +118,7 @@ def test_many_partitions_at_once_leave_what_append_committed_leaves(
                 continue
             with QueuedWrites.open(PARTITIONS) as queued:
                 left = append_committed_all(
-                    [(logs[p], batches[p], seqs[p]) for p in range(PARTITIONS)],
+                    [(logs[p], _views(batches[p]), seqs[p]) for p in range(PARTITIONS)],
                     (PID, 0, marker_ts), queued, coordinator_epoch=r // 2,
                 )  # fmt: skip
                 assert left == sorted(left)
@@ -159,8 +159,8 @@ def test_sequences_offsets_and_crcs_are_assigned_as_kafka_reads_them(tmp_path: P
     log = _one_partition(tmp_path)
     data = txn_batch(3, 900, NOW + 5, 40) + txn_batch(4, 0, NOW + 6, 40)
     with QueuedWrites.open(1) as queued:
-        left = append_committed_all([(log, parse_incoming(bytearray(data), AppendOrigin.CLIENT),
-                                      2)], (PID, 0, NOW + 9), queued)  # fmt: skip
+        batches = parse_incoming(bytearray(data), AppendOrigin.CLIENT)
+        left = append_committed_all([(log, _views(batches), 2)], (PID, 0, NOW + 9), queued)
     assert left == []
     found = read_partition(log.directory)
     data_batches = [b for b in found if not b.control]  # each CRC checked by kafka-python
@@ -177,7 +177,7 @@ def _refused(log: Log, data: bytes, first_sequence: int = 2) -> None:
     before = [bytes(b.buffer) for b in batches]
     end, size = log.log_end_offset, log.active_segment.size
     with QueuedWrites.open(1) as queued:
-        assert append_committed_all([(log, batches, first_sequence)], (PID, 0, NOW + 9),
+        assert append_committed_all([(log, _views(batches), first_sequence)], (PID, 0, NOW + 9),
                                     queued) == [0]  # fmt: skip
     assert [bytes(b.buffer) for b in batches] == before  # untouched
     assert (log.log_end_offset, log.active_segment.size) == (end, size)
@@ -221,7 +221,7 @@ def test_without_the_c_library_every_partition_is_handed_back(
     batches = parse_incoming(bytearray(txn_batch(2, 2, NOW, 40)), AppendOrigin.CLIENT)
     with QueuedWrites.open(1) as queued:
         monkeypatch.setattr(native, "native", lambda: None)
-        assert append_committed_all([(log, batches, 2)], (PID, 0, NOW), queued) == [0]
+        assert append_committed_all([(log, _views(batches), 2)], (PID, 0, NOW), queued) == [0]
     assert log.log_end_offset == 3
     log.close()
 
@@ -255,14 +255,19 @@ def test_the_time_roll_limit_is_the_segment_ms_rule(
     log.close()
 
 
-def test_the_batches_fields_stay_as_parsed(tmp_path: Path) -> None:
-    """Only the bytes change: the parsed objects keep the fields they were read with (the
-    sink drops them after the append)."""
+def test_a_taken_partitions_bytes_are_stamped_in_place(tmp_path: Path) -> None:
+    """The caller's bytes get the sequence, offset and CRC written (what the log holds), as
+    ``assign_sequences`` and the log's offsets stamp a parsed batch's buffer."""
     log = _one_partition(tmp_path)
-    batches: list[RecordBatch] = parse_incoming(bytearray(txn_batch(2, 40, NOW, 9)),
-                                                AppendOrigin.CLIENT)  # fmt: skip
+    data = bytearray(txn_batch(2, 40, NOW, 9))
     with QueuedWrites.open(1) as queued:
-        assert append_committed_all([(log, batches, 2)], (PID, 0, NOW), queued) == []
-    assert batches[0].base_sequence == 40 and batches[0].base_offset == 0
-    assert RecordBatch(batches[0].buffer).base_sequence == 2
+        assert append_committed_all([(log, [memoryview(data)], 2)], (PID, 0, NOW), queued) == []
+    stamped = RecordBatch(memoryview(data))
+    assert (stamped.base_sequence, stamped.base_offset) == (2, 3)
+    stamped.ensure_valid()  # the CRC rewritten
+    assert bytes(data) in log.active_segment.log_path.read_bytes()
     log.close()
+
+
+def _views(batches: list[RecordBatch]) -> list[memoryview]:
+    return [batch.buffer for batch in batches]
