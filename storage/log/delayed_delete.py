@@ -1,9 +1,11 @@
 """Files waiting out ``file.delete.delay.ms`` before they are removed (Kafka's delayed delete).
 
-Retention and the cleaner never unlink a segment at once: its files are first renamed with the
-``.deleted`` suffix appended after the normal one (``00000000000000000042.log.deleted``,
+Retention never unlinks a segment at once: its files are first renamed with the ``.deleted``
+suffix appended after the normal one (``00000000000000000042.log.deleted``,
 ``00000000000000000042.snapshot.deleted``, kafka-format.md §9.1), which takes them out of the log
-atomically per file, and removed after the delay so that readers still holding them finish.
+atomically per file, and removed after the delay so that readers still holding them finish. (The
+cleaner renames the segments it replaces the same way but removes them at the end of its pass,
+``LocalSegmentStore.finish``: docs/compaction.md §12 says why.)
 Kafka schedules each removal on a timer; kafkatier has no background threads, so the paths wait
 here and the next clean pass removes those that are due. The list is not persisted: after a crash
 or exit the ``.deleted`` files stay on disk and opening the log removes them (§9.3 step 1), as a
