@@ -308,3 +308,31 @@ def test_check_all_hands_on_checked_bytes_and_parses_only_what_it_must(tmp_path:
     with StagingFiles() as files, pytest.raises(CorruptRecordError, match="21") as info:
         check_all(wrong, {}, files)
     assert name in str(info.value)
+
+
+@pytest.mark.skipif(native() is None, reason="the C library cannot be built here: no file check")
+def test_check_all_joins_a_partitions_spans_across_files_and_parses_more_than_a_piece(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A partition written by two tasks has a span in each task's file: its bytes are both
+    spans' batches in order. One whose spans are more than a piece (``CHUNK_BYTES``) gets
+    parsed pieces, as ``read_pieces`` splits them, and no bytes."""
+    a, b, c = encoded(12, Codec.LZ4), encoded(8, Codec.NONE), encoded(5, Codec.ZSTD)
+    first, second = tmp_path / "task-0.kbatches", tmp_path / "task-1.kbatches"
+    first.write_bytes(bytes(a + c))
+    second.write_bytes(bytes(b))
+    spans = [(str(first), 0, len(a)), (str(second), 0, len(b))]
+    groups = [PartitionSpans("t", 0, 20, spans),
+              PartitionSpans("t", 1, 5, [(str(first), len(a), len(c))])]  # fmt: skip
+    with StagingFiles() as files:
+        joined, alone = check_all(groups, {}, files)
+        assert joined.views is not None and b"".join(joined.views) == bytes(a + b)
+        assert alone.views is not None and b"".join(alone.views) == bytes(c)
+    monkeypatch.setattr("kafkatier.sink.append.CHUNK_BYTES", len(a))
+    with StagingFiles() as files:
+        joined, alone = check_all(groups, {}, files)
+        assert joined.views is None and joined.pieces is not None and len(joined.pieces) == 2
+        assert [b"".join(bytes(x.buffer) for x in piece) for piece in joined.pieces] == [
+            bytes(a), bytes(b)
+        ]
+        assert alone.views is not None  # one span: one piece whatever its size
