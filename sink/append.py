@@ -47,11 +47,11 @@ Pieces = list[list[RecordBatch]]
 
 
 class Checked(NamedTuple):
-    """A partition's batches, checked: its spans, first sequence, and the parsed pieces if kept
-    (a tuple: one is built per partition and batch); or, where its batches are all checked in
-    loaded staging files and make one piece, their bytes (``views``) and no parsed pieces: the
-    C library's appends take bytes, and a ``RecordBatch`` a batch is built only for a partition
-    that goes the full way."""
+    """A partition's batches, checked: its spans, first sequence, the parsed pieces if kept (a
+    tuple: one is built per partition and batch), and the batches' bytes (``views``) where
+    they are held in memory as one piece, which the C library's appends take. Where the
+    batches are all checked in loaded staging files there are no parsed pieces: a
+    ``RecordBatch`` a batch is built only for a partition that goes the full way."""
 
     group: PartitionSpans
     first_sequence: int
@@ -107,7 +107,8 @@ def check_all(
         size = sum(length for _, _, length in group.spans)
         keep = kept + size <= KEPT_BYTES
         kept += size if keep else 0
-        checked.append(Checked(group, first, pieces if keep else None))
+        whole = [batch.buffer for batch in pieces[0]] if keep and len(pieces) == 1 else None
+        checked.append(Checked(group, first, pieces if keep else None, whole))
     return checked
 
 
@@ -220,22 +221,19 @@ def _write_at_once(
     checked: list[Checked], log_for: Callable[[str, int], Log], marker: tuple[int, int, int],
     queued: QueuedWrites, after_append: Callable[[], None] | None,
 ) -> list[Checked]:  # fmt: skip
-    """The partitions whose batches are all kept in one piece, appended by one call of the C
-    library (``append_committed_all``: their sequences assigned there; with ``after_append``,
-    one partition a call, its write awaited before the hook); returns the others and those it
-    did not take, whose batches are untouched."""
+    """The partitions whose batches' bytes are held (``Checked.views``), appended by one call
+    of the C library (``append_committed_all``: their sequences assigned there; with
+    ``after_append``, one partition a call, its write awaited before the hook); returns the
+    others and those it did not take, whose batches are untouched."""
     whole: list[Checked] = []
     rest: list[Checked] = []
     appends = []
     for c in checked:
-        views = c.views
-        if views is None and c.pieces is not None and len(c.pieces) == 1:
-            views = [batch.buffer for batch in c.pieces[0]]
-        if views is None:
+        if c.views is None:
             rest.append(c)
         else:
             whole.append(c)
-            appends.append((log_for(c.group.topic, c.group.partition), views, c.first_sequence))
+            appends.append((log_for(c.group.topic, c.group.partition), c.views, c.first_sequence))
     if not whole:
         return rest
     if after_append is None:
