@@ -1,8 +1,10 @@
 """kafkatier.storage.native: the encoder's kernels built ahead of time in C, with numba's as the
 fallback; and, in the same library, the thread that writes queued appends (``writes.c``,
 :mod:`kafkatier.storage.log.queued_writes`; without the library appends are written at once)
-and the check of a buffer of client batches in one call (``checks.c``,
-``kafkatier.storage.log.validator.checked_prefix``; without it Python checks each batch).
+the check of a buffer of client batches in one call (``checks.c``,
+``kafkatier.storage.log.validator.checked_prefix``; without it Python checks each batch), the
+sink's committed appends of many partitions in one call (``committed.c``) and the cleaner's
+offset-map build over plain batches (``offset_map.c``; without it numba's).
 
 Why: numba compiles and caches kafkatier's kernels, but a process pays about 0.4 s before their
 first call (numba's import, then the typing and lowering registries that first call loads):

@@ -1,6 +1,6 @@
-"""Build ``kernels.c``, ``checks.c``, ``writes.c`` and ``committed.c`` (with ``kernels.h``) into
-a shared library once per machine, as the sink's JVM classes are built from their sources on
-first use (kafkatier.sink.jvm).
+"""Build ``kernels.c``, ``checks.c``, ``writes.c``, ``committed.c`` and ``offset_map.c`` (with
+``kernels.h``) into a shared library once per machine, as the sink's JVM classes are built from
+their sources on first use (kafkatier.sink.jvm).
 
 The library lands in ``$KAFKATIER_CACHE_DIR/native`` (default ``~/.cache/kafkatier``) under a
 name carrying the digest of the sources and the platform, so a changed source or another machine
@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Final
 
 SOURCE: Final = Path(__file__).resolve().parent / "kernels.c"
-SOURCES: Final = tuple(SOURCE.with_name(name) for name in
-                       ("kernels.c", "checks.c", "writes.c", "committed.c"))  # fmt: skip
+_NAMES: Final = ("kernels.c", "checks.c", "writes.c", "committed.c", "offset_map.c")
+SOURCES: Final = tuple(SOURCE.with_name(name) for name in _NAMES)
 HEADER: Final = SOURCE.with_suffix(".h")  # what they export; cffi reads it too
 CACHE_ENV: Final = "KAFKATIER_CACHE_DIR"  # the one the JVM classes use too
 FLAGS: Final = ("-O2", "-shared", "-fPIC", "-std=c99", "-pthread")

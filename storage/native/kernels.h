@@ -1,4 +1,4 @@
-/* What kernels.c and writes.c export: their C compiler reads this, and so does cffi
+/* What the library's sources export: their C compiler reads this, and so does cffi
  * (storage/native/kernels.py, which takes these declarations as they are: no preprocessor lines
  * here). Arrays are pointers to contiguous memory; a binary column is its starts, data and
  * lengths (-1: null). */
@@ -63,3 +63,10 @@ int64_t kt_commit_all(int64_t parts, const int64_t *in, int64_t *out, uint8_t *c
                       int64_t producer_epoch, const uint8_t *marker, int64_t marker_len,
                       uint8_t *markers, uint8_t *offset_entries, uint8_t *time_entries,
                       kt_write *ops, kt_iov *iovs);
+/* offset_map.c: the cleaner's map build over plain batches (MurmurHash3 digests); out: where
+ * it stopped, whether the map is full, its size and latest offset; returns 0, or the records of
+ * the batch it stopped at where the scratch (capacity records) is too small for them. */
+int64_t kt_map_plain(uint64_t *table, int64_t slots, const uint8_t *buf, int64_t len,
+                     int64_t pos, int64_t start, int64_t size, int64_t limit, int64_t latest,
+                     uint8_t *sup, int64_t sup_bits, int64_t sup_start, uint64_t *digests,
+                     int64_t *offsets, int64_t *guesses, int64_t capacity, int64_t *out);

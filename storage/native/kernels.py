@@ -29,7 +29,7 @@ _NULL = _FFI.NULL
 _FROM_BUFFER = _FFI._backend.from_buffer  # FFI.from_buffer's own call, for the hot path
 _CHARS = _FFI.typeof("char[]")
 _C_TYPES = {np.dtype(np.int64): "int64_t[]", np.dtype(np.uint8): "uint8_t[]",
-            np.dtype(np.int32): "int32_t[]"}  # fmt: skip
+            np.dtype(np.int32): "int32_t[]", np.dtype(np.uint64): "uint64_t[]"}  # fmt: skip
 
 
 def bind(path: Path) -> None:
@@ -48,6 +48,22 @@ def bind(path: Path) -> None:
         except OSError as exc:
             raise BuildError(f"cannot load {path}: {exc}") from exc
     _LIB.append(lib)
+
+
+def library() -> Any:
+    """The bound library (after :func:`bind`), for the bindings of its other parts
+    (``storage/native/offset_map.py``)."""
+    return _LIB[0]
+
+
+def output(array: Array) -> Any:
+    """``array`` handed to the library as writable memory (:func:`_out`)."""
+    return _out(array)
+
+
+def readable(array: Array) -> Any:
+    """``array`` (read-only ones too) handed to the library as bytes it only reads."""
+    return _u8(array)
 
 
 def _i64(array: Array) -> Any:
