@@ -1,5 +1,6 @@
 """The cleaner's segment walks a chunk at a time: one numba call
-(``storage.cleaner.kernels.chunks``; the map build's in C where it can, ``map_plain``)
+(``storage.cleaner.kernels.chunks``; in C where the library is built: ``map_plain``,
+``ChunkFilter``)
 handles the run of plain batches from a position, and only the batch it stops at goes through
 the Python path. That keeps Python out of the per-batch loop for ordinary data. Runs of
 compressed data batches are inflated and taken whole by the same kernels (``with_compressed``,
@@ -21,6 +22,7 @@ from kafkatier.storage.cleaner.kernels.superseded import skip_superseded
 from kafkatier.storage.cleaner.segment_store import CleanedSegment, SegmentInfo, SegmentStore
 from kafkatier.storage.log.batch_position import BatchInfo
 from kafkatier.storage.log.segment import AnyBatch
+from kafkatier.storage.native import clean_filter as native_filter
 from kafkatier.storage.native import native
 from kafkatier.storage.native import offset_map as native_map
 from kafkatier.storage.record.records import read_batch
@@ -156,15 +158,30 @@ class ChunkFilter:
         self.out = np.empty(2 * chunk_bytes + (1 << 16), dtype=np.uint8)
         self.infos = np.empty((max(chunk_bytes // 64, 16), INFO), dtype=np.int64)
         self.stats = np.zeros(STATS, dtype=np.int64)
+        self._filter = self._kernel()
         self.bytes_written = 0
         self.cleaned: CleanedSegment | None = None
         self.add: Callable[[bytes, list[BatchInfo]], None] = lambda _d, _i: None
 
+    def _kernel(self) -> Callable[[U8, int], tuple[int, int, int]]:
+        """``filter_chunk`` over this rewrite's arrays: in C where the library is built, the
+        CPU has the CRC instruction and the map digests with MurmurHash3 (``clean_filter.c``,
+        the same bytes), else numba's."""
+        om = self.offset_map
+        if om.digest == MURMUR3 and native() is not None and native_filter.available():
+            return native_filter.PlainFilter(om.table, om.superseded, self.ctx, self.pids,
+                                             self.last_offsets, self.out, self.infos,
+                                             self.stats)  # fmt: skip
+
+        def numba_filter(array: U8, pos: int) -> tuple[int, int, int]:
+            found = filter_chunk(om.table, om.superseded, array, pos, self.ctx, self.pids,
+                                 self.last_offsets, self.out, self.infos, self.stats)  # fmt: skip
+            return int(found[0]), int(found[1]), int(found[2])
+
+        return numba_filter
+
     def __call__(self, array: U8, pos: int) -> tuple[int, bool]:
-        pos, size, count = filter_chunk(
-            self.offset_map.table, self.offset_map.superseded, array, pos, self.ctx, self.pids,
-            self.last_offsets, self.out, self.infos, self.stats,
-        )  # fmt: skip
+        pos, size, count = self._filter(array, pos)
         if count:
             rows = self.infos[:count].tolist()
             self.add(self.out[:size].tobytes(), [BatchInfo(*row) for row in rows])
@@ -181,10 +198,7 @@ class ChunkFilter:
     def inflated(self, run: Inflated, chunk: U8) -> tuple[int, bool]:
         """An inflated run (``with_compressed``): filtered as plain batches, written back
         compressed; bytes read counted as stored (compressed)."""
-        pos, size, count = filter_chunk(
-            self.offset_map.table, self.offset_map.superseded, run.data, 0, self.ctx, self.pids,
-            self.last_offsets, self.out, self.infos, self.stats,
-        )  # fmt: skip
+        pos, size, count = self._filter(run.data, 0)
         consumed = sum(1 for start in run.starts if start < pos)
         self.stats[2] += sum(run.real_sizes[:consumed]) - int(pos)
         if count:

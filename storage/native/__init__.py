@@ -4,7 +4,8 @@ fallback; and, in the same library, the thread that writes queued appends (``wri
 the check of a buffer of client batches in one call (``checks.c``,
 ``kafkatier.storage.log.validator.checked_prefix``; without it Python checks each batch), the
 sink's committed appends of many partitions in one call (``committed.c``) and the cleaner's
-offset-map build over plain batches (``offset_map.c``; without it numba's).
+offset-map build and rewrite over plain batches (``offset_map.c``, ``clean_filter.c``; without
+them numba's).
 
 Why: numba compiles and caches kafkatier's kernels, but a process pays about 0.4 s before their
 first call (numba's import, then the typing and lowering registries that first call loads):

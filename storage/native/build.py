@@ -1,6 +1,7 @@
-"""Build ``kernels.c``, ``checks.c``, ``writes.c``, ``committed.c`` and ``offset_map.c`` (with
-``kernels.h``) into a shared library once per machine, as the sink's JVM classes are built from
-their sources on first use (kafkatier.sink.jvm).
+"""Build ``kernels.c``, ``checks.c``, ``writes.c``, ``committed.c``, ``offset_map.c`` and
+``clean_filter.c`` (with ``kernels.h`` and ``cleaner.h``) into a shared library once per
+machine, as the sink's JVM classes are built from their sources on first use
+(kafkatier.sink.jvm).
 
 The library lands in ``$KAFKATIER_CACHE_DIR/native`` (default ``~/.cache/kafkatier``) under a
 name carrying the digest of the sources and the platform, so a changed source or another machine
@@ -23,9 +24,17 @@ from pathlib import Path
 from typing import Final
 
 SOURCE: Final = Path(__file__).resolve().parent / "kernels.c"
-_NAMES: Final = ("kernels.c", "checks.c", "writes.c", "committed.c", "offset_map.c")
+_NAMES: Final = (
+    "kernels.c",
+    "checks.c",
+    "writes.c",
+    "committed.c",
+    "offset_map.c",
+    "clean_filter.c",
+)
 SOURCES: Final = tuple(SOURCE.with_name(name) for name in _NAMES)
 HEADER: Final = SOURCE.with_suffix(".h")  # what they export; cffi reads it too
+INCLUDES: Final = (SOURCE.with_name("cleaner.h"),)  # what some of them share, inline
 CACHE_ENV: Final = "KAFKATIER_CACHE_DIR"  # the one the JVM classes use too
 FLAGS: Final = ("-O2", "-shared", "-fPIC", "-std=c99", "-pthread")
 
@@ -36,7 +45,7 @@ class BuildError(OSError):
 
 def library_path() -> Path:
     """Where the build of these sources for this platform is (or will be) cached."""
-    digest = hashlib.sha256(b"".join(path.read_bytes() for path in (*SOURCES, HEADER)))
+    digest = hashlib.sha256(b"".join(p.read_bytes() for p in (*SOURCES, HEADER, *INCLUDES)))
     digest.update(f"{sys.platform} {platform.machine()} {' '.join(FLAGS)}".encode())
     cache = Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "kafkatier")
     suffix = ".dylib" if sys.platform == "darwin" else ".so"

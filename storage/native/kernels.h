@@ -70,3 +70,14 @@ int64_t kt_map_plain(uint64_t *table, int64_t slots, const uint8_t *buf, int64_t
                      int64_t pos, int64_t start, int64_t size, int64_t limit, int64_t latest,
                      uint8_t *sup, int64_t sup_bits, int64_t sup_start, uint64_t *digests,
                      int64_t *offsets, int64_t *guesses, int64_t capacity, int64_t *out);
+/* clean_filter.c: the cleaner's rewrite of plain batches (MurmurHash3 digests); result: where
+ * it stopped, bytes in out, rows in infos; returns 0, or the records of the batch it stopped at
+ * where the scratch (capacity records: kt_record_size bytes each, and as many int64s in kept)
+ * is too small for them. Needs the CRC instruction (kt_crc_available). */
+int64_t kt_filter_plain(const uint64_t *table, int64_t slots, const uint8_t *sup,
+                        int64_t sup_bits, const uint8_t *buf, int64_t len, int64_t pos,
+                        const int64_t *ctx, const int64_t *pids, const int64_t *last_offsets,
+                        int64_t producers, uint8_t *out, int64_t out_len, int64_t *infos,
+                        int64_t info_rows, int64_t *stats, void *scratch, int64_t *kept,
+                        int64_t capacity, int64_t *result);
+int64_t kt_record_size(void);
