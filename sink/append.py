@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import gc
 import os
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -57,26 +56,6 @@ class Checked(NamedTuple):
     first_sequence: int
     pieces: Pieces | None
     views: list[memoryview] | None = None
-
-
-@contextlib.contextmanager
-def gc_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector off for a whole micro-batch (the sink's call): every
-    partition's check and append allocate a few dozen short-lived objects, and with a thousand
-    partitions' logs, indexes and producer states alive the collections they trigger cost about
-    a tenth of the batch (an ad hoc A/B in the Spark driver). Paused for the check and the
-    appends only, the rest of a 200,000-row batch at 1,024 partitions still met 3.6 young and,
-    every 15 batches, one full collection of 65-79 ms: 7.6-9.3 ms a batch, against 0.3 ms
-    paused for the call (``gc.callbacks`` timing 15 warm batches, ad hoc). Reference counting
-    frees the objects meanwhile; any cycle among them is collected once the collector is on
-    again."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def check_all(
@@ -239,6 +218,7 @@ def _write_at_once(
     if after_append is None:
         left = append_committed_all(appends, marker, queued)
     else:
+
         def after_one() -> None:
             queued.wait()
             after_append()

@@ -78,7 +78,6 @@ from kafkatier.sink import hooks
 from kafkatier.sink.append import (
     check_all,
     check_space,
-    gc_paused,
     replay,
     to_wal,
     write_all,
@@ -109,6 +108,7 @@ from kafkatier.sink.stage import (
 from kafkatier.sink.stop import close_when_stopped
 from kafkatier.sink.txn import end_txn, open_txn_logs, split_by_decision, topic_partitions
 from kafkatier.sink.wal import remove_files, sync_files
+from kafkatier.storage import collector
 from kafkatier.storage.config.topic_files import TopicConfigStore
 from kafkatier.storage.log.directory import LogDirectory
 from kafkatier.storage.log.log import Log, wall_clock_ms
@@ -181,7 +181,7 @@ class KafkaLogSink:
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         with (
-            gc_paused(),
+            collector.paused(),  # every partition's check and append allocate a few objects
             self._turns,
             exclusive_lock(self.log_dir, self.sink_id),
             writer_turn(self.log_dir, who=f"sink {self.sink_id}") as turn,

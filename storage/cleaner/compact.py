@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from kafkatier.storage import collector
 from kafkatier.storage.cleaner import fast as cleaner_fast
 from kafkatier.storage.cleaner.build_map import build_offset_map
 from kafkatier.storage.cleaner.choose import LogToClean, cleanable
@@ -253,7 +254,8 @@ def compact_log(log: Log, *, now_ms: int, first_dirty_offset: int | None) -> Com
     while ltc.eligible and passes < MAX_PASSES:
         rnd = _Round(store, offset_map, now_ms, cfg, _active_producers(log),
                      ltc.first_uncleanable, stats, store.io_buffer_size)  # fmt: skip
-        new_end = _clean_pass(rnd, ltc)
+        with collector.paused():  # a chunk's batches and infos: many small objects
+            new_end = _clean_pass(rnd, ltc)
         store.finish()
         passes += 1
         if new_end <= end:

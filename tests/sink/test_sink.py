@@ -550,10 +550,10 @@ def test_an_empty_micro_batch_writes_nothing_and_costs_no_decision(
 
 
 def test_the_collector_is_off_for_a_whole_batch(spark: Any, tmp_path: Path) -> None:
-    """Python's cyclic collector stays off for the whole of a micro-batch (``gc_paused``): with
-    many partitions every collection in it would traverse the batch's objects, a few per
-    partition, and sometimes every log's (checked to fail with the pause around the check and
-    the appends only: two collections in this batch)."""
+    """Python's cyclic collector stays off for the whole of a micro-batch
+    (``storage.collector.paused``): with many partitions every collection in it would traverse
+    the batch's objects, a few per partition, and sometimes every log's (checked to fail with
+    the pause around the check and the appends only: two collections in this batch)."""
     sink = KafkaLogSink(tmp_path, topic="t", partitions=512)
     df = spark.range(0, 20_000, 1, 2).selectExpr(
         "CAST(CONCAT('k', id) AS BINARY) AS key", "CAST(CONCAT('v', id) AS BINARY) AS value"
