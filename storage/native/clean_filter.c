@@ -31,8 +31,8 @@ enum { CTX_LATEST, CTX_NOW, CTX_DELETE_RETENTION, CTX_UPPER, CTX_DIGEST, CTX_SUP
  * range, or it is its producer's last data batch (pids sorted; _is_last_of_producer). */
 static int kept_empty(const uint8_t *b, const int64_t *ctx, const int64_t *pids,
                       const int64_t *last_offsets, int64_t producers) {
-    int64_t last = kt_be(b, 8) + kt_be(b + 23, 4), pid = kt_be(b + 43, 8);
-    if (last + 1 == ctx[CTX_UPPER]) return 1;
+    int64_t last = kt_add(kt_be(b, 8), kt_be(b + 23, 4)), pid = kt_be(b + 43, 8);
+    if (kt_add(last, 1) == ctx[CTX_UPPER]) return 1;
     if (pid <= -1) return 0;
     int64_t lo = 0, hi = producers; /* numpy searchsorted, side left */
     while (lo < hi) {
@@ -63,7 +63,7 @@ static int64_t select_records(const retention *m, const kt_record *rs, int64_t c
                               int64_t *expired) {
     int64_t n = 0, latest = m->ctx[CTX_LATEST];
     for (int64_t i = 0; i < count; i++) {
-        int64_t offset = base + rs[i].offset_delta;
+        int64_t offset = kt_add(base, rs[i].offset_delta);
         int has_value = rs[i].value_len >= 0, retained;
         if (offset > latest) {
             retained = 1;
@@ -95,11 +95,11 @@ static int64_t rebuild(const uint8_t *b, const kt_record *rs, const int64_t *kep
     int64_t attrs = kt_be(b + 21, 2), base_ts = kt_be(b + 27, 8);
     int log_append = (attrs & ATTR_LOG_APPEND_TIME) != 0;
     *max_ts = kt_be(b + 35, 8);
-    int64_t first = log_append ? *max_ts : base_ts + rs[kept[0]].ts_delta;
+    int64_t first = log_append ? *max_ts : kt_add(base_ts, rs[kept[0]].ts_delta);
     if (!log_append) {
         int64_t most = -1;
         for (int64_t j = 0; j < n; j++) {
-            int64_t ts = base_ts + rs[kept[j]].ts_delta;
+            int64_t ts = kt_add(base_ts, rs[kept[j]].ts_delta);
             most = ts > most ? ts : most;
         }
         *max_ts = most;
@@ -108,10 +108,10 @@ static int64_t rebuild(const uint8_t *b, const kt_record *rs, const int64_t *kep
     for (int64_t j = 0; j < n; j++) {
         const kt_record *r = rs + kept[j];
         uint8_t head[21];
-        int64_t stamp = log_append ? *max_ts : base_ts + r->ts_delta;
+        int64_t stamp = log_append ? *max_ts : kt_add(base_ts, r->ts_delta);
         int h = 1;
         head[0] = 0; /* record attributes */
-        h += kt_put_varint(head + h, stamp - new_base);
+        h += kt_put_varint(head + h, kt_sub(stamp, new_base));
         h += kt_put_varint(head + h, r->offset_delta);
         int64_t tail = r->end - r->body;
         at += kt_put_varint(out + at, h + tail);
@@ -141,7 +141,7 @@ int64_t kt_filter_plain(const uint64_t *table, int64_t slots, const uint8_t *sup
     retention m = {table, slots, sup, sup_bits, ctx};
     kt_record *records = scratch;
     int64_t at = 0, written = 0, status = 0, n;
-    while ((n = kt_plain_batch(buf, len, pos)) != 0 && written < info_rows) {
+    while (slots > 0 && (n = kt_plain_batch(buf, len, pos)) != 0 && written < info_rows) {
         const uint8_t *b = buf + pos, *p = b + KT_HEADER;
         int64_t count = kt_be(b + 57, 4), base = kt_be(b, 8);
         if (at + n + 10 * count + 64 > out_len) break; /* ts deltas grow to at most 10 bytes */
@@ -168,7 +168,7 @@ int64_t kt_filter_plain(const uint64_t *table, int64_t slots, const uint8_t *sup
             memcpy(out + at, b, (size_t)n);
             size = n;
         } else if (k > 0) {
-            int64_t new_horizon = needs_horizon ? ctx[CTX_NOW] + ctx[CTX_DELETE_RETENTION]
+            int64_t new_horizon = needs_horizon ? kt_add(ctx[CTX_NOW], ctx[CTX_DELETE_RETENTION])
                                                 : horizon;
             size = rebuild(b, records, kept, k, new_horizon, out + at, &max_ts);
         }
@@ -176,7 +176,7 @@ int64_t kt_filter_plain(const uint64_t *table, int64_t slots, const uint8_t *sup
             int64_t *row = infos + 4 * written++;
             row[0] = at;
             row[1] = size;
-            row[2] = base + kt_be(b + 23, 4);
+            row[2] = kt_add(base, kt_be(b + 23, 4));
             row[3] = max_ts;
             at += size;
         }

@@ -20,6 +20,12 @@ static inline int64_t kt_be(const uint8_t *p, int n) {
     return (int64_t)v;
 }
 
+/* a + b as Java's and numba's int64 arithmetic wrap (a signed overflow is undefined in C): a
+ * corrupt header's base offset or timestamp, or delete.retention.ms near Long.MAX_VALUE. */
+static inline int64_t kt_add(int64_t a, int64_t b) { return (int64_t)((uint64_t)a + (uint64_t)b); }
+
+static inline int64_t kt_sub(int64_t a, int64_t b) { return (int64_t)((uint64_t)a - (uint64_t)b); }
+
 static inline void kt_put_be(uint8_t *p, int n, uint64_t v) {
     for (int i = n - 1; i >= 0; i--, v >>= 8) p[i] = (uint8_t)v;
 }
@@ -166,7 +172,8 @@ static inline int kt_fits(const uint64_t *table, int64_t slot, const uint64_t *h
 static inline int64_t kt_slot(const uint64_t *table, int64_t slots, const uint64_t *h,
                               int64_t guess) {
     int64_t slot = guess;
-    for (int64_t attempt = 1; !kt_fits(table, slot, h); attempt++) slot = kt_probe(h, attempt, slots);
+    for (int64_t attempt = 1; !kt_fits(table, slot, h); attempt++)
+        slot = kt_probe(h, attempt, slots);
     return slot;
 }
 

@@ -25,9 +25,9 @@ static int64_t scan_keys(const uint8_t *p, const uint8_t *end, int64_t count, in
     kt_record r;
     for (int64_t i = 0; i < count; i++) {
         if ((p = kt_scan_record(p, end, &r)) == NULL) return -1;
-        if (r.key_len >= 0 && base + r.offset_delta >= start) {
+        if (r.key_len >= 0 && kt_add(base, r.offset_delta) >= start) {
             kt_digest(r.key, r.key_len, digests + 2 * k);
-            offsets[k] = base + r.offset_delta;
+            offsets[k] = kt_add(base, r.offset_delta);
             guesses[k] = kt_probe(digests + 2 * k, 0, slots);
             __builtin_prefetch(table + 3 * guesses[k]);
             k++;
@@ -41,7 +41,7 @@ int64_t kt_map_plain(uint64_t *table, int64_t slots, const uint8_t *buf, int64_t
                      uint8_t *sup, int64_t sup_bits, int64_t sup_start, uint64_t *digests,
                      int64_t *offsets, int64_t *guesses, int64_t capacity, int64_t *out) {
     int64_t status = 0, full = 0, n;
-    while ((n = kt_plain_batch(buf, len, pos)) != 0) {
+    while (slots > 0 && (n = kt_plain_batch(buf, len, pos)) != 0) {
         int64_t count = kt_be(buf + pos + 57, 4);
         if (count > capacity) { /* the caller grows the scratch and calls again from here */
             status = count;
@@ -73,7 +73,7 @@ int64_t kt_map_plain(uint64_t *table, int64_t slots, const uint8_t *buf, int64_t
             latest = latest > last_put ? latest : last_put;
             break;
         }
-        int64_t last = base + kt_be(buf + pos + 23, 4);
+        int64_t last = kt_add(base, kt_be(buf + pos + 23, 4));
         if (last >= start) latest = last;
         pos += n;
     }

@@ -166,3 +166,15 @@ def test_the_cleaners_filter_takes_the_c_rewrite(monkeypatch: pytest.MonkeyPatch
         monkeypatch.setenv(native.KERNELS_ENV, kind)
         chosen = ChunkFilter(om, (NOW, DAY, 1 << 40), {}, 1 << 16)._filter
         assert isinstance(chosen, native_filter.PlainFilter) == (expected is not None)
+
+
+def test_arithmetic_wraps_as_numbas() -> None:
+    """A delete retention near Long.MAX_VALUE (the horizon wraps, as Java's long does) and a
+    corrupt base offset near it: both builds wrap alike."""
+    buf = _mixed(4)
+    _same(buf, _ctx(retention=(1 << 63) - 1))
+    high = bytearray(buf)
+    high[0:8] = ((1 << 63) - 5).to_bytes(8, "big")  # the first batch's base offset
+    om = _mapped(buf)
+    ctx = [om.latest_offset, NOW, DAY, 1 << 40, MURMUR3, 0]
+    assert _rewrite("c", om, high, ctx, {}) == _rewrite("numba", om, high, ctx, {})

@@ -155,3 +155,10 @@ def test_a_compaction_is_the_same_with_either(tmp_path: Path,
         cleaned[kind] = {p.relative_to(copy): p.read_bytes() for p in copy.rglob("*.log")}
         assert bool(calls) == (kind == "native")  # the C build served where chosen, only there
     assert cleaned["numba"] == cleaned["native"]
+
+
+def test_a_base_offset_near_the_int64_limit_wraps_as_numbas() -> None:
+    """A corrupt header's base offset: the offsets wrap in both builds alike (Java's long)."""
+    buf = _buffer(12)
+    buf[0:8] = ((1 << 63) - 3).to_bytes(8, "big")
+    _same(buf)
