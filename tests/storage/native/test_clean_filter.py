@@ -178,3 +178,17 @@ def test_arithmetic_wraps_as_numbas() -> None:
     om = _mapped(buf)
     ctx = [om.latest_offset, NOW, DAY, 1 << 40, MURMUR3, 0]
     assert _rewrite("c", om, high, ctx, {}) == _rewrite("numba", om, high, ctx, {})
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_corrupt_bytes_stop_both_rewrites_alike(seed: int) -> None:
+    """Random bytes of the batches overwritten after the map was built from the good ones: the
+    C rewrite reads and writes nothing outside its buffers and gives numba's output."""
+    rng = random.Random(seed)
+    good = _mixed(seed % 5)
+    om = _mapped(good)
+    bad = bytearray(good)
+    for _ in range(rng.randrange(1, 6)):
+        bad[rng.randrange(len(bad))] = rng.randrange(256)
+    ctx = [om.latest_offset, NOW, DAY, 1 << 40, MURMUR3, 0]
+    assert _rewrite("c", om, bad, ctx, {}) == _rewrite("numba", om, bad, ctx, {})

@@ -162,3 +162,16 @@ def test_a_base_offset_near_the_int64_limit_wraps_as_numbas() -> None:
     buf = _buffer(12)
     buf[0:8] = ((1 << 63) - 3).to_bytes(8, "big")
     _same(buf)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_corrupt_bytes_stop_both_builds_alike(seed: int) -> None:
+    """Random bytes of the batches overwritten (lengths, varints, counts, attributes): the C
+    build reads no byte outside the buffer and stops where numba's does, with the same map."""
+    rng = random.Random(seed)
+    buf = _buffer(seed % 7, batches=12)
+    for _ in range(rng.randrange(1, 6)):
+        buf[rng.randrange(len(buf))] = rng.randrange(256)
+    (numba_result, a), (c_result, b) = _map("numba", buf, 0, None), _map("c", buf, 0, None)
+    assert c_result == numba_result
+    assert np.array_equal(a.table, b.table) and np.array_equal(a.superseded, b.superseded)
