@@ -108,8 +108,8 @@ def with_compressed(plain: Plain, on_run: Run, max_bytes: int, skip: Skip | None
 
 def map_plain(offset_map: OffsetMap, start: int) -> Plain:
     """The map build's plain run (``build_map``): in C where the library is built and the map
-    digests with MurmurHash3 (the cleaner's; ``storage/native/offset_map.c``, the same results
-    at less than half the time a record), else numba's."""
+    digests with MurmurHash3 (the cleaner's; ``storage/native/offset_map.c``, the same results,
+    its figures there), else numba's."""
     if offset_map.digest == MURMUR3 and native() is not None:
         return _map_plain_native(offset_map, start)
 

@@ -52,7 +52,7 @@ def bind(path: Path) -> None:
 
 def library() -> Any:
     """The bound library (after :func:`bind`), for the bindings of its other parts
-    (``storage/native/offset_map.py``)."""
+    (``storage/native/offset_map.py``, ``clean_filter.py``)."""
     return _LIB[0]
 
 
