@@ -44,7 +44,7 @@ static int kept_empty(const uint8_t *b, const int64_t *ctx, const int64_t *pids,
 }
 
 static int superseded(const uint8_t *sup, int64_t bits, int64_t start, int64_t offset) {
-    int64_t i = offset - start;
+    int64_t i = kt_sub(offset, start);
     return i >= 0 && i < bits && ((sup[i >> 3] >> (i & 7)) & 1);
 }
 

@@ -63,7 +63,7 @@ int64_t kt_map_plain(uint64_t *table, int64_t slots, const uint8_t *buf, int64_t
                 e[1] = h[1];
                 size++;
             } else { /* the offset it replaces is superseded (slots.py put_marking) */
-                int64_t old = (int64_t)e[2] - sup_start;
+                int64_t old = kt_sub((int64_t)e[2], sup_start);
                 if (old >= 0 && old < sup_bits) sup[old >> 3] |= (uint8_t)(1 << (old & 7));
             }
             e[2] = (uint64_t)offsets[i];
