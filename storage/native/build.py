@@ -1,6 +1,6 @@
 """Build ``kernels.c``, ``checks.c``, ``writes.c``, ``committed.c``, ``offset_map.c`` and
-``clean_filter.c`` (with ``kernels.h`` and ``cleaner.h``) into a shared library once per
-machine, as the sink's JVM classes are built from their sources on first use
+``clean_filter.c`` (with ``kernels.h``, ``bytes.h`` and ``cleaner.h``) into a shared library
+once per machine, as the sink's JVM classes are built from their sources on first use
 (kafkatier.sink.jvm).
 
 The library lands in ``$KAFKATIER_CACHE_DIR/native`` (default ``~/.cache/kafkatier``) under a
@@ -34,7 +34,7 @@ _NAMES: Final = (
 )
 SOURCES: Final = tuple(SOURCE.with_name(name) for name in _NAMES)
 HEADER: Final = SOURCE.with_suffix(".h")  # what they export; cffi reads it too
-INCLUDES: Final = (SOURCE.with_name("cleaner.h"),)  # what some of them share, inline
+INCLUDES: Final = (SOURCE.with_name("bytes.h"), SOURCE.with_name("cleaner.h"))  # shared, inline
 CACHE_ENV: Final = "KAFKATIER_CACHE_DIR"  # the one the JVM classes use too
 FLAGS: Final = ("-O2", "-shared", "-fPIC", "-std=c99", "-pthread")
 

@@ -17,18 +17,13 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "bytes.h"
 #include "kernels.h"
 
 #define HEADER 61    /* BATCH_HEADER_SIZE */
 #define OVERHEAD 12  /* LOG_OVERHEAD: baseOffset and batchLength */
 #define CRC_START 21 /* the CRC covers [21, end) */
 #define ATTR_CONTROL 0x20
-
-static inline uint64_t be(const uint8_t *p, int n) {
-    uint64_t v = 0;
-    for (int i = 0; i < n; i++) v = (v << 8) | p[i];
-    return v;
-}
 
 #if defined(__x86_64__) || defined(__i386__)
 /* CRC-32C by SSE4.2's crc32 instruction, three streams at a time (the instruction can start
@@ -140,19 +135,19 @@ int kt_crc_available(void) { return crc_available(); }
 
 /* The header at p into out[1..13], as BATCH_HEADER unpacks it. */
 static void read_header(const uint8_t *p, int64_t *out) {
-    out[1] = (int64_t)be(p, 8);                   /* baseOffset */
-    out[2] = (int32_t)be(p + 8, 4);               /* batchLength */
-    out[3] = (int32_t)be(p + 12, 4);              /* partitionLeaderEpoch */
+    out[1] = (int64_t)kt_be(p, 8);                   /* baseOffset */
+    out[2] = (int32_t)kt_be(p + 8, 4);               /* batchLength */
+    out[3] = (int32_t)kt_be(p + 12, 4);              /* partitionLeaderEpoch */
     out[4] = (int8_t)p[16];                       /* magic */
-    out[5] = (int64_t)(uint32_t)be(p + 17, 4);    /* crc */
-    out[6] = (int16_t)be(p + 21, 2);              /* attributes */
-    out[7] = (int32_t)be(p + 23, 4);              /* lastOffsetDelta */
-    out[8] = (int64_t)be(p + 27, 8);              /* baseTimestamp */
-    out[9] = (int64_t)be(p + 35, 8);              /* maxTimestamp */
-    out[10] = (int64_t)be(p + 43, 8);             /* producerId */
-    out[11] = (int16_t)be(p + 51, 2);             /* producerEpoch */
-    out[12] = (int32_t)be(p + 53, 4);             /* baseSequence */
-    out[13] = (int32_t)be(p + 57, 4);             /* recordsCount */
+    out[5] = (int64_t)(uint32_t)kt_be(p + 17, 4);    /* crc */
+    out[6] = (int16_t)kt_be(p + 21, 2);              /* attributes */
+    out[7] = (int32_t)kt_be(p + 23, 4);              /* lastOffsetDelta */
+    out[8] = (int64_t)kt_be(p + 27, 8);              /* baseTimestamp */
+    out[9] = (int64_t)kt_be(p + 35, 8);              /* maxTimestamp */
+    out[10] = (int64_t)kt_be(p + 43, 8);             /* producerId */
+    out[11] = (int16_t)kt_be(p + 51, 2);             /* producerEpoch */
+    out[12] = (int32_t)kt_be(p + 53, 4);             /* baseSequence */
+    out[13] = (int32_t)kt_be(p + 57, 4);             /* recordsCount */
 }
 
 /* Whether the batch read into f (size bytes at p) is a valid client batch. */

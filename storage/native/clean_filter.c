@@ -109,12 +109,11 @@ static int64_t rebuild(const uint8_t *b, const kt_record *rs, const int64_t *kep
         const kt_record *r = rs + kept[j];
         uint8_t head[21];
         int64_t stamp = log_append ? *max_ts : kt_add(base_ts, r->ts_delta);
-        int h = 1;
         head[0] = 0; /* record attributes */
-        h += kt_put_varint(head + h, kt_sub(stamp, new_base));
-        h += kt_put_varint(head + h, r->offset_delta);
+        int64_t h = kt_put_varint(head, kt_put_varint(head, 1, kt_sub(stamp, new_base)),
+                                  r->offset_delta);
         int64_t tail = r->end - r->body;
-        at += kt_put_varint(out + at, h + tail);
+        at = kt_put_varint(out, at, h + tail);
         memcpy(out + at, head, (size_t)h);
         memcpy(out + at + h, r->body, (size_t)tail);
         at += h + tail;

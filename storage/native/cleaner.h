@@ -1,7 +1,8 @@
-/* What the cleaner's C kernels (offset_map.c, clean_filter.c) share, inline: big-endian and
- * zig-zag varint reads (kafka-format.md sections 1 and 1.5), a v2 record's scan, the key
- * digest (MurmurHash3_x64_128, storage/cleaner/kernels/murmur.py) and the offset map's slots in
- * Kafka's SkimpyOffsetMap probe sequence (storage/cleaner/kernels/slots.py). Each follows the
+/* What the cleaner's C kernels (offset_map.c, clean_filter.c) share, inline: zig-zag varint
+ * reads (kafka-format.md section 1.5; the writes and big-endian fields are bytes.h's), a v2
+ * record's scan, the key digest (MurmurHash3_x64_128, storage/cleaner/kernels/murmur.py) and
+ * the offset map's slots in Kafka's SkimpyOffsetMap probe sequence
+ * (storage/cleaner/kernels/slots.py). Each follows the
  * numba kernel it stands in for, rule for rule; the tests hold them to the same results. */
 #ifndef KT_CLEANER_H
 #define KT_CLEANER_H
@@ -9,26 +10,11 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "bytes.h"
+
 #define KT_HEADER 61         /* a v2 batch's header */
 #define KT_PLAIN_MASK 0x37   /* codec bits, transactional, control: none in a plain batch */
 #define KT_KEY_SEED 1        /* murmur.py KEY_SEED */
-
-static inline int64_t kt_be(const uint8_t *p, int n) {
-    uint64_t v = 0;
-    for (int i = 0; i < n; i++) v = (v << 8) | p[i];
-    if (n < 8 && ((v >> (8 * n - 1)) & 1)) v -= (uint64_t)1 << (8 * n);
-    return (int64_t)v;
-}
-
-/* a + b as Java's and numba's int64 arithmetic wrap (a signed overflow is undefined in C): a
- * corrupt header's base offset or timestamp, or delete.retention.ms near Long.MAX_VALUE. */
-static inline int64_t kt_add(int64_t a, int64_t b) { return (int64_t)((uint64_t)a + (uint64_t)b); }
-
-static inline int64_t kt_sub(int64_t a, int64_t b) { return (int64_t)((uint64_t)a - (uint64_t)b); }
-
-static inline void kt_put_be(uint8_t *p, int n, uint64_t v) {
-    for (int i = n - 1; i >= 0; i--, v >>= 8) p[i] = (uint8_t)v;
-}
 
 /* The size of the plain batch at `pos` of buf[0, len), whole in it; 0 where there is none
  * (chunks.py plain_batch_size). */
@@ -54,14 +40,6 @@ static inline const uint8_t *kt_varint(const uint8_t *p, const uint8_t *end, int
         }
     }
     return NULL;
-}
-
-static inline int kt_put_varint(uint8_t *p, int64_t v) {
-    uint64_t u = ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
-    int n = 0;
-    for (; u >= 0x80; u >>= 7) p[n++] = (uint8_t)((u & 0x7F) | 0x80);
-    p[n++] = (uint8_t)u;
-    return n;
 }
 
 /* A length-prefixed field (a null is -1) within [p, end): the position after it, or NULL. */

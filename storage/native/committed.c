@@ -27,6 +27,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "bytes.h"
 #include "kernels.h"
 
 #define HEADER 61
@@ -50,16 +51,6 @@ enum kt_commit_out {
 _Static_assert(I_RETAINED + RETAINED == KT_COMMIT_IN, "kt_commit_in's fields");
 _Static_assert(O_LAST_TIME_OFFSET + 1 == KT_COMMIT_OUT, "kt_commit_out's fields");
 
-static inline int64_t get(const uint8_t *p, int n) {
-    uint64_t v = 0;
-    for (int i = 0; i < n; i++) v = (v << 8) | p[i];
-    return (int64_t)v;
-}
-
-static inline void put(uint8_t *p, int n, uint64_t v) {
-    for (int i = n - 1; i >= 0; i--, v >>= 8) p[i] = (uint8_t)v;
-}
-
 /* Kafka's incrementSequence: wraps from INT32_MAX to 0. */
 static inline int64_t increment(int64_t sequence, int64_t by) {
     return sequence > INT32_MAX_ - by ? by - (INT32_MAX_ - sequence) - 1 : sequence + by;
@@ -76,18 +67,18 @@ static int64_t refuse(const int64_t *in, uint8_t *const *bufs, const int64_t *le
     if (marker_len > in[I_LIMIT] || count + 1 > in[I_INDEX_ROOM]) return 3;
     for (int64_t i = in[I_BATCH_START]; i < in[I_BATCH_START] + count; i++) {
         const uint8_t *p = bufs[i];
-        int64_t attributes = (int16_t)get(p + 21, 2), delta = (int32_t)get(p + 23, 4);
+        int64_t attributes = (int16_t)kt_be(p + 21, 2), delta = (int32_t)kt_be(p + 23, 4);
         if (lens[i] < HEADER || lens[i] > in[I_LIMIT] || p[16] != 2) return 4;
-        if ((int32_t)get(p + 57, 4) != delta + 1 || delta < 0) return 4;
-        if (get(p + 43, 8) != producer_id || (int16_t)get(p + 51, 2) != producer_epoch) return 5;
+        if ((int32_t)kt_be(p + 57, 4) != delta + 1 || delta < 0) return 4;
+        if (kt_be(p + 43, 8) != producer_id || (int16_t)kt_be(p + 51, 2) != producer_epoch) return 5;
         if ((attributes & ATTR_KIND) != ATTR_TRANSACTIONAL) return 6;
         if (in[I_CODEC] >= 0 && (attributes & ATTR_CODEC_MASK) != in[I_CODEC]) return 7;
-        if ((int64_t)get(p + 35, 8) > in[I_TIME_LIMIT]) return 8;
+        if ((int64_t)kt_be(p + 35, 8) > in[I_TIME_LIMIT]) return 8;
         int64_t last = increment(sequence, delta);
         for (int r = 0; r < RETAINED; r++) {
             if (in[I_RETAINED + r] == last) return 9;
         }
-        sequence = increment(sequence, (int32_t)get(p + 57, 4));
+        sequence = increment(sequence, (int32_t)kt_be(p + 57, 4));
         offset += delta + 1;
         size += lens[i];
     }
@@ -109,14 +100,14 @@ static void index_batch(indexer *x, int64_t at, int64_t size, int64_t last, int6
         x->best_offset = last;
     }
     if (x->since > x->interval) {
-        put(x->offsets + 8 * x->entries, 4, (uint64_t)(last - x->base));
-        put(x->offsets + 8 * x->entries + 4, 4, (uint64_t)at);
+        kt_put_be(x->offsets + 8 * x->entries, 4, (uint64_t)(last - x->base));
+        kt_put_be(x->offsets + 8 * x->entries + 4, 4, (uint64_t)at);
         x->out[x->entries ? O_LAST_OFFSET : O_FIRST_OFFSET] = last;
         x->out[O_LAST_OFFSET] = last;
         x->entries++;
         if (x->best_ts > x->last_time_ts) {
-            put(x->timestamps + 12 * x->times, 8, (uint64_t)x->best_ts);
-            put(x->timestamps + 12 * x->times + 8, 4, (uint64_t)(x->best_offset - x->base));
+            kt_put_be(x->timestamps + 12 * x->times, 8, (uint64_t)x->best_ts);
+            kt_put_be(x->timestamps + 12 * x->times + 8, 4, (uint64_t)(x->best_offset - x->base));
             if (!x->times) {
                 x->out[O_FIRST_TIME_TS] = x->best_ts;
                 x->out[O_FIRST_TIME_OFFSET] = x->best_offset;
@@ -136,15 +127,15 @@ static void take(const int64_t *in, int64_t *out, uint8_t *const *bufs, const in
                  int64_t *batch_out, const uint8_t *marker, int64_t marker_len, uint8_t *own,
                  indexer *x, kt_write *op, kt_iov *iov) {
     int64_t sequence = in[I_FIRST_SEQUENCE], offset = in[I_FIRST_OFFSET];
-    int64_t position = 0, records = 1, largest = (int64_t)get(marker + 35, 8);
+    int64_t position = 0, records = 1, largest = (int64_t)kt_be(marker + 35, 8);
     int64_t start = in[I_BATCH_START], count = in[I_BATCH_COUNT];
     for (int64_t i = start; i < start + count; i++) {
         uint8_t *p = bufs[i];
-        int64_t delta = (int32_t)get(p + 23, 4), max_ts = (int64_t)get(p + 35, 8);
-        put(p + 53, 4, (uint64_t)sequence);
-        put(p + 17, 4, kt_crc32c(p + CRC_START, lens[i] - CRC_START));
-        put(p, 8, (uint64_t)offset);
-        put(p + 12, 4, (uint64_t)in[I_LEADER_EPOCH]);
+        int64_t delta = (int32_t)kt_be(p + 23, 4), max_ts = (int64_t)kt_be(p + 35, 8);
+        kt_put_be(p + 53, 4, (uint64_t)sequence);
+        kt_put_be(p + 17, 4, kt_crc32c(p + CRC_START, lens[i] - CRC_START));
+        kt_put_be(p, 8, (uint64_t)offset);
+        kt_put_be(p + 12, 4, (uint64_t)in[I_LEADER_EPOCH]);
         int64_t *meta = batch_out + 4 * i;
         meta[0] = increment(sequence, delta);
         meta[1] = offset + delta;
@@ -153,16 +144,16 @@ static void take(const int64_t *in, int64_t *out, uint8_t *const *bufs, const in
         index_batch(x, in[I_POSITION] + position, lens[i], offset + delta, max_ts);
         iov[i - start].base = p;
         iov[i - start].len = (size_t)lens[i];
-        sequence = increment(sequence, (int32_t)get(p + 57, 4));
-        records += (int32_t)get(p + 57, 4);
+        sequence = increment(sequence, (int32_t)kt_be(p + 57, 4));
+        records += (int32_t)kt_be(p + 57, 4);
         largest = max_ts > largest ? max_ts : largest;
         offset += delta + 1;
         position += lens[i];
     }
     memcpy(own, marker, (size_t)marker_len);
-    put(own, 8, (uint64_t)offset);
-    put(own + 12, 4, (uint64_t)in[I_LEADER_EPOCH]);
-    index_batch(x, in[I_POSITION] + position, marker_len, offset, (int64_t)get(marker + 35, 8));
+    kt_put_be(own, 8, (uint64_t)offset);
+    kt_put_be(own + 12, 4, (uint64_t)in[I_LEADER_EPOCH]);
+    index_batch(x, in[I_POSITION] + position, marker_len, offset, (int64_t)kt_be(marker + 35, 8));
     iov[count].base = own;
     iov[count].len = (size_t)marker_len;
     *op = (kt_write){(int32_t)in[I_FD], (int32_t)(count + 1), iov, in[I_POSITION],

@@ -10,34 +10,22 @@
  * A binary column is (starts int64[n], data uint8[], lengths int64[n]); a null has length -1,
  * which is also how Kafka writes it. Headers are list offsets int64[n+1] (NULL: no headers)
  * over flattened header keys and values, two binary columns. Varints are Kafka's zig-zag
- * varints (kafka-format.md §1.5); a 64-bit zig-zag of a value in int32 range gives the same
- * bytes as the 32-bit one, so one writer serves varint and varlong alike.
+ * varints (kafka-format.md §1.5), written by bytes.h's kt_put_varint.
  */
 #include <stdint.h>
 #include <string.h>
 
+#include "bytes.h"
 #include "kernels.h"
 
-static inline uint64_t zigzag(int64_t v) { return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63); }
-
 static inline int64_t varint_size(int64_t v) {
-    uint64_t u = zigzag(v);
+    uint64_t u = kt_zigzag(v);
     int64_t n = 1;
     while (u >= 0x80) {
         u >>= 7;
         n++;
     }
     return n;
-}
-
-static inline int64_t put_varint(uint8_t *buf, int64_t p, int64_t v) {
-    uint64_t u = zigzag(v);
-    while (u >= 0x80) {
-        buf[p++] = (uint8_t)((u & 0x7F) | 0x80);
-        u >>= 7;
-    }
-    buf[p] = (uint8_t)u;
-    return p + 1;
 }
 
 /* A length varint and the bytes; a null (length -1) is the single byte 0x01. */
@@ -48,7 +36,7 @@ static inline int64_t field_size(const int64_t *lengths, int64_t i) {
 
 static inline int64_t put_field(uint8_t *buf, int64_t p, const kt_column *c, int64_t i) {
     int64_t n = c->lengths[i];
-    p = put_varint(buf, p, n);
+    p = kt_put_varint(buf, p, n);
     if (n > 0) {
         memcpy(buf + p, c->data + c->starts[i], (size_t)n);
         p += n;
@@ -115,10 +103,10 @@ int64_t kt_write_records(uint8_t *buf, int64_t batches, const int64_t *positions
     for (int64_t b = 0; b < batches; b++) {
         int64_t p = positions[b] + overhead, first = starts[b];
         for (int64_t i = first; i < starts[b + 1]; i++) {
-            p = put_varint(buf, p, body[i]);
+            p = kt_put_varint(buf, p, body[i]);
             buf[p] = 0; /* record attributes: unused */
-            p = put_varint(buf, p + 1, ts[i] - ts[first]);
-            p = put_varint(buf, p, i - first);
+            p = kt_put_varint(buf, p + 1, ts[i] - ts[first]);
+            p = kt_put_varint(buf, p, i - first);
             p = put_field(buf, p, key, i);
             p = put_field(buf, p, value, i);
             if (hdr->list_offsets == NULL) {
@@ -126,7 +114,7 @@ int64_t kt_write_records(uint8_t *buf, int64_t batches, const int64_t *positions
                 continue;
             }
             int64_t hf = hdr->list_offsets[i], hl = hdr->list_offsets[i + 1];
-            p = put_varint(buf, p, hl - hf);
+            p = kt_put_varint(buf, p, hl - hf);
             for (int64_t h = hf; h < hl; h++) {
                 p = put_field(buf, p, &hdr->key, h);
                 p = put_field(buf, p, &hdr->value, h);
