@@ -125,13 +125,12 @@ def map_plain(offset_map: OffsetMap, start: int) -> Plain:
 
 
 def _map_plain_native(offset_map: OffsetMap, start: int) -> Plain:
-    scratch = native_map.MapScratch()
+    kernel = native_map.PlainMap(offset_map.table, offset_map.superseded)
 
     def plain(array: U8, pos: int) -> tuple[int, bool]:
-        pos, full, offset_map.size, offset_map.latest_offset = native_map.map_plain(
-            offset_map.table, array, pos, start, offset_map.size, offset_map.max_desired_size,
-            offset_map.latest_offset, offset_map.superseded, offset_map.superseded_start,
-            scratch,
+        pos, full, offset_map.size, offset_map.latest_offset = kernel(
+            array, pos, start, offset_map.size, offset_map.max_desired_size,
+            offset_map.latest_offset, offset_map.superseded_start,
         )  # fmt: skip
         return pos, full
 

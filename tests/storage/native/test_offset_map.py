@@ -69,8 +69,8 @@ def _map(kind: str, buf: bytearray, start: int, limit: int | None,
         result = (int(found[0]), bool(found[1]), int(found[2]), int(found[3]))
     else:
         assert native.native() is not None  # the library bound
-        result = native_map.map_plain(om.table, array, 0, start, 0, cap, -1, om.superseded, 0,
-                                      native_map.MapScratch(capacity))  # fmt: skip
+        result = native_map.PlainMap(om.table, om.superseded, capacity)(array, 0, start, 0, cap,
+                                                                        -1, 0)  # fmt: skip
     return result, om
 
 
@@ -141,8 +141,9 @@ def test_a_compaction_is_the_same_with_either(tmp_path: Path,
         log.roll()
     cleaned = {}
     calls: list[int] = []
-    c_build = native_map.map_plain
-    monkeypatch.setattr(native_map, "map_plain", lambda *a: calls.append(1) or c_build(*a))
+    c_build = native_map.PlainMap.__call__
+    monkeypatch.setattr(native_map.PlainMap, "__call__",
+                        lambda *a: calls.append(1) or c_build(*a))  # fmt: skip
     for kind in ("numba", "native"):
         monkeypatch.setenv(native.KERNELS_ENV, kind)
         copy = tmp_path / kind
