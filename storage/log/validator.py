@@ -63,28 +63,19 @@ def parse_incoming(
     return batches
 
 
-def checked_prefix(data: memoryview, file: str) -> tuple[list[RecordBatch], int] | None:
-    """The client batches from the start of ``data`` (a byte view) that the C library's check
-    finds whole and valid, the same checks as :func:`parse_incoming`'s for a client's append,
-    and where they end (any rest is for :func:`parse_incoming`, which names the fault); None
-    without the library. One call for a whole buffer: checked one span at a time it cost more
-    than the Python check (about 3 us a call around 1.5 us of C, ad hoc)."""
-    checked = checked_rows(data)
-    if checked is None:
-        return None
-    rows, end = checked
-    return [RecordBatch.of_checked(data, row, file) for row in rows], end
-
-
 ROW_LENGTH, ROW_RECORDS = 2, 13
 """Where :func:`checked_rows`' rows hold the batch length and the records count (after the
 position, ``BATCH_HEADER``'s fields in order)."""
 
 
 def checked_rows(data: memoryview) -> tuple[list[list[int]], int] | None:
-    """:func:`checked_prefix`'s batches as the C check gives them, without a Python object a
-    batch: each its position and ``BATCH_HEADER``'s fields (``RecordBatch.of_checked`` makes
-    one a batch from them); None without the library."""
+    """The client batches from the start of ``data`` (a byte view) that the C library's check
+    finds whole and valid, the same checks as :func:`parse_incoming`'s for a client's append,
+    and where they end (any rest is for :func:`parse_incoming`, which names the fault); None
+    without the library. A batch is a row, its position and ``BATCH_HEADER``'s fields
+    (``RecordBatch.of_checked`` makes one a batch from them). One call for a whole buffer:
+    checked one span at a time it cost more than the Python check (about 3 us a call around
+    1.5 us of C, ad hoc)."""
     kernels = native()
     return None if kernels is None else kernels.check_batches(data)
 

@@ -122,7 +122,7 @@ class RecordBatch:
     def of_checked(cls, view: memoryview, fields: list[int], file: str | None) -> RecordBatch:
         """The batch at ``fields[0]`` of ``view`` (a byte view), its header already read and
         checked (``fields``: the position, then BATCH_HEADER's fields, as the C check of
-        ``validator.checked_prefix`` gives them): the same object as
+        ``validator.checked_rows`` gives them): the same object as
         ``RecordBatch(view, position)`` without unpacking and checking the header again."""
         batch = cls.__new__(cls)
         (

@@ -1,4 +1,4 @@
-"""The C library's check of a client's batches (``checks.c`` through ``validator.checked_prefix``)
+"""The C library's check of a client's batches (``checks.c`` through ``validator.checked_rows``)
 against the Python check (``parse_incoming``) and kafka-python's parser: the same fields for
 valid batches, Kafka-written ones included, and a stop before every fault the Python check
 names, so that nothing the C check passes is something Python would refuse.
@@ -18,11 +18,22 @@ from kafka.record.default_records import DefaultRecordBatch as KpBatch
 from kafkatier.storage import native
 from kafkatier.storage.arrow.codec import encode_arrow
 from kafkatier.storage.errors import StorageError
-from kafkatier.storage.log.validator import checked_prefix, parse_incoming
+from kafkatier.storage.log.validator import checked_rows, parse_incoming
 from kafkatier.storage.producer.entry import AppendOrigin
 from kafkatier.storage.record.batch import RecordBatch
 from kafkatier.storage.record.records import iter_batches
 from kafkatier.storage.wire import CRC_START, Codec
+
+
+def checked_prefix(data: memoryview, file: str) -> tuple[list[RecordBatch], int] | None:
+    """``checked_rows``' batches as objects, as the sink's staging files make them
+    (``RecordBatch.of_checked``), to compare with ``parse_incoming``'s."""
+    checked = checked_rows(data)
+    if checked is None:
+        return None
+    rows, end = checked
+    return [RecordBatch.of_checked(data, row, file) for row in rows], end
+
 
 CORPUS = Path(__file__).resolve().parents[3].parent / "shared" / "kafka-corpus"
 SLOTS = ("base_offset", "batch_length", "partition_leader_epoch", "magic", "crc", "attributes",
