@@ -22,9 +22,7 @@ from kafkatier.storage.cleaner.kernels.superseded import skip_superseded
 from kafkatier.storage.cleaner.segment_store import CleanedSegment, SegmentInfo, SegmentStore
 from kafkatier.storage.log.batch_position import BatchInfo
 from kafkatier.storage.log.segment import AnyBatch
-from kafkatier.storage.native import clean_filter as native_filter
 from kafkatier.storage.native import native
-from kafkatier.storage.native import offset_map as native_map
 from kafkatier.storage.record.records import read_batch
 
 U8 = npt.NDArray[np.uint8]
@@ -125,7 +123,9 @@ def map_plain(offset_map: OffsetMap, start: int) -> Plain:
 
 
 def _map_plain_native(offset_map: OffsetMap, start: int) -> Plain:
-    kernel = native_map.PlainMap(offset_map.table, offset_map.superseded)
+    from kafkatier.storage.native.offset_map import PlainMap  # cffi's bindings: when chosen
+
+    kernel = PlainMap(offset_map.table, offset_map.superseded)
 
     def plain(array: U8, pos: int) -> tuple[int, bool]:
         pos, full, offset_map.size, offset_map.latest_offset = kernel(
@@ -167,10 +167,13 @@ class ChunkFilter:
         CPU has the CRC instruction and the map digests with MurmurHash3 (``clean_filter.c``,
         the same bytes), else numba's."""
         om = self.offset_map
-        if om.digest == MURMUR3 and native() is not None and native_filter.available():
-            return native_filter.PlainFilter(om.table, om.superseded, self.ctx, self.pids,
-                                             self.last_offsets, self.out, self.infos,
-                                             self.stats)  # fmt: skip
+        if om.digest == MURMUR3 and native() is not None:
+            from kafkatier.storage.native import clean_filter  # cffi's bindings: when chosen
+
+            if clean_filter.available():
+                return clean_filter.PlainFilter(om.table, om.superseded, self.ctx, self.pids,
+                                                self.last_offsets, self.out, self.infos,
+                                                self.stats)  # fmt: skip
 
         def numba_filter(array: U8, pos: int) -> tuple[int, int, int]:
             found = filter_chunk(om.table, om.superseded, array, pos, self.ctx, self.pids,
