@@ -15,6 +15,7 @@ import numpy as np
 from kafkatier.storage.cleaner import fast as cleaner_fast
 from kafkatier.storage.cleaner.chunk import map_plain, walk_segment, with_compressed
 from kafkatier.storage.cleaner.kernels.offset_map import OffsetMap
+from kafkatier.storage.cleaner.read_ahead import Chunks
 from kafkatier.storage.cleaner.segment_store import SegmentInfo, SegmentStore
 from kafkatier.storage.cleaner.txn import CleanedTransactionMetadata
 from kafkatier.storage.log.segment import AnyBatch
@@ -67,9 +68,11 @@ def _map_segment(
 ) -> bool:
     if cleaner_fast.ENABLED:
         plain = map_plain(offset_map, start)
-        runs = with_compressed(plain, lambda run, _chunk: plain(run.data, 0), store.io_buffer_size)
-        return walk_segment(store, info, start, runs,
-                            lambda batch: _map_one(batch, offset_map, start, txn))  # fmt: skip
+        with Chunks(store, info) as chunks:
+            runs = with_compressed(plain, lambda run, _chunk: plain(run.data, 0),
+                                   store.io_buffer_size, chunks)  # fmt: skip
+            return walk_segment(chunks, start, runs,
+                                lambda batch: _map_one(batch, offset_map, start, txn))  # fmt: skip
     return any(_map_one(b, offset_map, start, txn) for b in store.read_batches(info.base_offset,
                                                                                start))  # fmt: skip
 

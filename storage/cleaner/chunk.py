@@ -19,7 +19,8 @@ from kafkatier.storage.cleaner.compressed import Inflated, Scratch, deflate, inf
 from kafkatier.storage.cleaner.kernels.chunks import INFO, STATS, filter_chunk, map_chunk
 from kafkatier.storage.cleaner.kernels.offset_map import MURMUR3, OffsetMap
 from kafkatier.storage.cleaner.kernels.superseded import skip_superseded
-from kafkatier.storage.cleaner.segment_store import CleanedSegment, SegmentInfo, SegmentStore
+from kafkatier.storage.cleaner.read_ahead import Chunks, Drops
+from kafkatier.storage.cleaner.segment_store import CleanedSegment
 from kafkatier.storage.log.batch_position import BatchInfo
 from kafkatier.storage.log.segment import AnyBatch
 from kafkatier.storage.native import native
@@ -32,18 +33,15 @@ Slow = Callable[[AnyBatch], bool]
 """One batch through the Python path; True stops the walk."""
 
 
-def walk_segment(
-    store: SegmentStore, info: SegmentInfo, start_offset: int, plain: Plain, slow: Slow
-) -> bool:
-    """Every batch of the segment from the index position of ``start_offset``, read
+def walk_segment(chunks: Chunks, start_offset: int, plain: Plain, slow: Slow) -> bool:
+    """Every batch of the chunks' segment from the index position of ``start_offset``, read
     ``io_buffer_size`` bytes at a time (grown for a larger batch); True if stopped early."""
-    base = info.base_offset
+    store, base, size = chunks.store, chunks.base, chunks.segment_size
     position = store.start_position(base, start_offset)
-    chunk_size = store.io_buffer_size
+    chunk_size = chunks.chunk_size
     name = store.location(base)
-    while position < info.size:
-        chunk = store.read_chunk(base, position, min(chunk_size, info.size - position))
-        array = np.frombuffer(chunk, dtype=np.uint8)
+    while position < size:
+        chunk, array = chunks.read(position, min(chunk_size, size - position))
         pos = 0
         while True:
             pos, stop = plain(array, pos)
@@ -61,7 +59,7 @@ def walk_segment(
             chunk_size *= 2
             continue
         position += pos
-        chunk_size = store.io_buffer_size
+        chunk_size = chunks.chunk_size
     return False
 
 
@@ -71,11 +69,13 @@ Skip = Callable[[U8, int], tuple[int, int]]
 """(chunk, position) -> (position after the batches dropped unread, where the next run must end)."""
 
 
-def with_compressed(plain: Plain, on_run: Run, max_bytes: int, skip: Skip | None = None) -> Plain:
+def with_compressed(
+    plain: Plain, on_run: Run, max_bytes: int, chunks: Chunks, skip: Skip | None = None
+) -> Plain:
     """``plain``, continued through runs of compressed data batches (``compressed``):
-    where the plain run stops at one, the run is inflated and given to ``on_run``. ``skip``
-    (the rewrite's: ``ChunkFilter.skip``) first drops batches it need not inflate, and ends a
-    run before the next such batch."""
+    where the plain run stops at one, the run is inflated (or taken as the read-ahead inflated
+    it, ``chunks.run``) and given to ``on_run``. ``skip`` (the rewrite's: ``ChunkFilter.skip``)
+    first drops batches it need not inflate, and ends a run before the next such batch."""
 
     scratch = Scratch()
 
@@ -90,7 +90,8 @@ def with_compressed(plain: Plain, on_run: Run, max_bytes: int, skip: Skip | None
                 if after != pos:
                     pos = after
                     continue
-            run = inflate(array[:end], pos, max_bytes, scratch)
+            run = chunks.run(array, pos, end, max_bytes) or inflate(array[:end], pos, max_bytes,
+                                                                    scratch)  # fmt: skip
             if run is None:
                 return pos, False
             at, stop = on_run(run, array)
@@ -189,6 +190,10 @@ class ChunkFilter:
             self.add(self.out[:size].tobytes(), [BatchInfo(*row) for row in rows])
             self.bytes_written += int(size)
         return int(pos), False
+
+    def drops(self) -> Drops:
+        """What the read-ahead needs to leave the batches :meth:`skip` drops compressed."""
+        return Drops(self.offset_map.superseded, self.ctx, self.pids, self.last_offsets)
 
     def skip(self, array: U8, pos: int) -> tuple[int, int]:
         """The compressed batches from ``pos`` whose every record is superseded, dropped unread

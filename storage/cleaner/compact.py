@@ -22,6 +22,7 @@ from kafkatier.storage.cleaner.chunk import ChunkFilter, walk_segment, with_comp
 from kafkatier.storage.cleaner.filter import FilterContext, FilterStats, filter_batch
 from kafkatier.storage.cleaner.kernels.offset_map import MURMUR3, OffsetMap
 from kafkatier.storage.cleaner.legacy import legacy_delete_horizon
+from kafkatier.storage.cleaner.read_ahead import Chunks
 from kafkatier.storage.cleaner.segment_store import (
     CleanedSegment,
     LocalSegmentStore,
@@ -203,8 +204,10 @@ def _write_group(
             for batch in store.read_batches(info.base_offset):
                 _filter_into(batch, ctx, writer)
         else:
-            plain = with_compressed(chunks, chunks.inflated, rnd.chunk_bytes, chunks.skip)
-            walk_segment(store, info, -1, plain, lambda b: _filter_into(b, ctx, writer))
+            with Chunks(store, info, chunks.drops()) as reads:
+                plain = with_compressed(chunks, chunks.inflated, rnd.chunk_bytes, reads,
+                                        chunks.skip)  # fmt: skip
+                walk_segment(reads, -1, plain, lambda b: _filter_into(b, ctx, writer))
     writer.flush()
     if chunks is not None:
         _add_chunk_stats(rnd.stats, chunks)

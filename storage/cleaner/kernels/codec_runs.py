@@ -99,8 +99,8 @@ _decompress: Any = types.ExternalFunction(
 _compress: Any = types.ExternalFunction(
     "LZ4_compress_default", types.int32(types.uintp, types.uintp, types.int32, types.int32)
 )  # (const char* src, char* dst, int srcSize, int dstCapacity): 0 when it does not fit
-_zstd_dctx: Any = types.ExternalFunction("ZSTD_createDCtx", types.uintp())
-_zstd_free_dctx: Any = types.ExternalFunction("ZSTD_freeDCtx", types.uintp(types.uintp))
+zstd_dctx: Any = types.ExternalFunction("ZSTD_createDCtx", types.uintp())
+zstd_free_dctx: Any = types.ExternalFunction("ZSTD_freeDCtx", types.uintp(types.uintp))
 _zstd_cctx: Any = types.ExternalFunction("ZSTD_createCCtx", types.uintp())
 _zstd_free_cctx: Any = types.ExternalFunction("ZSTD_freeCCtx", types.uintp(types.uintp))
 _zstd_decompress: Any = types.ExternalFunction(
@@ -164,6 +164,34 @@ def _zstd_records(ctx: Any, chunk: Any, pos: int, size: int, out: Any, dst: int)
     return np.int64(got)
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def inflate_batch(
+    chunk: Any, pos: int, size: int, attrs: int, ctx: Any, out: Any, total: int, row: Any
+) -> Any:  # fmt: skip
+    """The lz4 or zstd batch at ``pos`` (``size`` bytes, ``attrs``) as a plain one at
+    ``out[total]``, its ``META`` fields in ``row``: its inflated size, or -1 (another codec, a
+    frame that does not decode, no context, too little room). ``ctx``: a zstd context or 0."""
+    codec = attrs & ATTR_CODEC_MASK
+    dst = total + BATCH_HEADER_SIZE
+    if codec == _LZ4:
+        got = _lz4_records(chunk, pos, size, out, dst)
+    elif codec == _ZSTD and ctx != 0:
+        got = _zstd_records(ctx, chunk, pos, size, out, dst)
+    else:
+        return np.int64(-1)
+    if got < 0:
+        return np.int64(-1)
+    out[total : total + BATCH_HEADER_SIZE] = chunk[pos : pos + BATCH_HEADER_SIZE]
+    put_be(out, total + 8, 4, BATCH_HEADER_SIZE - LOG_OVERHEAD + got)
+    out[total + ATTRIBUTES_OFFSET + 1] = (attrs & ~ATTR_CODEC_MASK) & 0xFF
+    row[0] = total
+    row[1] = pos
+    row[2] = size
+    row[3] = be(chunk, pos, 8) + be(chunk, pos + _LAST_OFFSET_DELTA, 4)
+    row[4] = codec
+    return np.int64(BATCH_HEADER_SIZE + got)
+
+
 @numba.njit(cache=True, nogil=True)
 def inflate_runs(chunk: Any, pos: int, max_bytes: int, out: Any, meta: Any) -> tuple[int, int, int]:
     """Inflate the lz4 and zstd batches from ``pos`` into ``out`` until ``max_bytes`` are
@@ -174,40 +202,32 @@ def inflate_runs(chunk: Any, pos: int, max_bytes: int, out: Any, meta: Any) -> t
     ctx = np.uint64(0)  # a zstd context (a pointer), made at the first zstd batch
     while total < max_bytes and count < meta.shape[0] and out.shape[0] - total >= ROOM:
         size, attrs = whole_batch(chunk, pos)
-        codec = attrs & ATTR_CODEC_MASK
         if size == 0 or attrs & (ATTR_CONTROL | ATTR_TRANSACTIONAL):
             break
-        dst = total + BATCH_HEADER_SIZE
-        if codec == _LZ4:
-            got = _lz4_records(chunk, pos, size, out, dst)
-        elif codec == _ZSTD:
-            ctx = _zstd_dctx() if ctx == 0 else ctx
-            got = -1 if ctx == 0 else _zstd_records(ctx, chunk, pos, size, out, dst)
-        else:
-            break
+        if ctx == 0 and attrs & ATTR_CODEC_MASK == _ZSTD:
+            ctx = zstd_dctx()
+        got = inflate_batch(chunk, pos, size, attrs, ctx, out, total, meta[count])
         if got < 0:
             break
-        out[total : total + BATCH_HEADER_SIZE] = chunk[pos : pos + BATCH_HEADER_SIZE]
-        put_be(out, total + 8, 4, BATCH_HEADER_SIZE - LOG_OVERHEAD + got)
-        out[total + ATTRIBUTES_OFFSET + 1] = (attrs & ~ATTR_CODEC_MASK) & 0xFF
-        meta[count, 0] = total
-        meta[count, 1] = pos
-        meta[count, 2] = size
-        meta[count, 3] = be(chunk, pos, 8) + be(chunk, pos + _LAST_OFFSET_DELTA, 4)
-        meta[count, 4] = codec
-        total = dst + got
+        total += got
         count += 1
         pos += size
     if ctx != 0:
-        _zstd_free_dctx(ctx)
+        zstd_free_dctx(ctx)
     return pos, count, total
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
 def _same_header(out: Any, at: int, data: Any, start: int) -> bool:
     """Whether the filter copied the batch unchanged: same attributes and record count."""
-    for i in (ATTRIBUTES_OFFSET, ATTRIBUTES_OFFSET + 1, RECORDS_COUNT_OFFSET,
-              RECORDS_COUNT_OFFSET + 1, RECORDS_COUNT_OFFSET + 2, RECORDS_COUNT_OFFSET + 3):
+    for i in (
+        ATTRIBUTES_OFFSET,
+        ATTRIBUTES_OFFSET + 1,
+        RECORDS_COUNT_OFFSET,
+        RECORDS_COUNT_OFFSET + 1,
+        RECORDS_COUNT_OFFSET + 2,
+        RECORDS_COUNT_OFFSET + 3,
+    ):
         if out[at + i] != data[start + i]:
             return False
     return True
@@ -276,8 +296,13 @@ def deflate_runs(out: Any, rows: Any, data: Any, starts: Any, last_offsets: Any,
             dst[written : written + header] = out[position : position + header]
             if codecs[j] == _ZSTD:
                 ctx = _zstd_cctx() if ctx == 0 else ctx
-                frame = -1 if ctx == 0 else _zstd_frame(ctx, out, position + header,
-                                                        size - header, dst, written + header)
+                frame = (
+                    -1
+                    if ctx == 0
+                    else _zstd_frame(
+                        ctx, out, position + header, size - header, dst, written + header
+                    )
+                )
             else:
                 frame = _lz4_frame(out, position + header, size - header, dst, written + header)
             if frame < 0:

@@ -1,0 +1,70 @@
+"""The read-ahead's kernels (``storage.cleaner.read_ahead``): where a chunk's whole batches end,
+and every lz4 and zstd data batch among them inflated in one call, as ``codec_runs.inflate_runs``
+inflates a run, so that a thread of its own prepares the next chunk while the walk works on this
+one (both release the GIL)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numba
+import numpy as np
+
+from kafkatier.storage.cleaner.kernels.chunks import be, whole_batch
+from kafkatier.storage.cleaner.kernels.codec_runs import (
+    ROOM,
+    inflate_batch,
+    zstd_dctx,
+    zstd_free_dctx,
+)
+from kafkatier.storage.cleaner.kernels.superseded import droppable_size
+from kafkatier.storage.wire import ATTR_CODEC_MASK, ATTR_CONTROL, ATTR_TRANSACTIONAL, Codec
+
+_ZSTD = int(Codec.ZSTD)
+_SMALLEST = 12 + 14  # a legacy message's offset, size and its smallest record (v0)
+
+
+@numba.njit(cache=True, nogil=True)
+def batches_end(chunk: Any) -> int:
+    """Where the batches ``chunk`` holds whole end, by their length fields (any magic); 0 when
+    the first is not whole (the walk then reads a larger chunk)."""
+    pos = 0
+    while chunk.shape[0] - pos >= 12:
+        size = 12 + be(chunk, pos + 8, 4)
+        if size < _SMALLEST or pos + size > chunk.shape[0]:
+            break
+        pos += size
+    return pos
+
+
+@numba.njit(cache=True, nogil=True)
+def inflate_chunk(
+    chunk: Any, end: int, out: Any, meta: Any, sup: Any, ctx: Any, pids: Any,
+    last_offsets: Any, drop: bool,
+) -> tuple[int, int]:  # fmt: skip
+    """Every lz4 and zstd data batch among ``chunk[:end]``'s whole v2 batches, inflated into
+    ``out`` one after the other as ``inflate_runs`` does, its ``META`` fields in ``meta``, while
+    ``out`` has ``ROOM`` and ``meta`` a row (the rest left to the walk); with ``drop``, none that
+    the rewrite drops unread (``superseded.droppable_size`` over ``sup``, ``ctx``, ``pids``,
+    ``last_offsets``). Stops at the first batch that is not v2. Returns (batches, bytes)."""
+    pos = 0
+    total = 0
+    count = 0
+    zstd = np.uint64(0)
+    view = chunk[:end]
+    while pos < end and count < meta.shape[0] and out.shape[0] - total >= ROOM:
+        size, attrs = whole_batch(view, pos)
+        if size == 0:
+            break
+        data = (attrs & ATTR_CODEC_MASK) != 0 and (attrs & (ATTR_CONTROL | ATTR_TRANSACTIONAL)) == 0
+        if data and not (drop and droppable_size(sup, view, pos, ctx, pids, last_offsets)):
+            if zstd == 0 and attrs & ATTR_CODEC_MASK == _ZSTD:
+                zstd = zstd_dctx()
+            got = inflate_batch(view, pos, size, attrs, zstd, out, total, meta[count])
+            if got > 0:
+                total += got
+                count += 1
+        pos += size
+    if zstd != 0:
+        zstd_free_dctx(zstd)
+    return count, total

@@ -1,0 +1,253 @@
+"""A segment's chunks for the cleaner's walk (``chunk.walk_segment``), the next one read and its
+compressed batches inflated by a thread of its own while the walk works on the current one.
+
+On one thread the walk alternates the read of a chunk (``os.pread``), the decoding of its lz4 or
+zstd batches and the kernels' work on them (the map build, the rewrite). The read and the
+decoding (``kernels.ahead``: numba, without the GIL) can run beside the kernels (C through cffi
+or numba, without the GIL too) on a second core; on one core the thread would only add its
+switches, so it runs where the process may use two or more (:data:`ENABLED`). One chunk is
+prepared ahead at most: three chunks' buffers, each with room for :data:`INFLATED` times the
+chunk inflated (a small constant beside the map's budget); batches past that room are left to
+the walk.
+
+Only one thread reads the store at a time. The walk takes the prepared chunk when it is the one
+it asks for (where the whole batches of the last one end, as the walk goes on, and of the size it
+asks); otherwise (a larger chunk for a batch that did not fit, a walk that stopped early) the
+thread is stopped, joined, and the walk reads for itself, then starts a new one. The prepared
+inflated batches serve the runs they hold (:meth:`Chunks.run`); any other run is inflated by the
+walk as before, so the walk sees the same batches in the same order (tests compare compactions
+with and without the thread byte for byte). A failure in the thread (a read error) ends the
+read-ahead: the walk's own read meets it again and reports it as before.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+from dataclasses import dataclass
+from typing import Final, NamedTuple
+
+import numpy as np
+import numpy.typing as npt
+
+from kafkatier.storage.cleaner.compressed import Inflated
+from kafkatier.storage.cleaner.kernels import codec_runs
+from kafkatier.storage.cleaner.kernels.ahead import batches_end, inflate_chunk
+from kafkatier.storage.cleaner.segment_store import SegmentInfo, SegmentStore
+from kafkatier.storage.wire import BATCH_HEADER_SIZE, Codec
+
+U8 = npt.NDArray[np.uint8]
+I64 = npt.NDArray[np.int64]
+
+
+def _cores() -> int:
+    affinity = getattr(os, "sched_getaffinity", None)
+    return len(affinity(0)) if affinity is not None else os.cpu_count() or 1
+
+
+ENABLED = _cores() > 1
+"""Whether walks read ahead in a thread (a second core to run it on); tests set it."""
+SPAN: Final = 4
+"""The walk's chunk when it reads ahead, in the cleaner's I/O buffers (1 MiB by default): each
+hand-over between the threads takes the GIL a few times on both sides, and at one I/O buffer
+the thread saved nothing (bench/compaction.py's workload, lz4, medians of 7 rounds side by
+side: 0.567 s against 0.540 without it); at four, lz4 0.356 s against 0.397 (11 rounds), zstd
+0.502 against 0.809 (7 rounds); sixteen was no faster beyond the noise and held 18 MiB more
+(docs/performance.md, 2026-11-30, stop 55)."""
+SETS: Final = 3
+"""Buffer sets: the walk's chunk, the one handed over and waiting, the one being prepared."""
+INFLATED: Final = 4
+"""A prepared chunk's room for inflated batches, in chunk sizes."""
+_CODECS: Final = {int(c): c for c in Codec}
+
+
+class Drops(NamedTuple):
+    """The rewrite's facts for the batches it drops unread (``ChunkFilter.skip``), which the
+    thread then leaves compressed: the superseded bits, the filter's context, the producers'
+    ids and last offsets."""
+
+    sup: U8
+    ctx: I64
+    pids: I64
+    last_offsets: I64
+
+
+_NO_DROPS: Final = Drops(np.zeros(0, np.uint8), np.zeros(6, np.int64), np.zeros(0, np.int64),
+                         np.zeros(0, np.int64))  # fmt: skip
+
+
+@dataclass
+class _Prepared:
+    """A chunk read at ``position`` (``size`` asked), its whole batches' ``end``, and its
+    inflated batches: ``data`` and, per batch, ``codec_runs.META``'s columns."""
+
+    position: int
+    size: int
+    chunk: bytes
+    array: U8
+    end: int
+    buffers: tuple[U8, I64]
+    data: U8
+    columns: list[list[int]]
+    rows: dict[int, int]
+
+
+class Chunks:
+    """One segment's chunks for one walk, read ahead in a thread where :data:`ENABLED` (a
+    context manager: leaving it stops the thread). ``drops``: the rewrite's (else none)."""
+
+    def __init__(
+        self, store: SegmentStore, info: SegmentInfo, drops: Drops | None = None,
+        ahead: bool | None = None,
+    ) -> None:  # fmt: skip
+        self.store = store
+        self.base = info.base_offset
+        self.segment_size = info.size
+        self._drops = drops if drops is not None else _NO_DROPS
+        self._ahead = ENABLED if ahead is None else ahead
+        self.chunk_size = store.io_buffer_size * (SPAN if self._ahead else 1)
+        self._thread: threading.Thread | None = None
+        self._ready: queue.Queue[_Prepared | None] = queue.Queue(maxsize=1)
+        self._free: queue.Queue[tuple[U8, I64] | None] = queue.Queue()
+        for _ in range(SETS):
+            self._free.put(None)  # allocated at first use
+        self._stopping = threading.Event()
+        self._expect = (-1, -1)
+        self._current: _Prepared | None = None
+
+    def __enter__(self) -> Chunks:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._stop()
+        self._release()
+
+    def read(self, position: int, size: int) -> tuple[bytes, U8]:
+        """The chunk of ``size`` bytes at ``position`` (a batch boundary) and its array."""
+        if self._thread is not None and (position, size) != self._expect:
+            self._stop()
+        if (
+            self._thread is None
+            and self._ahead
+            and size == self.chunk_size < self.segment_size - position
+        ):
+            self._start(position)  # not for a segment's last chunk (nor for a larger one)
+        self._release()
+        if self._thread is not None:
+            item = self._ready.get()
+            if item is not None and (item.position, item.size) == (position, size):
+                self._current = item
+                after = position + item.end
+                left = min(size, self.segment_size - after)
+                self._expect = (after, left) if item.end else (-1, 0)
+                return item.chunk, item.array
+            self._stop()  # the thread failed or ran out: read here (and meet its error)
+        chunk = self.store.read_chunk(self.base, position, size)
+        return chunk, np.frombuffer(chunk, dtype=np.uint8)
+
+    def run(self, array: U8, pos: int, end: int, max_bytes: int) -> Inflated | None:
+        """The run of batches from ``pos`` that the thread inflated, as ``compressed.inflate``
+        gives it (consecutive batches ending by ``end``, while under ``max_bytes`` inflated), or
+        None where it has not the batch at ``pos``."""
+        item = self._current
+        if item is None or array is not item.array or (row := item.rows.get(pos)) is None:
+            return None
+        starts, real_starts, real_sizes, last_offsets, codecs = item.columns
+        first, i, count = starts[row], row, len(starts)
+        while i < count and starts[i] - first < max_bytes and real_starts[i] + real_sizes[i] <= end:
+            if i > row and real_starts[i] != real_starts[i - 1] + real_sizes[i - 1]:
+                break
+            i += 1
+        stop = starts[i] if i < count else item.data.shape[0]
+        return Inflated(item.data[first:stop], [s - first for s in starts[row:i]],
+                        real_starts[row:i], real_sizes[row:i], [_CODECS[c] for c in codecs[row:i]],
+                        last_offsets[row:i])  # fmt: skip
+
+    def _release(self) -> None:
+        """The walk is done with the current chunk: its buffers go back to the thread."""
+        if self._current is not None:
+            self._free.put(self._current.buffers)
+            self._current = None
+
+    def _start(self, position: int) -> None:
+        self._stopping.clear()
+        self._expect = (position, min(self.chunk_size, self.segment_size - position))
+        self._thread = threading.Thread(
+            target=self._prepare_from,
+            args=(position,),
+            name="kafkatier-cleaner-read-ahead",
+            daemon=True,
+        )
+        self._thread.start()
+
+    def _stop(self) -> None:
+        thread, self._thread = self._thread, None
+        if thread is None:
+            return
+        self._stopping.set()
+        while thread.is_alive():
+            try:
+                item = self._ready.get(timeout=0.01)
+            except queue.Empty:
+                continue
+            if item is not None:
+                self._free.put(item.buffers)
+        thread.join()
+        while not self._ready.empty():
+            item = self._ready.get_nowait()
+            if item is not None:
+                self._free.put(item.buffers)
+
+    def _prepare_from(self, position: int) -> None:
+        """The thread: chunks from ``position`` on, each handed over before the next is read."""
+        size = self.chunk_size
+        try:
+            while position < self.segment_size:
+                buffers = self._buffers(size)
+                if buffers is None:
+                    return
+                item = self._prepare(position, min(size, self.segment_size - position), buffers)
+                if not self._hand_over(item) or item.end == 0:
+                    return
+                position += item.end
+        except Exception:  # the walk's own read meets it and reports it
+            self._hand_over(None)
+
+    def _prepare(self, position: int, size: int, buffers: tuple[U8, I64]) -> _Prepared:
+        chunk = self.store.read_chunk(self.base, position, size)
+        array = np.frombuffer(chunk, dtype=np.uint8)
+        end = int(batches_end(array))
+        out, meta = buffers
+        count = total = 0
+        if codec_runs.AVAILABLE and end:
+            count, total = inflate_chunk(array, end, out, meta, *self._drops,
+                                         self._drops is not _NO_DROPS)  # fmt: skip
+        columns = meta[:count].T.tolist() if count else [[], [], [], [], []]
+        rows = {start: i for i, start in enumerate(columns[1])}
+        return _Prepared(position, size, chunk, array, end, buffers, out[:total], columns, rows)
+
+    def _buffers(self, size: int) -> tuple[U8, I64] | None:
+        """A free set of buffers (None once the walk stops the thread)."""
+        while not self._stopping.is_set():
+            try:
+                found = self._free.get(timeout=0.05)
+            except queue.Empty:
+                continue
+            if found is None or found[0].shape[0] < INFLATED * size + codec_runs.ROOM:
+                found = (
+                    np.empty(INFLATED * size + codec_runs.ROOM, dtype=np.uint8),
+                    np.empty((size // BATCH_HEADER_SIZE + 1, codec_runs.META), np.int64),
+                )
+            return found
+        return None
+
+    def _hand_over(self, item: _Prepared | None) -> bool:
+        """``item`` to the walk; False once the walk stops the thread."""
+        while not self._stopping.is_set():
+            try:
+                self._ready.put(item, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False

@@ -1,0 +1,282 @@
+"""The cleaner's read-ahead (``storage.cleaner.read_ahead``): compactions byte for byte the same
+with and without its thread, its chunks the store's bytes whatever the walk asks, its inflated
+runs ``compressed.inflate``'s, its thread gone when the walk is, a read error the walk's own."""
+
+from __future__ import annotations
+
+import random
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+from cleaner_fixtures import ManualClock, compact_config, open_log
+
+from kafkatier.storage.cleaner import read_ahead
+from kafkatier.storage.cleaner.compact import compact_log
+from kafkatier.storage.cleaner.compressed import Inflated, inflate
+from kafkatier.storage.cleaner.kernels.ahead import batches_end, inflate_chunk
+from kafkatier.storage.cleaner.kernels.codec_runs import META, ROOM
+from kafkatier.storage.cleaner.read_ahead import Chunks, Drops
+from kafkatier.storage.cleaner.segment_store import SegmentInfo
+from kafkatier.storage.log.directory import LogDirectory
+from kafkatier.storage.log.log import Log
+from kafkatier.storage.producer.entry import AppendOrigin
+from kafkatier.storage.record.builder import build_batch, build_control_batch
+from kafkatier.storage.record.record import Record
+from kafkatier.storage.verify.paths import verify_paths
+from kafkatier.storage.wire import Codec, ControlType
+
+NOW = 1_700_000_000_000
+CODECS = [Codec.NONE, Codec.LZ4, Codec.ZSTD, Codec.LZ4, Codec.ZSTD, Codec.GZIP]
+PID = 9
+
+
+def _records(rng: random.Random, count: int) -> list[Record]:
+    """Keys from 300 (a few null), values of 20-400 random bytes (a few tombstones)."""
+    return [Record(i, NOW + i, None if rng.random() < 0.03 else b"key-%d" % rng.randrange(300),
+                   None if rng.random() < 0.05 else rng.randbytes(rng.randrange(20, 400)))
+            for i in range(count)]  # fmt: skip
+
+
+def _big_log(path: Path, slots: int) -> tuple[LogDirectory, Log]:
+    """One segment of about 2 MiB (several read-ahead chunks): batches of every codec, a
+    transactional producer's batches with COMMIT and ABORT markers, and a batch of 600 KiB of
+    records (larger than a chunk: the walk grows its chunk for it)."""
+    config = compact_config(segment_bytes=3 << 20, delete_retention_ms=100,
+                            log_cleaner_dedupe_buffer_size=24 * slots)  # fmt: skip
+    log_dir, log = open_log(path, config, ManualClock())
+    rng = random.Random(5)
+    sequence = 0
+    for i in range(2400):
+        codec = CODECS[i % len(CODECS)]
+        if i % 97 == 5:
+            records = _records(rng, 4)
+            log.append(build_batch(records, codec=codec, producer_id=PID, producer_epoch=0,
+                                   base_sequence=sequence, transactional=True))  # fmt: skip
+            sequence += len(records)
+            kind = ControlType.COMMIT if i % 2 else ControlType.ABORT
+            marker = build_control_batch(kind, producer_id=PID, producer_epoch=0, timestamp=NOW)
+            log.append(marker, origin=AppendOrigin.COORDINATOR)
+        elif i == 1200:
+            big = [Record(j, NOW, b"key-%d" % j, rng.randbytes(60_000)) for j in range(10)]
+            log.append(build_batch(big, codec=Codec.LZ4))
+        else:
+            log.append(build_batch(_records(rng, rng.randrange(1, 12)), codec=codec))
+    log.roll()
+    return log_dir, log
+
+
+@pytest.mark.parametrize("slots", [200, 20_000])
+def test_compaction_is_the_same_with_and_without_the_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, slots: int
+) -> None:
+    """200 slots: several passes, each map filling mid-segment (the walk stops, and so does the
+    thread). 20,000: one pass with the superseded bits (the thread leaves droppable batches
+    compressed). Both compact twice, the second time past the delete horizon."""
+    outputs = []
+    for ahead in (True, False):
+        monkeypatch.setattr(read_ahead, "ENABLED", ahead)
+        log_dir, log = _big_log(tmp_path / str(ahead), slots)
+        assert log.segments[0].size > 4 * read_ahead.SPAN * (1 << 16)
+        results = [compact_log(log, now_ms=NOW, first_dirty_offset=None),
+                   compact_log(log, now_ms=NOW + 1000, first_dirty_offset=0)]  # fmt: skip
+        outputs.append(([s.log_path.read_bytes() for s in log.segments], results))
+        log_dir.close()
+        assert verify_paths([tmp_path / str(ahead)]) == []
+        assert _threads() == []
+    assert outputs[0] == outputs[1]
+    assert (outputs[0][1][0].passes > 1) == (slots == 200)
+
+
+class _Store:
+    """A segment store over bytes: what ``Chunks`` reads (``read_chunk``, ``io_buffer_size``),
+    each read recorded with its thread; ``fail_at``: a position whose read raises."""
+
+    def __init__(self, data: bytes, io_buffer_size: int, fail_at: int = -1) -> None:
+        self.data = data
+        self.io_buffer_size = io_buffer_size
+        self.fail_at = fail_at
+        self.reads: list[tuple[int, int, str]] = []
+
+    def read_chunk(self, _base: int, position: int, size: int) -> bytes:
+        self.reads.append((position, size, threading.current_thread().name))
+        if position == self.fail_at:
+            raise OSError(5, "Input/output error", "segment.log")
+        return self.data[position : position + size]
+
+
+def _segment(count: int = 400) -> bytes:
+    rng = random.Random(3)
+    return b"".join(build_batch(_records(rng, rng.randrange(1, 9)), codec=CODECS[i % 6])
+                    for i in range(count))  # fmt: skip
+
+
+def _info(data: bytes) -> SegmentInfo:
+    return SegmentInfo(0, len(data), 0, 0, 0)
+
+
+def _threads() -> list[str]:
+    return [t.name for t in threading.enumerate() if t.name == "kafkatier-cleaner-read-ahead"]
+
+
+def _walk(chunks: Chunks, data: bytes) -> list[int]:
+    """The walk's reads, as ``chunk.walk_segment`` goes on (to the end of the whole batches);
+    checks each chunk against the bytes."""
+    position, starts = 0, []
+    while position < len(data):
+        size = min(chunks.chunk_size, len(data) - position)
+        chunk, array = chunks.read(position, size)
+        assert chunk == data[position : position + size] and array.tobytes() == chunk
+        starts.append(position)
+        position += int(batches_end(array))
+    return starts
+
+
+def test_the_chunks_are_the_stores_and_read_by_the_thread() -> None:
+    data = _segment()
+    store = _Store(data, 4096)
+    with Chunks(store, _info(data), ahead=True) as chunks:  # type: ignore[arg-type]
+        assert chunks.chunk_size == 4096 * read_ahead.SPAN
+        starts = _walk(chunks, data)
+    assert len(starts) > 3
+    assert [(p, s) for p, s, _ in store.reads] == [
+        (p, min(chunks.chunk_size, len(data) - p)) for p in starts
+    ]
+    assert {name for _, _, name in store.reads} == {"kafkatier-cleaner-read-ahead"}
+    assert _threads() == []
+
+
+def test_a_read_elsewhere_stops_the_thread_and_starts_another() -> None:
+    """A larger chunk (a batch that did not fit) is read by the walk; a chunk at another
+    position (the walk went on elsewhere) too, and the thread starts again from there."""
+    data = _segment()
+    store = _Store(data, 4096)
+    with Chunks(store, _info(data), ahead=True) as chunks:  # type: ignore[arg-type]
+        first, _ = chunks.read(0, chunks.chunk_size)
+        assert first == data[: chunks.chunk_size]
+        larger, _ = chunks.read(0, 2 * chunks.chunk_size)
+        assert larger == data[: 2 * chunks.chunk_size]
+        assert store.reads[-1][2] == threading.current_thread().name
+        elsewhere = int(batches_end(np.frombuffer(data[:9000], np.uint8)))
+        chunk, _ = chunks.read(elsewhere, chunks.chunk_size)
+        assert chunk == data[elsewhere : elsewhere + chunks.chunk_size]
+        assert store.reads[-1][2] == "kafkatier-cleaner-read-ahead"
+    assert _threads() == []
+
+
+def test_a_read_error_in_the_thread_is_the_walks() -> None:
+    data = _segment()
+    store = _Store(data, 4096)
+    with Chunks(store, _info(data), ahead=True) as chunks:  # type: ignore[arg-type]
+        second = int(batches_end(np.frombuffer(data[: chunks.chunk_size], np.uint8)))
+        store.fail_at = second
+        chunks.read(0, chunks.chunk_size)
+        with pytest.raises(OSError, match="Input/output error"):
+            chunks.read(second, chunks.chunk_size)
+        assert [name for p, _, name in store.reads if p == second] == [
+            "kafkatier-cleaner-read-ahead", threading.current_thread().name]  # fmt: skip
+    assert _threads() == []
+
+
+def test_without_the_thread_the_walk_reads_its_io_buffer() -> None:
+    data = _segment()
+    store = _Store(data, 4096)
+    with Chunks(store, _info(data), ahead=False) as chunks:  # type: ignore[arg-type]
+        assert chunks.chunk_size == 4096
+        _walk(chunks, data)
+        assert chunks.run(np.frombuffer(data, np.uint8), 0, len(data), 1 << 20) is None
+    assert {name for _, _, name in store.reads} == {threading.current_thread().name}
+
+
+def _same_run(got: Inflated, want: Inflated) -> None:
+    assert got.data.tobytes() == want.data.tobytes()
+    assert (got.starts, got.real_starts, got.real_sizes, got.codecs, got.last_offsets) == (
+        want.starts, want.real_starts, want.real_sizes, want.codecs, want.last_offsets)  # fmt: skip
+
+
+@pytest.mark.parametrize("max_bytes", [1 << 20, 3000, 1])
+def test_its_runs_are_what_inflate_gives(max_bytes: int) -> None:
+    """From every batch the thread inflated, up to every end in its chunk: the run ``inflate``
+    gives (which goes on through a gzip batch in Python where the thread's run ends)."""
+    data = _segment(120)
+    store = _Store(data, 2048)
+    served = position = 0
+    with Chunks(store, _info(data), ahead=True) as chunks:  # type: ignore[arg-type]
+        while position < len(data):
+            chunk, array = chunks.read(position, min(chunks.chunk_size, len(data) - position))
+            whole = int(batches_end(array))
+            starts = _positions(chunk[:whole])
+            for i, pos in enumerate(starts):
+                for end in [*starts[i + 1 :], whole]:
+                    got = chunks.run(array, pos, end, max_bytes)
+                    if got is None:
+                        continue
+                    served += 1
+                    want = inflate(array[:end], pos, max_bytes)
+                    assert want is not None
+                    cut = len(got.starts)  # inflate may go on through a gzip batch
+                    assert cut == len(want.starts) or want.codecs[cut] == Codec.GZIP
+                    _same_run(got, _first(want, cut))
+            assert chunks.run(np.frombuffer(chunk, np.uint8), 0, whole, max_bytes) is None
+            position += whole
+    assert served > 100
+
+
+def _positions(chunk: bytes) -> list[int]:
+    pos, found = 0, []
+    while pos < len(chunk):
+        found.append(pos)
+        pos += 12 + int.from_bytes(chunk[pos + 8 : pos + 12], "big")
+    return found
+
+
+def _first(run: Inflated, count: int) -> Inflated:
+    stop = run.starts[count] if count < len(run.starts) else run.data.shape[0]
+    rows = slice(0, count)
+    return Inflated(run.data[:stop], run.starts[rows], run.real_starts[rows], run.real_sizes[rows],
+                    run.codecs[rows], run.last_offsets[rows])  # fmt: skip
+
+
+def test_batches_end_is_where_the_whole_batches_end() -> None:
+    data = _segment(20)
+    whole = np.frombuffer(data, np.uint8)
+    assert batches_end(whole) == len(data)
+    cut = _positions(data)[7]
+    assert batches_end(whole[: cut + 30]) == cut
+    assert batches_end(whole[:30]) == 0  # the first batch not whole
+    bad = bytearray(data)
+    bad[cut + 8 : cut + 12] = (3).to_bytes(4, "big")  # a length no batch has
+    assert batches_end(np.frombuffer(bytes(bad), np.uint8)) == cut
+
+
+def test_inflate_chunk_leaves_what_it_cannot_or_need_not_inflate() -> None:
+    """Plain, gzip and control batches stay; with ``drop``, so does a batch whose every offset
+    is superseded; with too little room, the batches past it."""
+    rng = random.Random(1)
+    parts = [build_batch(_records(rng, 3), codec=Codec.LZ4),  # offsets 0-2
+             build_batch([Record(3 + i, NOW, b"k", b"v") for i in range(2)], codec=Codec.GZIP),
+             build_control_batch(ControlType.COMMIT, producer_id=PID, producer_epoch=0,
+                                 timestamp=NOW),
+             build_batch(_records(rng, 4), codec=Codec.ZSTD),
+             build_batch(_records(rng, 2), codec=Codec.NONE)]  # fmt: skip
+    data = b"".join(parts)
+    array = np.frombuffer(data, np.uint8)
+    out = np.empty(ROOM + 10_000, np.uint8)
+    meta = np.empty((8, META), np.int64)
+    none = read_ahead._NO_DROPS
+    count, total = inflate_chunk(array, len(data), out, meta, *none, False)
+    assert count == 2 and list(meta[:2, 4]) == [int(Codec.LZ4), int(Codec.ZSTD)]
+    zstd_at = sum(len(p) for p in parts[:3])
+    assert meta[1, 1] == zstd_at
+    lz4, zstd = inflate(array, 0, 1 << 20), inflate(array, zstd_at, 1 << 20)
+    assert lz4 is not None and zstd is not None
+    inflated = _first(lz4, 1).data.tobytes() + _first(zstd, 1).data.tobytes()
+    assert out[:total].tobytes() == inflated
+    sup = np.full(1, 0b111, np.uint8)  # offsets 0-2 superseded
+    ctx = np.array([100, NOW, 0, 100, 1, 0], np.int64)
+    drops = Drops(sup, ctx, np.zeros(0, np.int64), np.zeros(0, np.int64))
+    count, _ = inflate_chunk(array, len(data), out, meta, *drops, True)
+    assert count == 1 and meta[0, 4] == int(Codec.ZSTD)
+    count, _ = inflate_chunk(array, len(data), out[: ROOM + 10], meta, *none, False)
+    assert count == 1
