@@ -16,7 +16,9 @@ default, the issue's workload) through ``Log.append``, then, each on a fresh cop
 (c) with a codec, one decode of every batch of the segments (read first, not timed) by the
     cleaner's own decoder (``compressed.inflate``, the codec libraries through its kernels):
     the least any compaction does (it reads every key), so plain time over this time bounds
-    the ratio a compaction on one core can reach.
+    the ratio a compaction on one core can reach (where the process has a second core, the
+    cleaner decodes in a thread of its own, ``storage.cleaner.read_ahead``: the CPU-time ratio
+    then shows both threads' time).
 
 R rounds, each timing both back to back on fresh copies (the order alternating), so both see
 the same machine load. Reports, per round, wall and CPU seconds of both and their ratio
@@ -282,7 +284,7 @@ def print_report(report: dict[str, Any]) -> None:
         best = min(r["decode_seconds"] for r in report["rounds"])
         print(f"one decode of every batch (the least a compaction does): best {best:.3f} s; "
               f"plain time / decode time, median {statistics.median(ceilings):.2f} (no "
-              "compaction on one core can pass this ratio)")  # fmt: skip
+              "compaction decoding on one core can pass this ratio)")  # fmt: skip
     before, peak = report["rss_before_compaction"], report["peak_rss_during_compaction"]
     print(f"RSS: {before / mib:.0f} MiB before compaction (log open), peak {peak / mib:.0f} MiB "
           f"during it: +{(peak - before) / mib:.0f} MiB against a map budget of "

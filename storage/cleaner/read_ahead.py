@@ -48,13 +48,13 @@ def _cores() -> int:
 
 ENABLED = _cores() > 1
 """Whether walks read ahead in a thread (a second core to run it on); tests set it."""
-SPAN: Final = 4
-"""The walk's chunk when it reads ahead, in the cleaner's I/O buffers (1 MiB by default): each
-hand-over between the threads takes the GIL a few times on both sides, and at one I/O buffer
-the thread saved nothing (bench/compaction.py's workload, lz4, medians of 7 rounds side by
-side: 0.567 s against 0.540 without it); at four, lz4 0.356 s against 0.397 (11 rounds), zstd
-0.502 against 0.809 (7 rounds); sixteen was no faster beyond the noise and held 18 MiB more
-(docs/performance.md, 2026-11-30, stop 55)."""
+CHUNK: Final = 1 << 20
+"""The walk's chunk when it reads ahead, at least (the cleaner's I/O buffer where larger, as a
+remote store's ranged GETs are): each hand-over between the threads takes the GIL a few times on
+both sides, and at the local I/O buffer (256 KiB) the thread saved nothing (bench/compaction.py's
+workload, lz4, medians of 7 rounds side by side: 0.567 s against 0.540 without it); at 1 MiB,
+lz4 0.356 s against 0.397 (11 rounds), zstd 0.502 against 0.809 (7 rounds); 4 MiB was no faster
+beyond the noise and held 18 MiB more (docs/performance.md, 2026-11-30, stop 55)."""
 SETS: Final = 3
 """Buffer sets: the walk's chunk, the one handed over and waiting, the one being prepared."""
 INFLATED: Final = 4
@@ -106,7 +106,7 @@ class Chunks:
         self.segment_size = info.size
         self._drops = drops if drops is not None else _NO_DROPS
         self._ahead = ENABLED if ahead is None else ahead
-        self.chunk_size = store.io_buffer_size * (SPAN if self._ahead else 1)
+        self.chunk_size = max(store.io_buffer_size, CHUNK) if self._ahead else store.io_buffer_size
         self._thread: threading.Thread | None = None
         self._ready: queue.Queue[_Prepared | None] = queue.Queue(maxsize=1)
         self._free: queue.Queue[tuple[U8, I64] | None] = queue.Queue()

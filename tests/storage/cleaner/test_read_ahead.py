@@ -69,7 +69,7 @@ def _big_log(path: Path, slots: int) -> tuple[LogDirectory, Log]:
 
 @pytest.mark.parametrize("slots", [200, 20_000])
 def test_compaction_is_the_same_with_and_without_the_thread(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, slots: int
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, slots: int, small_chunks: int
 ) -> None:
     """200 slots: several passes, each map filling mid-segment (the walk stops, and so does the
     thread). 20,000: one pass with the superseded bits (the thread leaves droppable batches
@@ -78,7 +78,7 @@ def test_compaction_is_the_same_with_and_without_the_thread(
     for ahead in (True, False):
         monkeypatch.setattr(read_ahead, "ENABLED", ahead)
         log_dir, log = _big_log(tmp_path / str(ahead), slots)
-        assert log.segments[0].size > 4 * read_ahead.SPAN * (1 << 16)
+        assert log.segments[0].size > 20 * max(small_chunks, 1 << 16)  # the store's least
         results = [compact_log(log, now_ms=NOW, first_dirty_offset=None),
                    compact_log(log, now_ms=NOW + 1000, first_dirty_offset=0)]  # fmt: skip
         outputs.append(([s.log_path.read_bytes() for s in log.segments], results))
@@ -104,6 +104,13 @@ class _Store:
         if position == self.fail_at:
             raise OSError(5, "Input/output error", "segment.log")
         return self.data[position : position + size]
+
+
+@pytest.fixture
+def small_chunks(monkeypatch: pytest.MonkeyPatch) -> int:
+    """Read-ahead chunks of 16 KiB, so that the small segments below take several."""
+    monkeypatch.setattr(read_ahead, "CHUNK", 16 << 10)
+    return 16 << 10
 
 
 def _segment(count: int = 400) -> bytes:
@@ -133,11 +140,11 @@ def _walk(chunks: Chunks, data: bytes) -> list[int]:
     return starts
 
 
-def test_the_chunks_are_the_stores_and_read_by_the_thread() -> None:
+def test_the_chunks_are_the_stores_and_read_by_the_thread(small_chunks: int) -> None:
     data = _segment()
     store = _Store(data, 4096)
     with Chunks(store, _info(data), ahead=True) as chunks:  # type: ignore[arg-type]
-        assert chunks.chunk_size == 4096 * read_ahead.SPAN
+        assert chunks.chunk_size == small_chunks
         starts = _walk(chunks, data)
     assert len(starts) > 3
     assert [(p, s) for p, s, _ in store.reads] == [
@@ -147,7 +154,7 @@ def test_the_chunks_are_the_stores_and_read_by_the_thread() -> None:
     assert _threads() == []
 
 
-def test_a_read_elsewhere_stops_the_thread_and_starts_another() -> None:
+def test_a_read_elsewhere_stops_the_thread_and_starts_another(small_chunks: int) -> None:
     """A larger chunk (a batch that did not fit) is read by the walk; a chunk at another
     position (the walk went on elsewhere) too, and the thread starts again from there."""
     data = _segment()
@@ -165,7 +172,7 @@ def test_a_read_elsewhere_stops_the_thread_and_starts_another() -> None:
     assert _threads() == []
 
 
-def test_a_read_error_in_the_thread_is_the_walks() -> None:
+def test_a_read_error_in_the_thread_is_the_walks(small_chunks: int) -> None:
     data = _segment()
     store = _Store(data, 4096)
     with Chunks(store, _info(data), ahead=True) as chunks:  # type: ignore[arg-type]
@@ -196,7 +203,7 @@ def _same_run(got: Inflated, want: Inflated) -> None:
 
 
 @pytest.mark.parametrize("max_bytes", [1 << 20, 3000, 1])
-def test_its_runs_are_what_inflate_gives(max_bytes: int) -> None:
+def test_its_runs_are_what_inflate_gives(max_bytes: int, small_chunks: int) -> None:
     """From every batch the thread inflated, up to every end in its chunk: the run ``inflate``
     gives (which goes on through a gzip batch in Python where the thread's run ends)."""
     data = _segment(120)
