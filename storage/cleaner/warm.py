@@ -20,7 +20,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -31,6 +30,7 @@ from kafkatier.storage.log.log import Log
 from kafkatier.storage.producer.entry import AppendOrigin
 from kafkatier.storage.record.builder import build_batch, build_control_batch
 from kafkatier.storage.record.record import Record
+from kafkatier.storage.scratch import new_scratch
 from kafkatier.storage.wire import Codec, ControlType
 
 _NOW = 1_700_000_000_000
@@ -57,8 +57,11 @@ def warm_up(directory: Path | None = None) -> CompactionResult:
     """Compact a small log in ``directory`` (empty, the caller's to remove), else in a temporary
     directory (module docstring)."""
     if directory is None:
-        with tempfile.TemporaryDirectory(prefix="kafkatier-warm-") as tmp:
-            return warm_up(Path(tmp))
+        scratch = new_scratch("warm")
+        try:
+            return warm_up(scratch)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
     config = LogConfig.from_properties(
         {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0"}, source="warm-up"
     )
@@ -76,8 +79,9 @@ def warming() -> Iterator[subprocess.Popen[bytes] | None]:
     """:func:`warm_up` in a child process at the lowest priority for the time of the block (a
     long-running loop); a child still compiling when the block ends is killed (numba writes each
     cache file whole, by rename) and always reaped. The child's log is in a directory this
-    process made and removes after it, so a killed child leaves nothing behind."""
-    scratch = tempfile.mkdtemp(prefix="kafkatier-warm-")
+    process made and removes after it, so a killed child leaves nothing behind; one that a
+    killed parent left is removed by the next process's first warm-up (``storage.scratch``)."""
+    scratch = new_scratch("warm")
     try:
         child = subprocess.Popen(
             [sys.executable, "-m", "kafkatier.storage.cleaner.warm", scratch],

@@ -41,7 +41,7 @@ from kafkatier.storage.cleaner.kernels.offset_map import MURMUR3, OffsetMap
 from kafkatier.storage.cleaner.txn import CleanedTransactionMetadata
 from kafkatier.storage.config.log_config import LogConfig
 from kafkatier.storage.producer.snapshot import list_snapshot_files
-from kafkatier.tiering.cleaner.scratch import new_scratch
+from kafkatier.storage.scratch import new_scratch
 from kafkatier.tiering.cleaner.segment_store import RemoteSegmentStore
 from kafkatier.tiering.cleaner.swap import GroupReplacer
 from kafkatier.tiering.cleaner.view import CombinedLog, active_producers, choose
@@ -201,7 +201,7 @@ def compact_remote(
         return result
     part = _Partition(store, rp, config, manifest, remote, local, now_ms, cache)
     replacer = GroupReplacer(store, rp, owner, cache=cache)
-    scratch = new_scratch(scratch_dir)  # a dead process's are removed first
+    scratch = new_scratch("compact", scratch_dir)  # a dead process's are removed first
     io_size = read_bytes or max(config.io_buffer_size // 2, REMOTE_READ_BYTES)
     seg_store = RemoteSegmentStore(store, rp, remote,
                                    local.segments if local is not None else [], config=config,
