@@ -5,7 +5,8 @@ On one thread the walk alternates the read of a chunk (``os.pread``), the decodi
 zstd batches and the kernels' work on them (the map build, the rewrite). The read and the
 decoding (``kernels.ahead``: numba, without the GIL) can run beside the kernels (C through cffi
 or numba, without the GIL too) on a second core; on one core the thread would only add its
-switches, so it runs where the process may use two or more (:data:`ENABLED`). One chunk is
+switches, so it runs where the process may use two or more (:data:`ENABLED`), and not over a
+store that reads ahead itself (``SegmentStore.reads_ahead``: the remote one). One chunk is
 prepared ahead at most: three chunks' buffers, each with room for :data:`INFLATED` times the
 chunk inflated (a small constant beside the map's budget); batches past that room are left to
 the walk.
@@ -105,7 +106,7 @@ class Chunks:
         self.base = info.base_offset
         self.segment_size = info.size
         self._drops = drops if drops is not None else _NO_DROPS
-        self._ahead = ENABLED if ahead is None else ahead
+        self._ahead = (ENABLED and not store.reads_ahead) if ahead is None else ahead
         self.chunk_size = max(store.io_buffer_size, CHUNK) if self._ahead else store.io_buffer_size
         self._thread: threading.Thread | None = None
         self._ready: queue.Queue[_Prepared | None] = queue.Queue(maxsize=1)

@@ -65,6 +65,8 @@ class SegmentStore(Protocol):
 
     io_buffer_size: int
     """How many bytes one read asks for."""
+    reads_ahead: bool
+    """Whether the store reads ahead itself (``read_ahead`` then starts no thread of its own)."""
 
     def segment_infos(self) -> list[SegmentInfo]: ...
 
@@ -128,6 +130,8 @@ class _LocalCleaned:
 
 class LocalSegmentStore:
     """A :class:`Log`'s segments on local disk; swaps update ``log.segments`` in place."""
+
+    reads_ahead = False
 
     def __init__(self, log: Log, io_buffer_size: int = 256 << 10) -> None:
         self.log = log

@@ -101,6 +101,11 @@ class _ReadAhead:
 class RemoteSegmentStore:
     """Remote-only segments (rewritten) then local ones (read only); module docstring."""
 
+    reads_ahead = True
+    """Its ranged GETs go a range ahead (``_ReadAhead``): the cleaner's read-ahead thread gained
+    nothing over them (bench/remote_compaction.py, zstd: 1.72-1.81 s against 1.66 without it)
+    and held 40 MiB more (three 4 MiB chunks and their inflated batches)."""
+
     def __init__(
         self,
         store: ObjectStore,

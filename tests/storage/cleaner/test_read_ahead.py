@@ -93,6 +93,8 @@ class _Store:
     """A segment store over bytes: what ``Chunks`` reads (``read_chunk``, ``io_buffer_size``),
     each read recorded with its thread; ``fail_at``: a position whose read raises."""
 
+    reads_ahead = False
+
     def __init__(self, data: bytes, io_buffer_size: int, fail_at: int = -1) -> None:
         self.data = data
         self.io_buffer_size = io_buffer_size
