@@ -35,7 +35,7 @@ Slow = Callable[[AnyBatch], bool]
 
 def walk_segment(chunks: Chunks, start_offset: int, plain: Plain, slow: Slow) -> bool:
     """Every batch of the chunks' segment from the index position of ``start_offset``, read
-    ``io_buffer_size`` bytes at a time (grown for a larger batch); True if stopped early."""
+    ``chunks.chunk_size`` bytes at a time (grown for a larger batch); True if stopped early."""
     store, base, size = chunks.store, chunks.base, chunks.segment_size
     position = store.start_position(base, start_offset)
     chunk_size = chunks.chunk_size
