@@ -19,6 +19,7 @@ from kafkatier.storage.cleaner.kernels.ahead import batches_end, inflate_chunk
 from kafkatier.storage.cleaner.kernels.codec_runs import META, ROOM
 from kafkatier.storage.cleaner.read_ahead import Chunks, Drops
 from kafkatier.storage.cleaner.segment_store import SegmentInfo
+from kafkatier.storage.errors import InvalidRecordError
 from kafkatier.storage.log.directory import LogDirectory
 from kafkatier.storage.log.log import Log
 from kafkatier.storage.producer.entry import AppendOrigin
@@ -289,3 +290,35 @@ def test_inflate_chunk_leaves_what_it_cannot_or_need_not_inflate() -> None:
     assert count == 1 and meta[0, 4] == int(Codec.ZSTD)
     count, _ = inflate_chunk(array, len(data), out[: ROOM + 10], meta, *none, False)
     assert count == 1
+
+
+@pytest.mark.parametrize("ahead", [True, False])
+@pytest.mark.parametrize("codec", [Codec.GZIP, Codec.LZ4])
+def test_a_corrupt_batch_past_the_first_chunk_is_named_at_its_file_position(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, small_chunks: int, ahead: bool,
+    codec: Codec,
+) -> None:  # fmt: skip
+    """A batch the walk's Python path reads from a later chunk knew only its place in the chunk:
+    the error names the segment and the batch's position in it (gzip's error named neither)."""
+    monkeypatch.setattr(read_ahead, "ENABLED", ahead)
+    config = compact_config(segment_bytes=3 << 20)
+    log_dir, log = open_log(tmp_path, config, ManualClock())
+    rng = random.Random(2)
+    for _ in range(400):
+        log.append(build_batch(_records(rng, 8), codec=codec))
+    log.roll()
+    path = log.segments[0].log_path
+    log_dir.close()
+    data = bytearray(path.read_bytes())
+    at = next(p for p in _positions(bytes(data)) if p > 5 * max(small_chunks, 1 << 16))
+    if codec == Codec.LZ4:
+        data[at + 61 + 11] = 0x0F  # the block's first token: a match with nothing before it
+    else:
+        data[at + 61 + 30] ^= 0x5A  # inside the deflate stream: its check fails
+    path.write_bytes(data)
+    log_dir, log = open_log(tmp_path, config, ManualClock())
+    with pytest.raises(InvalidRecordError) as raised:
+        compact_log(log, now_ms=NOW, first_dirty_offset=None)
+    log_dir.close()
+    assert raised.value.context["file"] == str(path)
+    assert raised.value.context["position"] == at
