@@ -22,7 +22,8 @@ from kafkatier.storage.cleaner.kernels.records import (
     rebuild_records,
     scan_records,
 )
-from kafkatier.storage.record.batch import RecordBatch
+from kafkatier.storage.errors import KafkaTierError
+from kafkatier.storage.record.batch import RecordBatch, located
 from kafkatier.storage.record.builder import _assemble
 from kafkatier.storage.record.compression import compress, decompress
 from kafkatier.storage.wire import BATCH_HEADER_SIZE, Codec, TimestampType, attributes
@@ -46,7 +47,10 @@ def scan(batch: RecordBatch) -> ScannedBatch | None:
     payload: bytes | memoryview = batch.buffer[BATCH_HEADER_SIZE:]
     codec = batch.codec
     if codec != Codec.NONE:
-        payload = decompress(codec, payload)
+        try:
+            payload = decompress(codec, payload)
+        except KafkaTierError as exc:  # the codec's error knows no batch: name it
+            raise located(exc, batch.file, batch.position) from exc
     array = np.frombuffer(payload, dtype=np.uint8)
     rows, ok = scan_records(array, batch.records_count)
     return ScannedBatch(batch, array, rows) if ok else None

@@ -26,7 +26,7 @@ from kafkatier.storage.index.txn_index import AbortedTxn
 from kafkatier.storage.log.batch_position import BatchInfo
 from kafkatier.storage.log.log import Log
 from kafkatier.storage.log.segment import AnyBatch, LogSegment
-from kafkatier.storage.record.records import iter_batches
+from kafkatier.storage.record.records import iter_batches_read_at
 
 CRASH_ENV = "KAFKATIER_CLEANER_CRASH_AFTER"
 """Test hook: SIGKILL this process right after the n-th step (1-based) of writing/swapping."""
@@ -167,8 +167,8 @@ class LocalSegmentStore:
         while position < segment.size:
             chunk = segment.read_bytes(position, min(chunk_size, segment.size - position))
             consumed = 0
-            for batch in iter_batches(chunk, file=str(segment.log_path)):
-                consumed = batch.position + batch.size_in_bytes
+            for batch in iter_batches_read_at(chunk, position, file=str(segment.log_path)):
+                consumed = batch.position - position + batch.size_in_bytes
                 yield batch
             if consumed == 0:
                 if len(chunk) < chunk_size:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator
 
-from kafkatier.storage.errors import CorruptRecordError
+from kafkatier.storage.errors import CorruptRecordError, KafkaTierError
 from kafkatier.storage.record.batch import Buffer, RecordBatch
 from kafkatier.storage.record.legacy import LegacyBatch
 from kafkatier.storage.wire import (
@@ -71,6 +71,20 @@ def iter_batches(
         position += batch.size_in_bytes
 
 
+def iter_batches_read_at(
+    buf: Buffer, start: int, *, file: str | None = None
+) -> Iterator[RecordBatch | LegacyBatch]:
+    """:func:`iter_batches` of bytes read at ``start`` of ``file``: each batch's position, and
+    an error's, is its position in the file (a reader that goes a chunk at a time; the batches'
+    own errors name it)."""
+    try:
+        for batch in iter_batches(buf, file=file):
+            batch.position += start
+            yield batch
+    except KafkaTierError as exc:
+        raise exc.moved(start) from exc
+
+
 def set_base_offset(buf: bytearray | memoryview, position: int, base_offset: int) -> None:
     """Rewrite baseOffset in place (not covered by the CRC)."""
     _I64.pack_into(buf, position, base_offset)
@@ -83,6 +97,7 @@ def set_partition_leader_epoch(buf: bytearray | memoryview, position: int, epoch
 
 __all__ = [
     "iter_batches",
+    "iter_batches_read_at",
     "read_batch",
     "set_base_offset",
     "set_partition_leader_epoch",

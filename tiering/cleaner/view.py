@@ -32,7 +32,7 @@ from kafkatier.storage.log.segment import AnyBatch, LogSegment
 from kafkatier.storage.producer.snapshot import snapshot_path
 from kafkatier.storage.producer.state import ProducerStateManager
 from kafkatier.storage.record.batch import RecordBatch
-from kafkatier.storage.record.records import iter_batches
+from kafkatier.storage.record.records import iter_batches_read_at
 from kafkatier.storage.wire import BATCH_HEADER_SIZE, NO_TIMESTAMP, OFFSET_AND_LENGTH
 from kafkatier.tiering.errors import CorruptRemoteObjectError
 from kafkatier.tiering.metadata.identity import RemotePartition
@@ -96,7 +96,7 @@ class RemoteSegmentFile:
         if stop > position:
             data = self._read_head(stop)[position:] if position == 0 else self.read_bytes(
                 position, stop - position)  # fmt: skip
-            yield from iter_batches(data, file=self.key)
+            yield from iter_batches_read_at(data, position, file=self.key)
 
 
 class _EndMarker:
@@ -196,8 +196,8 @@ def chunked_batches(
     while position < size:
         data = read(position, min(chunk, size - position))
         consumed = 0
-        for batch in iter_batches(data, file=name):
-            consumed = batch.position + batch.size_in_bytes
+        for batch in iter_batches_read_at(data, position, file=name):
+            consumed = batch.position - position + batch.size_in_bytes
             yield batch
         if consumed == 0:
             if len(data) < OFFSET_AND_LENGTH.size:
@@ -207,8 +207,8 @@ def chunked_batches(
             if whole <= len(data) or position + whole > size:
                 return  # a partial tail: nothing more to read
             data = read(position, whole)
-            for batch in iter_batches(data, file=name):
-                consumed = batch.position + batch.size_in_bytes
+            for batch in iter_batches_read_at(data, position, file=name):
+                consumed = batch.position - position + batch.size_in_bytes
                 yield batch
             if consumed == 0:
                 return

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from cleaner_fixtures import ManualClock, compact_config, open_log
 
+from kafkatier.storage.cleaner import fast as cleaner_fast
 from kafkatier.storage.cleaner import read_ahead
 from kafkatier.storage.cleaner.compact import compact_log
 from kafkatier.storage.cleaner.compressed import Inflated, inflate
@@ -292,33 +293,35 @@ def test_inflate_chunk_leaves_what_it_cannot_or_need_not_inflate() -> None:
     assert count == 1
 
 
-@pytest.mark.parametrize("ahead", [True, False])
+@pytest.mark.parametrize("path", ["read ahead", "walk", "batches"])
 @pytest.mark.parametrize("codec", [Codec.GZIP, Codec.LZ4])
 def test_a_corrupt_batch_past_the_first_chunk_is_named_at_its_file_position(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, small_chunks: int, ahead: bool,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, small_chunks: int, path: str,
     codec: Codec,
 ) -> None:  # fmt: skip
-    """A batch the walk's Python path reads from a later chunk knew only its place in the chunk:
-    the error names the segment and the batch's position in it (gzip's error named neither)."""
-    monkeypatch.setattr(read_ahead, "ENABLED", ahead)
+    """A batch read from a later chunk knew only its place in the chunk: the error names the
+    segment and the batch's position in it (gzip's error named neither), on the walk with and
+    without the thread and on the per-batch path (``read_batches``)."""
+    monkeypatch.setattr(read_ahead, "ENABLED", path == "read ahead")
+    monkeypatch.setattr(cleaner_fast, "ENABLED", path != "batches")
     config = compact_config(segment_bytes=3 << 20)
     log_dir, log = open_log(tmp_path, config, ManualClock())
     rng = random.Random(2)
     for _ in range(400):
         log.append(build_batch(_records(rng, 8), codec=codec))
     log.roll()
-    path = log.segments[0].log_path
+    segment = log.segments[0].log_path
     log_dir.close()
-    data = bytearray(path.read_bytes())
+    data = bytearray(segment.read_bytes())
     at = next(p for p in _positions(bytes(data)) if p > 5 * max(small_chunks, 1 << 16))
     if codec == Codec.LZ4:
         data[at + 61 + 11] = 0x0F  # the block's first token: a match with nothing before it
     else:
         data[at + 61 + 30] ^= 0x5A  # inside the deflate stream: its check fails
-    path.write_bytes(data)
+    segment.write_bytes(data)
     log_dir, log = open_log(tmp_path, config, ManualClock())
     with pytest.raises(InvalidRecordError) as raised:
         compact_log(log, now_ms=NOW, first_dirty_offset=None)
     log_dir.close()
-    assert raised.value.context["file"] == str(path)
+    assert raised.value.context["file"] == str(segment)
     assert raised.value.context["position"] == at

@@ -1,0 +1,36 @@
+"""Remote compaction's chunked reads (kafkatier.tiering.cleaner.view.chunked_batches): every
+batch once, in order, at its position in the object; a corrupt one named at that position."""
+
+from __future__ import annotations
+
+import pytest
+
+from kafkatier.storage.errors import CorruptRecordError
+from kafkatier.storage.record.builder import build_batch
+from kafkatier.storage.record.record import Record
+from kafkatier.tiering.cleaner.view import chunked_batches
+
+
+def _segment() -> tuple[bytes, list[int]]:
+    batches = [build_batch([Record(0, 1_700_000_000_000, b"k%d" % i, b"v" * (i % 50))])
+               for i in range(200)]  # fmt: skip
+    starts = [sum(len(b) for b in batches[:i]) for i in range(len(batches))]
+    return b"".join(batches), starts
+
+
+@pytest.mark.parametrize("chunk", [100, 1000, 1 << 20])
+def test_batches_come_at_their_positions_in_the_object(chunk: int) -> None:
+    data, starts = _segment()
+    found = list(chunked_batches(lambda at, n: data[at : at + n], len(data), 0, chunk, "obj"))
+    assert [b.position for b in found] == starts
+    assert [b.base_offset for b in found] == [0] * len(starts)
+
+
+def test_a_corrupt_batch_in_a_later_chunk_is_named_at_its_position() -> None:
+    data, starts = _segment()
+    bad = bytearray(data)
+    at = starts[150]
+    bad[at + 8 : at + 12] = (5).to_bytes(4, "big")  # a length below any batch's
+    with pytest.raises(CorruptRecordError) as raised:
+        list(chunked_batches(lambda p, n: bytes(bad[p : p + n]), len(bad), 0, 1000, "obj"))
+    assert raised.value.context == {"file": "obj", "position": at}
