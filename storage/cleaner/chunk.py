@@ -21,12 +21,10 @@ from kafkatier.storage.cleaner.kernels.offset_map import MURMUR3, OffsetMap
 from kafkatier.storage.cleaner.kernels.superseded import skip_superseded
 from kafkatier.storage.cleaner.read_ahead import Chunks, Drops
 from kafkatier.storage.cleaner.segment_store import CleanedSegment
-from kafkatier.storage.errors import KafkaTierError
 from kafkatier.storage.log.batch_position import BatchInfo
 from kafkatier.storage.log.segment import AnyBatch
 from kafkatier.storage.native import native
-from kafkatier.storage.record.batch import located
-from kafkatier.storage.record.records import read_batch
+from kafkatier.storage.record.records import read_batch_at
 
 U8 = npt.NDArray[np.uint8]
 Plain = Callable[[U8, int], tuple[int, bool]]
@@ -49,14 +47,11 @@ def walk_segment(chunks: Chunks, start_offset: int, plain: Plain, slow: Slow) ->
             pos, stop = plain(array, pos)
             if stop:
                 return True
-            try:
-                batch = read_batch(chunk, pos, file=name)
-                if batch is None:
-                    break
-                if slow(batch):
-                    return True
-            except KafkaTierError as exc:
-                raise _in_file(exc, name, position, pos) from exc
+            batch = read_batch_at(chunk, pos, position, file=name)
+            if batch is None:
+                break
+            if slow(batch):
+                return True
             pos += batch.size_in_bytes
         if pos == 0:
             if len(chunk) < chunk_size:
@@ -66,16 +61,6 @@ def walk_segment(chunks: Chunks, start_offset: int, plain: Plain, slow: Slow) ->
         position += pos
         chunk_size = chunks.chunk_size
     return False
-
-
-def _in_file(exc: KafkaTierError, name: str, start: int, pos: int) -> KafkaTierError:
-    """``exc``, raised for the batch at ``pos`` of the chunk read at ``start`` of the file
-    ``name``, with its position in that file: a batch read from a chunk knows only its place in
-    the chunk; an error naming no file (a codec's) gets the batch's."""
-    file = exc.context.get("file")
-    if file is None:
-        return located(exc, name, start + pos)
-    return exc.moved(start) if file == name else exc
 
 
 Run = Callable[[Inflated, U8], tuple[int, bool]]

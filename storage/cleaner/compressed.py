@@ -74,7 +74,7 @@ def _view(chunk: Chunk) -> memoryview:
     return memoryview(chunk).cast("B")
 
 
-_CODECS: Final = {int(c): c for c in Codec}  # ids 5-7 are no codec: None, not Codec(n)'s raise
+CODECS_BY_ID: Final = {int(c): c for c in Codec}  # ids 5-7 are no codec: None, not Codec(n)'s raise
 
 
 def _compressed_data_batch(chunk: memoryview, pos: int) -> tuple[int, int, int]:
@@ -126,7 +126,7 @@ def inflate(
         size, base, attrs = _compressed_data_batch(view, pos)
         if not size:
             break
-        codec = _CODECS.get(attrs & ATTR_CODEC_MASK)
+        codec = CODECS_BY_ID.get(attrs & ATTR_CODEC_MASK)
         if codec is None:
             break  # an unknown codec id: the Python path reports it
         try:
@@ -164,7 +164,7 @@ def _inflate_kernel(
     if count:
         columns = meta[:count].T.tolist()
         run.starts, run.real_starts, run.real_sizes, run.last_offsets = columns[:4]
-        run.codecs = [_CODECS[c] for c in columns[4]]
+        run.codecs = [CODECS_BY_ID[c] for c in columns[4]]
     return int(pos), int(total)
 
 

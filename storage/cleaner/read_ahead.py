@@ -32,11 +32,11 @@ from typing import Final, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from kafkatier.storage.cleaner.compressed import Inflated
+from kafkatier.storage.cleaner.compressed import CODECS_BY_ID, Inflated
 from kafkatier.storage.cleaner.kernels import codec_runs
 from kafkatier.storage.cleaner.kernels.ahead import batches_end, inflate_chunk
 from kafkatier.storage.cleaner.segment_store import SegmentInfo, SegmentStore
-from kafkatier.storage.wire import BATCH_HEADER_SIZE, Codec
+from kafkatier.storage.wire import BATCH_HEADER_SIZE
 
 U8 = npt.NDArray[np.uint8]
 I64 = npt.NDArray[np.int64]
@@ -60,7 +60,6 @@ SETS: Final = 3
 """Buffer sets: the walk's chunk, the one handed over and waiting, the one being prepared."""
 INFLATED: Final = 4
 """A prepared chunk's room for inflated batches, in chunk sizes."""
-_CODECS: Final = {int(c): c for c in Codec}
 
 
 class Drops(NamedTuple):
@@ -161,9 +160,10 @@ class Chunks:
                 break
             i += 1
         stop = starts[i] if i < count else item.data.shape[0]
-        return Inflated(item.data[first:stop], [s - first for s in starts[row:i]],
-                        real_starts[row:i], real_sizes[row:i], [_CODECS[c] for c in codecs[row:i]],
-                        last_offsets[row:i])  # fmt: skip
+        taken = slice(row, i)
+        return Inflated(item.data[first:stop], [s - first for s in starts[taken]],
+                        real_starts[taken], real_sizes[taken],
+                        [CODECS_BY_ID[c] for c in codecs[taken]], last_offsets[taken])  # fmt: skip
 
     def _release(self) -> None:
         """The walk is done with the current chunk: its buffers go back to the thread."""
@@ -205,7 +205,7 @@ class Chunks:
         size = self.chunk_size
         try:
             while position < self.segment_size:
-                buffers = self._buffers(size)
+                buffers = self._buffers()
                 if buffers is None:
                     return
                 item = self._prepare(position, min(size, self.segment_size - position), buffers)
@@ -228,17 +228,17 @@ class Chunks:
         rows = {start: i for i, start in enumerate(columns[1])}
         return _Prepared(position, size, chunk, array, end, buffers, out[:total], columns, rows)
 
-    def _buffers(self, size: int) -> tuple[U8, I64] | None:
-        """A free set of buffers (None once the walk stops the thread)."""
+    def _buffers(self) -> tuple[U8, I64] | None:
+        """A free set of buffers, made at its first use (None once the walk stops the thread)."""
         while not self._stopping.is_set():
             try:
                 found = self._free.get(timeout=0.05)
             except queue.Empty:
                 continue
-            if found is None or found[0].shape[0] < INFLATED * size + codec_runs.ROOM:
+            if found is None:
                 found = (
-                    np.empty(INFLATED * size + codec_runs.ROOM, dtype=np.uint8),
-                    np.empty((size // BATCH_HEADER_SIZE + 1, codec_runs.META), np.int64),
+                    np.empty(INFLATED * self.chunk_size + codec_runs.ROOM, dtype=np.uint8),
+                    np.empty((self.chunk_size // BATCH_HEADER_SIZE + 1, codec_runs.META), np.int64),
                 )
             return found
         return None

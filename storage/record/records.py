@@ -71,18 +71,29 @@ def iter_batches(
         position += batch.size_in_bytes
 
 
+def read_batch_at(
+    buf: Buffer, position: int, start: int, *, file: str | None = None
+) -> RecordBatch | LegacyBatch | None:
+    """:func:`read_batch` of bytes read at ``start`` of ``file`` (a reader that goes a chunk at a
+    time): the batch's position, and an error's, is its position in the file, so the batch's own
+    errors name it there."""
+    try:
+        batch = read_batch(buf, position, file=file)
+    except KafkaTierError as exc:
+        raise exc.moved(start) from exc
+    if batch is not None:
+        batch.position += start
+    return batch
+
+
 def iter_batches_read_at(
     buf: Buffer, start: int, *, file: str | None = None
 ) -> Iterator[RecordBatch | LegacyBatch]:
-    """:func:`iter_batches` of bytes read at ``start`` of ``file``: each batch's position, and
-    an error's, is its position in the file (a reader that goes a chunk at a time; the batches'
-    own errors name it)."""
-    try:
-        for batch in iter_batches(buf, file=file):
-            batch.position += start
-            yield batch
-    except KafkaTierError as exc:
-        raise exc.moved(start) from exc
+    """:func:`iter_batches` of bytes read at ``start`` of ``file`` (:func:`read_batch_at`)."""
+    position = 0
+    while (batch := read_batch_at(buf, position, start, file=file)) is not None:
+        yield batch
+        position = batch.position - start + batch.size_in_bytes
 
 
 def set_base_offset(buf: bytearray | memoryview, position: int, base_offset: int) -> None:
@@ -98,6 +109,7 @@ def set_partition_leader_epoch(buf: bytearray | memoryview, position: int, epoch
 __all__ = [
     "iter_batches",
     "iter_batches_read_at",
+    "read_batch_at",
     "read_batch",
     "set_base_offset",
     "set_partition_leader_epoch",

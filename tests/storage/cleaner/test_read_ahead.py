@@ -26,6 +26,7 @@ from kafkatier.storage.log.log import Log
 from kafkatier.storage.producer.entry import AppendOrigin
 from kafkatier.storage.record.builder import build_batch, build_control_batch
 from kafkatier.storage.record.record import Record
+from kafkatier.storage.record.records import iter_batches
 from kafkatier.storage.verify.paths import verify_paths
 from kafkatier.storage.wire import Codec, ControlType
 
@@ -235,11 +236,7 @@ def test_its_runs_are_what_inflate_gives(max_bytes: int, small_chunks: int) -> N
 
 
 def _positions(chunk: bytes) -> list[int]:
-    pos, found = 0, []
-    while pos < len(chunk):
-        found.append(pos)
-        pos += 12 + int.from_bytes(chunk[pos + 8 : pos + 12], "big")
-    return found
+    return [batch.position for batch in iter_batches(chunk)]
 
 
 def _first(run: Inflated, count: int) -> Inflated:
