@@ -30,7 +30,7 @@ from kafkatier.storage.errors import (
     LogWriteError,
     StorageError,
 )
-from kafkatier.storage.log.committed_all import append_committed_all
+from kafkatier.storage.log.committed_all import Later, append_committed_all
 from kafkatier.storage.log.log import Log
 from kafkatier.storage.log.queued_writes import QueuedWrites
 from kafkatier.storage.log.validator import parse_incoming
@@ -175,6 +175,7 @@ def write_all(
     files: StagingFiles,
     marker: tuple[int, int, int],
     after_append: Callable[[], None] | None = None,
+    later: Later | None = None,
 ) -> None:
     """Each partition's batches with their sequences and its COMMIT marker (``marker``:
     producer id, the marker's epoch, its timestamp); their bytes written by a thread of their
@@ -183,11 +184,13 @@ def write_all(
     (``append_committed_all``), the others one after the other. ``after_append``: the crash
     tests' hook after each partition, which needs the partition's bytes in its file then (the
     library's calls then take one partition each, and wait for its write; a crash among queued
-    writes leaves what a crash after one of them leaves, fewer partitions written)."""
+    writes leaves what a crash after one of them leaves, fewer partitions written). ``later``:
+    where the library's appends leave their logs' index and producer entries
+    (``append_committed_all``'s), which the caller applies before it touches the logs again."""
     queued = QueuedWrites.open(len(checked))
     with queued or contextlib.nullcontext():
         if queued is not None:
-            checked = _write_at_once(checked, log_for, marker, queued, after_append)
+            checked = _write_at_once(checked, log_for, marker, queued, after_append, later)
         for c in checked:
             pieces = c.pieces if c.pieces is not None else read_pieces(files, c.group.spans)
             write_partition(log_for(c.group.topic, c.group.partition), pieces, c.first_sequence,
@@ -198,7 +201,7 @@ def write_all(
 
 def _write_at_once(
     checked: list[Checked], log_for: Callable[[str, int], Log], marker: tuple[int, int, int],
-    queued: QueuedWrites, after_append: Callable[[], None] | None,
+    queued: QueuedWrites, after_append: Callable[[], None] | None, later: Later | None,
 ) -> list[Checked]:  # fmt: skip
     """The partitions whose batches' bytes are held (``Checked.views``), appended by one call
     of the C library (``append_committed_all``: their sequences assigned there; with
@@ -216,14 +219,15 @@ def _write_at_once(
     if not whole:
         return rest
     if after_append is None:
-        left = append_committed_all(appends, marker, queued)
+        left = append_committed_all(appends, marker, queued, later=later)
     else:
 
         def after_one() -> None:
             queued.wait()
             after_append()
 
-        left = append_committed_all(appends, marker, queued, after_chunk=after_one, chunk=1)
+        left = append_committed_all(appends, marker, queued, after_chunk=after_one, chunk=1,
+                                    later=later)  # fmt: skip
     return [whole[i] for i in left] + rest
 
 

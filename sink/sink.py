@@ -34,7 +34,9 @@ runs entirely under the sink's exclusive lock file and is one Kafka transaction:
    made durable afterwards, by one syncfs begun in a thread (``LogDirectory.flush_data_later``),
    finished while the next batch's encode job runs, before it decides anything; only then are
    the batch's staging files removed, so until the partitions are durable the write-ahead log
-   can complete them.
+   can complete them. The index entries and producer entries of the appends the C library
+   made (``committed_all.Later``) are set then too, first: nothing reads them before (at
+   1,024 partitions that moves about 10 ms of Python a batch off the driver's critical path).
 
 A crash before (5) leaves nothing in the partitions and Spark replays the batch (its commit log
 is written after ``foreachBatch`` returns). A crash or power loss after it leaves a decided batch
@@ -110,6 +112,7 @@ from kafkatier.sink.txn import end_txn, open_txn_logs, split_by_decision, topic_
 from kafkatier.sink.wal import remove_files, sync_files
 from kafkatier.storage import collector
 from kafkatier.storage.config.topic_files import TopicConfigStore
+from kafkatier.storage.log.committed_all import Later
 from kafkatier.storage.log.directory import LogDirectory
 from kafkatier.storage.log.log import Log, wall_clock_ms
 from kafkatier.storage.log.writer_lock import writer_turn
@@ -173,8 +176,9 @@ class KafkaLogSink:
         self._recovered = False  # whether this instance's logs need no recovery
         self._state = StateFile(self.log_dir, chosen)  # the bookkeeping file, as last saved
         self._unsynced: Callable[[], None] | None = None
-        """The last batch's partitions not known durable yet: the flush that finishes making
-        them so and then removes its staging files (``LogDirectory.flush_data_later``)."""
+        """The last batch's partitions not known durable yet: what sets their index and
+        producer entries (``committed_all.Later``), then the flush that finishes making them
+        durable and removes the batch's staging files (``LogDirectory.flush_data_later``)."""
         self._meanwhile: ThreadPoolExecutor | None = None  # see _encode
         self._load_buffers = LoadBuffers()  # the staging files' loads, reused by every batch
 
@@ -398,13 +402,14 @@ class KafkaLogSink:
                 crash("after-decide")
                 marker = (state.producer_id, self._epoch_now(), wall_clock_ms())
                 hook = None if crash is no_crash else functools.partial(crash, "after-append")
-                write_all(checked, self._log_for, files, marker, hook)
+                books = Later()
+                write_all(checked, self._log_for, files, marker, hook, books)
         except BaseException:
             if not decided:
                 place.remove()
             raise
         crash("after-appends")
-        self._unsynced = self.logs.flush_data_later(then=place.remove)
+        self._unsynced = _after(books.apply, self.logs.flush_data_later(then=place.remove))
         if self.logs.rolled_since_flush:  # the sidecar may upload the rolled segment once flushed
             self._settle()
 
@@ -449,3 +454,13 @@ class KafkaLogSink:
             found = self.logs.get(topic, partition)
         assert found is not None
         return found
+
+
+def _after(first: Callable[[], None], then: Callable[[], None]) -> Callable[[], None]:
+    """``first`` and then ``then``, as one call."""
+
+    def both() -> None:
+        first()
+        then()
+
+    return both

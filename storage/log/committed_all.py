@@ -53,7 +53,7 @@ Chosen = tuple[int, "Log", "LogSegment", Indexes, list[int]]  # place, log, segm
 def append_committed_all(
     appends: Sequence[Append], marker_fields: tuple[int, int, int], queued: QueuedWrites,
     coordinator_epoch: int = 0, after_chunk: Callable[[], None] | None = None,
-    chunk: int = CHUNK,
+    chunk: int = CHUNK, later: Later | None = None,
 ) -> list[int]:  # fmt: skip
     """Each log's batches (their bytes, checked as a client's append: ``parse_incoming``'s
     checks), given base sequences from its first sequence on (CRCs rewritten), and the COMMIT
@@ -67,7 +67,10 @@ def append_committed_all(
     next is read: the queue's thread writes them (about 15 us a partition, ext4's) while this
     goes on.
     ``after_chunk``: called after each chunk that took any partition, its writes handed over
-    (the crash tests')."""
+    (the crash tests'). ``later``: where the taken partitions' index entries and producer
+    entries (with the log end offset) go instead of onto the logs, for the caller to
+    :meth:`Later.apply` before anything reads or writes these logs again (the sink, while its
+    next batch's job runs); None: set before this returns."""
     kernels = native.native()
     if kernels is None:
         return list(range(len(appends)))
@@ -78,7 +81,7 @@ def append_committed_all(
     for start in range(0, len(appends), chunk):
         part = range(start, min(start + chunk, len(appends)))
         refused = _append_chunk(kernels, appends, part, marker, marker_fields, queued,
-                                coordinator_epoch)  # fmt: skip
+                                coordinator_epoch, later)  # fmt: skip
         if refused is None:  # no CRC instruction here: nothing done, none will be
             return left + list(range(start, len(appends)))
         left += refused
@@ -90,6 +93,7 @@ def append_committed_all(
 def _append_chunk(
     kernels: Any, appends: Sequence[Append], chunk: range, marker: bytes,
     marker_fields: tuple[int, int, int], queued: QueuedWrites, coordinator_epoch: int,
+    later: Later | None,
 ) -> list[int] | None:  # fmt: skip
     """:func:`append_committed_all` of the appends in ``chunk``: those not taken, or None where
     the library can take none (no CRC instruction)."""
@@ -129,14 +133,18 @@ def _append_chunk(
             queued.track(segment, ints[_FD], ints[_POSITION], size)
     queued.writes.filled(done.taken, done.keep)
     batch_metas = [_new(BatchMetadata, meta) for meta in done.batches]
+    books = Later() if later is None else later
     for k in taken:
-        _settle(chosen[k], done.out[k], k, done, batch_metas, marker_fields, coordinator_epoch)
+        books.add(_placed(chosen[k], done.out[k], k, done, batch_metas, marker_fields,
+                          coordinator_epoch))  # fmt: skip
+    if later is None:
+        books.apply()
     return sorted(left)
 
 
 # kt_commit_in's and kt_commit_out's fields that are read here
 _BATCH_START, _BATCH_COUNT, _POSITION, _FD = 0, 1, 6, 18
-_STATUS, _SIZE = 0, 2
+_STATUS, _SIZE, _SINCE, _BEST_TS, _BEST_OFFSET = 0, 2, 5, 6, 7
 _OFFSET_ENTRY, _TIME_ENTRY = wire.OFFSET_INDEX_ENTRY.size, wire.TIME_INDEX_ENTRY.size
 
 
@@ -178,27 +186,61 @@ def _unpin(chosen: Sequence[Chosen]) -> None:
         segment.unpin_unused()
 
 
-def _settle(
+def _placed(
     chosen: Chosen, out: list[int], k: int, done: Any, batch_metas: list[BatchMetadata],
     marker_fields: tuple[int, int, int], coordinator_epoch: int,
-) -> None:  # fmt: skip
-    """A taken partition's segment, indexes and producer state as its append leaves them
-    (``out``: its kt_commit_out; ``k``: its place in the call)."""
-    _, log, segment, (offset_index, time_index), ints = chosen
-    (_, end_offset, size, _, _, since, best_ts, best_offset, offsets, times, first_offset,
-     last_offset, first_ts, first_ts_offset, last_ts, last_ts_offset) = out  # fmt: skip
+) -> tuple[Any, ...]:  # fmt: skip
+    """A taken partition's segment as its append leaves it (``out``: its kt_commit_out; ``k``:
+    its place in the call), and the arguments of :func:`_book`, which sets the rest."""
+    _, log, segment, indexes, ints = chosen
     first = ints[_BATCH_START]
-    slot = first + k
-    segment.placed(ints[_POSITION] + size, since, (best_ts, best_offset))
-    if offsets:
-        packed = done.offset_entries[_OFFSET_ENTRY * slot : _OFFSET_ENTRY * (slot + offsets)]
-        offset_index.append_packed(packed, first_offset, last_offset, offsets)
-    if times:
-        packed = done.time_entries[_TIME_ENTRY * slot : _TIME_ENTRY * (slot + times)]
-        time_index.append_packed(packed, (first_ts, first_ts_offset), (last_ts, last_ts_offset),
-                                 times)  # fmt: skip
+    segment.placed(ints[_POSITION] + out[_SIZE], out[_SINCE], (out[_BEST_TS], out[_BEST_OFFSET]))
     end = first + ints[_BATCH_COUNT]
     retained = batch_metas[max(first, end - NUM_BATCHES_TO_RETAIN) : end]  # the entry keeps five
+    return (log, indexes, out, first + k, done.offset_entries, done.time_entries, retained,
+            marker_fields, coordinator_epoch)  # fmt: skip
+
+
+class Later:
+    """The taken partitions' index entries and producer entries of one or more calls, kept
+    to be set on their logs by :meth:`apply` (``append_committed_all``'s ``later``): at 1,024
+    partitions about 10 ms of Python a micro-batch that the sink moves off its critical path.
+    Until then a log's segment has its append (size, bytes since the last index entry) but its
+    indexes lack the entries and its producer state the transaction and the log end offset."""
+
+    __slots__ = ("_books",)
+
+    def __init__(self) -> None:
+        self._books: list[tuple[Any, ...]] = []
+
+    def add(self, books: tuple[Any, ...]) -> None:
+        self._books.append(books)
+
+    def apply(self) -> None:
+        """Set everything kept, in the order kept, and forget it (a second call does nothing)."""
+        books, self._books = self._books, []
+        for one in books:
+            _book(*one)
+
+
+def _book(
+    log: Log, indexes: Indexes, out: list[int], slot: int, offset_entries: bytearray,
+    time_entries: bytearray, retained: list[BatchMetadata], marker_fields: tuple[int, int, int],
+    coordinator_epoch: int,
+) -> None:  # fmt: skip
+    """A taken partition's index entries and producer entry as its append leaves them (``out``:
+    its kt_commit_out; ``slot``: its first entry's in the call's packed entries; ``retained``:
+    the last five of its batches' metadata)."""
+    offset_index, time_index = indexes
+    (_, end_offset, _, _, _, _, _, _, offsets, times, first_offset, last_offset, first_ts,
+     first_ts_offset, last_ts, last_ts_offset) = out  # fmt: skip
+    if offsets:
+        packed = offset_entries[_OFFSET_ENTRY * slot : _OFFSET_ENTRY * (slot + offsets)]
+        offset_index.append_packed(packed, first_offset, last_offset, offsets)
+    if times:
+        packed = time_entries[_TIME_ENTRY * slot : _TIME_ENTRY * (slot + times)]
+        time_index.append_packed(packed, (first_ts, first_ts_offset), (last_ts, last_ts_offset),
+                                 times)  # fmt: skip
     producer_id, _, timestamp = marker_fields
     log.producer_state.add_committed(producer_id, retained, coordinator_epoch, timestamp,
                                      end_offset)  # fmt: skip

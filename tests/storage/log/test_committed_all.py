@@ -18,7 +18,7 @@ from crash_writer import check_partition, read_partition
 
 from kafkatier.storage import native
 from kafkatier.storage.config.log_config import LogConfig
-from kafkatier.storage.log.committed_all import CHUNK, append_committed_all
+from kafkatier.storage.log.committed_all import CHUNK, Later, append_committed_all
 from kafkatier.storage.log.loader import open_log
 from kafkatier.storage.log.log import Log
 from kafkatier.storage.log.queued_writes import QueuedWrites
@@ -89,10 +89,13 @@ def _round_data(r: int, p: int, seq: int) -> tuple[bytes, int]:
     return data, records
 
 
+@pytest.mark.parametrize("deferred", [False, True], ids=["set at once", "set later"])
 @pytest.mark.parametrize("case", list(CASES))
 def test_many_partitions_at_once_leave_what_append_committed_leaves(
-    tmp_path: Path, case: str
+    tmp_path: Path, case: str, deferred: bool
 ) -> None:
+    """... and, with ``later`` (``deferred``), the same once :meth:`Later.apply` has set the
+    index and producer entries it kept, which until then no taken partition has."""
     settings, new_epochs, taken = CASES[case]
     clocks = [Clock(), Clock()]
     sides = [[new_log(tmp_path / s, p, clock, settings) for p in range(PARTITIONS)]
@@ -116,12 +119,18 @@ def test_many_partitions_at_once_leave_what_append_committed_leaves(
                     log.append_committed(found, PID, 0, coordinator_epoch=r // 2,
                                          timestamp=marker_ts)  # fmt: skip
                 continue
+            later = Later() if deferred else None
+            before = [_books(log) for log in logs]
             with QueuedWrites.open(PARTITIONS) as queued:
                 left = append_committed_all(
                     [(logs[p], _views(batches[p]), seqs[p]) for p in range(PARTITIONS)],
-                    (PID, 0, marker_ts), queued, coordinator_epoch=r // 2,
+                    (PID, 0, marker_ts), queued, coordinator_epoch=r // 2, later=later,
                 )  # fmt: skip
                 assert left == sorted(left)
+                if later is not None:
+                    assert [_books(log) for log in logs] == before
+                    later.apply()
+                    later.apply()  # a second call sets nothing twice
                 for p in left:
                     logs[p].append_committed(batches[p], PID, 0, coordinator_epoch=r // 2,
                                              timestamp=marker_ts, queued=queued)  # fmt: skip
@@ -143,6 +152,14 @@ def test_many_partitions_at_once_leave_what_append_committed_leaves(
             log.close()
     for p in range(PARTITIONS):
         assert files(tmp_path / "a" / f"t-{p}") == files(tmp_path / "b" / f"t-{p}"), p
+
+
+def _books(log: Log) -> tuple[object, ...]:
+    """What ``Later`` keeps of a partition's append: its index entries, producer entry, end."""
+    active = log.active_segment
+    entry = log.producer_state.last_entry(PID)
+    return (active.offset_index.entries, active.time_index.entries, log.log_end_offset,
+            None if entry is None else entry.last_seq)  # fmt: skip
 
 
 def _one_partition(tmp_path: Path) -> Log:
