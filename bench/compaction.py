@@ -2,7 +2,7 @@
 plain read-and-rewrite of the same segments, in the same run.
 
     python bench/compaction.py [--records N] [--keys K] [--dedupe-mb M] [--codec C]
-                               [--rounds R] [--json]
+                               [--rounds R] [--read-ahead both] [--json]
 
 Writes a partition of N records over K distinct keys (16-byte keys, 100-byte values, 100
 records per batch, keys in random order; ``--codec``: batches compressed with it, ``none`` by
@@ -20,8 +20,12 @@ default, the issue's workload) through ``Log.append``, then, each on a fresh cop
     cleaner decodes in a thread of its own, ``storage.cleaner.read_ahead``: the CPU-time ratio
     then shows both threads' time).
 
-R rounds, each timing both back to back on fresh copies (the order alternating), so both see
-the same machine load. Reports, per round, wall and CPU seconds of both and their ratio
+``--read-ahead both``: (b) also with the cleaner's read-ahead thread off (``serial``, as on a
+one-core process), on its own fresh copy in the same round, so the thread's gain is measured side
+by side (the compacted segments are the same either way: tests/storage/cleaner/test_read_ahead.py).
+
+R rounds, each timing both (or all three) back to back on fresh copies (the order rotating), so
+all see the same machine load. Reports, per round, wall and CPU seconds of both and their ratio
 (compaction speed over plain speed = plain time over compaction time; goal: at least 0.5), the
 median and worst ratio over the rounds and the ratio of the best times, records/s and MB/s (of
 input) of the best runs, and, in a fresh process, the resident set before compaction and its
@@ -46,6 +50,7 @@ import numpy as np
 import pyarrow as pa
 
 from kafkatier.storage.arrow.codec import encode_arrow
+from kafkatier.storage.cleaner import read_ahead
 from kafkatier.storage.cleaner.compact import compact_log
 from kafkatier.storage.cleaner.compressed import Scratch, inflate
 from kafkatier.storage.cleaner.segment_store import LocalSegmentStore
@@ -148,7 +153,7 @@ def timed(path: Path, cfg: LogConfig, work: str) -> dict[str, Any]:
         records, size = plain_rewrite(log)
         extra: dict[str, Any] = {}
     else:
-        result = compact_log(log, now_ms=NOW_MS, first_dirty_offset=None)
+        result = compact(log, read_ahead.ENABLED and work != "serial")
         records, size = result.records_read, result.bytes_before - log.active_segment.size
         extra = {"passes": result.passes, "bytes_after": result.bytes_after,
                  "records_removed": result.records_removed}  # fmt: skip
@@ -159,13 +164,24 @@ def timed(path: Path, cfg: LogConfig, work: str) -> dict[str, Any]:
             **extra}  # fmt: skip
 
 
+def compact(log: Log, ahead: bool) -> Any:
+    """``compact_log`` of the whole log, the cleaner reading ahead in a thread or not."""
+    was, read_ahead.ENABLED = read_ahead.ENABLED, ahead
+    try:
+        return compact_log(log, now_ms=NOW_MS, first_dirty_offset=None)
+    finally:
+        read_ahead.ENABLED = was
+
+
 def one_round(
-    tmp: Path, source: Path, cfg: LogConfig, index: int, segments: list[bytes] | None
-) -> dict[str, Any]:
-    """Both rewrites on fresh copies, back to back; the order alternates between rounds so
-    neither always runs first. Dirty pages of the copy are written back before timing.
+    tmp: Path, source: Path, cfg: LogConfig, index: int, segments: list[bytes] | None,
+    works: tuple[str, ...] = ("plain", "compact"),
+) -> dict[str, Any]:  # fmt: skip
+    """The rewrites (``works``) on fresh copies, back to back; the order rotates between
+    rounds so none always runs first. Dirty pages of the copy are written back before timing.
     ``segments``: the source's, for (c) (None without a codec)."""
-    order = ("plain", "compact") if index % 2 == 0 else ("compact", "plain")
+    shift = index % len(works)
+    order = works[shift:] + works[:shift]
     out: dict[str, Any] = {"order": list(order)}
     for work in order:
         copy = tmp / f"{work}{index}"
@@ -174,6 +190,8 @@ def one_round(
         out[work] = timed(copy, cfg, work)
         shutil.rmtree(copy)
     out["ratio"] = out["plain"]["seconds"] / out["compact"]["seconds"]
+    if "serial" in out:
+        out["serial_ratio"] = out["plain"]["seconds"] / out["serial"]["seconds"]
     if segments is not None:
         out["decode_seconds"] = decode_once(segments)
         out["decode_ceiling"] = out["plain"]["seconds"] / out["decode_seconds"]
@@ -217,7 +235,10 @@ def summarize(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     best = {w: min(rounds, key=lambda r: r[w]["seconds"])[w] for w in ("plain", "compact")}
     ratios = [r["ratio"] for r in rounds]
     cpu = [r["cpu_ratio"] for r in rounds]
+    serial = [r["serial_ratio"] for r in rounds if "serial_ratio" in r]
+    both = {"serial_ratios": serial, "median_serial_ratio": statistics.median(serial or [0])}
     return {
+        **(both if serial else {}),
         "plain": best["plain"], "compact": best["compact"], "ratios": ratios,
         "median_ratio": statistics.median(ratios), "worst_ratio": min(ratios),
         "best_times_ratio": best["plain"]["seconds"] / best["compact"]["seconds"],
@@ -235,11 +256,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         build_s = time.perf_counter() - started
         started = time.perf_counter()
         warm = Path(tmp) / "warm"
-        build(warm, 2000, 100, args.codec, cfg)
-        timed(warm, cfg, "compact")  # numba's first calls (cache load or compile), not timed
+        shutil.copytree(source, warm)
+        timed(warm, cfg, "compact")  # not timed: numba's first calls (cache load or compile)
+        shutil.rmtree(warm)  # and a process's first compaction at this size (without it round
+        # 0's compaction took 1.6-1.9x the others', 2026-11-30)
         warm_s = time.perf_counter() - started
         segments = segment_bytes(source) if args.codec != "none" else None
-        rounds = [one_round(Path(tmp), source, cfg, i, segments) for i in range(args.rounds)]
+        works = ("plain", "compact", *(("serial",) if args.read_ahead == "both" else ()))
+        rounds = [one_round(Path(tmp), source, cfg, i, segments, works)
+                  for i in range(args.rounds)]  # fmt: skip
         del segments
         rss_copy = Path(tmp) / "rss"
         shutil.copytree(source, rss_copy)
@@ -252,6 +277,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "warm_up_seconds": warm_s, **summary, "rss_before_compaction": rss_before,
         "peak_rss_during_compaction": rss_peak, "cpu_count": os.cpu_count(),
         "load_average": os.getloadavg(), "goal_met": summary["median_ratio"] >= 0.5,
+        "read_ahead_enabled": read_ahead.ENABLED,
     }  # fmt: skip
 
 
@@ -261,14 +287,17 @@ def print_report(report: dict[str, Any]) -> None:
     print(f"command: {report['command']}")
     print(f"input: {report['records']:,} records, {report['keys']:,} keys, codec "
           f"{report['codec']}, {plain['bytes'] / mib:.1f} MiB in segments (built in "
-          f"{report['build_seconds']:.1f} s; numba warm-up {report['warm_up_seconds']:.1f} s, "
+          f"{report['build_seconds']:.1f} s; warm-up compaction {report['warm_up_seconds']:.1f} s, "
           "not timed)")  # fmt: skip
-    print("round  first    plain s  compact s  ratio   (CPU s: plain compact ratio)")
+    serial = "serial_ratios" in report
+    print("round  first    plain s  compact s  ratio   (CPU s: plain compact ratio)"
+          + ("   serial s  ratio" if serial else ""))  # fmt: skip
     for i, r in enumerate(report["rounds"]):
         p, c = r["plain"], r["compact"]
+        extra = f"   {r['serial']['seconds']:8.3f}  {r['serial_ratio']:5.2f}" if serial else ""
         print(f"{i:5}  {r['order'][0]:>7}  {p['seconds']:7.3f}  {c['seconds']:9.3f}  "
               f"{r['ratio']:5.2f}   ({p['cpu_seconds']:.3f} {c['cpu_seconds']:.3f} "
-              f"{r['cpu_ratio']:.2f})")  # fmt: skip
+              f"{r['cpu_ratio']:.2f}){extra}")  # fmt: skip
     print(f"best of {len(report['rounds'])} rounds each:")
     for name, r in (("plain", plain), ("compact", compact)):
         print(f"{name:>8}: {r['seconds']:7.3f} s  {r['records_per_s']:>12,.0f} records/s  "
@@ -279,6 +308,11 @@ def print_report(report: dict[str, Any]) -> None:
           f"{report['median_ratio']:.2f}, worst {report['worst_ratio']:.2f}; best times "
           f"{report['best_times_ratio']:.2f}; CPU-time median {report['median_cpu_ratio']:.2f} "
           f"(goal: median >= 0.5: {'met' if report['goal_met'] else 'NOT met'})")  # fmt: skip
+    if "serial_ratios" in report:
+        print(f"without the read-ahead thread (serial, same rounds): ratios "
+              f"{', '.join(f'{x:.2f}' for x in report['serial_ratios'])}, median "
+              f"{report['median_serial_ratio']:.2f}, against {report['median_ratio']:.2f} with it"
+              + ("" if report["read_ahead_enabled"] else " (off here too: one core)"))  # fmt: skip
     ceilings = [r["decode_ceiling"] for r in report["rounds"] if "decode_ceiling" in r]
     if ceilings:
         best = min(r["decode_seconds"] for r in report["rounds"])
@@ -299,7 +333,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keys", type=int, default=100_000)
     parser.add_argument("--dedupe-mb", type=float, default=128.0)
     parser.add_argument("--codec", default="none")
-    parser.add_argument("--rounds", type=int, default=5, help="rounds of both rewrites")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds of the rewrites")
+    parser.add_argument("--read-ahead", choices=("auto", "both"), default="auto",
+                        help="both: also time compaction without the read-ahead thread")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--rss-child", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
