@@ -24,6 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from kafkatier.storage.cleaner.kernels import codec_runs as kernel
+from kafkatier.storage.cleaner.kernels import zstd_contexts
 from kafkatier.storage.errors import KafkaTierError
 from kafkatier.storage.log.batch_position import BatchInfo
 from kafkatier.storage.record.builder import _assemble
@@ -160,7 +161,8 @@ def _inflate_kernel(
     out = scratch.room(0, max_bytes + kernel.ROOM)
     meta = np.empty((len(view) // BATCH_HEADER_SIZE + 1, kernel.META), dtype=np.int64)
     pos, count, total = kernel.inflate_runs(np.frombuffer(view, dtype=np.uint8), pos, max_bytes,
-                                            np.frombuffer(out, dtype=np.uint8), meta)  # fmt: skip
+                                            np.frombuffer(out, dtype=np.uint8), meta,
+                                            zstd_contexts.of_thread())  # fmt: skip
     if count:
         columns = meta[:count].T.tolist()
         run.starts, run.real_starts, run.real_sizes, run.last_offsets = columns[:4]
@@ -213,7 +215,7 @@ def _deflate_kernel(
         out, rows, run.data, np.asarray(run.starts, dtype=np.int64),
         np.asarray(run.last_offsets, dtype=np.int64), np.asarray(run.codecs, dtype=np.int64),
         np.frombuffer(view, dtype=np.uint8), np.asarray(run.real_starts, dtype=np.int64),
-        np.asarray(run.real_sizes, dtype=np.int64), dst, infos,
+        np.asarray(run.real_sizes, dtype=np.int64), dst, infos, zstd_contexts.of_thread(),
     )  # fmt: skip
     return done, bytearray(dst[:written]), [BatchInfo(*row) for row in infos[:done].tolist()]
 

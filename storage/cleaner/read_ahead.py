@@ -33,7 +33,7 @@ import numpy as np
 import numpy.typing as npt
 
 from kafkatier.storage.cleaner.compressed import CODECS_BY_ID, Inflated
-from kafkatier.storage.cleaner.kernels import codec_runs
+from kafkatier.storage.cleaner.kernels import codec_runs, zstd_contexts
 from kafkatier.storage.cleaner.kernels.ahead import batches_end, inflate_chunk
 from kafkatier.storage.cleaner.segment_store import SegmentInfo, SegmentStore
 from kafkatier.storage.wire import BATCH_HEADER_SIZE
@@ -223,7 +223,8 @@ class Chunks:
         count = total = 0
         if codec_runs.AVAILABLE and end:
             count, total = inflate_chunk(array, end, out, meta, *self._drops,
-                                         self._drops is not _NO_DROPS)  # fmt: skip
+                                         self._drops is not _NO_DROPS,
+                                         zstd_contexts.of_thread())  # fmt: skip
         columns = meta[:count].T.tolist() if count else [[], [], [], [], []]
         rows = {start: i for i, start in enumerate(columns[1])}
         return _Prepared(position, size, chunk, array, end, buffers, out[:total], columns, rows)

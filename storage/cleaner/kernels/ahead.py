@@ -8,14 +8,13 @@ from __future__ import annotations
 from typing import Any
 
 import numba
-import numpy as np
 
 from kafkatier.storage.cleaner.kernels.chunks import be, whole_batch
 from kafkatier.storage.cleaner.kernels.codec_runs import (
+    DCTX,
     ROOM,
     inflate_batch,
     zstd_dctx,
-    zstd_free_dctx,
 )
 from kafkatier.storage.cleaner.kernels.superseded import droppable_size
 from kafkatier.storage.wire import ATTR_CODEC_MASK, ATTR_CONTROL, ATTR_TRANSACTIONAL, Codec
@@ -40,17 +39,18 @@ def batches_end(chunk: Any) -> int:
 @numba.njit(cache=True, nogil=True)
 def inflate_chunk(
     chunk: Any, end: int, out: Any, meta: Any, sup: Any, ctx: Any, pids: Any,
-    last_offsets: Any, drop: bool,
+    last_offsets: Any, drop: bool, contexts: Any,
 ) -> tuple[int, int]:  # fmt: skip
     """Every lz4 and zstd data batch among ``chunk[:end]``'s whole v2 batches, inflated into
     ``out`` one after the other as ``inflate_runs`` does, its ``META`` fields in ``meta``, while
     ``out`` has ``ROOM`` and ``meta`` a row (the rest left to the walk); with ``drop``, none that
     the rewrite drops unread (``superseded.droppable_size`` over ``sup``, ``ctx``, ``pids``,
-    ``last_offsets``). Stops at the first batch that is not v2. Returns (batches, bytes)."""
+    ``last_offsets``). Stops at the first batch that is not v2. Returns (batches, bytes).
+    ``contexts``: the thread's zstd contexts (``zstd_contexts.of_thread``)."""
     pos = 0
     total = 0
     count = 0
-    zstd = np.uint64(0)
+    zstd = contexts[DCTX]
     view = chunk[:end]
     while pos < end and count < meta.shape[0] and out.shape[0] - total >= ROOM:
         size, attrs = whole_batch(view, pos)
@@ -59,12 +59,10 @@ def inflate_chunk(
         data = (attrs & ATTR_CODEC_MASK) != 0 and (attrs & (ATTR_CONTROL | ATTR_TRANSACTIONAL)) == 0
         if data and not (drop and droppable_size(sup, view, pos, ctx, pids, last_offsets)):
             if zstd == 0 and attrs & ATTR_CODEC_MASK == _ZSTD:
-                zstd = zstd_dctx()
+                zstd = contexts[DCTX] = zstd_dctx()
             got = inflate_batch(view, pos, size, attrs, zstd, out, total, meta[count])
             if got > 0:
                 total += got
                 count += 1
         pos += size
-    if zstd != 0:
-        zstd_free_dctx(zstd)
     return count, total

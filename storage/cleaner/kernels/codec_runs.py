@@ -8,7 +8,8 @@ kafkatier's writers put a batch of up to 64 KiB of records in one LZ4 frame of o
 (``lz4_frame.decode_kafka_frame``'s layout: the 7 descriptor bytes ``04 22 4D 18 60 40 82``, the
 block's size word, the block, the end mark), decoded with liblz4's ``LZ4_decompress_safe`` (a raw
 block is copied). zstd: the batch's frame or frames, with or without a content size, decoded
-with libzstd's ``ZSTD_decompressDCtx`` into the room left (one context a call). The Python loop
+with libzstd's ``ZSTD_decompressDCtx`` into the room left (the thread's context:
+``zstd_contexts``). The Python loop
 cost more than the libraries themselves (the compaction bench decodes 10,000 frames of ~13 KiB
 twice; with zstd its per-batch steps were about half the compaction's time). The kernel stops at
 the first batch that is anything else (another codec, a control or transactional batch, another
@@ -99,10 +100,11 @@ _decompress: Any = types.ExternalFunction(
 _compress: Any = types.ExternalFunction(
     "LZ4_compress_default", types.int32(types.uintp, types.uintp, types.int32, types.int32)
 )  # (const char* src, char* dst, int srcSize, int dstCapacity): 0 when it does not fit
+DCTX, CCTX = 0, 1  # a thread's zstd contexts: their places in its box (``zstd_contexts``)
 zstd_dctx: Any = types.ExternalFunction("ZSTD_createDCtx", types.uintp())
 zstd_free_dctx: Any = types.ExternalFunction("ZSTD_freeDCtx", types.uintp(types.uintp))
 _zstd_cctx: Any = types.ExternalFunction("ZSTD_createCCtx", types.uintp())
-_zstd_free_cctx: Any = types.ExternalFunction("ZSTD_freeCCtx", types.uintp(types.uintp))
+zstd_free_cctx: Any = types.ExternalFunction("ZSTD_freeCCtx", types.uintp(types.uintp))
 _zstd_decompress: Any = types.ExternalFunction(
     "ZSTD_decompressDCtx",
     types.uintp(types.uintp, types.uintp, types.uintp, types.uintp, types.uintp),
@@ -193,27 +195,28 @@ def inflate_batch(
 
 
 @numba.njit(cache=True, nogil=True)
-def inflate_runs(chunk: Any, pos: int, max_bytes: int, out: Any, meta: Any) -> tuple[int, int, int]:
+def inflate_runs(
+    chunk: Any, pos: int, max_bytes: int, out: Any, meta: Any, contexts: Any
+) -> tuple[int, int, int]:
     """Inflate the lz4 and zstd batches from ``pos`` into ``out`` until ``max_bytes`` are
     written (or ``out`` has no room for another, or ``meta`` no row): (where it stopped in the
-    chunk, batches, bytes written); ``meta[i]`` holds the batch's ``META`` fields."""
+    chunk, batches, bytes written); ``meta[i]`` holds the batch's ``META`` fields.
+    ``contexts``: the thread's zstd contexts (``zstd_contexts.of_thread``)."""
     total = 0
     count = 0
-    ctx = np.uint64(0)  # a zstd context (a pointer), made at the first zstd batch
+    ctx = contexts[DCTX]  # the thread's zstd decompression context (a pointer), or 0: none yet
     while total < max_bytes and count < meta.shape[0] and out.shape[0] - total >= ROOM:
         size, attrs = whole_batch(chunk, pos)
         if size == 0 or attrs & (ATTR_CONTROL | ATTR_TRANSACTIONAL):
             break
         if ctx == 0 and attrs & ATTR_CODEC_MASK == _ZSTD:
-            ctx = zstd_dctx()
+            ctx = contexts[DCTX] = zstd_dctx()
         got = inflate_batch(chunk, pos, size, attrs, ctx, out, total, meta[count])
         if got < 0:
             break
         total += got
         count += 1
         pos += size
-    if ctx != 0:
-        zstd_free_dctx(ctx)
     return pos, count, total
 
 
@@ -271,15 +274,15 @@ def _zstd_frame(ctx: Any, out: Any, src: int, n: int, dst: Any, at: int) -> Any:
 
 @numba.njit(cache=True, nogil=True)
 def deflate_runs(out: Any, rows: Any, data: Any, starts: Any, last_offsets: Any, codecs: Any,
-                 chunk: Any, real_starts: Any, real_sizes: Any, dst: Any,
-                 infos: Any) -> tuple[int, int]:  # fmt: skip
+                 chunk: Any, real_starts: Any, real_sizes: Any, dst: Any, infos: Any,
+                 contexts: Any) -> tuple[int, int]:  # fmt: skip
     """The filter's batches (``rows``: position in ``out``, size, last offset, max timestamp)
     of an inflated run as stored batches in ``dst``, ``infos`` the same fields for them there:
     (rows done, bytes written). Stops at a batch it cannot write (a rebuilt lz4 batch of more
-    than 64 KiB of records, a zstd error)."""
+    than 64 KiB of records, a zstd error). ``contexts``: as :func:`inflate_runs`'."""
     written = 0
     j = 0
-    ctx = np.uint64(0)  # a zstd context (a pointer), made at the first rebuilt zstd batch
+    ctx = contexts[CCTX]  # the thread's zstd compression context, or 0: none yet
     done = rows.shape[0]
     for r in range(rows.shape[0]):
         position, size, last = rows[r, 0], rows[r, 1], rows[r, 2]
@@ -295,7 +298,8 @@ def deflate_runs(out: Any, rows: Any, data: Any, starts: Any, last_offsets: Any,
             header = BATCH_HEADER_SIZE
             dst[written : written + header] = out[position : position + header]
             if codecs[j] == _ZSTD:
-                ctx = _zstd_cctx() if ctx == 0 else ctx
+                if ctx == 0:
+                    ctx = contexts[CCTX] = _zstd_cctx()
                 frame = (
                     -1
                     if ctx == 0
@@ -317,6 +321,4 @@ def deflate_runs(out: Any, rows: Any, data: Any, starts: Any, last_offsets: Any,
         infos[r, 2] = last
         infos[r, 3] = rows[r, 3]
         written += stored
-    if ctx != 0:
-        _zstd_free_cctx(ctx)
     return done, written

@@ -18,6 +18,7 @@ from kafkatier.storage.cleaner.compact import compact_log
 from kafkatier.storage.cleaner.compressed import Inflated, inflate
 from kafkatier.storage.cleaner.kernels.ahead import batches_end, inflate_chunk
 from kafkatier.storage.cleaner.kernels.codec_runs import META, ROOM
+from kafkatier.storage.cleaner.kernels.zstd_contexts import ZstdContexts
 from kafkatier.storage.cleaner.read_ahead import Chunks, Drops
 from kafkatier.storage.cleaner.segment_store import SegmentInfo
 from kafkatier.storage.errors import InvalidRecordError
@@ -273,7 +274,8 @@ def test_inflate_chunk_leaves_what_it_cannot_or_need_not_inflate() -> None:
     out = np.empty(ROOM + 10_000, np.uint8)
     meta = np.empty((8, META), np.int64)
     none = read_ahead._NO_DROPS
-    count, total = inflate_chunk(array, len(data), out, meta, *none, False)
+    box = ZstdContexts().box
+    count, total = inflate_chunk(array, len(data), out, meta, *none, False, box)
     assert count == 2 and list(meta[:2, 4]) == [int(Codec.LZ4), int(Codec.ZSTD)]
     zstd_at = sum(len(p) for p in parts[:3])
     assert meta[1, 1] == zstd_at
@@ -284,9 +286,9 @@ def test_inflate_chunk_leaves_what_it_cannot_or_need_not_inflate() -> None:
     sup = np.full(1, 0b111, np.uint8)  # offsets 0-2 superseded
     ctx = np.array([100, NOW, 0, 100, 1, 0], np.int64)
     drops = Drops(sup, ctx, np.zeros(0, np.int64), np.zeros(0, np.int64))
-    count, _ = inflate_chunk(array, len(data), out, meta, *drops, True)
+    count, _ = inflate_chunk(array, len(data), out, meta, *drops, True, box)
     assert count == 1 and meta[0, 4] == int(Codec.ZSTD)
-    count, _ = inflate_chunk(array, len(data), out[: ROOM + 10], meta, *none, False)
+    count, _ = inflate_chunk(array, len(data), out[: ROOM + 10], meta, *none, False, box)
     assert count == 1
 
 
