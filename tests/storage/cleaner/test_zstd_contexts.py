@@ -100,3 +100,26 @@ def test_kept_contexts_write_what_fresh_ones_write(monkeypatch: pytest.MonkeyPat
             )
             one_shot = zstandard.ZstdCompressor(level=3).compress(plain)
             assert stored[info.position + BATCH_HEADER_SIZE : info.position + info.size] == one_shot
+
+
+def test_a_frame_that_fails_leaves_the_context_fit_for_the_next() -> None:
+    """A zstd frame cut short stops the kernel at its batch; the thread's context then decodes
+    the next run as a fresh one does."""
+    good = zstd_run(0, 2)
+    first = RecordBatch(bytes(good)).size_in_bytes
+    broken = bytearray(good.tobytes())
+    broken[first - 3 : first] = b"\x00\x00\x00"  # the first batch's frame ends in zeros
+    box = zstd_contexts.of_thread()
+    out = np.empty((1 << 20) + kernel.ROOM, dtype=np.uint8)
+    meta = np.empty((8, kernel.META), dtype=np.int64)
+    _, count, _ = kernel.inflate_runs(np.frombuffer(bytes(broken), np.uint8), 0, 1 << 20, out,
+                                      meta, box)  # fmt: skip
+    assert count == 0 and box[DCTX]  # refused at once, with the context made
+    _, count, total = kernel.inflate_runs(good, 0, 1 << 20, out, meta, box)
+    fresh_out = np.empty_like(out)
+    fresh = zstd_contexts.ZstdContexts()
+    assert kernel.inflate_runs(good, 0, 1 << 20, fresh_out, meta.copy(), fresh.box)[1:] == (
+        count,
+        total,
+    )
+    assert count == 2 and out[:total].tobytes() == fresh_out[:total].tobytes()
