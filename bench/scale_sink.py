@@ -1,7 +1,7 @@
 """Benchmark: what each partition costs the sink, beside Spark's Parquet sink of the same batch.
 
     python bench/scale_sink.py [--partitions 8,64,256,1024] [--rows 5000,200000] [--repeat 5]
-                               [--block 3] [--warmup 2] [--encoder auto|jvm|python]
+                               [--block 3] [--warmup 2] [--encoder auto|jvm|python] [--phases]
 
 The rows of bench/scale_read.py (``rows()``: random 16-byte keys, 100-byte values, half of each
 value compressible), one cached DataFrame of two Spark partitions per row count (a scan of a
@@ -29,6 +29,10 @@ less noisy than wall time), Parquet's median in the same rounds and the ratio of
 medians; then, per row count, the warm medians at the largest N over the smallest (the issue's
 goal: 1,024 within 1.5x of 8) and the median over rounds of each round's own ratio.
 
+``--phases``: also the median of each step of the driver's warm batches (``_sink_phases.py``:
+the encode job, what runs beside it, the checks, the staging files' fsync, the decision, the
+appends) per row and partition count, in milliseconds.
+
 ``run()`` returns the figures as dicts, for a driver that runs several benchmarks in one session.
 """
 
@@ -50,6 +54,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from _process import tree_cpu_seconds
+from _sink_phases import STEPS, PhaseTimers, phase_lines
 from scale_read import rows as scale_rows
 from spark_settings import spark_builder
 
@@ -111,12 +116,24 @@ class SinkRun:
 
 
 def measure(spark_df: Any, work: Path, partitions: list[int], repeat: int, warmup: int,
-            encoder: str, block: int = BLOCK) -> list[dict[str, Any]]:  # fmt: skip
+            encoder: str, block: int = BLOCK,
+            phases: PhaseTimers | None = None) -> list[dict[str, Any]]:  # fmt: skip
     """The first batch of each partition count, then ``repeat`` rounds of ``block`` warm
-    batches of every partition count and one Parquet write (module docstring)."""
+    batches of every partition count and one Parquet write (module docstring); ``phases``:
+    installed timers, whose figures of each warm batch are kept."""
     runs = {n: SinkRun(work / f"sink-{n}", n, encoder) for n in partitions}
     first: dict[int, float] = {}
     rounds: dict[int, list[list[tuple[float, float]]]] = {n: [] for n in partitions}
+    steps: dict[int, list[dict[str, float]]] = {n: [] for n in partitions}
+
+    def warm_batch(n: int) -> tuple[float, float]:
+        if phases is not None:
+            phases.take()  # what the untimed work since left behind
+        figures = timed(runs[n].writer(spark_df))
+        if phases is not None:
+            steps[n].append(phases.take())
+        return figures
+
     parquet_times: list[float] = []
     try:
         for n, run_ in runs.items():
@@ -131,15 +148,19 @@ def measure(spark_df: Any, work: Path, partitions: list[int], repeat: int, warmu
                     write = functools.partial(spark_df.write.parquet, str(target))
                     parquet_times.append(timed(write)[0])
                 else:
-                    rounds[side].append([timed(runs[side].writer(spark_df))
-                                         for _ in range(block)])  # fmt: skip
+                    rounds[side].append([warm_batch(side) for _ in range(block)])
                 os.sync()  # no side's writeback runs into the next side's time
             shutil.rmtree(target, ignore_errors=True)
     finally:
         for run_ in runs.values():
             run_.close()
     fewest = rounds[min(partitions)]
-    return [_figures(n, first[n], rounds[n], fewest, parquet_times) for n in partitions]
+    results = [_figures(n, first[n], rounds[n], fewest, parquet_times) for n in partitions]
+    for result in results if phases is not None else []:
+        mine = steps[result["partitions"]]
+        result["phases_ms"] = {name: 1000 * statistics.median(b[name] for b in mine)
+                               for name in STEPS}  # fmt: skip
+    return results
 
 
 def _figures(
@@ -175,9 +196,11 @@ def run(
     encoder: str = "auto",
     spark: Any = None,
     report: Callable[[dict[str, Any]], None] | None = None,
+    phases: bool = False,
 ) -> list[dict[str, Any]]:
     """Every (row count, partition count) measured in one session (``spark``, or a local[2] one
-    started and stopped here); ``report`` sees each result as it comes."""
+    started and stopped here); ``report`` sees each result as it comes; ``phases``: with the
+    driver's steps timed (``phases_ms`` in each result)."""
     own = spark is None
     if own:
         spark = spark_builder("kafkatier-scale-sink").config(
@@ -186,17 +209,23 @@ def run(
         spark.sparkContext.setLogLevel("ERROR")
     work = Path(tempfile.mkdtemp(prefix="kafkatier-scale-sink-"))
     results: list[dict[str, Any]] = []
+    timers = PhaseTimers() if phases else None
+    if timers is not None:
+        timers.install()
     try:
         for count in rows or list(DEFAULT_ROWS):
             df = batch_frame(spark, count, work=work)
             warm_up(df, work, min(partitions), encoder)
-            for figures in measure(df, work, sorted(partitions), repeat, warmup, encoder, block):
+            for figures in measure(df, work, sorted(partitions), repeat, warmup, encoder, block,
+                                   timers):  # fmt: skip
                 result = {"rows": count, **figures}
                 results.append(result)
                 if report is not None:
                     report(result)
             df.unpersist()
     finally:
+        if timers is not None:
+            timers.remove()
         shutil.rmtree(work, ignore_errors=True)
         if own:
             spark.stop()
@@ -252,6 +281,7 @@ def main() -> int:
     parser.add_argument("--block", type=int, default=BLOCK)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--encoder", default="auto", choices=["auto", "jvm", "python"])
+    parser.add_argument("--phases", action="store_true", help="time the driver's steps too")
     args = parser.parse_args()
     print("command: python bench/scale_sink.py " + " ".join(sys.argv[1:]))
     print(f"cores: {os.cpu_count()}, load average before: {os.getloadavg()[0]:.1f}")
@@ -264,8 +294,9 @@ def main() -> int:
         warmup=args.warmup,
         encoder=args.encoder,
         report=lambda r: print(row_line(r), flush=True),
+        phases=args.phases,
     )
-    for line in scaling_lines(results):
+    for line in [*scaling_lines(results), *phase_lines(results)]:
         print(line)
     print(f"load average after: {os.getloadavg()[0]:.1f}")
     return 0
