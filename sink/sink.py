@@ -35,8 +35,7 @@ runs entirely under the sink's exclusive lock file and is one Kafka transaction:
    finished while the next batch's encode job runs, before it decides anything; only then are
    the batch's staging files removed, so until the partitions are durable the write-ahead log
    can complete them. The index entries and producer entries of the appends the C library
-   made (``committed_all.Later``) are set then too, first: nothing reads them before (at
-   1,024 partitions that moves about 10 ms of Python a batch off the driver's critical path).
+   made (``committed_all.Later``) are set then too, first: nothing reads them before.
 
 A crash before (5) leaves nothing in the partitions and Spark replays the batch (its commit log
 is written after ``foreachBatch`` returns). A crash or power loss after it leaves a decided batch

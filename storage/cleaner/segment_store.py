@@ -26,7 +26,7 @@ from kafkatier.storage.index.txn_index import AbortedTxn
 from kafkatier.storage.log.batch_position import BatchInfo
 from kafkatier.storage.log.log import Log
 from kafkatier.storage.log.segment import AnyBatch, LogSegment
-from kafkatier.storage.record.records import iter_batches_read_at
+from kafkatier.storage.record.records import chunked_batches
 
 CRASH_ENV = "KAFKATIER_CLEANER_CRASH_AFTER"
 """Test hook: SIGKILL this process right after the n-th step (1-based) of writing/swapping."""
@@ -160,23 +160,11 @@ class LocalSegmentStore:
 
     def read_batches(self, base_offset: int, start_offset: int = -1) -> Iterator[AnyBatch]:
         """Batches from the index position of ``start_offset``, read ``io_buffer_size`` bytes at
-        a time (grown for a larger batch), so memory stays bounded whatever the segment size."""
+        a time (``records.chunked_batches``), so memory stays bounded whatever the segment size."""
         segment = self._segment(base_offset)
-        position = segment.offset_index.lookup(start_offset)[1] if start_offset >= 0 else 0
-        chunk_size = self.io_buffer_size
-        while position < segment.size:
-            chunk = segment.read_bytes(position, min(chunk_size, segment.size - position))
-            consumed = 0
-            for batch in iter_batches_read_at(chunk, position, file=str(segment.log_path)):
-                consumed = batch.position - position + batch.size_in_bytes
-                yield batch
-            if consumed == 0:
-                if len(chunk) < chunk_size:
-                    return  # a partial tail: nothing more to read
-                chunk_size *= 2
-                continue
-            position += consumed
-            chunk_size = self.io_buffer_size
+        return chunked_batches(segment.read_bytes, segment.size,
+                               self.start_position(base_offset, start_offset),
+                               self.io_buffer_size, str(segment.log_path))  # fmt: skip
 
     def start_position(self, base_offset: int, start_offset: int) -> int:
         """Where reading for ``start_offset`` begins (its offset-index position; -1: 0)."""

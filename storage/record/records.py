@@ -9,7 +9,7 @@ are written by :mod:`kafkatier.storage.record.builder`.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from kafkatier.storage.errors import CorruptRecordError, KafkaTierError
 from kafkatier.storage.record.batch import Buffer, RecordBatch
@@ -96,6 +96,36 @@ def iter_batches_read_at(
         position = batch.position - start + batch.size_in_bytes
 
 
+def chunked_batches(
+    read: Callable[[int, int], bytes], size: int, position: int, chunk: int, name: str
+) -> Iterator[RecordBatch | LegacyBatch]:
+    """Whole batches of a file of ``size`` bytes from ``position`` on, ``read(position, n)`` a
+    chunk of ``n`` bytes at a time (one larger batch gets a read of its exact length), so memory
+    stays bounded whatever the segment size; each batch at its position in the file (``name``,
+    as errors name it). A partial tail ends it. The cleaner's reads of local segments and remote
+    compaction's of objects."""
+    while position < size:
+        data = read(position, min(chunk, size - position))
+        consumed = 0
+        for batch in iter_batches_read_at(data, position, file=name):
+            consumed = batch.position - position + batch.size_in_bytes
+            yield batch
+        if consumed == 0:
+            if len(data) < OFFSET_AND_LENGTH.size:
+                return
+            _, length = OFFSET_AND_LENGTH.unpack_from(data, 0)
+            whole = OFFSET_AND_LENGTH.size + length
+            if whole <= len(data) or position + whole > size:
+                return  # a partial tail: nothing more to read
+            data = read(position, whole)
+            for batch in iter_batches_read_at(data, position, file=name):
+                consumed = batch.position - position + batch.size_in_bytes
+                yield batch
+            if consumed == 0:
+                return
+        position += consumed
+
+
 def set_base_offset(buf: bytearray | memoryview, position: int, base_offset: int) -> None:
     """Rewrite baseOffset in place (not covered by the CRC)."""
     _I64.pack_into(buf, position, base_offset)
@@ -107,6 +137,7 @@ def set_partition_leader_epoch(buf: bytearray | memoryview, position: int, epoch
 
 
 __all__ = [
+    "chunked_batches",
     "iter_batches",
     "iter_batches_read_at",
     "read_batch_at",

@@ -29,9 +29,10 @@ from kafkatier.storage.errors import StorageError
 from kafkatier.storage.index.txn_index import AbortedTxn
 from kafkatier.storage.log.batch_position import BatchInfo
 from kafkatier.storage.log.segment import AnyBatch, LogSegment
+from kafkatier.storage.record.records import chunked_batches
 from kafkatier.storage.wire import OFFSET_INDEX_ENTRY
 from kafkatier.tiering.cleaner.swap import GroupReplacer
-from kafkatier.tiering.cleaner.view import RemoteSegmentFile, chunked_batches
+from kafkatier.tiering.cleaner.view import RemoteSegmentFile
 from kafkatier.tiering.errors import CorruptRemoteObjectError
 from kafkatier.tiering.metadata.identity import RemotePartition
 from kafkatier.tiering.metadata.manifest import RemoteSegment, object_key

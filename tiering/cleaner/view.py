@@ -19,7 +19,7 @@ from __future__ import annotations
 import bisect
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import cast
 
@@ -32,7 +32,7 @@ from kafkatier.storage.log.segment import AnyBatch, LogSegment
 from kafkatier.storage.producer.snapshot import snapshot_path
 from kafkatier.storage.producer.state import ProducerStateManager
 from kafkatier.storage.record.batch import RecordBatch
-from kafkatier.storage.record.records import iter_batches_read_at
+from kafkatier.storage.record.records import chunked_batches, iter_batches_read_at
 from kafkatier.storage.wire import BATCH_HEADER_SIZE, NO_TIMESTAMP, OFFSET_AND_LENGTH
 from kafkatier.tiering.errors import CorruptRemoteObjectError
 from kafkatier.tiering.metadata.identity import RemotePartition
@@ -186,33 +186,6 @@ def active_producers(
         return out
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-
-
-def chunked_batches(
-    read: Callable[[int, int], bytes], size: int, position: int, chunk: int, name: str
-) -> Iterator[AnyBatch]:
-    """Whole batches from ``position`` on, read ``chunk`` bytes at a time (one larger batch gets
-    a read of its exact length), so memory stays bounded whatever the segment size."""
-    while position < size:
-        data = read(position, min(chunk, size - position))
-        consumed = 0
-        for batch in iter_batches_read_at(data, position, file=name):
-            consumed = batch.position - position + batch.size_in_bytes
-            yield batch
-        if consumed == 0:
-            if len(data) < OFFSET_AND_LENGTH.size:
-                return
-            _, length = OFFSET_AND_LENGTH.unpack_from(data, 0)
-            whole = OFFSET_AND_LENGTH.size + length
-            if whole <= len(data) or position + whole > size:
-                return  # a partial tail: nothing more to read
-            data = read(position, whole)
-            for batch in iter_batches_read_at(data, position, file=name):
-                consumed = batch.position - position + batch.size_in_bytes
-                yield batch
-            if consumed == 0:
-                return
-        position += consumed
 
 
 def _local_batches_from(local: Sequence[LogSegment], offset: int) -> Iterator[AnyBatch]:

@@ -1,5 +1,6 @@
-"""Remote compaction's chunked reads (kafkatier.tiering.cleaner.view.chunked_batches): every
-batch once, in order, at its position in the object; a corrupt one named at that position."""
+"""Chunked reads of a segment (kafkatier.storage.record.records.chunked_batches: the cleaner's of
+local segments, remote compaction's of objects): every batch once, in order, at its position in
+the object; a corrupt one named at that position."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import pytest
 from kafkatier.storage.errors import CorruptRecordError
 from kafkatier.storage.record.builder import build_batch
 from kafkatier.storage.record.record import Record
-from kafkatier.tiering.cleaner.view import chunked_batches
+from kafkatier.storage.record.records import chunked_batches
 
 
 def _segment() -> tuple[bytes, list[int]]:
