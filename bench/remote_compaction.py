@@ -120,8 +120,9 @@ def child(kind: str, target: str, endpoint: str, cfg: LogConfig, scratch: Path) 
 
 def plain_remote(store: S3Store, scratch: Path) -> tuple[dict[str, Any], list[str]]:
     """(c) in the module docstring: (its figures, the copies' keys)."""
-    (rp,) = ManifestStore(store).partitions(topic=TOPIC)
-    manifest, _ = ManifestStore(store).load(rp)
+    manifests = ManifestStore(store)
+    (rp,) = manifests.partitions(topic=TOPIC)
+    manifest, _ = manifests.load(rp)
     segments = remote_only(manifest, None)
     copies, size = [], 0
     path = scratch / "plain.log"
