@@ -45,8 +45,10 @@ class ZstdContexts:
         self.box: Box = np.zeros(2, dtype=np.uint64)
 
     def __del__(self) -> None:
-        if self.box.any():
-            with contextlib.suppress(Exception):  # at interpreter exit the library may be gone
+        # at interpreter exit numpy's methods and the kernels' module may be gone: the
+        # process's memory goes with it, and nothing may be printed
+        with contextlib.suppress(Exception):
+            if self.box[DCTX] or self.box[CCTX]:
                 _free(self.box)
 
 

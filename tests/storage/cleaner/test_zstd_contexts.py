@@ -6,7 +6,10 @@ bytes fresh ones give (zstandard's, and the Python loop's)."""
 from __future__ import annotations
 
 import gc
+import subprocess
+import sys
 import threading
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -123,3 +126,20 @@ def test_a_frame_that_fails_leaves_the_context_fit_for_the_next() -> None:
         total,
     )
     assert count == 2 and out[:total].tobytes() == fresh_out[:total].tobytes()
+
+
+def test_a_process_that_kept_contexts_exits_without_a_word(tmp_path: Path) -> None:
+    """The main thread's holder is collected at interpreter exit, when imports no longer work:
+    freeing it there must print nothing (it printed "Exception ignored in ... ImportError")."""
+    here = str(Path(__file__).parent)
+    script = (
+        f"import sys; sys.path.insert(0, {here!r})\n"
+        "from test_zstd_contexts import rebuilt, zstd_run\n"
+        "from kafkatier.storage.cleaner.kernels import zstd_contexts\n"
+        "rebuilt(zstd_run(0))\n"
+        "assert zstd_contexts.of_thread().all()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120, cwd=tmp_path, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
