@@ -102,7 +102,7 @@ def _append_file(
     """Append the file's records to ``logs``, recording in ``summary`` what each got."""
     # Imported here, not at the top: numba's import (about 0.4 s, the partitioner's and the
     # encoder's kernels) overlaps the reading of the file's first chunks (``prefetched``).
-    from kafkatier.storage.partitioner import assign_partitions
+    from kafkatier.storage.partitioner import assign_partitions, keyless_rows
 
     keyless = 0
     with _progress(sys.stderr.isatty()) as progress, Appends(summary.appended) as appends:
@@ -110,8 +110,9 @@ def _append_file(
             names = chunk.schema.names
             keys = chunk.column("key") if "key" in names else None
             explicit = chunk.column("partition") if "partition" in names else None
-            parts = assign_partitions(keys, len(logs), explicit=explicit, round_robin_start=keyless)
-            keyless += len(chunk) if keys is None else int(keys.null_count)
+            parts = assign_partitions(keys, len(logs), explicit=explicit, round_robin_start=keyless,
+                                      rows=len(chunk))  # fmt: skip
+            keyless += keyless_rows(keys, explicit, len(chunk))
             _append_chunk(logs, chunk, parts, compression, appends)
             progress.update(len(chunk))
 

@@ -28,7 +28,7 @@ from kafkatier.sink.schema import SinkSchemaError
 from kafkatier.sink.stage import task_file
 from kafkatier.storage.arrow.codec import encode_arrow
 from kafkatier.storage.arrow.encode import EncodedBatches
-from kafkatier.storage.partitioner import assign_partitions
+from kafkatier.storage.partitioner import assign_partitions, keyless_rows
 from kafkatier.storage.wire import Codec
 
 CHUNK_BYTES: Final = 4 * 1024 * 1024
@@ -117,22 +117,12 @@ class Partitioner:
 
     def partitions(self, batch: pa.RecordBatch, topic: str) -> np.ndarray[Any, Any]:
         names = batch.schema.names
-        count = self.plan.topic(topic).partitions
+        keys = batch.column("key") if "key" in names else None
+        explicit = batch.column("partition") if "partition" in names else None
         start = self.spread.get(topic, self.task)
-        keyless = np.ones(batch.num_rows, bool)
-        if "key" in names:
-            keyless &= batch.column("key").is_null().to_numpy(zero_copy_only=False)
-        if "partition" in names:
-            keyless &= batch.column("partition").is_null().to_numpy(zero_copy_only=False)
-        self.spread[topic] = start + int(keyless.sum())
-        if "key" not in names and "partition" not in names:
-            return ((start + np.arange(batch.num_rows)) % count).astype(np.int32)
-        return assign_partitions(
-            batch.column("key") if "key" in names else None,
-            count,
-            explicit=batch.column("partition") if "partition" in names else None,
-            round_robin_start=start,
-        )
+        self.spread[topic] = start + keyless_rows(keys, explicit, batch.num_rows)
+        return assign_partitions(keys, self.plan.topic(topic).partitions, explicit=explicit,
+                                 round_robin_start=start, rows=batch.num_rows)  # fmt: skip
 
     def groups(self, batch: pa.RecordBatch) -> Iterator[tuple[str, int, pa.RecordBatch]]:
         """The batch's rows per (topic, partition), each group in input order."""

@@ -120,12 +120,19 @@ def assign_partitions(
     explicit: pa.Array | pa.ChunkedArray | None = None,
     round_robin_start: int = 0,
     column: str = "partition",
+    rows: int | None = None,
 ) -> np.ndarray[Any, Any]:
     """A partition per row, as a Kafka producer picks it: an explicit ``partition`` wins, keyed
     rows go to ``murmur2(key)``'s partition, keyless rows are spread evenly (round robin from
     ``round_robin_start``). An explicit value outside [0, num_partitions) is an error naming the
-    row and the column."""
-    rows = len(keys) if keys is not None else (len(explicit) if explicit is not None else 0)
+    row and the column. ``rows``: how many, where there is neither a key nor a partition column
+    to count them (every row keyless)."""
+    if keys is not None:
+        rows = len(keys)
+    elif explicit is not None:
+        rows = len(explicit)
+    elif rows is None:
+        raise ValueError("assign_partitions needs keys, explicit partitions or a row count")
     if num_partitions == 1:  # every row's partition is 0: no key need be hashed
         parts = np.zeros(rows, np.int32)
     elif keys is not None:
@@ -147,3 +154,18 @@ def assign_partitions(
             )
         parts[mask] = chosen[mask].astype(np.int32)
     return parts
+
+
+def keyless_rows(
+    keys: pa.Array | pa.ChunkedArray | None, explicit: pa.Array | pa.ChunkedArray | None, rows: int
+) -> int:
+    """How many of ``rows`` rows neither a key nor an explicit partition places: the rows
+    :func:`assign_partitions` spreads round robin (where the next call's ``round_robin_start``
+    goes on from)."""
+    if keys is None and explicit is None:
+        return rows
+    free = np.ones(rows, bool)
+    for column in (keys, explicit):
+        if column is not None:
+            free &= np.asarray(column.is_null().to_numpy(zero_copy_only=False), bool)
+    return int(free.sum())

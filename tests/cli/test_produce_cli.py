@@ -56,3 +56,28 @@ def test_a_bad_budget_is_one_line_naming_the_setting(tmp_path: Path) -> None:
         "kafkatier produce: error: must be -1 (half the open-file limit) or at least 16 "
         "(setting=log.max.open.files, value=3)\n"
     )
+
+
+def test_rows_without_key_or_partition_columns_are_spread_round_robin(tmp_path: Path) -> None:
+    """``value`` is the only required column: a file of values alone (JSON Lines, CSV,
+    Parquet) gives every record, spread evenly over the partitions as a Kafka producer spreads
+    keyless records (each run's round robin from partition 0, as a new producer's
+    ``RoundRobinPartitioner``)."""
+    sources = tmp_path / "values.jsonl", tmp_path / "values.csv", tmp_path / "values.parquet"
+    sources[0].write_text("".join(f'{{"value": "j{i}"}}\n' for i in range(5)))
+    sources[1].write_text("value\n" + "".join(f"c{i}\n" for i in range(4)))
+    pq.write_table(pa.table({"value": [f"p{i}".encode() for i in range(3)]}), sources[2])
+    for i, source in enumerate(sources):
+        extra = ["--partitions", "3"] if i == 0 else []
+        done = subprocess.run([str(KAFKATIER), "produce", str(tmp_path / "logs"), "--topic", "t",
+                               "--input", str(source), *extra],
+                              capture_output=True, text=True, timeout=120)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.startswith(f"produced {(5, 4, 3)[i]} records to t\n")
+    with LogDirectory(tmp_path / "logs") as log_dir:
+        values = {p: [r.value for r in iter_records(log_dir.logs[("t", p)])] for p in range(3)}
+    assert sorted(v for vs in values.values() for v in vs) == sorted(
+        [f"j{i}".encode() for i in range(5)] + [f"c{i}".encode() for i in range(4)]
+        + [f"p{i}".encode() for i in range(3)]
+    )  # fmt: skip
+    assert [len(vs) for vs in values.values()] == [2 + 2 + 1, 2 + 1 + 1, 1 + 1 + 1]
