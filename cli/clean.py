@@ -18,6 +18,7 @@ from kafkatier.storage.cleaner.clean_pass import (
     clean_log_dir,
     total,
 )
+from kafkatier.storage.config.internal_topics import managed_topic
 from kafkatier.storage.config.log_config import LogConfig, parse_overrides
 from kafkatier.storage.config.topic_files import TopicConfigStore
 from kafkatier.storage.errors import ConfigError, KafkaTierError
@@ -166,7 +167,7 @@ def topics_on_disk(path: Path) -> dict[str, list[Path]]:
     found: dict[str, list[Path]] = {}
     for child in sorted(path.iterdir()):
         parsed = parse_partition_dir_name(child.name) if child.is_dir() else None
-        if parsed is not None:
+        if parsed is not None and managed_topic(parsed[0]):
             found.setdefault(parsed[0], []).append(child)
     return found
 

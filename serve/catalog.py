@@ -25,14 +25,14 @@ from kafkatier.storage.checkpoint.metadata import (
     parse_partition_dir_name,
     uuid_from_str,
 )
+from kafkatier.storage.config.internal_topics import INTERNAL_TOPIC_CONFIGS, managed_topic
 from kafkatier.storage.errors import KafkaTierError
 from kafkatier.storage.log.creation import topics_being_created
 
 if TYPE_CHECKING:
     from kafkatier.serve.remote_topics import RemoteTopics
 
-_NOT_TOPICS = frozenset({"__cluster_metadata"})
-_INTERNAL = frozenset({"__consumer_offsets", "__transaction_state"})
+_INTERNAL = frozenset(INTERNAL_TOPIC_CONFIGS)
 _NAMESPACE = uuid.UUID("6ba7b811-9dad-11d1-80b4-00c04fd430c8")  # RFC 4122's URL namespace
 
 
@@ -76,7 +76,7 @@ class Catalog:
             creating = topics_being_created([e.name for e in entries])
             for entry in entries:
                 parsed = parse_partition_dir_name(entry.name)
-                if parsed is None or parsed[0] in creating or parsed[0] in _NOT_TOPICS:
+                if parsed is None or parsed[0] in creating or not managed_topic(parsed[0]):
                     continue
                 if entry.is_dir():  # the listing's file type: no stat a partition
                     found.setdefault(parsed[0], {}).setdefault(parsed[1], log_dir)

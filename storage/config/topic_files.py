@@ -15,6 +15,7 @@ import functools
 from collections.abc import Mapping
 from pathlib import Path
 
+from kafkatier.storage.config.internal_topics import INTERNAL_TOPIC_CONFIGS
 from kafkatier.storage.config.log_config import LogConfig
 from kafkatier.storage.fsutil import FileVersion, atomic_write, file_version
 from kafkatier.storage.java_properties import format_properties, read_properties
@@ -40,9 +41,13 @@ class TopicConfigStore:
     def get(self, topic: str) -> LogConfig:
         """Kafka's defaults overlaid with the topic's file; errors name the file and setting.
         Parsed once per version of the file (``_parsed``): a reader opening thousands of
-        partitions of a topic validates its settings once, not once per partition."""
+        partitions of a topic validates its settings once, not once per partition. An internal
+        topic without a file has the settings Kafka creates it with (``internal_topics``)."""
         path = self.path(topic)
-        return _parsed(str(path), file_version(path))
+        version = file_version(path)
+        if version is None and topic in INTERNAL_TOPIC_CONFIGS:
+            return _internal(topic)
+        return _parsed(str(path), version)
 
     def update(self, topic: str, overrides: Mapping[str, str], source: str) -> LogConfig:
         """Validate ``overrides`` on top of the stored settings, then persist them atomically."""
@@ -61,6 +66,12 @@ class TopicConfigStore:
         for path in self.log_dir.glob(f"{FILE_PREFIX}*{FILE_SUFFIX}"):
             names.append(path.name[len(FILE_PREFIX) : -len(FILE_SUFFIX)])
         return sorted(names)
+
+
+@functools.lru_cache(maxsize=len(INTERNAL_TOPIC_CONFIGS))
+def _internal(topic: str) -> LogConfig:
+    return LogConfig.from_properties(INTERNAL_TOPIC_CONFIGS[topic],
+                                     source=f"Kafka's settings for its internal topic {topic}")
 
 
 @functools.lru_cache(maxsize=1024)

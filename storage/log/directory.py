@@ -39,6 +39,7 @@ from kafkatier.storage.checkpoint.metadata import (
     parse_partition_dir_name,
     partition_dir_name,
 )
+from kafkatier.storage.config.internal_topics import managed_topic
 from kafkatier.storage.config.log_config import LogConfig
 from kafkatier.storage.config.topic_files import TopicConfigStore
 from kafkatier.storage.file_budget import FileBudget, process_budget, resolve_max_open_files
@@ -118,7 +119,7 @@ class LogDirectory:
         futex calls in a clean open of 1,024)."""
         for child in sorted(self.path.iterdir()):
             parsed = parse_partition_dir_name(child.name) if child.is_dir() else None
-            if parsed is not None:
+            if parsed is not None and managed_topic(parsed[0]):  # as Kafka's LogManager
                 self.logs[parsed] = self._open(parsed)
 
     def _open(self, tp: TopicPartition) -> Log:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -241,3 +242,33 @@ def test_produce_and_clean_leave_a_cleanly_shut_down_log_dir(tmp_path: Path) -> 
         with LogDirectory(logs) as opened:
             assert opened.had_clean_shutdown, argv
         assert verify_paths([logs]) == []
+
+
+CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "kafka-corpus"
+BROKER = CORPUS / "ArthurArutunyan04__Backend_labs" / "kafka-data"  # a KRaft broker's log dir
+
+
+@pytest.mark.skipif(not BROKER.is_dir(), reason=f"the Kafka-written corpus is not at {BROKER}")
+def test_a_brokers_internal_topics_are_not_cleaned_as_user_topics(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A copy of a Kafka broker's log dir, no kafkatier settings in it: the KRaft metadata log
+    is not a topic (Kafka's LogManager skips it) and stays byte for byte; ``__consumer_offsets``
+    is compacted as Kafka created it (``cleanup.policy=compact``), not emptied by a user topic's
+    7-day ``retention.ms``; the user topics' old data goes, as Kafka's retention would take it."""
+    root = tmp_path / "broker"
+    shutil.copytree(BROKER, root)
+    metadata = {p.name: p.read_bytes() for p in (root / "__cluster_metadata-0").iterdir()}
+    offsets_before = sum(p.stat().st_size for p in root.glob("__consumer_offsets-*/*.log"))
+    assert main(["clean", str(root), "--json"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    rows = [line for line in lines if "topic" in line]
+    assert not [r for r in rows if r["topic"] == "__cluster_metadata"]
+    offsets = [r for r in rows if r["topic"] == "__consumer_offsets"]
+    assert len(offsets) == 50 and {r["cleanup_policy"] for r in offsets} == {"compact"}
+    assert sum(r["segments_deleted"] for r in offsets) == 0
+    offsets_after = sum(p.stat().st_size for p in root.glob("__consumer_offsets-*/*.log"))
+    assert 0 < offsets_after <= offsets_before
+    assert {p.name: p.read_bytes() for p in (root / "__cluster_metadata-0").iterdir()} == metadata
+    users = [r for r in rows if not r["topic"].startswith("__")]
+    assert users and {r["cleanup_policy"] for r in users} == {"delete"}
