@@ -35,6 +35,7 @@ from kafkatier.serve import partition_view
 from kafkatier.serve.apis.versions import FETCH
 from kafkatier.serve.catalog import TopicInfo
 from kafkatier.serve.context import ServeContext
+from kafkatier.serve.faults import read_or_error
 from kafkatier.serve.partition_view import FetchedPartition, Sources
 from kafkatier.serve.protocol import build, payload_module
 from kafkatier.serve.zero_copy import Span, Spliced, close_spans
@@ -147,18 +148,20 @@ def _read_all(
     results: list[Result] = []
     used = 0
     for w in wanted:
-        if w.log_dir is None or w.topic is None:
+        log_dir = w.log_dir
+        if log_dir is None or w.topic is None:
             results.append(None)
             continue
-        fenced = sources.epochs.fencing(w.log_dir, w.topic.name, w.partition,
+        fenced = sources.epochs.fencing(log_dir, w.topic.name, w.partition,
                                         w.current_leader_epoch)  # fmt: skip
         if fenced != ErrorCode.none:
             results.append(fenced)
             continue
         budget = max(min(w.max_bytes, max_bytes - used), 0)
-        found = partition_view.fetch(w.log_dir, w.topic.name, w.partition, w.offset, budget,
-                                     committed, used == 0, sources)  # fmt: skip
-        used += len(found.records)
+        found = read_or_error(partition_view.fetch, log_dir, w.topic.name, w.partition,
+                              w.offset, budget, committed, used == 0, sources)  # fmt: skip
+        if isinstance(found, FetchedPartition):
+            used += len(found.records)
         results.append(found)
     return results
 

@@ -3,8 +3,10 @@ latest (-1: the high watermark, or the last stable offset for read_committed), t
 the largest timestamp (-3, v7+), earliest-local (-4, v8+: the first local offset, KIP-405),
 latest-tiered (-5, v9+: the highest offset in the remote store, -1 when none, KIP-1005) and by
 timestamp (the first record at or after it, through the time indexes, remote ones first; offset
--1 when every record is older). Each answer carries the
-leader epoch of the offset found (the latest epoch for "latest", as Kafka); a request's
+-1 when every record is older). A record found by timestamp (or the largest one) at or past the
+last fetchable offset (the last stable offset for read_committed, else the high watermark) is
+not an answer, as in Kafka's ``Partition.fetchOffsetForTimestamp``: offset -1. Each answer
+carries the leader epoch of the offset found (the latest epoch for "latest", as Kafka); a request's
 ``current_leader_epoch`` (v4+) is checked as Kafka checks it (epochs.py).
 """
 
@@ -21,6 +23,7 @@ from kafkatier.serve import partition_view
 from kafkatier.serve.apis.versions import LIST_OFFSETS
 from kafkatier.serve.catalog import TopicInfo
 from kafkatier.serve.context import ServeContext
+from kafkatier.serve.faults import read_or_error
 from kafkatier.serve.partition_view import Sources
 from kafkatier.serve.protocol import build, payload_module
 
@@ -60,7 +63,10 @@ def _lookup(
     fenced = sources.epochs.fencing(log_dir, info.name, partition, current_epoch)
     if fenced != ErrorCode.none:
         return fenced, -1, -1, -1
-    error, offset, found_ts = _find(log_dir, info.name, partition, timestamp, committed, sources)
+    found = read_or_error(_find, log_dir, info.name, partition, timestamp, committed, sources)
+    if isinstance(found, ErrorCode):
+        return found, -1, -1, -1
+    error, offset, found_ts = found
     if timestamp == LATEST:
         epoch = sources.epochs.current(log_dir, info.name, partition)
     else:
@@ -87,5 +93,8 @@ def _find(log_dir: Path, topic: str, partition: int, timestamp: int, committed: 
         found = partition_view.offset_for_timestamp(log_dir, topic, partition, timestamp,
                                                     sources)  # fmt: skip
     if found is None:
+        return ErrorCode.none, -1, -1
+    bounds = partition_view.bounds(log_dir, topic, partition, sources)
+    if found[0] >= bounds.latest(committed):  # Kafka's: only below the last fetchable offset
         return ErrorCode.none, -1, -1
     return ErrorCode.none, found[0], found[1]

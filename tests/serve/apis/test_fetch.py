@@ -266,3 +266,35 @@ def test_the_java_consumer_tails_appends(tmp_path: Path, serve: Any) -> None:
     assert [(m["offset"], base64.b64decode(m["value"])) for m in got] == [
         (i, f"v{i}".encode()) for i in range(4)
     ]
+
+
+def test_an_unreadable_partition_is_its_own_error(tmp_path: Path, serve: Any) -> None:
+    """A partition whose segment cannot be read (here a directory where its ``.log`` should be;
+    an unreadable file or an I/O error is the same) gets KAFKA_STORAGE_ERROR, and the other
+    partitions of the same fetches are served: the error closed the client's connection before,
+    so the healthy partition never got a record."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    log_dir = tmp_path / "logs"
+    with LogDirectory(log_dir) as ld:
+        for p in (0, 1):
+            ld.get_or_create("t", p).append(build_batch(
+                [Record(i, 1_700_000_000_000, b"k%d" % i, b"p%d-%d" % (p, i)) for i in range(5)]))
+    broken = log_dir / "t-1" / "00000000000000000000.log"
+    broken.unlink()
+    broken.mkdir()
+    with serve(log_dir) as port:
+        c = KafkaConsumer(bootstrap_servers=f"127.0.0.1:{port}", group_id=None,
+                          enable_auto_commit=False, auto_offset_reset="earliest")  # fmt: skip
+        try:
+            c.assign([TopicPartition("t", 0), TopicPartition("t", 1)])
+            for p in (0, 1):
+                c.seek(TopicPartition("t", p), 0)
+            got: list[bytes] = []
+            deadline = time.monotonic() + 20
+            while len(got) < 5 and time.monotonic() < deadline:
+                for records in c.poll(timeout_ms=500).values():
+                    got += [r.value for r in records]
+        finally:
+            c.close()
+    assert got == [b"p0-%d" % i for i in range(5)]

@@ -57,6 +57,11 @@ def test_earliest_and_latest_by_isolation_level(log_dir: Path, serve: Any) -> No
                 found = c.offsets_for_times({tp: T0 + 1000 * LOG_START - 1})[tp]
                 assert (found.offset, found.timestamp) == (LOG_START, T0 + 1000 * LOG_START)
                 assert c.offsets_for_times({tp: T0 + 1000 * HW}) == {tp: None}
+                # offset 10 is in the open transaction: past read_committed's last fetchable
+                # offset, so not an answer there (Partition.fetchOffsetForTimestamp's filter)
+                in_txn = c.offsets_for_times({tp: T0 + 1000 * LSO})[tp]
+                want = None if isolation == "read_committed" else LSO
+                assert (None if in_txn is None else in_txn.offset) == want
             finally:
                 c.close()
 

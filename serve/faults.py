@@ -1,0 +1,57 @@
+"""A partition the server cannot read: answered with its own error code, the request's other
+partitions served, as a broker answers a partition whose log dir failed.
+
+Its directory gone between the catalog's listing and the read (a topic deleted or recreated while
+consumers read it) is UNKNOWN_TOPIC_OR_PARTITION, which sends the client to its metadata; any other
+failure to read it (a file the server may not read, an I/O error, a file that is not what its
+name says) is KAFKA_STORAGE_ERROR, logged once per partition and :data:`LOG_EVERY_S` with the
+file and the cause. Before, the exception closed the client's connection, so one unreadable
+partition starved every healthy one that shared its fetch requests.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Final, TypeVar
+
+from kio.schema.errors import ErrorCode
+
+from kafkatier.storage.errors import KafkaTierError
+
+log = logging.getLogger("kafkatier.serve")
+T = TypeVar("T")
+LOG_EVERY_S: Final = 5.0
+_logged: dict[tuple[Path, str, int], float] = {}
+_lock = threading.Lock()
+
+
+def read_or_error(
+    read: Callable[..., T], log_dir: Path, topic: str, partition: int, *args: Any
+) -> T | ErrorCode:  # fmt: skip
+    """``read(log_dir, topic, partition, *args)``, or the partition's error code where it
+    fails (module doc)."""
+    try:
+        return read(log_dir, topic, partition, *args)
+    except FileNotFoundError as exc:
+        if (log_dir / f"{topic}-{partition}").is_dir():  # a file of it unreadable, not gone
+            return _storage_error(log_dir, topic, partition, exc)
+        return ErrorCode.unknown_topic_or_partition
+    except (OSError, KafkaTierError) as exc:
+        return _storage_error(log_dir, topic, partition, exc)
+
+
+def _storage_error(log_dir: Path, topic: str, partition: int, exc: Exception) -> ErrorCode:
+    key = (log_dir, topic, partition)
+    now = time.monotonic()
+    with _lock:
+        due = now - _logged.get(key, -LOG_EVERY_S) >= LOG_EVERY_S
+        if due:
+            _logged[key] = now
+    if due:
+        log.warning("cannot read %s-%d in %s, answering KAFKA_STORAGE_ERROR: %s", topic,
+                    partition, log_dir, exc)  # fmt: skip
+    return ErrorCode.kafka_storage_error
