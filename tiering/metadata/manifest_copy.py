@@ -92,6 +92,12 @@ class ManifestCopies:
             except OSError as exc:
                 log.debug("could not keep the copy of %s in %s: %s", key, directory, exc)
 
+    def known(self, key: str) -> bytes | None:
+        """The manifest bytes the partition's copy of ``key`` holds; None without a copy."""
+        directory = self._partition_dir(key)
+        found = None if directory is None else read_copy(directory, key)
+        return None if found is None else found[0]
+
     def forget(self, key: str) -> None:
         """Empty the copy of ``key``: what it recorded is no longer known to hold."""
         with self._lock:

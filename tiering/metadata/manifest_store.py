@@ -30,7 +30,7 @@ from kafkatier.tiering.metadata.identity import (
     parse_topic_folder,
 )
 from kafkatier.tiering.metadata.manifest import PartitionManifest, manifest_key
-from kafkatier.tiering.metadata.manifest_copy import ManifestCopies
+from kafkatier.tiering.metadata.manifest_copy import COPY_NAME, ManifestCopies
 from kafkatier.tiering.store.object_store import ObjectStore
 
 _HEAD_WORKERS = 8
@@ -115,10 +115,37 @@ class ManifestStore:
         if cached is not None:
             return cached
         got = self.store.get_with_etag(key)
+        if got is None:
+            self._refuse_lost(key)
         found = (None, None) if got is None else got
         if self.cache is not None:
             self.cache.put(key, *found)
         return found
+
+    def _refuse_lost(self, key: str) -> None:
+        """A manifest the store no longer holds although this process, or the partition's copy
+        of it, knew it naming segments: it was deleted by a hand or a lifecycle rule, not by
+        kafkatier (whose commands keep a partition's manifest for its life). Taken as "not
+        created yet", its segments' objects would be swept as strays, the only copy of the
+        records that local retention already deleted; so nothing is done to the partition."""
+        known = None if self.cache is None else self.cache.get(key)
+        data = known[0] if known is not None else None
+        if data is None and self.cache is not None and self.cache.copies is not None:
+            data = self.cache.copies.known(key)
+        if data is None:
+            return
+        try:
+            segments = len(PartitionManifest.from_bytes(data, key).segments)
+        except TieringError:
+            return  # a copy that does not parse tells nothing
+        if segments:
+            raise TieringError(
+                f"remote manifest {key} is gone from the store, which held {segments} segments "
+                "by it: nothing is uploaded or deleted for the partition until it is put back "
+                f"(its last known bytes are in the partition directory's {COPY_NAME}, after the "
+                "JSON header line)",
+                key=key,
+            )
 
     def update(
         self, rp: RemotePartition, change: Callable[[PartitionManifest], bool]

@@ -77,3 +77,31 @@ def test_local_segments_stay_when_the_remote_side_is_bad(tmp_path: Path, fault: 
     assert key in error, error
     assert _local_logs(logs) == before
 
+
+
+def test_a_deleted_manifest_does_not_make_its_segments_strays(tmp_path: Path) -> None:
+    """The manifest deleted by a hand or a lifecycle rule: a later pass (a new process, so
+    only the partition directory's copy knows it) must not sweep the segments' objects as
+    strays of unnamed attempts (they were the only copy of what local retention deleted), nor
+    start a new manifest; the partition fails naming the manifest, and everything stays. Put
+    back, the next pass goes on as before."""
+    logs = write_tiered(tmp_path / "logs")
+    store = FsspecStore(f"file://{tmp_path / 'remote'}")
+    config = TieringConfig(log_dirs=(logs,), remote_url=store.url, threads=1,
+                           orphan_grace_ms=0)  # fmt: skip
+    assert Tierer(config, store).run_once().failures == 0
+    key = manifest_key(only(store, "tiered", 0))
+    objects = sorted(i.key for i in store.list("") if i.key != key)
+    assert objects
+    saved = store.get_bytes(key)
+    store.delete(key)
+    before = _local_logs(logs)
+    result = Tierer(config, store).run_once()
+    assert result.failures == 1
+    error = result.partitions[0].error or ""
+    assert key in error and "gone from the store" in error, error
+    assert sorted(i.key for i in store.list("")) == objects
+    assert _local_logs(logs) == before
+    store.put_bytes(key, saved)
+    assert Tierer(config, store).run_once().failures == 0
+    assert set(objects) <= {i.key for i in store.list("")}
