@@ -290,8 +290,10 @@ def write_log_dir_files(log_dir: Path, results: list[RestoreResult], config: dic
     done = [r for r in results if r.restored]
     ends = {(r.topic, r.partition): r.log_end_offset for r in done}
     jobs.append(lambda: _merge_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT, ends))
-    starts = {(r.topic, r.partition): r.log_start_offset for r in done if r.log_start_offset > 0}
-    if starts or (log_dir / LOG_START_OFFSET_CHECKPOINT).exists():
+    # every restored partition's start, 0 included: an earlier restore --from-offset left a
+    # higher one there, which would hide the records this restore brought back
+    starts = {(r.topic, r.partition): r.log_start_offset for r in done}
+    if any(starts.values()) or (log_dir / LOG_START_OFFSET_CHECKPOINT).exists():
         jobs.append(lambda: _merge_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT, starts))
     _all(*jobs)
     shutil.rmtree(log_dir / STAGING, ignore_errors=True)

@@ -75,6 +75,15 @@ def test_restore_from_offset_sets_log_start(uploaded, tmp_path) -> None:
     starts = OffsetCheckpointFile(target / LOG_START_OFFSET_CHECKPOINT).read()
     assert starts == {("tiered", 0): middle}
     assert verify_paths([target]) == []
+    # a whole restore into the same dir afterwards brings the earlier records back into view
+    [whole] = restore_topic(store, "tiered", target, partitions=[0])
+    assert whole.log_start_offset == 0 and whole.segments == len(segs)
+    starts = OffsetCheckpointFile(target / LOG_START_OFFSET_CHECKPOINT).read()
+    assert starts.get(("tiered", 0), 0) == 0
+    with LogDirectory(target) as log_dir:
+        log = log_dir.get("tiered", 0)
+        assert log is not None and log.log_start_offset == 0
+    assert verify_paths([target]) == []
 
 
 def test_restore_from_timestamp(uploaded, tmp_path) -> None:
