@@ -90,8 +90,8 @@ class Sidecar:
             try:
                 result = self.run_pass()
             except RemoteStoreError as exc:
-                if self.passes == 0:  # a store never reached: a setting to fix, not to wait out
-                    raise
+                if self.passes == 0 and not self.tierer.reached:  # a setting to fix, not to
+                    raise  # wait out (an outage after the store answered once is waited out)
                 log.error("tiering pass failed; retrying at the next wake-up: %s", exc)
                 self.metrics.count_failure()
             except Exception:  # e.g. files vanishing under a concurrent writer: next pass

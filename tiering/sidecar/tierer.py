@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kafkatier.storage.errors import ConfigError, StorageError
+from kafkatier.storage.errors import ConfigError, KafkaTierError, StorageError
 from kafkatier.tiering.cleaner.compaction import compact_remote
 from kafkatier.tiering.cleaner.retention import expire_remote
 from kafkatier.tiering.cleaner.swap import GroupReplacer
@@ -119,6 +119,8 @@ class Tierer:
         self.remote_compaction = True
         """False: upload and retention only (tests comparing compactions at one instant)."""
         self._store_failure: RemoteStoreError | None = None
+        self.reached = False
+        """Whether the store answered a request of this sidecar's (a manifest's read)."""
         """Set by the first partition that found the store itself unusable: the others of the
         pass stop asking it (each would wait out the same retries)."""
 
@@ -177,8 +179,9 @@ class Tierer:
                 self._store_failure = exc
                 self.quiet.forget(key)
                 return None
-            except Exception as exc:
-                log.exception("tiering %s-%d failed", topic, partition)
+            except Exception as exc:  # a known fault is one line, a bug also its traceback
+                known = isinstance(exc, KafkaTierError) and not log.isEnabledFor(logging.DEBUG)
+                log.error("tiering %s-%d failed: %s", topic, partition, exc, exc_info=not known)
                 outcome.error = f"{type(exc).__name__}: {exc}"
                 self._swept.discard(part.remote.identity)  # what failed may have left strays
                 due = None
@@ -194,6 +197,7 @@ class Tierer:
         manifests = ManifestStore(self.store, cache=self.cache)
         part.remote = self._locate(manifests, part)
         manifest, _ = manifests.load(part.remote)
+        self.reached = True
         grace = self.config.orphan_grace_ms
         if self._needs_sweep(part.remote, manifest):
             sweep = sweep_orphans(self.store, part.remote, owner=self.owner, grace_ms=grace,

@@ -5,6 +5,7 @@ local segment stays. With the remote copy sound again, the next pass deletes as 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from pathlib import Path
 
@@ -62,7 +63,10 @@ def _local_logs(logs: Path) -> list[str]:
 
 
 @pytest.mark.parametrize("fault", sorted(BAD))
-def test_local_segments_stay_when_the_remote_side_is_bad(tmp_path: Path, fault: str) -> None:
+def test_local_segments_stay_when_the_remote_side_is_bad(
+    tmp_path: Path, fault: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="kafkatier")  # not DEBUG: a traceback is --debug's
     logs = write_tiered(tmp_path / "logs")
     store = FsspecStore(f"file://{tmp_path / 'remote'}")
     config = TieringConfig(log_dirs=(logs,), remote_url=store.url, threads=1)
@@ -76,6 +80,8 @@ def test_local_segments_stay_when_the_remote_side_is_bad(tmp_path: Path, fault: 
     error = result.partitions[0].error or ""
     assert key in error, error
     assert _local_logs(logs) == before
+    failed = [r for r in caplog.records if r.levelname == "ERROR"]
+    assert failed and not any(r.exc_info for r in failed)  # one line, no traceback
 
 
 
