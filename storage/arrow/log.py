@@ -9,12 +9,14 @@ schema, chunk by chunk so memory stays bounded, dropping aborted transactions in
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
 
 from kafkatier.storage.arrow.codec import decode_arrow, encode_arrow
+from kafkatier.storage.arrow.record_rules import RecordRules
 from kafkatier.storage.arrow.schema import SPARK_KAFKA_SCHEMA
 from kafkatier.storage.log.append import LogAppendInfo
 from kafkatier.storage.log.log import Log
@@ -57,7 +59,9 @@ def encode_for(
     """:func:`append_arrow`'s batches, encoded for ``log`` (its codec, level and
     ``max.message.bytes``; ``fields``: ``encode_arrow``'s producer and timestamp keywords) but
     not appended: for a writer that encodes the next rows while another thread appends these
-    (``log.append(encoded, owned=True)``). Reads only the log's config."""
+    (``log.append(encoded, owned=True)``). Reads only the log's config; its record rules
+    (``record_rules``: keys in a compacted topic, the timestamp window) are checked first."""
+    RecordRules.of(log.config, int(time.time() * 1000)).check(data, log.topic)
     chosen = Codec.parse(codec) if codec is not None else (log.config.codec or Codec.NONE)
     encoded = encode_arrow(
         data,
