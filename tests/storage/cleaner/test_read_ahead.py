@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -79,17 +80,19 @@ def test_compaction_is_the_same_with_and_without_the_thread(
     thread). 20,000: one pass with the superseded bits (the thread leaves droppable batches
     compressed). Both compact twice, the second time past the delete horizon."""
     outputs = []
-    for ahead in (True, False):
+    for ahead, share in ((True, 1.0), (True, 0.4), (False, 1.0)):
         monkeypatch.setattr(read_ahead, "ENABLED", ahead)
-        log_dir, log = _big_log(tmp_path / str(ahead), slots)
+        monkeypatch.setattr(read_ahead, "FIRST_SHARE", share)  # 0.4: the walk inflates the rest
+        monkeypatch.setattr(read_ahead, "STEP", 0.0 if share < 1 else read_ahead.STEP)
+        log_dir, log = _big_log(tmp_path / f"{ahead}-{share}", slots)
         assert log.segments[0].size > 20 * max(small_chunks, 1 << 16)  # the store's least
         results = [compact_log(log, now_ms=NOW, first_dirty_offset=None),
                    compact_log(log, now_ms=NOW + 1000, first_dirty_offset=0)]  # fmt: skip
         outputs.append(([s.log_path.read_bytes() for s in log.segments], results))
         log_dir.close()
-        assert verify_paths([tmp_path / str(ahead)]) == []
+        assert verify_paths([tmp_path / f"{ahead}-{share}"]) == []
         assert _threads() == []
-    assert outputs[0] == outputs[1]
+    assert outputs[0] == outputs[1] == outputs[2]
     assert (outputs[0][1][0].passes > 1) == (slots == 200)
 
 
@@ -189,6 +192,49 @@ def test_a_read_error_in_the_thread_is_the_walks(small_chunks: int) -> None:
             chunks.read(second, chunks.chunk_size)
         assert [name for p, _, name in store.reads if p == second] == [
             "kafkatier-cleaner-read-ahead", threading.current_thread().name]  # fmt: skip
+    assert _threads() == []
+
+
+class _SlowStore(_Store):
+    """A store whose reads take ``delay`` seconds: the thread falls behind the walk."""
+
+    def __init__(self, data: bytes, io_buffer_size: int, delay: float) -> None:
+        super().__init__(data, io_buffer_size)
+        self.delay = delay
+
+    def read_chunk(self, _base: int, position: int, size: int) -> bytes:
+        time.sleep(self.delay)
+        return super().read_chunk(_base, position, size)
+
+
+def _thread_shares(chunks: Chunks, data: bytes, pause: float) -> list[int]:
+    """Walk ``data``, pausing ``pause`` seconds a chunk (a walk with work of its own); per
+    chunk, how many of its compressed batches the thread inflated."""
+    position, held = 0, []
+    while position < len(data):
+        _, array = chunks.read(position, min(chunks.chunk_size, len(data) - position))
+        held.append(len(chunks._current.rows) if chunks._current is not None else 0)
+        time.sleep(pause)
+        position += int(batches_end(array))
+    return held
+
+
+def test_the_threads_share_follows_who_waits(monkeypatch: pytest.MonkeyPatch,
+                                             small_chunks: int) -> None:  # fmt: skip
+    """A thread slower than the walk (a slow store) leaves more of each chunk's batches to the
+    walk, down to ``LEAST``; a walk slower than the thread gives it more, up to all; either
+    way the walk's runs are what ``inflate`` gives (the batches the thread left are the
+    walk's to inflate: ``run`` has none for them)."""
+    data = _segment(600)
+    with Chunks(_SlowStore(data, 4096, 0.004), _info(data), ahead=True) as chunks:  # type: ignore[arg-type]
+        held = _thread_shares(chunks, data, 0.0)
+        assert chunks.share == read_ahead.LEAST
+    assert held[-3] < held[0] / 2
+    monkeypatch.setattr(read_ahead, "FIRST_SHARE", read_ahead.LEAST)
+    with Chunks(_Store(data, 4096), _info(data), ahead=True) as chunks:  # type: ignore[arg-type]
+        held = _thread_shares(chunks, data, 0.004)
+        assert chunks.share == 1.0
+    assert held[-3] > 2 * held[0]
     assert _threads() == []
 
 
