@@ -66,15 +66,27 @@ def _topic(module: Any, topics: dict[str, TopicInfo], asked: tuple[Any, Any],
         return build(module.MetadataResponseTopic, error_code=error, name=name,
                      topic_id=topic_id, partitions=(),
                      topic_authorized_operations=-2147483648)  # fmt: skip
-    partitions = tuple(
-        build(module.MetadataResponsePartition, error_code=ErrorCode.none,
-              partition_index=index, leader_id=NODE_ID, leader_epoch=epochs[(info.name, index)],
-              replica_nodes=(NODE_ID,), isr_nodes=(NODE_ID,), offline_replicas=())
-        for index in info.partitions
-    )
+    partitions = tuple(_partition(module, info, index, epochs)
+                       for index in range(max(info.partitions, default=-1) + 1))
     return build(module.MetadataResponseTopic, error_code=ErrorCode.none, name=info.name,
                  topic_id=info.topic_id, is_internal=info.internal, partitions=partitions,
                  topic_authorized_operations=-2147483648)  # fmt: skip
+
+
+def _partition(module: Any, info: TopicInfo, index: int,
+               epochs: dict[tuple[str, int], int]) -> Any:  # fmt: skip
+    """One partition of the topic; one below its highest whose directory no log dir holds (a
+    damaged or half-copied log dir) is listed offline, as a broker lists a partition whose log
+    dir failed: left out, it made clients take the topic for a smaller one, and the partitions
+    past the gap were never read."""
+    if index not in info.partitions:
+        return build(module.MetadataResponsePartition,
+                     error_code=ErrorCode.leader_not_available, partition_index=index,
+                     leader_id=-1, leader_epoch=-1, replica_nodes=(NODE_ID,), isr_nodes=(),
+                     offline_replicas=(NODE_ID,))  # fmt: skip
+    return build(module.MetadataResponsePartition, error_code=ErrorCode.none,
+                 partition_index=index, leader_id=NODE_ID, leader_epoch=epochs[(info.name, index)],
+                 replica_nodes=(NODE_ID,), isr_nodes=(NODE_ID,), offline_replicas=())  # fmt: skip
 
 
 def _by_id(topics: dict[str, TopicInfo], topic_id: Any) -> TopicInfo | None:

@@ -4,6 +4,7 @@ an unknown topic is UNKNOWN_TOPIC_OR_PARTITION, and nothing is created."""
 
 from __future__ import annotations
 
+import shutil
 import uuid
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,8 @@ import pytest
 from kafkatier.storage.checkpoint.metadata import PartitionMetadataFile, uuid_from_str
 from kafkatier.storage.config.topic_files import TopicConfigStore
 from kafkatier.storage.log.directory import LogDirectory
+from kafkatier.storage.record.builder import build_batch
+from kafkatier.storage.record.record import Record
 
 
 def make_topics(log_dir: Path) -> dict[str, uuid.UUID]:
@@ -65,6 +68,38 @@ def test_confluent_sees_topics_and_an_unknown_one_is_an_error(tmp_path: Path, se
         assert missing.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
     assert not (tmp_path / "nope-0").exists()
 
+
+def test_a_partition_missing_below_the_highest_is_listed_offline(
+    tmp_path: Path, serve: Any
+) -> None:  # fmt: skip
+    """``b.c-1`` gone from the log dir: the topic still has three partitions, the missing one
+    without a leader (LEADER_NOT_AVAILABLE), and librdkafka reads the third one's records (left
+    out, the topic looked like two partitions and partition 2 was never read)."""
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    make_topics(tmp_path)
+    with LogDirectory(tmp_path) as ld:
+        ld.get_or_create("b.c", 2).append(build_batch([Record(0, 1_700_000_000_000, b"k", b"v")]))
+    shutil.rmtree(tmp_path / "b.c-1")
+    with serve(tmp_path) as port:
+        topic = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"}).list_topics(
+            topic="b.c", timeout=10).topics["b.c"]
+        assert sorted(topic.partitions) == [0, 1, 2]
+        assert topic.partitions[1].error.code() == KafkaError.LEADER_NOT_AVAILABLE
+        assert topic.partitions[1].leader == -1 and topic.partitions[2].leader == 0
+        c = Consumer({"bootstrap.servers": f"127.0.0.1:{port}", "group.id": "g",
+                      "enable.auto.commit": False})  # fmt: skip
+        try:
+            c.assign([TopicPartition("b.c", 2, 0)])
+            got = None
+            for _ in range(40):
+                got = c.poll(0.5)
+                if got is not None and got.error() is None:
+                    break
+            assert got is not None and got.error() is None and got.value() == b"v"
+        finally:
+            c.close()
 
 
 def test_describe_cluster(tmp_path: Path, serve: Any) -> None:
