@@ -29,18 +29,32 @@ CHUNK_ROWS = 256 * 1024
 
 
 def read_chunks(path: Path, fmt: str) -> Iterator[pa.RecordBatch]:
-    """Record batches of about CHUNK_ROWS rows, normalised for ``encode_arrow``."""
+    """Record batches of about CHUNK_ROWS rows, normalised for ``encode_arrow``. A file the
+    format's reader refuses (malformed, cut short, of another format) is one error naming the
+    file and the format; an empty JSON Lines or CSV file holds no records (as an empty Parquet
+    file's row groups)."""
+    if fmt != "parquet" and path.stat().st_size == 0:
+        return
+    try:
+        for batch in _batches(path, fmt):
+            yield normalise(batch, str(path))
+    except pa.ArrowException as exc:
+        text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        reason = "".join(c if c.isprintable() else "?" for c in text[:200])  # a binary file's
+        raise ConfigError(f"cannot read the input as {fmt}: {reason}", setting="input",
+                          source=str(path)) from None  # fmt: skip
+
+
+def _batches(path: Path, fmt: str) -> Iterator[pa.RecordBatch]:
     if fmt == "parquet":
-        batches: Iterator[pa.RecordBatch] = pq.ParquetFile(path).iter_batches(CHUNK_ROWS)
+        yield from pq.ParquetFile(path).iter_batches(CHUNK_ROWS)
     elif fmt == "csv":
         options = pacsv.ConvertOptions(
             column_types={"key": pa.string(), "value": pa.string()}, strings_can_be_null=True
         )
-        batches = iter(pacsv.open_csv(path, convert_options=options))
+        yield from pacsv.open_csv(path, convert_options=options)
     else:
-        batches = iter(pajson.read_json(path).to_batches(CHUNK_ROWS))
-    for batch in batches:
-        yield normalise(batch, str(path))
+        yield from pajson.read_json(path).to_batches(CHUNK_ROWS)
 
 
 def prefetched(items: Iterator[T], depth: int = 2) -> Iterator[T]:

@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 
 from kafkatier.storage import native
+from kafkatier.storage.errors import InvalidRecordError
 
 SEED: Final = 0x9747B28C
 M: Final = 0x5BD1E995
@@ -148,9 +149,10 @@ def assign_partitions(
         bad = np.flatnonzero(mask & ((chosen < 0) | (chosen >= num_partitions)))
         if len(bad):
             row = int(bad[0])
-            raise ValueError(
+            raise InvalidRecordError(
                 f"column {column!r} row {row}: partition {int(chosen[row])} is outside "
-                f"[0, {num_partitions}); the topic has {num_partitions} partitions"
+                f"[0, {num_partitions}); the topic has {num_partitions} partitions",
+                row=row,
             )
         parts[mask] = chosen[mask].astype(np.int32)
     return parts

@@ -14,6 +14,12 @@ import pytest
 from kafkatier.cli.main import main
 
 
+def parquet_bytes(tmp_path: Path) -> bytes:
+    path = tmp_path / "made.parquet"
+    pq.write_table(pa.table({"key": [b"k"] * 50, "value": [b"v,w\x00"] * 50}), path)
+    return path.read_bytes()
+
+
 @pytest.fixture
 def places(tmp_path: Path) -> dict[str, Path]:
     garbage = tmp_path / "garbage.bin"
@@ -22,6 +28,10 @@ def places(tmp_path: Path) -> dict[str, Path]:
     folder.mkdir()
     parquet = tmp_path / "in.parquet"
     pq.write_table(pa.table({"key": [b"k"], "value": [b"v"]}), parquet)
+    (tmp_path / "bad.jsonl").write_text('{"value": "a"}\n{"value": \n')
+    (tmp_path / "parquet.csv").write_bytes(parquet_bytes(tmp_path))
+    (tmp_path / "cut.parquet").write_bytes(parquet_bytes(tmp_path)[:40])
+    (tmp_path / "partition.jsonl").write_text('{"value": "a", "partition": 5}\n')
     bad_conf = tmp_path / "bad.properties"
     bad_conf.write_text("log.dirs=/tmp\nremote.storage.url=s3://b/p\nremote.log.metrics.port=x\n")
     return {"missing": tmp_path / "no" / "such", "garbage": garbage, "folder": folder,
@@ -41,6 +51,15 @@ def _cases(p: dict[str, Path]) -> dict[str, list[str]]:
                                     str(p["parquet"])],
         "produce: bad setting": ["produce", logs, "--topic", "t", "--input", str(p["parquet"]),
                                  "--config", "segment.bytes=lots"],
+        "produce: malformed JSON Lines": ["produce", logs, "--topic", "t", "--input",
+                                          str(p["tmp"] / "bad.jsonl")],
+        "produce: Parquet named .csv": ["produce", logs, "--topic", "t", "--input",
+                                        str(p["tmp"] / "parquet.csv")],
+        "produce: Parquet cut short": ["produce", logs, "--topic", "t", "--input",
+                                       str(p["tmp"] / "cut.parquet")],
+        "produce: partition out of range": ["produce", logs, "--topic", "t", "--input",
+                                            str(p["tmp"] / "partition.jsonl"),
+                                            "--partitions", "2"],
         "produce: zero partitions": ["produce", logs, "--topic", "t", "--input",
                                      str(p["parquet"]), "--partitions", "0"],
         "dump: missing path": ["dump", missing],

@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.partitioner.default import murmur2 as kafka_python_murmur2
 
+from kafkatier.storage.errors import InvalidRecordError
 from kafkatier.storage.partitioner import (
     NULL_KEY_PARTITION,
     assign_partitions,
@@ -123,5 +124,5 @@ def test_one_partition_takes_every_row_and_still_checks_explicit_ones():
     keys = pa.array([b"a", None, b"c", b""], pa.binary())
     assert assign_partitions(keys, 1).tolist() == [0, 0, 0, 0]
     assert assign_partitions(None, 1, explicit=pa.array([0, None])).tolist() == [0, 0]
-    with pytest.raises(ValueError, match="column 'partition' row 1: partition 1 is outside"):
+    with pytest.raises(InvalidRecordError, match="'partition' row 1: partition 1 is outside"):
         assign_partitions(keys, 1, explicit=pa.array([0, 1, None, 0]))
