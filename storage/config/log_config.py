@@ -86,6 +86,19 @@ class LogConfig:
     flush_messages: int = setting("flush.messages", LONG_MAX, "long", low=1)
     flush_ms: int = setting("flush.ms", LONG_MAX, "long", low=0)
     remote_storage_enable: bool = setting("remote.storage.enable", False, "boolean")
+    # Kafka's replication and placement settings: accepted and kept, so a topic's configs copy
+    # over from a cluster as they are; with one writer and no replicas they change nothing here.
+    min_insync_replicas: int = setting("min.insync.replicas", 1, "int", low=1)
+    unclean_leader_election_enable: bool = setting(
+        "unclean.leader.election.enable", False, "boolean"
+    )
+    leader_replication_throttled_replicas: tuple[str, ...] = setting(
+        "leader.replication.throttled.replicas", (), "list"
+    )
+    follower_replication_throttled_replicas: tuple[str, ...] = setting(
+        "follower.replication.throttled.replicas", (), "list"
+    )
+    preallocate: bool = setting("preallocate", False, "boolean")
     local_retention_ms: int = setting("local.retention.ms", -2, "long", low=-2)
     local_retention_bytes: int = setting("local.retention.bytes", -2, "long", low=-2)
     # Broker-level settings (server.properties names) that apply per log dir.

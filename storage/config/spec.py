@@ -69,7 +69,7 @@ class Spec:
             return None if isinstance(value, bool) else "expected a boolean"
         if self.kind in ("choice", "list"):
             items = value if self.kind == "list" else (value,)
-            bad = [item for item in items if item not in self.choices]
+            bad = [item for item in items if self.choices and item not in self.choices]
             if bad:
                 return f"{', '.join(map(repr, bad))} is not one of {', '.join(self.choices)}"
             return "duplicate entries" if len(set(items)) != len(items) else None
@@ -92,6 +92,8 @@ class Spec:
         """The valid values, in the style of Kafka's documentation (``[1,...,9] or -1``)."""
         if self.kind == "boolean":
             return "true or false"
+        if self.kind == "list" and not self.choices:
+            return "a comma-separated list"
         if self.kind in ("choice", "list"):
             prefix = "comma-separated subset of " if self.kind == "list" else ""
             return prefix + "[" + ", ".join(self.choices) + "]"

@@ -38,6 +38,11 @@ KAFKA_DEFAULTS = {
     "remote.storage.enable": "false",
     "local.retention.ms": "-2",
     "local.retention.bytes": "-2",
+    "min.insync.replicas": "1",
+    "unclean.leader.election.enable": "false",
+    "leader.replication.throttled.replicas": "",
+    "follower.replication.throttled.replicas": "",
+    "preallocate": "false",
     "producer.id.expiration.ms": "86400000",
     "log.cleaner.dedupe.buffer.size": "134217728",
     "log.cleaner.io.buffer.size": "524288",
@@ -317,3 +322,23 @@ def test_properties_file_to_config(tmp_path):
     with pytest.raises(ConfigError) as info:
         LogConfig.from_properties(read_properties(path), source=str(path))
     assert str(path) in str(info.value) and "segment.ms" in str(info.value)
+
+
+def test_kafkas_replication_settings_are_accepted_as_a_cluster_has_them() -> None:
+    """A topic's configs copied from a cluster (``kafka-configs --describe``) carry replication
+    and placement settings: accepted, validated as Kafka validates them, kept, and of no effect
+    with one writer and no replicas (they were "unknown setting" errors)."""
+    given = {
+        "min.insync.replicas": "2",
+        "unclean.leader.election.enable": "true",
+        "leader.replication.throttled.replicas": "*",
+        "follower.replication.throttled.replicas": "0:1,1:0",
+        "preallocate": "true",
+    }
+    config = LogConfig.from_properties(given, source="test")
+    assert config.min_insync_replicas == 2 and config.unclean_leader_election_enable
+    assert config.follower_replication_throttled_replicas == ("0:1", "1:0")
+    assert {k: v for k, v in config.to_properties().items() if k in given} == given
+    for key, bad in (("min.insync.replicas", "0"), ("preallocate", "maybe")):
+        with pytest.raises(ConfigError, match=key):
+            LogConfig.from_properties({key: bad}, source="test")
