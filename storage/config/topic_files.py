@@ -7,14 +7,26 @@ from Kafka's defaults. A file (not a directory) keeps the log dir loadable by a 
 only treats directories there as partitions. Every tool that opens the log dir (``produce``, the
 Spark sink, ``clean``) resolves a topic's settings the same way: Kafka's defaults, then this file,
 then per-run overrides, which :meth:`TopicConfigStore.update` validates and persists.
+
+A topic's file outlives its partitions when a user deletes the topic by removing its partition
+directories (Kafka deletes a topic's configs with it). So the file names, in its comment line, the
+id of the topic it was created with (:meth:`TopicConfigStore.stamp`, when the partitions are
+created); a stamped file without any partition of its topic on disk is that deleted topic's and is
+dropped when the topic is created again (:meth:`TopicConfigStore.drop_stale`), which then starts
+from its own settings: a recreated topic kept the old one's ``cleanup.policy``, timestamp type and
+retention. A file written before its topic's first partition (settings given ahead) is unstamped,
+and kept.
 """
 
 from __future__ import annotations
 
 import functools
+import glob
+import re
 from collections.abc import Mapping
 from pathlib import Path
 
+from kafkatier.storage.checkpoint.metadata import parse_partition_dir_name
 from kafkatier.storage.config.internal_topics import INTERNAL_TOPIC_CONFIGS
 from kafkatier.storage.config.log_config import LogConfig
 from kafkatier.storage.fsutil import FileVersion, atomic_write, file_version
@@ -50,15 +62,39 @@ class TopicConfigStore:
         return _parsed(str(path), version)
 
     def update(self, topic: str, overrides: Mapping[str, str], source: str) -> LogConfig:
-        """Validate ``overrides`` on top of the stored settings, then persist them atomically."""
+        """Validate ``overrides`` on top of the stored settings (none where they are a deleted
+        topic's: :meth:`drop_stale`), then persist them atomically."""
+        self.drop_stale(topic)
         merged = {**self.stored(topic), **overrides}
         config = LogConfig.from_properties(merged, source=source)
         if overrides:
-            text = format_properties(
-                config.to_properties(), comment=f"kafkatier topic configuration for {topic}"
-            )
-            atomic_write(self.path(topic), text.encode("utf-8"))
+            self._write(topic, config.to_properties(), _stamp_of(self.path(topic)))
         return config
+
+    def stamp(self, topic: str, topic_id: str) -> None:
+        """Name ``topic_id`` in the topic's file (if it has one): its partitions were created."""
+        path = self.path(topic)
+        if path.exists() and _stamp_of(path) != topic_id:
+            self._write(topic, self.stored(topic), topic_id)
+
+    def drop_stale(self, topic: str) -> None:
+        """Delete the topic's file if it is a deleted topic's (module doc)."""
+        path = self.path(topic)
+        if path.exists() and _stamp_of(path) is not None and not self._on_disk(topic):
+            path.unlink(missing_ok=True)
+
+    def _on_disk(self, topic: str) -> bool:
+        for path in self.log_dir.glob(f"{glob.escape(topic)}-*"):
+            parsed = parse_partition_dir_name(path.name)
+            if parsed is not None and parsed[0] == topic and path.is_dir():
+                return True
+        return False
+
+    def _write(self, topic: str, props: Mapping[str, str], topic_id: str | None) -> None:
+        comment = f"kafkatier topic configuration for {topic}"
+        if topic_id is not None:
+            comment += f"{_STAMP}{topic_id}"
+        atomic_write(self.path(topic), format_properties(props, comment=comment).encode("utf-8"))
 
     def topics(self) -> list[str]:
         """Topics with a stored configuration file."""
@@ -66,6 +102,21 @@ class TopicConfigStore:
         for path in self.log_dir.glob(f"{FILE_PREFIX}*{FILE_SUFFIX}"):
             names.append(path.name[len(FILE_PREFIX) : -len(FILE_SUFFIX)])
         return sorted(names)
+
+
+_STAMP = ", topic id "
+_STAMPED = re.compile(re.escape(_STAMP) + r"([A-Za-z0-9_-]{22})\s*$")
+
+
+def _stamp_of(path: Path) -> str | None:
+    """The topic id the file's comment line names, or None."""
+    try:
+        with path.open("rb") as f:
+            first = f.readline().decode("latin-1")
+    except FileNotFoundError:
+        return None
+    found = _STAMPED.search(first) if first.startswith("#") else None
+    return found.group(1) if found else None
 
 
 @functools.lru_cache(maxsize=len(INTERNAL_TOPIC_CONFIGS))

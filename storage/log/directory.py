@@ -170,7 +170,10 @@ class LogDirectory:
             tps.remove(tp)
         if not tps:
             return
-        topic_id = self.topic_id(topic) or new_topic_id()
+        topic_id = self.topic_id(topic)
+        if topic_id is None:  # a new topic: settings a deleted one of its name left go
+            self.topic_configs.drop_stale(topic)
+            topic_id = new_topic_id()
         staged: dict[TopicPartition, Path] = {}
         one_sync = len(tps) >= SYNCFS_MIN_LOGS and self._filesystem.available
 
@@ -181,6 +184,7 @@ class LogDirectory:
         if one_sync and not self._filesystem.sync():
             self._flusher.run(sync_staged, list(staged.values()))
         commit_staged(self.path, {tp: staged[tp] for tp in tps})
+        self.topic_configs.stamp(topic, topic_id)
         for tp in tps:  # the ones opened before a failure stay open
             self.logs[tp] = new_log(
                 self.path / partition_dir_name(*tp),

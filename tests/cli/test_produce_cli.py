@@ -4,6 +4,7 @@ existing topic: every record lands where Kafka's partitioner puts it, all durabl
 from __future__ import annotations
 
 import resource
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -81,3 +82,34 @@ def test_rows_without_key_or_partition_columns_are_spread_round_robin(tmp_path: 
         + [f"p{i}".encode() for i in range(3)]
     )  # fmt: skip
     assert [len(vs) for vs in values.values()] == [2 + 2 + 1, 2 + 1 + 1, 1 + 1 + 1]
+
+
+def test_a_recreated_topic_starts_from_kafkas_defaults(tmp_path: Path) -> None:
+    """A topic deleted (its partition directories removed) and created again has the settings
+    it is created with, not the deleted one's: Kafka deletes a topic's configs with it."""
+    source = tmp_path / "in.parquet"
+    pq.write_table(pa.table({"key": [b"k"], "value": [b"v"]}), source)
+    logs = tmp_path / "logs"
+
+    def produce(*config: str) -> None:
+        extra = [arg for c in config for arg in ("--config", c)]
+        done = subprocess.run([str(KAFKATIER), "produce", str(logs), "--topic", "t", "--input",
+                               str(source), *extra], capture_output=True, text=True,
+                              timeout=120)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+
+    produce("cleanup.policy=compact", "message.timestamp.type=LogAppendTime")
+    settings = logs / "kafkatier-topic.t.properties"
+    assert "cleanup.policy=compact" in settings.read_text()
+    produce("retention.ms=1000")  # an existing topic: its settings merged
+    assert "cleanup.policy=compact" in settings.read_text()
+    shutil.rmtree(logs / "t-0")
+    produce()
+    assert not settings.exists()
+    with LogDirectory(logs) as log_dir:
+        log = log_dir.logs[("t", 0)]
+        assert not log.config.is_compacted and log.config.message_timestamp_type == "CreateTime"
+    shutil.rmtree(logs / "t-0")
+    produce("retention.ms=5000")
+    assert "retention.ms=5000" in settings.read_text()
+    assert "cleanup.policy" not in settings.read_text()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -62,3 +63,30 @@ def test_a_topic_config_is_parsed_once_per_version_of_its_file(tmp_path: Path) -
         assert store.get("t").segment_bytes == int(size)
     store.path("t").unlink()
     assert store.get("t").segment_bytes == LogConfig().segment_bytes
+
+
+def test_a_deleted_topics_settings_do_not_pass_to_its_successor(tmp_path: Path) -> None:
+    """Settings given ahead of a topic (no partition yet) are its own: kept at its creation and
+    stamped with its id, through later updates; its partitions removed (the topic deleted), the
+    next topic of its name starts from Kafka's defaults, or from what it is created with."""
+    store = TopicConfigStore(tmp_path)
+    store.update("t", {"cleanup.policy": "compact"}, source="ahead")
+    with LogDirectory(tmp_path) as logs:
+        logs.create_partitions("t", 2)
+        first_id = logs.topic_id("t")
+        assert logs.logs[("t", 1)].config.is_compacted
+    assert first_id is not None and first_id in store.path("t").read_text().splitlines()[0]
+    store.update("t", {"retention.ms": "1000"}, source="later")
+    assert first_id in store.path("t").read_text().splitlines()[0]
+    assert store.get("t").is_compacted and store.get("t").retention_ms == 1000
+    for p in (0, 1):
+        shutil.rmtree(tmp_path / f"t-{p}")
+    with LogDirectory(tmp_path) as logs:
+        logs.create_partitions("t", 1)
+        assert not logs.logs[("t", 0)].config.is_compacted
+        assert logs.topic_id("t") != first_id
+    assert not store.path("t").exists()
+    for p in (0,):
+        shutil.rmtree(tmp_path / f"t-{p}")
+    store.update("t", {"segment.bytes": "1048576"}, source="ahead")  # no partition: not stale
+    assert store.get("t").segment_bytes == 1048576 and store.get("t").retention_ms != 1000
