@@ -24,10 +24,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from kafkatier.sink.schema import SinkSchemaError
+from kafkatier.sink.schema import SinkSchemaError, executor_error
 from kafkatier.sink.stage import task_file
 from kafkatier.storage.arrow.codec import encode_arrow
 from kafkatier.storage.arrow.encode import EncodedBatches
+from kafkatier.storage.arrow.record_rules import NO_RULES, RecordRules
+from kafkatier.storage.errors import InvalidRecordError
 from kafkatier.storage.partitioner import assign_partitions, keyless_rows
 from kafkatier.storage.wire import Codec
 
@@ -49,10 +51,12 @@ PROVISIONAL_SEQUENCE: Final = 0
 
 @dataclass(frozen=True)
 class TopicPlan:
-    """Per topic: its partition count and ``max.message.bytes``."""
+    """Per topic: its partition count, ``max.message.bytes`` and the rules its records must
+    meet (``record_rules``: a key where it is compacted, the timestamp window)."""
 
     partitions: int
     max_batch_bytes: int
+    rules: RecordRules = NO_RULES
 
 
 @dataclass(frozen=True)
@@ -197,6 +201,10 @@ class Encode:
     ) -> Iterator[pa.RecordBatch]:
         topic, partition = key
         rows = pa.Table.from_batches(group).combine_chunks()
+        try:
+            self.plan.topic(topic).rules.check(rows, topic)
+        except InvalidRecordError as exc:
+            raise executor_error(exc) from None
         encoded = encode_arrow(
             rows,
             codec=self.plan.codec,

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from kafkatier.sink.encode import CHUNK_BYTES, CHUNK_SCHEMA, EncodePlan, TopicPlan
-from kafkatier.sink.schema import SinkSchemaError
+from kafkatier.sink.schema import INPUT_ERROR_MARK, SinkSchemaError
 from kafkatier.storage.arrow.encode import batch_byte_limit
 from kafkatier.storage.errors import (
     InvalidRecordError,
@@ -53,7 +53,7 @@ ENCODERS: Final = ("auto", "jvm", "python")
 OPEN_BUDGET_BYTES = 32 * 1024 * 1024  # per task: open batches held before the largest closes
 _LOCK: Final = threading.Lock()
 _LOADED: list[JvmEncoder] = []  # the encoder of the current SparkContext
-_ERROR = re.compile(r"kafkatier input error \[(\w+)\] ([^\r\n]*)")
+_ERROR = re.compile(re.escape(INPUT_ERROR_MARK) + r"\[(\w+)\] ([^\r\n]*)")
 _ERRORS: Final[dict[str, type[KafkaTierError]]] = {
     "SinkSchemaError": SinkSchemaError,
     "RecordTooLargeError": RecordTooLargeError,
@@ -245,7 +245,10 @@ def _context(df: DataFrame) -> Any:
 def plan_json(plan: EncodePlan) -> str:
     """The plan as ``EncodePlan.java`` reads it."""
     def sizes(t: TopicPlan) -> list[int]:
-        return [t.partitions, t.max_batch_bytes, batch_byte_limit(plan.codec, t.max_batch_bytes)]
+        limit = batch_byte_limit(plan.codec, t.max_batch_bytes)
+        rules = t.rules
+        return [t.partitions, t.max_batch_bytes, limit, int(rules.keys_required), rules.earliest,
+                rules.latest]  # fmt: skip
 
     new = plan.new_topic
     return json.dumps({

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Final
 from kafkatier.sink.encode import EncodePlan, TopicPlan
 from kafkatier.sink.schema import SinkSchemaError
 from kafkatier.sink.txn import next_sequences, topic_partitions
+from kafkatier.storage.arrow.record_rules import RecordRules
 from kafkatier.storage.config.log_config import LogConfig
 from kafkatier.storage.log.directory import LogDirectory
 from kafkatier.storage.wire import Codec
@@ -41,10 +42,12 @@ def build_plan(
 ) -> EncodePlan:
     """The plan for the next batch; creates the fixed topic's partitions if it is new."""
     topics: dict[str, TopicPlan] = {}
+    now = int(time.time() * 1000)
     wanted = [settings.topic] if settings.topic is not None else sorted(logs.topics())
     for name in wanted:
         count = topic_partitions(logs, name, settings.partitions)
-        topics[name] = TopicPlan(count, logs.config_for(name).max_batch_bytes)
+        config = logs.config_for(name)
+        topics[name] = TopicPlan(count, config.max_batch_bytes, RecordRules.of(config, now))
     new_topic = None
     if settings.topic is None and settings.partitions is not None:
         new_topic = TopicPlan(settings.partitions, LogConfig().max_message_bytes)
@@ -55,7 +58,7 @@ def build_plan(
     plan = EncodePlan(
         fixed_topic=settings.topic, topics=topics, new_topic=new_topic, codec=settings.codec,
         level=level, producer_id=producer_id, producer_epoch=epoch,
-        write_time_ms=int(time.time() * 1000),
+        write_time_ms=now,
     )  # fmt: skip
     return plan
 

@@ -27,6 +27,17 @@ ORDER_COLUMN = "_kt_order"
 PARTITION_COLUMN = "_kt_partition"
 
 
+INPUT_ERROR_MARK = "kafkatier input error "
+"""How an encode task's message names the sink error it stands for (``InputError.java``'s mark):
+``kafkatier input error [InvalidRecordError] ...``; the driver raises that error again
+(``jvm.input_error``)."""
+
+
+def executor_error(exc: KafkaTierError) -> ValueError:
+    """``exc``, found by an encode task, as the job's failure carries it to the driver."""
+    return ValueError(f"{INPUT_ERROR_MARK}[{type(exc).__name__}] {exc}")
+
+
 @dataclass(frozen=True)
 class InputColumns:
     """Which optional columns a micro-batch carries (``value`` always does)."""

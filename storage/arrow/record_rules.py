@@ -16,7 +16,7 @@ its plan.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 import numpy as np
 import pyarrow as pa
@@ -74,6 +74,10 @@ class RecordRules:
             if len(bad):
                 row = int(bad[0])
                 raise InvalidRecordError(out_of_range(topic, int(ms[row]), self), row=row)
+
+
+NO_RULES: Final = RecordRules()
+"""A topic's rules under Kafka's defaults: any key, any timestamp."""
 
 
 def no_key(topic: str) -> str:

@@ -75,3 +75,37 @@ def test_a_record_larger_than_a_segment_is_refused_in_one_line(
     err = capsys.readouterr().err.strip().splitlines()
     assert code != 0 and len(err) == 1, err
     assert "1024" in err[0], err
+
+
+RULES = {  # topic settings, the rows' key and timestamp SQL, what the error says
+    "compacted, a null key": ({"cleanup.policy": "compact"},
+                              "IF(id = 7, NULL, CAST(CONCAT('k', id) AS BINARY))",
+                              "current_timestamp()", "without a key"),
+    "a timestamp too old": ({"message.timestamp.before.max.ms": "3600000"},
+                            "CAST(CONCAT('k', id) AS BINARY)",
+                            "IF(id = 7, TIMESTAMP '2001-01-01 00:00:00', current_timestamp())",
+                            "out of range"),
+}
+
+
+@pytest.mark.parametrize("encoder", ["jvm", "python"])
+@pytest.mark.parametrize("case", sorted(RULES))
+def test_the_sink_refuses_what_a_broker_refuses(
+    spark: Any, tmp_path: Path, case: str, encoder: str
+) -> None:  # fmt: skip
+    """A row a broker's LogValidator refuses for the topic's settings fails the batch with one
+    error naming the rule, before anything is written; the same rows without it go in."""
+    from kafkatier.storage.errors import InvalidRecordError
+
+    settings, key, timestamp, says = RULES[case]
+    TopicConfigStore(tmp_path).update("events", settings, source="test")
+    frame = spark.range(0, 50, 1, 2).selectExpr(f"{key} AS key", "CAST(id AS STRING) AS value",
+                                                f"{timestamp} AS timestamp")  # fmt: skip
+    sink = KafkaLogSink(tmp_path, topic="events", partitions=2, encoder=encoder)
+    with pytest.raises(InvalidRecordError, match=says):
+        sink(frame, 0)
+    with LogDirectory(tmp_path) as logs:
+        assert sum(log.log_end_offset for log in logs if log.topic == "events") == 0
+    sink(frame.where("id != 7"), 1)
+    with LogDirectory(tmp_path) as logs:
+        assert sum(len(read_arrow(log)) for log in logs if log.topic == "events") == 49

@@ -14,8 +14,9 @@ import java.util.Map;
  *
  * <pre>
  * {"fixed_topic": "events" | null,
- *  "topics": {"events": [partitions, max_batch_bytes, batch_limit], ...},
- *  "new_topic": [partitions, max_batch_bytes, batch_limit] | null, "codec": 0-4,
+ *  "topics": {"events": [partitions, max_batch_bytes, batch_limit, keys_required (0/1),
+ *             earliest_timestamp, latest_timestamp], ...},
+ *  "new_topic": [the same six] | null, "codec": 0-4,
  *  "level": int | null, "producer_id": long, "producer_epoch": short, "write_time_ms": long,
  *  "staging_dir": "/logs" | null, "staging_prefix": "name prefix", "open_budget": bytes,
  *  "chunk_bytes": bytes, "max_tasks": tasks at most (0: as the rows come),
@@ -31,8 +32,8 @@ import java.util.Map;
 final class EncodePlan implements Serializable {
   private static final long serialVersionUID = 1L;
   final String fixedTopic;
-  final Map<String, int[]> topics = new HashMap<>();
-  final int[] newTopic;
+  final Map<String, long[]> topics = new HashMap<>();
+  final long[] newTopic;
   final int codecId;
   final Integer level;
   final long producerId;
@@ -77,9 +78,12 @@ final class EncodePlan implements Serializable {
     }
   }
 
-  /** [partitions, max.message.bytes, batch limit] of a topic; unknown without new_topic: error. */
-  int[] topic(String name) {
-    int[] plan = topics.get(name);
+  /**
+   * [partitions, max.message.bytes, batch limit, keys required, earliest and latest timestamp]
+   * of a topic (sink/jvm.py's plan_json); unknown without new_topic: error.
+   */
+  long[] topic(String name) {
+    long[] plan = topics.get(name);
     if (plan == null) {
       plan = newTopic;
     }
@@ -95,10 +99,14 @@ final class EncodePlan implements Serializable {
     return node == null || node.isNull() ? null : node.asText();
   }
 
-  private static int[] pair(JsonNode node) {
+  private static long[] pair(JsonNode node) {
     if (node == null || node.isNull()) {
       return null;
     }
-    return new int[] {node.get(0).asInt(), node.get(1).asInt(), node.get(2).asInt()};
+    long[] plan = new long[node.size()];
+    for (int i = 0; i < plan.length; i++) {
+      plan[i] = node.get(i).asLong();
+    }
+    return plan;
   }
 }

@@ -40,13 +40,19 @@ final class TaskEncoder implements Function2<Integer, Iterator<Object>, Iterator
     final int maxBatchBytes;
     final int limit;
     final int room; // what a new open batch's records start with
+    final boolean keysRequired; // a compacted topic: no record without a key
+    final long earliest; // the timestamps its records may have (message.timestamp.*.max.ms)
+    final long latest;
     final BatchBuilder[] open;
     long keyless;
 
-    TopicState(int[] plan, int task, EncodePlan encode) {
-      partitions = plan[0];
-      maxBatchBytes = plan[1];
-      limit = plan[2];
+    TopicState(long[] plan, int task, EncodePlan encode) {
+      partitions = (int) plan[0];
+      maxBatchBytes = (int) plan[1];
+      limit = (int) plan[2];
+      keysRequired = plan.length > 3 && plan[3] != 0;
+      earliest = plan.length > 4 ? plan[4] : Long.MIN_VALUE;
+      latest = plan.length > 5 ? plan[5] : Long.MAX_VALUE;
       open = new BatchBuilder[partitions];
       keyless = task;
       long most = Math.min(limit, encode.openBudget / Math.max(partitions, 1));
@@ -120,6 +126,7 @@ final class TaskEncoder implements Function2<Integer, Iterator<Object>, Iterator
             + "partition " + task + "; fix: fill it, or pass KafkaLogSink(..., topic=...)");
       }
       TopicState t = topicState(name);
+      checkRules(r, t, name, index);
       int p = partitionOf(r, t, index);
       BatchBuilder b = t.open[p];
       if (b == null) {
@@ -152,6 +159,20 @@ final class TaskEncoder implements Function2<Integer, Iterator<Object>, Iterator
       lastName = name;
       last = t;
       return t;
+    }
+
+    /** storage/arrow/record_rules.py's rules, with its messages (a broker's LogValidator's). */
+    private void checkRules(Record r, TopicState t, String name, long index) {
+      if (t.keysRequired && r.key.isNull()) {
+        throw InputError.invalid("compacted topic " + name + " (cleanup.policy=compact) cannot "
+            + "accept a record without a key (row " + index + " of Spark partition " + task + ")");
+      }
+      if (r.timestamp < t.earliest || r.timestamp > t.latest) {
+        throw InputError.invalid("timestamp " + r.timestamp + " is out of range for topic " + name
+            + ": it must be within [" + t.earliest + ", " + t.latest + "] (message.timestamp."
+            + "before.max.ms, message.timestamp.after.max.ms) (row " + index + " of Spark "
+            + "partition " + task + ")");
+      }
     }
 
     private int partitionOf(Record r, TopicState t, long index) {
