@@ -16,7 +16,9 @@ from pathlib import Path
 from kafkatier.storage import wire
 from kafkatier.storage.errors import KafkaTierError
 from kafkatier.storage.log.segment import AnyBatch, LogSegment
+from kafkatier.storage.record.record import parse_control_key, parse_end_txn_marker
 from kafkatier.storage.verify.problem import Findings
+from kafkatier.storage.wire import ControlType
 
 BatchHook = Callable[[AnyBatch], None]
 
@@ -151,13 +153,20 @@ def _offset_problems(
     return problems
 
 
+_MARKERS = (ControlType.ABORT, ControlType.COMMIT)
+
+
 def _check_records(batch: AnyBatch, log: Path, found: Findings) -> int | None:
-    """Decode every record; their offsets must rise within the batch's range. Returns the first
+    """Decode every record (a control batch's keys and markers too, as dump and a consumer
+    read them); their offsets must rise within the batch's range. Returns the first
     record's offset (a legacy batch's base offset), None if there is none or they do not decode."""
     first: int | None = None
     previous = -1
+    control = batch.magic >= 2 and batch.is_control
     try:
         for record in batch.records():
+            if control and parse_control_key(record.key) in _MARKERS:  # as a consumer parses it
+                parse_end_txn_marker(record.value)
             if first is None:
                 first = record.offset
             elif record.offset <= previous:

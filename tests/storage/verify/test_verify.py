@@ -689,3 +689,28 @@ def test_local_log_whose_start_lost_its_snapshot_to_local_retention(tmp_path: Pa
     _rewrite_snapshot(snapshot, 2, current_txn_first_offset=2)  # inside the log: must be 1
     problem = only(verify_paths([tmp_path]))
     assert problem.file == str(snapshot) and "current_txn_first_offset 2" in problem.message
+
+
+def test_a_data_batch_marked_control_is_reported(tmp_path: Path) -> None:
+    """The control bit set on a data batch and the CRC computed again: its records' keys are
+    no control keys, which ``dump`` and a consumer refuse to read; verify reports the batch
+    (it passed)."""
+    logs = tmp_path / "logs"
+    with LogDirectory(logs) as log_dir:
+        log = log_dir.get_or_create("events", 0)
+        log.append(build_batch([Record(0, 1_700_000_000_000, None, b"v" * 20)]))
+        log.append(build_batch([Record(1, 1_700_000_000_000, b"ab", b"w")]))
+        log.roll()
+    path = seg(logs, 0, ".log")
+    data = bytearray(path.read_bytes())
+    for position, batch in batch_positions(path):
+        attributes = struct.unpack_from(">h", data, position + 21)[0]
+        struct.pack_into(">h", data, position + 21, attributes | 0x20)  # isControl
+        end = position + batch.size_in_bytes
+        struct.pack_into(">I", data, position + 17,
+                         crc32c.crc32c(bytes(data[position + 21 : end])))  # fmt: skip
+    path.write_bytes(data)
+    problems = [p for p in verify_paths([logs]) if p.file == str(path)]
+    assert [p.position for p in problems if "control record key" in p.message] == [
+        position for position, _ in batch_positions(path)
+    ]
