@@ -39,10 +39,10 @@ from kafkatier.tiering.copy.local_retention import (
 )
 from kafkatier.tiering.copy.orphans import has_orphans, sweep_orphans
 from kafkatier.tiering.copy.upload import Uploader, new_owner
-from kafkatier.tiering.errors import RemoteStoreError
+from kafkatier.tiering.errors import RemoteStoreError, TieringError
 from kafkatier.tiering.metadata.identity import RemotePartition
 from kafkatier.tiering.metadata.local import Candidate, LocalPartition, local_partitions
-from kafkatier.tiering.metadata.manifest import PartitionManifest, now_ms
+from kafkatier.tiering.metadata.manifest import PartitionManifest, manifest_key, now_ms
 from kafkatier.tiering.metadata.manifest_copy import ManifestCopies
 from kafkatier.tiering.metadata.manifest_store import ManifestCache, ManifestStore
 from kafkatier.tiering.sidecar.quiet import (
@@ -207,6 +207,7 @@ class Tierer:
                 self._swept.add(part.remote.identity)
             manifest, _ = manifests.load(part.remote)
         candidates = part.candidates()
+        _check_not_diverged(part, manifest, candidates)
         all_closed_eligible = len(candidates) == max(len(part.segments) - 1, 0)
         pending = _pending(part, manifest, candidates)
         # A few segments in flight per partition, oldest first: the remote log may have a
@@ -286,6 +287,30 @@ def _pending(
     done = {s.base_offset for s in manifest.finished()}
     start = max(manifest.log_start_offset, part.log_start_offset())
     return [c for c in candidates if c.base_offset not in done and c.next_base > start]
+
+
+def _check_not_diverged(
+    part: LocalPartition, manifest: PartitionManifest, candidates: list[Candidate]
+) -> None:
+    """Refuse a local log changed below what was tiered. Segments are copied whole, in order,
+    and remote compaction keeps a group's end offset, so every closed local segment lies either
+    wholly within the remote copy's range or wholly past it; one that starts within it and ends
+    past it was written after the local log was cut back (its newest segments removed by hand
+    and the offsets written again). Uploaded, it overlapped a FINISHED entry holding other
+    records of the same offsets, and a restore gave either history. (A rewrite that ends
+    exactly on the old segments' boundaries cannot be told apart by offsets.)"""
+    highest = manifest.highest_offset
+    for c in candidates:
+        if c.base_offset <= highest < c.next_base - 1:
+            raise TieringError(
+                f"local segment {c.base_offset} of {part.topic}-{part.partition} holds offsets "
+                f"{c.base_offset}..{c.next_base - 1} but the remote copy already holds offsets "
+                f"up to {highest}: the local log was changed below what was tiered (segments "
+                "removed and their offsets written again); nothing is uploaded for the "
+                "partition until one side is set right (restore the partition from the remote "
+                "copy, or move the local records to a new topic)",
+                key=manifest_key(part.remote),
+            )
 
 
 def _open(log_dir: Path, topic: str, partition: int) -> LocalPartition | None:

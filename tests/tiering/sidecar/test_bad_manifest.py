@@ -111,3 +111,43 @@ def test_a_deleted_manifest_does_not_make_its_segments_strays(tmp_path: Path) ->
     store.put_bytes(key, saved)
     assert Tierer(config, store).run_once().failures == 0
     assert set(objects) <= {i.key for i in store.list("")}
+
+
+def test_a_local_log_cut_back_below_the_remote_copy_is_not_uploaded(tmp_path: Path) -> None:
+    """The newest local segments removed by hand and their offsets written again with other
+    records: a new segment that starts within the remote copy's range and ends past it would
+    overlap a FINISHED entry of the old records (a restore then mixed the two histories). The
+    pass fails the partition naming the segment, and the manifest stays as it was."""
+    from kafkatier.storage.log.directory import LogDirectory
+    from kafkatier.storage.record.builder import build_batch
+    from kafkatier.storage.record.record import Record
+
+    logs = write_tiered(tmp_path / "logs")
+    store = FsspecStore(f"file://{tmp_path / 'remote'}")
+    config = TieringConfig(log_dirs=(logs,), remote_url=store.url, threads=1)
+    assert Tierer(config, store).run_once().failures == 0
+    rp = only(store, "tiered", 0)
+    before, _ = ManifestStore(store).load(rp)
+    highest = before.highest_offset
+    bases = sorted(int(p.stem) for p in (logs / "tiered-0").glob("*.log"))
+    cut = [b for b in bases if b > 0][-3]  # the last two closed segments and the active one
+    for path in (logs / "tiered-0").iterdir():
+        if path.stem.isdigit() and int(path.stem) >= cut:
+            path.unlink()
+    with LogDirectory(logs) as log_dir:
+        log = log_dir.get_or_create("tiered", 0)
+        assert log.log_end_offset == cut
+        while log.log_end_offset <= highest + 50:  # larger records: other segment boundaries
+            at = log.log_end_offset
+            log.append(build_batch([Record(i, 1_700_000_000_000, b"new", b"n" * 333)
+                                    for i in range(2)]))  # fmt: skip
+            assert log.log_end_offset == at + 2
+        log.roll()
+    result = Tierer(config, store).run_once()
+    assert result.failures == 1
+    error = result.partitions[0].error or ""
+    assert "changed below what was tiered" in error, error
+    after, _ = ManifestStore(store).load(rp)
+    assert [(s.base_offset, s.end_offset) for s in after.finished()] == [
+        (s.base_offset, s.end_offset) for s in before.finished()
+    ]
