@@ -44,7 +44,8 @@ async def serve_connection(
                     await writer.drain()
     except (FrameError, MalformedRequest) as exc:
         bad_frame = True
-        log.warning("closing the connection from %s: %s", _peer(peer), exc)
+        host = peer[0] if isinstance(peer, tuple) else str(peer)
+        ctx.closes.warn((host, str(exc)), "closing the connection from %s: %s", _peer(peer), exc)
     except (ssl.SSLError, TimeoutError) as exc:
         log.warning("TLS with %s on listener %s failed: %s", _peer(peer), listener,
                     getattr(exc, "reason", None) or str(exc) or "the handshake timed out")

@@ -14,6 +14,7 @@ from typing import TypeVar
 
 from kafkatier.serve.catalog import Catalog
 from kafkatier.serve.config import Listener, ServeConfig
+from kafkatier.serve.faults import RepeatedWarnings
 from kafkatier.serve.group.coordinator import GroupCoordinator
 from kafkatier.serve.group.offset_store import OffsetStore
 from kafkatier.serve.metrics import ServeMetrics
@@ -61,6 +62,8 @@ class ServeContext:
     """The local files (with their tail cache) and the remote store, if configured."""
     coordinator: GroupCoordinator = field(init=False)
     metrics: ServeMetrics = field(init=False)
+    closes: RepeatedWarnings = field(init=False)
+    """Connections closed for a bad request, logged without a flood (``faults``)."""
 
     def __post_init__(self) -> None:
         self.cluster_id = cluster_id(self.config.log_dirs)
@@ -73,6 +76,7 @@ class ServeContext:
         self.coordinator = GroupCoordinator(self.config.groups, self.offsets.groups(),
                                             has_offsets=self.offsets.has_offsets)  # fmt: skip
         self.metrics = ServeMetrics()
+        self.closes = RepeatedWarnings()
         self.metrics.lags = self.group_lags
         if remote is not None:
             self.metrics.remote_cache = lambda: (remote.hits, remote.loads)

@@ -55,3 +55,27 @@ def _storage_error(log_dir: Path, topic: str, partition: int, exc: Exception) ->
         log.warning("cannot read %s-%d in %s, answering KAFKA_STORAGE_ERROR: %s", topic,
                     partition, log_dir, exc)  # fmt: skip
     return ErrorCode.kafka_storage_error
+
+
+class RepeatedWarnings:
+    """A warning logged once per key and ``every`` seconds, the next one saying how many were
+    held back: a client that reconnects and sends the same refused request again (an old
+    client's Fetch v3, hundreds of times a second) is one line a minute, not a flood."""
+
+    def __init__(self, every: float = 60.0, most: int = 4096) -> None:
+        self.every, self.most = every, most
+        self._seen: dict[Any, tuple[float, int]] = {}
+        self._lock = threading.Lock()
+
+    def warn(self, key: Any, message: str, *args: Any) -> None:
+        now = time.monotonic()
+        with self._lock:
+            last, held = self._seen.get(key, (-self.every, 0))
+            if now - last < self.every:
+                self._seen[key] = (last, held + 1)
+                return
+            if len(self._seen) >= self.most:  # many keys: the oldest are forgotten
+                self._seen.clear()
+            self._seen[key] = (now, 0)
+        more = f" ({held} more since, not logged)" if held else ""
+        log.warning(message + "%s", *args, more)

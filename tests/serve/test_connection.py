@@ -87,6 +87,22 @@ def test_bad_input_closes_only_that_connection(
     assert len(lines) == 1 and "Traceback" not in caplog.text, caplog.text
 
 
+def test_a_client_repeating_a_refused_request_is_one_line(
+    tmp_path: Any, serve: Any, caplog: pytest.LogCaptureFixture
+) -> None:  # fmt: skip
+    """An old client reconnecting to send a request that is not served (kafka-python pinned
+    to 0.10 sends Fetch v3, hundreds of times a second) is logged once, not once a close."""
+    caplog.set_level(logging.WARNING, logger="kafkatier.serve")
+    with serve(tmp_path) as port:
+        for _ in range(30):
+            with raw_socket(port) as bad:
+                bad.sendall(request(999, 0, 1))
+                assert closed(bad)
+        assert api_versions_v0(port) == SUPPORTED
+    lines = [r.getMessage() for r in caplog.records if "closing the connection" in r.message]
+    assert len(lines) == 1, lines
+
+
 def test_a_request_cut_short_closes_quietly(tmp_path: Any, serve: Any) -> None:
     with serve(tmp_path) as port:
         with raw_socket(port) as bad:
