@@ -93,6 +93,9 @@ class ServeConfig:
     metrics_port: int = -1
     metrics_host: str = "127.0.0.1"
     security: Mapping[str, ListenerSecurity] = field(default_factory=dict)
+    sources: Mapping[str, str] = field(default_factory=dict)
+    """Where ``log.dirs``, ``listeners`` and ``offsets.log.dir`` were read (file:line), for the
+    errors the server meets with them at its start."""
     """Listener name -> its security protocol, TLS context and SASL users (PLAINTEXT if absent)."""
 
     def security_of(self, listener: str) -> ListenerSecurity:
@@ -156,6 +159,7 @@ class ServeConfig:
                 attr: _int(props, key, getattr(GroupSettings(), attr), low, where)
                 for key, (attr, low) in _GROUP_INTS.items()
             }),
+            sources={key: where(key) for key in ("log.dirs", "listeners", "offsets.log.dir")},
         )
 
 

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import errno
 import functools
 import logging
 import os
+import socket
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from http.server import ThreadingHTTPServer
@@ -47,6 +49,7 @@ class Server:
 
     async def start(self) -> ServeContext:
         config = self.config
+        check_dirs(config)
         self._offsets = await asyncio.get_running_loop().run_in_executor(
             self.executor, lambda: OffsetStore(config.offsets_dir, config.offsets_partitions,
                                                segment_bytes=config.offsets_segment_bytes),
@@ -68,10 +71,10 @@ class Server:
                 )
             except OSError as exc:  # a port in use, an address not of this machine
                 raise ConfigError(
-                    f"cannot listen on {listener.host}:{listener.port}: "
-                    f"{os.strerror(exc.errno) if exc.errno else exc}; fix: another port in "
-                    "listeners (port 0 takes a free one)", setting="listeners",
+                    f"cannot listen on {listener.host}:{listener.port}: {_listen_fix(exc)}",
+                    setting="listeners",
                     value=f"{listener.name}://{listener.host}:{listener.port}",
+                    source=self.config.sources.get("listeners", ""),
                 ) from None
             self._servers.append(server)
             self.bound[listener.name] = server.sockets[0].getsockname()[1]
@@ -157,3 +160,41 @@ class Server:
             await stop.wait()
         finally:
             await self.stop()
+
+
+def _listen_fix(exc: OSError) -> str:
+    """Why a listener could not bind, and the fix that fits: a port in use wants another port;
+    a host that does not resolve or is no address of this machine wants another host."""
+    if isinstance(exc, socket.gaierror):
+        return (f"the host does not resolve ({exc.strerror or exc}); fix: a host name or address "
+                "of this machine in listeners (empty or 0.0.0.0: every interface)")  # fmt: skip
+    reason = os.strerror(exc.errno) if exc.errno else str(exc)
+    if exc.errno == errno.EADDRINUSE:
+        return f"{reason}; fix: another port in listeners (port 0 takes a free one)"
+    if exc.errno == errno.EADDRNOTAVAIL:
+        return (f"{reason}: the host is no address of this machine; fix: one of its addresses "
+                "in listeners (empty or 0.0.0.0: every interface; advertised.listeners names "
+                "the address clients use)")  # fmt: skip
+    return f"{reason}; fix: another host or port in listeners"
+
+
+def check_dirs(config: ServeConfig) -> None:
+    """Refuse, before listening, a log dir that is not a readable directory and an
+    ``offsets.log.dir`` that is not a directory, naming the setting (a broker does not start
+    without a usable log dir); a log dir not there yet is served once it appears (the sink or
+    a restore may create it), with a warning. Before, such a server listened and then closed
+    every client's connection, or failed every commit."""
+    sources = config.sources
+    for path in config.log_dirs:
+        if not path.exists():
+            log.warning("log dir %s does not exist: nothing is served from it until it does", path)
+            continue
+        try:
+            os.listdir(path)
+        except OSError as exc:
+            raise ConfigError(f"cannot read log dir {path}: {exc.strerror or exc}",
+                              setting="log.dirs", source=sources.get("log.dirs", "")) from None
+    offsets = config.offsets_dir
+    if offsets.exists() and not offsets.is_dir():
+        raise ConfigError(f"{offsets} is not a directory", setting="offsets.log.dir",
+                          source=sources.get("offsets.log.dir", "")) from None

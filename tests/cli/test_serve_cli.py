@@ -56,6 +56,8 @@ def free_port() -> int:
          "a broker takes it per listener and mechanism"),
         (["listener.name.other.ssl.client.auth=required"], "no listener 'other' in listeners"),
         (["listeners=FOO://127.0.0.1:0"], "no security protocol for listener FOO"),
+        (["listeners=PLAINTEXT://no.such.host.invalid:0"], "the host does not resolve"),
+        (["listeners=PLAINTEXT://192.0.2.1:0"], "the host is no address of this machine"),
     ],
 )
 def test_a_bad_config_is_one_line_and_exit_2(
@@ -118,3 +120,24 @@ def topics(port: int) -> set[str]:
         return set(consumer.topics())
     finally:
         consumer.close()
+
+
+@pytest.mark.parametrize(
+    ("setting", "says"),
+    [("log.dirs", "cannot read log dir"), ("offsets.log.dir", "is not a directory")],
+)
+def test_an_unusable_directory_is_refused_before_listening(
+    tmp_path: Path, setting: str, says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A log dir that cannot be read, an offsets.log.dir that is a file: one line naming the
+    setting, exit 2 (the server listened and then closed every client, or failed every
+    commit)."""
+    a_file = tmp_path / "a-file"
+    a_file.write_text("x")
+    dirs = {"log.dirs": str(tmp_path), "offsets.log.dir": str(tmp_path / "offsets"),
+            setting: str(a_file), "listeners": "PLAINTEXT://127.0.0.1:0"}  # fmt: skip
+    config = tmp_path / "serve.properties"
+    config.write_text("".join(f"{k}={v}\n" for k, v in dirs.items()))
+    assert main(["serve", "--config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and says in err and f"setting={setting}" in err, err
