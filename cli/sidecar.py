@@ -89,6 +89,11 @@ def run(args: argparse.Namespace) -> int:
     with remote_storage(config) as tiering:
         sidecar = Sidecar(tiering)
         sidecar.tierer.store.probe()  # a store it cannot use is a setting to fix: say so now
+        for log_dir in tiering.log_dirs:
+            if not log_dir.is_dir():  # a pass over it tiers nothing: say why
+                logging.getLogger("kafkatier.tiering").warning(
+                    "log dir %s (log.dirs) does not exist: nothing of it is tiered until it does",
+                    log_dir)  # fmt: skip
         if args.once:
             return 1 if sidecar.run_pass().failures else 0
         sidecar.install_signal_handlers()

@@ -93,7 +93,7 @@ class ServeConfig:
     metrics_port: int = -1
     metrics_host: str = "127.0.0.1"
     security: Mapping[str, ListenerSecurity] = field(default_factory=dict)
-    sources: Mapping[str, str] = field(default_factory=dict)
+    sources: Mapping[str, str] = field(default_factory=dict, compare=False)
     """Where ``log.dirs``, ``listeners`` and ``offsets.log.dir`` were read (file:line), for the
     errors the server meets with them at its start."""
     """Listener name -> its security protocol, TLS context and SASL users (PLAINTEXT if absent)."""

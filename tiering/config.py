@@ -33,10 +33,12 @@ which validates them; here they are skipped, every other unknown key is an error
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from kafkatier.storage.config.spec import did_you_mean
 from kafkatier.storage.errors import ConfigError
 from kafkatier.storage.java_properties import read_properties_located
 from kafkatier.tiering.store.object_store import FsspecStore, ObjectStore
@@ -124,7 +126,8 @@ class TieringConfig:
 
         for key in props:
             if key not in KNOWN_KEYS | SERVE_KEYS and not key.startswith(FOREIGN_PREFIXES):
-                raise ConfigError(f"unknown sidecar setting {key!r}", setting=key,
+                raise ConfigError(f"unknown sidecar setting {key!r}"
+                                  f"{did_you_mean(key, KNOWN_KEYS | SERVE_KEYS)}", setting=key,
                                   source=where(key))  # fmt: skip
         for key in ("log.dirs", "remote.storage.url"):
             if not props.get(key, "").strip():
@@ -137,7 +140,14 @@ class TieringConfig:
             if props.get(key, "").strip():
                 values[attr] = props[key].strip()
         dirs = tuple(Path(d.strip()) for d in props["log.dirs"].split(",") if d.strip())
-        return cls(log_dirs=dirs, remote_url=props["remote.storage.url"].strip(), **values)  # type: ignore[arg-type]
+        url = props["remote.storage.url"].strip()
+        _check_url(url, where("remote.storage.url"))
+        endpoint = values.get("endpoint_url")
+        if isinstance(endpoint, str) and not endpoint.startswith(("http://", "https://")):
+            raise ConfigError("an endpoint is a URL: http://host:port or https://host",
+                              setting="remote.storage.s3.endpoint.url", value=endpoint,
+                              source=where("remote.storage.s3.endpoint.url"))  # fmt: skip
+        return cls(log_dirs=dirs, remote_url=url, **values)  # type: ignore[arg-type]
 
     def open_store(self) -> ObjectStore:
         """The remote store this config names (S3 through botocore, anything else through
@@ -158,6 +168,21 @@ class TieringConfig:
                 max_attempts=self.max_attempts,
             )
         return FsspecStore(self.remote_url, rate_limit_bps=max(self.rate_limit_bps, 0))
+
+
+_BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")  # S3's bucket naming rules
+
+
+def _check_url(url: str, where: str) -> None:
+    """An ``s3://`` URL names a bucket by S3's rules (botocore's own check was a multi-line
+    ParamValidationError naming no setting)."""
+    if not url.startswith("s3://"):
+        return
+    bucket = url[len("s3://") :].split("/", 1)[0]
+    if not _BUCKET.fullmatch(bucket):
+        raise ConfigError(f"{bucket!r} is not an S3 bucket name (3-63 lowercase letters, digits, "
+                          "dots and hyphens): s3://<bucket>/<prefix>",
+                          setting="remote.storage.url", value=url, source=where)  # fmt: skip
 
 
 def _int_value(key: str, attr: str, text: str, where: str) -> int:

@@ -21,8 +21,6 @@ Kafka's own files. ``kafkatier run`` without ``--config`` uses :data:`BUILTIN`, 
 from __future__ import annotations
 
 import dataclasses
-import difflib
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +28,7 @@ from pathlib import Path
 from kafkatier.cli.config.run import WORK, RunSettings, parse_run
 from kafkatier.serve.config import ServeConfig
 from kafkatier.storage.config.log_config import LogConfig
+from kafkatier.storage.config.spec import did_you_mean
 from kafkatier.storage.config.topic_files import TopicConfigStore
 from kafkatier.storage.errors import ConfigError
 from kafkatier.storage.java_properties import Located, read_properties_located
@@ -77,7 +76,6 @@ BUILTIN: dict[str, str] = {
 
 Where = Callable[[str], str]
 _EMBEDDED = "remote.storage.embedded"
-_BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 _EMBEDDED_DIR = "remote.storage.embedded.dir"
 _TOPIC_KEYS = {f.metadata["spec"].name for f in dataclasses.fields(LogConfig)} | {"partitions"}
 
@@ -187,11 +185,6 @@ def _embedded(props: dict[str, str], tiering: TieringConfig, where: Where) -> Pa
     if not tiering.remote_url.startswith("s3://"):
         raise ConfigError(f"{where('remote.storage.url')}: {_EMBEDDED}=true needs an s3:// "
                           "url (the bucket is created)", setting="remote.storage.url")  # fmt: skip
-    bucket = tiering.remote_url[len("s3://") :].split("/", 1)[0]
-    if not _BUCKET.fullmatch(bucket):
-        raise ConfigError(f"{where('remote.storage.url')}: bad S3 bucket name {bucket!r} (3-63 "
-                          "lowercase letters, digits, '.' and '-')",
-                          setting="remote.storage.url")  # fmt: skip
     folder = props.get(_EMBEDDED_DIR, "").strip()
     return Path(folder) if folder else WORK / "s3"
 
@@ -213,8 +206,7 @@ def _topics(props: dict[str, str], where: Where, source: str) -> dict[str, Topic
         split = split_topic_key(key)
         if split is None:
             tail = key.rsplit(".", 1)[-1]
-            close = difflib.get_close_matches(tail, sorted(_TOPIC_KEYS), n=1)
-            hint = f"; did you mean ...{close[0]!r}?" if close else ""
+            hint = did_you_mean(tail, _TOPIC_KEYS, prefix="...")
             raise ConfigError(f"{where(key)}: unknown setting {key!r} (expected "
                               f"topic.<name>.<Kafka topic setting>){hint}",
                               setting=key)  # fmt: skip

@@ -9,12 +9,12 @@ what ``conf/kafkatier.properties`` and the built-in configuration
 from __future__ import annotations
 
 import dataclasses
-import difflib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kafkatier.storage.config.spec import did_you_mean
 from kafkatier.storage.errors import ConfigError
 
 WORK = Path("kafkatier-run")
@@ -132,9 +132,8 @@ def parse_run(props: Mapping[str, str], where: Callable[[str], str]) -> RunSetti
         if not key.startswith("run."):
             continue
         if key not in RUN_KEYS:
-            close = difflib.get_close_matches(key, list(RUN_KEYS), n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise ConfigError(f"{where(key)}: unknown setting {key!r}{hint}", setting=key)
+            raise ConfigError(f"{where(key)}: unknown setting {key!r}"
+                              f"{did_you_mean(key, RUN_KEYS)}", setting=key)  # fmt: skip
         attr, parse, _ = RUN_KEYS[key]
         try:
             changes[attr] = parse(text)

@@ -8,13 +8,12 @@ and where the value came from.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from kafkatier.storage.config.spec import LONG_MAX, Spec, setting, spec_of
+from kafkatier.storage.config.spec import LONG_MAX, Spec, did_you_mean, setting, spec_of
 from kafkatier.storage.errors import ConfigError
 from kafkatier.storage.wire import (
     DEFAULT_MAX_MESSAGE_BYTES,
@@ -235,10 +234,8 @@ def _lookup(key: str, source: str) -> tuple[str, Spec]:
     found = _FIELDS.get(_KEY_ALIASES.get(key, key))
     if found is not None:
         return found
-    close = difflib.get_close_matches(key, list(_FIELDS), n=1)
-    hint = f"; did you mean {close[0]!r}?" if close else ""
     raise ConfigError(
-        f"unknown setting {key!r}{hint}", setting=key, source=source,
+        f"unknown setting {key!r}{did_you_mean(key, _FIELDS)}", setting=key, source=source,
         known=", ".join(sorted(_FIELDS)),
     )
 

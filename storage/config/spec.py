@@ -7,7 +7,9 @@ setting's Kafka name, type, default and valid range are written exactly once.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
@@ -127,3 +129,10 @@ def setting(name: str, default: Any, kind: Kind, **spec: Any) -> Any:
 def spec_of(f: dataclasses.Field[Any]) -> Spec:
     spec: Spec = f.metadata["spec"]
     return spec
+
+
+def did_you_mean(key: str, known: Iterable[str], prefix: str = "") -> str:
+    """``"; did you mean 'x'?"`` for the known key closest to ``key`` (``prefix`` before it:
+    "..." where only a key's tail was compared), "" when none is close."""
+    close = difflib.get_close_matches(key, sorted(known), n=1)
+    return f"; did you mean {prefix}{close[0]!r}?" if close else ""

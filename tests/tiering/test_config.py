@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+import re
 import time
 from pathlib import Path
 
@@ -37,6 +38,26 @@ def test_keys_are_checked(tmp_path: Path) -> None:
         TieringConfig.from_properties({"log.dirs": "/a"}, source="t")
     with pytest.raises(ConfigError, match="integer"):
         TieringConfig.from_properties({**good, "remote.log.metrics.port": "x"}, source="t")
+    with pytest.raises(ConfigError, match=re.escape("mean 'remote.log.manager.task.interval.ms'")):
+        TieringConfig.from_properties({**good, "remote.log.manager.task.intervall.ms": "1"},
+                                      source="t")  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "says"),
+    [
+        ("remote.storage.url", "s3:///prefix", "'' is not an S3 bucket name"),
+        ("remote.storage.url", "s3://My_Bucket/p", "'My_Bucket' is not an S3 bucket name"),
+        ("remote.storage.s3.endpoint.url", "127.0.0.1:9000", "an endpoint is a URL"),
+    ],
+)
+def test_a_bad_store_setting_is_named(key: str, value: str, says: str) -> None:
+    """Before, botocore's ParamValidationError or ValueError surfaced as "unexpected ...",
+    naming no setting."""
+    props = {"log.dirs": "/a", "remote.storage.url": "s3://bucket/p", key: value}
+    with pytest.raises(ConfigError, match=re.escape(says)) as raised:
+        TieringConfig.from_properties(props, source="t")
+    assert raised.value.context["setting"] == key
 
 
 @pytest.mark.parametrize("backend", ["file", "s3"])

@@ -90,7 +90,7 @@ def test_embedded_s3_needs_no_endpoint_and_an_s3_url(tmp_path: Path) -> None:
     assert "remove remote.storage.s3.endpoint.url" in error_of(with_endpoint)
     assert "needs an s3:// url" in error_of(write(tmp_path, embedded))
     short = write(tmp_path, embedded, base=BASE.replace("file://{remote}", "s3://b/p"))
-    assert "bad S3 bucket name 'b'" in error_of(short)
+    assert "'b' is not an S3 bucket name" in error_of(short)
     ok = write(tmp_path, embedded, base=BASE.replace("file://{remote}", "s3://bucket/p"))
     assert load_config(ok).embedded_dir == Path("kafkatier-run/s3").absolute()
 
