@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -40,19 +41,19 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--config", required=True, type=Path,
                         help="configuration file (conf/kafkatier.properties or a sidecar file)")
     parser.add_argument("--topic", required=True)
-    parser.add_argument("--partition", type=int, action="append",
+    parser.add_argument("--partition", type=_at_least(0), action="append",
                         help="only this partition (repeatable; default: all)")  # fmt: skip
     parser.add_argument("--to", required=True, type=Path, metavar="DIR",
                         help="target log dir")  # fmt: skip
     start = parser.add_mutually_exclusive_group()
-    start.add_argument("--from-offset", type=int, metavar="O",
+    start.add_argument("--from-offset", type=_at_least(0), metavar="O",
                        help="start at the segment holding offset O (the log start becomes O)")
-    start.add_argument("--from-timestamp", type=int, metavar="MS",
+    start.add_argument("--from-timestamp", type=_at_least(0), metavar="MS",
                        help="start at the first segment with a record at or after MS")
     parser.add_argument("--topic-id", metavar="ID",
                         help="the incarnation to restore when the topic was deleted and created "
                         "again (default: the one DIR holds, else the only one)")
-    parser.add_argument("--threads", type=int, default=8, help="parallel downloads [8]")
+    parser.add_argument("--threads", type=_at_least(1), default=8, help="parallel downloads [8]")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.set_defaults(func=run)
 
@@ -90,4 +91,23 @@ def _restore(args: argparse.Namespace, store: ObjectStore) -> int:
     if not results:
         print(f"kafkatier restore: no remote data for topic {args.topic}", file=sys.stderr)
         return 1
+    starts = args.from_offset is not None or args.from_timestamp is not None
+    empty = [f"{r.topic}-{r.partition}" for r in results if not r.segments]
+    if starts and empty:  # the offset or time is past what the remote copy holds
+        start = (f"--from-offset {args.from_offset}" if args.from_offset is not None
+                 else f"--from-timestamp {args.from_timestamp}")  # fmt: skip
+        print(f"kafkatier restore: {start} is past the remote copy of {', '.join(empty)}: "
+              "nothing of it restored", file=sys.stderr)  # fmt: skip
+        return 1
     return 0
+
+
+def _at_least(low: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        value = int(text)
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be at least {low}, got {value}")
+        return value
+
+    parse.__name__ = "int"  # argparse's "invalid int value" for a text that is no number
+    return parse

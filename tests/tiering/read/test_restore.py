@@ -131,6 +131,24 @@ def test_restore_cli_against_real_s3(tmp_path, s3_store, s3_env) -> None:
                  "--quiet"]) == 1
 
 
+def test_restore_cli_refuses_a_start_it_cannot_honour(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:  # fmt: skip
+    """A negative --from-offset is a usage error; one past the remote copy's end restored
+    nothing and said "0 segments" with exit 0: now one line saying so, exit 1."""
+    logs = write_tiered(tmp_path / "logs")
+    conf = tmp_path / "sidecar.properties"
+    conf.write_text(f"log.dirs={logs}\nremote.storage.url=file://{tmp_path / 'remote'}\n")
+    assert Tierer(TieringConfig.load(conf)).run_once().failures == 0
+    command = ["restore", "--config", str(conf), "--topic", "tiered", "--to",
+               str(tmp_path / "restored"), "--quiet", "--from-offset"]  # fmt: skip
+    with pytest.raises(SystemExit) as usage:
+        main([*command, "-5"])
+    assert usage.value.code == 2 and "must be at least 0" in capsys.readouterr().err
+    assert main([*command, "999999"]) == 1
+    assert "--from-offset 999999 is past the remote copy of tiered-0" in capsys.readouterr().err
+
+
 def _big_segments(path: Path, segments: int, mib: int) -> Path:
     """A tiered topic whose closed segments are ``mib`` MiB each: several S3 parts apiece."""
     value = os.urandom((1 << 20) - 200)
