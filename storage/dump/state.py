@@ -28,28 +28,40 @@ from kafkatier.storage.wire import SNAPSHOT_ENTRY, SNAPSHOT_HEADER
 
 
 def dump_index(path: Path, kind: Kind, base: int) -> Iterator[Item]:
-    """Entries up to the first unwritten (all-zero) slot, as DumpLogSegments stops there."""
+    """Entries up to the first unwritten (all-zero) slot, as DumpLogSegments stops there; a
+    length that is no whole number of entries is a problem (as ``verify`` reports it)."""
     file = str(path)
     index: OffsetIndex | TimeIndex = (
         OffsetIndex(path, base, writable=False)
         if kind is Kind.INDEX
         else TimeIndex(path, base, writable=False)
     )
-    unwritten = (base, 0) if kind is Kind.INDEX else (0, base)
     try:
-        for slot in range(index.entries):
-            first, second = index.entry(slot)
-            if (first, second) == unwritten:
-                left = index.entries - slot
-                yield item("note", file, position=slot * index.ENTRY.size,
-                           message=f"{left} unused (zero-filled) slots follow")  # fmt: skip
-                return
-            if kind is Kind.INDEX:
-                yield item("indexEntry", file, slot=slot, offset=first, position=second)
-            else:
-                yield item("timeIndexEntry", file, slot=slot, timestamp=first, offset=second)
+        yield from _index_entries(index, kind, base, file)
     finally:
         index.close_handler()
+    length, size = path.stat().st_size, index.ENTRY.size
+    if length % size:
+        yield problem(file, length - length % size,
+                      f"{length % size} bytes of a partial entry (length {length} is not a "
+                      f"multiple of the {size}-byte entry)")  # fmt: skip
+
+
+def _index_entries(
+    index: OffsetIndex | TimeIndex, kind: Kind, base: int, file: str
+) -> Iterator[Item]:  # fmt: skip
+    unwritten = (base, 0) if kind is Kind.INDEX else (0, base)
+    for slot in range(index.entries):
+        first, second = index.entry(slot)
+        if (first, second) == unwritten:
+            left = index.entries - slot
+            yield item("note", file, position=slot * index.ENTRY.size,
+                       message=f"{left} unused (zero-filled) slots follow")  # fmt: skip
+            return
+        if kind is Kind.INDEX:
+            yield item("indexEntry", file, slot=slot, offset=first, position=second)
+        else:
+            yield item("timeIndexEntry", file, slot=slot, timestamp=first, offset=second)
 
 
 def dump_txn_index(path: Path, base: int) -> Iterator[Item]:

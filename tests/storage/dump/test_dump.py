@@ -173,6 +173,14 @@ def test_index_files_read_as_kafka_format_vectors(tmp_path: Path) -> None:
             entry["lastStableOffset"]) == (1000, 100, 150, 151)  # fmt: skip
     assert problem == {"type": "problem", "file": str(path), "position": 34,
                        "message": "2 bytes of a partial entry"}  # fmt: skip
+    for key, suffix in cases:  # an index cut mid-entry: its whole entries, then the problem
+        [vector] = vectors[key]
+        path = tmp_path / segment_file_name(vector["base_offset"], suffix)
+        whole = bytes.fromhex(vector["hex"])
+        path.write_bytes(whole + whole[:5])
+        *_, last = dump_file(path)
+        assert last["type"] == "problem" and last["position"] == len(whole)
+        assert last["message"].startswith("5 bytes of a partial entry")
 
 
 # ------------------------------------------------------------------------------ damage
