@@ -393,7 +393,9 @@ class FixedEntryIndex(ABC):
         self._require_writable("append")
         if full or self._entries >= self.max_entries:
             raise IndexFullError(
-                f"attempt to append to a full index ({self._entries} entries)",
+                f"attempt to append to a full index ({self._entries} entries; "
+                f"segment.index.bytes={self.max_index_size} holds "
+                f"{self.max_index_size // self.ENTRY.size} of {self.ENTRY.size} bytes)",
                 file=str(self._path),
             )
 

@@ -57,8 +57,8 @@ def test_kafka_append_when_full(tmp_path: Path) -> None:
     idx = _kafka_test_index(tmp_path, KAFKA["filled_with"])
     case = KAFKA["append_when_full"]
     assert idx.is_full  # 29 of 30 slots: the last is kept for the roll/close entry
-    with pytest.raises(IndexFullError):
-        idx.maybe_append(*case["rejected_as_full"])
+    with pytest.raises(IndexFullError, match=r"segment\.index\.bytes=\d+ holds 30 of 12 bytes"):
+        idx.maybe_append(*case["rejected_as_full"])  # the message names the setting
     ts, offset = case["rejected_offset_with_skip_full_check"]
     with pytest.raises(InvalidIndexEntryError):
         idx.maybe_append(ts, offset, skip_full_check=True)
