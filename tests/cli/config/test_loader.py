@@ -146,3 +146,20 @@ def test_every_command_takes_the_file(tmp_path: Path, capsys: pytest.CaptureFixt
                     ["restore", "--topic", "t", "--to", str(tmp_path / "r")]):  # fmt: skip
         assert main([command[0], "--config", str(bad), *command[1:]]) == 2
         assert f"{bad}:8" in capsys.readouterr().err
+
+
+def test_a_partition_count_that_differs_from_the_disk_is_an_error(tmp_path: Path) -> None:
+    """``topic.events.partitions=2`` against three partitions on disk: the sidecar and
+    ``run`` refuse it naming the setting (the sidecar accepted it), as the sink does."""
+    from kafkatier.storage.log.directory import LogDirectory
+
+    config = load_config(write(tmp_path))
+    with LogDirectory(tmp_path / "logs") as logs:
+        logs.create_partitions("events", 3)
+    with pytest.raises(ConfigError, match="has 3 partitions") as raised:
+        config.write_topic_configs()
+    assert raised.value.context["setting"] == "topic.events.partitions"
+    with LogDirectory(tmp_path / "logs2") as logs:
+        logs.create_partitions("events", 2)
+    same = load_config(write(tmp_path, base=BASE.replace("{logs}", str(tmp_path / "logs2"))))
+    same.write_topic_configs()  # the same count: fine
