@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 from kafkatier.cli.commands import summary
-from kafkatier.storage.checkpoint.metadata import parse_partition_dir_name
 from kafkatier.storage.cleaner.clean_pass import (
     COMPACTION_UNAVAILABLE,
     Compactor,
@@ -18,7 +17,7 @@ from kafkatier.storage.cleaner.clean_pass import (
     clean_log_dir,
     total,
 )
-from kafkatier.storage.config.internal_topics import managed_topic
+from kafkatier.storage.config.internal_topics import partitions_on_disk
 from kafkatier.storage.config.log_config import LogConfig, parse_overrides
 from kafkatier.storage.config.topic_files import TopicConfigStore
 from kafkatier.storage.errors import ConfigError, KafkaTierError
@@ -163,22 +162,13 @@ def run_remote(args: argparse.Namespace) -> int:
     return 1 if any(o.error for o in outcomes) else 0
 
 
-def topics_on_disk(path: Path) -> dict[str, list[Path]]:
-    found: dict[str, list[Path]] = {}
-    for child in sorted(path.iterdir()):
-        parsed = parse_partition_dir_name(child.name) if child.is_dir() else None
-        if parsed is not None and managed_topic(parsed[0]):
-            found.setdefault(parsed[0], []).append(child)
-    return found
-
-
 def resolve_configs(
     path: Path, topic: str | None, overrides: dict[str, str]
 ) -> dict[str, LogConfig]:
     """Every topic's settings (the selected ones with ``overrides``), all validated up front:
     opening the log dir needs them all."""
     store = TopicConfigStore(path)
-    on_disk = topics_on_disk(path)
+    on_disk = partitions_on_disk(path)
     if topic is not None and topic not in on_disk:
         raise ConfigError(f"no partitions of topic {topic!r} in {path}", setting="--topic")
     LogConfig().with_overrides(overrides, source="--config")  # checked even with no topics
@@ -194,9 +184,9 @@ def resolve_configs(
 def check_keyed(path: Path, topics: list[str]) -> None:
     """Compaction keeps the latest record per key and drops keyless ones: a compacted partition
     holding records but no key at all would lose everything, which is a configuration error."""
-    on_disk = topics_on_disk(path)
+    on_disk = partitions_on_disk(path)
     for topic in topics:
-        for directory in on_disk[topic]:
+        for directory in on_disk[topic].values():
             if keyed_state(directory) is False:
                 raise ConfigError(
                     f"cleanup.policy=compact, but {directory.name} has records and none has a "

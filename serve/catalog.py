@@ -22,10 +22,9 @@ from typing import TYPE_CHECKING
 
 from kafkatier.storage.checkpoint.metadata import (
     PartitionMetadataFile,
-    parse_partition_dir_name,
     uuid_from_str,
 )
-from kafkatier.storage.config.internal_topics import INTERNAL_TOPIC_CONFIGS, managed_topic
+from kafkatier.storage.config.internal_topics import INTERNAL_TOPIC_CONFIGS, managed_partition
 from kafkatier.storage.errors import KafkaTierError
 from kafkatier.storage.log.creation import topics_being_created
 
@@ -75,8 +74,8 @@ class Catalog:
                 continue
             creating = topics_being_created([e.name for e in entries])
             for entry in entries:
-                parsed = parse_partition_dir_name(entry.name)
-                if parsed is None or parsed[0] in creating or not managed_topic(parsed[0]):
+                parsed = managed_partition(entry.name)
+                if parsed is None or parsed[0] in creating:
                     continue
                 if entry.is_dir():  # the listing's file type: no stat a partition
                     found.setdefault(parsed[0], {}).setdefault(parsed[1], log_dir)

@@ -20,13 +20,12 @@ from typing import Any, Final, TypeVar
 
 from kio.schema.errors import ErrorCode
 
+from kafkatier.storage.checkpoint.metadata import partition_dir_name
 from kafkatier.storage.errors import KafkaTierError
 
 log = logging.getLogger("kafkatier.serve")
 T = TypeVar("T")
 LOG_EVERY_S: Final = 5.0
-_logged: dict[tuple[Path, str, int], float] = {}
-_lock = threading.Lock()
 
 
 def read_or_error(
@@ -37,23 +36,14 @@ def read_or_error(
     try:
         return read(log_dir, topic, partition, *args)
     except FileNotFoundError as exc:
-        if (log_dir / f"{topic}-{partition}").is_dir():  # a file of it unreadable, not gone
-            return _storage_error(log_dir, topic, partition, exc)
-        return ErrorCode.unknown_topic_or_partition
+        if not (log_dir / partition_dir_name(topic, partition)).is_dir():
+            return ErrorCode.unknown_topic_or_partition  # gone, not a file of it unreadable
+        failure: Exception = exc
     except (OSError, KafkaTierError) as exc:
-        return _storage_error(log_dir, topic, partition, exc)
-
-
-def _storage_error(log_dir: Path, topic: str, partition: int, exc: Exception) -> ErrorCode:
-    key = (log_dir, topic, partition)
-    now = time.monotonic()
-    with _lock:
-        due = now - _logged.get(key, -LOG_EVERY_S) >= LOG_EVERY_S
-        if due:
-            _logged[key] = now
-    if due:
-        log.warning("cannot read %s-%d in %s, answering KAFKA_STORAGE_ERROR: %s", topic,
-                    partition, log_dir, exc)  # fmt: skip
+        failure = exc
+    _UNREADABLE.warn((log_dir, topic, partition),
+                     "cannot read %s-%d in %s, answering KAFKA_STORAGE_ERROR: %s", topic,
+                     partition, log_dir, failure)  # fmt: skip
     return ErrorCode.kafka_storage_error
 
 
@@ -79,3 +69,7 @@ class RepeatedWarnings:
             self._seen[key] = (now, 0)
         more = f" ({held} more since, not logged)" if held else ""
         log.warning(message + "%s", *args, more)
+
+
+_UNREADABLE = RepeatedWarnings(every=LOG_EVERY_S)
+"""Unreadable partitions, one warning per partition and :data:`LOG_EVERY_S`."""

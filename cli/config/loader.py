@@ -27,7 +27,7 @@ from pathlib import Path
 
 from kafkatier.cli.config.run import WORK, RunSettings, parse_run
 from kafkatier.serve.config import ServeConfig
-from kafkatier.storage.checkpoint.metadata import parse_partition_dir_name
+from kafkatier.storage.config.internal_topics import partitions_on_disk
 from kafkatier.storage.config.log_config import LogConfig
 from kafkatier.storage.config.spec import did_you_mean
 from kafkatier.storage.config.topic_files import TopicConfigStore
@@ -114,9 +114,9 @@ class KafkatierConfig:
         for log_dir in self.tiering.log_dirs:
             log_dir.mkdir(parents=True, exist_ok=True)
             store = TopicConfigStore(log_dir)
-            on_disk = _partition_counts(log_dir)
+            on_disk = partitions_on_disk(log_dir)
             for topic in self.topics.values():
-                found = on_disk.get(topic.name)
+                found = max(on_disk[topic.name]) + 1 if topic.name in on_disk else None
                 if topic.partitions is not None and found not in (None, topic.partitions):
                     raise ConfigError(
                         f"{self.source}: topic {topic.name!r} has {found} partitions in "
@@ -125,16 +125,6 @@ class KafkatierConfig:
                         setting=f"topic.{topic.name}.partitions",
                     )  # fmt: skip
                 store.update(topic.name, topic.overrides, source=self.source)
-
-
-def _partition_counts(log_dir: Path) -> dict[str, int]:
-    """Topic -> partition count (the highest partition + 1) of the log dir's directories."""
-    counts: dict[str, int] = {}
-    for child in log_dir.iterdir():
-        parsed = parse_partition_dir_name(child.name) if child.is_dir() else None
-        if parsed is not None:
-            counts[parsed[0]] = max(counts.get(parsed[0], 0), parsed[1] + 1)
-    return counts
 
 
 def load_config(path: Path | None) -> KafkatierConfig:

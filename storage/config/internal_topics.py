@@ -12,11 +12,17 @@ copy of one.
   copied log dir therefore lacks. Without a ``kafkatier-topic.<topic>.properties`` file they get
   these, not the defaults of a user topic (whose 7-day ``retention.ms`` deleted every committed
   offset of a copied broker's log dir).
+
+:func:`managed_partition` and :func:`partitions_on_disk` say which directories of a log dir are
+the partitions those commands work on.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Final
+
+from kafkatier.storage.checkpoint.metadata import parse_partition_dir_name
 
 METADATA_TOPIC: Final = "__cluster_metadata"
 """KRaft's metadata log: not a managed topic (module doc)."""
@@ -31,3 +37,20 @@ INTERNAL_TOPIC_CONFIGS: Final = {
 def managed_topic(topic: str) -> bool:
     """Whether the log manager opens, cleans and tiers the topic's partitions."""
     return topic != METADATA_TOPIC
+
+
+def managed_partition(name: str) -> tuple[str, int] | None:
+    """(topic, partition) of a directory name that is a live partition of a managed topic;
+    None for anything else (``parse_partition_dir_name``'s rules, KRaft's metadata log)."""
+    parsed = parse_partition_dir_name(name)
+    return parsed if parsed is not None and managed_topic(parsed[0]) else None
+
+
+def partitions_on_disk(log_dir: Path) -> dict[str, dict[int, Path]]:
+    """Topic -> partition -> directory of the managed partitions in ``log_dir``, in name order."""
+    found: dict[str, dict[int, Path]] = {}
+    for child in sorted(log_dir.iterdir()):
+        parsed = managed_partition(child.name) if child.is_dir() else None
+        if parsed is not None:
+            found.setdefault(parsed[0], {})[parsed[1]] = child
+    return found

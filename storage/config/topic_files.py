@@ -64,11 +64,11 @@ class TopicConfigStore:
     def update(self, topic: str, overrides: Mapping[str, str], source: str) -> LogConfig:
         """Validate ``overrides`` on top of the stored settings (none where they are a deleted
         topic's: :meth:`drop_stale`), then persist them atomically."""
-        self.drop_stale(topic)
+        stamp = self.drop_stale(topic)
         merged = {**self.stored(topic), **overrides}
         config = LogConfig.from_properties(merged, source=source)
         if overrides:
-            self._write(topic, config.to_properties(), _stamp_of(self.path(topic)))
+            self._write(topic, config.to_properties(), stamp)
         return config
 
     def stamp(self, topic: str, topic_id: str) -> None:
@@ -77,11 +77,14 @@ class TopicConfigStore:
         if path.exists() and _stamp_of(path) != topic_id:
             self._write(topic, self.stored(topic), topic_id)
 
-    def drop_stale(self, topic: str) -> None:
-        """Delete the topic's file if it is a deleted topic's (module doc)."""
-        path = self.path(topic)
-        if path.exists() and _stamp_of(path) is not None and not self._on_disk(topic):
-            path.unlink(missing_ok=True)
+    def drop_stale(self, topic: str) -> str | None:
+        """Delete the topic's file if it is a deleted topic's (module doc); the topic id the
+        file kept is stamped with (None: no file, or none stamped)."""
+        stamp = _stamp_of(self.path(topic))
+        if stamp is not None and not self._on_disk(topic):
+            self.path(topic).unlink(missing_ok=True)
+            return None
+        return stamp
 
     def _on_disk(self, topic: str) -> bool:
         for path in self.log_dir.glob(f"{glob.escape(topic)}-*"):

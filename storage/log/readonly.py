@@ -24,8 +24,7 @@ from kafkatier.storage.checkpoint.checkpoint_file import (
     LOG_START_OFFSET_CHECKPOINT,
     OffsetCheckpointFile,
 )
-from kafkatier.storage.checkpoint.metadata import parse_partition_dir_name
-from kafkatier.storage.config.internal_topics import managed_topic
+from kafkatier.storage.config.internal_topics import managed_partition
 from kafkatier.storage.errors import KafkaTierError, StorageError
 from kafkatier.storage.index.txn_index import AbortedTxn, TransactionIndex
 from kafkatier.storage.log.batch_position import BatchPosition
@@ -57,8 +56,8 @@ def discover(
     children = list(Path(log_dir).iterdir()) if Path(log_dir).is_dir() else []
     creating = topics_being_created(child.name for child in children)
     for child in children:
-        parsed = parse_partition_dir_name(child.name) if child.is_dir() else None
-        if parsed is None or parsed[0] in creating or not managed_topic(parsed[0]):
+        parsed = managed_partition(child.name) if child.is_dir() else None
+        if parsed is None or parsed[0] in creating:
             continue
         if (wanted is not None and parsed[0] in wanted) or (
             regex is not None and regex.fullmatch(parsed[0])

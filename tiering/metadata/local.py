@@ -24,8 +24,7 @@ from kafkatier.storage.checkpoint.checkpoint_file import (
     read_offsets_cached,
 )
 from kafkatier.storage.checkpoint.leader_epoch import LeaderEpochFileCache
-from kafkatier.storage.checkpoint.metadata import parse_partition_dir_name
-from kafkatier.storage.config.internal_topics import managed_topic
+from kafkatier.storage.config.internal_topics import partitions_on_disk
 from kafkatier.storage.config.log_config import LogConfig
 from kafkatier.storage.config.topic_files import TopicConfigStore
 from kafkatier.storage.errors import StorageError
@@ -155,8 +154,6 @@ def local_partitions(log_dirs: list[Path]) -> list[tuple[Path, str, int]]:
     for log_dir in log_dirs:
         if not Path(log_dir).is_dir():
             continue
-        for child in sorted(Path(log_dir).iterdir()):
-            parsed = parse_partition_dir_name(child.name) if child.is_dir() else None
-            if parsed is not None and managed_topic(parsed[0]):
-                found.append((Path(log_dir), parsed[0], parsed[1]))
+        for topic, partitions in partitions_on_disk(Path(log_dir)).items():
+            found += [(Path(log_dir), topic, partition) for partition in partitions]
     return found

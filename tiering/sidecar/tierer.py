@@ -119,10 +119,10 @@ class Tierer:
         self.remote_compaction = True
         """False: upload and retention only (tests comparing compactions at one instant)."""
         self._store_failure: RemoteStoreError | None = None
-        self.reached = False
-        """Whether the store answered a request of this sidecar's (a manifest's read)."""
         """Set by the first partition that found the store itself unusable: the others of the
         pass stop asking it (each would wait out the same retries)."""
+        self.reached = False
+        """Whether the store answered a request of this sidecar's (a manifest's read)."""
 
     def run_once(self) -> PassResult:
         started, before = time.monotonic(), self.store.requests.snapshot()

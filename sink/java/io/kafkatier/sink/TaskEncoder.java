@@ -50,9 +50,9 @@ final class TaskEncoder implements Function2<Integer, Iterator<Object>, Iterator
       partitions = (int) plan[0];
       maxBatchBytes = (int) plan[1];
       limit = (int) plan[2];
-      keysRequired = plan.length > 3 && plan[3] != 0;
-      earliest = plan.length > 4 ? plan[4] : Long.MIN_VALUE;
-      latest = plan.length > 5 ? plan[5] : Long.MAX_VALUE;
+      keysRequired = plan[3] != 0;
+      earliest = plan[4];
+      latest = plan[5];
       open = new BatchBuilder[partitions];
       keyless = task;
       long most = Math.min(limit, encode.openBudget / Math.max(partitions, 1));
