@@ -83,6 +83,8 @@ class RestoreResult:
     log_end_offset: int = 0
     restored: bool = False
     """The partition's folder was written (False: nothing of it was selected)."""
+    in_place: bool = False
+    """The partition's folder existed and was completed where it is."""
 
 
 def select_segments(
@@ -122,13 +124,13 @@ def _is_complete(path: Path, meta: RemoteFile, sha256: str | None = None) -> boo
 
 def fetch(
     store: ObjectStore, item: Download, staging: Path, progress: Progress | None, attempts: int = 3
-) -> int:
-    """Download ``item`` unless already in place; returns the bytes downloaded. A copy that
+) -> int | None:
+    """Download ``item`` unless already in place (None); returns the bytes downloaded. A copy that
     fails its checksum is discarded and fetched again (a flipped bit in transit), up to
     ``attempts`` times; a remote copy that is itself wrong is refused, never put in place.
     The digest is the one the store computed while writing the copy, else a read of it."""
     if _is_complete(item.target, item.meta):
-        return 0
+        return None
     staging.mkdir(parents=True, exist_ok=True)
     temp = staging / item.target.name
     for attempt in range(attempts):
@@ -196,7 +198,8 @@ def _restore(
     # A new partition is built beside the log dir's partitions and renamed in whole at the end
     # (a failure such as a full disk leaves nothing half-restored where a broker or reader
     # looks; the next restore resumes in it); an existing one is completed in place.
-    directory = live if live.exists() else log_dir / STAGING / (live.name + PARTIAL_SUFFIX)
+    result.in_place = live.exists()
+    directory = live if result.in_place else log_dir / STAGING / (live.name + PARTIAL_SUFFIX)
     objects = log_dir / STAGING / STAGING_OBJECTS / live.name
     _restore_into(store, rp, manifest, segments, (directory, objects), result, from_offset,
                   threads, progress)  # fmt: skip
@@ -239,9 +242,10 @@ def _restore_into(
     finally:  # a failed download's part is not kept: a full disk gets its space back
         shutil.rmtree(staging, ignore_errors=True)
     fsync_dir(directory)  # the renames, before any checkpoint names the data
-    result.files_downloaded = sum(1 for n in sizes if n)
-    result.files_skipped = len(sizes) - result.files_downloaded
-    result.bytes_downloaded = sum(sizes)
+    got = [n for n in sizes if n is not None]  # an empty .txnindex downloaded is 0 bytes
+    result.files_downloaded = len(got)
+    result.files_skipped = len(sizes) - len(got)
+    result.bytes_downloaded = sum(got)
     start = max(manifest.log_start_offset, segments[0].base_offset, from_offset or 0)
     result.log_start_offset = start
     result.log_end_offset = segments[-1].end_offset + 1
@@ -278,8 +282,9 @@ def _write_partition_files(
 
 
 def write_log_dir_files(log_dir: Path, results: list[RestoreResult], config: dict[str, str],
-                        topic: str) -> None:
-    """Root files of the target log dir, merged with any it already has (module docstring)."""
+                        topic: str, *, keep_staging: bool = False) -> None:
+    """Root files of the target log dir, merged with any it already has (module docstring);
+    ``keep_staging``: a partition failed, and its part-built folder is where it resumes."""
     log_dir = Path(log_dir)
     jobs: list[Callable[[], object]] = []
     if not (log_dir / META_PROPERTIES_FILE).exists():
@@ -289,20 +294,32 @@ def write_log_dir_files(log_dir: Path, results: list[RestoreResult], config: dic
         jobs.append(lambda: TopicConfigStore(log_dir).update(topic, config, "remote manifest"))
     done = [r for r in results if r.restored]
     ends = {(r.topic, r.partition): r.log_end_offset for r in done}
-    jobs.append(lambda: _merge_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT, ends))
+    # a partition completed in place may hold flushed local records past the remote copy
+    higher = {(r.topic, r.partition) for r in done if r.in_place}
+    jobs.append(lambda: _merge_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT, ends, higher))
     # every restored partition's start, 0 included: an earlier restore --from-offset left a
     # higher one there, which would hide the records this restore brought back
     starts = {(r.topic, r.partition): r.log_start_offset for r in done}
     if any(starts.values()) or (log_dir / LOG_START_OFFSET_CHECKPOINT).exists():
         jobs.append(lambda: _merge_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT, starts))
     _all(*jobs)
-    shutil.rmtree(log_dir / STAGING, ignore_errors=True)
+    if not keep_staging:
+        shutil.rmtree(log_dir / STAGING, ignore_errors=True)
 
 
-def _merge_checkpoint(path: Path, updates: dict[tuple[str, int], int]) -> None:
+def _merge_checkpoint(
+    path: Path,
+    updates: dict[tuple[str, int], int],
+    keep_higher: frozenset[tuple[str, int]] | set[tuple[str, int]] = frozenset(),
+) -> None:
+    """``updates`` over the file's entries, except that an entry of ``keep_higher`` never goes
+    down."""
     file = OffsetCheckpointFile(path)
     current = file.read() if path.exists() else {}
-    file.write({**current, **updates})
+    merged = {**current, **updates}
+    for tp in keep_higher & current.keys():
+        merged[tp] = max(current[tp], updates[tp])
+    file.write(merged)
 
 
 def restore_topic(
@@ -342,12 +359,24 @@ def restore_topic(
 
     # ``threads`` partitions at a time, each with ``threads`` downloads: a topic of many small
     # partitions costs round trips, which overlap instead of adding up.
+    failure: BaseException | None = None
     with ThreadPoolExecutor(max_workers=max(threads, 1)) as pool:
-        for result in pool.map(one, wanted):
+        for future in [pool.submit(one, rp) for rp in wanted]:
+            try:
+                result = future.result()
+            except Exception as exc:  # raised below, once the others have finished
+                failure = failure or exc
+                continue
             results.append(result)
             if on_partition is not None:
                 on_partition(result)
+    # The partitions renamed into place get the log dir's files even when another failed: a
+    # partition folder in a log dir without meta.properties or checkpoints is one no broker
+    # opens, and the failed one resumes on the next restore.
     if any(r.restored for r in results):  # nothing restored leaves DIR as it was
         Path(log_dir).mkdir(parents=True, exist_ok=True)  # as a broker creates a missing log dir
-        write_log_dir_files(log_dir, results, next((c for c in configs if c), {}), topic)
+        write_log_dir_files(log_dir, results, next((c for c in configs if c), {}), topic,
+                            keep_staging=failure is not None)  # fmt: skip
+    if failure is not None:
+        raise failure
     return results

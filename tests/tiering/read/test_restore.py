@@ -13,8 +13,10 @@ from tier_fixtures import T0, only, write_tiered
 from kafkatier.cli.main import main
 from kafkatier.storage.checkpoint.checkpoint_file import (
     LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
     OffsetCheckpointFile,
 )
+from kafkatier.storage.checkpoint.metadata import META_PROPERTIES_FILE
 from kafkatier.storage.log.directory import LogDirectory
 from kafkatier.storage.record.builder import build_batch
 from kafkatier.storage.record.record import Record
@@ -214,3 +216,53 @@ def test_restore_of_a_partition_without_remote_segments_into_a_new_dir(uploaded,
         assert empty is not None
         assert (empty.log_start_offset, empty.log_end_offset) == (start, start)
         assert log_dir.topic_id("tiered") == rp.topic_id
+
+
+def test_a_failed_partition_leaves_the_restored_ones_openable(uploaded, tmp_path) -> None:
+    """One partition's bad object fails the restore; the other, renamed into place, still gets
+    the log dir's meta.properties and checkpoints (a folder no broker would open otherwise), and
+    the next restore completes the failed one."""
+    _, store = uploaded
+    seg = ManifestStore(store).load(only(store, "tiered", 1))[0].finished()[0]
+    key = f"{only(store, 'tiered', 1).prefix}{seg.base_offset:020d}-{seg.attempt}/log"
+    good = store.get_bytes(key)
+    store.put_bytes(key, good[:100] + bytes([good[100] ^ 0xFF]) + good[101:])
+    target = tmp_path / "restored"
+    with pytest.raises(RemoteVerifyError):
+        restore_topic(store, "tiered", target)
+    assert not (target / "tiered-1").exists()
+    assert (target / META_PROPERTIES_FILE).exists()
+    ends = OffsetCheckpointFile(target / RECOVERY_POINT_CHECKPOINT).read()
+    assert list(ends) == [("tiered", 0)]
+    assert verify_paths([target]) == []
+    store.put_bytes(key, good)
+    again = restore_topic(store, "tiered", target)
+    assert [r.files_downloaded > 0 for r in again] == [False, True]
+    assert verify_paths([target]) == []
+    with LogDirectory(target) as log_dir:
+        for result in again:
+            log = log_dir.get("tiered", result.partition)
+            assert log is not None and log.log_end_offset == result.log_end_offset > 0
+
+
+def test_a_restore_in_place_keeps_a_higher_recovery_point(uploaded) -> None:
+    """Completing a live partition whose local log runs past the remote copy does not move its
+    recovery point back to the remote end (its flushed records would be recovered again)."""
+    logs, store = uploaded
+    before = OffsetCheckpointFile(logs / RECOVERY_POINT_CHECKPOINT).read()
+    results = restore_topic(store, "tiered", logs)
+    assert all(r.in_place and r.files_downloaded == 0 for r in results)
+    assert all(r.log_end_offset < before[("tiered", r.partition)] for r in results)
+    assert OffsetCheckpointFile(logs / RECOVERY_POINT_CHECKPOINT).read() == before
+
+
+def test_every_object_of_a_new_restore_counts_as_downloaded(tmp_path) -> None:
+    """Empty objects (the indexes of segments smaller than ``index.interval.bytes``) are
+    downloads, not files already in place."""
+    logs = write_tiered(tmp_path / "logs", overrides={"index.interval.bytes": "100000"})
+    store = FsspecStore(f"file://{tmp_path / 'remote'}")
+    config = TieringConfig(log_dirs=(logs,), remote_url=store.url)
+    assert Tierer(config, store).run_once().failures == 0
+    [result] = restore_topic(store, "tiered", tmp_path / "r")
+    assert any(p.stat().st_size == 0 for p in (tmp_path / "r" / "tiered-0").glob("*.index"))
+    assert result.files_skipped == 0 and result.files_downloaded > 0
