@@ -133,7 +133,8 @@ def _plan(
     if too_large >= 0:
         need = BATCH_HEADER_SIZE + 3 + int(payload[too_large]) + 2
         raise RecordTooLargeError(
-            f"record needs about {need} bytes, more than a batch may take ({limit})",
+            f"record needs about {need} bytes, more than a batch may take ({limit}, set by the "
+            "topic's max.message.bytes and segment.bytes); fix: raise them or shrink the record",
             row=too_large,
         )
     return starts, body, sizes, max_ts

@@ -113,3 +113,21 @@ def test_a_recreated_topic_starts_from_kafkas_defaults(tmp_path: Path) -> None:
     produce("retention.ms=5000")
     assert "retention.ms=5000" in settings.read_text()
     assert "cleanup.policy" not in settings.read_text()
+
+
+def test_a_record_too_large_for_the_topic_names_the_settings(tmp_path: Path) -> None:
+    """A record over the topic's batch limit is one line naming the settings that set it, and
+    nothing of the input is appended (``max.message.bytes=0`` and ``segment.bytes=14`` are
+    both values Kafka accepts)."""
+    source = tmp_path / "in.parquet"
+    pq.write_table(pa.table({"key": [b"k"], "value": [b"v" * 40]}), source)
+    for setting in ("max.message.bytes=0", "segment.bytes=14"):
+        done = subprocess.run([str(KAFKATIER), "produce", str(tmp_path / "logs"), "--topic", "t",
+                               "--input", str(source), "--config", setting],
+                              capture_output=True, text=True, timeout=120)  # fmt: skip
+        assert done.returncode == 1, done.stderr
+        assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+        assert "max.message.bytes and segment.bytes" in done.stderr, done.stderr
+        assert "no record of the input was appended" in done.stderr
+        with LogDirectory(tmp_path / "logs") as log_dir:
+            assert all(log.log_end_offset == 0 for log in log_dir.logs.values())

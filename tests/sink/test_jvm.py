@@ -321,7 +321,8 @@ def test_a_small_open_budget_closes_batches_early_and_loses_nothing(
          r"column 'partition' row \d+: partition \d+ is outside \[0, 2\)"),
         (["CAST(id AS STRING) AS value", "CAST(-1 AS INT) AS partition"], SinkSchemaError,
          r"partition -1 is outside"),
-        (["repeat('x', 2000) AS value"], RecordTooLargeError, r"record needs about \d+ bytes"),
+        (["repeat('x', 2000) AS value"], RecordTooLargeError,
+         r"record needs about \d+ bytes.*max\.message\.bytes and segment\.bytes"),
         (["'x' AS value", "timestamp_millis(-5) AS timestamp"], InvalidRecordError,
          r"invalid negative timestamp -5 in column 'timestamp'"),
         (["'x' AS value", f"CAST(array(named_struct('key', NULL, 'value', NULL)) AS {HEADER_TYPE})"

@@ -47,7 +47,8 @@ final class BatchBuilder {
       if (count == 0) {
         throw InputError.tooLarge(
             "record needs about " + (HEADER + size) + " bytes, more than a batch may take ("
-                + limit + "); fix: raise the topic's max.message.bytes or shrink the record");
+                + limit + ", set by the topic's max.message.bytes and segment.bytes); fix: raise"
+                + " them or shrink the record");
       }
       return false;
     }
