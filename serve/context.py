@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from kafkatier.serve.catalog import Catalog
+from kafkatier.serve.changes import FolderChanges
 from kafkatier.serve.config import Listener, ServeConfig
 from kafkatier.serve.faults import RepeatedWarnings
 from kafkatier.serve.group.coordinator import GroupCoordinator
@@ -24,6 +25,8 @@ from kafkatier.serve.remote_topics import RemoteTopics
 from kafkatier.serve.remote_view import RemoteTier
 from kafkatier.storage.errors import KafkaTierError
 from kafkatier.storage.java_properties import read_properties
+from kafkatier.storage.log.bounds_cache import BoundsCache
+from kafkatier.storage.log.dir_watch import DirectoryWatch
 from kafkatier.storage.log.tail_cache import TailCache
 
 T = TypeVar("T")
@@ -64,6 +67,8 @@ class ServeContext:
     metrics: ServeMetrics = field(init=False)
     closes: RepeatedWarnings = field(init=False)
     """Connections closed for a bad request, logged without a flood (``faults``)."""
+    changes: FolderChanges | None = field(init=False)
+    """What wakes long polls (None: no inotify here; they look for changes themselves)."""
 
     def __post_init__(self) -> None:
         self.cluster_id = cluster_id(self.config.log_dirs)
@@ -72,7 +77,11 @@ class ServeContext:
         remote = RemoteTier(store) if store is not None else None
         mirror = RemoteTopics(store) if store is not None else None
         self.catalog = Catalog(self.config.log_dirs, mirror)
-        self.sources = Sources(TailCache(), remote)
+        # the partition folders' changes from the kernel: no stat a partition a fetch, and
+        # long polls woken by them
+        watch = DirectoryWatch.open()
+        self.sources = Sources(TailCache(), remote, bounds=BoundsCache(watch=watch))
+        self.changes = None if watch is None else FolderChanges(watch, asyncio.get_running_loop())
         self.coordinator = GroupCoordinator(self.config.groups, self.offsets.groups(),
                                             has_offsets=self.offsets.has_offsets)  # fmt: skip
         self.metrics = ServeMetrics()
@@ -96,6 +105,16 @@ class ServeContext:
                 end = partition_bounds(log_dir, topic, partition, self.sources).high_watermark
                 lags[(group, topic, partition)] = max(end - value.offset, 0)
         return lags
+
+    def close(self) -> None:
+        """Stop watching the partition folders and let go of the remote store."""
+        if self.changes is not None:
+            self.changes.close()
+        watch = self.sources.bounds.watch
+        if watch is not None:
+            watch.close()
+        if self.sources.remote is not None:
+            self.sources.remote.close()
 
     def advertised_for(self, listener: str) -> Listener:
         """Where clients of ``listener`` are told to connect: its advertised entry (bound port

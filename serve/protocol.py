@@ -83,9 +83,21 @@ def encode_response(correlation_id: int, response: Any) -> bytes:
 
 def build(cls: type[Any], **values: Any) -> Any:
     """``cls(**values)`` keeping only the fields ``cls`` (one version's entity) has."""
-    names = {f.name for f in dataclasses.fields(cls)}
+    names = _field_names(cls)
     return cls(**{k: v for k, v in values.items() if k in names})
 
 
 def has_field(cls: type[Any], name: str) -> bool:
-    return any(f.name == name for f in dataclasses.fields(cls))
+    return name in _field_names(cls)
+
+
+def _field_names(cls: type[Any]) -> frozenset[str]:
+    """The entity's field names, once per class (a Fetch answer builds one entity per
+    partition)."""
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = frozenset(f.name for f in dataclasses.fields(cls))
+    return names
+
+
+_FIELD_NAMES: dict[type, frozenset[str]] = {}

@@ -126,8 +126,8 @@ class Server:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         self.executor.shutdown(wait=True, cancel_futures=True)
-        if self._ctx is not None and self._ctx.sources.remote is not None:
-            self._ctx.sources.remote.close()
+        if self._ctx is not None:
+            self._ctx.close()
         if self._offsets is not None:
             self._offsets.close()
 

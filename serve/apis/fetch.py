@@ -6,11 +6,13 @@ transactions), OFFSET_OUT_OF_RANGE below the log start or past the log end, neve
 partition's and the response's byte limits (the first batch of a response goes out whole).
 
 Long polling: while the response would hold fewer than ``min_bytes`` and ``max_wait_ms`` has not
-passed, the request waits for any fetched partition's log to change (``change_token``, checked
-every :data:`POLL_SECONDS`, less often where one check of many partitions takes long: at most
-:data:`POLL_SHARE` of the wait goes to checking), then reads again, so a consumer tailing a topic
-sees appends within its poll interval; a wait that ends with nothing changed answers with what
-was read before it, not with a second read of every partition.
+passed, the request waits for any fetched partition's log to change, then reads again, so a
+consumer tailing a topic sees appends within its poll interval; a wait that ends with nothing
+changed answers with what was read before it, not with a second read of every partition. Where
+the kernel reports the partition folders' changes (``serve/changes.py``: inotify), the wait
+sleeps until one does; elsewhere it looks (``change_token``) every :data:`POLL_SECONDS`, less
+often where one look at many partitions takes long: at most :data:`POLL_SHARE` of the wait goes
+to looking.
 
 Fetch sessions (KIP-227): none are created. A full fetch (session id 0) is answered with session
 id 0, which tells the client there is no session, so every request stays a full one; an
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +37,7 @@ from kio.static.constants import EntityType
 from kafkatier.serve import partition_view
 from kafkatier.serve.apis.versions import FETCH
 from kafkatier.serve.catalog import TopicInfo
+from kafkatier.serve.changes import FolderChanges
 from kafkatier.serve.context import ServeContext
 from kafkatier.serve.faults import read_or_error
 from kafkatier.serve.partition_view import FetchedPartition, Sources
@@ -76,7 +80,11 @@ async def handle(ctx: ServeContext, version: int, request: Any) -> Any:
     results: list[Result] = []
     try:
         while True:
-            tokens = await ctx.blocking(_tokens, wanted, ctx.sources)
+            # taken before the read, so that a change during it shows; none for a fetch that
+            # does not wait (max.wait.ms 0)
+            seen = 0 if ctx.changes is None else ctx.changes.version
+            waits = time.monotonic() < deadline
+            tokens = await ctx.blocking(_tokens, wanted, ctx.sources) if waits else []
             close_spans(_records(results))  # an earlier read that was too small
             results = await ctx.blocking(_read_all, wanted, request.max_bytes, committed,
                                          ctx.sources)  # fmt: skip
@@ -84,7 +92,7 @@ async def handle(ctx: ServeContext, version: int, request: Any) -> Any:
             failed = any(not isinstance(r, FetchedPartition) or r.out_of_range for r in results)
             if size >= request.min_bytes or failed or time.monotonic() >= deadline:
                 break
-            if not await _wait_for_change(ctx, wanted, tokens, deadline):
+            if not await _wait_for_change(ctx, wanted, tokens, deadline, seen):
                 break  # nothing changed until the deadline: what was read is the answer
     except BaseException:
         close_spans(_records(results))
@@ -123,9 +131,14 @@ def _tokens(wanted: list[Wanted], sources: Sources) -> list[tuple[int, ...]]:
 
 
 async def _wait_for_change(
-    ctx: ServeContext, wanted: list[Wanted], tokens: list[tuple[int, ...]], deadline: float
-) -> bool:
-    """True once a fetched partition's log changed, False at the deadline without a change."""
+    ctx: ServeContext, wanted: list[Wanted], tokens: list[tuple[int, ...]], deadline: float,
+    seen: int,
+) -> bool:  # fmt: skip
+    """True once a fetched partition's log changed since ``tokens`` (and ``seen``, the folder
+    changes' count, were taken), False at the deadline without a change."""
+    changes = ctx.changes
+    if changes is not None and await ctx.blocking(_all_watched, wanted, ctx.sources):
+        return await _woken(ctx, (changes, seen), wanted, tokens, deadline)
     pause = POLL_SECONDS
     while time.monotonic() < deadline:
         await asyncio.sleep(min(pause, max(deadline - time.monotonic(), 0)))
@@ -135,6 +148,34 @@ async def _wait_for_change(
         took = time.monotonic() - began
         pause = max(POLL_SECONDS, took * (1 / POLL_SHARE - 1))
     return False
+
+
+async def _woken(
+    ctx: ServeContext, changes_since: tuple[FolderChanges, int], wanted: list[Wanted],
+    tokens: list[tuple[int, ...]], deadline: float,
+) -> bool:  # fmt: skip
+    """:func:`_wait_for_change` where every fetched partition is watched: asleep until some
+    watched folder changes, then a look at this fetch's own partitions; after a change
+    elsewhere, the next look no sooner than :data:`POLL_SHARE` allows (a busy writer of other
+    partitions costs a waiting fetch what looking every time would, at most)."""
+    changes, since = changes_since
+    while True:
+        if not await changes.wait(since, deadline - time.monotonic()):
+            return False
+        since = changes.version  # before the look: a change after it wakes the next wait
+        began = time.monotonic()
+        if await ctx.blocking(_tokens, wanted, ctx.sources) != tokens:
+            return True
+        took = time.monotonic() - began
+        await asyncio.sleep(min(took * (1 / POLL_SHARE - 1), max(deadline - time.monotonic(), 0)))
+
+
+def _all_watched(wanted: list[Wanted], sources: Sources) -> bool:
+    return all(
+        sources.bounds.watched(os.path.join(w.log_dir, f"{w.topic.name}-{w.partition}"))
+        for w in wanted
+        if w.log_dir is not None and w.topic is not None
+    )
 
 
 Result = FetchedPartition | ErrorCode | None

@@ -17,6 +17,12 @@ change in the same tick as the look could leave a modification time as it was; a
 therefore kept only once both times lie :data:`SETTLED_NS` before the look (git's "racy"
 entries), after which any change moves them. A partition written to all the time is read anew
 at each look, as without the cache.
+
+With a :class:`~kafkatier.storage.log.dir_watch.DirectoryWatch` (``kafkatier serve`` has one),
+a watched partition needs no ``stat`` at all: its bounds are kept with the directory's
+generation, taken before the listing, and hold while the generation is the same (the kernel
+reports every write, creation, removal and rename in the directory, so no timestamp has to
+settle either). A directory the watch cannot take keeps the stamps.
 """
 
 from __future__ import annotations
@@ -29,11 +35,22 @@ from collections.abc import Callable
 from typing import Final, NamedTuple
 
 from kafkatier.storage.log.bounds import PartitionBounds
+from kafkatier.storage.log.dir_watch import DirectoryWatch
 
 SETTLED_NS: Final = 1_000_000_000
 MAX_PARTITIONS: Final = 100_000
 
 _Stamps = tuple[int, ...]  # dir inode, mtime; log inode, size, mtime; the log start
+
+
+class _Entry(NamedTuple):
+    """A kept partition: its last segment, the stamps and log start its bounds were read with,
+    and its watch's generation then (None: not watched)."""
+
+    log_path: str
+    stamps: _Stamps
+    bounds: PartitionBounds
+    generation: int | None
 
 
 class Look(NamedTuple):
@@ -45,6 +62,7 @@ class Look(NamedTuple):
     at_ns: int
     stamps: tuple[int, ...]
     log_path: str = ""
+    generation: int | None = None  # the directory's, where a DirectoryWatch has it
 
     def at_log(self, log_path: str) -> Look | None:
         """This look with the stamp of the last segment, ``log_path`` (None: it is gone)."""
@@ -57,33 +75,56 @@ class Look(NamedTuple):
 class BoundsCache:
     """Partition directory -> its bounds while unchanged (module docstring). Thread-safe."""
 
-    def __init__(self, clock_ns: Callable[[], int] = time.time_ns) -> None:
+    def __init__(
+        self, clock_ns: Callable[[], int] = time.time_ns, watch: DirectoryWatch | None = None
+    ) -> None:
         self._clock_ns = clock_ns
-        self._entries: OrderedDict[str, tuple[str, _Stamps, PartitionBounds]] = OrderedDict()
+        self._watch = watch
+        self._entries: OrderedDict[str, _Entry] = OrderedDict()
         self._lock = threading.Lock()
         self.hits = 0  # looks answered from the cache (tests, metrics)
 
     def get(self, directory: str, log_start: int) -> PartitionBounds | None:
         """The bounds kept for ``directory`` if its files and ``log_start`` are as they were."""
+        with self._lock:
+            entry = self._entries.get(directory)
+        if entry is not None and entry.generation is not None and self._watch is not None:
+            now = self._watch.generation(directory)
+            if now != entry.generation or entry.stamps[-1] != log_start:
+                return None
+            self.hits += 1
+            return entry.bounds
         found = self._stamps_now(directory)
-        if found is None or (*found[1], log_start) != found[0][1]:
+        if found is None or (*found[1], log_start) != found[0].stamps:
             return None
         self.hits += 1
-        return found[0][2]
+        return found[0].bounds
 
     def token(self, directory: str) -> tuple[int, ...] | None:
-        """Stamps of a kept partition that change whenever its files do (a waiting fetch's
-        look for changes: two ``stat`` calls instead of a listing), or None where the partition
-        is not kept or its stamps have not settled (a change within the same clock tick could
-        leave them as they are)."""
+        """A value that changes whenever the partition's files do (a waiting fetch's look for
+        changes): its watch's generation, else the stamps of a kept partition (two ``stat``
+        calls instead of a listing); None where the partition is neither watched nor kept, or
+        its stamps have not settled (a change within the same clock tick could leave them as
+        they are)."""
+        if self._watch is not None:
+            generation = self._watch.generation(directory)
+            if generation is not None:
+                return (generation,)
         found = self._stamps_now(directory)
         if found is None or not _settled(found[1], self._clock_ns()):
             return None
         return found[1]
 
-    def _stamps_now(
-        self, directory: str
-    ) -> tuple[tuple[str, _Stamps, PartitionBounds], _Stamps] | None:
+    @property
+    def watch(self) -> DirectoryWatch | None:
+        return self._watch
+
+    def watched(self, directory: str) -> bool:
+        """Whether :meth:`token` of ``directory`` is its watch's generation (every change of
+        its files then reaches the watch's ``on_change``)."""
+        return self._watch is not None and self._watch.generation(directory) is not None
+
+    def _stamps_now(self, directory: str) -> tuple[_Entry, _Stamps] | None:
         """The kept entry of ``directory`` and its files' stamps now (None: none kept, or its
         files are gone)."""
         with self._lock:
@@ -91,28 +132,32 @@ class BoundsCache:
         if found is None:
             return None
         try:
-            return found, (*_dir_stamp(directory), *_log_stamp(found[0]))
+            return found, (*_dir_stamp(directory), *_log_stamp(found.log_path))
         except OSError:
             return None
 
     def look(self, directory: str) -> Look | None:
-        """The directory's stamp before it is listed (None: it is gone)."""
+        """The directory's stamp (and its watch's generation) before it is listed (None: it is
+        gone)."""
+        generation = None if self._watch is None else self._watch.watch(directory)
         at = self._clock_ns()
         try:
-            return Look(directory, at, _dir_stamp(directory))
+            return Look(directory, at, _dir_stamp(directory), generation=generation)
         except OSError:
             return None
 
     def put(self, look: Look | None, log_start: int, bounds: PartitionBounds) -> None:
         """Keep ``bounds``, read after ``look`` (with its last segment's stamp) and with the
-        checkpointed ``log_start``, if every stamp has settled; else forget the partition."""
+        checkpointed ``log_start``, if the directory is watched or every stamp has settled;
+        else forget the partition."""
         if look is None or not look.log_path:
             return
         with self._lock:
-            if not _settled(look.stamps, look.at_ns):
+            if look.generation is None and not _settled(look.stamps, look.at_ns):
                 self._entries.pop(look.directory, None)
                 return
-            self._entries[look.directory] = (look.log_path, (*look.stamps, log_start), bounds)
+            stamps = (*look.stamps, log_start)
+            self._entries[look.directory] = _Entry(look.log_path, stamps, bounds, look.generation)
             self._entries.move_to_end(look.directory)
             while len(self._entries) > MAX_PARTITIONS:
                 self._entries.popitem(last=False)

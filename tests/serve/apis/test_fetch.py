@@ -207,16 +207,24 @@ def test_an_idle_long_poll_reads_each_partition_once(
 ) -> None:
     """A fetch at the end waits its max.wait.ms; when nothing lands meanwhile it answers with
     what it read before the wait, so each partition is read once, not again at the deadline
-    (with thousands of partitions a read of all of them costs a large part of a second)."""
+    (with thousands of partitions a read of all of them costs a large part of a second). Where
+    the kernel reports folder changes (inotify), the wait does not look at the partition
+    either: it sleeps until a change (looking every 50 ms cost an idle consumer of 1,024
+    partitions a tenth of a core)."""
     from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
     from test_connection import read_frame
 
     from kafkatier.serve import partition_view
+    from kafkatier.storage.log.dir_watch import DirectoryWatch
 
     reads: list[int] = []
     real = partition_view.fetch
     monkeypatch.setattr(partition_view, "fetch",
                         lambda *args: reads.append(args[3]) or real(*args))  # fmt: skip
+    looks: list[int] = []
+    real_token = partition_view.change_token
+    monkeypatch.setattr(partition_view, "change_token",
+                        lambda *args: looks.append(args[2]) or real_token(*args))  # fmt: skip
     part = FetchRequest.FetchTopic.FetchPartition
     fetch = FetchRequest(version=12, replica_id=-1, max_wait_ms=400, min_bytes=1,
                          max_bytes=1 << 20, isolation_level=0, session_id=0, session_epoch=-1,
@@ -238,6 +246,8 @@ def test_an_idle_long_poll_reads_each_partition_once(
     assert (got.error_code, got.high_watermark, got.records or b"") == (0, 1, b"")
     assert took >= 0.4  # it waited for records
     assert reads == [1]  # read once, at the offset asked for
+    if DirectoryWatch.open() is not None:
+        assert looks == [0]  # once, before the read: nothing while it waited
 
 
 def test_the_java_consumer_tails_appends(tmp_path: Path, serve: Any) -> None:

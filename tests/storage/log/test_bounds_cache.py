@@ -5,12 +5,16 @@ filesystem's timestamp granularity of the look."""
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
+
+import pytest
 
 from kafkatier.storage.config.log_config import LogConfig
 from kafkatier.storage.log.bounds import PartitionBounds, scan_bounds
 from kafkatier.storage.log.bounds_cache import SETTLED_NS, BoundsCache
+from kafkatier.storage.log.dir_watch import DirectoryWatch
 from kafkatier.storage.log.loader import open_log
 from kafkatier.storage.log.log import Log
 from kafkatier.storage.log.readonly import ReadOnlyPartition
@@ -115,3 +119,39 @@ def test_a_kept_partitions_token_changes_with_an_append_or_a_roll(tmp_path: Path
     clock.ahead_ns = 0
     assert cache.token(directory) is None  # stamps of just now are not trusted
     log.close()
+
+
+@pytest.mark.skipif(DirectoryWatch.open() is None, reason="no inotify on this system")
+def test_a_watched_partition_is_answered_without_a_stat_and_sees_every_change(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a directory watch, bounds just written are kept (no timestamp must settle), a look
+    at an unchanged partition makes no ``stat`` call, and an append, a roll or a moved log
+    start right after the look is seen at the next one."""
+    log = writer(tmp_path)
+    append(log)
+    watch = DirectoryWatch.open()
+    assert watch is not None
+    cache = BoundsCache(watch=watch)  # the look happens right after the write
+    directory = str(tmp_path / "t-0")
+    first = read(cache, tmp_path)
+    stats: list[str] = []
+    real_stat = os.stat
+    monkeypatch.setattr(os, "stat",
+                        lambda path, *a, **k: stats.append(path) or real_stat(path, *a, **k))
+    for _ in range(3):
+        assert read(cache, tmp_path) == first
+    token = cache.token(directory)
+    assert (cache.hits, stats, token) == (3, [], cache.token(directory))
+    monkeypatch.setattr(os, "stat", real_stat)
+    append(log)  # at once: no timestamp granularity to wait out
+    assert read(cache, tmp_path).high_watermark == 6 == fresh(tmp_path).high_watermark
+    assert cache.token(directory) != token
+    log.roll()
+    append(log, 1)
+    assert read(cache, tmp_path) == fresh(tmp_path)
+    hits = cache.hits
+    assert read(cache, tmp_path, hint=4).log_start == 4
+    assert cache.hits == hits  # a moved checkpointed start is a miss
+    log.close()
+    watch.close()
