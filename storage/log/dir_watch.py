@@ -21,6 +21,14 @@ such as most network mounts) gets None, and its reader falls back to its own che
 Writes through a shared mapping (``mmap``) raise no event; kafkatier's and Kafka's writers
 append to segments with ``write`` (the indexes, which are mapped, change only with their
 segment's ``.log``).
+
+Not ``watchdog`` (which the sidecar uses to start its passes): it delivers events from its own
+thread, some time after they happened, and has no way to ask "is there anything pending now";
+a reader answering from kept bounds would then serve a partition as it was before a write that
+finished before the request (a ``produce`` done, and ListOffsets still at the old end). Reading
+the descriptor in the caller's thread makes the order exact, and one descriptor serves any
+number of folders (watchdog's observer takes a thread and an inotify instance for each
+non-recursive watch; the default limit is 128 instances a user).
 """
 
 from __future__ import annotations
