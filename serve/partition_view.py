@@ -120,11 +120,8 @@ def _scan(
     """``scan_bounds`` of the local files, kept for the next look (``look``: the partition
     directory's stamp, taken before ``part`` listed it; ``hint``: the checkpointed log start
     ``part`` was opened with)."""
-    if look is not None and part.bases:
-        look = look.at_log(part.file(part.bases[-1], ".log"))
-    found = scan_bounds(part, committed=True, tail=sources.tails.headers(part))
-    sources.bounds.put(look, hint, found)
-    return found
+    return sources.bounds.keep(look, part, hint, lambda: scan_bounds(
+        part, committed=True, tail=sources.tails.headers(part)))  # fmt: skip
 
 
 def highest_tiered(log_dir: Path, topic: str, partition: int, sources: Sources) -> int:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -30,6 +31,7 @@ from kafkatier.sink.source.task import ReadTask
 from kafkatier.storage.checkpoint.metadata import partition_dir_name
 from kafkatier.storage.errors import ConfigError, OffsetOutOfRangeError
 from kafkatier.storage.log.bounds import PartitionBounds, scan_bounds
+from kafkatier.storage.log.bounds_cache import BoundsCache
 from kafkatier.storage.log.readonly import (
     ReadOnlyPartition,
     TopicPartition,
@@ -76,20 +78,23 @@ def _store(opts: SourceOptions) -> ObjectStore:
 
 
 def survey(
-    opts: SourceOptions, tps: Iterable[TopicPartition], tails: TailCache | None = None
-) -> dict[TopicPartition, PartitionBounds]:
+    opts: SourceOptions, tps: Iterable[TopicPartition], tails: TailCache | None = None,
+    kept: BoundsCache | None = None,
+) -> dict[TopicPartition, PartitionBounds]:  # fmt: skip
     """Bounds of each partition, read from its files (and remote manifest) now (a tiered
-    topic's ``SURVEY_THREADS`` partitions at a time). ``tails``: the last segments' headers a
-    streaming query keeps from trigger to trigger (each survey then reads only the batches
-    appended since the last, not the whole active segment again)."""
+    topic's ``SURVEY_THREADS`` partitions at a time). A streaming query keeps, from trigger to
+    trigger, the last segments' headers (``tails``: each survey then reads only the batches
+    appended since the last, not the whole active segment again) and each partition's bounds
+    while its folder is unchanged (``kept``: a trigger with nothing new at 1,024 partitions
+    then lists no folder)."""
     hints = checkpointed_log_starts(Path(opts.path))
 
     def one(tp: TopicPartition) -> PartitionBounds:
         if opts.remote is None:
-            return _bounds(opts, tp, hints.get(tp, 0), tails)
+            return _bounds(opts, tp, hints.get(tp, 0), (tails, kept))
         local = None
         if (Path(opts.path) / partition_dir_name(*tp)).is_dir():
-            local = _bounds(opts, tp, hints.get(tp, 0), tails)
+            local = _bounds(opts, tp, hints.get(tp, 0), (tails, kept))
         remote = remote_reader(opts.remote, _store(opts), opts.path, tp, opts.chunk_bytes)
         return joined_bounds(local, remote)
 
@@ -100,26 +105,36 @@ def survey(
         return dict(zip(wanted, pool.map(one, wanted), strict=True))
 
 
-def _bounds(
-    opts: SourceOptions, tp: TopicPartition, hint: int, tails: TailCache | None
-) -> PartitionBounds:
+_Kept = tuple[TailCache | None, BoundsCache | None]  # what a streaming query keeps (survey)
+
+
+def _bounds(opts: SourceOptions, tp: TopicPartition, hint: int, kept: _Kept) -> PartitionBounds:
     """Retention or the cleaner may delete a segment (or a snapshot) between listing and opening
     it: list again, twice at most."""
+    cache = kept[1]
+    if cache is not None:
+        found = cache.get(os.path.join(opts.path, partition_dir_name(*tp)), hint)
+        if found is not None:
+            return found
     for _ in range(2):
         try:
-            return _scan(opts, tp, hint, tails)
+            return _scan(opts, tp, hint, kept)
         except FileNotFoundError:
             continue
-    return _scan(opts, tp, hint, tails)
+    return _scan(opts, tp, hint, kept)
 
 
-def _scan(
-    opts: SourceOptions, tp: TopicPartition, hint: int, tails: TailCache | None
-) -> PartitionBounds:
+def _scan(opts: SourceOptions, tp: TopicPartition, hint: int, kept: _Kept) -> PartitionBounds:
+    tails, cache = kept
+    look = None if cache is None else cache.look(os.path.join(opts.path, partition_dir_name(*tp)))
     with ReadOnlyPartition(Path(opts.path), *tp, hint) as part:
-        tail = None if tails is None or not part.bases else tails.headers(part)
-        found = scan_bounds(part, opts.committed, tail)
-        return dataclasses.replace(found, size_bytes=part.size_bytes())
+
+        def scan() -> PartitionBounds:
+            tail = None if tails is None or not part.bases else tails.headers(part)
+            found = scan_bounds(part, opts.committed, tail)
+            return dataclasses.replace(found, size_bytes=part.size_bytes())
+
+        return scan() if cache is None else cache.keep(look, part, hint, scan)
 
 
 def by_timestamp(

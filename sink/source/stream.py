@@ -27,6 +27,8 @@ from kafkatier.sink.source.plan import (
 from kafkatier.sink.source.queries import micro_batch_plan
 from kafkatier.sink.source.task import ReadTask
 from kafkatier.storage.log.bounds import PartitionBounds
+from kafkatier.storage.log.bounds_cache import BoundsCache
+from kafkatier.storage.log.dir_watch import DirectoryWatch
 from kafkatier.storage.log.readonly import TopicPartition
 from kafkatier.storage.log.tail_cache import TailCache
 
@@ -43,12 +45,14 @@ class StreamOffsets:
         self._bounds: dict[TopicPartition, PartitionBounds] = {}
         self._target: Offsets | None = None  # Trigger.AvailableNow's end, once prepared
         self._tails = TailCache()  # the last segments' headers, extended trigger by trigger
+        # each partition's bounds while its folder is unchanged (the kernel's word, inotify)
+        self._kept = BoundsCache(watch=DirectoryWatch.open())
 
     def _survey(self) -> dict[TopicPartition, PartitionBounds]:
         """Bounds of every subscribed partition on disk now, kept for :meth:`plan`: its ABORT
         markers must cover the offsets :meth:`latest` handed out."""
         tps = topic_partitions(self.opts, listing_max_age_s=REMOTE_LISTING_MAX_AGE_S)
-        self._bounds = survey(self.opts, tps, self._tails)
+        self._bounds = survey(self.opts, tps, self._tails, self._kept)
         return self._bounds
 
     def initial(self) -> dict[str, Any]:

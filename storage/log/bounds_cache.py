@@ -36,6 +36,7 @@ from typing import Final, NamedTuple
 
 from kafkatier.storage.log.bounds import PartitionBounds
 from kafkatier.storage.log.dir_watch import DirectoryWatch
+from kafkatier.storage.log.readonly import ReadOnlyPartition
 
 SETTLED_NS: Final = 1_000_000_000
 MAX_PARTITIONS: Final = 100_000
@@ -146,6 +147,18 @@ class BoundsCache:
         except OSError:
             return None
 
+    def keep(
+        self, look: Look | None, part: ReadOnlyPartition, log_start: int,
+        scan: Callable[[], PartitionBounds],
+    ) -> PartitionBounds:  # fmt: skip
+        """``scan()`` of ``part`` (opened, with ``log_start``, after ``look``), kept for the
+        next look with its last segment's stamp."""
+        if look is not None and part.bases:
+            look = look.at_log(part.file(part.bases[-1], ".log"))
+        found = scan()
+        self.put(look, log_start, found)
+        return found
+
     def put(self, look: Look | None, log_start: int, bounds: PartitionBounds) -> None:
         """Keep ``bounds``, read after ``look`` (with its last segment's stamp) and with the
         checkpointed ``log_start``, if the directory is watched or every stamp has settled;
@@ -161,6 +174,11 @@ class BoundsCache:
             self._entries.move_to_end(look.directory)
             while len(self._entries) > MAX_PARTITIONS:
                 self._entries.popitem(last=False)
+
+    def __reduce__(self) -> tuple[type[BoundsCache], tuple[()]]:
+        """Pickled (a Spark closure), a new empty cache without a watch: what it keeps is the
+        process's own."""
+        return (BoundsCache, ())
 
 
 def _settled(stamps: _Stamps, at_ns: int) -> bool:

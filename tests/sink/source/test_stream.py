@@ -16,6 +16,7 @@ from kafkatier.sink.source.datasource import register_data_source
 from kafkatier.sink.source.options import parse_options
 from kafkatier.sink.source.stream import StreamOffsets
 from kafkatier.storage.errors import CorruptRecordError
+from kafkatier.storage.log.dir_watch import DirectoryWatch
 from kafkatier.storage.log.directory import LogDirectory
 from kafkatier.storage.verify.paths import verify_paths
 
@@ -195,3 +196,37 @@ def test_each_trigger_reads_only_the_batches_appended_since_the_last(tmp_path: P
         assert offsets.latest({"s": {"0": 0}}, 100) == {"s": {"0": 46}}
         with pytest.raises(CorruptRecordError, match="invalid batch header"):
             StreamOffsets(opts).initial()
+
+
+@pytest.mark.skipif(DirectoryWatch.open() is None, reason="no inotify on this system")
+def test_a_trigger_with_nothing_new_reads_no_partition(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A streaming query keeps each partition's bounds while its folder is unchanged (the
+    kernel reports changes): a trigger with nothing new scans no partition, and one after an
+    append scans that partition only and sees the records at once."""
+    from kafkatier.sink.source import plan
+
+    scanned: list[int] = []
+    real = plan.scan_bounds
+    monkeypatch.setattr(
+        plan, "scan_bounds", lambda part, *a: scanned.append(part.partition) or real(part, *a)
+    )
+    w = Written(tmp_path / "logs")
+    with LogDirectory(w.path) as ld:
+        logs = [ld.get_or_create("s", p) for p in range(3)]
+        for log in logs:
+            append(w, log, 2)
+        opts = parse_options({"path": str(w.path), "subscribe": "s", "startingOffsets": "earliest"},
+                             streaming=True)  # fmt: skip
+        offsets = StreamOffsets(opts)
+        start = {"s": {"0": 0, "1": 0, "2": 0}}
+        assert offsets.initial() == start
+        assert sorted(scanned) == [0, 1, 2]
+        scanned.clear()
+        for _ in range(3):
+            assert offsets.latest(start, None) == {"s": {"0": 2, "1": 2, "2": 2}}
+        assert scanned == []
+        append(w, logs[1], 3)
+        assert offsets.latest(start, None) == {"s": {"0": 2, "1": 5, "2": 2}}
+        assert scanned == [1]
