@@ -213,6 +213,10 @@ def _hold_lock(directory: Path) -> int:
         os.close(fd)
         raise ConfigError(f"another process (pid {holder}) serves groups from this dir",
                           setting="offsets.log.dir", value=str(directory)) from None  # fmt: skip
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, f"{os.getpid()} kafkatier serve\n".encode(), 0)
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()} kafkatier serve\n".encode(), 0)
+    except BaseException:  # a full disk: the lock goes with the descriptor, or the next
+        os.close(fd)  # commit, once there is room, finds this process holding it
+        raise
     return fd

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from kafkatier.cli.main import main as kafkatier
 from kafkatier.serve.catalog import Catalog
 from kafkatier.serve.config import OFFSETS_DIR_NAME
@@ -49,5 +51,32 @@ def test_readers_skip_it_and_it_compacts(tmp_path: Path) -> None:
     try:
         assert store.committed("g") == {("t", 0): OffsetValue(49, -1, "", 49),
                                         ("t", 1): OffsetValue(49, -1, "", 49)}  # fmt: skip
+    finally:
+        store.close()
+
+
+def test_a_commit_that_failed_for_space_does_not_keep_the_dir_locked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first commit creates the offsets dir; when the disk is full then, the lock file's
+    write fails and the commit with it, and once there is room the next commit of the same
+    server succeeds (the failed one had kept the lock, so every later commit was refused as
+    "another process serves groups from this dir")."""
+    import errno
+    import os
+
+    store = OffsetStore(tmp_path / OFFSETS_DIR_NAME, 1)
+    real = os.pwrite
+
+    def full(fd: int, data: bytes, offset: int) -> int:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "pwrite", full)
+    try:
+        with pytest.raises(OSError, match="No space left"):
+            store.commit("g", [("t", 0, OffsetValue(1, -1, "", 1))])
+        monkeypatch.setattr(os, "pwrite", real)
+        store.commit("g", [("t", 0, OffsetValue(2, -1, "", 2))])
+        assert store.committed("g")[("t", 0)].offset == 2
     finally:
         store.close()
