@@ -161,15 +161,18 @@ def fetch(
             return FetchedPartition(found, out_of_range=True)
         bound = found.latest(committed)
         from_remote = remote is not None and offset < local.log_start
-        records: bytes | Span
-        if offset >= bound:  # nothing below the bound to send (a tailing consumer's poll)
-            records = b""
-        elif remote is not None and from_remote:
-            end = min(bound, local.log_start)
-            run = read_remote_run(remote, offset, end, max_bytes, min_one)
+        records: bytes | Span = b""
+        run: memoryview | None = None
+        if offset < bound and remote is not None and from_remote:
+            run = read_remote_run(remote, offset, min(bound, local.log_start), max_bytes, min_one)
             records = MemorySpan(run) if run else b""
-        else:
-            records = read_run(part, offset, bound, max_bytes, min_one, sources.tails)
+        if offset < bound and run is None:
+            # locally, or past what the remote copy still holds below the local segments
+            # (remote compaction emptied its last ones): the local batches after, as Kafka
+            # moves on to the next segment (answering nothing kept consumers there for ever)
+            from_remote = False
+            start = max(offset, local.log_start)
+            records = read_run(part, start, bound, max_bytes, min_one, sources.tails)
         aborted: tuple[AbortedTxn, ...] = ()
         try:
             if committed and records:

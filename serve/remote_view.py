@@ -89,12 +89,14 @@ class RemoteTier:
 
 def read_remote_run(
     remote: RemoteLogReader, offset: int, end: int, max_bytes: int, min_one: bool
-) -> memoryview:
+) -> memoryview | None:
     """Whole remote batches holding offsets in [offset, end), at most ``max_bytes`` (one more
     batch when ``min_one``), as stored: the first ranged GET's run, trimmed to batches at or
     after ``offset`` (the index places a read at or before it). A view of the run, not a copy:
     the response is written from it (``zero_copy.MemorySpan``); the headers are read only up
-    to the last batch sent."""
+    to the last batch sent. Empty where the first batch is larger than ``max_bytes`` and not
+    ``min_one``; None where no remote batch holds an offset in the range (compaction removed
+    every record from there on: the caller moves on to the next data, as Kafka does)."""
     for _key, _at, data in remote.byte_runs(offset, end):
         first = stop = -1
         for span in iter_batch_spans(data):  # byte_runs ends the data at the batch covering end - 1
@@ -110,4 +112,4 @@ def read_remote_run(
         if stop - first > max_bytes and not min_one:
             return memoryview(b"")
         return memoryview(data)[first:stop]
-    return memoryview(b"")
+    return None

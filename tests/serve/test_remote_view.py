@@ -5,6 +5,7 @@ read_committed skips the aborted transactions of remote segments too."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -175,3 +176,51 @@ def test_a_topic_only_the_remote_store_holds_is_served(
             as_bytes = msb.to_bytes(8, "big", signed=True) + lsb.to_bytes(8, "big", signed=True)
             assert as_bytes == bytes(uuid_from_str(ids[topic]))
     assert list(elsewhere.iterdir()) == []
+
+
+def test_a_consumer_moves_past_what_remote_compaction_removed(tmp_path: Path) -> None:
+    """A compacted tiered topic whose remote copy, once compacted, holds nothing after its
+    first records below the local segments (every later record there was a superseded value
+    of five hot keys): a consumer reading from offset 0 gets those records, then goes on to
+    the local ones (as Kafka moves on to the next segment) and reaches the end, instead of
+    being answered nothing at the same offset for ever."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from kafka import KafkaConsumer, TopicPartition
+
+    from kafkatier.cli.main import main
+    from kafkatier.tiering.config import TieringConfig
+    from kafkatier.tiering.sidecar.tierer import Tierer
+
+    keys = [b"unique-%03d" % i for i in range(100)] + [b"hot-%d" % (i % 5) for i in range(2900)]
+    values = [b"value-%05d-" % i + b"x" * 150 for i in range(3000)]
+    source = tmp_path / "in.parquet"
+    pq.write_table(pa.table({"key": pa.array(keys, pa.binary()),
+                             "value": pa.array(values, pa.binary())}), source)  # fmt: skip
+    logs = tmp_path / "logs"
+    settings = ["cleanup.policy=compact", "segment.bytes=8192", "remote.storage.enable=true",
+                "local.retention.bytes=16384", "min.cleanable.dirty.ratio=0.01"]  # fmt: skip
+    assert main(["produce", str(logs), "--topic", "c", "--input", str(source),
+                 *[a for s in settings for a in ("--config", s)]]) == 0  # fmt: skip
+    store = FsspecStore(f"file://{tmp_path / 'remote'}")
+    (tmp_path / "remote").mkdir()
+    config = TieringConfig(log_dirs=(logs,), remote_url=store.url)
+    assert Tierer(config, store).run_once().failures == 0
+    with ReadOnlyPartition(logs, "c", 0) as part:
+        local_start = part.bases[0]
+    assert local_start > 100
+    with serving(logs, remote__storage__url=store.url) as port:
+        consumer = KafkaConsumer(bootstrap_servers=f"127.0.0.1:{port}", group_id=None,
+                                 enable_auto_commit=False)  # fmt: skip
+        tp = TopicPartition("c", 0)
+        try:
+            consumer.assign([tp])
+            consumer.seek_to_beginning()
+            got: list[int] = []
+            deadline = time.monotonic() + 60
+            while consumer.position(tp) < 3000 and time.monotonic() < deadline:
+                got += [r.offset for r in consumer.poll(timeout_ms=500).get(tp, [])]
+        finally:
+            consumer.close()
+    assert got[:100] == list(range(100))  # the unique keys, from the remote copy
+    assert got[100:] == list(range(local_start, 3000))  # then every local record
