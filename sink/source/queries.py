@@ -74,5 +74,7 @@ def micro_batch_plan(
     ``stop`` was handed out (their ABORT markers cover it); partitions gone since are left out."""
     stop = {tp: e for tp, e in stop.items() if tp in bounds}
     starts = {tp: begin.get(tp, bounds[tp].log_start) for tp in stop}
+    if not opts.fail_on_data_loss:  # a partition that went back (stream.py): read on from there
+        stop = {tp: e for tp, e in stop.items() if e >= starts[tp]}
     tasks = read_tasks(opts, starts, stop, bounds)
     return input_partitions(opts, tasks, bounds, cores)

@@ -12,6 +12,7 @@ so a checkpoint written with one resumes with the other.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from kafkatier.sink.source.options import SourceOptions
@@ -26,11 +27,14 @@ from kafkatier.sink.source.plan import (
 )
 from kafkatier.sink.source.queries import micro_batch_plan
 from kafkatier.sink.source.task import ReadTask
+from kafkatier.storage.errors import OffsetOutOfRangeError
 from kafkatier.storage.log.bounds import PartitionBounds
 from kafkatier.storage.log.bounds_cache import BoundsCache
 from kafkatier.storage.log.dir_watch import DirectoryWatch
 from kafkatier.storage.log.readonly import TopicPartition
 from kafkatier.storage.log.tail_cache import TailCache
+
+logger = logging.getLogger(__name__)
 
 REMOTE_LISTING_MAX_AGE_S = 60.0
 """How long a streaming query reuses its listing of the remote store's partitions."""
@@ -65,7 +69,9 @@ class StreamOffsets:
         begin = from_json(start)
         bounds = self._survey()
         starts = {tp: begin.get(tp, b.log_start) for tp, b in bounds.items()}
-        ends = {tp: max(b.latest(self.opts.committed), starts[tp]) for tp, b in bounds.items()}
+        ends = {tp: b.latest(self.opts.committed) for tp, b in bounds.items()}
+        back = {tp: self._went_back(tp, starts[tp], e) for tp, e in ends.items() if e < starts[tp]}
+        ends = {tp: e for tp, e in ends.items() if tp not in back}
         if self._target is not None:
             ends = {
                 tp: max(min(e, self._target.get(tp, starts[tp])), starts[tp])
@@ -73,7 +79,23 @@ class StreamOffsets:
             }
         if max_rows is not None:
             ends = rate_limit(starts, ends, max_rows)
-        return to_json({**begin, **ends})
+        return to_json({**begin, **ends, **back})
+
+    def _went_back(self, tp: TopicPartition, start: int, end: int) -> int:
+        """A partition whose end is below the query's position (its topic deleted and created
+        again, its log cut back): Spark's Kafka source's data loss, an error under
+        ``failOnDataLoss`` (the default), else a warning and the new end as the partition's
+        next start, as Spark reads on."""
+        message = (f"{tp[0]}-{tp[1]}: its offset was changed from {start} to {end} (the "
+                   "topic deleted and created again, or its log cut back): some data may have "
+                   "been missed")  # fmt: skip
+        if self.opts.fail_on_data_loss:
+            raise OffsetOutOfRangeError(
+                f"{message}; set failOnDataLoss=false to read on from offset {end}",
+                file=self.opts.path,
+            )
+        logger.warning("%s; reading on from offset %d (failOnDataLoss=false)", message, end)
+        return end
 
     @property
     def default_max_rows(self) -> int | None:

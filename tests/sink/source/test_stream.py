@@ -15,7 +15,7 @@ from test_datasource import T0, Row, Written, append, end_txn, no_headers, rows_
 from kafkatier.sink.source.datasource import register_data_source
 from kafkatier.sink.source.options import parse_options
 from kafkatier.sink.source.stream import StreamOffsets
-from kafkatier.storage.errors import CorruptRecordError
+from kafkatier.storage.errors import CorruptRecordError, OffsetOutOfRangeError
 from kafkatier.storage.log.dir_watch import DirectoryWatch
 from kafkatier.storage.log.directory import LogDirectory
 from kafkatier.storage.verify.paths import verify_paths
@@ -230,3 +230,37 @@ def test_a_trigger_with_nothing_new_reads_no_partition(
         append(w, logs[1], 3)
         assert offsets.latest(start, None) == {"s": {"0": 2, "1": 5, "2": 2}}
         assert scanned == [1]
+
+
+@pytest.mark.parametrize("fail_on_data_loss", [True, False])
+def test_a_partition_whose_offsets_went_back_is_data_loss(
+    tmp_path: Path, fail_on_data_loss: bool
+) -> None:
+    """The topic deleted and created again under a running query (its offsets start over
+    below the query's position): as Spark's Kafka source, an error naming the partition under
+    failOnDataLoss (the default), else the query reads on from the partition's new end (the
+    micro-batch over the change reads nothing of it). It went on silently, reading nothing of
+    the new topic until its offsets passed the old position."""
+    import shutil
+
+    w = Written(tmp_path / "logs")
+    with LogDirectory(w.path) as ld:
+        append(w, ld.get_or_create("s", 0), 20)
+    options = {"path": str(w.path), "subscribe": "s", "startingOffsets": "earliest",
+               "failOnDataLoss": str(fail_on_data_loss).lower()}  # fmt: skip
+    offsets = StreamOffsets(parse_options(options, streaming=True))
+    assert offsets.latest({"s": {"0": 0}}, None) == {"s": {"0": 20}}
+    shutil.rmtree(w.path / "s-0")
+    with LogDirectory(w.path) as ld:
+        append(w, ld.get_or_create("s", 0), 5)
+    if fail_on_data_loss:
+        with pytest.raises(OffsetOutOfRangeError, match="s-0: its offset was changed from 20 to 5"):
+            offsets.latest({"s": {"0": 20}}, None)
+        return
+    assert offsets.latest({"s": {"0": 20}}, None) == {"s": {"0": 5}}
+    assert offsets.plan({"s": {"0": 20}}, {"s": {"0": 5}}) == []
+    with LogDirectory(w.path) as ld:
+        append(w, ld.get_or_create("s", 0), 3)
+    assert offsets.latest({"s": {"0": 5}}, None) == {"s": {"0": 8}}
+    [(task,)] = offsets.plan({"s": {"0": 5}}, {"s": {"0": 8}})
+    assert (task.start, task.end) == (5, 8)
