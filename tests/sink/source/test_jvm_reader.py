@@ -434,3 +434,21 @@ def test_the_active_segments_index_is_a_hint_while_it_is_written(
                 f.seek(at + 4)
                 f.write((at * 7 + 3).to_bytes(4, "big"))  # positions of no batch
         assert {s: rows_from(s) for s in starts} == intact
+
+
+def test_a_start_after_the_end_is_an_error_as_with_the_python_reader(
+    spark_jvm: Any, sample: Written
+) -> None:
+    """startingOffsets past a partition's end (or past endingOffsets) fails the query, as
+    Spark's Kafka source fails it ("starting offset ... is after the ending offset"), with
+    filters or without: the JVM reader's planning clamped the start to the end and read
+    nothing, without a word."""
+    starts = json.dumps({"other": {"0": 1000}})
+    for extra in ({}, {"endingOffsets": json.dumps({"other": {"0": 5}})}):
+        for source in ("kafkatier", "kafkatier_python"):
+            reader = spark_jvm.read.format(source).option("path", str(sample.path))
+            for name, value in {"subscribe": "other", "startingOffsets": starts, **extra}.items():
+                reader = reader.option(name, value)
+            for query in (reader.load(), reader.load().where("offset > 2")):
+                with pytest.raises(Exception, match="starting offset 1000 is after the ending"):
+                    query.count()
