@@ -110,6 +110,7 @@ from kafkatier.sink.stop import close_when_stopped
 from kafkatier.sink.txn import end_txn, open_txn_logs, split_by_decision, topic_partitions
 from kafkatier.sink.wal import remove_files, sync_files
 from kafkatier.storage import collector
+from kafkatier.storage.checkpoint.checkpoint_file import is_valid_topic_name
 from kafkatier.storage.config.topic_files import TopicConfigStore
 from kafkatier.storage.log.committed_all import Later
 from kafkatier.storage.log.directory import LogDirectory
@@ -151,13 +152,20 @@ class KafkaLogSink:
         self.partitions = partitions
         self.settings = SinkSettings(topic, partitions, Codec.parse(compression), compression_level)
         self.config = dict(config or {})
+        if topic is not None and not is_valid_topic_name(topic):
+            raise SinkSchemaError(
+                f"illegal Kafka topic name {topic!r}: at most 249 of the letters, digits, '.', "
+                "'_' and '-', and not '.' or '..' (Kafka's rule)", topic=topic,
+            )  # fmt: skip
         chosen = sink_id or topic
         if not chosen or "/" in chosen or chosen.startswith("."):
+            why = ("a sink routing by the 'topic' column needs sink_id='name'" if not chosen
+                   else f"the sink id{'' if sink_id else ' (the topic by default)'} may not "
+                   "start with '.'; fix: pass sink_id='name'")  # fmt: skip
             raise SinkSchemaError(
-                f"bad sink id {chosen!r}: a sink routing by the 'topic' column needs "
-                "sink_id='name' (no '/'); it names the producer and its bookkeeping file",
-                sink_id=chosen,
-            )
+                f"bad sink id {chosen!r}: {why} (no '/'); it names the producer and its "
+                "bookkeeping file", sink_id=chosen,
+            )  # fmt: skip
         if self.config and topic is None:
             raise SinkSchemaError("config= applies to one topic; fix: also pass topic=")
         self.sink_id = chosen

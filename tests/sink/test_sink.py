@@ -221,7 +221,15 @@ def test_topic_errors(spark: Any, tmp_path: Path) -> None:
         KafkaLogSink(tmp_path, sink_id="r", partitions=2)(df, 0)
     with pytest.raises(SinkSchemaError, match="needs sink_id"):
         KafkaLogSink(tmp_path, partitions=2)
+    for bad in ("orders/eu", "..", "x" * 250, "a b"):  # Kafka's rule, not the sink id's
+        with pytest.raises(SinkSchemaError, match=f"illegal Kafka topic name '{bad}'"):
+            KafkaLogSink(tmp_path, topic=bad, partitions=1)
+    with pytest.raises(SinkSchemaError, match=r"'\.hidden': the sink id \(the topic by default\) "
+                       r"may not start with '\.'; fix: pass sink_id="):  # fmt: skip
+        KafkaLogSink(tmp_path, topic=".hidden", partitions=1)
+    KafkaLogSink(tmp_path, topic=".hidden", partitions=1, sink_id="hidden")(df, 0)  # legal
     assert read_topic(tmp_path, "t").num_rows == 6
+    assert read_topic(tmp_path, ".hidden").num_rows == 3
 
 
 def test_failed_batch_is_aborted_and_the_next_one_commits(spark: Any, tmp_path: Path) -> None:
