@@ -238,6 +238,12 @@ def load_segments(
         except CorruptIndexError:
             needs_recovery.add(base)
         segments.append(segment)
+    if segments and segments[-1].base_offset not in needs_recovery:
+        active = segments[-1]
+        if not active.index_leads_to_end():
+            logger.warning("%s: its last entry does not lead to the last batch of %s; "
+                           "recovering the segment", active.offset_index.path, active.log_path)
+            needs_recovery.add(active.base_offset)
     return segments, needs_recovery
 
 
@@ -259,8 +265,15 @@ def recover_from(log: Log, first_base: int) -> None:
         truncated = recover_segment(segment, log.producer_state, log.leader_epoch_cache)
         log.snapshot_unsynced()  # Kafka: so later recoveries need not replay it again
         if truncated > 0:
-            for later in log.segments[position + 1 :]:
-                later.delete()
+            later = log.segments[position + 1 :]
+            logger.warning(  # as Kafka's broker does: what recovery cut is said, not silent
+                "%s: invalid bytes from position %d (offset %d) on, %d bytes: truncated%s",
+                segment.log_path, segment.size, segment.read_next_offset(), truncated,
+                f"; {len(later)} later segments deleted, from offset {later[0].base_offset}"
+                if later else "",
+            )  # fmt: skip
+            for one in later:
+                one.delete()
             del log.segments[position + 1 :]
             break
     end = log.active_segment.read_next_offset()

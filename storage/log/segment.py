@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kafkatier.storage import fsutil, wire
-from kafkatier.storage.errors import LogWriteError, StorageError
+from kafkatier.storage.errors import KafkaTierError, LogWriteError, StorageError
 from kafkatier.storage.file_budget import BudgetedFile, FileBudget, process_budget
 from kafkatier.storage.index.offset_index import OffsetIndex
 from kafkatier.storage.index.time_index import TimeIndex
@@ -436,6 +436,24 @@ class LogSegment:
         with self._file.use() as fd:  # the map keeps its own descriptor
             view = mmap.mmap(fd, stop, access=mmap.ACCESS_READ)
         yield from iter_batches(memoryview(view), position, stop, file=str(self.log_path))
+
+    def index_leads_to_end(self) -> bool:
+        """Whether the offset index's last entry points at a batch from which the batches run
+        to the end of the ``.log`` (a clean shutdown's active segment: the next offset is read
+        from there; an entry damaged while the clean-shutdown marker stayed led
+        :meth:`read_next_offset` to the base offset, and appends reused offsets)."""
+        if not self.offset_index.entries:
+            return True
+        _, position = self.offset_index.lookup(2**63 - 1)
+        if not 0 <= position < self.size:
+            return False
+        end = None
+        try:
+            for found in self.scan_headers(position):
+                end = found.position + found.size
+        except KafkaTierError:
+            return False
+        return end == self.size
 
     def read_next_offset(self) -> int:
         """The offset after the last batch (Kafka's ``readNextOffset``), or the base offset."""

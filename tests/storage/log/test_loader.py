@@ -143,6 +143,51 @@ def test_corrupt_batch_mid_log_truncates_there_and_drops_later_segments(tmp_path
     check_partition(recovered)
 
 
+def test_recovery_says_what_it_cut(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A truncation and the later segments it deletes are logged, naming the segment and the
+    offset, as Kafka's broker logs them (the commands reported nothing, and ``clean`` then
+    counted no record removed)."""
+    log, _ = populate(tmp_path)
+    crash(log)
+    stored = read_partition(log.directory)
+    victim = next(b for b in stored if b.segment == log.segments[1].base_offset and b.position)
+    flip_byte(seg_path(log, victim.segment, ".log"), victim.position + 40)
+    caplog.set_level("WARNING", logger="kafkatier.storage.log.loader")
+    reopen(log, clean=False, recovery_point=0)
+    [message] = [r.getMessage() for r in caplog.records]
+    assert str(seg_path(log, victim.segment, ".log")) in message
+    assert f"position {victim.position} (offset {victim.base_offset})" in message
+    assert f"later segments deleted, from offset {log.segments[2].base_offset}" in message
+
+
+@pytest.mark.parametrize("position", [2_000_000_000, -5, "inside a batch"])
+def test_a_damaged_last_index_entry_of_a_clean_log_is_recovered(
+    tmp_path: Path, position: int | str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The active segment's last offset-index entry pointing past the file, before it, or into
+    a batch, with the clean-shutdown marker left: the segment is recovered (its index rebuilt)
+    and the next append gets the next offset, not the segment's base offset again (which
+    reused offsets already in the log)."""
+    log, _ = populate(tmp_path)
+    while log.active_segment.offset_index.entries < 2:  # entries in the active segment's index
+        log.append(batch(2))
+    end = log.log_end_offset
+    log.close()
+    index = seg_path(log, log.segments[-1].base_offset, ".index")
+    data = bytearray(index.read_bytes())
+    assert len(data) >= 8
+    relative, real = struct.unpack(">ii", data[-8:])
+    bad = real + 7 if position == "inside a batch" else position
+    data[-8:] = struct.pack(">ii", relative, bad)
+    index.write_bytes(bytes(data))
+    caplog.set_level("WARNING", logger="kafkatier.storage.log.loader")
+    reopened = reopen(log, clean=True)
+    assert reopened.log_end_offset == end
+    assert reopened.append(batch(2)).first_offset == end
+    assert any(str(index) in r.getMessage() for r in caplog.records)
+    check_partition(reopened)
+
+
 def test_segments_below_the_recovery_point_are_not_rechecked(tmp_path: Path) -> None:
     log, _ = populate(tmp_path)
     crash(log)
