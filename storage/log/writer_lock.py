@@ -60,7 +60,8 @@ def _write_generation(path: Path) -> str:
 
 def read_generation(path: Path) -> str | None:
     try:
-        return (Path(path) / GENERATION_FILE).read_text("ascii").strip() or None
+        # damaged bytes read as a token no writer had: the next turn writes a fresh one
+        return (Path(path) / GENERATION_FILE).read_text("ascii", "replace").strip() or None
     except FileNotFoundError:
         return None
 

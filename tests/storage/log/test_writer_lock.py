@@ -87,3 +87,16 @@ def test_the_turn_files_keep_the_log_dir_valid(tmp_path: Path) -> None:
         assert turn.token
     assert (tmp_path / LOCK_FILE).exists() and (tmp_path / GENERATION_FILE).exists()
     assert verify_paths([tmp_path]) == []
+
+
+def test_a_damaged_generation_file_is_a_change_not_an_error(tmp_path: Path) -> None:
+    """Bytes that are no token (a damaged file) count as another writer's turn, so the next
+    writer reloads and writes a fresh token; every writer failed on them with an unexpected
+    UnicodeDecodeError naming no file."""
+    with writer_turn(tmp_path) as first:
+        mine = first.token
+    (tmp_path / GENERATION_FILE).write_bytes(b"\xff\xfe garbage \x00\n")
+    with writer_turn(tmp_path) as turn:
+        assert turn.changed_since(mine)
+        fresh = turn.token
+    assert read_generation(tmp_path) == fresh
