@@ -1,8 +1,10 @@
 """``kafkatier dump`` of a ``.log`` segment: its batches and, optionally, their records.
 
-As Kafka's DumpLogSegments, batches are read one at a time from a memory-mapped file, checked
-(CRC-32C for v2, kafka-format.md §1), and a torn or corrupt batch ends the file with a
-``problem`` item. v0/v1 messages report the v2-only fields as -1/false.
+As Kafka's DumpLogSegments, batches are read one at a time from a memory-mapped file and
+checked (CRC-32C for v2, kafka-format.md §1): a batch whose CRC fails is shown (``crcValid``
+false) with a ``problem`` item and the dump goes on with the next; a torn batch or one whose
+header does not parse ends the file with a ``problem`` item. v0/v1 messages report the v2-only
+fields as -1/false.
 """
 
 from __future__ import annotations
@@ -38,15 +40,14 @@ def dump_log(path: Path, records: bool, progress: Progress | None) -> Iterator[I
             position = batch.position
             valid = batch.is_valid()
             yield batch_item(batch, valid)
-            if not valid:
+            if not valid:  # its framing holds: the next batches are shown, as Kafka's tool does
                 yield problem(
                     file,
                     position,
                     f"corrupt batch: stored CRC {batch.crc} does not "
-                    f"match the computed {batch.compute_crc()}; rest of file skipped",
+                    f"match the computed {batch.compute_crc()}; its records not shown",
                 )
-                return
-            if records:
+            elif records:
                 yield from record_items(batch)
             position += batch.size_in_bytes
             if progress is not None:

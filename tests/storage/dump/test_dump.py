@@ -206,7 +206,10 @@ def test_torn_tail_is_reported_after_the_whole_batches(tmp_path: Path) -> None:
     assert items[-1]["position"] == positions[2] and "incomplete" in items[-1]["message"]
 
 
-def test_corrupt_batch_ends_its_file_but_not_the_dump(tmp_path: Path) -> None:
+def test_a_batch_failing_its_crc_is_shown_and_the_next_ones_too(tmp_path: Path) -> None:
+    """As Kafka's DumpLogSegments (``isvalid: false``): a batch whose CRC fails but whose
+    framing holds is reported, and the batches after it are shown (the dump stopped there,
+    hiding valid batches)."""
     log = tmp_path / "events-0" / segment_file_name(0, ".log")
     log.parent.mkdir()
     positions = _three_batches(log)
@@ -217,9 +220,11 @@ def test_corrupt_batch_ends_its_file_but_not_the_dump(tmp_path: Path) -> None:
     _three_batches(other)
     items = list(dump_paths([log.parent], records=True))
     first = items[: items.index(next(i for i in items if i["file"] == str(other)))]
-    assert [i["type"] for i in first] == ["file", "batch", "record", "record", "batch", "problem"]
+    assert [i["type"] for i in first] == ["file", "batch", "record", "record", "batch", "problem",
+                                          "batch", "record", "record"]  # fmt: skip
     assert first[4]["crcValid"] is False and first[5]["position"] == positions[1]
-    assert len(of_type(items, "batch")) == 2 + 3
+    assert first[6]["position"] == positions[2] and first[6]["crcValid"] is True
+    assert len(of_type(items, "batch")) == 3 + 3
 
 
 def test_unusable_paths(tmp_path: Path) -> None:
