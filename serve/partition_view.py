@@ -95,7 +95,8 @@ def _kept(
 def bounds(log_dir: Path, topic: str, partition: int, sources: Sources) -> PartitionBounds:
     """Log start (the remote one, if older), high watermark and last stable offset now."""
     local = local_bounds(log_dir, topic, partition, sources)
-    return _with_remote_start(local, sources.remote_reader(log_dir, topic, partition))
+    hint = _log_start_hint(log_dir, topic, partition, sources)
+    return _with_remote_start(local, sources.remote_reader(log_dir, topic, partition), hint)
 
 
 def local_log_start(log_dir: Path, topic: str, partition: int, sources: Sources) -> int:
@@ -130,11 +131,17 @@ def highest_tiered(log_dir: Path, topic: str, partition: int, sources: Sources) 
     return remote.segments[-1].end_offset if remote is not None and remote.segments else -1
 
 
-def _with_remote_start(found: PartitionBounds, remote: RemoteLogReader | None) -> PartitionBounds:
+def _with_remote_start(
+    found: PartitionBounds, remote: RemoteLogReader | None, hint: int
+) -> PartitionBounds:
+    """The local bounds with the remote copy's first offset as the log start where it is
+    older, but never below the checkpointed log start ``hint``: a DeleteRecords (or total
+    retention) that moved it holds at once, before the sidecar's next pass deletes the remote
+    segments below it (they were served until then)."""
     first = None if remote is None else remote.first_offset
-    if first is None or first >= found.log_start:
+    if first is None or max(first, hint) >= found.log_start:
         return found
-    return dataclasses.replace(found, log_start=first)
+    return dataclasses.replace(found, log_start=max(first, hint))
 
 
 def fetch(
@@ -148,7 +155,7 @@ def fetch(
     hint, directory, kept = _kept(log_dir, topic, partition, sources)
     remote = sources.remote_reader(log_dir, topic, partition)
     if kept is not None:
-        found = _with_remote_start(kept, remote)
+        found = _with_remote_start(kept, remote, hint)
         if offset < found.log_start or offset > found.high_watermark:
             return FetchedPartition(found, out_of_range=True)
         if offset >= found.latest(committed):
@@ -156,7 +163,7 @@ def fetch(
     look = None if kept is not None else sources.bounds.look(directory)
     with ReadOnlyPartition(log_dir, topic, partition, hint) as part:
         local = kept if kept is not None else _scan(part, look, hint, sources)
-        found = _with_remote_start(local, remote)
+        found = _with_remote_start(local, remote, hint)
         if offset < found.log_start or offset > found.high_watermark:
             return FetchedPartition(found, out_of_range=True)
         bound = found.latest(committed)

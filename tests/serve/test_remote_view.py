@@ -224,3 +224,40 @@ def test_a_consumer_moves_past_what_remote_compaction_removed(tmp_path: Path) ->
             consumer.close()
     assert got[:100] == list(range(100))  # the unique keys, from the remote copy
     assert got[100:] == list(range(local_start, 3000))  # then every local record
+
+
+def test_delete_records_holds_at_once_over_the_remote_copy(tmp_path: Path) -> None:
+    """DeleteRecords above the local log start of a tiered partition (the checkpointed log
+    start moved): earliest is the new start at once and offsets below it are out of range,
+    though the remote segments below it stay until the sidecar's next pass (they were served,
+    and earliest stayed at the remote start, until then)."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    from kafkatier.storage.cleaner.retention import delete_records
+    from kafkatier.storage.log.directory import LogDirectory
+
+    logs = tmp_path / "logs"
+    write_topics(logs)
+    store = FsspecStore(f"file://{tmp_path / 'remote'}")
+    (tmp_path / "remote").mkdir()
+    tier(logs, store)
+    with LogDirectory(logs) as ld:
+        log = ld.get("rt", 0)
+        assert log is not None
+        target = log.log_start_offset + 2
+        delete_records(log, target, persist_start=ld.checkpoint)
+    with serving(logs, remote__storage__url=store.url) as port:
+        consumer = KafkaConsumer(bootstrap_servers=f"127.0.0.1:{port}", group_id=None,
+                                 auto_offset_reset="earliest")  # fmt: skip
+        tp = TopicPartition("rt", 0)
+        try:
+            assert consumer.beginning_offsets([tp]) == {tp: target}
+            consumer.assign([tp])
+            consumer.seek(tp, 0)  # below the new start: reset to it (earliest)
+            records: list[Any] = []
+            deadline = time.monotonic() + 30
+            while not records and time.monotonic() < deadline:
+                records = consumer.poll(timeout_ms=500).get(tp, [])
+        finally:
+            consumer.close()
+    assert records and records[0].offset >= target
