@@ -190,7 +190,11 @@ class KafkaLogSink:
         self._load_buffers = LoadBuffers()  # the staging files' loads, reused by every batch
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
-        self.log_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self.log_dir.mkdir(parents=True, exist_ok=True)
+        except (FileExistsError, NotADirectoryError):  # a file where the log dir would be
+            raise SinkSchemaError(f"log dir {self.log_dir} is not a directory (a file is at "
+                                  "that path or above it)", log_dir=str(self.log_dir)) from None
         with (
             collector.paused(),  # every partition's check and append allocate a few objects
             self._turns,

@@ -228,6 +228,10 @@ def test_topic_errors(spark: Any, tmp_path: Path) -> None:
                        r"may not start with '\.'; fix: pass sink_id="):  # fmt: skip
         KafkaLogSink(tmp_path, topic=".hidden", partitions=1)
     KafkaLogSink(tmp_path, topic=".hidden", partitions=1, sink_id="hidden")(df, 0)  # legal
+    (tmp_path / "a-file").write_text("x")
+    for where in (tmp_path / "a-file", tmp_path / "a-file" / "logs"):
+        with pytest.raises(SinkSchemaError, match=f"log dir {where} is not a directory"):
+            KafkaLogSink(where, topic="t", partitions=1)(df, 0)
     assert read_topic(tmp_path, "t").num_rows == 6
     assert read_topic(tmp_path, ".hidden").num_rows == 3
 
