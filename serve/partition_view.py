@@ -137,11 +137,16 @@ def _with_remote_start(
     """The local bounds with the remote copy's first offset as the log start where it is
     older, but never below the checkpointed log start ``hint``: a DeleteRecords (or total
     retention) that moved it holds at once, before the sidecar's next pass deletes the remote
-    segments below it (they were served until then)."""
+    segments below it (they were served until then). A checkpointed start at the local end is
+    an empty local log's (a topic only the store holds, mirrored: ``remote_topics``), not a
+    moved log start."""
     first = None if remote is None else remote.first_offset
-    if first is None or max(first, hint) >= found.log_start:
+    if first is None:
         return found
-    return dataclasses.replace(found, log_start=max(first, hint))
+    start = max(first, hint) if hint < found.high_watermark else first
+    if start >= found.log_start:
+        return found
+    return dataclasses.replace(found, log_start=start)
 
 
 def fetch(

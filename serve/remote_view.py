@@ -10,9 +10,11 @@ uploads or remote retention deletes show within seconds. At most :data:`MAX_READ
 kept (least recently used dropped). Everything here blocks on the store: the thread pool runs it.
 
 A store that cannot be read (unreachable, refused, a manifest that does not parse) is logged
-once per partition and :data:`REFRESH_S`, and the partition is served from its local segments
-alone meanwhile: local reads never wait on S3, and offsets only the remote copy holds are
-then out of range.
+once per partition and :data:`REFRESH_S`, and local reads never wait on it. Where the sidecar
+left its copy of the partition's manifest (``kafkatier-remote-manifest``), that copy gives the
+log start and the remote range meanwhile, and a fetch of an offset only the store holds gets
+KAFKA_STORAGE_ERROR, which clients retry, as Kafka's broker keeps its log start when remote
+storage fails; without one the partition is served from its local segments alone.
 """
 
 from __future__ import annotations
@@ -23,6 +25,11 @@ import time
 from collections import OrderedDict
 from pathlib import Path
 
+from kafkatier.storage.checkpoint.metadata import partition_dir_name
+from kafkatier.storage.errors import KafkaTierError
+from kafkatier.tiering.metadata.identity import RemotePartition, topic_id_of
+from kafkatier.tiering.metadata.manifest import PartitionManifest
+from kafkatier.tiering.metadata.manifest_store import copied_manifest
 from kafkatier.tiering.read.chunk_cache import ChunkCache
 from kafkatier.tiering.read.incarnation import incarnation_of
 from kafkatier.tiering.read.remote_reader import RemoteLogReader, iter_batch_spans
@@ -37,6 +44,7 @@ READ_AHEAD_THREADS = 4
 """GETs of the chunk after the one a consumer reads, in flight at once (chunk_cache.py)."""
 log = logging.getLogger("kafkatier.serve")
 HINT = "serve from a log dir that holds the topic"
+RemoteView = tuple[RemotePartition, PartitionManifest]
 
 
 class RemoteTier:
@@ -77,14 +85,32 @@ class RemoteTier:
     def _load(self, log_dir: Path, topic: str, partition: int) -> RemoteLogReader | None:
         try:
             rp, manifest = incarnation_of(self.store, log_dir, topic, partition, hint=HINT)
-            fresh = RemoteLogReader(self.store, rp, manifest=manifest,
-                                    chunk_bytes=CHUNK_BYTES, chunks=self.chunks)  # fmt: skip
         except Exception as exc:  # any store failure: serve the local segments meanwhile
-            log.warning("remote store %s unreadable for %s-%d, serving local segments only: "
-                        "%s: %s", self.store.url, topic, partition, type(exc).__name__,
-                        exc)  # fmt: skip
-            return None
+            found = _copied(log_dir, topic, partition)
+            log.warning("remote store %s unreadable for %s-%d, %s: %s: %s", self.store.url,
+                        topic, partition, "serving local segments only" if found is None else
+                        "offsets below the local segments answer KAFKA_STORAGE_ERROR until it "
+                        "is back", type(exc).__name__, exc)  # fmt: skip
+            if found is None:
+                return None
+            rp, manifest = found
+        fresh = RemoteLogReader(self.store, rp, manifest=manifest,
+                                chunk_bytes=CHUNK_BYTES, chunks=self.chunks)  # fmt: skip
         return fresh if fresh.segments else None
+
+
+def _copied(log_dir: Path, topic: str, partition: int) -> RemoteView | None:
+    """The manifest the sidecar last saw, from its copy in the partition directory: with the
+    store unreachable, the partition's log start and remote range are still known, so offsets
+    only the store holds fail retriably (a reading of them fails) instead of being out of
+    range, which sent consumers with ``auto.offset.reset=earliest`` past them for good."""
+    directory = Path(log_dir) / partition_dir_name(topic, partition)
+    if not directory.is_dir():
+        return None
+    try:
+        return copied_manifest(directory, topic, partition, topic_id_of(directory))
+    except (OSError, KafkaTierError):
+        return None
 
 
 def read_remote_run(

@@ -85,32 +85,67 @@ def tiered_bounds(port: int, logs: Path) -> dict[int, tuple[int, int]]:
     return {tp.partition: (local[tp].offset, tiered[tp].offset) for tp in tps}
 
 
+@pytest.mark.parametrize("copy", [True, False], ids=["manifest copy", "no copy"])
 def test_an_unreadable_store_leaves_the_local_segments_served(
-    tmp_path: Path, serve: Any, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, serve: Any, caplog: pytest.LogCaptureFixture, copy: bool
 ) -> None:
     """A remote store that cannot be read (no credentials, an endpoint refusing connections):
-    one warning per partition, and consumers replay what is still local (from the local log
-    start) instead of failing."""
+    one warning per partition, and the local segments are served. Where the sidecar left its
+    copy of the manifest in the partition directory, the log start stays the remote one and a
+    fetch of an offset only the store holds gets KAFKA_STORAGE_ERROR, which clients retry (the
+    log start was the local one and such a fetch out of range: consumers resetting to earliest
+    skipped the remote records for good); without a copy, the local log start."""
     import logging
 
     from kafka import KafkaConsumer, TopicPartition
+    from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
+    from serve_clients import raw_socket
+    from test_connection import read_frame
+
+    from kafkatier.tiering.metadata.manifest_copy import COPY_NAME
 
     caplog.set_level(logging.WARNING, logger="kafkatier.serve")
     logs = tmp_path / "logs"
     write_topics(logs)
     (tmp_path / "remote").mkdir()
     tier(logs, FsspecStore(f"file://{tmp_path / 'remote'}"))
+    assert (logs / "rt-0" / COPY_NAME).exists()  # the sidecar's
+    if not copy:
+        (logs / "rt-0" / COPY_NAME).unlink()
     local = [r for r in disk_rows(logs, "rt") if r[1] == 0]
+    part = FetchRequest.FetchTopic.FetchPartition
+    fetch = FetchRequest(version=12, replica_id=-1, max_wait_ms=0, min_bytes=1,
+                         max_bytes=1 << 20, isolation_level=0, session_id=0, session_epoch=-1,
+                         topics=[FetchRequest.FetchTopic(topic="rt", partitions=[
+                             part(partition=0, current_leader_epoch=-1, fetch_offset=0,
+                                  log_start_offset=-1, partition_max_bytes=1 << 20)])],
+                         forgotten_topics_data=[], rack_id="")  # fmt: skip
+    fetch.with_header(correlation_id=7)
     with serve(logs, remote__storage__url="s3://nowhere/x",
                remote__storage__s3__endpoint__url="http://127.0.0.1:9",
                remote__storage__s3__max__attempts="1") as port:  # fmt: skip
-        assert kafka_python_rows(port, {"rt": 1}, False) == local
         c = KafkaConsumer(bootstrap_servers=f"127.0.0.1:{port}", group_id=None)
         try:
             tp = TopicPartition("rt", 0)
-            assert c.beginning_offsets([tp]) == {tp: local[0][2]} and local[0][2] > 0
+            assert c.beginning_offsets([tp]) == {tp: 0 if copy else local[0][2]}
         finally:
             c.close()
+        with raw_socket(port) as sock:
+            sock.sendall(bytes(fetch.encode(version=12, header=True, framed=True)))
+            answer = FetchResponse.decode(read_frame(sock), version=12, header=True)
+        error = answer.responses[0].partitions[0].error_code
+        assert error == (56 if copy else 1)  # KAFKA_STORAGE_ERROR, else OFFSET_OUT_OF_RANGE
+        c = KafkaConsumer(bootstrap_servers=f"127.0.0.1:{port}", group_id=None)
+        try:  # what is local is read as ever
+            c.assign([tp])
+            c.seek(tp, local[0][2])
+            got: list[int] = []
+            deadline = time.monotonic() + 30
+            while len(got) < len(local) and time.monotonic() < deadline:
+                got += [r.offset for r in c.poll(timeout_ms=500).get(tp, [])]
+        finally:
+            c.close()
+        assert got == [r[2] for r in local]
     warnings = [r for r in caplog.records if "unreadable for rt-0" in r.getMessage()]
     assert 1 <= len(warnings) <= 2, caplog.text
 

@@ -21,6 +21,7 @@ import threading
 import time
 from collections.abc import Callable, Collection
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 from kafkatier.storage.checkpoint.metadata import parse_partition_dir_name
 from kafkatier.tiering.errors import PreconditionFailedError, TieringError, TopicIdMismatchError
@@ -30,7 +31,7 @@ from kafkatier.tiering.metadata.identity import (
     parse_topic_folder,
 )
 from kafkatier.tiering.metadata.manifest import PartitionManifest, manifest_key
-from kafkatier.tiering.metadata.manifest_copy import COPY_NAME, ManifestCopies
+from kafkatier.tiering.metadata.manifest_copy import COPY_NAME, ManifestCopies, read_copy
 from kafkatier.tiering.store.object_store import ObjectStore
 
 _HEAD_WORKERS = 8
@@ -274,3 +275,20 @@ def check_identity(manifest: PartitionManifest, rp: RemotePartition, key: str) -
             f"the manifest is of topic id {manifest.topic_id}, not {rp.topic_id} "
             f"({rp.topic}-{rp.partition} was deleted and created again?)", key=key,
         )  # fmt: skip
+
+
+def copied_manifest(
+    directory: Path, topic: str, partition: int, topic_id: str
+) -> tuple[RemotePartition, PartitionManifest] | None:
+    """The manifest copy kept in ``directory`` (manifest_copy.py), if there is a usable one."""
+    rp = RemotePartition.of(topic, partition, topic_id)
+    if rp.legacy:
+        return None
+    key = manifest_key(rp)
+    found = read_copy(directory, key)
+    if found is None:
+        return None
+    try:
+        return rp, checked_manifest(found[0], rp, key)
+    except TieringError:
+        return None  # not what the store would hold for this partition: ask the store

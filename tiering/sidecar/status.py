@@ -21,15 +21,13 @@ from kafkatier.storage.config.topic_files import TopicConfigStore
 from kafkatier.storage.log.readonly import ReadOnlyPartition, checkpointed_log_starts
 from kafkatier.tiering.cleaner.stale import stale
 from kafkatier.tiering.config import TieringConfig
-from kafkatier.tiering.errors import TieringError
 from kafkatier.tiering.metadata.identity import RemotePartition, topic_id_of
 from kafkatier.tiering.metadata.local import LocalPartition, local_partitions
-from kafkatier.tiering.metadata.manifest import PartitionManifest, manifest_key
-from kafkatier.tiering.metadata.manifest_copy import read_copy
+from kafkatier.tiering.metadata.manifest import PartitionManifest
 from kafkatier.tiering.metadata.manifest_store import (
     ManifestCache,
     ManifestStore,
-    checked_manifest,
+    copied_manifest,
 )
 from kafkatier.tiering.store.object_store import ObjectStore
 
@@ -96,23 +94,6 @@ def partition_status(part: LocalPartition | None, store: ObjectStore, rp: Remote
 
 
 RemoteView = tuple[RemotePartition, PartitionManifest]
-
-
-def copied_manifest(
-    directory: Path, topic: str, partition: int, topic_id: str
-) -> RemoteView | None:
-    """The manifest copy kept in ``directory`` (manifest_copy.py), if there is a usable one."""
-    rp = RemotePartition.of(topic, partition, topic_id)
-    if rp.legacy:
-        return None
-    key = manifest_key(rp)
-    found = read_copy(directory, key)
-    if found is None:
-        return None
-    try:
-        return rp, checked_manifest(found[0], rp, key)
-    except TieringError:
-        return None  # not what the store would hold for this partition: ask the store
 
 
 def summary_status(
