@@ -20,6 +20,7 @@ from serve_clients import (
     SARAMA_MISSING,
     aiokafka_rows,
     confluent_rows,
+    fetch_one,
     java_command,
     java_rows,
     kafka_python_rows,
@@ -211,8 +212,6 @@ def test_an_idle_long_poll_reads_each_partition_once(
     the kernel reports folder changes (inotify), the wait does not look at the partition
     either: it sleeps until a change (looking every 50 ms cost an idle consumer of 1,024
     partitions a tenth of a core)."""
-    from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
-    from test_connection import read_frame
 
     from kafkatier.serve import partition_view
     from kafkatier.storage.log.dir_watch import DirectoryWatch
@@ -225,24 +224,14 @@ def test_an_idle_long_poll_reads_each_partition_once(
     real_token = partition_view.change_token
     monkeypatch.setattr(partition_view, "change_token",
                         lambda *args: looks.append(args[2]) or real_token(*args))  # fmt: skip
-    part = FetchRequest.FetchTopic.FetchPartition
-    fetch = FetchRequest(version=12, replica_id=-1, max_wait_ms=400, min_bytes=1,
-                         max_bytes=1 << 20, isolation_level=0, session_id=0, session_epoch=-1,
-                         topics=[FetchRequest.FetchTopic(topic="tail", partitions=[
-                             part(partition=0, current_leader_epoch=-1, fetch_offset=1,
-                                  log_start_offset=-1, partition_max_bytes=1 << 20)])],
-                         forgotten_topics_data=[], rack_id="")  # fmt: skip
-    fetch.with_header(correlation_id=5)
     with (
         tail_partition(tmp_path / "logs", b"first"),
         serve(tmp_path / "logs") as port,
         raw_socket(port) as sock,
     ):
         start = time.monotonic()
-        sock.sendall(bytes(fetch.encode(version=12, header=True, framed=True)))
-        answer = FetchResponse.decode(read_frame(sock), version=12, header=True)
+        got = fetch_one(sock, "tail", 1, max_wait_ms=400)
         took = time.monotonic() - start
-    got = answer.responses[0].partitions[0]
     assert (got.error_code, got.high_watermark, got.records or b"") == (0, 1, b"")
     assert took >= 0.4  # it waited for records
     assert reads == [1]  # read once, at the offset asked for
