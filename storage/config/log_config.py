@@ -32,6 +32,12 @@ _KEY_ALIASES: Final = {
 }
 
 
+_REPLICA_LIST: Final = {  # Kafka's ThrottledReplicaListValidator
+    "items": r"([0-9]+:[0-9]+)?",
+    "items_text": "the literal '*' or a list of replicas as [partitionId]:[brokerId],...",
+}
+
+
 @dataclass(frozen=True)
 class LogConfig:
     """Per-partition settings: Kafka's topic configs plus the broker settings a log dir needs.
@@ -92,10 +98,10 @@ class LogConfig:
         "unclean.leader.election.enable", False, "boolean"
     )
     leader_replication_throttled_replicas: tuple[str, ...] = setting(
-        "leader.replication.throttled.replicas", (), "list"
+        "leader.replication.throttled.replicas", (), "list", **_REPLICA_LIST
     )
     follower_replication_throttled_replicas: tuple[str, ...] = setting(
-        "follower.replication.throttled.replicas", (), "list"
+        "follower.replication.throttled.replicas", (), "list", **_REPLICA_LIST
     )
     preallocate: bool = setting("preallocate", False, "boolean")
     local_retention_ms: int = setting("local.retention.ms", -2, "long", low=-2)

@@ -35,6 +35,10 @@ class Spec:
     choices: tuple[str, ...] = ()
     aliases: tuple[tuple[str, str], ...] = ()
     optional: bool = False
+    items: str = ""
+    """A list's items must match this pattern, unless the list is the single "*" (Kafka's
+    ``ThrottledReplicaListValidator``); ``items_text`` says so."""
+    items_text: str = ""
 
     def parse(self, text: str) -> Any:
         """Kafka's ``ConfigDef.parseType`` on trimmed text; ValueError says what was expected."""
@@ -74,6 +78,9 @@ class Spec:
             bad = [item for item in items if self.choices and item not in self.choices]
             if bad:
                 return f"{', '.join(map(repr, bad))} is not one of {', '.join(self.choices)}"
+            matched = all(re.fullmatch(self.items, item, re.ASCII) for item in items)
+            if self.items and items != ("*",) and not matched:
+                return "an entry is not as the valid values say"
             return "duplicate entries" if len(set(items)) != len(items) else None
         if isinstance(value, bool) or not isinstance(value, int | float):
             return "expected a number"
@@ -94,6 +101,8 @@ class Spec:
         """The valid values, in the style of Kafka's documentation (``[1,...,9] or -1``)."""
         if self.kind == "boolean":
             return "true or false"
+        if self.kind == "list" and self.items_text:
+            return self.items_text
         if self.kind == "list" and not self.choices:
             return "a comma-separated list"
         if self.kind in ("choice", "list"):

@@ -339,6 +339,10 @@ def test_kafkas_replication_settings_are_accepted_as_a_cluster_has_them() -> Non
     assert config.min_insync_replicas == 2 and config.unclean_leader_election_enable
     assert config.follower_replication_throttled_replicas == ("0:1", "1:0")
     assert {k: v for k, v in config.to_properties().items() if k in given} == given
-    for key, bad in (("min.insync.replicas", "0"), ("preallocate", "maybe")):
+    throttled = "leader.replication.throttled.replicas"
+    for key, bad in (("min.insync.replicas", "0"), ("preallocate", "maybe"), (throttled, "any"),
+                     (throttled, "0:1,*"), (throttled, "0:x"), (throttled, "0-1")):  # fmt: skip
         with pytest.raises(ConfigError, match=key):
             LogConfig.from_properties({key: bad}, source="test")
+    for good in ("*", "0:1", "0:1,", " 0:1 , 12:345 "):  # Kafka's ThrottledReplicaListValidator
+        LogConfig.from_properties({throttled: good}, source="test")
