@@ -50,7 +50,7 @@ class StreamOffsets:
         self._target: Offsets | None = None  # Trigger.AvailableNow's end, once prepared
         self._tails = TailCache()  # the last segments' headers, extended trigger by trigger
         # each partition's bounds while its folder is unchanged (the kernel's word, inotify)
-        self._kept = BoundsCache(watch=DirectoryWatch.open())
+        self._kept = BoundsCache(watch=DirectoryWatch.shared())
 
     def _survey(self) -> dict[TopicPartition, PartitionBounds]:
         """Bounds of every subscribed partition on disk now, kept for :meth:`plan`: its ABORT

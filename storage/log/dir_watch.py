@@ -62,6 +62,8 @@ WATCHED: Final = (IN_MODIFY | IN_MOVED_FROM | IN_MOVED_TO | IN_CREATE | IN_DELET
 or the directory itself removed or renamed."""
 
 _EVENT: Final = struct.Struct("iIII")  # wd, mask, cookie, len (then len bytes of name)
+_SHARED: tuple[int, DirectoryWatch | None] | None = None  # (the process that made it, it)
+_SHARED_LOCK = threading.Lock()
 _READ_BYTES: Final = 64 * 1024
 
 
@@ -82,6 +84,18 @@ class DirectoryWatch:
         self.on_change: Callable[[], None] | None = None
         """Called (in whichever thread read them) after events changed any generation: a
         waiter on changes (``kafkatier serve``'s long polls) learns of them without looking."""
+
+    @classmethod
+    def shared(cls) -> DirectoryWatch | None:
+        """One watch for the whole process (made at the first call; a forked child makes its
+        own, since a descriptor shared with the parent would split the events between them):
+        readers that keep bounds (each streaming query) share it, as a user's inotify
+        instances are few (``fs.inotify.max_user_instances``, 128 by default)."""
+        global _SHARED
+        with _SHARED_LOCK:
+            if _SHARED is None or _SHARED[0] != os.getpid():
+                _SHARED = (os.getpid(), cls.open())
+            return _SHARED[1]
 
     @classmethod
     def open(cls) -> DirectoryWatch | None:

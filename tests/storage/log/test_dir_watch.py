@@ -83,3 +83,22 @@ def test_changes_are_told_and_an_overflow_moves_every_generation(tmp_path: Path,
     now = [watch.generation(str(f)) for f in folders]
     assert all(n not in (a, None) for n, a in zip(now, after, strict=True))
     assert watch.overflows == 1
+
+
+def test_one_shared_watch_a_process_and_a_forked_child_gets_its_own() -> None:
+    """Readers share one watch (a user's inotify instances are few); a forked child must not
+    read its parent's events, so it makes its own."""
+    shared = DirectoryWatch.shared()
+    assert shared is not None and DirectoryWatch.shared() is shared
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # the child: report whether it got another watch, then leave at once
+        mine = DirectoryWatch.shared()
+        os.write(write, b"1" if mine is not None and mine is not shared else b"0")
+        os._exit(0)
+    os.close(write)
+    try:
+        assert os.read(read, 1) == b"1"
+    finally:
+        os.close(read)
+        os.waitpid(child, 0)
