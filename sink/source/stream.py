@@ -51,6 +51,7 @@ class StreamOffsets:
         self._tails = TailCache()  # the last segments' headers, extended trigger by trigger
         # each partition's bounds while its folder is unchanged (the kernel's word, inotify)
         self._kept = BoundsCache(watch=DirectoryWatch.shared())
+        self._reported_gone: set[TopicPartition] = set()  # warned of (failOnDataLoss=false)
 
     def _survey(self) -> dict[TopicPartition, PartitionBounds]:
         """Bounds of every subscribed partition on disk now, kept for :meth:`plan`: its ABORT
@@ -68,6 +69,7 @@ class StreamOffsets:
         most ``max_rows`` records past ``start`` in all (None: no limit)."""
         begin = from_json(start)
         bounds = self._survey()
+        self._gone(sorted(tp for tp in begin if tp not in bounds))
         starts = {tp: begin.get(tp, b.log_start) for tp, b in bounds.items()}
         ends = {tp: b.latest(self.opts.committed) for tp, b in bounds.items()}
         back = {tp: self._went_back(tp, starts[tp], e) for tp, e in ends.items() if e < starts[tp]}
@@ -80,6 +82,22 @@ class StreamOffsets:
         if max_rows is not None:
             ends = rate_limit(starts, ends, max_rows)
         return to_json({**begin, **ends, **back})
+
+    def _gone(self, gone: list[TopicPartition]) -> None:
+        """Partitions the query read that are no longer on disk (their topic deleted): Spark's
+        Kafka source's data loss, an error under ``failOnDataLoss``, else one warning each (the
+        query reads on without them)."""
+        new = [tp for tp in gone if tp not in self._reported_gone]
+        if not new:
+            return
+        names = ", ".join(f"{t}-{p}" for t, p in new)
+        message = (f"partitions {names} are gone (their topic deleted?): some data may have "
+                   "been missed")
+        if self.opts.fail_on_data_loss:
+            raise OffsetOutOfRangeError(f"{message}; set failOnDataLoss=false to read on without "
+                                        "them", file=self.opts.path)  # fmt: skip
+        logger.warning("%s; reading on without them (failOnDataLoss=false)", message)
+        self._reported_gone.update(new)
 
     def _went_back(self, tp: TopicPartition, start: int, end: int) -> int:
         """A partition whose end is below the query's position (its topic deleted and created

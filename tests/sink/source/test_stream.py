@@ -264,3 +264,34 @@ def test_a_partition_whose_offsets_went_back_is_data_loss(
     assert offsets.latest({"s": {"0": 5}}, None) == {"s": {"0": 8}}
     [(task,)] = offsets.plan({"s": {"0": 5}}, {"s": {"0": 8}})
     assert (task.start, task.end) == (5, 8)
+
+
+@pytest.mark.parametrize("fail_on_data_loss", [True, False])
+def test_a_partition_gone_under_a_running_query_is_data_loss(
+    tmp_path: Path, fail_on_data_loss: bool
+) -> None:
+    """A partition the query read deleted from the log dir (its topic deleted): as Spark's
+    Kafka source, an error naming it under failOnDataLoss, else one warning and the query
+    reads on with the partitions left (it went on without a word)."""
+    import shutil
+
+    w = Written(tmp_path / "logs")
+    with LogDirectory(w.path) as ld:
+        for p in range(2):
+            append(w, ld.get_or_create("s", p), 4)
+    options = {"path": str(w.path), "subscribe": "s", "startingOffsets": "earliest",
+               "failOnDataLoss": str(fail_on_data_loss).lower()}  # fmt: skip
+    offsets = StreamOffsets(parse_options(options, streaming=True))
+    assert offsets.latest({"s": {"0": 0, "1": 0}}, None) == {"s": {"0": 4, "1": 4}}
+    shutil.rmtree(w.path / "s-1")
+    position = {"s": {"0": 4, "1": 4}}
+    if fail_on_data_loss:
+        with pytest.raises(OffsetOutOfRangeError, match="partitions s-1 are gone"):
+            offsets.latest(position, None)
+        return
+    with LogDirectory(w.path) as ld:
+        append(w, ld.get_or_create("s", 0), 2)
+    assert offsets.latest(position, None) == {"s": {"0": 6, "1": 4}}
+    assert [(t.partition, t.start, t.end) for (t,) in offsets.plan(position, {"s": {"0": 6}})] == [
+        (0, 4, 6)
+    ]
