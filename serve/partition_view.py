@@ -82,20 +82,24 @@ def _log_start_hint(log_dir: Path, topic: str, partition: int, sources: Sources)
     return sources.log_starts.get(log_dir).get((topic, partition), 0)
 
 
+def folder(log_dir: Path, topic: str, partition: int) -> str:
+    """The partition's directory, as the bounds cache and its watch know it."""
+    return os.path.join(log_dir, f"{topic}-{partition}")
+
+
 def _kept(
     log_dir: Path, topic: str, partition: int, sources: Sources
 ) -> tuple[int, str, PartitionBounds | None]:
     """The partition's checkpointed log start, its directory, and its local bounds kept from
     an earlier look if its files are unchanged (``sources.bounds``)."""
     hint = _log_start_hint(log_dir, topic, partition, sources)
-    directory = os.path.join(log_dir, f"{topic}-{partition}")
+    directory = folder(log_dir, topic, partition)
     return hint, directory, sources.bounds.get(directory, hint)
 
 
 def bounds(log_dir: Path, topic: str, partition: int, sources: Sources) -> PartitionBounds:
     """Log start (the remote one, if older), high watermark and last stable offset now."""
-    local = local_bounds(log_dir, topic, partition, sources)
-    hint = _log_start_hint(log_dir, topic, partition, sources)
+    hint, local = _local(log_dir, topic, partition, sources)
     return _with_remote_start(local, sources.remote_reader(log_dir, topic, partition), hint)
 
 
@@ -107,12 +111,19 @@ def local_log_start(log_dir: Path, topic: str, partition: int, sources: Sources)
 def local_bounds(log_dir: Path, topic: str, partition: int, sources: Sources) -> PartitionBounds:
     """The local files' bounds: kept from an earlier look while the files are unchanged
     (``sources.bounds``), else read."""
+    return _local(log_dir, topic, partition, sources)[1]
+
+
+def _local(
+    log_dir: Path, topic: str, partition: int, sources: Sources
+) -> tuple[int, PartitionBounds]:
+    """:func:`local_bounds`, with the checkpointed log start it was read with."""
     hint, directory, found = _kept(log_dir, topic, partition, sources)
     if found is None:
         look = sources.bounds.look(directory)
         with ReadOnlyPartition(log_dir, topic, partition, hint) as part:
             found = _scan(part, look, hint, sources)
-    return found
+    return hint, found
 
 
 def _scan(
@@ -318,7 +329,7 @@ def change_token(log_dir: Path, topic: str, partition: int, sources: Sources) ->
     stamps of its kept bounds where they have settled (``BoundsCache.token``: two ``stat``
     calls), else its segment bases and the last ``.log``'s size (a ``listdir`` and a
     ``stat``)."""
-    path = os.path.join(log_dir, f"{topic}-{partition}")
+    path = folder(log_dir, topic, partition)
     kept = sources.bounds.token(path)
     if kept is not None:
         return kept

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -172,7 +171,7 @@ async def _woken(
 
 def _all_watched(wanted: list[Wanted], sources: Sources) -> bool:
     return all(
-        sources.bounds.watched(os.path.join(w.log_dir, f"{w.topic.name}-{w.partition}"))
+        sources.bounds.watched(partition_view.folder(w.log_dir, w.topic.name, w.partition))
         for w in wanted
         if w.log_dir is not None and w.topic is not None
     )
