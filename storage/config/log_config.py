@@ -18,6 +18,7 @@ from kafkatier.storage.errors import ConfigError
 from kafkatier.storage.wire import (
     DEFAULT_MAX_MESSAGE_BYTES,
     MIN_LEGACY_RECORD_SIZE,
+    TIME_INDEX_ENTRY,
     Codec,
     TimestampType,
 )
@@ -269,6 +270,10 @@ def _check_combination(cfg: LogConfig, source: str) -> None:
     if cfg.min_compaction_lag_ms > cfg.max_compaction_lag_ms:
         raise _conflict("min.compaction.lag.ms", cfg.min_compaction_lag_ms, source,
                         f"must not exceed max.compaction.lag.ms ({cfg.max_compaction_lag_ms})")
+    if cfg.segment_index_bytes < TIME_INDEX_ENTRY.size:
+        raise _conflict("segment.index.bytes", cfg.segment_index_bytes, source,
+                        f"must be at least {TIME_INDEX_ENTRY.size}, one time index entry: Kafka "
+                        "accepts it from 4, then cannot create a segment's time index")
     if not cfg.remote_storage_enable:
         return
     # Kafka refuses remote.storage.enable with cleanup.policy=compact (its remote compaction,

@@ -255,6 +255,8 @@ class FixedEntryIndex(ABC):
         with self._lock:
             size = self.ENTRY.size
             rounded = size * (new_size // size)
+            if self._pending:  # first: a full index's trim is a no-op, and a close follows
+                self._write_pending()
             if rounded == self._length:
                 return False  # also for a read-only index: trimming a trimmed file is a no-op
             self._require_writable("resize")
@@ -262,8 +264,6 @@ class FixedEntryIndex(ABC):
                 raise ValueError(
                     f"cannot resize {self._path} to {rounded} bytes: {self._entries} entries in use"
                 )
-            if self._pending:
-                self._write_pending()
             if self._closed:
                 raise StorageError("index is closed", file=str(self._path))
             self._unmap()

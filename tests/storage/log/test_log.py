@@ -22,6 +22,7 @@ from kafka.record.default_records import DefaultRecordBatch
 
 from kafkatier.storage.config.log_config import LogConfig
 from kafkatier.storage.errors import (
+    ConfigError,
     CorruptRecordError,
     InvalidProducerEpochError,
     InvalidRecordError,
@@ -281,6 +282,53 @@ def test_roll_when_an_index_is_full(tmp_path: Path) -> None:
     assert [s.time_index.entries for s in log.segments[:2]] == [3, 3]
     assert [s.offset_index.entries for s in log.segments[:2]] == [3, 3]
     _check_rolled(log)
+
+
+def test_an_offset_index_filled_to_its_last_slot_keeps_its_entries_at_the_roll(
+    tmp_path: Path,
+) -> None:
+    """One timestamp throughout: the time index takes one entry, the offset index (6 slots)
+    fills to the file's end, so the roll's trim has nothing to cut. The entries kept in memory
+    (``PENDING_BYTES``) still reach the file: they were dropped there, leaving six zero-filled
+    slots that Kafka reads as entries (offset = base, position 0)."""
+    log = new_log(tmp_path, **{"segment.index.bytes": 48, "index.interval.bytes": 0})
+    for _ in range(9):
+        log.append(batch(1, ts=NOW))
+    assert [s.base_offset for s in log.segments] == [0, 7]
+    raw = (log.directory / f"{0:020d}.index").read_bytes()
+    entries = [struct.unpack_from(">ii", raw, i) for i in range(0, len(raw), 8)]
+    assert [offset for offset, _ in entries] == [1, 2, 3, 4, 5, 6]
+    assert all(position > 0 for _, position in entries)
+    _check_rolled(log)
+    _check_rolled(reopen(log))
+
+
+@pytest.mark.parametrize("index_bytes", [12, 16, 23])
+def test_index_sizes_under_two_time_entries_still_write_and_roll(
+    tmp_path: Path, index_bytes: int
+) -> None:
+    """``segment.index.bytes`` 12 to 23: one time index slot, held back for the roll's entry
+    (and one or two offset index slots); every append then rolls (Kafka's ``shouldRoll``: a
+    full index), and the offsets, records and indexes are as Kafka's own reading wants them."""
+    log = new_log(tmp_path, **{"segment.index.bytes": index_bytes, "index.interval.bytes": 0})
+    for i in range(4):
+        log.append(batch(2, ts=NOW + i))
+    log = reopen(log)
+    log.append(batch(2, ts=NOW + 9))
+    assert log.log_end_offset == 10
+    assert [s.base_offset for s in log.segments][:2] == [0, 2]
+    assert [r.offset for r in iter_records(log)] == list(range(10))
+    _check_rolled(log)
+    log.close()
+
+
+@pytest.mark.parametrize("index_bytes", [4, 8, 11])
+def test_index_sizes_under_one_time_entry_are_refused(index_bytes: int) -> None:
+    """Kafka accepts ``segment.index.bytes`` from 4, yet its index refuses to create a file
+    under one entry, so such a topic's partitions go offline at creation. Refused here when the
+    setting is read, before anything is written (records were written, then the close failed)."""
+    with pytest.raises(ConfigError, match=r"at least 12.*setting=segment\.index\.bytes"):
+        LogConfig.from_properties({"segment.index.bytes": str(index_bytes)}, source="test")
 
 
 def test_roll_when_offsets_would_overflow_the_relative_range(tmp_path: Path) -> None:
