@@ -115,7 +115,10 @@ def run(args: argparse.Namespace) -> int:
         summaries = clean_log_dir(
             log_dir, now_ms=wall_clock_ms(), compactor=compactor, topics=selected
         )
+        waiting = [p for log in log_dir.logs.values() for p in log.pending_deletions.paths]
     print_summaries(summaries, as_json=args.json)
+    if not args.json:
+        print_waiting(waiting)
     missing = [
         f"{s.topic}-{s.partition}" for s in summaries if s.compaction == COMPACTION_UNAVAILABLE
     ]
@@ -125,6 +128,16 @@ def run(args: argparse.Namespace) -> int:
               f"{', '.join(missing)}", file=sys.stderr)  # fmt: skip
         return 1
     return 0
+
+
+def print_waiting(paths: list[Path]) -> None:
+    """Say that the deleted segments' space comes back later (a user cleaning a full disk
+    expects it at once), and how to have it now."""
+    sizes = [p.stat().st_size for p in paths if p.exists()]
+    if sizes:
+        print(f"{len(sizes)} files of deleted segments ({sum(sizes)} bytes) are kept as "
+              ".deleted for readers (file.delete.delay.ms) and removed at the next open of the "
+              "log dir; --config file.delete.delay.ms=0 frees their space at once")
 
 
 def run_remote(args: argparse.Namespace) -> int:

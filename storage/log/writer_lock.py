@@ -22,6 +22,7 @@ where a broker ignores them (``.lock`` is its own name).
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import logging
 import os
@@ -52,10 +53,30 @@ class WriterTurn:
 
 
 def _write_generation(path: Path) -> str:
-    """A fresh token, atomically (the turn's flock keeps other writers out of the temp file)."""
+    """A fresh token, atomically (the turn's flock keeps other writers out of the temp file).
+    On a full disk the new file cannot be made: the token overwrites the old one in place (the
+    same length, so no new block; only turns read it, under the lock), so that ``clean`` can
+    still take its turn and free space; a torn one reads as another writer's turn."""
     token = uuid.uuid4().hex
-    atomic_write(path / GENERATION_FILE, f"{token}\n".encode("ascii"), sync=False)
+    data = f"{token}\n".encode("ascii")
+    try:
+        atomic_write(path / GENERATION_FILE, data, sync=False)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT) or not _overwrite(path, data):
+            raise
     return token
+
+
+def _overwrite(path: Path, data: bytes) -> bool:
+    """``data`` written over the generation file's bytes where it has as many; False if not."""
+    try:
+        fd = os.open(path / GENERATION_FILE, os.O_WRONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        return os.fstat(fd).st_size == len(data) and os.pwrite(fd, data, 0) == len(data)
+    finally:
+        os.close(fd)
 
 
 def read_generation(path: Path) -> str | None:

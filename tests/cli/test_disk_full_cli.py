@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from kafka.record import MemoryRecords
-from small_fs import fill, small_fs
+from small_fs import fill, free_bytes, small_fs
 from tier_fixtures import write_tiered
 
 from kafkatier.cli.main import main
@@ -102,6 +102,34 @@ def test_clean_on_a_full_disk_leaves_the_log_as_it_was(
         assert main(["clean", str(logs)]) == 0
         assert "records removed" in capsys.readouterr().out
         assert logs_digest(logs) != before and latest_values(logs) == latest
+        assert main(["verify", str(logs)]) == 0
+
+
+def test_clean_frees_a_full_disk_by_retention(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A user whose disk is full runs ``clean`` to apply retention: its turn on the log dir
+    cannot make a new generation file then, so it overwrites the old token in place (it
+    failed on the temporary file before it deleted anything). The summary says the deleted
+    segments stay as ``.deleted`` for readers; with ``file.delete.delay.ms=0`` the space comes
+    back in the same run."""
+    data = records_file(tmp_path / "in.jsonl", 6_000)
+    with small_fs(tmp_path / "fs", 4096) as fs:
+        logs = fs / "logs"
+        argv = ["produce", str(logs), "--topic", "t", "--input", str(data),
+                "--config", "segment.bytes=262144"]  # fmt: skip
+        assert main(argv) == 0
+        fill(fs)
+        assert free_bytes(fs) < 4096
+        capsys.readouterr()
+        assert main(["clean", str(logs), "--config", "retention.bytes=600000"]) == 0
+        out = capsys.readouterr().out
+        assert "segments deleted" in out and "file.delete.delay.ms=0 frees" in out, out
+        assert list(logs.glob("t-0/*.log.deleted")) and free_bytes(fs) < 4096
+        assert main(["clean", str(logs), "--config", "file.delete.delay.ms=0"]) == 0
+        assert free_bytes(fs) > 1 << 20
+        assert not list(logs.glob("t-0/*.deleted"))
+        capsys.readouterr()
         assert main(["verify", str(logs)]) == 0
 
 
