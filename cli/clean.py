@@ -7,6 +7,7 @@ import argparse
 import json
 import mmap
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from kafkatier.cli.commands import summary
@@ -116,9 +117,7 @@ def run(args: argparse.Namespace) -> int:
             log_dir, now_ms=wall_clock_ms(), compactor=compactor, topics=selected
         )
         waiting = [p for log in log_dir.logs.values() for p in log.pending_deletions.paths]
-    print_summaries(summaries, as_json=args.json)
-    if not args.json:
-        print_waiting(waiting)
+    print_summaries(summaries, as_json=args.json, waiting=waiting)
     missing = [
         f"{s.topic}-{s.partition}" for s in summaries if s.compaction == COMPACTION_UNAVAILABLE
     ]
@@ -130,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def print_waiting(paths: list[Path]) -> None:
+def print_waiting(paths: Sequence[Path]) -> None:
     """Say that the deleted segments' space comes back later (a user cleaning a full disk
     expects it at once), and how to have it now."""
     sizes = [p.stat().st_size for p in paths if p.exists()]
@@ -242,7 +241,9 @@ def load_compactor() -> Compactor | None:
     return compact_log
 
 
-def print_summaries(summaries: list[PartitionSummary], *, as_json: bool) -> None:
+def print_summaries(
+    summaries: list[PartitionSummary], *, as_json: bool, waiting: Sequence[Path] = ()
+) -> None:
     for s in summaries:
         if as_json:
             print(json.dumps(s.to_json()))
@@ -256,6 +257,7 @@ def print_summaries(summaries: list[PartitionSummary], *, as_json: bool) -> None
     if as_json:
         print(json.dumps({"total": sums}))
         return
+    print_waiting(waiting)
     count = sums["partitions"]
     print(f"total: {count} partition{'' if count == 1 else 's'}, {sums['bytes_before']} -> "
           f"{sums['bytes_after']} bytes, {sums['segments_deleted']} segments deleted, "
