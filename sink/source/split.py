@@ -12,10 +12,13 @@ partitions a thousand tasks. Instead, as ``FilePartition.getFilePartitions`` doe
   read by several tasks;
 * the pieces, largest first, are packed into tasks while a task stays within the split size.
 
-``cores`` is ``minPartitions`` when given, else Spark's ``defaultParallelism`` when the JVM
-reader plans (``jvm.py`` asks Spark), else the planning machine's CPU count: Spark's
-``defaultParallelism`` is not visible to a Python data source. A range's bytes are estimated
-from its partition's segment sizes, in proportion to the offsets it covers.
+``cores`` is Spark's ``defaultParallelism`` when the JVM reader plans (``jvm.py`` asks Spark),
+else the planning machine's CPU count: Spark's ``defaultParallelism`` is not visible to a Python
+data source. ``minPartitions`` is what Spark's Kafka source makes of it, at least that many
+tasks where the offsets allow (the split size is the total over it, with no open cost as its
+floor, and ranges are cut at their records' bytes over it: a small topic stayed one task
+whatever it asked). A range's bytes are
+estimated from its partition's segment sizes, in proportion to the offsets it covers.
 """
 
 from __future__ import annotations
@@ -61,9 +64,21 @@ def estimate(task: ReadTask, size_bytes: int, first: int, end: int) -> int:
 
 
 def split_size(ranges: Sequence[Sized], settings: SplitSettings, cores: int | None = None) -> int:
+    """What a task holds, its ranges' bytes and an open cost each."""
     total = sum(r.size + settings.open_cost_bytes for r in ranges)
-    per_core = total // max(settings.min_partitions or cores or os.cpu_count() or 1, 1)
+    if settings.min_partitions:  # every task within it: at least min_partitions of them
+        return max(min(settings.max_partition_bytes, total // settings.min_partitions), 1)
+    per_core = total // max(cores or os.cpu_count() or 1, 1)
     return max(min(settings.max_partition_bytes, max(settings.open_cost_bytes, per_core)), 1)
+
+
+def piece_size(ranges: Sequence[Sized], settings: SplitSettings, limit: int) -> int:
+    """The bytes a range is cut at: the split size, or with ``minPartitions`` the records'
+    bytes over it (a piece with its open cost may fill a task alone: a small topic is still
+    cut into as many tasks as asked)."""
+    if not settings.min_partitions:
+        return limit
+    return max(min(limit, sum(r.size for r in ranges) // settings.min_partitions), 1)
 
 
 def cut(r: Sized, limit: int) -> list[Sized]:
@@ -83,7 +98,8 @@ def plan(
     """The Spark input partitions for ``ranges`` (module docstring); each task's ranges in
     (topic, partition, offset) order."""
     limit = split_size(ranges, settings, cores)
-    pieces = sorted((p for r in ranges for p in cut(r, limit)), key=lambda p: -p.size)
+    at = piece_size(ranges, settings, limit)
+    pieces = sorted((p for r in ranges for p in cut(r, at)), key=lambda p: -p.size)
     tasks: list[list[ReadTask]] = []
     current: list[ReadTask] = []
     filled = 0

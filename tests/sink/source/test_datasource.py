@@ -233,6 +233,14 @@ def test_ranges_cut_into_many_tasks_read_the_same(
     assert rows_of(df) == no_headers(sample.visible(committed=committed))
 
 
+def test_min_partitions_gives_at_least_that_many_tasks(spark_kt: Any, sample: Written) -> None:
+    """Spark's Kafka source: ``minPartitions`` is a floor on the tasks, small partitions cut by
+    offsets to reach it (with the default open cost this small topic stayed one task)."""
+    df = load(spark_kt, sample.path, subscribe="events,other", minPartitions="12")
+    assert df.rdd.getNumPartitions() >= 12
+    assert rows_of(df) == no_headers(sample.visible(committed=True))
+
+
 def test_read_uncommitted_shows_aborted_and_open_data(spark_kt: Any, sample: Written) -> None:
     df = load(spark_kt, sample.path, subscribePattern="ev.*", isolationLevel="read_uncommitted")
     expected = [r for r in no_headers(sample.visible(committed=False)) if r[0] == "events"]

@@ -56,11 +56,31 @@ def test_a_large_partition_is_cut_into_ranges_of_about_the_split_size() -> None:
 
 
 def test_min_partitions_raises_the_task_count() -> None:
+    """Spark's Kafka source: at least ``minPartitions`` tasks, large ranges cut by offsets,
+    whatever the open cost (it made 8 tasks of 16 asked with Spark's 4 MiB)."""
     ranges = [rng("t", p, 0, 1000, 2 * MiB) for p in range(8)]
     assert len(plan(ranges, SplitSettings(), cores=2)) == 2
     assert len(plan(ranges, SplitSettings(min_partitions=16, open_cost_bytes=4 * MiB),
-                    cores=2)) == 8  # fmt: skip
+                    cores=2)) == 16  # fmt: skip
     assert len(plan(ranges, SplitSettings(min_partitions=16, open_cost_bytes=0), cores=2)) == 16
+    tiny = [rng("t", 0, 0, 100, 5_000)]  # one small partition: cut as asked (Spark's too)
+    tasks = plan(tiny, SplitSettings(min_partitions=10), cores=2)
+    assert len(tasks) == 10 and covered(tasks) == {("t", 0): [(0, 100)]}
+    few = [rng("t", 0, 0, 3, 5_000)]  # never below one offset a task
+    assert len(plan(few, SplitSettings(min_partitions=10), cores=2)) == 3
+    many = [rng("t", p, 0, 200, 25_000) for p in range(1024)]  # small partitions still share
+    assert 16 <= len(plan(many, SplitSettings(min_partitions=16), cores=2)) <= 18
+
+
+def test_random_plans_have_at_least_min_partitions_tasks() -> None:
+    random.seed(7)
+    for _ in range(200):
+        wanted = random.randint(1, 64)
+        ranges = [rng("t", p, 0, 10_000, random.randint(1, 300 * MiB))
+                  for p in range(random.randint(1, 40))]  # fmt: skip
+        settings = SplitSettings(min_partitions=wanted,
+                                 open_cost_bytes=random.choice([0, 256 << 10, 4 * MiB]))
+        assert len(plan(ranges, settings, cores=random.randint(1, 8))) >= wanted
 
 
 def test_a_range_is_never_cut_below_one_offset() -> None:
