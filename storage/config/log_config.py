@@ -92,6 +92,10 @@ class LogConfig:
     flush_messages: int = setting("flush.messages", LONG_MAX, "long", low=1)
     flush_ms: int = setting("flush.ms", LONG_MAX, "long", low=0)
     remote_storage_enable: bool = setting("remote.storage.enable", False, "boolean")
+    # Kafka 3.9's KIP-950: a tiered topic made read-only remotely (no more uploads, local
+    # retention by the total retention.*), and remote storage turned off with its data deleted.
+    remote_log_copy_disable: bool = setting("remote.log.copy.disable", False, "boolean")
+    remote_log_delete_on_disable: bool = setting("remote.log.delete.on.disable", False, "boolean")
     # Kafka's replication and placement settings: accepted and kept, so a topic's configs copy
     # over from a cluster as they are; with one writer and no replicas they change nothing here.
     min_insync_replicas: int = setting("min.insync.replicas", 1, "int", low=1)
@@ -195,13 +199,17 @@ class LogConfig:
 
     @property
     def effective_local_retention_ms(self) -> int:
-        """local.retention.ms, where -2 means "same as retention.ms" (§10)."""
-        return self.retention_ms if self.local_retention_ms == -2 else self.local_retention_ms
+        """local.retention.ms, where -2 means "same as retention.ms" (§10); retention.ms once
+        copying is disabled (Kafka's ``UnifiedLog.localRetentionMs``)."""
+        if self.local_retention_ms == -2 or self.remote_log_copy_disable:
+            return self.retention_ms
+        return self.local_retention_ms
 
     @property
     def effective_local_retention_bytes(self) -> int:
-        """local.retention.bytes, where -2 means "same as retention.bytes" (§10)."""
-        if self.local_retention_bytes == -2:
+        """local.retention.bytes, where -2 means "same as retention.bytes" (§10); retention.bytes
+        once copying is disabled (Kafka's ``UnifiedLog.localRetentionSize``)."""
+        if self.local_retention_bytes == -2 or self.remote_log_copy_disable:
             return self.retention_bytes
         return self.local_retention_bytes
 

@@ -29,6 +29,7 @@ from pathlib import Path
 from kafkatier.storage.checkpoint.metadata import parse_partition_dir_name
 from kafkatier.storage.config.internal_topics import INTERNAL_TOPIC_CONFIGS
 from kafkatier.storage.config.log_config import LogConfig
+from kafkatier.storage.errors import ConfigError
 from kafkatier.storage.fsutil import FileVersion, atomic_write, file_version
 from kafkatier.storage.java_properties import format_properties, read_properties
 
@@ -65,8 +66,11 @@ class TopicConfigStore:
         """Validate ``overrides`` on top of the stored settings (none where they are a deleted
         topic's: :meth:`drop_stale`), then persist them atomically."""
         stamp = self.drop_stale(topic)
-        merged = {**self.stored(topic), **overrides}
-        config = LogConfig.from_properties(merged, source=source)
+        stored = self.stored(topic)
+        config = LogConfig.from_properties({**stored, **overrides}, source=source)
+        if stored and overrides:
+            _check_turning_off(LogConfig.from_properties(stored, source=str(self.path(topic))),
+                               config, source)  # fmt: skip
         if overrides:
             self._write(topic, config.to_properties(), stamp)
         return config
@@ -109,6 +113,20 @@ class TopicConfigStore:
 
 _STAMP = ", topic id "
 _STAMPED = re.compile(re.escape(_STAMP) + r"([A-Za-z0-9_-]{22})\s*$")
+
+
+def _check_turning_off(before: LogConfig, after: LogConfig, source: str) -> None:
+    """Kafka 3.9's rule (``LogConfig.validateTurningOffRemoteStorageWithDelete``): remote
+    storage is turned off only with its data deleted, said by remote.log.delete.on.disable."""
+    turned_off = before.remote_storage_enable and not after.remote_storage_enable
+    if turned_off and not after.remote_log_delete_on_disable:
+        raise ConfigError(
+            "it is invalid to disable remote storage without deleting remote data: to keep "
+            "the remote data read-only, set remote.storage.enable=true and "
+            "remote.log.copy.disable=true; to disable remote storage and delete all remote "
+            "data, set remote.storage.enable=false and remote.log.delete.on.disable=true",
+            setting="remote.storage.enable", value="false", source=source,
+        )  # fmt: skip
 
 
 def _stamp_of(path: Path) -> str | None:

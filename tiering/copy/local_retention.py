@@ -7,6 +7,11 @@ that does not qualify; a segment also qualifies only if it is uploaded: a FINISH
 exactly its offset range exists, and here additionally its ``.log`` has the size and SHA-256 the
 manifest recorded (verified, not assumed). The active segment is never deleted.
 
+With ``remote.log.copy.disable=true`` (Kafka 3.9) nothing more is uploaded and a segment
+qualifies by the total ``retention.*`` alone, uploaded or not: the remote copy keeps what it had
+(its own retention goes on), and the offsets between its end and the local start are a gap that
+readers skip, as Kafka's.
+
 Only the *local* log start moves: the partition's log start offset stays in the manifest, where
 readers and restores find it. Segments wholly below that log start offset go whether uploaded or
 not, once the manifest has it (tiering/cleaner/local_log_start.py, with this module's
@@ -45,10 +50,19 @@ def locally_deletable(
     wanted = max(by_size, by_time)
     chosen: list[LogSegment] = []
     for i, seg in enumerate(segs[:wanted]):
-        if not _uploaded(seg, part.segments[i + 1].base_offset, manifest):
+        if not _may_go(part, seg, part.segments[i + 1].base_offset, manifest):
             break
         chosen.append(seg)
     return chosen
+
+
+def _may_go(
+    part: LocalPartition, seg: LogSegment, next_base: int, manifest: PartitionManifest
+) -> bool:
+    """Whether retention may delete ``seg``: once uploaded, or at any time once copying is
+    disabled (Kafka's ``isSegmentEligibleForDeletion``: the remote copy then ends where it
+    stopped, and the local log goes by the total retention)."""
+    return part.config.remote_log_copy_disable or _uploaded(seg, next_base, manifest)
 
 
 def _size_prefix(segments: list[LogSegment], retention: int) -> int:
@@ -93,7 +107,7 @@ def interrupted_deletes(part: LocalPartition, manifest: PartitionManifest) -> li
     segs = part.segments
     for i, seg in enumerate(segs[:-1]):
         started = any(p.with_name(p.name + DELETED_SUFFIX).exists() for p in _files(seg))
-        if not started or not _uploaded(seg, segs[i + 1].base_offset, manifest):
+        if not started or not _may_go(part, seg, segs[i + 1].base_offset, manifest):
             break
         found.append(seg)
     return found

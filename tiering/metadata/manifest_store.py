@@ -105,6 +105,12 @@ class ManifestStore:
             return PartitionManifest(rp.topic, rp.partition, topic_id=rp.topic_id), None
         return checked_manifest(data, rp, key), etag
 
+    def forget(self, rp: RemotePartition) -> None:
+        """Drop what is known of the manifest of ``rp`` (the cache's entry, the partition's
+        copy): before kafkatier deletes it on purpose, so that its absence afterwards is not
+        taken for a lost manifest (``_refuse_lost``), even after a crash half-way."""
+        self._forget(manifest_key(rp))
+
     def copy_again(self, rp: RemotePartition) -> None:
         """Keep the manifest of ``rp`` as last read in its partition directory once more (when
         the cache keeps copies): for a partition created since (``restore`` builds it from it)."""

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from kafkatier.storage.errors import ConfigError, KafkaTierError, StorageError
 from kafkatier.tiering.cleaner.compaction import compact_remote
+from kafkatier.tiering.cleaner.disable import delete_on_disable
 from kafkatier.tiering.cleaner.retention import expire_remote
 from kafkatier.tiering.cleaner.swap import GroupReplacer
 from kafkatier.tiering.config import TieringConfig
@@ -170,11 +171,12 @@ class Tierer:
             return None
         outcome = PartitionPass(topic, partition)
         with part:
-            if not part.config.remote_storage_enable:
+            tiered = part.config.remote_storage_enable
+            if not tiered and not part.config.remote_log_delete_on_disable:
                 self.quiet.record(key, seen, observed, part, NEVER)
                 return None
             try:
-                due = self._tier(part, outcome)
+                due = self._tier(part, outcome) if tiered else self._disabled(part, outcome)
             except RemoteStoreError as exc:
                 self._store_failure = exc
                 self.quiet.forget(key)
@@ -234,6 +236,15 @@ class Tierer:
                 or has_orphans(manifest, self.owner, grace))  # fmt: skip
         return None if busy else next_due_ms(part, manifest, grace, now_ms())
 
+    def _disabled(self, part: LocalPartition, outcome: PartitionPass) -> int:
+        """Remote storage turned off with remote.log.delete.on.disable: its data deleted
+        (tiering/cleaner/disable.py); quiet for ever after, unless the partition changes."""
+        manifests = ManifestStore(self.store, cache=self.cache)
+        part.remote = self._locate(manifests, part)
+        outcome.remote_segments_expired = delete_on_disable(self.store, manifests, part.remote)
+        self.reached = True
+        return NEVER
+
     def _needs_sweep(self, rp: RemotePartition, manifest: PartitionManifest) -> bool:
         """A listing sweep (orphans.py) the first time this process sees a partition (a run
         that died may have left objects no entry names), after a failure there, until no
@@ -283,7 +294,10 @@ def _pending(
 ) -> list[Candidate]:
     """Eligible segments not yet FINISHED remotely, except those wholly below the log start
     offset (DeleteRecords, or retention already applied remotely): total retention would expire
-    them in this same pass (``end_offset < log start``, as ``expired_segments``)."""
+    them in this same pass (``end_offset < log start``, as ``expired_segments``); none once
+    ``remote.log.copy.disable`` is set."""
+    if part.config.remote_log_copy_disable:
+        return []
     done = {s.base_offset for s in manifest.finished()}
     start = max(manifest.log_start_offset, part.log_start_offset())
     return [c for c in candidates if c.base_offset not in done and c.next_base > start]

@@ -36,6 +36,8 @@ KAFKA_DEFAULTS = {
     "flush.messages": "9223372036854775807",
     "flush.ms": "9223372036854775807",
     "remote.storage.enable": "false",
+    "remote.log.copy.disable": "false",
+    "remote.log.delete.on.disable": "false",
     "local.retention.ms": "-2",
     "local.retention.bytes": "-2",
     "min.insync.replicas": "1",

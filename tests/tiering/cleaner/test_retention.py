@@ -227,7 +227,8 @@ def test_writer_side_retention_leaves_tiered_segments_to_the_sidecar(tmp_path) -
         summaries = clean_log_dir(log_dir, now_ms=2**50, compactor=None)
         assert summaries[0].segments_deleted == 0
     assert _segments(logs) == before
-    _set(logs, remote_storage_enable="false")  # the same log untiered: retention deletes
+    _set(logs, remote_storage_enable="false",  # the same log untiered: retention deletes
+         remote_log_delete_on_disable="true")
     with LogDirectory(logs) as log_dir:
         assert delete_old_segments(log_dir.logs[TP], now_ms=2**50).segments_deleted > 0
 
