@@ -22,6 +22,7 @@ from kafkatier.serve.protocol import build, payload_module
 from kafkatier.storage.config.log_config import LogConfig
 from kafkatier.storage.config.spec import spec_of
 from kafkatier.storage.config.topic_files import TopicConfigStore
+from kafkatier.storage.errors import ConfigError
 
 TOPIC = 2
 DYNAMIC_TOPIC_CONFIG, DEFAULT_CONFIG = 1, 5
@@ -61,11 +62,14 @@ def _describe(
     if info is None:
         return ErrorCode.unknown_topic_or_partition, None, []
     store = TopicConfigStore(Path(next(iter(info.partitions.values()))))
-    stored = store.stored(info.name)
+    try:
+        stored, config = store.stored(info.name), store.get(info.name)
+    except ConfigError as exc:  # a damaged settings file: this resource's error, said
+        return ErrorCode.invalid_config, str(exc), []
     wanted = resource.configuration_keys
     entries = [
         (name, value, DYNAMIC_TOPIC_CONFIG if name in stored else DEFAULT_CONFIG)
-        for name, value in sorted(store.get(info.name).to_properties(include_defaults=True).items())
+        for name, value in sorted(config.to_properties(include_defaults=True).items())
         if wanted is None or name in wanted
     ]
     return ErrorCode.none, None, entries

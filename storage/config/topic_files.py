@@ -49,7 +49,7 @@ class TopicConfigStore:
     def stored(self, topic: str) -> dict[str, str]:
         """The topic's saved overrides ({} when it has none)."""
         path = self.path(topic)
-        return read_properties(path) if path.exists() else {}
+        return _read(path) if path.exists() else {}
 
     def get(self, topic: str) -> LogConfig:
         """Kafka's defaults overlaid with the topic's file; errors name the file and setting.
@@ -151,5 +151,18 @@ def _parsed(path: str, version: FileVersion | None) -> LogConfig:
     """The settings of ``path`` as of ``version`` (``fsutil.file_version``: every write
     replaces the file, so a new version has a new inode; None: no file). LogConfig is frozen:
     shared safely."""
-    stored = read_properties(Path(path)) if version is not None else {}
+    stored = _read(Path(path)) if version is not None else {}
     return LogConfig.from_properties(stored, source=path)
+
+
+def _read(path: Path) -> dict[str, str]:
+    """The settings ``path`` holds; an empty file is refused, never read as Kafka's defaults
+    (kafkatier writes a header line in every one: it was emptied or cut short, and defaults
+    could delete or compact what the topic's settings kept)."""
+    if path.stat().st_size == 0:
+        raise ConfigError(
+            "the topic's settings file is empty (emptied or cut short: kafkatier writes a "
+            "header line in every one); fix: restore its settings, or delete the file for "
+            "Kafka's defaults", file=str(path),
+        )  # fmt: skip
+    return read_properties(path)

@@ -159,3 +159,7 @@ def test_describe_topic_configs(tmp_path: Path, serve: Any) -> None:
         [missing] = admin.describe_configs([ConfigResource("topic", "nope")]).values()
         with pytest.raises(KafkaException):
             missing.result(timeout=20)
+        TopicConfigStore(tmp_path).path("a").write_bytes(b"")  # emptied: said, not defaults
+        [damaged] = admin.describe_configs([ConfigResource("topic", "a")]).values()
+        with pytest.raises(KafkaException, match="settings file is empty"):
+            damaged.result(timeout=20)

@@ -90,3 +90,20 @@ def test_a_deleted_topics_settings_do_not_pass_to_its_successor(tmp_path: Path) 
         shutil.rmtree(tmp_path / f"t-{p}")
     store.update("t", {"segment.bytes": "1048576"}, source="ahead")  # no partition: not stale
     assert store.get("t").segment_bytes == 1048576 and store.get("t").retention_ms != 1000
+
+
+def test_an_emptied_settings_file_is_refused_not_read_as_kafkas_defaults(tmp_path: Path) -> None:
+    """Every file kafkatier writes has a header line: an empty one was emptied or cut short,
+    and Kafka's defaults in its place would apply 7 days of retention to a topic kept for ever
+    (or stop compacting it). Reading and updating both refuse it, naming the file."""
+    store = TopicConfigStore(tmp_path)
+    store.update("events", {"retention.ms": "-1", "cleanup.policy": "compact"}, source="test")
+    store.path("events").write_bytes(b"")
+    for action in (lambda: store.get("events"),
+                   lambda: store.update("events", {"segment.ms": "1000"}, source="--config")):
+        with pytest.raises(ConfigError, match="settings file is empty") as err:
+            action()
+        assert str(store.path("events")) in str(err.value)
+    assert store.path("events").read_bytes() == b""  # not replaced by the update
+    store.path("events").unlink()  # the way to Kafka's defaults
+    assert store.get("events") == LogConfig()
