@@ -40,12 +40,14 @@ class SinkSettings:
 def build_plan(
     logs: LogDirectory, settings: SinkSettings, producer_id: int, epoch: int
 ) -> EncodePlan:
-    """The plan for the next batch; creates the fixed topic's partitions if it is new."""
+    """The plan for the next batch. A new fixed topic's partitions are not created here but
+    once the encode job has accepted the batch's rows (``KafkaLogSink``): a batch refused for
+    a row's partition left the new topic's empty partitions behind."""
     topics: dict[str, TopicPlan] = {}
     now = int(time.time() * 1000)
     wanted = [settings.topic] if settings.topic is not None else sorted(logs.topics())
     for name in wanted:
-        count = topic_partitions(logs, name, settings.partitions)
+        count = topic_partitions(logs, name, settings.partitions, create=False)
         config = logs.config_for(name)
         topics[name] = TopicPlan(count, config.max_batch_bytes, RecordRules.of(config, now))
     new_topic = None

@@ -19,8 +19,11 @@ from kafkatier.storage.wire import NO_SEQUENCE, increment_sequence
 CrashHook = Callable[[str], None]
 
 
-def topic_partitions(logs: LogDirectory, topic: str, partitions: int | None) -> int:
-    """The topic's partition count, creating its partitions if it is new.
+def topic_partitions(
+    logs: LogDirectory, topic: str, partitions: int | None, *, create: bool = True
+) -> int:
+    """The topic's partition count, creating its partitions if it is new (unless ``create``
+    is False: the sink's plan, which creates them once the encode job has accepted every row).
 
     An existing topic's count comes from disk; a different ``partitions`` is an error, never a
     silent re-partitioning (keys would move to other partitions)."""
@@ -42,7 +45,8 @@ def topic_partitions(logs: LogDirectory, topic: str, partitions: int | None) -> 
         count = partitions
     if count < 1:
         raise SinkSchemaError(f"partitions must be >= 1, got {count}", topic=topic)
-    logs.create_partitions(topic, count)
+    if create:
+        logs.create_partitions(topic, count)
     return count
 
 
