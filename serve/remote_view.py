@@ -10,7 +10,11 @@ uploads or remote retention deletes show within seconds. At most :data:`MAX_READ
 kept (least recently used dropped). Everything here blocks on the store: the thread pool runs it.
 
 A store that cannot be read (unreachable, refused, a manifest that does not parse) is logged
-once per partition and :data:`REFRESH_S`, and local reads never wait on it. Where the sidecar
+once per partition and :data:`REFRESH_S`, and local reads never wait on it. After a failure the
+store counts as down for :data:`REFRESH_S`: meanwhile no partition asks it (one request at a
+time probes it again after that), so an outage costs one wait on the store's retries and
+timeouts per window, not one per partition per window, each holding a thread of the pool
+that every request shares (a ListOffsets waited 16-28 s). Where the sidecar
 left its copy of the partition's manifest (``kafkatier-remote-manifest``), that copy gives the
 log start and the remote range meanwhile, and a fetch of an offset only the store holds gets
 KAFKA_STORAGE_ERROR, which clients retry, as Kafka's broker keeps its log start when remote
@@ -27,6 +31,7 @@ from pathlib import Path
 
 from kafkatier.storage.checkpoint.metadata import partition_dir_name
 from kafkatier.storage.errors import KafkaTierError
+from kafkatier.tiering.errors import RemoteStoreError
 from kafkatier.tiering.metadata.identity import RemotePartition, topic_id_of
 from kafkatier.tiering.metadata.manifest import PartitionManifest
 from kafkatier.tiering.metadata.manifest_store import copied_manifest
@@ -60,6 +65,9 @@ class RemoteTier:
         self.loads = 0  # readers built from a fresh manifest
         # Runs of remote segments fetched, for the next fetches, and the next runs read ahead.
         self.chunks = ChunkCache(read_ahead=READ_AHEAD_THREADS)
+        self._down_until = 0.0  # monotonic: the store failed, partitions do not ask it until
+        self._probing = False  # a load asks the store after a failure: the others do not
+        self.skipped = 0  # loads that did not ask a store known down
 
     def close(self) -> None:
         """Stop reading ahead (the server is stopping)."""
@@ -83,17 +91,40 @@ class RemoteTier:
         return fresh
 
     def _load(self, log_dir: Path, topic: str, partition: int) -> RemoteLogReader | None:
+        if not self._may_ask():
+            self.skipped += 1
+            found = _copied(log_dir, topic, partition)
+            return None if found is None else self._reader(*found)
         try:
             rp, manifest = incarnation_of(self.store, log_dir, topic, partition, hint=HINT)
         except Exception as exc:  # any store failure: serve the local segments meanwhile
+            self._asked(ok=not isinstance(exc, RemoteStoreError))  # the store's, not one key's
             found = _copied(log_dir, topic, partition)
             log.warning("remote store %s unreadable for %s-%d, %s: %s: %s", self.store.url,
                         topic, partition, "serving local segments only" if found is None else
                         "offsets below the local segments answer KAFKA_STORAGE_ERROR until it "
                         "is back", type(exc).__name__, exc)  # fmt: skip
-            if found is None:
-                return None
-            rp, manifest = found
+            return None if found is None else self._reader(*found)
+        self._asked(ok=True)
+        return self._reader(rp, manifest)
+
+    def _may_ask(self) -> bool:
+        """Whether this load may ask the store: yes while it answers; after a failure, no
+        until :data:`REFRESH_S` has passed, then one load at a time (the probe)."""
+        with self._lock:
+            if not self._down_until:
+                return True
+            if self._probing or time.monotonic() < self._down_until:
+                return False
+            self._probing = True
+            return True
+
+    def _asked(self, *, ok: bool) -> None:
+        with self._lock:
+            self._down_until = 0.0 if ok else time.monotonic() + REFRESH_S
+            self._probing = False
+
+    def _reader(self, rp: RemotePartition, manifest: PartitionManifest) -> RemoteLogReader | None:
         fresh = RemoteLogReader(self.store, rp, manifest=manifest,
                                 chunk_bytes=CHUNK_BYTES, chunks=self.chunks)  # fmt: skip
         return fresh if fresh.segments else None

@@ -284,3 +284,56 @@ def test_delete_records_holds_at_once_over_the_remote_copy(tmp_path: Path) -> No
         finally:
             consumer.close()
     assert records and records[0].offset >= target
+
+
+def test_a_store_down_is_asked_once_per_window_not_once_per_partition(
+    tmp_path: Path, serve: Any, monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """An S3 endpoint that accepts connections and drops them: after the first failure the
+    server asks the store nothing for a while (every partition uses its manifest copy), so a
+    ListOffsets over four tiered partitions costs one wait on the store, not four (each held a
+    thread of the shared pool for the store's retries: 16-28 s a partition in an outage)."""
+    import logging
+    import socket
+    import threading
+
+    from kafka import KafkaConsumer, TopicPartition
+
+    logs = tmp_path / "logs"
+    write_topics(logs)
+    (tmp_path / "remote").mkdir()
+    tier(logs, FsspecStore(f"file://{tmp_path / 'remote'}"))
+    listener = socket.create_server(("127.0.0.1", 0))
+    accepted: list[int] = []
+
+    def drop() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            accepted.append(1)
+            conn.close()
+
+    threading.Thread(target=drop, daemon=True).start()
+    endpoint = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    caplog.set_level(logging.WARNING, logger="kafkatier.serve")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "any")  # so that requests are sent at all
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "any")
+    try:
+        with serve(logs, remote__storage__url="s3://down/x",
+                   remote__storage__s3__endpoint__url=endpoint,
+                   remote__storage__s3__max__attempts="1") as port:  # fmt: skip
+            c = KafkaConsumer(bootstrap_servers=f"127.0.0.1:{port}", group_id=None)
+            try:
+                tps = [TopicPartition(t, p) for t in ("rt", "ro") for p in (0, 1)]
+                starts = c.beginning_offsets(tps)
+            finally:
+                c.close()
+    finally:
+        listener.close()
+    assert starts == {tp: 0 for tp in tps}  # the copies' log starts: the remote ones
+    asked = [r for r in caplog.records if "unreadable for" in r.getMessage()]
+    assert len(asked) == 1, caplog.text  # one partition's load asked the store, not four
+    assert accepted  # it was asked (and the listing of topics only the store holds)
