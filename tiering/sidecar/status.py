@@ -99,7 +99,8 @@ RemoteView = tuple[RemotePartition, PartitionManifest]
 def summary_status(
     local: LocalSummary | None, rp: RemotePartition, manifest: PartitionManifest, stale: bool
 ) -> PartitionStatus:
-    finished = manifest.finished()
+    # below the log start: expired, their deletion under way (or cut short): not counted
+    finished = [s for s in manifest.finished() if s.end_offset >= manifest.log_start_offset]
     highest = manifest.highest_offset
     segs = local.segments if local is not None else []
     lagging = [size for base, size in segs[:-1] if base > highest]

@@ -30,7 +30,8 @@ from kafkatier.tiering.cleaner.retention import raise_log_start
 from kafkatier.tiering.config import TieringConfig
 from kafkatier.tiering.metadata.local import LEADER_EPOCH_CHECKPOINT
 from kafkatier.tiering.metadata.manifest import object_key
-from kafkatier.tiering.metadata.manifest_store import ManifestStore
+from kafkatier.tiering.metadata.manifest_copy import ManifestCopies
+from kafkatier.tiering.metadata.manifest_store import ManifestCache, ManifestStore
 from kafkatier.tiering.read.remote_reader import RemoteLogReader
 from kafkatier.tiering.read.restore import restore_topic
 from kafkatier.tiering.sidecar import tierer
@@ -179,6 +180,22 @@ def test_delete_records_on_a_tiered_topic_reaches_the_remote_log(uploaded) -> No
     restored = restore_topic(store, "tiered", logs.parent / "restored")
     assert restored[0].log_start_offset == target
     assert verify_paths([logs.parent / "restored"]) == []
+
+
+def test_status_leaves_out_remote_segments_below_the_log_start(uploaded) -> None:
+    """A pass killed after it raised the manifest's log start, before the expired copies went
+    (``after-remote-start``): ``status`` counts only the segments at or above the start, which
+    readers and restores use (it counted the doomed ones until their deletion began)."""
+    logs, store, _ = uploaded
+    manifests = ManifestStore(store, cache=ManifestCache(ManifestCopies([logs])))  # as a sidecar
+    finished = manifests.load(only(store, *TP))[0].finished()
+    assert len(finished) > 3
+    raise_log_start(manifests, only(store, *TP), finished[2].base_offset)
+    status = {(s.topic, s.partition): s for s in collect_status(
+        TieringConfig(log_dirs=(logs,), remote_url=store.url), store)}[TP]  # fmt: skip
+    assert status.remote_start == finished[2].base_offset
+    assert status.remote_segments == len(finished) - 2
+    assert status.remote_bytes == sum(s.size for s in finished[2:])
 
 
 def test_segments_below_a_delete_records_start_are_not_uploaded(tmp_path) -> None:
