@@ -113,6 +113,8 @@ def normalise(batch: pa.RecordBatch, source: str) -> pa.RecordBatch:
 
 
 def _timestamps(column: pa.Array, source: str) -> pa.Array:
+    if pa.types.is_null(column.type):  # nulls only: the produce time, as a null in a column
+        return column.cast(pa.int64())
     if pa.types.is_timestamp(column.type) or pa.types.is_integer(column.type):
         return column
     if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):

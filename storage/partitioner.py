@@ -93,6 +93,8 @@ def _run(keys: pa.Array | pa.ChunkedArray, num_partitions: int) -> np.ndarray[An
     if isinstance(keys, pa.ChunkedArray):
         parts = [_run(chunk, num_partitions) for chunk in keys.chunks]
         return np.concatenate(parts) if parts else np.empty(0, dtype=np.int32)
+    if pa.types.is_null(keys.type):  # every key null (a JSON or CSV column of nulls only)
+        keys = keys.cast(pa.binary())
     kernels = native.pick("kafkatier.storage.partitioner_kernels")
     result: np.ndarray[Any, Any] = kernels.hash_all(*_buffers(keys), num_partitions)
     return result

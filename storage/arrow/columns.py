@@ -52,6 +52,8 @@ def _validity(arr: pa.Array) -> NDArray[np.uint8]:
 
 def _as_plain_bytes(arr: pa.Array, name: str) -> pa.Array:
     t = arr.type
+    if pa.types.is_null(t):  # every row null (a JSON or CSV column of nulls only)
+        return arr.cast(pa.binary())
     if pa.types.is_dictionary(t):
         arr = arr.dictionary_decode()
         t = arr.type
@@ -119,6 +121,8 @@ def headers_column(arr: pa.Array, name: str) -> HeaderColumns:
     Null lists become empty ones (Kafka has no null header list), so list offsets are rebuilt
     over the flattened headers.
     """
+    if pa.types.is_null(arr.type):  # every row without headers: as no column
+        return absent_headers()
     keys, values = _header_children(arr, name)
     if not (
         pa.types.is_string(keys.type)
@@ -143,7 +147,7 @@ def absent_headers() -> HeaderColumns:
 
 def timestamps_column(arr: pa.Array | None, n: int, default: int, name: str) -> NDArray[np.int64]:
     """Milliseconds per row; nulls (or no column) take ``default``. Kafka allows >= 0 or -1."""
-    if arr is None:
+    if arr is None or pa.types.is_null(arr.type):  # no column, or nulls only
         return np.full(n, default, np.int64)
     t = arr.type
     if pa.types.is_timestamp(t):

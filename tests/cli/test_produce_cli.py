@@ -3,6 +3,7 @@ existing topic: every record lands where Kafka's partitioner puts it, all durabl
 
 from __future__ import annotations
 
+import json
 import resource
 import shutil
 import subprocess
@@ -82,6 +83,37 @@ def test_rows_without_key_or_partition_columns_are_spread_round_robin(tmp_path: 
         + [f"p{i}".encode() for i in range(3)]
     )  # fmt: skip
     assert [len(vs) for vs in values.values()] == [2 + 2 + 1, 2 + 1 + 1, 1 + 1 + 1]
+
+
+def test_columns_of_nulls_only_are_absent_values(tmp_path: Path) -> None:
+    """A JSON Lines, CSV or Parquet column holding nothing but nulls has Arrow's null type:
+    ``key``, ``headers``, ``timestamp`` and ``partition`` columns of nulls only mean no key, no
+    headers, the produce time and the default partitioner, as a null in any other column does
+    (it was refused: "column 'key' has type null"), and a ``value`` of nulls only is tombstones."""
+    rows = [{"key": None, "value": f"v{i}", "headers": None, "timestamp": None, "partition": None}
+            for i in range(4)]  # fmt: skip
+    sources = [tmp_path / "nulls.jsonl", tmp_path / "nulls.csv", tmp_path / "nulls.parquet",
+               tmp_path / "tombstones.jsonl"]  # fmt: skip
+    sources[0].write_text("".join(json.dumps(row) + "\n" for row in rows))
+    sources[1].write_text("key,value,timestamp,partition\n"
+                          + "".join(f",c{i},,\n" for i in range(4)))  # fmt: skip
+    pq.write_table(pa.table({"key": pa.nulls(4), "value": [f"p{i}".encode() for i in range(4)],
+                             "headers": pa.nulls(4), "timestamp": pa.nulls(4)}), sources[2])
+    sources[3].write_text("".join(json.dumps({"key": f"k{i}", "value": None}) + "\n"
+                                  for i in range(4)))  # fmt: skip
+    for source in sources:
+        done = subprocess.run([str(KAFKATIER), "produce", str(tmp_path / "logs"), "--topic", "t",
+                               "--input", str(source), "--partitions", "2"],
+                              capture_output=True, text=True, timeout=120)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+    with LogDirectory(tmp_path / "logs") as log_dir:
+        records = [r for p in range(2) for r in iter_records(log_dir.logs[("t", p)])]
+    assert len(records) == 16
+    keyless = [r for r in records if r.key is None]
+    assert sorted(r.value for r in keyless) == sorted(
+        [f"{c}{i}".encode() for c in "vcp" for i in range(4)])
+    assert all(not r.headers and r.timestamp > 0 for r in keyless)
+    assert sorted(r.key for r in records if r.value is None) == [f"k{i}".encode() for i in range(4)]
 
 
 def test_a_recreated_topic_starts_from_kafkas_defaults(tmp_path: Path) -> None:
