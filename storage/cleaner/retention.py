@@ -99,11 +99,15 @@ def delete_records(
             f"cannot delete records below negative offset {offset}", file=str(log.directory)
         )
     maybe_increment_log_start_offset(log, target)
+    tiered = log.config.remote_storage_enable
+    below_local = tiered and log.remote_start < target < log.log_start_offset
+    if below_local:  # into what only the remote copy holds: checkpointed as its start
+        log.remote_start = target
     if persist_start is not None:
         persist_start()
     now = log.clock() if now_ms is None else now_ms
-    if log.config.remote_storage_enable:  # the tiering sidecar deletes (module docstring)
-        return RetentionResult(log.log_start_offset)
+    if tiered:  # the tiering sidecar deletes (module docstring)
+        return RetentionResult(target if below_local else log.log_start_offset)
     result = _delete_where(log, _start_offset_breached(log), "log-start-offset", now)
     result.log_start_offset = log.log_start_offset
     log.pending_deletions.run(now)

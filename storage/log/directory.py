@@ -231,10 +231,11 @@ class LogDirectory:
     def _checkpoints(self) -> Checkpoints:
         points = {tp: log.recovery_point for tp, log in self.logs.items()}
         starts = {
-            tp: log.log_start_offset
+            tp: log.log_start_offset if log.log_start_offset > log.segments[0].base_offset
+            else log.remote_start  # a tiered log's, below its local segments
             for tp, log in self.logs.items()
-            if log.log_start_offset > log.segments[0].base_offset
-        }
+            if log.log_start_offset > log.segments[0].base_offset or log.remote_start
+        }  # fmt: skip
         cleaned = {
             tp: self.first_dirty_offset(tp) for tp in self.cleaner_offsets if tp in self.logs
         }

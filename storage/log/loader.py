@@ -79,6 +79,8 @@ def open_log(
         clock=clock,
         budget=budget,
     )
+    if config.remote_storage_enable and log_start_offset < log.log_start_offset:
+        log.remote_start = log_start_offset  # the tiered copy's (Log.remote_start)
     first_to_recover = _first_to_recover(log, needs_recovery, clean_shutdown)
     if first_to_recover is not None:
         recover_from(log, first_to_recover)

@@ -82,6 +82,11 @@ class Log:
         self.producer_state = producer_state
         self.leader_epoch_cache = leader_epoch_cache
         self.log_start_offset = log_start_offset
+        self.remote_start = 0
+        """A tiered log's checkpointed log start below its local segments (DeleteRecords into
+        the remote range, the sidecar's remote expiry), 0 if none: the writer's own
+        ``log_start_offset`` is the local one, and its checkpoints must keep this for the
+        sidecar and readers (``LogDirectory.checkpoint``)."""
         self.recovery_point = recovery_point
         self.clock = clock
         self.budget = budget  # where its segments' descriptors are counted (None: the process's)

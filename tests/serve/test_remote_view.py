@@ -337,3 +337,46 @@ def test_a_store_down_is_asked_once_per_window_not_once_per_partition(
     asked = [r for r in caplog.records if "unreadable for" in r.getMessage()]
     assert len(asked) == 1, caplog.text  # one partition's load asked the store, not four
     assert accepted  # it was asked (and the listing of topics only the store holds)
+
+
+def test_delete_records_into_the_remote_range_holds_and_stays(tmp_path: Path) -> None:
+    """DeleteRecords to an offset only the remote copy still holds (below the local segments):
+    it was ignored, the writer's log start being the local one. It is checkpointed at once,
+    served as the log start, kept by the writer's later checkpoints, and the sidecar's next
+    pass expires the remote segments wholly below it, as Kafka's RLM does."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    from kafkatier.storage.cleaner.retention import delete_records
+    from kafkatier.storage.log.directory import LogDirectory
+    from kafkatier.storage.log.readonly import checkpointed_log_starts
+    from kafkatier.tiering.config import TieringConfig
+    from kafkatier.tiering.metadata.manifest_store import ManifestStore
+    from kafkatier.tiering.sidecar.tierer import Tierer
+
+    logs = tmp_path / "logs"
+    write_topics(logs)
+    store = FsspecStore(f"file://{tmp_path / 'remote'}")
+    (tmp_path / "remote").mkdir()
+    tier(logs, store)
+    rp = next(p for p in ManifestStore(store).partitions(topic="rt") if p.partition == 0)
+    second = ManifestStore(store).load(rp)[0].finished()[1]
+    target = second.base_offset + 1  # inside the second remote segment
+    with LogDirectory(logs) as ld:
+        log = ld.get("rt", 0)
+        assert log is not None and target < log.log_start_offset  # below the local segments
+        assert delete_records(log, target, persist_start=ld.checkpoint).log_start_offset == target
+    with LogDirectory(logs) as ld:  # a writer opening and checkpointing again keeps it
+        ld.checkpoint()
+    assert checkpointed_log_starts(logs)[("rt", 0)] == target
+    with serving(logs, remote__storage__url=store.url) as port:
+        consumer = KafkaConsumer(bootstrap_servers=f"127.0.0.1:{port}", group_id=None)
+        tp = TopicPartition("rt", 0)
+        try:
+            assert consumer.beginning_offsets([tp]) == {tp: target}
+        finally:
+            consumer.close()
+    passed = Tierer(TieringConfig(log_dirs=(logs,), remote_url=store.url), store).run_once()
+    assert passed.total("remote_segments_expired") >= 1  # the first remote segment went
+    manifest = ManifestStore(store).load(rp)[0]
+    assert manifest.log_start_offset == target
+    assert manifest.finished()[0].base_offset == second.base_offset
