@@ -35,7 +35,8 @@ OffsetSpec = int | dict[tuple[str, int], int]
 
 KNOWN_OPTIONS = (
     "path", "subscribe", "subscribePattern", "assign", "startingOffsets", "endingOffsets",
-    "startingTimestamp", "endingTimestamp", "startingOffsetsByTimestampStrategy",
+    "startingTimestamp", "endingTimestamp", "startingOffsetsByTimestamp",
+    "endingOffsetsByTimestamp", "startingOffsetsByTimestampStrategy",
     "includeHeaders", "isolationLevel", "failOnDataLoss", "maxOffsetsPerTrigger",
     "readChunkBytes", "minPartitions", "maxPartitionBytes", "openCostInBytes", *REMOTE_OPTIONS,
 )  # fmt: skip
@@ -57,6 +58,8 @@ class SourceOptions:
     ending: OffsetSpec = LATEST
     starting_timestamp: int | None = None
     ending_timestamp: int | None = None
+    starting_by_timestamp: dict[tuple[str, int], int] | None = None  # a timestamp a partition
+    ending_by_timestamp: dict[tuple[str, int], int] | None = None
     timestamp_strategy: str = "error"
     include_headers: bool = False
     committed: bool = True
@@ -103,6 +106,8 @@ def parse_options(
         ending=_offsets(opts, "endingOffsets", "latest", streaming, start=False),
         starting_timestamp=_int(opts, "startingTimestamp", minimum=0),
         ending_timestamp=_ending_timestamp(opts, streaming),
+        starting_by_timestamp=_timestamps(opts, "startingOffsetsByTimestamp", streaming),
+        ending_by_timestamp=_timestamps(opts, "endingOffsetsByTimestamp", streaming),
         timestamp_strategy=_choice(opts, "startingOffsetsByTimestampStrategy", ("error", "latest")),
         include_headers=_bool(opts, "includeHeaders", False),
         committed=_isolation(opts) is IsolationLevel.READ_COMMITTED,
@@ -193,6 +198,22 @@ def _offset_json(name: str, text: str) -> dict[tuple[str, int], int]:
             if not str(partition).isdigit() or not isinstance(offset, int):
                 raise _error(name, problem)
             spec[(topic, int(partition))] = offset
+    return spec
+
+
+def _timestamps(
+    opts: dict[str, str], name: str, streaming: bool | None
+) -> dict[tuple[str, int], int] | None:
+    """Spark's ``startingOffsetsByTimestamp`` / ``endingOffsetsByTimestamp``: a timestamp (ms)
+    a partition, as JSON like ``startingOffsets``'."""
+    if name not in opts:
+        return None
+    if streaming and name.startswith("ending"):
+        raise _error(name, "not valid in streaming queries (they have no end)")
+    spec = _offset_json(name, opts[name])
+    for (topic, partition), ts in spec.items():
+        if ts < 0:
+            raise _error(name, f"timestamp {ts} for {topic}-{partition} is negative")
     return spec
 
 

@@ -191,9 +191,15 @@ def _resolve(value: int, bounds: PartitionBounds, committed: bool) -> int:
 def starting_offsets(
     opts: SourceOptions, bounds: Mapping[TopicPartition, PartitionBounds]
 ) -> Offsets:
-    """Where each partition starts: startingTimestamp, else startingOffsets."""
+    """Where each partition starts: startingTimestamp, else startingOffsetsByTimestamp, else
+    startingOffsets (Spark's order)."""
     if opts.starting_timestamp is not None:
-        return _from_timestamp(opts, bounds, opts.starting_timestamp, start=True)
+        stamps = dict.fromkeys(bounds, opts.starting_timestamp)
+        return _from_timestamp(opts, bounds, stamps, "startingTimestamp", start=True)
+    if opts.starting_by_timestamp is not None:
+        name = "startingOffsetsByTimestamp"
+        stamps = dict(_specific(opts.starting_by_timestamp, name, bounds))
+        return _from_timestamp(opts, bounds, stamps, name, start=True)
     spec = _specific(opts.starting, "startingOffsets", bounds)
     return {tp: _resolve(spec[tp], b, opts.committed) for tp, b in bounds.items()}
 
@@ -201,9 +207,15 @@ def starting_offsets(
 def ending_offsets(
     opts: SourceOptions, bounds: Mapping[TopicPartition, PartitionBounds]
 ) -> Offsets:
-    """Where each partition ends (batch queries): endingTimestamp, else endingOffsets."""
+    """Where each partition ends (batch queries): endingTimestamp, else
+    endingOffsetsByTimestamp, else endingOffsets."""
     if opts.ending_timestamp is not None:
-        return _from_timestamp(opts, bounds, opts.ending_timestamp, start=False)
+        stamps = dict.fromkeys(bounds, opts.ending_timestamp)
+        return _from_timestamp(opts, bounds, stamps, "endingTimestamp", start=False)
+    if opts.ending_by_timestamp is not None:
+        name = "endingOffsetsByTimestamp"
+        stamps = dict(_specific(opts.ending_by_timestamp, name, bounds))
+        return _from_timestamp(opts, bounds, stamps, name, start=False)
     spec = _specific(opts.ending, "endingOffsets", bounds)
     ends = {tp: _resolve(spec[tp], b, opts.committed) for tp, b in bounds.items()}
     for tp, end in ends.items():
@@ -217,21 +229,26 @@ def ending_offsets(
 
 
 def _from_timestamp(
-    opts: SourceOptions, bounds: Mapping[TopicPartition, PartitionBounds], ts: int, *, start: bool
-) -> Offsets:
-    """Spark: no match at the end means latest; at the start, an error unless
+    opts: SourceOptions, bounds: Mapping[TopicPartition, PartitionBounds],
+    stamps: Mapping[TopicPartition, int], name: str, *, start: bool,
+) -> Offsets:  # fmt: skip
+    """Each partition's first offset with a timestamp at or after its own in ``stamps`` (option
+    ``name``). Spark: no match at the end means latest; at the start, an error unless
     startingOffsetsByTimestampStrategy=latest. A match inside an open transaction (past the
     LSO) is not visible yet, so it counts as latest."""
+    found: dict[TopicPartition, int | None] = {}
+    for ts in set(stamps.values()):
+        found.update(by_timestamp(opts, [tp for tp in bounds if stamps[tp] == ts], ts))
     out: Offsets = {}
-    for tp, found in by_timestamp(opts, bounds, ts).items():
+    for tp, offset in found.items():
         latest = bounds[tp].latest(opts.committed)
-        if found is None and start and opts.timestamp_strategy == "error":
+        if offset is None and start and opts.timestamp_strategy == "error":
             raise OffsetOutOfRangeError(
-                f"startingTimestamp: no record of {tp[0]}-{tp[1]} has a timestamp >= {ts} "
+                f"{name}: no record of {tp[0]}-{tp[1]} has a timestamp >= {stamps[tp]} "
                 "(set startingOffsetsByTimestampStrategy=latest to start at the end instead)",
                 file=opts.path,
             )
-        out[tp] = latest if found is None else min(max(found, bounds[tp].log_start), latest)
+        out[tp] = latest if offset is None else min(max(offset, bounds[tp].log_start), latest)
     return out
 
 

@@ -7,6 +7,7 @@ corpus reads as kafka-python reads it."""
 from __future__ import annotations
 
 import itertools
+import json
 import re
 import struct
 import threading
@@ -275,6 +276,37 @@ def test_timestamps(spark_kt: Any, sample: Written) -> None:
               endingTimestamp=str(end))  # fmt: skip
     expected = [r for r in no_headers(sample.visible()) if start <= r[5] < end]
     assert expected and rows_of(df) == expected
+
+
+def test_offsets_by_timestamp_a_partition(spark_kt: Any, sample: Written) -> None:
+    """Spark's ``startingOffsetsByTimestamp`` / ``endingOffsetsByTimestamp``: a timestamp for
+    each partition (JSON like ``startingOffsets``), each partition read from its first record
+    at or after its own start to its first at or after its own end; every partition of the
+    subscription must be named, as in Spark (both were refused as unknown options)."""
+    visible = no_headers(sample.visible())
+    by_tp: dict[tuple[str, int], list[int]] = {}
+    for r in visible:
+        by_tp.setdefault((r[0], r[1]), []).append(r[5])
+    bounds = {tp: (sorted(ts)[len(ts) // 3], sorted(ts)[2 * len(ts) // 3])
+              for tp, ts in by_tp.items()}  # fmt: skip
+
+    def as_json(which: int) -> str:
+        spec: dict[str, dict[str, int]] = {}
+        for (topic, partition), pair in bounds.items():
+            spec.setdefault(topic, {})[str(partition)] = pair[which]
+        return json.dumps(spec)
+
+    topics = ",".join(sorted({t for t, _ in bounds}))
+    df = load(spark_kt, sample.path, subscribe=topics, startingOffsetsByTimestamp=as_json(0),
+              endingOffsetsByTimestamp=as_json(1))  # fmt: skip
+    expected = [r for r in visible if bounds[(r[0], r[1])][0] <= r[5] < bounds[(r[0], r[1])][1]]
+    assert expected and rows_of(df) == expected
+    topic, partition = next(iter(bounds))
+    missing = json.dumps({topic: {str(partition): 0}})
+    if len(bounds) > 1:
+        with pytest.raises(Exception, match="startingOffsetsByTimestamp"):
+            load(spark_kt, sample.path, subscribe=topics,
+                 startingOffsetsByTimestamp=missing).collect()  # fmt: skip
 
 
 def test_starting_timestamp_after_every_record(spark_kt: Any, sample: Written) -> None:
