@@ -26,6 +26,9 @@ _END = object()
 
 KNOWN_COLUMNS = ("key", "value", "headers", "timestamp", "partition", "topic")
 CHUNK_ROWS = 256 * 1024
+TEXT_BLOCK_BYTES = 16 << 20
+"""Bytes of a CSV or JSON Lines file Arrow parses at a time: a row must fit (Arrow's 1 MiB
+default refused rows near Kafka's max.message.bytes; JSON retries larger)."""
 
 
 def read_chunks(path: Path, fmt: str) -> Iterator[pa.RecordBatch]:
@@ -49,12 +52,29 @@ def _batches(path: Path, fmt: str) -> Iterator[pa.RecordBatch]:
     if fmt == "parquet":
         yield from pq.ParquetFile(path).iter_batches(CHUNK_ROWS)
     elif fmt == "csv":
+        # Only an empty unquoted field is null, as in Spark's CSV reader: Arrow's default list
+        # (NA, NULL, nan, N/A, ...) made such values, and a quoted "", tombstones and null keys.
         options = pacsv.ConvertOptions(
-            column_types={"key": pa.string(), "value": pa.string()}, strings_can_be_null=True
-        )
-        yield from pacsv.open_csv(path, convert_options=options)
+            column_types={"key": pa.string(), "value": pa.string()}, null_values=[""],
+            strings_can_be_null=True, quoted_strings_can_be_null=False,
+        )  # fmt: skip
+        reading = pacsv.ReadOptions(block_size=TEXT_BLOCK_BYTES)
+        yield from pacsv.open_csv(path, read_options=reading, convert_options=options)
     else:
-        yield from pajson.read_json(path).to_batches(CHUNK_ROWS)
+        yield from _json(path).to_batches(CHUNK_ROWS)
+
+
+def _json(path: Path) -> pa.Table:
+    """The whole file (Arrow parses its blocks in parallel); a row longer than a block is read
+    again with blocks large enough (Arrow refuses it: "straddling object")."""
+    block = TEXT_BLOCK_BYTES
+    while True:
+        try:
+            return pajson.read_json(path, read_options=pajson.ReadOptions(block_size=block))
+        except pa.ArrowInvalid as exc:
+            if "straddl" not in str(exc) or block > path.stat().st_size:
+                raise
+            block *= 4
 
 
 def prefetched(items: Iterator[T], depth: int = 2) -> Iterator[T]:
@@ -118,7 +138,12 @@ def _timestamps(column: pa.Array, source: str) -> pa.Array:
     if pa.types.is_timestamp(column.type) or pa.types.is_integer(column.type):
         return column
     if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
-        return _cast(column, pa.timestamp("ms", tz="UTC"), "timestamp", source)
+        # to nanoseconds first: ISO text with micro- or nanoseconds (Python's isoformat()) is
+        # refused by a cast to milliseconds; Kafka keeps milliseconds, the rest is cut
+        exact = _cast(column, pa.timestamp("ns", tz="UTC"), "timestamp", source)
+        return pc.cast(exact, pa.timestamp("ms", tz="UTC"), safe=False)
+    if pa.types.is_date(column.type):  # a day: its midnight, UTC
+        return pc.cast(pc.cast(column, pa.date64()), pa.int64())
     raise ConfigError(
         f"column 'timestamp' has type {column.type}: use epoch milliseconds or ISO-8601 text",
         setting="timestamp",

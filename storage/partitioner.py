@@ -95,6 +95,10 @@ def _run(keys: pa.Array | pa.ChunkedArray, num_partitions: int) -> np.ndarray[An
         return np.concatenate(parts) if parts else np.empty(0, dtype=np.int32)
     if pa.types.is_null(keys.type):  # every key null (a JSON or CSV column of nulls only)
         keys = keys.cast(pa.binary())
+    if pa.types.is_dictionary(keys.type):  # a categorical column (pandas, Parquet)
+        keys = keys.dictionary_decode()
+    if pa.types.is_binary_view(keys.type) or pa.types.is_string_view(keys.type):
+        keys = keys.cast(pa.large_binary())
     kernels = native.pick("kafkatier.storage.partitioner_kernels")
     result: np.ndarray[Any, Any] = kernels.hash_all(*_buffers(keys), num_partitions)
     return result

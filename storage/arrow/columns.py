@@ -121,7 +121,8 @@ def headers_column(arr: pa.Array, name: str) -> HeaderColumns:
     Null lists become empty ones (Kafka has no null header list), so list offsets are rebuilt
     over the flattened headers.
     """
-    if pa.types.is_null(arr.type):  # every row without headers: as no column
+    empty_lists = pa.types.is_list(arr.type) and pa.types.is_null(arr.type.value_type)
+    if pa.types.is_null(arr.type) or empty_lists:  # no row has a header: as no column
         return absent_headers()
     keys, values = _header_children(arr, name)
     if not (

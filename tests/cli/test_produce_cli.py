@@ -9,9 +9,11 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from kafka.record import MemoryRecords
 
 from kafkatier.storage.log.directory import LogDirectory
 from kafkatier.storage.log.reader import iter_records
@@ -114,6 +116,58 @@ def test_columns_of_nulls_only_are_absent_values(tmp_path: Path) -> None:
         [f"{c}{i}".encode() for c in "vcp" for i in range(4)])
     assert all(not r.headers and r.timestamp > 0 for r in keyless)
     assert sorted(r.key for r in records if r.value is None) == [f"k{i}".encode() for i in range(4)]
+
+
+def kafka_python_records(log_dir: Path, topic: str) -> list[tuple[bytes | None, bytes | None,
+                                                                 int, list[Any]]]:
+    """(key, value, timestamp, headers) of every record of ``topic``, by kafka-python's parser."""
+    out = []
+    for path in sorted(log_dir.glob(f"{topic}-*/*.log")):
+        records = MemoryRecords(path.read_bytes())
+        while records.has_next():
+            out += [(r.key, r.value, r.timestamp, r.headers) for r in records.next_batch()]
+    return out
+
+
+def produce(log_dir: Path, topic: str, source: Path, *extra: str) -> Any:
+    command = [str(KAFKATIER), "produce", str(log_dir), "--topic", topic, "--input", str(source)]
+    return subprocess.run([*command, *extra], capture_output=True, text=True, timeout=120)
+
+
+def test_inputs_read_as_spark_and_python_write_them(tmp_path: Path) -> None:
+    """What an outside tester's files showed: CSV text such as NA, NULL, nan or #N/A is text
+    (Arrow's default null markers made those values tombstones and keys null) and a quoted ""
+    is an empty value, only an empty field null, as Spark's CSV reader; a JSON Lines row over
+    Arrow's 1 MiB block is read; ``"headers": []`` in every row is no headers; ISO timestamps
+    with microseconds (Python's ``isoformat()``) keep their milliseconds; a categorical
+    (dictionary) key column is partitioned by its values."""
+    logs = tmp_path / "logs"
+    csv = tmp_path / "x.csv"
+    csv.write_text('key,value\nu1,active\nu2,NA\nu3,NULL\nu4,nan\nNA,#N/A\nu6,""\nu7,\n')
+    assert produce(logs, "csv", csv).returncode == 0
+    assert [(k, v) for k, v, _, _ in kafka_python_records(logs, "csv")] == [
+        (b"u1", b"active"), (b"u2", b"NA"), (b"u3", b"NULL"), (b"u4", b"nan"), (b"NA", b"#N/A"),
+        (b"u6", b""), (b"u7", None)]  # fmt: skip
+    big = tmp_path / "big.jsonl"
+    big.write_text(json.dumps({"key": "a", "value": "x" * 2_200_000}) + "\n"
+                   + "".join(json.dumps({"key": f"k{i}", "value": "v", "headers": [],
+                                         "timestamp": f"2024-01-01T00:00:00.{i}23456+00:00"})
+                             + "\n" for i in range(3)))  # fmt: skip
+    done = produce(logs, "big", big, "--config", "max.message.bytes=5000000")
+    assert done.returncode == 0, done.stderr
+    found = kafka_python_records(logs, "big")
+    assert len(found[0][1] or b"") == 2_200_000
+    assert [(t, h) for _, _, t, h in found[1:]] == [(1704067200000 + i * 100 + 23, [])
+                                                     for i in range(3)]  # fmt: skip
+    keys = ["a", "b", "a", "c", "zz", "q"] * 3
+    pq.write_table(pa.table({"key": pa.array(keys).dictionary_encode(),
+                             "value": [b"v"] * len(keys)}), tmp_path / "cat.parquet")  # fmt: skip
+    assert produce(logs, "cat", tmp_path / "cat.parquet", "--partitions", "2").returncode == 0
+    expected = assign_partitions(pa.array(keys), 2)
+    with LogDirectory(logs) as log_dir:
+        placed = {p: sorted(r.key for r in iter_records(log_dir.logs[("cat", p)])) for p in (0, 1)}
+    assert placed == {p: sorted(k.encode() for k, q in zip(keys, expected, strict=True) if q == p)
+                      for p in (0, 1)}  # fmt: skip
 
 
 def test_a_recreated_topic_starts_from_kafkas_defaults(tmp_path: Path) -> None:
