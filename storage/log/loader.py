@@ -243,8 +243,9 @@ def load_segments(
     if segments and segments[-1].base_offset not in needs_recovery:
         active = segments[-1]
         if not active.index_leads_to_end():
-            logger.warning("%s: its last entry does not lead to the last batch of %s; "
-                           "recovering the segment", active.offset_index.path, active.log_path)
+            logger.warning("%s: the batches from its last entry (or the start) do not run to "
+                           "the end of %s; recovering the segment", active.offset_index.path,
+                           active.log_path)  # fmt: skip
             needs_recovery.add(active.base_offset)
     return segments, needs_recovery
 

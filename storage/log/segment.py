@@ -441,10 +441,12 @@ class LogSegment:
         """Whether the offset index's last entry points at a batch from which the batches run
         to the end of the ``.log`` (a clean shutdown's active segment: the next offset is read
         from there; an entry damaged while the clean-shutdown marker stayed led
-        :meth:`read_next_offset` to the base offset, and appends reused offsets)."""
-        if not self.offset_index.entries:
+        :meth:`read_next_offset` to the base offset, and appends reused offsets). Without an
+        entry, from the start: a torn last batch there (a cut file) was appended after, and
+        the new batches hid behind the bytes no reader gets past."""
+        _, position = self.offset_index.lookup(2**63 - 1) if self.offset_index.entries else (0, 0)
+        if not self.size:
             return True
-        _, position = self.offset_index.lookup(2**63 - 1)
         if not 0 <= position < self.size:
             return False
         end = None

@@ -6,6 +6,7 @@ transaction index and the leader-epoch checkpoint. Every recovered log is checke
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import struct
@@ -186,6 +187,33 @@ def test_a_damaged_last_index_entry_of_a_clean_log_is_recovered(
     assert reopened.append(batch(2)).first_offset == end
     assert any(str(index) in r.getMessage() for r in caplog.records)
     check_partition(reopened)
+
+
+def test_a_torn_last_batch_of_a_clean_log_without_index_entries_is_recovered(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A cut ``.log`` (its last batch torn) with the clean-shutdown marker left and no
+    offset-index entry in the active segment (under ``index.interval.bytes`` of batches): the
+    segment was trusted, the next append went after the torn bytes, which no reader gets past
+    (an outside tester's ``truncate -s``). It is recovered: the torn batch cut off, the next
+    append at its base offset, and the whole log reads back with kafka-python."""
+    config = dataclasses.replace(CONFIG, index_interval_bytes=1 << 20)
+    log = open_log(tmp_path / "t-0", config, clock=clock)
+    for _ in range(3):
+        log.append(batch(2))
+    assert log.active_segment.offset_index.entries == 0
+    log.close()
+    path = seg_path(log, 0, ".log")
+    last = read_partition(log.directory)[-1]
+    with open(path, "r+b") as f:
+        f.truncate(last.position + last.size - 5)
+    caplog.set_level("WARNING", logger="kafkatier.storage.log.loader")
+    reopened = open_log(log.directory, config, clean_shutdown=True, clock=clock)
+    assert reopened.log_end_offset == last.base_offset
+    assert reopened.append(batch(2)).first_offset == last.base_offset
+    assert any("recovering the segment" in r.getMessage() for r in caplog.records)
+    check_partition(reopened)
+    assert [b.base_offset for b in read_partition(reopened.directory)] == [0, 2, 4]
 
 
 def test_segments_below_the_recovery_point_are_not_rechecked(tmp_path: Path) -> None:
