@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -60,7 +61,10 @@ def produce(args: argparse.Namespace) -> int:
         writer_turn(args.log_dir, who="kafkatier produce"),
         LogDirectory(args.log_dir, max_open_files=args.max_open_files) as log_dir,
     ):
-        logs = _partitions(log_dir, args.topic, args.partitions, overrides)
+        count = _partition_count(log_dir, args.topic, args.partitions)
+        log_dir.topic_configs.check(args.topic, overrides, source="--config")
+        chunks = _first_checked(chunks, count)  # nothing saved or created for a refused file
+        logs = _partitions(log_dir, args.topic, count, overrides)
         summary = Summary()
         ends = [log.log_end_offset for log in logs]
         try:
@@ -73,10 +77,23 @@ def produce(args: argparse.Namespace) -> int:
     return 0
 
 
-def _partitions(
-    log_dir: LogDirectory, topic: str, wanted: int | None, overrides: dict[str, str]
-) -> list[Log]:
-    """The topic's logs; an existing topic keeps its partition count (a mismatch is an error)."""
+def _first_checked(chunks: Iterator[pa.RecordBatch], count: int) -> Iterator[pa.RecordBatch]:
+    """``chunks``, its first read and its partitions placed now: a file refused for its
+    columns or a row's partition (or empty) leaves no topic, partitions or saved settings."""
+    from kafkatier.storage.partitioner import assign_partitions
+
+    first = next(chunks, None)
+    if first is None:
+        return iter(())
+    names = first.schema.names
+    assign_partitions(first.column("key") if "key" in names else None, count,
+                      explicit=first.column("partition") if "partition" in names else None,
+                      rows=len(first))  # fmt: skip
+    return itertools.chain([first], chunks)
+
+
+def _partition_count(log_dir: LogDirectory, topic: str, wanted: int | None) -> int:
+    """An existing topic's partition count (another is an error), else ``wanted`` (or 1)."""
     existing = log_dir.topics().get(topic)
     if existing is not None and wanted is not None and wanted != existing:
         raise ConfigError(
@@ -88,6 +105,13 @@ def _partitions(
     count = existing or (1 if wanted is None else wanted)
     if count < 1:
         raise ConfigError("--partitions must be at least 1", setting="--partitions", value=count)
+    return count
+
+
+def _partitions(
+    log_dir: LogDirectory, topic: str, count: int, overrides: dict[str, str]
+) -> list[Log]:
+    """The topic's ``count`` logs, created if new, with ``overrides`` saved."""
     config = log_dir.topic_configs.update(topic, overrides, source="--config")
     log_dir.create_partitions(topic, count)
     logs = [log_dir.logs[(topic, p)] for p in range(count)]

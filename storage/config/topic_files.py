@@ -62,15 +62,20 @@ class TopicConfigStore:
             return _internal(topic)
         return _parsed(str(path), version)
 
-    def update(self, topic: str, overrides: Mapping[str, str], source: str) -> LogConfig:
-        """Validate ``overrides`` on top of the stored settings (none where they are a deleted
-        topic's: :meth:`drop_stale`), then persist them atomically."""
-        stamp = self.drop_stale(topic)
-        stored = self.stored(topic)
+    def check(self, topic: str, overrides: Mapping[str, str], source: str) -> LogConfig:
+        """What :meth:`update` would save, validated (errors as its), nothing written."""
+        stored = {} if self._stale(topic) else self.stored(topic)
         config = LogConfig.from_properties({**stored, **overrides}, source=source)
         if stored and overrides:
             _check_turning_off(LogConfig.from_properties(stored, source=str(self.path(topic))),
                                config, source)  # fmt: skip
+        return config
+
+    def update(self, topic: str, overrides: Mapping[str, str], source: str) -> LogConfig:
+        """Validate ``overrides`` on top of the stored settings (none where they are a deleted
+        topic's: :meth:`drop_stale`), then persist them atomically."""
+        stamp = self.drop_stale(topic)
+        config = self.check(topic, overrides, source)
         if overrides:
             self._write(topic, config.to_properties(), stamp)
         return config
@@ -85,10 +90,14 @@ class TopicConfigStore:
         """Delete the topic's file if it is a deleted topic's (module doc); the topic id the
         file kept is stamped with (None: no file, or none stamped)."""
         stamp = _stamp_of(self.path(topic))
-        if stamp is not None and not self._on_disk(topic):
+        if self._stale(topic):
             self.path(topic).unlink(missing_ok=True)
             return None
         return stamp
+
+    def _stale(self, topic: str) -> bool:
+        """Whether the topic's file is a deleted topic's (stamped, no partition on disk)."""
+        return _stamp_of(self.path(topic)) is not None and not self._on_disk(topic)
 
     def _on_disk(self, topic: str) -> bool:
         for path in self.log_dir.glob(f"{glob.escape(topic)}-*"):

@@ -217,3 +217,20 @@ def test_a_record_too_large_for_the_topic_names_the_settings(tmp_path: Path) -> 
         assert "no record of the input was appended" in done.stderr
         with LogDirectory(tmp_path / "logs") as log_dir:
             assert all(log.log_end_offset == 0 for log in log_dir.logs.values())
+
+
+def test_a_refused_file_leaves_no_topic_and_no_saved_settings(tmp_path: Path) -> None:
+    """A file refused for its columns or a row's partition: no partition directories (a
+    later ``--partitions`` was refused as a re-partitioning of an empty topic) and no saved
+    ``--config`` (a ``cleanup.policy=compact`` saved that way blocked every later ``clean``)."""
+    logs = tmp_path / "logs"
+    no_value, out_of_range = tmp_path / "no_value.csv", tmp_path / "range.csv"
+    no_value.write_text("key,other\na,b\n")
+    out_of_range.write_text("value,partition\na,0\nb,9\n")
+    assert produce(logs, "orders", no_value, "--partitions", "4").returncode == 2
+    done = produce(logs, "ev", out_of_range, "--partitions", "2",
+                   "--config", "cleanup.policy=compact")  # fmt: skip
+    assert done.returncode == 1 and "partition 9 is outside" in done.stderr
+    assert sorted(p.name for p in logs.iterdir() if not p.name.startswith(".")) == [
+        "kafkatier-writer.generation", "meta.properties"]  # fmt: skip
+    assert produce(logs, "orders", out_of_range, "--partitions", "10").returncode == 0
