@@ -41,6 +41,7 @@ from kafkatier.storage.checkpoint.metadata import (
 from kafkatier.storage.config.internal_topics import managed_partition
 from kafkatier.storage.config.log_config import LogConfig
 from kafkatier.storage.config.topic_files import TopicConfigStore
+from kafkatier.storage.errors import ConfigError
 from kafkatier.storage.file_budget import FileBudget, process_budget, resolve_max_open_files
 from kafkatier.storage.fsutil import fsync_tree
 from kafkatier.storage.log.creation import (
@@ -171,6 +172,7 @@ class LogDirectory:
             return
         topic_id = self.topic_id(topic)
         if topic_id is None:  # a new topic: settings a deleted one of its name left go
+            self._refuse_collision(topic)
             self.topic_configs.drop_stale(topic)
             topic_id = new_topic_id()
         staged: dict[TopicPartition, Path] = {}
@@ -191,6 +193,19 @@ class LogDirectory:
                 clock=self.clock,
                 budget=self.file_budget,
             )
+
+    def _refuse_collision(self, topic: str) -> None:
+        """Kafka's ``Topic.hasCollision``: a new topic whose name equals an existing one's once
+        '.' is read as '_' (``my.topic`` and ``my_topic``) is refused, as Kafka refuses it
+        (their metric names would be the same)."""
+        mangled = topic.replace(".", "_")
+        for other in self.topics():
+            if other != topic and other.replace(".", "_") == mangled:
+                raise ConfigError(
+                    f"topic {topic!r} collides with existing topic {other!r} in {self.path}: "
+                    "Kafka refuses names that differ only in '.' and '_'", setting="topic",
+                    value=topic,
+                )  # fmt: skip
 
     def _ensure_partition_metadata(self, topic: str, partition: int) -> None:
         metadata = PartitionMetadataFile(

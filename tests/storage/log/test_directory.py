@@ -9,11 +9,13 @@ import re
 import threading
 from pathlib import Path
 
+import pytest
 from crash_writer import check_partition, read_partition
 
 from kafkatier.storage.checkpoint.metadata import MetaProperties
 from kafkatier.storage.config.log_config import LogConfig
 from kafkatier.storage.config.topic_files import TopicConfigStore
+from kafkatier.storage.errors import ConfigError
 from kafkatier.storage.log.directory import LogDirectory
 from kafkatier.storage.record.builder import build_batch
 from kafkatier.storage.record.record import Record
@@ -232,3 +234,17 @@ def test_a_partition_another_writer_created_meanwhile_is_opened_not_created(
     ids = {(tmp_path / f"t-{p}" / "partition.metadata").read_text() for p in range(3)}
     assert len(ids) == 1
     stale.close()
+
+
+def test_a_topic_colliding_with_another_once_dots_are_underscores_is_refused(
+    tmp_path: Path,
+) -> None:
+    """Kafka's ``Topic.hasCollision``: ``my.topic`` and ``my_topic`` cannot both exist (their
+    metric names are the same); the second is refused before anything of it is created."""
+    with LogDirectory(tmp_path) as log_dir:
+        log_dir.create_partitions("my.topic", 2)
+        with pytest.raises(ConfigError, match=r"'my_topic' collides with .* 'my\.topic'"):
+            log_dir.create_partitions("my_topic", 1)
+        log_dir.create_partitions("my.topic", 2)  # itself: no collision
+        log_dir.create_partitions("my-topic", 1)  # '-' is not '.': Kafka allows it
+    assert not (tmp_path / "my_topic-0").exists()
