@@ -163,7 +163,7 @@ class MetaProperties:
 
     KRaft (``version=1``) requires ``cluster.id`` and ``node.id``; ZooKeeper-era ``version=0``
     files carry an optional ``broker.id`` (read into ``node_id``) and optional ``cluster.id``.
-    Either may have a ``directory.id`` (Uuid text). A file without ``version`` is version 0.
+    Either may have a ``directory.id`` (Uuid text). ``version`` is required, as in Kafka.
     """
 
     version: int
@@ -195,7 +195,10 @@ class MetaProperties:
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str], *, source: str) -> MetaProperties:
-        version_text = props.get("version", "0")
+        version_text = props.get("version")
+        if version_text is None:  # Kafka's MetaProperties reads it as a required property
+            raise CheckpointError("missing version (a broker refuses to start on it)",
+                                  file=source)  # fmt: skip
         if version_text not in ("0", "1"):
             raise CheckpointError("unknown meta.properties version", file=source,
                                   version=version_text)

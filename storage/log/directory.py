@@ -107,6 +107,8 @@ class LogDirectory:
         path = self.path / META_PROPERTIES
         if not path.exists():
             MetaProperties.new_kraft(node_id=0).write(path)
+        else:  # one a broker would refuse to start on is said, before anything is written
+            MetaProperties.read(path)
 
     def _open_all(self) -> None:
         """Open (and recover) every partition directory, one after the other in this thread.

@@ -122,3 +122,18 @@ def test_console_script(logs: Path) -> None:
                           capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
     assert done.returncode == 1, done.stderr
     assert done.stdout.splitlines()[0].startswith(f"{logs}/meta.properties: missing")
+
+
+def test_a_meta_properties_a_broker_refuses_is_an_error_and_no_writer_uses_it(
+    logs: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Garbage (or a file without ``version``) in ``meta.properties``: Kafka's broker refuses
+    to start on it, so ``verify`` reports it (it read as version 0: "no problems") and
+    ``produce`` refuses the log dir before writing anything."""
+    (logs / "meta.properties").write_bytes(b"\x00\x9f\x07 garbage\n")
+    code, lines, _ = run(capsys, logs)
+    assert code == 1 and any("meta.properties: missing version" in line for line in lines)
+    data = logs.parent / "in.jsonl"
+    data.write_text('{"value": "v"}\n')
+    assert main(["produce", str(logs), "--topic", "orders", "--input", str(data)]) == 1
+    assert "missing version" in capsys.readouterr().err

@@ -234,7 +234,7 @@ def test_new_kraft_ids():
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("broker.id=1001\n", MetaProperties(0, None, 1001, None)),
+        ("version=0\nbroker.id=1001\n", MetaProperties(0, None, 1001, None)),
         ("version=0\ncluster.id=X\n", MetaProperties(0, "X", None, None)),
         ("version=1\nnode.id=2\ncluster.id=C\n", MetaProperties(1, "C", 2, None)),
         ("version = 1\nnode.id:2\ncluster.id C\n", MetaProperties(1, "C", 2, None)),
@@ -250,6 +250,8 @@ def test_meta_properties_read(tmp_path, text, expected):
     ("text", "message"),
     [
         ("version=2\nnode.id=1\ncluster.id=c\n", "version"),
+        ("broker.id=1001\n", "missing version"),  # required, as Kafka reads it
+        ("\x00\x9f garbage \x07\n", "missing version"),  # a damaged file
         ("version=1\ncluster.id=c\n", "node.id"),
         ("version=1\nnode.id=1\n", "cluster.id"),
         ("version=1\nnode.id=one\ncluster.id=c\n", "node.id"),
