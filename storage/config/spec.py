@@ -44,7 +44,14 @@ class Spec:
         """Kafka's ``ConfigDef.parseType`` on trimmed text; ValueError says what was expected."""
         value = text.strip()
         if self.kind in ("int", "long"):
-            return parse_java_int(value, INT32_RANGE if self.kind == "int" else INT64_RANGE)
+            bounds = INT32_RANGE if self.kind == "int" else INT64_RANGE
+            try:
+                return parse_java_int(value, bounds)
+            except ValueError as exc:
+                if "out of range" not in str(exc):
+                    raise
+                raise ValueError(f"not a number of type {self.kind.upper()} (a Java "
+                                 f"{self.kind}: {bounds[0]} to {bounds[1]})") from None
         if self.kind == "double":
             if not _JAVA_DOUBLE.fullmatch(value):
                 raise ValueError("not a number")

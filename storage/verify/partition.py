@@ -55,8 +55,11 @@ def verify_partition(
     found.stats.partitions += 1
     found.stats.files += sum(len(f) for f in files.segments.values()) + len(files.snapshots)
     for path in files.leftovers:
-        found.add(path, None, "left over from an interrupted delete, clean or swap (Kafka "
-                  "completes or discards it at startup)", severity="warning")  # fmt: skip
+        why = ("deleted, kept for readers until file.delete.delay.ms has passed (or left by an "
+               "interrupted delete); Kafka removes it at startup" if path.name.endswith(".deleted")
+               else "left over from an interrupted clean or swap (Kafka completes or discards "
+               "it at startup)")  # fmt: skip
+        found.add(path, None, why, severity="warning")
     _check_partition_metadata(files, found)
     epochs = _epoch_check(files, found)
     bases = sorted(files.segments)

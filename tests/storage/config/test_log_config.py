@@ -162,6 +162,9 @@ def test_valid_range_text_is_kafka_style():
     with pytest.raises(ConfigError) as info:
         _parse(segment_index_bytes="3")
     assert info.value.valid == "[4,...]"
+    with pytest.raises(ConfigError, match="not a number of type INT") as info:  # Kafka's words
+        _parse(segment_bytes="99999999999")  # beyond a Java int: "[14,...]" alone did not say
+    assert "2147483647" in str(info.value)
 
 
 def test_unknown_setting_suggests_closest():
