@@ -38,6 +38,7 @@ KNOWN_OPTIONS = (
     "startingTimestamp", "endingTimestamp", "startingOffsetsByTimestamp",
     "endingOffsetsByTimestamp", "startingOffsetsByTimestampStrategy",
     "includeHeaders", "isolationLevel", "failOnDataLoss", "maxOffsetsPerTrigger",
+    "minOffsetsPerTrigger", "maxTriggerDelay",
     "readChunkBytes", "minPartitions", "maxPartitionBytes", "openCostInBytes", *REMOTE_OPTIONS,
 )  # fmt: skip
 _CANONICAL = {name.lower(): name for name in KNOWN_OPTIONS}
@@ -65,6 +66,8 @@ class SourceOptions:
     committed: bool = True
     fail_on_data_loss: bool = True
     max_offsets_per_trigger: int | None = None
+    min_offsets_per_trigger: int | None = None
+    max_trigger_delay_ms: int = 15 * 60 * 1000  # Spark's default, "15m"
     chunk_bytes: int = DEFAULT_CHUNK_BYTES
     remote: RemoteSettings | None = None  # where the tiering sidecar copied the segments
     splits: SplitSettings = field(default_factory=SplitSettings)
@@ -113,6 +116,8 @@ def parse_options(
         committed=_isolation(opts) is IsolationLevel.READ_COMMITTED,
         fail_on_data_loss=_bool(opts, "failOnDataLoss", True),
         max_offsets_per_trigger=_int(opts, "maxOffsetsPerTrigger", minimum=1),
+        min_offsets_per_trigger=_int(opts, "minOffsetsPerTrigger", minimum=1),
+        max_trigger_delay_ms=_duration_ms(opts, "maxTriggerDelay", "15m"),
         chunk_bytes=_int(opts, "readChunkBytes", minimum=1) or DEFAULT_CHUNK_BYTES,
         remote=remote,
         splits=SplitSettings(
@@ -221,6 +226,20 @@ def _ending_timestamp(opts: dict[str, str], streaming: bool | None) -> int | Non
     if streaming and "endingTimestamp" in opts:
         raise _error("endingTimestamp", "not valid in streaming queries (they have no end)")
     return _int(opts, "endingTimestamp", minimum=0)
+
+
+_TIME_UNITS = {"us": 0.001, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000,
+               "d": 86_400_000}  # fmt: skip
+
+
+def _duration_ms(opts: dict[str, str], name: str, default: str) -> int:
+    """Spark's time strings (``JavaUtils.timeStringAsMs``: ``500ms``, ``30s``, ``15m``, ``1h``;
+    a bare number is milliseconds)."""
+    text = opts.get(name, default).strip().lower()
+    found = re.fullmatch(r"(\d+)\s*([a-z]*)", text)
+    if found is None or found.group(2) not in ("", *_TIME_UNITS):
+        raise _error(name, f"expected a duration like 500ms, 30s, 15m or 1h, got {opts[name]!r}")
+    return int(int(found.group(1)) * _TIME_UNITS.get(found.group(2), 1))
 
 
 def _default(value: int | None, default: int) -> int:

@@ -13,6 +13,7 @@ so a checkpoint written with one resumes with the other.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 from kafkatier.sink.source.options import SourceOptions
@@ -52,6 +53,7 @@ class StreamOffsets:
         # each partition's bounds while its folder is unchanged (the kernel's word, inotify)
         self._kept = BoundsCache(watch=DirectoryWatch.shared())
         self._reported_gone: set[TopicPartition] = set()  # warned of (failOnDataLoss=false)
+        self._last_trigger = -float("inf")  # when a batch was last allowed (minOffsetsPerTrigger)
 
     def _survey(self) -> dict[TopicPartition, PartitionBounds]:
         """Bounds of every subscribed partition on disk now, kept for :meth:`plan`: its ABORT
@@ -79,9 +81,25 @@ class StreamOffsets:
                 tp: max(min(e, self._target.get(tp, starts[tp])), starts[tp])
                 for tp, e in ends.items()
             }
+        elif self._too_few(starts, ends):
+            return to_json({**begin, **back})  # no batch yet: the start again, as Spark's
         if max_rows is not None:
             ends = rate_limit(starts, ends, max_rows)
         return to_json({**begin, **ends, **back})
+
+    def _too_few(self, starts: Offsets, ends: Offsets) -> bool:
+        """Spark's ``minOffsetsPerTrigger``: a trigger with fewer new offsets in all is skipped
+        until ``maxTriggerDelay`` has passed since the last batch (the first one always runs;
+        Trigger.AvailableNow reads what there is)."""
+        wanted = self.opts.min_offsets_per_trigger
+        if wanted is None:
+            return False
+        now = time.monotonic()
+        waited = (now - self._last_trigger) * 1000 >= self.opts.max_trigger_delay_ms
+        if not waited and sum(max(end - starts[tp], 0) for tp, end in ends.items()) < wanted:
+            return True
+        self._last_trigger = now
+        return False
 
     def _gone(self, gone: list[TopicPartition]) -> None:
         """Partitions the query read that are no longer on disk (their topic deleted): Spark's

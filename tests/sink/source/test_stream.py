@@ -198,6 +198,44 @@ def test_each_trigger_reads_only_the_batches_appended_since_the_last(tmp_path: P
             StreamOffsets(opts).initial()
 
 
+def test_min_offsets_per_trigger_waits_for_enough_or_the_max_delay(tmp_path: Path) -> None:
+    """Spark's ``minOffsetsPerTrigger`` (refused as an unknown option): the first trigger
+    runs; later ones with fewer new offsets in all answer the start again (no batch) until
+    there are enough or ``maxTriggerDelay`` has passed since the last batch; with
+    ``maxOffsetsPerTrigger`` too, a batch is cut to it; Trigger.AvailableNow reads what
+    there is."""
+    import time
+
+    w = Written(tmp_path / "logs")
+    with LogDirectory(w.path) as ld:
+        logs = [ld.get_or_create("s", p) for p in range(2)]
+        append(w, logs[0], 4)
+        opts = parse_options({"path": str(w.path), "subscribe": "s", "startingOffsets": "earliest",
+                              "minOffsetsPerTrigger": "10", "maxOffsetsPerTrigger": "12",
+                              "maxTriggerDelay": "1s"}, streaming=True)  # fmt: skip
+        assert (opts.min_offsets_per_trigger, opts.max_trigger_delay_ms) == (10, 1000)
+        offsets = StreamOffsets(opts)
+        start = offsets.initial()
+        first = offsets.latest(start, 12)
+        assert first == {"s": {"0": 4, "1": 0}}  # the first trigger runs, whatever it finds
+        append(w, logs[0], 3)
+        append(w, logs[1], 3)
+        assert offsets.latest(first, 12) == first  # 6 new: too few, no batch
+        append(w, logs[1], 9)
+        enough = offsets.latest(first, 12)  # 15 new: a batch, cut to maxOffsetsPerTrigger
+        assert 10 <= sum(enough["s"].values()) - sum(first["s"].values()) <= 12
+        append(w, logs[0], 1)
+        assert offsets.latest(enough, 12) == enough
+        time.sleep(1.1)  # maxTriggerDelay passed: the few there are
+        assert offsets.latest(enough, 12) == {"s": {"0": 8, "1": 12}}
+        offsets.prepare_available_now()
+        append(w, logs[0], 1)  # after the target: not read by AvailableNow
+        assert offsets.latest({"s": {"0": 7, "1": 12}}, None) == {"s": {"0": 8, "1": 12}}
+    for bad in ("soon", "5 weeks", "-1s"):
+        with pytest.raises(Exception, match="maxTriggerDelay"):
+            parse_options({"path": "/x", "subscribe": "s", "maxTriggerDelay": bad}, streaming=True)
+
+
 @pytest.mark.skipif(DirectoryWatch.open() is None, reason="no inotify on this system")
 def test_a_trigger_with_nothing_new_reads_no_partition(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
