@@ -193,13 +193,10 @@ def starting_offsets(
 ) -> Offsets:
     """Where each partition starts: startingTimestamp, else startingOffsetsByTimestamp, else
     startingOffsets (Spark's order)."""
-    if opts.starting_timestamp is not None:
-        stamps = dict.fromkeys(bounds, opts.starting_timestamp)
-        return _from_timestamp(opts, bounds, stamps, "startingTimestamp", start=True)
-    if opts.starting_by_timestamp is not None:
-        name = "startingOffsetsByTimestamp"
-        stamps = dict(_specific(opts.starting_by_timestamp, name, bounds))
-        return _from_timestamp(opts, bounds, stamps, name, start=True)
+    timed = _by_time(opts, bounds, "starting", opts.starting_timestamp,
+                     opts.starting_by_timestamp)  # fmt: skip
+    if timed is not None:
+        return timed
     spec = _specific(opts.starting, "startingOffsets", bounds)
     return {tp: _resolve(spec[tp], b, opts.committed) for tp, b in bounds.items()}
 
@@ -209,13 +206,9 @@ def ending_offsets(
 ) -> Offsets:
     """Where each partition ends (batch queries): endingTimestamp, else
     endingOffsetsByTimestamp, else endingOffsets."""
-    if opts.ending_timestamp is not None:
-        stamps = dict.fromkeys(bounds, opts.ending_timestamp)
-        return _from_timestamp(opts, bounds, stamps, "endingTimestamp", start=False)
-    if opts.ending_by_timestamp is not None:
-        name = "endingOffsetsByTimestamp"
-        stamps = dict(_specific(opts.ending_by_timestamp, name, bounds))
-        return _from_timestamp(opts, bounds, stamps, name, start=False)
+    timed = _by_time(opts, bounds, "ending", opts.ending_timestamp, opts.ending_by_timestamp)
+    if timed is not None:
+        return timed
     spec = _specific(opts.ending, "endingOffsets", bounds)
     ends = {tp: _resolve(spec[tp], b, opts.committed) for tp, b in bounds.items()}
     for tp, end in ends.items():
@@ -226,6 +219,23 @@ def ending_offsets(
                 file=opts.path,
             )
     return ends
+
+
+def _by_time(
+    opts: SourceOptions, bounds: Mapping[TopicPartition, PartitionBounds], which: str,
+    one: int | None, each: dict[TopicPartition, int] | None,
+) -> Offsets | None:  # fmt: skip
+    """``<which>Timestamp`` (one for every partition), else ``<which>OffsetsByTimestamp`` (one
+    each), Spark's order; None when neither is given."""
+    start = which == "starting"
+    if one is not None:
+        stamps = dict.fromkeys(bounds, one)
+        return _from_timestamp(opts, bounds, stamps, f"{which}Timestamp", start=start)
+    if each is not None:
+        name = f"{which}OffsetsByTimestamp"
+        return _from_timestamp(opts, bounds, dict(_specific(each, name, bounds)), name,
+                               start=start)  # fmt: skip
+    return None
 
 
 def _from_timestamp(
