@@ -337,7 +337,7 @@ def test_bad_rows_fail_before_anything_is_written(
     )
     with pytest.raises(error, match=match):
         sink(spark.range(5).selectExpr(*select), 0)
-    assert set(end_offsets(tmp_path).values()) == {0}
+    assert end_offsets(tmp_path) == {}  # not even the new topic's empty partitions
     sink(spark.range(3).selectExpr("'ok' AS value"), 0)  # the sink still works
     assert read_topic(tmp_path, "t").num_rows == 3
 
