@@ -85,6 +85,7 @@ def parse_options(
     driver's working directory, as Spark's file sources resolve theirs), not the Python
     worker's."""
     given = {str(k).lower(): str(v) for k, v in options.items()}
+    _alias(given, "kafka.isolation.level", "isolationlevel")
     for key in given:
         if key not in _CANONICAL:
             raise _error(key, f"unknown option; known options: {', '.join(KNOWN_OPTIONS)}")
@@ -126,6 +127,17 @@ def parse_options(
             open_cost_bytes=_default(_int(opts, "openCostInBytes", minimum=0), OPEN_COST_BYTES),
         ),
     )
+
+
+def _alias(given: dict[str, str], spark_name: str, own: str) -> None:
+    """Spark's Kafka source's consumer setting ``spark_name`` (``kafka.isolation.level``: how a
+    Spark job asks for read_committed) as this source's ``own`` option; both, differing, is an
+    error."""
+    if spark_name not in given:
+        return
+    value = given.pop(spark_name)
+    if given.setdefault(own, value).strip().lower() != value.strip().lower():
+        raise _error(spark_name, f"{value!r} contradicts {_CANONICAL[own]}={given[own]!r}")
 
 
 def _subscription(

@@ -249,6 +249,18 @@ def test_read_uncommitted_shows_aborted_and_open_data(spark_kt: Any, sample: Wri
     assert len(expected) > len([r for r in sample.visible() if r[0] == "events"])
 
 
+def test_sparks_kafka_isolation_level_option_is_read(spark_kt: Any, sample: Written) -> None:
+    """A Spark job asks its Kafka source for transactions' isolation with the consumer setting
+    ``kafka.isolation.level``: the same rows as ``isolationLevel`` (it was refused as an
+    unknown option); both, differing, is an error naming it."""
+    options = {"subscribePattern": "ev.*", "kafka.isolation.level": "read_uncommitted"}
+    df = load(spark_kt, sample.path, **options)
+    expected = [r for r in no_headers(sample.visible(committed=False)) if r[0] == "events"]
+    assert rows_of(df) == expected
+    with pytest.raises(Exception, match=r"kafka\.isolation\.level"):
+        load(spark_kt, sample.path, isolationLevel="read_committed", **options).collect()
+
+
 def test_offset_ranges(spark_kt: Any, sample: Written) -> None:
     starting = '{"events":{"0":3,"1":-2,"2":-2},"other":{"0":10}}'
     ending = '{"events":{"0":15,"1":4,"2":-1},"other":{"0":-1}}'
