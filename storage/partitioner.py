@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 
 from kafkatier.storage import native
+from kafkatier.storage.arrow.columns import plain_bytes
 from kafkatier.storage.errors import InvalidRecordError
 
 SEED: Final = 0x9747B28C
@@ -72,11 +73,7 @@ _OFFSET_TYPES: Final = {
 
 def _buffers(keys: pa.Array) -> tuple[Any, Any, Any]:
     """(data bytes, this slice's offsets, validity) as numpy views of the Arrow buffers."""
-    offset_type = _OFFSET_TYPES.get(keys.type)
-    if offset_type is None:
-        raise TypeError(
-            f"keys must be binary, large_binary, string or large_string, not {keys.type}"
-        )
+    offset_type = _OFFSET_TYPES[keys.type]  # plain_bytes left one of these
     _, offsets_buf, data_buf = keys.buffers()
     n = len(keys)
     offsets = np.frombuffer(offsets_buf, dtype=offset_type, count=keys.offset + n + 1)
@@ -93,12 +90,7 @@ def _run(keys: pa.Array | pa.ChunkedArray, num_partitions: int) -> np.ndarray[An
     if isinstance(keys, pa.ChunkedArray):
         parts = [_run(chunk, num_partitions) for chunk in keys.chunks]
         return np.concatenate(parts) if parts else np.empty(0, dtype=np.int32)
-    if pa.types.is_null(keys.type):  # every key null (a JSON or CSV column of nulls only)
-        keys = keys.cast(pa.binary())
-    if pa.types.is_dictionary(keys.type):  # a categorical column (pandas, Parquet)
-        keys = keys.dictionary_decode()
-    if pa.types.is_binary_view(keys.type) or pa.types.is_string_view(keys.type):
-        keys = keys.cast(pa.large_binary())
+    keys = plain_bytes(keys, "key")  # the encoder's reading: nulls only, dictionary, views
     kernels = native.pick("kafkatier.storage.partitioner_kernels")
     result: np.ndarray[Any, Any] = kernels.hash_all(*_buffers(keys), num_partitions)
     return result
@@ -107,8 +99,9 @@ def _run(keys: pa.Array | pa.ChunkedArray, num_partitions: int) -> np.ndarray[An
 def partition_keys(keys: pa.Array | pa.ChunkedArray, num_partitions: int) -> np.ndarray[Any, Any]:
     """The default partition of every key as an int32 array; null keys give -1.
 
-    Accepts binary, large_binary, string and large_string arrays (strings hash their UTF-8
-    bytes, which is what Kafka's StringSerializer produces), sliced or not, and chunked arrays.
+    Accepts what the encoder does (``columns.plain_bytes``: binary and string arrays, their
+    dictionary and view forms, a column of nulls only; strings hash their UTF-8 bytes, which is
+    what Kafka's StringSerializer produces), sliced or not, and chunked arrays.
     """
     if num_partitions < 1:
         raise ValueError(f"num_partitions must be >= 1, got {num_partitions}")

@@ -50,7 +50,10 @@ def _validity(arr: pa.Array) -> NDArray[np.uint8]:
     return np.asarray(arr.is_valid().to_numpy(zero_copy_only=False), dtype=np.uint8)
 
 
-def _as_plain_bytes(arr: pa.Array, name: str) -> pa.Array:
+def plain_bytes(arr: pa.Array, name: str) -> pa.Array:
+    """``arr`` as binary or string with offsets (what the kernels read): dictionary and view
+    forms decoded, a column of nulls only (Arrow's null type: JSON or CSV) as binary nulls;
+    another type is :class:`ArrowSchemaError` naming column ``name``."""
     t = arr.type
     if pa.types.is_null(t):  # every row null (a JSON or CSV column of nulls only)
         return arr.cast(pa.binary())
@@ -71,7 +74,7 @@ def _as_plain_bytes(arr: pa.Array, name: str) -> pa.Array:
 
 def binary_column(arr: pa.Array, name: str) -> BinaryColumn:
     """Start of each value in the data buffer, the data bytes, and lengths (-1 for null)."""
-    arr = _as_plain_bytes(arr, name)
+    arr = plain_bytes(arr, name)
     large = pa.types.is_large_binary(arr.type) or pa.types.is_large_string(arr.type)
     dtype = np.int64 if large else np.int32
     _, offsets_buf, data_buf = arr.buffers()
