@@ -133,9 +133,9 @@ def normalise(batch: pa.RecordBatch, source: str) -> pa.RecordBatch:
 
 
 def _timestamps(column: pa.Array, source: str) -> pa.Array:
-    if pa.types.is_null(column.type):  # nulls only: the produce time, as a null in a column
-        return column.cast(pa.int64())
-    if pa.types.is_timestamp(column.type) or pa.types.is_integer(column.type):
+    if pa.types.is_null(column.type) or pa.types.is_timestamp(column.type) or (
+        pa.types.is_integer(column.type)
+    ):  # nulls only: the produce time (columns.timestamps_column)
         return column
     if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
         # to nanoseconds first: ISO text with micro- or nanoseconds (Python's isoformat()) is
