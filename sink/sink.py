@@ -396,8 +396,8 @@ class KafkaLogSink:
         decided = False
         try:
             groups, sequences = self._encode(df, cols, encode_plan, place)
-            if self.topic is not None:  # a new fixed topic: its partitions, now rows are known
-                topic_partitions(self.logs, self.topic, self.partitions)
+            if self.topic is not None and self.logs.get(self.topic, 0) is None:
+                topic_partitions(self.logs, self.topic, self.partitions)  # new: rows accepted
             if not groups:  # no row: nothing to decide or flush (a replay writes nothing too)
                 place.remove()
                 return
