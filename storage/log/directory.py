@@ -247,12 +247,8 @@ class LogDirectory:
 
     def _checkpoints(self) -> Checkpoints:
         points = {tp: log.recovery_point for tp, log in self.logs.items()}
-        starts = {
-            tp: log.log_start_offset if log.log_start_offset > log.segments[0].base_offset
-            else log.remote_start  # a tiered log's, below its local segments
-            for tp, log in self.logs.items()
-            if log.log_start_offset > log.segments[0].base_offset or log.remote_start
-        }  # fmt: skip
+        starts = {tp: start for tp, log in self.logs.items()
+                  if (start := _checkpointed_start(log)) is not None}  # fmt: skip
         cleaned = {
             tp: self.first_dirty_offset(tp) for tp in self.cleaner_offsets if tp in self.logs
         }
@@ -359,3 +355,12 @@ class LogDirectory:
             for segment in log.segments:
                 segment.close_handlers()
         self.logs.clear()
+
+
+def _checkpointed_start(log: Log) -> int | None:
+    """The log start offset a checkpoint keeps for ``log``: one above its first segment (as
+    Kafka's ``checkpointLogStartOffsetsInDir``), else a tiered log's below its local segments
+    (``Log.remote_start``); None for neither."""
+    if log.log_start_offset > log.segments[0].base_offset:
+        return log.log_start_offset
+    return log.remote_start or None
