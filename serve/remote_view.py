@@ -14,7 +14,7 @@ once per partition and :data:`REFRESH_S`, and local reads never wait on it. Afte
 store counts as down for :data:`REFRESH_S`: meanwhile no partition asks it (one request at a
 time probes it again after that), so an outage costs one wait on the store's retries and
 timeouts per window, not one per partition per window, each holding a thread of the pool
-that every request shares (a ListOffsets waited 16-28 s). Where the sidecar
+that every request shares. Where the sidecar
 left its copy of the partition's manifest (``kafkatier-remote-manifest``), that copy gives the
 log start and the remote range meanwhile, and a fetch of an offset only the store holds gets
 KAFKA_STORAGE_ERROR, which clients retry, as Kafka's broker keeps its log start when remote
@@ -67,7 +67,6 @@ class RemoteTier:
         self.chunks = ChunkCache(read_ahead=READ_AHEAD_THREADS)
         self._down_until = 0.0  # monotonic: the store failed, partitions do not ask it until
         self._probing = False  # a load asks the store after a failure: the others do not
-        self.skipped = 0  # loads that did not ask a store known down
 
     def close(self) -> None:
         """Stop reading ahead (the server is stopping)."""
@@ -92,7 +91,6 @@ class RemoteTier:
 
     def _load(self, log_dir: Path, topic: str, partition: int) -> RemoteLogReader | None:
         if not self._may_ask():
-            self.skipped += 1
             found = _copied(log_dir, topic, partition)
             return None if found is None else self._reader(*found)
         try:

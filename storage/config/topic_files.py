@@ -67,8 +67,7 @@ class TopicConfigStore:
         stored = {} if self._stale(topic) else self.stored(topic)
         config = LogConfig.from_properties({**stored, **overrides}, source=source)
         if stored and overrides:
-            _check_turning_off(LogConfig.from_properties(stored, source=str(self.path(topic))),
-                               config, source)  # fmt: skip
+            _check_turning_off(self.get(topic), config, source)  # get: parsed once a version
         return config
 
     def update(self, topic: str, overrides: Mapping[str, str], source: str) -> LogConfig:
@@ -90,13 +89,14 @@ class TopicConfigStore:
         """Delete the topic's file if it is a deleted topic's (module doc); the topic id the
         file kept is stamped with (None: no file, or none stamped)."""
         stamp = _stamp_of(self.path(topic))
-        if self._stale(topic):
+        if stamp is not None and not self._on_disk(topic):
             self.path(topic).unlink(missing_ok=True)
             return None
         return stamp
 
     def _stale(self, topic: str) -> bool:
-        """Whether the topic's file is a deleted topic's (stamped, no partition on disk)."""
+        """Whether the topic's file is a deleted topic's (stamped, no partition on disk): what
+        :meth:`drop_stale` would delete."""
         return _stamp_of(self.path(topic)) is not None and not self._on_disk(topic)
 
     def _on_disk(self, topic: str) -> bool:
