@@ -54,13 +54,17 @@ def is_valid_topic_name(topic: str) -> bool:
     )
 
 
+class OutOfJavaRangeError(ValueError):
+    """An integer the Java type cannot hold (Kafka: "Not a number of type INT")."""
+
+
 def parse_java_int(text: str, bounds: tuple[int, int] = INT32_RANGE) -> int:
     """``Integer.parseInt`` / ``Long.parseLong``: optional sign, ASCII digits, in range."""
     if not _JAVA_INT.fullmatch(text):
         raise ValueError(f"not an integer: {text!r}")
     value = int(text)
     if not bounds[0] <= value <= bounds[1]:
-        raise ValueError(f"out of range: {text}")
+        raise OutOfJavaRangeError(f"out of range: {text}")
     return value
 
 

@@ -13,7 +13,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
-from kafkatier.storage.checkpoint.checkpoint_file import INT32_RANGE, INT64_RANGE, parse_java_int
+from kafkatier.storage.checkpoint.checkpoint_file import (
+    INT32_RANGE,
+    INT64_RANGE,
+    OutOfJavaRangeError,
+    parse_java_int,
+)
 
 LONG_MAX: Final = INT64_RANGE[1]
 Kind = Literal["int", "long", "double", "boolean", "choice", "list"]
@@ -47,9 +52,7 @@ class Spec:
             bounds = INT32_RANGE if self.kind == "int" else INT64_RANGE
             try:
                 return parse_java_int(value, bounds)
-            except ValueError as exc:
-                if "out of range" not in str(exc):
-                    raise
+            except OutOfJavaRangeError:
                 raise ValueError(f"not a number of type {self.kind.upper()} (a Java "
                                  f"{self.kind}: {bounds[0]} to {bounds[1]})") from None
         if self.kind == "double":
