@@ -69,7 +69,8 @@ def _write(log_dir: LogDirectory, table: pa.Table) -> None:
     log_dir.topic_configs.update(
         TOPIC, {"compression.type": "lz4", "segment.bytes": str(256 * 1024)}, source="demo"
     )
-    logs = [log_dir.get_or_create(TOPIC, p) for p in range(PARTITIONS)]
+    log_dir.create_partitions(TOPIC, PARTITIONS)
+    logs = [log_dir.logs[(TOPIC, p)] for p in range(PARTITIONS)]
     parts = assign_partitions(table.column("key"), PARTITIONS)
     for partition, log in enumerate(logs):
         rows = table.filter(pa.array(parts == partition))

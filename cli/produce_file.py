@@ -94,7 +94,7 @@ def _first_checked(chunks: Iterator[pa.RecordBatch], count: int) -> Iterator[pa.
 
 def _partition_count(log_dir: LogDirectory, topic: str, wanted: int | None) -> int:
     """An existing topic's partition count (another is an error), else ``wanted`` (or 1)."""
-    existing = log_dir.topics().get(topic)
+    existing = log_dir.partition_count(topic)
     if existing is not None and wanted is not None and wanted != existing:
         raise ConfigError(
             f"topic {topic!r} already has {existing} partitions on disk; kafkatier never "

@@ -25,9 +25,10 @@ def topic_partitions(
     """The topic's partition count, creating its partitions if it is new (unless ``create``
     is False: the sink's plan, which creates them once the encode job has accepted every row).
 
-    An existing topic's count comes from disk; a different ``partitions`` is an error, never a
+    An existing topic's count comes from disk (``LogDirectory.partition_count``, which refuses
+    one with a partition's directory missing); a different ``partitions`` is an error, never a
     silent re-partitioning (keys would move to other partitions)."""
-    on_disk = logs.topics().get(topic)
+    on_disk = logs.partition_count(topic)
     if on_disk is not None:
         if partitions is not None and partitions != on_disk:
             raise SinkSchemaError(

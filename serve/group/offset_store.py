@@ -97,7 +97,7 @@ class OffsetStore:
         return logs
 
     def _create_topic(self, logs: LogDirectory) -> None:
-        existing = logs.topics().get(TOPIC)
+        existing = logs.partition_count(TOPIC)
         if existing is not None and existing != self.partitions:
             raise ConfigError(f"{TOPIC} in {self.directory} has {existing} partitions; the count "
                               "cannot change once created", setting="offsets.topic.num.partitions",

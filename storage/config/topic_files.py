@@ -16,6 +16,12 @@ dropped when the topic is created again (:meth:`TopicConfigStore.drop_stale`), w
 from its own settings: a recreated topic kept the old one's ``cleanup.policy``, timestamp type and
 retention. A file written before its topic's first partition (settings given ahead) is unstamped,
 and kept.
+
+The stamp also records the topic's partition count (``# kafkatier topic configuration for T,
+topic id ID, partitions N``), so every topic created gets a file, with no settings when it has no
+overrides. Kafka keeps the count in its metadata; without it the count would be read from the
+directories alone, and a partition directory gone missing (moved by hand, a partial restore)
+would make writers place keys by a smaller count (``LogDirectory.partition_count`` refuses it).
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import glob
 import re
 from collections.abc import Mapping
 from pathlib import Path
+from typing import NamedTuple
 
 from kafkatier.storage.checkpoint.metadata import parse_partition_dir_name
 from kafkatier.storage.config.internal_topics import INTERNAL_TOPIC_CONFIGS
@@ -79,15 +86,24 @@ class TopicConfigStore:
             self._write(topic, config.to_properties(), stamp)
         return config
 
-    def stamp(self, topic: str, topic_id: str) -> None:
-        """Name ``topic_id`` in the topic's file (if it has one): its partitions were created."""
-        path = self.path(topic)
-        if path.exists() and _stamp_of(path) != topic_id:
-            self._write(topic, self.stored(topic), topic_id)
+    def stamp(self, topic: str, topic_id: str, partitions: int | None) -> None:
+        """Name ``topic_id`` and the partition count in the topic's file (written now if it
+        has none; with no count, only in a file there is): its partitions were created."""
+        stamp = _stamp_of(self.path(topic))
+        if partitions is None and (stamp is not None or not self.path(topic).exists()):
+            return
+        if stamp != Stamp(topic_id, partitions):
+            self._write(topic, self.stored(topic), Stamp(topic_id, partitions))
 
-    def drop_stale(self, topic: str) -> str | None:
-        """Delete the topic's file if it is a deleted topic's (module doc); the topic id the
-        file kept is stamped with (None: no file, or none stamped)."""
+    def recorded_partitions(self, topic: str, topic_id: str) -> int | None:
+        """The partition count stamped for ``topic_id`` (None: no file, another topic id's
+        stamp, or one written before counts were recorded)."""
+        stamp = _stamp_of(self.path(topic))
+        return stamp.partitions if stamp is not None and stamp.topic_id == topic_id else None
+
+    def drop_stale(self, topic: str) -> Stamp | None:
+        """Delete the topic's file if it is a deleted topic's (module doc); the stamp the file
+        kept (None: no file, or none stamped)."""
         stamp = _stamp_of(self.path(topic))
         if stamp is not None and not self._on_disk(topic):
             self.path(topic).unlink(missing_ok=True)
@@ -106,10 +122,12 @@ class TopicConfigStore:
                 return True
         return False
 
-    def _write(self, topic: str, props: Mapping[str, str], topic_id: str | None) -> None:
+    def _write(self, topic: str, props: Mapping[str, str], stamp: Stamp | None) -> None:
         comment = f"kafkatier topic configuration for {topic}"
-        if topic_id is not None:
-            comment += f"{_STAMP}{topic_id}"
+        if stamp is not None:
+            comment += f"{_STAMP}{stamp.topic_id}"
+            if stamp.partitions is not None:
+                comment += f"{_COUNT}{stamp.partitions}"
         atomic_write(self.path(topic), format_properties(props, comment=comment).encode("utf-8"))
 
     def topics(self) -> list[str]:
@@ -120,8 +138,18 @@ class TopicConfigStore:
         return sorted(names)
 
 
+class Stamp(NamedTuple):
+    """What a topic's file records of the topic its partitions were created as."""
+
+    topic_id: str
+    partitions: int | None  # None: stamped before counts were recorded
+
+
 _STAMP = ", topic id "
-_STAMPED = re.compile(re.escape(_STAMP) + r"([A-Za-z0-9_-]{22})\s*$")
+_COUNT = ", partitions "
+_STAMPED = re.compile(
+    re.escape(_STAMP) + r"([A-Za-z0-9_-]{22})(?:" + re.escape(_COUNT) + r"([0-9]{1,10}))?\s*$"
+)
 
 
 def _check_turning_off(before: LogConfig, after: LogConfig, source: str) -> None:
@@ -138,15 +166,18 @@ def _check_turning_off(before: LogConfig, after: LogConfig, source: str) -> None
         )  # fmt: skip
 
 
-def _stamp_of(path: Path) -> str | None:
-    """The topic id the file's comment line names, or None."""
+def _stamp_of(path: Path) -> Stamp | None:
+    """The topic id (and count) the file's comment line names, or None."""
     try:
         with path.open("rb") as f:
             first = f.readline().decode("latin-1")
     except FileNotFoundError:
         return None
     found = _STAMPED.search(first) if first.startswith("#") else None
-    return found.group(1) if found else None
+    if found is None:
+        return None
+    count = found.group(2)
+    return Stamp(found.group(1), None if count is None else int(count))
 
 
 @functools.lru_cache(maxsize=len(INTERNAL_TOPIC_CONFIGS))

@@ -53,6 +53,7 @@ from kafkatier.storage.log.creation import (
 from kafkatier.storage.log.flusher import SYNCFS_MIN_LOGS, FileSystemSync, Flusher
 from kafkatier.storage.log.loader import new_log, open_log
 from kafkatier.storage.log.log import Clock, Log, wall_clock_ms
+from kafkatier.storage.log.partition_count import checked_count
 
 META_PROPERTIES = "meta.properties"
 PARTITION_METADATA = "partition.metadata"
@@ -153,12 +154,29 @@ class LogDirectory:
         tp = (topic, partition)
         if tp not in self.logs:
             self._create(topic, [partition])
+            topic_id = self.topic_id(topic)
+            if topic_id is not None:  # the count is not known: an unstamped file is stamped
+                self.topic_configs.stamp(topic, topic_id, None)
         return self.logs[tp]
+
+    def partition_count(self, topic: str) -> int | None:
+        """An existing topic's partition count for a writer (None: no such topic), refused
+        while a partition's directory is missing (``partition_count.checked_count``)."""
+        found = [p for t, p in self.logs if t == topic]
+        if not found:
+            return None
+        topic_id = self.topic_id(topic)
+        recorded = self.topic_configs.recorded_partitions(topic, topic_id) if topic_id else None
+        return checked_count(topic, found, recorded, self.topic_configs.path(topic), self.path)
 
     def create_partitions(self, topic: str, count: int) -> None:
         """:meth:`get_or_create` for partitions ``0..count-1`` of ``topic``: the missing ones
-        appear together or not at all (``creation.py``), with the topic's id."""
+        appear together or not at all (``creation.py``), with the topic's id; the count is
+        recorded in the topic's file (``topic_files``), which an older topic gets now."""
         self._create(topic, [p for p in range(count) if (topic, p) not in self.logs])
+        topic_id = self.topic_id(topic)
+        if topic_id is not None:  # never below a partition there is
+            self.topic_configs.stamp(topic, topic_id, max(count, self.topics()[topic]))
 
     def _create(self, topic: str, partitions: list[int]) -> None:
         """Stage and commit new partitions of ``topic`` in parallel threads (a file's creation is
@@ -187,7 +205,6 @@ class LogDirectory:
         if one_sync and not self._filesystem.sync():
             self._flusher.run(sync_staged, list(staged.values()))
         commit_staged(self.path, {tp: staged[tp] for tp in tps})
-        self.topic_configs.stamp(topic, topic_id)
         for tp in tps:  # the ones opened before a failure stay open
             self.logs[tp] = new_log(
                 self.path / partition_dir_name(*tp),
@@ -364,3 +381,4 @@ def _checkpointed_start(log: Log) -> int | None:
     if log.log_start_offset > log.segments[0].base_offset:
         return log.log_start_offset
     return log.remote_start or None
+

@@ -84,8 +84,10 @@ def test_a_deleted_topics_settings_do_not_pass_to_its_successor(tmp_path: Path) 
     with LogDirectory(tmp_path) as logs:
         logs.create_partitions("t", 1)
         assert not logs.logs[("t", 0)].config.is_compacted
-        assert logs.topic_id("t") != first_id
-    assert not store.path("t").exists()
+        second_id = logs.topic_id("t")
+        assert second_id != first_id
+    assert store.stored("t") == {}  # the new topic's record, its settings Kafka's defaults
+    assert store.path("t").read_text().splitlines()[0].endswith(f"{second_id}, partitions 1")
     for p in (0,):
         shutil.rmtree(tmp_path / f"t-{p}")
     store.update("t", {"segment.bytes": "1048576"}, source="ahead")  # no partition: not stale

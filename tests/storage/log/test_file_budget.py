@@ -32,7 +32,7 @@ from kafkatier.storage.record.record import Record
 
 NOW = 1_700_000_000_000
 PARTITIONS = 40
-RANDOM_IDS = {"partition.metadata", "meta.properties"}
+RANDOM_IDS = {"partition.metadata", "meta.properties", "kafkatier-topic.t.properties"}  # topic ids
 
 
 def config(_topic: str) -> LogConfig:

@@ -1,0 +1,46 @@
+"""A topic's partition count as a writer must take it: Kafka keeps the count in its metadata,
+kafkatier in the topic's file (``topic_files``, stamped at creation) beside the directories.
+
+Read from the directories alone, a missing last partition (moved by hand, a partial restore)
+would make writers place keys by a smaller count, and a missing other one would be created
+again empty, its offsets starting over at 0. Both are refused in one line naming what is
+missing; a topic created before counts were recorded is checked against its highest
+partition's number.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+from kafkatier.storage.errors import StorageError
+
+
+def checked_count(
+    topic: str, found: Iterable[int], recorded: int | None, record: Path, log_dir: Path
+) -> int:
+    """The count of ``topic``, whose partitions ``found`` are on disk in ``log_dir`` and whose
+    ``record`` file names ``recorded`` (None: no count there); a missing one raises."""
+    present = set(found)
+    count = max(max(present) + 1, recorded or 0)
+    missing = sorted(set(range(count)) - present)
+    if missing:
+        where = (f"recorded in {record}" if recorded == count
+                 else "its highest partition's number + 1")  # fmt: skip
+        raise StorageError(
+            f"topic {topic!r} has {count} partitions ({where}) but the directories of "
+            f"partitions {_ranges(missing)} are missing from {log_dir}; fix: put them back "
+            "(or `kafkatier restore` them from the object store) before writing"
+        )
+    return count
+
+
+def _ranges(numbers: list[int]) -> str:
+    """``[0, 1, 2, 5]`` as ``0-2, 5``: thousands of missing partitions in one line."""
+    spans: list[list[int]] = []
+    for n in numbers:
+        if spans and spans[-1][1] == n - 1:
+            spans[-1][1] = n
+        else:
+            spans.append([n, n])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
