@@ -48,9 +48,17 @@ from typing import Any, Final
 
 from kafkatier.sink.wal import Wal
 from kafkatier.storage.errors import CheckpointError, InvalidProducerEpochError
-from kafkatier.storage.fsutil import FileVersion, atomic_write, file_version
+from kafkatier.storage.fsutil import (
+    MAX_NAME_BYTES,
+    TMP_SUFFIX,
+    FileVersion,
+    atomic_write,
+    file_version,
+    fitted_name,
+)
 
 FILE_PREFIX: Final = "kafkatier-sink."
+_ROOM: Final = MAX_NAME_BYTES - len(TMP_SUFFIX)  # the state's temporary's name fits too
 VERSION: Final = 4
 # 1: no producer_generation, previous id; 2: no ends, no unflushed_commit; 3: no wal
 READABLE_VERSIONS: Final = frozenset({1, 2, 3, VERSION})
@@ -166,11 +174,13 @@ def derive_producer_id(sink_id: str, generation: int = 0) -> int:
 
 
 def state_path(log_dir: Path, sink_id: str) -> Path:
-    return Path(log_dir) / f"{FILE_PREFIX}{sink_id}.json"
+    """``kafkatier-sink.<sink id>.json`` (an id too long for a file name, such as a
+    249-character topic's: its start and a hash, ``fitted_name``)."""
+    return Path(log_dir) / fitted_name(f"{FILE_PREFIX}{sink_id}", ".json", room=_ROOM)
 
 
 def lock_path(log_dir: Path, sink_id: str) -> Path:
-    return Path(log_dir) / f"{FILE_PREFIX}{sink_id}.lock"
+    return Path(log_dir) / fitted_name(f"{FILE_PREFIX}{sink_id}", ".lock")
 
 
 def load_state(log_dir: Path, sink_id: str) -> SinkState:

@@ -44,6 +44,7 @@ import crc32c
 
 from kafkatier.sink.bookkeeping import FILE_PREFIX
 from kafkatier.storage.errors import CorruptRecordError
+from kafkatier.storage.fsutil import MAX_NAME_BYTES, fitted_name
 from kafkatier.storage.log.validator import ROW_LENGTH, ROW_RECORDS, checked_rows
 from kafkatier.storage.record.batch import RecordBatch
 from kafkatier.storage.wire import (
@@ -56,6 +57,8 @@ from kafkatier.storage.wire import (
 
 BASE_SEQUENCE_OFFSET: Final = RECORDS_COUNT_OFFSET - 4  # not declared in wire.py
 STAGING_DIR_NAME: Final = "kafkatier-staging"
+_TAG_AND_FILE: Final = len(f"{2**63}-{'0' * 12}.task-{2**31}-{2**31}.kbatches")
+_WAL_PREFIX_ROOM: Final = MAX_NAME_BYTES - _TAG_AND_FILE
 STAGING_FILES_OPEN: Final = 64  # descriptors a batch's reads keep open at most
 _INT32: Final = struct.Struct(">i")
 _UINT32: Final = struct.Struct(">I")
@@ -65,7 +68,7 @@ def sink_staging_root(root: str | Path, log_dir: Path, sink_id: str) -> Path:
     """The sink's staging tree under a shared ``root`` (one per log dir and sink id); a relative
     ``root`` is the driver's, as the executors that write there cannot resolve it."""
     digest = hashlib.blake2b(str(log_dir.resolve()).encode(), digest_size=6).hexdigest()
-    return Path(root).absolute() / STAGING_DIR_NAME / f"{sink_id}-{digest}"
+    return Path(root).absolute() / STAGING_DIR_NAME / fitted_name(sink_id, f"-{digest}")
 
 
 @dataclass(frozen=True)
@@ -94,8 +97,9 @@ class StagingPlace:
 
 
 def wal_prefix(sink_id: str) -> str:
-    """The name every staging file of ``sink_id`` in the log dir starts with."""
-    return f"{FILE_PREFIX}{sink_id}.wal."
+    """The name every staging file of ``sink_id`` in the log dir starts with; it leaves room
+    for a batch's tag and the longest file name after it (``task_file``, the JVM's too)."""
+    return fitted_name(f"{FILE_PREFIX}{sink_id}", ".wal.", room=_WAL_PREFIX_ROOM)
 
 
 def batch_place(

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import functools
+import hashlib
 import os
 import re
 import sys
@@ -21,6 +22,23 @@ from typing import Any, Final
 
 TMP_SUFFIX: Final = ".tmp"
 """Kafka appends this to the full target name: ``replication-offset-checkpoint.tmp``."""
+
+
+MAX_NAME_BYTES: Final = 255
+"""A file name's limit on Linux filesystems; a 249-character topic's names come close."""
+_DIGEST_CHARS: Final = 16  # hex characters of SHA-256: 64 bits tell two long names apart
+
+
+def fitted_name(stem: str, suffix: str, *, room: int = MAX_NAME_BYTES) -> str:
+    """``stem + suffix``, or, longer than ``room`` bytes, the stem's start, ``~``, a hash of
+    the whole stem and ``suffix``: the same name for the same stem (a resumed restore finds
+    its directory), another for another."""
+    name = stem + suffix
+    if len(name.encode()) <= room:
+        return name
+    digest = hashlib.sha256(stem.encode()).hexdigest()[:_DIGEST_CHARS]
+    keep = room - len(suffix.encode()) - _DIGEST_CHARS - 1
+    return stem.encode()[:keep].decode(errors="ignore") + "~" + digest + suffix
 
 
 def temp_path(path: Path) -> Path:

@@ -37,7 +37,14 @@ from kafkatier.storage.checkpoint.metadata import parse_partition_dir_name
 from kafkatier.storage.config.internal_topics import INTERNAL_TOPIC_CONFIGS
 from kafkatier.storage.config.log_config import LogConfig
 from kafkatier.storage.errors import ConfigError
-from kafkatier.storage.fsutil import FileVersion, atomic_write, file_version
+from kafkatier.storage.fsutil import (
+    MAX_NAME_BYTES,
+    TMP_SUFFIX,
+    FileVersion,
+    atomic_write,
+    file_version,
+    fitted_name,
+)
 from kafkatier.storage.java_properties import format_properties, read_properties
 
 FILE_PREFIX = "kafkatier-topic."
@@ -51,7 +58,12 @@ class TopicConfigStore:
         self.log_dir = Path(log_dir)
 
     def path(self, topic: str) -> Path:
-        return self.log_dir / f"{FILE_PREFIX}{topic}{FILE_SUFFIX}"
+        """``kafkatier-topic.<topic>.properties``; for a name too long for that (a topic
+        name may have 249 characters, a file name 255 bytes with its temporary's suffix), the
+        topic's first characters and a hash of the whole name (the first line names it)."""
+        room = MAX_NAME_BYTES - len(TMP_SUFFIX)  # atomic_write's temporary's too
+        name = fitted_name(f"{FILE_PREFIX}{topic}", FILE_SUFFIX, room=room)
+        return self.log_dir / name
 
     def stored(self, topic: str) -> dict[str, str]:
         """The topic's saved overrides ({} when it has none)."""
@@ -129,13 +141,6 @@ class TopicConfigStore:
             if stamp.partitions is not None:
                 comment += f"{_COUNT}{stamp.partitions}"
         atomic_write(self.path(topic), format_properties(props, comment=comment).encode("utf-8"))
-
-    def topics(self) -> list[str]:
-        """Topics with a stored configuration file."""
-        names = []
-        for path in self.log_dir.glob(f"{FILE_PREFIX}*{FILE_SUFFIX}"):
-            names.append(path.name[len(FILE_PREFIX) : -len(FILE_SUFFIX)])
-        return sorted(names)
 
 
 class Stamp(NamedTuple):

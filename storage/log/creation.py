@@ -27,7 +27,7 @@ import os
 import shutil
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Final
+from typing import Final, NamedTuple
 
 from kafkatier.storage.checkpoint.leader_epoch import LEADER_EPOCH_CHECKPOINT, LeaderEpochFileCache
 from kafkatier.storage.checkpoint.metadata import (
@@ -38,7 +38,7 @@ from kafkatier.storage.checkpoint.metadata import (
     uuid_from_str,
 )
 from kafkatier.storage.errors import StorageError
-from kafkatier.storage.fsutil import fsync_dir, fsync_file, write_unseen
+from kafkatier.storage.fsutil import MAX_NAME_BYTES, fsync_dir, fsync_file, write_unseen
 from kafkatier.storage.wire import segment_file_name
 
 STAGED_SUFFIX: Final = "-delete"
@@ -47,13 +47,31 @@ _CREATE_EMPTY: Final = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
 TopicPartition = tuple[str, int]
 
 
+class Staged(NamedTuple):
+    """What a staged directory's name says: its topic (only the first characters of a long
+    name, ``cut``), partition and topic id."""
+
+    topic: str
+    partition: int
+    topic_id: str
+    cut: bool
+
+    def of(self, topic: str) -> bool:
+        """Whether this staged directory may be ``topic``'s."""
+        return topic == self.topic or (self.cut and topic.startswith(self.topic))
+
+
 def staged_dir_name(topic: str, partition: int, topic_id: str) -> str:
-    return f"{partition_dir_name(topic, partition)}.{topic_id}{STAGED_SUFFIX}"
+    """``<topic>-<partition>.<topic id>-delete``, the topic cut to fit a file name's 255
+    bytes, as Kafka cuts its own (``LocalLog.logDeleteDirName``): a 249-character topic name
+    is valid."""
+    suffix = f"-{partition}.{topic_id}{STAGED_SUFFIX}"
+    return topic[: MAX_NAME_BYTES - len(suffix)] + suffix
 
 
-def parse_staged_dir_name(name: str) -> tuple[str, int, str] | None:
-    """(topic, partition, topic id) of a staged partition directory; None for anything else
-    (Kafka's own ``-delete`` directories included)."""
+def parse_staged_dir_name(name: str) -> Staged | None:
+    """What a staged partition directory's name says; None for anything else (Kafka's own
+    ``-delete`` directories included)."""
     if not name.endswith(STAGED_SUFFIX):
         return None
     live, dot, topic_id = name[: -len(STAGED_SUFFIX)].rpartition(".")
@@ -64,7 +82,7 @@ def parse_staged_dir_name(name: str) -> tuple[str, int, str] | None:
         uuid_from_str(topic_id)
     except ValueError:
         return None
-    return parsed[0], parsed[1], topic_id
+    return Staged(parsed[0], parsed[1], topic_id, cut=len(name) == MAX_NAME_BYTES)
 
 
 def stage_partition(log_dir: Path, tp: TopicPartition, topic_id: str, *, sync: bool = True) -> Path:
@@ -102,48 +120,53 @@ def commit_staged(log_dir: Path, staged: dict[TopicPartition, Path]) -> None:
 
 def complete_interrupted_creations(log_dir: Path) -> None:
     """Finish (some partition already live) or undo (none) every creation a crash interrupted."""
-    groups: dict[tuple[str, str], dict[int, Path]] = {}
+    groups: dict[tuple[str, str], list[tuple[Staged, Path]]] = {}
     for child in log_dir.iterdir():
         parsed = parse_staged_dir_name(child.name)
         if parsed is not None and child.is_dir():
-            topic, partition, topic_id = parsed
-            groups.setdefault((topic, topic_id), {})[partition] = child
+            groups.setdefault((parsed.topic, parsed.topic_id), []).append((parsed, child))
     renamed = False
-    for (topic, topic_id), staged in groups.items():
-        if _carries_topic_id(log_dir, topic, topic_id):
-            for partition, path in staged.items():
-                live = log_dir / partition_dir_name(topic, partition)
-                if live.exists():
-                    shutil.rmtree(path)
-                else:
-                    path.rename(live)
-                    renamed = True
-        else:
-            for path in staged.values():
+    for staged in groups.values():
+        topic = _live_topic_of(log_dir, staged[0][0])
+        for parsed, path in staged:
+            live = None if topic is None else log_dir / partition_dir_name(topic, parsed.partition)
+            if live is None or live.exists():
                 shutil.rmtree(path)
+            else:
+                path.rename(live)
+                renamed = True
     if renamed:
         fsync_dir(log_dir)
 
 
-def _carries_topic_id(log_dir: Path, topic: str, topic_id: str) -> bool:
-    """Whether a live partition directory of ``topic`` holds ``topic_id``."""
+def _live_topic_of(log_dir: Path, staged: Staged) -> str | None:
+    """The topic whose live partition directory holds the staged one's topic id (the
+    creation had committed), or None."""
     for child in log_dir.iterdir():
         parsed = parse_partition_dir_name(child.name)
-        if parsed is None or parsed[0] != topic:
+        if parsed is None or not staged.of(parsed[0]):
             continue
         try:
-            if PartitionMetadataFile(child / PARTITION_METADATA_FILE).read() == topic_id:
-                return True
+            if PartitionMetadataFile(child / PARTITION_METADATA_FILE).read() == staged.topic_id:
+                return parsed[0]
         except (OSError, StorageError):
             continue
-    return False
+    return None
 
 
-def topics_being_created(names: Iterable[str]) -> set[str]:
+class Creating:
+    """The topics with a staged partition directory in a log dir's listing: ``topic in``."""
+
+    def __init__(self, names: Iterable[str]) -> None:
+        self._staged = [s for s in map(parse_staged_dir_name, names) if s is not None]
+        self._topics = {s.topic for s in self._staged}
+
+    def __contains__(self, topic: object) -> bool:
+        if topic in self._topics:
+            return True
+        return isinstance(topic, str) and any(s.of(topic) for s in self._staged)
+
+
+def topics_being_created(names: Iterable[str]) -> Creating:
     """The topics with a staged partition directory among ``names`` (a log dir's listing)."""
-    found = set()
-    for name in names:
-        parsed = parse_staged_dir_name(name)
-        if parsed is not None:
-            found.add(parsed[0])
-    return found
+    return Creating(names)

@@ -20,6 +20,7 @@ from kafkatier.sink.hooks import QUERY_ID_PROPERTY
 from kafkatier.sink.pieces import _SPAN_FIELDS, _by_partition, unpack_pieces
 from kafkatier.sink.plan import OPEN_BATCH_MOST, open_batch_bytes, task_limit, tasks_for_size
 from kafkatier.sink.schema import SinkSchemaError, check_schema, normalize
+from kafkatier.sink.source.datasource import register_data_source
 from kafkatier.sink.stage import sink_staging_root
 from kafkatier.storage.arrow.log import read_arrow
 from kafkatier.storage.config.topic_files import TopicConfigStore
@@ -590,3 +591,23 @@ def test_the_collector_is_off_for_a_whole_batch(spark: Any, tmp_path: Path) -> N
     assert inside == []
     sink.close()
     assert read_topic(tmp_path, "t").num_rows == 40_000
+
+
+def test_a_topic_with_the_longest_valid_name_is_written_and_read(
+    spark: Any, tmp_path: Path
+) -> None:
+    """249 characters (Kafka's limit): its partitions are staged under a cut name, as Kafka
+    cuts its own ``-delete`` names, its settings file is named by a hash, and the sink's and
+    the reader's paths stay within a file name's 255 bytes."""
+    topic = "s" * 249
+    TopicConfigStore(tmp_path).update(topic, {"cleanup.policy": "compact"}, source="test")
+    frame = spark.createDataFrame([(f"k{i}".encode(), b"v") for i in range(50)],
+                                  "key binary, value binary")  # fmt: skip
+    KafkaLogSink(tmp_path, topic=topic, partitions=3)(frame, 0)
+    KafkaLogSink(tmp_path, topic=topic)(frame, 1)
+    assert verify_paths([tmp_path]) == []
+    register_data_source(spark)
+    read = spark.read.format("kafkatier").option("path", str(tmp_path)).option("subscribe", topic)
+    assert read.load().count() == 100
+    with LogDirectory(tmp_path) as logs:
+        assert logs.partition_count(topic) == 3 and logs.config_for(topic).is_compacted

@@ -37,7 +37,7 @@ from kafkatier.storage.checkpoint.metadata import (
     partition_dir_name,
 )
 from kafkatier.storage.config.topic_files import TopicConfigStore
-from kafkatier.storage.fsutil import fsync_dir, fsync_file, naming
+from kafkatier.storage.fsutil import fitted_name, fsync_dir, fsync_file, naming
 from kafkatier.storage.producer.snapshot import snapshot_path
 from kafkatier.storage.wire import segment_file_name
 from kafkatier.tiering.errors import RemoteVerifyError, TieringError
@@ -199,7 +199,8 @@ def _restore(
     # (a failure such as a full disk leaves nothing half-restored where a broker or reader
     # looks; the next restore resumes in it); an existing one is completed in place.
     result.in_place = live.exists()
-    directory = live if result.in_place else log_dir / STAGING / (live.name + PARTIAL_SUFFIX)
+    partial = log_dir / STAGING / fitted_name(live.name, PARTIAL_SUFFIX)
+    directory = live if result.in_place else partial
     objects = log_dir / STAGING / STAGING_OBJECTS / live.name
     _restore_into(store, rp, manifest, segments, (directory, objects), result, from_offset,
                   threads, progress)  # fmt: skip

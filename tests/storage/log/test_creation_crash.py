@@ -35,7 +35,7 @@ from power_loss import install_recorder
 
 from kafkatier.storage import fsutil
 from kafkatier.storage.checkpoint.leader_epoch import LEADER_EPOCH_CHECKPOINT, LeaderEpochFileCache
-from kafkatier.storage.checkpoint.metadata import PartitionMetadataFile
+from kafkatier.storage.checkpoint.metadata import PartitionMetadataFile, parse_partition_dir_name
 from kafkatier.storage.log import creation, directory
 from kafkatier.storage.log.directory import LogDirectory
 from kafkatier.storage.log.readonly import discover
@@ -43,6 +43,7 @@ from kafkatier.storage.record.builder import build_batch
 from kafkatier.storage.record.record import Record
 
 TOPIC, PARTITIONS, MANY = "born", 12, 24
+LONG = "l" * 249  # the longest valid name: staged names are cut to 255 bytes, as Kafka's
 POINTS = {  # name: (owner, function) after whose n-th return the worker dies
     "staged": (directory, "stage_partition"),
     "renamed": (Path, "rename"),  # commit_staged's renames, one by one
@@ -69,11 +70,11 @@ def arm(spec: str) -> None:
 
 
 def worker(argv: list[str]) -> None:
-    path, spec, record, count = Path(argv[1]), argv[2], argv[3], int(argv[4])
+    path, spec, record, count, topic = Path(argv[1]), argv[2], argv[3], int(argv[4]), argv[5]
     install_recorder(record)
     with LogDirectory(path) as log_dir:
         arm(spec)
-        log_dir.create_partitions(TOPIC, count)
+        log_dir.create_partitions(topic, count)
         for log in log_dir:
             log.append(build_batch([Record(0, 1_700_000_000_000, None, b"first")]))
     print("DONE", flush=True)
@@ -108,7 +109,7 @@ def lose_unsynced(root: Path, record: Path, rng: random.Random) -> None:
 def _staged_name(child: Path, durable: set[str]) -> str | None:
     for name in durable:
         parsed = creation.parse_staged_dir_name(name)
-        if parsed is not None and f"{parsed[0]}-{parsed[1]}" == child.name:
+        if parsed is not None and _is_staged_of(parsed, child.name):
             return name
     return None
 
@@ -130,18 +131,24 @@ def _lose_in(directory: Path, synced: dict[str, int], listed: dict[str, set[str]
 def _same_dir(recorded: str, now: str) -> bool:
     """Whether a directory recorded under ``recorded`` is the one now named ``now`` (the same
     name, or its staged name before the rename)."""
-    return recorded == now or recorded.startswith(now + ".")
+    staged = creation.parse_staged_dir_name(recorded)
+    return recorded == now or (staged is not None and _is_staged_of(staged, now))
+
+
+def _is_staged_of(staged: creation.Staged, live_name: str) -> bool:
+    live = parse_partition_dir_name(live_name)
+    return live is not None and staged.of(live[0]) and staged.partition == live[1]
 
 
 # ------------------------------------------------------------------------------- the checks
 
 
-def check_none_or_whole(root: Path, count: int = PARTITIONS) -> str:
+def check_none_or_whole(root: Path, count: int = PARTITIONS, topic: str = TOPIC) -> str:
     """Readers first (before any writer repairs), then a writer's open; returns the outcome."""
-    seen = discover(root, [TOPIC], None)
-    assert seen in ([], [(TOPIC, p) for p in range(count)]), seen
+    seen = discover(root, [topic], None)
+    assert seen in ([], [(topic, p) for p in range(count)]), seen
     with LogDirectory(root) as log_dir:
-        found = sorted(p for (t, p) in log_dir.logs if t == TOPIC)
+        found = sorted(p for (t, p) in log_dir.logs if t == topic)
         assert found in ([], list(range(count))), found
         assert not [c for c in root.iterdir() if creation.parse_staged_dir_name(c.name)]
         if not found:
@@ -152,7 +159,7 @@ def check_none_or_whole(root: Path, count: int = PARTITIONS) -> str:
             epochs = LeaderEpochFileCache(log.directory / LEADER_EPOCH_CHECKPOINT).entries
             assert epochs in ([], [(0, 0)]) and log.log_end_offset in (0, 1)
             log.append(build_batch([Record(0, 1_700_000_000_001, None, b"after")]))
-    assert discover(root, [TOPIC], None) == [(TOPIC, p) for p in range(count)]
+    assert discover(root, [topic], None) == [(topic, p) for p in range(count)]
     return "whole"
 
 
@@ -167,16 +174,21 @@ CASES_MANY = [  # staged without fsyncs, one syncfs before the renames
 ]  # fmt: skip
 
 
+CASES_LONG = [("staged:7", True), ("renamed:1", False), ("renamed:6", True)]
+
+
 @pytest.mark.parametrize(
-    ("point", "power_loss", "count"),
-    [(*case, PARTITIONS) for case in CASES] + [(*case, MANY) for case in CASES_MANY],
+    ("point", "power_loss", "count", "topic"),
+    [(*case, PARTITIONS, TOPIC) for case in CASES]
+    + [(*case, MANY, TOPIC) for case in CASES_MANY]
+    + [(*case, PARTITIONS, LONG) for case in CASES_LONG],
 )
-def test_a_crash_leaves_no_topic_or_a_whole_one(tmp_path: Path, point: str,
-                                                power_loss: bool, count: int) -> None:  # fmt: skip
+def test_a_crash_leaves_no_topic_or_a_whole_one(tmp_path: Path, point: str, power_loss: bool,
+                                                count: int, topic: str) -> None:  # fmt: skip
     root, record = tmp_path / "logs", tmp_path / "fsyncs.jsonl"
     LogDirectory(root).close()
-    proc = subprocess.run([sys.executable, __file__, str(root), point, str(record), str(count)],
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    proc = subprocess.run([sys.executable, __file__, str(root), point, str(record), str(count),
+                           topic], capture_output=True, text=True, timeout=120)  # fmt: skip
     assert proc.returncode == -signal.SIGKILL, proc.stderr
     syncfs_used = record.exists() and '"syncfs"' in record.read_text()
     if count >= directory.SYNCFS_MIN_LOGS and fsutil.syncfs_trusted(root):
@@ -185,7 +197,7 @@ def test_a_crash_leaves_no_topic_or_a_whole_one(tmp_path: Path, point: str,
         assert not syncfs_used
     if power_loss:
         lose_unsynced(root, record, random.Random(point))
-    outcome = check_none_or_whole(root, count)
+    outcome = check_none_or_whole(root, count, topic)
     committed = not point.startswith("staged")
     if not power_loss or point.startswith(("committed", "opened")):  # the log dir fsynced
         assert outcome == ("whole" if committed else "none")

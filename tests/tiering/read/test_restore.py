@@ -266,3 +266,26 @@ def test_every_object_of_a_new_restore_counts_as_downloaded(tmp_path) -> None:
     [result] = restore_topic(store, "tiered", tmp_path / "r")
     assert any(p.stat().st_size == 0 for p in (tmp_path / "r" / "tiered-0").glob("*.index"))
     assert result.files_skipped == 0 and result.files_downloaded > 0
+
+
+def test_a_topic_with_the_longest_valid_name_uploads_and_restores(
+    tmp_path, s3_store, s3_env
+) -> None:
+    """249 characters, Kafka's limit: the partition directory's name has 251, so every name
+    kafkatier derives from it (staged, partial, settings file) must stay within 255 bytes. In
+    S3 its folder ``<topic>-<topic id>`` is a key's part (a ``file://`` store cannot hold it:
+    a directory name of 272 bytes)."""
+    topic = "r" * 249
+    logs = write_tiered(tmp_path / "logs", topic=topic, partitions=2)
+    conf = tmp_path / "sidecar.properties"
+    conf.write_text(f"log.dirs={logs}\nremote.storage.url={s3_store.url}\n"
+                    f"remote.storage.s3.endpoint.url={s3_env.endpoint}\n"
+                    "remote.storage.s3.region=us-east-1\n")  # fmt: skip
+    assert Tierer(TieringConfig.load(conf)).run_once().failures == 0
+    target = tmp_path / "restored"
+    assert main(["restore", "--config", str(conf), "--topic", topic, "--to", str(target),
+                 "--quiet"]) == 0  # fmt: skip
+    assert verify_paths([target]) == []
+    with LogDirectory(target) as log_dir:
+        assert log_dir.partition_count(topic) == 2
+        assert log_dir.config_for(topic).remote_storage_enable  # its settings restored
