@@ -21,6 +21,7 @@ from kafkatier.storage.checkpoint.checkpoint_file import is_valid_topic_name
 from kafkatier.storage.config.log_config import parse_overrides
 from kafkatier.storage.errors import ConfigError
 from kafkatier.storage.log.append import LogAppendInfo
+from kafkatier.storage.log.creation import check_room
 from kafkatier.storage.log.directory import LogDirectory
 from kafkatier.storage.log.log import Log
 from kafkatier.storage.log.writer_lock import writer_turn
@@ -105,6 +106,8 @@ def _partition_count(log_dir: LogDirectory, topic: str, wanted: int | None) -> i
     count = existing or (1 if wanted is None else wanted)
     if count < 1:
         raise ConfigError("--partitions must be at least 1", setting="--partitions", value=count)
+    if existing is None:  # before its settings are saved
+        check_room(log_dir.path, topic, count)
     return count
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 
 from kafkatier.sink.schema import SinkSchemaError
+from kafkatier.storage.log.creation import check_room
 from kafkatier.storage.log.directory import LogDirectory
 from kafkatier.storage.log.log import Log
 from kafkatier.storage.wire import NO_SEQUENCE, increment_sequence
@@ -46,6 +47,8 @@ def topic_partitions(
         count = partitions
     if count < 1:
         raise SinkSchemaError(f"partitions must be >= 1, got {count}", topic=topic)
+    if on_disk is None:  # before the encode job plans for them
+        check_room(logs.path, topic, count)
     if create:
         logs.create_partitions(topic, count)
     return count

@@ -170,3 +170,40 @@ class Creating:
 def topics_being_created(names: Iterable[str]) -> Creating:
     """The topics with a staged partition directory among ``names`` (a log dir's listing)."""
     return Creating(names)
+
+
+INODES_PER_PARTITION: Final = 6  # its directory and the five files stage_partition writes
+BYTES_PER_PARTITION: Final = 3 * 4096  # a directory's block and the two checkpoints'
+MEMORY_PER_PARTITION: Final = 8 * 1024
+"""An open partition's state in the process that created it: 7.9 KB each at 8,192 (the
+resident growth of ``create_partitions``, ad hoc, 2026-11-30)."""
+
+
+def check_room(log_dir: Path, topic: str, count: int) -> None:
+    """Refuse, before anything is written, ``count`` new partitions of ``topic`` that the
+    filesystem's free inodes or space, or this machine's available memory, cannot hold (a
+    count of 2**31 was killed for memory, a large one can fill the inodes half-way)."""
+    if count <= 0:
+        return
+    fs = os.statvfs(log_dir)
+    limits = [("inodes", count * INODES_PER_PARTITION, fs.f_favail if fs.f_files else None),
+              ("bytes of disk", count * BYTES_PER_PARTITION, fs.f_bavail * fs.f_frsize),
+              ("bytes of memory", count * MEMORY_PER_PARTITION, _available_memory())]  # fmt: skip
+    for what, needed, free in limits:
+        if free is not None and needed > free:
+            raise StorageError(
+                f"creating {count:,} partitions of topic {topic!r} in {log_dir} needs about "
+                f"{needed:,} {what} and {free:,} are free; fix: ask for fewer partitions"
+            )
+
+
+def _available_memory() -> int | None:
+    """``MemAvailable`` of ``/proc/meminfo`` in bytes (None where there is none)."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None

@@ -45,6 +45,7 @@ from kafkatier.storage.errors import ConfigError
 from kafkatier.storage.file_budget import FileBudget, process_budget, resolve_max_open_files
 from kafkatier.storage.fsutil import fsync_tree
 from kafkatier.storage.log.creation import (
+    check_room,
     commit_staged,
     complete_interrupted_creations,
     stage_partition,
@@ -173,6 +174,7 @@ class LogDirectory:
         """:meth:`get_or_create` for partitions ``0..count-1`` of ``topic``: the missing ones
         appear together or not at all (``creation.py``), with the topic's id; the count is
         recorded in the topic's file (``topic_files``), which an older topic gets now."""
+        check_room(self.path, topic, count - sum(t == topic for t, _ in self.logs))
         self._create(topic, [p for p in range(count) if (topic, p) not in self.logs])
         topic_id = self.topic_id(topic)
         if topic_id is not None:  # never below a partition there is

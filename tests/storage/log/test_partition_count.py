@@ -5,6 +5,7 @@ empty partition (its offsets starting again at 0)."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -100,3 +101,32 @@ def test_the_sink_refuses_a_topic_missing_its_last_partition(spark: Any, tmp_pat
         sink(frame, 0)
     with LogDirectory(tmp_path) as logs:
         assert [log.log_end_offset for log in logs] == [1, 1]
+
+
+def test_a_partition_count_the_machine_cannot_hold_is_refused_before_anything_is_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """2**31 - 1 partitions (a valid Kafka count) were killed for memory half-way; the
+    filesystem's free inodes and space and the available memory are checked first."""
+    source = tmp_path / "in.parquet"
+    pq.write_table(pa.table({"key": [b"a"], "value": [b"1"]}), source)
+    logs = tmp_path / "logs"
+    args = ["produce", str(logs), "--topic", "t", "--input", str(source),
+            "--partitions", str(2**31 - 1), "--config", "retention.ms=1000"]  # fmt: skip
+    assert main(args) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert "creating 2,147,483,647 partitions of topic 't'" in err and "inodes" in err, err
+    assert [p.name for p in logs.iterdir() if p.name.startswith(("t-", "kafkatier-topic"))] == []
+    free = os.statvfs(tmp_path).f_favail
+    with LogDirectory(logs) as log_dir, pytest.raises(StorageError, match="needs about"):
+        log_dir.create_partitions("u", free // 6 + 1)  # one partition more than inodes allow
+
+
+def test_the_sink_refuses_a_partition_count_the_machine_cannot_hold(
+    spark: Any, tmp_path: Path
+) -> None:
+    frame = spark.createDataFrame([(b"k1", b"v1")], "key binary, value binary")
+    with pytest.raises(StorageError, match="creating 2,147,483,647 partitions of topic 'big'"):
+        KafkaLogSink(tmp_path, topic="big", partitions=2**31 - 1)(frame, 0)
+    assert not list(tmp_path.glob("big-*"))
