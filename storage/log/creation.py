@@ -186,14 +186,20 @@ def check_room(log_dir: Path, topic: str, count: int) -> None:
     if count <= 0:
         return
     fs = os.statvfs(log_dir)
-    limits = [("inodes", count * INODES_PER_PARTITION, fs.f_favail if fs.f_files else None),
-              ("bytes of disk", count * BYTES_PER_PARTITION, fs.f_bavail * fs.f_frsize),
-              ("bytes of memory", count * MEMORY_PER_PARTITION, _available_memory())]  # fmt: skip
-    for what, needed, free in limits:
+    root = os.geteuid() == 0  # root may use the blocks and inodes kept for it
+    inodes, blocks = (fs.f_ffree, fs.f_bfree) if root else (fs.f_favail, fs.f_bavail)
+    full = ": No space left on device (ENOSPC)"  # what the kernel would say half-way
+    limits = [
+        ("inodes", count * INODES_PER_PARTITION, inodes if fs.f_files else None, full),
+        ("bytes of disk", count * BYTES_PER_PARTITION, blocks * fs.f_frsize, full),
+        ("bytes of memory", count * MEMORY_PER_PARTITION, _available_memory(), ""),
+    ]
+    for what, needed, free, cause in limits:
         if free is not None and needed > free:
             raise StorageError(
                 f"creating {count:,} partitions of topic {topic!r} in {log_dir} needs about "
-                f"{needed:,} {what} and {free:,} are free; fix: ask for fewer partitions"
+                f"{needed:,} {what} and {free:,} are free{cause}; fix: free some, or ask "
+                "for fewer partitions"
             )
 
 
