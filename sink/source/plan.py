@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from kafkatier.sink.source.data_loss import report_missing
 from kafkatier.sink.source.options import EARLIEST, LATEST, OffsetSpec, SourceOptions
 from kafkatier.sink.source.remote import (
     joined_bounds,
@@ -67,9 +68,11 @@ def topic_partitions(opts: SourceOptions, *, listing_max_age_s: float = 0) -> li
             opts.remote, _store(opts), topics, pattern, max_age_s=listing_max_age_s
         )
         found |= set(listed)
+    report_missing(opts, found)
     if opts.assign is not None:
         return [tp for tp in opts.assign if tp in found]
     return sorted(found)
+
 
 
 def _store(opts: SourceOptions) -> ObjectStore:

@@ -13,6 +13,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
+from kafkatier.storage.checkpoint.metadata import (
+    PARTITION_METADATA_FILE,
+    PartitionMetadataFile,
+    partition_dir_name,
+)
+from kafkatier.storage.config.topic_files import TopicConfigStore
 from kafkatier.storage.errors import StorageError
 
 
@@ -29,13 +35,13 @@ def checked_count(
                  else "its highest partition's number + 1")  # fmt: skip
         raise StorageError(
             f"topic {topic!r} has {count} partitions ({where}) but the directories of "
-            f"partitions {_ranges(missing)} are missing from {log_dir}; fix: put them back "
+            f"partitions {number_ranges(missing)} are missing from {log_dir}; fix: put them back "
             "(or `kafkatier restore` them from the object store) before writing"
         )
     return count
 
 
-def _ranges(numbers: list[int]) -> str:
+def number_ranges(numbers: list[int]) -> str:
     """``[0, 1, 2, 5]`` as ``0-2, 5``: thousands of missing partitions in one line."""
     spans: list[list[int]] = []
     for n in numbers:
@@ -44,3 +50,21 @@ def _ranges(numbers: list[int]) -> str:
         else:
             spans.append([n, n])
     return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
+
+
+def missing_partitions(log_dir: Path, topic: str, present: Iterable[int]) -> list[int]:
+    """For a reader: the partitions of ``topic`` that its recorded count (or its highest
+    partition in ``present``) says exist and ``present`` lacks; reads the topic's file and
+    one ``partition.metadata`` (for the topic id the record must name), nothing else."""
+    present = set(present)
+    if not present:
+        return []
+    recorded = None
+    for p in sorted(present):
+        metadata = Path(log_dir) / partition_dir_name(topic, p) / PARTITION_METADATA_FILE
+        if metadata.exists():
+            topic_id = PartitionMetadataFile(metadata).read()
+            recorded = TopicConfigStore(Path(log_dir)).recorded_partitions(topic, topic_id)
+            break
+    return sorted(set(range(max(max(present) + 1, recorded or 0))) - present)
+

@@ -16,6 +16,7 @@ import pytest
 
 from kafkatier.cli.main import main
 from kafkatier.sink import KafkaLogSink
+from kafkatier.sink.source.datasource import register_data_source
 from kafkatier.storage.config.topic_files import TopicConfigStore
 from kafkatier.storage.errors import StorageError
 from kafkatier.storage.log.directory import LogDirectory
@@ -130,3 +131,20 @@ def test_the_sink_refuses_a_partition_count_the_machine_cannot_hold(
     with pytest.raises(StorageError, match="creating 2,147,483,647 partitions of topic 'big'"):
         KafkaLogSink(tmp_path, topic="big", partitions=2**31 - 1)(frame, 0)
     assert not list(tmp_path.glob("big-*"))
+
+
+def test_the_reader_reports_a_missing_partition_as_data_loss(spark: Any, tmp_path: Path) -> None:
+    """Spark's Kafka source fails a query whose partitions are lost unless failOnDataLoss is
+    false; a partition directory moved away is such a loss, not a smaller topic."""
+    register_data_source(spark)
+    _topic(tmp_path, 4)
+    shutil.rmtree(tmp_path / "t-1")
+
+    def read(**options: str) -> int:
+        reader = spark.read.format("kafkatier").option("path", str(tmp_path))
+        return int(reader.options(**options).load().count())
+
+    with pytest.raises(Exception, match=r"partitions 1 are missing .* failOnDataLoss=false"):
+        read(subscribe="t")
+    assert read(subscribe="t", failOnDataLoss="false") == 3
+    assert read(assign='{"t": [0, 2]}') == 2  # the lost one not asked for
