@@ -23,9 +23,12 @@ from typing import TYPE_CHECKING
 from kafkatier.storage.checkpoint.metadata import (
     PartitionMetadataFile,
     uuid_from_str,
+    uuid_to_str,
 )
 from kafkatier.storage.config.internal_topics import INTERNAL_TOPIC_CONFIGS, managed_partition
+from kafkatier.storage.config.topic_files import TopicConfigStore
 from kafkatier.storage.errors import KafkaTierError
+from kafkatier.storage.fsutil import FileVersion, file_version
 from kafkatier.storage.log.creation import topics_being_created
 
 if TYPE_CHECKING:
@@ -41,6 +44,8 @@ class TopicInfo:
     topic_id: uuid.UUID
     partitions: dict[int, Path]  # partition -> its log dir
     internal: bool
+    count: int = 0
+    """Its partition count: the one its file records (``topic_files``) or its highest + 1."""
 
 
 class Catalog:
@@ -51,6 +56,7 @@ class Catalog:
         self.remote_only = remote_only
         """The topics only the remote store holds, mirrored into a scratch log dir."""
         self._ids: dict[Path, tuple[tuple[int, int], uuid.UUID]] = {}
+        self._counts: dict[tuple[Path, FileVersion, uuid.UUID], int | None] = {}
 
     def topics(self) -> dict[str, TopicInfo]:
         found = self._listed(self.log_dirs)
@@ -58,11 +64,26 @@ class Catalog:
             self.remote_only.sync(found)
             for topic, parts in self._listed((self.remote_only.directory,)).items():
                 found.setdefault(topic, parts)  # a log dir's topic is never mixed with a mirror
-        return {
-            topic: TopicInfo(topic, self.topic_id(topic, parts), dict(sorted(parts.items())),
-                             topic in _INTERNAL)
-            for topic, parts in sorted(found.items())
-        }
+        infos = {}
+        for topic, parts in sorted(found.items()):
+            topic_id = self.topic_id(topic, parts)
+            count = max(max(parts) + 1, self._recorded(topic, parts, topic_id) or 0)
+            infos[topic] = TopicInfo(topic, topic_id, dict(sorted(parts.items())),
+                                     topic in _INTERNAL, count)  # fmt: skip
+        return infos
+
+    def _recorded(self, topic: str, parts: dict[int, Path], topic_id: uuid.UUID) -> int | None:
+        """The partition count the topic's file records for its id (a partition directory
+        moved away is then listed offline, not left out); read again when the file changes
+        (a ``stat`` a topic)."""
+        store = TopicConfigStore(next(iter(parts.values())))
+        version = file_version(store.path(topic))
+        if version is None:
+            return None
+        key = (store.path(topic), version, topic_id)
+        if key not in self._counts:
+            self._counts[key] = store.recorded_partitions(topic, uuid_to_str(topic_id.bytes))
+        return self._counts[key]
 
     def _listed(self, log_dirs: tuple[Path, ...]) -> dict[str, dict[int, Path]]:
         found: dict[str, dict[int, Path]] = {}

@@ -67,7 +67,7 @@ def _topic(module: Any, topics: dict[str, TopicInfo], asked: tuple[Any, Any],
                      topic_id=topic_id, partitions=(),
                      topic_authorized_operations=-2147483648)  # fmt: skip
     partitions = tuple(_partition(module, info, index, epochs)
-                       for index in range(max(info.partitions, default=-1) + 1))
+                       for index in range(info.count))
     return build(module.MetadataResponseTopic, error_code=ErrorCode.none, name=info.name,
                  topic_id=info.topic_id, is_internal=info.internal, partitions=partitions,
                  topic_authorized_operations=-2147483648)  # fmt: skip
@@ -75,10 +75,10 @@ def _topic(module: Any, topics: dict[str, TopicInfo], asked: tuple[Any, Any],
 
 def _partition(module: Any, info: TopicInfo, index: int,
                epochs: dict[tuple[str, int], int]) -> Any:  # fmt: skip
-    """One partition of the topic; one below its highest whose directory no log dir holds (a
-    damaged or half-copied log dir) is listed offline, as a broker lists a partition whose log
-    dir failed: left out, it made clients take the topic for a smaller one, and the partitions
-    past the gap were never read."""
+    """One partition of the topic; one below its count whose directory no log dir holds (a
+    damaged or half-copied log dir, a directory moved away) is listed offline, as a broker
+    lists a partition whose log dir failed: left out, it made clients take the topic for a
+    smaller one, and the partitions past the gap were never read."""
     if index not in info.partitions:
         return build(module.MetadataResponsePartition,
                      error_code=ErrorCode.leader_not_available, partition_index=index,

@@ -102,6 +102,25 @@ def test_a_partition_missing_below_the_highest_is_listed_offline(
             c.close()
 
 
+def test_a_missing_last_partition_is_listed_offline_by_the_recorded_count(
+    tmp_path: Path, serve: Any
+) -> None:
+    """The topic's file records 3 partitions (``topic_files``): with ``t-2`` moved away the
+    topic is still three partitions, the last without a leader, not a topic of two."""
+    from confluent_kafka import KafkaError
+    from confluent_kafka.admin import AdminClient
+
+    with LogDirectory(tmp_path) as ld:
+        ld.create_partitions("t", 3)
+    shutil.rmtree(tmp_path / "t-2")
+    with serve(tmp_path) as port:
+        topic = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"}).list_topics(
+            topic="t", timeout=10).topics["t"]  # fmt: skip
+        assert sorted(topic.partitions) == [0, 1, 2]
+        assert topic.partitions[2].error.code() == KafkaError.LEADER_NOT_AVAILABLE
+        assert topic.partitions[1].leader == 0
+
+
 def test_describe_cluster(tmp_path: Path, serve: Any) -> None:
     """kafka-python's admin client (DescribeCluster, Metadata only as a fallback), and the
     request itself encoded by kafka-python's protocol classes, each version served."""
