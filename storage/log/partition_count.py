@@ -53,18 +53,15 @@ def number_ranges(numbers: list[int]) -> str:
 
 
 def missing_partitions(log_dir: Path, topic: str, present: Iterable[int]) -> list[int]:
-    """For a reader: the partitions of ``topic`` that its recorded count (or its highest
-    partition in ``present``) says exist and ``present`` lacks; reads the topic's file and
-    one ``partition.metadata`` (for the topic id the record must name), nothing else."""
+    """For a reader: the partitions below the count the topic's file records that
+    ``present`` lacks. Without a recorded count nothing is missing: a reader of a partial
+    restore (one partition restored into a new log dir) reads what is there. Reads the
+    topic's file and one ``partition.metadata`` (for the topic id the record must name)."""
     present = set(present)
-    if not present:
-        return []
-    recorded = None
     for p in sorted(present):
         metadata = Path(log_dir) / partition_dir_name(topic, p) / PARTITION_METADATA_FILE
         if metadata.exists():
             topic_id = PartitionMetadataFile(metadata).read()
             recorded = TopicConfigStore(Path(log_dir)).recorded_partitions(topic, topic_id)
-            break
-    return sorted(set(range(max(max(present) + 1, recorded or 0))) - present)
-
+            return sorted(set(range(recorded or 0)) - present)
+    return []

@@ -148,3 +148,5 @@ def test_the_reader_reports_a_missing_partition_as_data_loss(spark: Any, tmp_pat
         read(subscribe="t")
     assert read(subscribe="t", failOnDataLoss="false") == 3
     assert read(assign='{"t": [0, 2]}') == 2  # the lost one not asked for
+    TopicConfigStore(tmp_path).path("t").unlink()  # no record (one partition restored alone)
+    assert read(subscribe="t") == 3
