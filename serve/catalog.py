@@ -47,6 +47,12 @@ class TopicInfo:
     count: int = 0
     """Its partition count: the one its file records (``topic_files``) or its highest + 1."""
 
+    def offline(self, partition: int) -> bool:
+        """A partition of the topic's count whose directory no log dir holds: listed
+        offline, and, as Kafka answers for a replica whose log dir failed, KAFKA_STORAGE_ERROR
+        to a read (clients retry it and look at the metadata again)."""
+        return 0 <= partition < self.count and partition not in self.partitions
+
 
 class Catalog:
     """Topics and partitions of ``log_dirs``, read from the directory listing on each call."""

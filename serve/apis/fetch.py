@@ -232,7 +232,9 @@ def _partition(module: Any, w: Wanted, found: Result, committed: bool) -> Any:
                      high_watermark=-1, aborted_transactions=None, records=b"")  # fmt: skip
     if found is None:
         by_id = not isinstance(w.key, str)  # v13+ names topics by id
+        offline = w.topic is not None and w.topic.offline(w.partition)
         unknown = (ErrorCode.unknown_topic_id if by_id and w.topic is None
+                   else ErrorCode.kafka_storage_error if offline
                    else ErrorCode.unknown_topic_or_partition)  # fmt: skip
         return build(module.PartitionData, partition_index=w.partition, error_code=unknown,
                      high_watermark=-1, aborted_transactions=None, records=b"")  # fmt: skip

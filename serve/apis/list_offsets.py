@@ -59,7 +59,9 @@ def _lookup(
     """(error, offset, timestamp, leader epoch) of one partition's query."""
     log_dir: Path | None = None if info is None else info.partitions.get(partition)
     if log_dir is None or info is None:
-        return ErrorCode.unknown_topic_or_partition, -1, -1, -1
+        offline = info is not None and info.offline(partition)
+        error = ErrorCode.kafka_storage_error if offline else ErrorCode.unknown_topic_or_partition
+        return error, -1, -1, -1
     fenced = sources.epochs.fencing(log_dir, info.name, partition, current_epoch)
     if fenced != ErrorCode.none:
         return fenced, -1, -1, -1

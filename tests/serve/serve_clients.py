@@ -356,8 +356,10 @@ def _utf8(text: str | None) -> bytes | None:
 
 
 
-def fetch_one(sock: Any, topic: str, offset: int, max_wait_ms: int = 0) -> Any:
-    """A Fetch v12 of partition 0 of ``topic`` from ``offset`` over ``sock`` (kafka-python's
+def fetch_one(
+    sock: Any, topic: str, offset: int, max_wait_ms: int = 0, partition: int = 0
+) -> Any:
+    """A Fetch v12 of ``partition`` of ``topic`` from ``offset`` over ``sock`` (kafka-python's
     protocol classes, sessionless, 1 MiB), and the response's one partition."""
     from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
     from test_connection import read_frame
@@ -366,13 +368,31 @@ def fetch_one(sock: Any, topic: str, offset: int, max_wait_ms: int = 0) -> Any:
     fetch = FetchRequest(version=12, replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=1,
                          max_bytes=1 << 20, isolation_level=0, session_id=0, session_epoch=-1,
                          topics=[FetchRequest.FetchTopic(topic=topic, partitions=[
-                             part(partition=0, current_leader_epoch=-1, fetch_offset=offset,
+                             part(partition=partition, current_leader_epoch=-1,
+                                  fetch_offset=offset,
                                   log_start_offset=-1, partition_max_bytes=1 << 20)])],
                          forgotten_topics_data=[], rack_id="")  # fmt: skip
     fetch.with_header(correlation_id=5)
     sock.sendall(bytes(fetch.encode(version=12, header=True, framed=True)))
     answer = FetchResponse.decode(read_frame(sock), version=12, header=True)
     return answer.responses[0].partitions[0]
+
+def list_offset_one(sock: Any, topic: str, partition: int, timestamp: int = -2) -> Any:
+    """A ListOffsets v5 of one partition (``timestamp`` -2: earliest) over ``sock``
+    (kafka-python's protocol classes), and the response's one partition."""
+    from kafka.protocol.consumer.offsets import ListOffsetsRequest, ListOffsetsResponse
+    from test_connection import read_frame
+
+    topic_class = ListOffsetsRequest.ListOffsetsTopic
+    request = ListOffsetsRequest(version=5, replica_id=-1, isolation_level=0, topics=[
+        topic_class(name=topic, partitions=[topic_class.ListOffsetsPartition(
+            partition_index=partition, current_leader_epoch=-1, timestamp=timestamp,
+        )])])  # fmt: skip
+    request.with_header(correlation_id=6)
+    sock.sendall(bytes(request.encode(version=5, header=True, framed=True)))
+    answer = ListOffsetsResponse.decode(read_frame(sock), version=5, header=True)
+    return answer.topics[0].partitions[0]
+
 
 @contextlib.contextmanager
 def raw_socket(port: int) -> Iterator[Any]:

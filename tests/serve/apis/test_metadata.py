@@ -109,6 +109,7 @@ def test_a_missing_last_partition_is_listed_offline_by_the_recorded_count(
     topic is still three partitions, the last without a leader, not a topic of two."""
     from confluent_kafka import KafkaError
     from confluent_kafka.admin import AdminClient
+    from serve_clients import fetch_one, list_offset_one, raw_socket
 
     with LogDirectory(tmp_path) as ld:
         ld.create_partitions("t", 3)
@@ -119,6 +120,11 @@ def test_a_missing_last_partition_is_listed_offline_by_the_recorded_count(
         assert sorted(topic.partitions) == [0, 1, 2]
         assert topic.partitions[2].error.code() == KafkaError.LEADER_NOT_AVAILABLE
         assert topic.partitions[1].leader == 0
+        with raw_socket(port) as sock:  # reads: Kafka's answer for a replica whose dir failed
+            assert fetch_one(sock, "t", 0, partition=2).error_code == 56  # KAFKA_STORAGE_ERROR
+            assert list_offset_one(sock, "t", 2).error_code == 56
+            assert list_offset_one(sock, "t", 1).error_code == 0
+            assert list_offset_one(sock, "u", 0).error_code == 3  # UNKNOWN_TOPIC_OR_PARTITION
 
 
 def test_describe_cluster(tmp_path: Path, serve: Any) -> None:
