@@ -44,7 +44,7 @@ class TopicInfo:
     topic_id: uuid.UUID
     partitions: dict[int, Path]  # partition -> its log dir
     internal: bool
-    count: int = 0
+    count: int
     """Its partition count: the one its file records (``topic_files``) or its highest + 1."""
 
     def offline(self, partition: int) -> bool:

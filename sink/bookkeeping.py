@@ -49,8 +49,7 @@ from typing import Any, Final
 from kafkatier.sink.wal import Wal
 from kafkatier.storage.errors import CheckpointError, InvalidProducerEpochError
 from kafkatier.storage.fsutil import (
-    MAX_NAME_BYTES,
-    TMP_SUFFIX,
+    ATOMIC_NAME_BYTES,
     FileVersion,
     atomic_write,
     file_version,
@@ -58,7 +57,6 @@ from kafkatier.storage.fsutil import (
 )
 
 FILE_PREFIX: Final = "kafkatier-sink."
-_ROOM: Final = MAX_NAME_BYTES - len(TMP_SUFFIX)  # the state's temporary's name fits too
 VERSION: Final = 4
 # 1: no producer_generation, previous id; 2: no ends, no unflushed_commit; 3: no wal
 READABLE_VERSIONS: Final = frozenset({1, 2, 3, VERSION})
@@ -176,7 +174,7 @@ def derive_producer_id(sink_id: str, generation: int = 0) -> int:
 def state_path(log_dir: Path, sink_id: str) -> Path:
     """``kafkatier-sink.<sink id>.json`` (an id too long for a file name, such as a
     249-character topic's: its start and a hash, ``fitted_name``)."""
-    return Path(log_dir) / fitted_name(f"{FILE_PREFIX}{sink_id}", ".json", room=_ROOM)
+    return Path(log_dir) / fitted_name(f"{FILE_PREFIX}{sink_id}", ".json", room=ATOMIC_NAME_BYTES)
 
 
 def lock_path(log_dir: Path, sink_id: str) -> Path:

@@ -26,6 +26,8 @@ TMP_SUFFIX: Final = ".tmp"
 
 MAX_NAME_BYTES: Final = 255
 """A file name's limit on Linux filesystems; a 249-character topic's names come close."""
+ATOMIC_NAME_BYTES: Final = MAX_NAME_BYTES - len(TMP_SUFFIX)
+"""A name :func:`atomic_write` can write: its temporary's name (``<name>.tmp``) fits too."""
 _DIGEST_CHARS: Final = 16  # hex characters of SHA-256: 64 bits tell two long names apart
 
 

@@ -74,7 +74,6 @@ def topic_partitions(opts: SourceOptions, *, listing_max_age_s: float = 0) -> li
     return sorted(found)
 
 
-
 def _store(opts: SourceOptions) -> ObjectStore:
     assert opts.remote is not None
     return store_for(opts.remote)

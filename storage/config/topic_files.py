@@ -38,8 +38,7 @@ from kafkatier.storage.config.internal_topics import INTERNAL_TOPIC_CONFIGS
 from kafkatier.storage.config.log_config import LogConfig
 from kafkatier.storage.errors import ConfigError
 from kafkatier.storage.fsutil import (
-    MAX_NAME_BYTES,
-    TMP_SUFFIX,
+    ATOMIC_NAME_BYTES,
     FileVersion,
     atomic_write,
     file_version,
@@ -61,8 +60,7 @@ class TopicConfigStore:
         """``kafkatier-topic.<topic>.properties``; for a name too long for that (a topic
         name may have 249 characters, a file name 255 bytes with its temporary's suffix), the
         topic's first characters and a hash of the whole name (the first line names it)."""
-        room = MAX_NAME_BYTES - len(TMP_SUFFIX)  # atomic_write's temporary's too
-        name = fitted_name(f"{FILE_PREFIX}{topic}", FILE_SUFFIX, room=room)
+        name = fitted_name(f"{FILE_PREFIX}{topic}", FILE_SUFFIX, room=ATOMIC_NAME_BYTES)
         return self.log_dir / name
 
     def stored(self, topic: str) -> dict[str, str]:

@@ -159,11 +159,8 @@ class Creating:
 
     def __init__(self, names: Iterable[str]) -> None:
         self._staged = [s for s in map(parse_staged_dir_name, names) if s is not None]
-        self._topics = {s.topic for s in self._staged}
 
     def __contains__(self, topic: object) -> bool:
-        if topic in self._topics:
-            return True
         return isinstance(topic, str) and any(s.of(topic) for s in self._staged)
 
 

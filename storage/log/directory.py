@@ -54,7 +54,7 @@ from kafkatier.storage.log.creation import (
 from kafkatier.storage.log.flusher import SYNCFS_MIN_LOGS, FileSystemSync, Flusher
 from kafkatier.storage.log.loader import new_log, open_log
 from kafkatier.storage.log.log import Clock, Log, wall_clock_ms
-from kafkatier.storage.log.partition_count import checked_count
+from kafkatier.storage.log.partition_count import checked_count, recorded_count
 
 META_PROPERTIES = "meta.properties"
 PARTITION_METADATA = "partition.metadata"
@@ -166,8 +166,7 @@ class LogDirectory:
         found = [p for t, p in self.logs if t == topic]
         if not found:
             return None
-        topic_id = self.topic_id(topic)
-        recorded = self.topic_configs.recorded_partitions(topic, topic_id) if topic_id else None
+        recorded = recorded_count(self.path, topic, found)
         return checked_count(topic, found, recorded, self.topic_configs.path(topic), self.path)
 
     def create_partitions(self, topic: str, count: int) -> None:

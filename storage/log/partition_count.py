@@ -52,16 +52,20 @@ def number_ranges(numbers: list[int]) -> str:
     return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
 
 
-def missing_partitions(log_dir: Path, topic: str, present: Iterable[int]) -> list[int]:
-    """For a reader: the partitions below the count the topic's file records that
-    ``present`` lacks. Without a recorded count nothing is missing: a reader of a partial
-    restore (one partition restored into a new log dir) reads what is there. Reads the
-    topic's file and one ``partition.metadata`` (for the topic id the record must name)."""
-    present = set(present)
-    for p in sorted(present):
+def recorded_count(log_dir: Path, topic: str, partitions: Iterable[int]) -> int | None:
+    """The partition count the topic's file records for the topic id in the first of
+    ``partitions`` with a ``partition.metadata`` (None: none recorded for that id)."""
+    for p in sorted(partitions):
         metadata = Path(log_dir) / partition_dir_name(topic, p) / PARTITION_METADATA_FILE
         if metadata.exists():
             topic_id = PartitionMetadataFile(metadata).read()
-            recorded = TopicConfigStore(Path(log_dir)).recorded_partitions(topic, topic_id)
-            return sorted(set(range(recorded or 0)) - present)
-    return []
+            return TopicConfigStore(Path(log_dir)).recorded_partitions(topic, topic_id)
+    return None
+
+
+def missing_partitions(log_dir: Path, topic: str, present: Iterable[int]) -> list[int]:
+    """For a reader: the partitions below the count the topic's file records that
+    ``present`` lacks. Without a recorded count nothing is missing: a reader of a partial
+    restore (one partition restored into a new log dir) reads what is there."""
+    present = set(present)
+    return sorted(set(range(recorded_count(log_dir, topic, present) or 0)) - present)
