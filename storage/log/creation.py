@@ -172,8 +172,9 @@ def topics_being_created(names: Iterable[str]) -> Creating:
 INODES_PER_PARTITION: Final = 6  # its directory and the five files stage_partition writes
 BYTES_PER_PARTITION: Final = 3 * 4096  # a directory's block and the two checkpoints'
 MEMORY_PER_PARTITION: Final = 8 * 1024
-"""An open partition's state in the process that created it: 7.9 KB each at 8,192 (the
-resident growth of ``create_partitions``, ad hoc, 2026-11-30)."""
+"""An open partition's state in the process that created it, rounded up: the resident growth
+of ``create_partitions`` was 5.8-7.3 KB a partition at 1,024 and 4,096 (``bench/
+partition_footprint.py``, 2026-11-30), which also measures the two figures above."""
 
 
 def check_room(log_dir: Path, topic: str, count: int) -> None:
