@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kafkatier.sink.source.kafka_options import take_consumer_options
 from kafkatier.sink.source.remote import REMOTE_OPTIONS, RemoteSettings, parse_remote
 from kafkatier.sink.source.split import MAX_PARTITION_BYTES, OPEN_COST_BYTES, SplitSettings
 from kafkatier.sink.source.task import DEFAULT_CHUNK_BYTES
@@ -39,7 +40,8 @@ KNOWN_OPTIONS = (
     "endingOffsetsByTimestamp", "startingOffsetsByTimestampStrategy",
     "includeHeaders", "isolationLevel", "failOnDataLoss", "maxOffsetsPerTrigger",
     "minOffsetsPerTrigger", "maxTriggerDelay",
-    "readChunkBytes", "minPartitions", "maxPartitionBytes", "openCostInBytes", *REMOTE_OPTIONS,
+    "readChunkBytes", "minPartitions", "maxRecordsPerPartition", "maxPartitionBytes",
+    "openCostInBytes", *REMOTE_OPTIONS,
 )  # fmt: skip
 _CANONICAL = {name.lower(): name for name in KNOWN_OPTIONS}
 PATH_OPTIONS = ("path", "kafkatier.config")
@@ -86,6 +88,7 @@ def parse_options(
     worker's."""
     given = {str(k).lower(): str(v) for k, v in options.items()}
     _alias(given, "kafka.isolation.level", "isolationlevel")
+    take_consumer_options(given)
     for key in given:
         if key not in _CANONICAL:
             raise _error(key, f"unknown option; known options: {', '.join(KNOWN_OPTIONS)}")
@@ -101,6 +104,7 @@ def parse_options(
         raise _error("path", "required: the Kafka log dir (a log.dirs entry) to read")
     topics, pattern, assign = _subscription(opts)
     default_start = "latest" if streaming else "earliest"
+    least, most = _trigger_limits(opts)
     return SourceOptions(
         path=path,
         topics=topics,
@@ -116,17 +120,28 @@ def parse_options(
         include_headers=_bool(opts, "includeHeaders", False),
         committed=_isolation(opts) is IsolationLevel.READ_COMMITTED,
         fail_on_data_loss=_bool(opts, "failOnDataLoss", True),
-        max_offsets_per_trigger=_int(opts, "maxOffsetsPerTrigger", minimum=1),
-        min_offsets_per_trigger=_int(opts, "minOffsetsPerTrigger", minimum=1),
+        max_offsets_per_trigger=most,
+        min_offsets_per_trigger=least,
         max_trigger_delay_ms=_duration_ms(opts, "maxTriggerDelay", "15m"),
         chunk_bytes=_int(opts, "readChunkBytes", minimum=1) or DEFAULT_CHUNK_BYTES,
         remote=remote,
         splits=SplitSettings(
             min_partitions=_int(opts, "minPartitions", minimum=1),
+            max_records=_int(opts, "maxRecordsPerPartition", minimum=1),
             max_partition_bytes=_int(opts, "maxPartitionBytes", minimum=1) or MAX_PARTITION_BYTES,
             open_cost_bytes=_default(_int(opts, "openCostInBytes", minimum=0), OPEN_COST_BYTES),
         ),
     )
+
+
+def _trigger_limits(opts: dict[str, str]) -> tuple[int | None, int | None]:
+    """``minOffsetsPerTrigger`` and ``maxOffsetsPerTrigger``; the least above the most is an
+    error, as in Spark."""
+    least = _int(opts, "minOffsetsPerTrigger", minimum=1)
+    most = _int(opts, "maxOffsetsPerTrigger", minimum=1)
+    if least is not None and most is not None and least > most:
+        raise _error("minOffsetsPerTrigger", f"{least} is higher than maxOffsetsPerTrigger={most}")
+    return least, most
 
 
 def _alias(given: dict[str, str], spark_name: str, own: str) -> None:

@@ -242,6 +242,36 @@ def test_min_partitions_gives_at_least_that_many_tasks(spark_kt: Any, sample: Wr
     assert rows_of(df) == no_headers(sample.visible(committed=True))
 
 
+def test_max_records_per_partition_caps_every_task(spark_kt: Any, sample: Written) -> None:
+    """Spark's Kafka source's ``maxRecordsPerPartition`` (it was refused as an unknown option):
+    no task reads more offsets than that, so none returns more rows; with ``minPartitions``
+    the larger of the two asks wins."""
+    from pyspark.sql import functions as F
+
+    expected = no_headers(sample.visible(committed=True))
+    df = load(spark_kt, sample.path, subscribe="events,other", maxRecordsPerPartition="7")
+    per_task = df.groupBy(F.spark_partition_id().alias("task")).count().collect()
+    assert max(r["count"] for r in per_task) <= 7
+    assert df.rdd.getNumPartitions() >= -(-len(expected) // 7)
+    assert rows_of(df) == expected
+    both = load(spark_kt, sample.path, subscribe="events,other", maxRecordsPerPartition="10000",
+                minPartitions="9")  # fmt: skip
+    assert both.rdd.getNumPartitions() >= 9
+    assert rows_of(both) == expected
+
+
+def test_sparks_kafka_consumer_options_are_ignored(spark_kt: Any, sample: Written) -> None:
+    """A query moved from ``format("kafka")`` keeps its consumer and broker settings: they
+    change nothing here (they were refused as unknown options)."""
+    kafka_job = {
+        "kafka.bootstrap.servers": "broker1:9092,broker2:9092", "kafka.security.protocol": "SSL",
+        "kafka.group.id": "g", "groupIdPrefix": "p", "fetchOffset.numRetries": "5",
+        "kafkaConsumer.pollTimeoutMs": "1000", "kafka.max.poll.records": "10",
+    }  # fmt: skip
+    df = load(spark_kt, sample.path, subscribe="events,other", **kafka_job)
+    assert rows_of(df) == no_headers(sample.visible(committed=True))
+
+
 def test_read_uncommitted_shows_aborted_and_open_data(spark_kt: Any, sample: Written) -> None:
     df = load(spark_kt, sample.path, subscribePattern="ev.*", isolationLevel="read_uncommitted")
     expected = [r for r in no_headers(sample.visible(committed=False)) if r[0] == "events"]
@@ -333,7 +363,9 @@ def test_starting_timestamp_after_every_record(spark_kt: Any, sample: Written) -
 @pytest.mark.parametrize(
     ("options", "named"),
     [
-        ({"subscribe": "events", "kafka.bootstrap.servers": "x"}, "kafka.bootstrap.servers"),
+        ({"subscribe": "events", "kafka.auto.offset.reset": "earliest"},
+         "kafka.auto.offset.reset"),
+        ({"subscribe": "events", "maxRecordsPerPartition": "0"}, "maxRecordsPerPartition"),
         ({}, "subscribe"),
         ({"subscribe": "events", "subscribePattern": "e.*"}, "subscribePattern"),
         ({"subscribe": "events", "startingOffsets": "latest"}, "startingOffsets"),
@@ -368,11 +400,29 @@ def test_bad_options_name_the_option(
          "maxOffsetsPerTrigger"),
         ({"path": "/x", "assign": "[1]"}, None, "assign"),
         ({"path": "/x", "subscribePattern": "("}, None, "subscribePattern"),
+        ({"path": "/x", "subscribe": "t", "minOffsetsPerTrigger": "9",
+          "maxOffsetsPerTrigger": "5"}, True, "minOffsetsPerTrigger"),
+        ({"path": "/x", "subscribe": "t", "kafka.key.deserializer": "x"}, None,
+         "kafka.key.deserializer"),
+        ({"path": "/x", "subscribe": "t", "kafka.enable.auto.commit": "true"}, None,
+         "kafka.enable.auto.commit"),
     ],
 )  # fmt: skip
 def test_option_errors(options: dict[str, str], streaming: bool | None, named: str) -> None:
     with pytest.raises(ConfigError, match=named):
         parse_options(options, streaming=streaming)
+
+
+def test_consumer_options_are_named_in_one_warning(caplog: pytest.LogCaptureFixture) -> None:
+    options = {"path": "/x", "subscribe": "t", "KAFKA.BOOTSTRAP.SERVERS": "h:9092",
+               "groupIdPrefix": "g", "kafka.sasl.mechanism": "PLAIN"}  # fmt: skip
+    with caplog.at_level("WARNING", logger="kafkatier.sink.source.kafka_options"):
+        opts = parse_options(options, streaming=True)
+        parse_options(options, streaming=False)  # the same set again: no second warning
+    assert opts.topics == ("t",)
+    warned = [r.getMessage() for r in caplog.records]
+    assert len(warned) == 1
+    assert "groupIdPrefix, kafka.bootstrap.servers, kafka.sasl.mechanism" in warned[0]
 
 
 def test_option_defaults_follow_spark() -> None:

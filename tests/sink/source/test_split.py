@@ -116,3 +116,20 @@ def test_estimate_is_in_proportion_to_the_offsets_covered() -> None:
     assert estimate(task, 1000, 0, 1000) == 500
     assert estimate(task, 1000, 250, 750) == 1000
     assert estimate(task, 1000, 0, 0) == 1000  # an empty span never divides by zero
+
+
+def test_max_records_caps_the_offsets_of_every_task() -> None:
+    """Spark's Kafka source's ``maxRecordsPerPartition``: a range cut into pieces of at most
+    that many offsets, small ranges sharing a task only up to it, every offset still read once;
+    with ``minPartitions`` the larger of the two asks."""
+    ranges = [rng("t", 0, 100, 1100, 4 * MiB)] + [rng("t", p, 0, 40, 1_000) for p in range(1, 9)]
+    tasks = plan(ranges, SplitSettings(max_records=300), cores=2)
+    assert all(sum(r.end - r.start for r in task) <= 300 for task in tasks)
+    assert len(tasks) >= -(-(1000 + 8 * 40) // 300)
+    assert covered(tasks) == {("t", 0): [(100, 1100)], **{("t", p): [(0, 40)] for p in range(1, 9)}}
+    assert any(len(task) > 1 for task in tasks)  # the small ranges still share tasks
+    both = plan(ranges, SplitSettings(max_records=10_000, min_partitions=12), cores=2)
+    assert len(both) >= 12
+    assert plan(ranges, SplitSettings(max_records=10_000), cores=2) == plan(
+        ranges, SplitSettings(), cores=2
+    )
