@@ -153,7 +153,7 @@ class Uploader:
     ) -> RemoteSegment | None:
         """Step 3 (module docstring); None when the attempt may not be committed."""
         outcome: list[RemoteSegment] = []
-        overrides = part.topic_overrides()
+        overrides, count = part.topic_overrides(), part.recorded_partitions()
         log_start = part.log_start_offset()
 
         def finish(manifest: PartitionManifest) -> bool:
@@ -171,6 +171,8 @@ class Uploader:
             done = dataclasses.replace(entry, state=SegmentState.COPY_SEGMENT_FINISHED,
                                        files=files, updated_ms=now_ms())  # fmt: skip
             manifest.topic_config = overrides
+            if count is not None:
+                manifest.topic_partitions = count
             manifest.log_start_offset = max(manifest.log_start_offset, log_start)
             manifest.segments.append(done)
             outcome.append(done)

@@ -144,6 +144,10 @@ class LocalPartition:
     def topic_overrides(self) -> dict[str, str]:
         return TopicConfigStore(self.log_dir).stored(self.topic)
 
+    def recorded_partitions(self) -> int | None:
+        """The topic's partition count recorded in the log dir (None: not recorded)."""
+        return TopicConfigStore(self.log_dir).recorded_partitions(self.topic, self.topic_id())
+
     def topic_id(self) -> str:
         return topic_id_of(self.directory)
 

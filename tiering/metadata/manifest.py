@@ -14,6 +14,7 @@ overwrites an object another attempt (or a reader) may be using. The manifest is
 
     {"version": 1, "topic": ..., "partition": ..., "topic_id": ..., "log_start_offset": ...,
      "topic_config": {Kafka name: value, ...},
+     "topic_partitions": the topic's partition count as its log dir recorded it (absent: none),
      "cleaner_checkpoint": first dirty offset of remote compaction (absent: never compacted),
      "segments": [{"base_offset", "end_offset" (last offset, inclusive, as Kafka's
                    RemoteLogSegmentMetadata), "max_timestamp", "size", "state", "attempt",
@@ -114,6 +115,9 @@ class PartitionManifest:
     segments: list[RemoteSegment] = field(default_factory=list)
     topic_config: dict[str, str] = field(default_factory=dict)
     """The topic's overrides (``kafkatier-topic.<topic>.properties``), restored with the data."""
+    topic_partitions: int | None = None
+    """The topic's partition count recorded in that file when the partition last uploaded (a
+    restore of every partition records it again); None: not recorded. Written only once set."""
     cleaner_checkpoint: int | None = None
     """Remote compaction's cleaner-offset-checkpoint (first dirty offset of the remote copy);
     None: never compacted. Written only once set, so older manifests read unchanged."""
@@ -157,6 +161,8 @@ class PartitionManifest:
             "topic_config": self.topic_config,
             "segments": [s.to_json() for s in sorted(self.segments, key=_order)],
         }
+        if self.topic_partitions is not None:
+            body["topic_partitions"] = self.topic_partitions
         if self.cleaner_checkpoint is not None:
             body["cleaner_checkpoint"] = self.cleaner_checkpoint
         if self.abandoned:
@@ -176,6 +182,7 @@ class PartitionManifest:
                 log_start_offset=int(raw.get("log_start_offset", 0)),
                 segments=[RemoteSegment.from_json(s) for s in raw.get("segments", [])],
                 topic_config={str(k): str(v) for k, v in raw.get("topic_config", {}).items()},
+                topic_partitions=_optional_int(raw.get("topic_partitions")),
                 cleaner_checkpoint=_optional_int(raw.get("cleaner_checkpoint")),
                 abandoned={str(k): int(v) for k, v in raw.get("abandoned", {}).items()},
             )

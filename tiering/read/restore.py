@@ -7,6 +7,10 @@ partition's ``leader-epoch-checkpoint`` (the segments' epochs, truncated at the 
 start), ``partition.metadata`` (the topic id), the topic's configuration file and the log dir's
 ``meta.properties``, ``recovery-point-offset-checkpoint`` and, when the log start is above 0,
 ``log-start-offset-checkpoint`` are written, merged with what the target log dir already holds.
+Once every partition of the topic's recorded count (the manifests' ``topic_partitions``) is in
+the log dir, the count is recorded there again, so that writers catch a partition directory
+that later goes missing; a restore of some partitions only records none (they are read as
+they are).
 
 Every object lands in a staging directory first, its size and SHA-256 checked against the
 manifest, and is then renamed into place: a file in the partition directory is always complete
@@ -41,7 +45,7 @@ from kafkatier.storage.fsutil import fitted_name, fsync_dir, fsync_file, naming
 from kafkatier.storage.producer.snapshot import snapshot_path
 from kafkatier.storage.wire import segment_file_name
 from kafkatier.tiering.errors import RemoteVerifyError, TieringError
-from kafkatier.tiering.metadata.identity import RemotePartition
+from kafkatier.tiering.metadata.identity import RemotePartition, topic_id_of
 from kafkatier.tiering.metadata.local import (
     LEADER_EPOCH_CHECKPOINT,
     PARTITION_METADATA,
@@ -349,10 +353,13 @@ def restore_topic(
         raise TieringError("no remote data for partitions", topic=topic, partitions=missing)
     results: list[RestoreResult] = []
     configs: list[dict[str, str]] = []
+    counts: list[int] = []
 
     def one(rp: RemotePartition) -> RestoreResult:
         manifest, _ = manifests.load(rp)
         configs.append(manifest.topic_config)
+        if manifest.topic_partitions is not None:
+            counts.append(manifest.topic_partitions)
         result = _restore(store, rp, manifest, Path(log_dir), from_offset, from_timestamp,
                           threads, progress)  # fmt: skip
         manifests.copy_again(rp)  # its directory is in place now
@@ -380,4 +387,15 @@ def restore_topic(
                             keep_staging=failure is not None)  # fmt: skip
     if failure is not None:
         raise failure
+    if counts:
+        record_count(Path(log_dir), topic, max(counts))
     return results
+
+
+def record_count(log_dir: Path, topic: str, count: int) -> None:
+    """``count`` recorded as the topic's partition count in ``log_dir`` where all of its
+    partitions are there, of one topic id (a partition with no remote manifest is not there:
+    recording the count would make every writer refuse the topic until it came back)."""
+    ids = {topic_id_of(log_dir / partition_dir_name(topic, p)) for p in range(count)}
+    if len(ids) == 1 and "" not in ids:
+        TopicConfigStore(log_dir).stamp(topic, ids.pop(), count)

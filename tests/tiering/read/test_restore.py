@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import filecmp
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from kafkatier.storage.checkpoint.checkpoint_file import (
     OffsetCheckpointFile,
 )
 from kafkatier.storage.checkpoint.metadata import META_PROPERTIES_FILE
+from kafkatier.storage.errors import StorageError
 from kafkatier.storage.log.directory import LogDirectory
 from kafkatier.storage.record.builder import build_batch
 from kafkatier.storage.record.record import Record
@@ -289,3 +291,31 @@ def test_a_topic_with_the_longest_valid_name_uploads_and_restores(
     with LogDirectory(target) as log_dir:
         assert log_dir.partition_count(topic) == 2
         assert log_dir.config_for(topic).remote_storage_enable  # its settings restored
+
+
+def test_a_restore_of_every_partition_records_the_topic_partition_count(tmp_path) -> None:
+    """The topic's recorded partition count travels in the manifests: a restore of every
+    partition records it in the new log dir, so a writer there refuses the topic once a
+    partition directory goes missing (before, the restored topic had no count and a lost last
+    partition made it a smaller topic); a restore of some partitions records none."""
+    logs = write_tiered(tmp_path / "logs", partitions=3)
+    with LogDirectory(logs) as log_dir:
+        log_dir.create_partitions("tiered", 3)  # an older topic gets its count recorded
+    store = FsspecStore(f"file://{tmp_path / 'remote'}")
+    assert Tierer(TieringConfig(log_dirs=(logs,), remote_url=store.url), store).run_once(
+    ).failures == 0  # fmt: skip
+    assert {ManifestStore(store).load(only(store, "tiered", p))[0].topic_partitions
+            for p in range(3)} == {3}  # fmt: skip
+    some = tmp_path / "some"
+    restore_topic(store, "tiered", some, partitions=[0, 1])
+    with LogDirectory(some) as log_dir:
+        assert log_dir.partition_count("tiered") == 2  # highest + 1: nothing recorded
+    every = tmp_path / "every"
+    restore_topic(store, "tiered", every)
+    with LogDirectory(every) as log_dir:
+        topic_id = log_dir.topic_id("tiered")
+        assert topic_id is not None
+        assert log_dir.topic_configs.recorded_partitions("tiered", topic_id) == 3
+    shutil.rmtree(every / "tiered-2")
+    with LogDirectory(every) as log_dir, pytest.raises(StorageError, match="partitions 2"):
+        log_dir.partition_count("tiered")
