@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kafkatier.sink.source.plan import Offsets
+from kafkatier.sink.source.offsets import Offsets
 from kafkatier.storage.log.readonly import TopicPartition
 
 

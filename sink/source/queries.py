@@ -1,23 +1,16 @@
-"""The Spark tasks of whole queries (driver side), from ``plan.py``'s offsets and tasks: a batch
-query's, and one micro-batch's of a streaming query. Both the Python source (``datasource.py``)
-and the JVM reader's planner (``jvm.py``) plan through these, so both read the same offsets.
+"""The Spark tasks of whole queries (driver side), from ``offsets.py``'s offsets and
+``plan.py``'s tasks: a batch query's, and one micro-batch's of a streaming query. Both the
+Python source (``datasource.py``) and the JVM reader's planner (``jvm.py``) plan through these,
+so both read the same offsets.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
+from kafkatier.sink.source.offsets import Offsets, by_timestamp, ending_offsets, starting_offsets
 from kafkatier.sink.source.options import SourceOptions
-from kafkatier.sink.source.plan import (
-    Offsets,
-    by_timestamp,
-    ending_offsets,
-    input_partitions,
-    read_tasks,
-    starting_offsets,
-    survey,
-    topic_partitions,
-)
+from kafkatier.sink.source.plan import input_partitions, read_tasks, survey, topic_partitions
 from kafkatier.sink.source.pushdown import Narrowing
 from kafkatier.sink.source.task import ReadTask
 from kafkatier.storage.errors import ConfigError

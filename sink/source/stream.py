@@ -16,16 +16,9 @@ import logging
 import time
 from typing import Any
 
+from kafkatier.sink.source.offsets import Offsets, from_json, rate_limit, starting_offsets, to_json
 from kafkatier.sink.source.options import SourceOptions
-from kafkatier.sink.source.plan import (
-    Offsets,
-    from_json,
-    rate_limit,
-    starting_offsets,
-    survey,
-    to_json,
-    topic_partitions,
-)
+from kafkatier.sink.source.plan import survey, topic_partitions
 from kafkatier.sink.source.queries import micro_batch_plan
 from kafkatier.sink.source.task import ReadTask
 from kafkatier.storage.errors import OffsetOutOfRangeError

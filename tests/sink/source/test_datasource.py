@@ -25,8 +25,8 @@ from kafka.record import MemoryRecords
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 
 from kafkatier.sink.source.datasource import kafka_schema, register_data_source
+from kafkatier.sink.source.offsets import rate_limit
 from kafkatier.sink.source.options import parse_options
-from kafkatier.sink.source.plan import rate_limit
 from kafkatier.sink.source.read import read_task
 from kafkatier.sink.source.task import ReadTask
 from kafkatier.storage.arrow.log import append_arrow

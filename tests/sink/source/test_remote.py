@@ -21,14 +21,9 @@ from kafka.record import MemoryRecords
 from test_datasource import T0, Row, Written, append, end_txn, legacy_wrapper
 from tier_fixtures import only
 
+from kafkatier.sink.source.offsets import ending_offsets, starting_offsets
 from kafkatier.sink.source.options import parse_options
-from kafkatier.sink.source.plan import (
-    ending_offsets,
-    read_tasks,
-    starting_offsets,
-    survey,
-    topic_partitions,
-)
+from kafkatier.sink.source.plan import read_tasks, survey, topic_partitions
 from kafkatier.sink.source.read import read_task
 from kafkatier.sink.source.task import ReadTask
 from kafkatier.storage.checkpoint.metadata import new_topic_id
