@@ -396,6 +396,9 @@ def record_count(log_dir: Path, topic: str, count: int) -> None:
     """``count`` recorded as the topic's partition count in ``log_dir`` where all of its
     partitions are there, of one topic id (a partition with no remote manifest is not there:
     recording the count would make every writer refuse the topic until it came back)."""
-    ids = {topic_id_of(log_dir / partition_dir_name(topic, p)) for p in range(count)}
-    if len(ids) == 1 and "" not in ids:
-        TopicConfigStore(log_dir).stamp(topic, ids.pop(), count)
+    first = topic_id_of(log_dir / partition_dir_name(topic, 0))
+    for p in range(count):  # stops at the first partition not there: a count is never walked
+        folder = log_dir / partition_dir_name(topic, p)  # past the partitions that exist
+        if not folder.is_dir() or not first or topic_id_of(folder) != first:
+            return
+    TopicConfigStore(log_dir).stamp(topic, first, count)

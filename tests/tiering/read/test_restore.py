@@ -5,6 +5,7 @@ from __future__ import annotations
 import filecmp
 import os
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -319,3 +320,24 @@ def test_a_restore_of_every_partition_records_the_topic_partition_count(tmp_path
     shutil.rmtree(every / "tiered-2")
     with LogDirectory(every) as log_dir, pytest.raises(StorageError, match="partitions 2"):
         log_dir.partition_count("tiered")
+
+
+def test_a_manifest_naming_an_impossible_partition_count_records_none(uploaded, tmp_path) -> None:
+    """A manifest whose ``topic_partitions`` is wrong (hand-edited, or a topic that lost
+    partitions) records no count and costs no walk over the partitions it names."""
+    _, store = uploaded
+    for p in range(2):
+        def claim(manifest) -> bool:  # type: ignore[no-untyped-def]
+            manifest.topic_partitions = 10**9
+            return True
+
+        ManifestStore(store).update(only(store, "tiered", p), claim)
+    target = tmp_path / "restored"
+    started = time.monotonic()
+    restore_topic(store, "tiered", target)
+    assert time.monotonic() - started < 30
+    with LogDirectory(target) as log_dir:
+        topic_id = log_dir.topic_id("tiered")
+        assert topic_id is not None
+        assert log_dir.topic_configs.recorded_partitions("tiered", topic_id) is None
+        assert log_dir.partition_count("tiered") == 2
