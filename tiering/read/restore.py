@@ -397,6 +397,8 @@ def record_count(log_dir: Path, topic: str, count: int) -> None:
     partitions are there, of one topic id (a partition with no remote manifest is not there:
     recording the count would make every writer refuse the topic until it came back)."""
     first = topic_id_of(log_dir / partition_dir_name(topic, 0))
+    if count < 1:  # a hand-edited manifest: nothing to record
+        return
     for p in range(count):  # stops at the first partition not there: a count is never walked
         folder = log_dir / partition_dir_name(topic, p)  # past the partitions that exist
         if not folder.is_dir() or not first or topic_id_of(folder) != first:

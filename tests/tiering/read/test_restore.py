@@ -322,13 +322,16 @@ def test_a_restore_of_every_partition_records_the_topic_partition_count(tmp_path
         log_dir.partition_count("tiered")
 
 
-def test_a_manifest_naming_an_impossible_partition_count_records_none(uploaded, tmp_path) -> None:
+@pytest.mark.parametrize("claimed", [10**9, 0, -3])
+def test_a_manifest_naming_an_impossible_partition_count_records_none(
+    uploaded, tmp_path, claimed
+) -> None:
     """A manifest whose ``topic_partitions`` is wrong (hand-edited, or a topic that lost
     partitions) records no count and costs no walk over the partitions it names."""
     _, store = uploaded
     for p in range(2):
         def claim(manifest) -> bool:  # type: ignore[no-untyped-def]
-            manifest.topic_partitions = 10**9
+            manifest.topic_partitions = claimed
             return True
 
         ManifestStore(store).update(only(store, "tiered", p), claim)
