@@ -44,10 +44,10 @@ REFUSED: Final = {
 _warned: set[tuple[str, ...]] = set()
 
 
-def take_consumer_options(given: dict[str, str]) -> list[str]:
+def take_consumer_options(given: dict[str, str]) -> None:
     """Remove from ``given`` (lower-cased option names) Spark's Kafka consumer and broker
-    options, warning once per set of them that they are ignored; returns their names as given
-    to Spark. Raises :class:`ConfigError` for one Spark refuses."""
+    options, warning once per set of them that they are ignored. Raises :class:`ConfigError`
+    for one Spark refuses."""
     for name, why in REFUSED.items():
         if name in given:
             raise ConfigError(f"kafkatier option {name!r} is not supported: {why}", setting=name)
@@ -62,4 +62,3 @@ def take_consumer_options(given: dict[str, str]) -> list[str]:
             "broker or consumer group",
             ", ".join(names),
         )
-    return list(names)
