@@ -83,10 +83,11 @@ class Catalog:
         moved away is then listed offline, not left out); read again when the file changes
         (a ``stat`` a topic)."""
         store = TopicConfigStore(next(iter(parts.values())))
-        version = file_version(store.path(topic))
+        path = store.path(topic)
+        version = file_version(path)
         if version is None:
             return None
-        key = (store.path(topic), version, topic_id)
+        key = (path, version, topic_id)
         if key not in self._counts:
             self._counts[key] = store.recorded_partitions(topic, uuid_to_str(topic_id.bytes))
         return self._counts[key]

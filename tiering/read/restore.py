@@ -396,11 +396,11 @@ def record_count(log_dir: Path, topic: str, count: int) -> None:
     """``count`` recorded as the topic's partition count in ``log_dir`` where all of its
     partitions are there, of one topic id (a partition with no remote manifest is not there:
     recording the count would make every writer refuse the topic until it came back)."""
-    first = topic_id_of(log_dir / partition_dir_name(topic, 0))
-    if count < 1:  # a hand-edited manifest: nothing to record
+    first = topic_id_of(log_dir / partition_dir_name(topic, 0))  # "": partition 0 not there
+    if count < 1 or not first:  # below 1: a hand-edited manifest
         return
-    for p in range(count):  # stops at the first partition not there: a count is never walked
-        folder = log_dir / partition_dir_name(topic, p)  # past the partitions that exist
-        if not folder.is_dir() or not first or topic_id_of(folder) != first:
+    # the first partition not there (its id "") ends the walk: a huge count costs nothing
+    for p in range(1, count):
+        if topic_id_of(log_dir / partition_dir_name(topic, p)) != first:
             return
     TopicConfigStore(log_dir).stamp(topic, first, count)
