@@ -18,8 +18,13 @@ import numpy.typing as npt
 from kafkatier.storage.cleaner.compressed import Inflated, Scratch, deflate, inflate
 from kafkatier.storage.cleaner.kernels.chunks import INFO, STATS, filter_chunk, map_chunk
 from kafkatier.storage.cleaner.kernels.offset_map import MURMUR3, OffsetMap
-from kafkatier.storage.cleaner.kernels.superseded import skip_superseded
-from kafkatier.storage.cleaner.read_ahead import Chunks, Drops
+from kafkatier.storage.cleaner.kernels.superseded import (
+    NO_DROPS,
+    Drops,
+    count_dropped,
+    skip_superseded,
+)
+from kafkatier.storage.cleaner.read_ahead import Chunks
 from kafkatier.storage.cleaner.segment_store import CleanedSegment
 from kafkatier.storage.log.batch_position import BatchInfo
 from kafkatier.storage.log.segment import AnyBatch
@@ -65,17 +70,19 @@ def walk_segment(chunks: Chunks, start_offset: int, plain: Plain, slow: Slow) ->
 
 Run = Callable[[Inflated, U8], tuple[int, bool]]
 """(inflated run, chunk) -> (where the kernel stopped in the run's data, stop the walk)."""
-Skip = Callable[[U8, int], tuple[int, int]]
-"""(chunk, position) -> (position after the batches dropped unread, where the next run must end)."""
+Skip = Callable[[U8, int], int]
+"""(chunk, position) -> the position after the batches dropped unread there."""
 
 
 def with_compressed(
-    plain: Plain, on_run: Run, max_bytes: int, chunks: Chunks, skip: Skip | None = None
-) -> Plain:
+    plain: Plain, on_run: Run, max_bytes: int, chunks: Chunks, skip: Skip | None = None,
+    drops: Drops = NO_DROPS,
+) -> Plain:  # fmt: skip
     """``plain``, continued through runs of compressed data batches (``compressed``):
     where the plain run stops at one, the run is inflated (or taken as the read-ahead inflated
-    it, ``chunks.run``) and given to ``on_run``. ``skip`` (the rewrite's: ``ChunkFilter.skip``)
-    first drops batches it need not inflate, and ends a run before the next such batch."""
+    it, ``chunks.run``) and given to ``on_run``. ``skip`` and ``drops`` (the rewrite's:
+    ``ChunkFilter.skip``, ``ChunkFilter.drops``): the batches dropped unread where a run would
+    start are passed first, and those inside a run are not inflated (``kernels.superseded``)."""
 
     scratch = Scratch()
 
@@ -84,14 +91,11 @@ def with_compressed(
             pos, stop = plain(array, pos)
             if stop:
                 return pos, True
-            end = array.shape[0]
-            if skip is not None:
-                after, end = skip(array, pos)
-                if after != pos:
-                    pos = after
-                    continue
-            run = chunks.run(array, pos, end, max_bytes) or inflate(array[:end], pos, max_bytes,
-                                                                    scratch)  # fmt: skip
+            if skip is not None and (after := skip(array, pos)) != pos:
+                pos = after
+                continue
+            run = chunks.run(array, pos, max_bytes) or inflate(array, pos, max_bytes, scratch,
+                                                               drops)  # fmt: skip
             if run is None:
                 return pos, False
             at, stop = on_run(run, array)
@@ -192,24 +196,33 @@ class ChunkFilter:
         return int(pos), False
 
     def drops(self) -> Drops:
-        """What the read-ahead needs to leave the batches :meth:`skip` drops compressed."""
+        """What the runs need to leave the batches :meth:`skip` drops compressed."""
         return Drops(self.offset_map.superseded, self.ctx, self.pids, self.last_offsets)
 
-    def skip(self, array: U8, pos: int) -> tuple[int, int]:
+    def skip(self, array: U8, pos: int) -> int:
         """The compressed batches from ``pos`` whose every record is superseded, dropped unread
-        (``kernels.superseded``); where the rest starts and where its inflated run must end."""
-        after, end = skip_superseded(self.offset_map.superseded, array, pos, self.ctx, self.pids,
-                                     self.last_offsets, self.stats, self.chunk_bytes)  # fmt: skip
-        return int(after), int(end)
+        (``kernels.superseded``): where the rest starts."""
+        return int(skip_superseded(self.offset_map.superseded, array, pos, self.ctx, self.pids,
+                                   self.last_offsets, self.stats))  # fmt: skip
 
     def inflated(self, run: Inflated, chunk: U8) -> tuple[int, bool]:
         """An inflated run (``with_compressed``): filtered as plain batches, written back
-        compressed; bytes read counted as stored (compressed)."""
+        compressed; bytes read counted as stored (compressed), and the batches dropped between
+        its batches counted as the walk passes them (up to the first batch not filtered)."""
         pos, size, count = self._filter(run.data, 0)
         consumed = sum(1 for start in run.starts if start < pos)
         self.stats[2] += sum(run.real_sizes[:consumed]) - int(pos)
+        self._count_dropped(run, chunk, min(consumed, len(run.starts) - 1))
         if count:
             data, infos = deflate(run, chunk, self.out[:size], self.infos[:count])
             self.add(data, infos)
             self.bytes_written += len(data)
         return int(pos), False
+
+    def _count_dropped(self, run: Inflated, chunk: U8, upto: int) -> None:
+        """The batches dropped unread before each of the run's batches 1 to ``upto``."""
+        starts, sizes = run.real_starts, run.real_sizes
+        for j in range(1, upto + 1):
+            end = starts[j - 1] + sizes[j - 1]
+            if starts[j] != end:
+                count_dropped(chunk, end, starts[j], self.stats)

@@ -204,9 +204,10 @@ def _write_group(
             for batch in store.read_batches(info.base_offset):
                 _filter_into(batch, ctx, writer)
         else:
-            with Chunks(store, info, chunks.drops()) as reads:
+            drops = chunks.drops()
+            with Chunks(store, info, drops) as reads:
                 plain = with_compressed(chunks, chunks.inflated, rnd.chunk_bytes, reads,
-                                        chunks.skip)  # fmt: skip
+                                        chunks.skip, drops)  # fmt: skip
                 walk_segment(reads, -1, plain, lambda b: _filter_into(b, ctx, writer))
     writer.flush()
     if chunks is not None:

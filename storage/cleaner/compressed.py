@@ -25,6 +25,7 @@ import numpy.typing as npt
 
 from kafkatier.storage.cleaner.kernels import codec_runs as kernel
 from kafkatier.storage.cleaner.kernels import zstd_contexts
+from kafkatier.storage.cleaner.kernels.superseded import NO_DROPS, Drops, droppable_size
 from kafkatier.storage.errors import KafkaTierError
 from kafkatier.storage.log.batch_position import BatchInfo
 from kafkatier.storage.record.builder import _assemble
@@ -52,7 +53,9 @@ _LAST_DELTA: Final = struct.Struct(">i")
 @dataclass
 class Inflated:
     """A run of compressed batches as plain ones: ``data`` and, per batch, its position in
-    ``data``, its position and size in the chunk, its codec and its last offset."""
+    ``data``, its position and size in the chunk, its codec and its last offset. Batches the
+    rewrite drops unread may lie between two of them (where one's chunk position is not the
+    previous one's end: ``superseded.count_dropped`` counts them as the walk passes them)."""
 
     data: U8
     starts: list[int] = field(default_factory=list)
@@ -112,21 +115,27 @@ class Scratch:
 
 
 def inflate(
-    chunk: Chunk, pos: int, max_bytes: int, scratch: Scratch | None = None
-) -> Inflated | None:
+    chunk: Chunk, pos: int, max_bytes: int, scratch: Scratch | None = None,
+    drops: Drops = NO_DROPS,
+) -> Inflated | None:  # fmt: skip
     """The run of compressed data batches from ``pos`` (until about ``max_bytes`` inflated),
     or None when the batch at ``pos`` is not one that decompresses. ``scratch``: the buffer to
-    inflate into (the run's data views it until the next call)."""
+    inflate into (the run's data views it until the next call). ``drops``: the batches after
+    the first that the rewrite drops unread, passed over where the kernels inflate (a gap
+    between the run's batches: ``Inflated.real_starts``)."""
     view = _view(chunk)
     scratch = Scratch() if scratch is None else scratch
     run = Inflated(np.empty(0, np.uint8))
     total = 0
     if kernel.AVAILABLE:
-        pos, total = _inflate_kernel(view, pos, max_bytes, scratch, run)
+        pos, total = _inflate_kernel(view, pos, max_bytes, scratch, run, drops)
     while total < max_bytes:
         size, base, attrs = _compressed_data_batch(view, pos)
         if not size:
             break
+        if dropped := _passed_over(view, pos, drops, run):
+            pos += dropped
+            continue
         codec = CODECS_BY_ID.get(attrs & ATTR_CODEC_MASK)
         if codec is None:
             break  # an unknown codec id: the Python path reports it
@@ -153,8 +162,17 @@ def inflate(
     return run
 
 
+def _passed_over(view: memoryview, pos: int, drops: Drops, run: Inflated) -> int:
+    """The size of the batch at ``pos`` where the run, not empty, passes over it (one the
+    rewrite drops unread, as the kernel passes over it), else 0."""
+    if not run.starts or drops is NO_DROPS:
+        return 0
+    array = np.frombuffer(view, dtype=np.uint8)
+    return int(droppable_size(drops.sup, array, pos, drops.ctx, drops.pids, drops.last_offsets))
+
+
 def _inflate_kernel(
-    view: memoryview, pos: int, max_bytes: int, scratch: Scratch, run: Inflated
+    view: memoryview, pos: int, max_bytes: int, scratch: Scratch, run: Inflated, drops: Drops
 ) -> tuple[int, int]:
     """The run's first batches that ``kernels.codec_runs`` takes (Kafka's one-block lz4 frames,
     zstd frames), in one call: (where the rest of the run starts, bytes inflated)."""
@@ -162,7 +180,7 @@ def _inflate_kernel(
     meta = np.empty((len(view) // BATCH_HEADER_SIZE + 1, kernel.META), dtype=np.int64)
     pos, count, total = kernel.inflate_runs(np.frombuffer(view, dtype=np.uint8), pos, max_bytes,
                                             np.frombuffer(out, dtype=np.uint8), meta,
-                                            zstd_contexts.of_thread())  # fmt: skip
+                                            zstd_contexts.of_thread(), *drops)  # fmt: skip
     if count:
         columns = meta[:count].T.tolist()
         run.starts, run.real_starts, run.real_sizes, run.last_offsets = columns[:4]

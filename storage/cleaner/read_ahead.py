@@ -28,14 +28,15 @@ import queue
 import threading
 import time
 from dataclasses import dataclass
-from typing import Final, NamedTuple
+from typing import Final
 
 import numpy as np
 import numpy.typing as npt
 
 from kafkatier.storage.cleaner.compressed import CODECS_BY_ID, Inflated
 from kafkatier.storage.cleaner.kernels import codec_runs, zstd_contexts
-from kafkatier.storage.cleaner.kernels.ahead import batches_end, inflate_chunk
+from kafkatier.storage.cleaner.kernels.ahead import batches_end, inflate_chunk, run_end
+from kafkatier.storage.cleaner.kernels.superseded import NO_DROPS, Drops
 from kafkatier.storage.cleaner.segment_store import SegmentInfo, SegmentStore
 from kafkatier.storage.wire import BATCH_HEADER_SIZE
 
@@ -71,25 +72,11 @@ FIRST_SHARE = 1.0
 """The thread's share of a walk's first chunk (tests set it)."""
 
 
-class Drops(NamedTuple):
-    """The rewrite's facts for the batches it drops unread (``ChunkFilter.skip``), which the
-    thread then leaves compressed: the superseded bits, the filter's context, the producers'
-    ids and last offsets."""
-
-    sup: U8
-    ctx: I64
-    pids: I64
-    last_offsets: I64
-
-
-_NO_DROPS: Final = Drops(np.zeros(0, np.uint8), np.zeros(6, np.int64), np.zeros(0, np.int64),
-                         np.zeros(0, np.int64))  # fmt: skip
-
-
 @dataclass
 class _Prepared:
     """A chunk read at ``position`` (``size`` asked), its whole batches' ``end``, and its
-    inflated batches: ``data`` and, per batch, ``codec_runs.META``'s columns."""
+    inflated batches: ``data`` and, per batch, ``codec_runs.META``'s fields (``meta``, a view
+    of the buffers' until they go back) and columns."""
 
     position: int
     size: int
@@ -98,6 +85,7 @@ class _Prepared:
     end: int
     buffers: tuple[U8, I64]
     data: U8
+    meta: I64
     columns: list[list[int]]
     rows: dict[int, int]
 
@@ -123,7 +111,7 @@ class Chunks:
         self.store = store
         self.base = info.base_offset
         self.segment_size = info.size
-        self._drops = drops if drops is not None else _NO_DROPS
+        self._drops = drops if drops is not None else NO_DROPS
         self._ahead = (ENABLED and not store.reads_ahead) if ahead is None else ahead
         self.chunk_size = max(store.io_buffer_size, CHUNK) if self._ahead else store.io_buffer_size
         self._thread: threading.Thread | None = None
@@ -169,20 +157,19 @@ class Chunks:
         chunk = self.store.read_chunk(self.base, position, size)
         return chunk, np.frombuffer(chunk, dtype=np.uint8)
 
-    def run(self, array: U8, pos: int, end: int, max_bytes: int) -> Inflated | None:
+    def run(self, array: U8, pos: int, max_bytes: int) -> Inflated | None:
         """The run of batches from ``pos`` that the thread inflated, as ``compressed.inflate``
-        gives it (consecutive batches ending by ``end``, while under ``max_bytes`` inflated), or
-        None where it has not the batch at ``pos``."""
+        gives it (the batches after the first while under ``max_bytes`` inflated, with nothing
+        between them but batches the rewrite drops unread), or None where it has not the batch
+        at ``pos``."""
         item = self._current
         if item is None or array is not item.array or (row := item.rows.get(pos)) is None:
             return None
+        drops = self._drops
+        i = int(run_end(item.meta, row, max_bytes, array, *drops, drops is not NO_DROPS))
         starts, real_starts, real_sizes, last_offsets, codecs = item.columns
-        first, i, count = starts[row], row, len(starts)
-        while i < count and starts[i] - first < max_bytes and real_starts[i] + real_sizes[i] <= end:
-            if i > row and real_starts[i] != real_starts[i - 1] + real_sizes[i - 1]:
-                break
-            i += 1
-        stop = starts[i] if i < count else item.data.shape[0]
+        first = starts[row]
+        stop = starts[i] if i < len(starts) else item.data.shape[0]
         taken = slice(row, i)
         return Inflated(item.data[first:stop], [s - first for s in starts[taken]],
                         real_starts[taken], real_sizes[taken],
@@ -247,11 +234,12 @@ class Chunks:
         share = end if self.share >= 1 else int(end * self.share)  # whole batches within it
         if codec_runs.AVAILABLE and end:
             count, total = inflate_chunk(array, share, out, meta, *self._drops,
-                                         self._drops is not _NO_DROPS,
+                                         self._drops is not NO_DROPS,
                                          zstd_contexts.of_thread())  # fmt: skip
         columns = meta[:count].T.tolist() if count else [[], [], [], [], []]
         rows = {start: i for i, start in enumerate(columns[1])}
-        return _Prepared(position, size, chunk, array, end, buffers, out[:total], columns, rows)
+        return _Prepared(position, size, chunk, array, end, buffers, out[:total], meta[:count],
+                         columns, rows)  # fmt: skip
 
     def _buffers(self) -> tuple[U8, I64] | None:
         """A free set of buffers, made at its first use (None once the walk stops the thread)."""

@@ -16,7 +16,7 @@ from kafkatier.storage.cleaner.kernels.codec_runs import (
     inflate_batch,
     zstd_dctx,
 )
-from kafkatier.storage.cleaner.kernels.superseded import droppable_size
+from kafkatier.storage.cleaner.kernels.superseded import droppable_gap, droppable_size
 from kafkatier.storage.wire import ATTR_CODEC_MASK, ATTR_CONTROL, ATTR_TRANSACTIONAL, Codec
 
 _ZSTD = int(Codec.ZSTD)
@@ -66,3 +66,24 @@ def inflate_chunk(
                 count += 1
         pos += size
     return count, total
+
+
+@numba.njit(cache=True, nogil=True)
+def run_end(
+    meta: Any, row: int, max_bytes: int, chunk: Any, sup: Any, ctx: Any, pids: Any,
+    last_offsets: Any, drop: bool,
+) -> int:  # fmt: skip
+    """The row after the last of the run that starts at ``row`` of ``meta`` (an
+    :func:`inflate_chunk`'s): the rows after it while their batches start within ``max_bytes``
+    inflated bytes of its start and the chunk holds nothing between one and the next, or with
+    ``drop`` only batches the rewrite drops unread (``superseded.droppable_gap``)."""
+    first = meta[row, 0]
+    i = row + 1
+    while i < meta.shape[0] and meta[i, 0] - first < max_bytes:
+        end = meta[i - 1, 1] + meta[i - 1, 2]
+        gap = meta[i, 1] != end
+        if gap and not (drop and droppable_gap(sup, chunk, end, meta[i, 1], ctx, pids,
+                                               last_offsets)):  # fmt: skip
+            break
+        i += 1
+    return i

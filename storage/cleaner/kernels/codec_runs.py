@@ -41,6 +41,7 @@ import zstandard
 from numba import types
 
 from kafkatier.storage.cleaner.kernels.chunks import be, crc32c, put_be, whole_batch
+from kafkatier.storage.cleaner.kernels.superseded import droppable_size
 from kafkatier.storage.record.compression import ZSTD_DEFAULT_LEVEL
 from kafkatier.storage.record.lz4_frame import KAFKA_DESCRIPTOR, MAX_BLOCK, RAW_BLOCK
 from kafkatier.storage.wire import (
@@ -196,19 +197,27 @@ def inflate_batch(
 
 @numba.njit(cache=True, nogil=True)
 def inflate_runs(
-    chunk: Any, pos: int, max_bytes: int, out: Any, meta: Any, contexts: Any
-) -> tuple[int, int, int]:
+    chunk: Any, pos: int, max_bytes: int, out: Any, meta: Any, contexts: Any, sup: Any,
+    facts: Any, pids: Any, last_offsets: Any,
+) -> tuple[int, int, int]:  # fmt: skip
     """Inflate the lz4 and zstd batches from ``pos`` into ``out`` until ``max_bytes`` are
-    written (or ``out`` has no room for another, or ``meta`` no row): (where it stopped in the
-    chunk, batches, bytes written); ``meta[i]`` holds the batch's ``META`` fields.
-    ``contexts``: the thread's zstd contexts (``zstd_contexts.of_thread``)."""
+    written (or ``out`` has no room for another, or ``meta`` no row): (where the last batch
+    inflated ends in the chunk, batches, bytes written); ``meta[i]`` holds the batch's ``META``
+    fields. ``contexts``: the thread's zstd contexts (``zstd_contexts.of_thread``). ``sup``,
+    ``facts``, ``pids``, ``last_offsets`` (a ``superseded.Drops``): after the first batch,
+    those the rewrite drops unread are passed over, not inflated (the run goes on after them;
+    the batches' chunk positions show the gap)."""
     total = 0
     count = 0
+    end = pos
     ctx = contexts[DCTX]  # the thread's zstd decompression context (a pointer), or 0: none yet
     while total < max_bytes and count < meta.shape[0] and out.shape[0] - total >= ROOM:
         size, attrs = whole_batch(chunk, pos)
         if size == 0 or attrs & (ATTR_CONTROL | ATTR_TRANSACTIONAL):
             break
+        if count and sup.shape[0] and droppable_size(sup, chunk, pos, facts, pids, last_offsets):
+            pos += size
+            continue
         if ctx == 0 and attrs & ATTR_CODEC_MASK == _ZSTD:
             ctx = contexts[DCTX] = zstd_dctx()
         got = inflate_batch(chunk, pos, size, attrs, ctx, out, total, meta[count])
@@ -217,7 +226,8 @@ def inflate_runs(
         total += got
         count += 1
         pos += size
-    return pos, count, total
+        end = pos
+    return end, count, total
 
 
 @numba.njit(cache=True, nogil=True, inline="always")

@@ -12,15 +12,43 @@ its offsets (cleaned before) has unmarked offsets and is inflated as before, as 
 Kafka keeps empty (``chunks.kept_empty``: its producer's last, or the one that ends the cleaned
 range). Every marked record was read by the map build, so a batch dropped
 here was decoded once, there.
+
+Such batches are dropped where the walk meets them (:func:`skip_superseded`) and inside a run
+of batches to inflate (``codec_runs.inflate_runs``, the read-ahead's runs): a run goes on past
+them, so that the batches kept around them make one run, one filter call and one recompression
+call, not one each. On ``bench/compaction.py``'s workload (lz4), where kept and dropped
+batches alternate through the middle of the log, the rewrite filtered 873 runs of about six
+batches when each dropped batch ended one, and 312 runs now (534 against 1,016 without the
+read-ahead thread); the compaction's median 0.405 s against 0.439 s in three runs of 9 rounds
+alternating with the code before (2026-12-01, stop 62). What such a gap held is counted when
+the walk passes it (:func:`count_dropped`).
 """
 
 from __future__ import annotations
 
+from typing import Final, NamedTuple
+
 import numba
+import numpy as np
 
 from kafkatier.storage.cleaner.kernels.chunks import I64, U8, be, kept_empty, whole_batch
 from kafkatier.storage.cleaner.kernels.slots import Bits, is_superseded
 from kafkatier.storage.wire import ATTR_CODEC_MASK, ATTR_CONTROL, ATTR_TRANSACTIONAL
+
+
+class Drops(NamedTuple):
+    """The rewrite's facts for the batches it drops unread (``ChunkFilter.skip``): the
+    superseded bits, the filter's context, the producers' ids and last offsets."""
+
+    sup: Bits
+    ctx: I64
+    pids: I64
+    last_offsets: I64
+
+
+NO_DROPS: Final = Drops(np.zeros(0, np.uint8), np.zeros(6, np.int64), np.zeros(0, np.int64),
+                        np.zeros(0, np.int64))  # fmt: skip
+"""No batch dropped (the map build's walks; with no bits marked none qualifies)."""
 
 
 @numba.njit(cache=True, nogil=True)
@@ -56,27 +84,40 @@ def droppable_size(sup: Bits, buf: U8, pos: int, ctx: I64, pids: I64, last_offse
 
 @numba.njit(cache=True, nogil=True)
 def skip_superseded(
-    sup: Bits, buf: U8, pos: int, ctx: I64, pids: I64, last_offsets: I64, stats: I64,
-    limit: int,
-) -> tuple[int, int]:  # fmt: skip
+    sup: Bits, buf: U8, pos: int, ctx: I64, pids: I64, last_offsets: I64, stats: I64
+) -> int:  # fmt: skip
     """Drop the droppable batches from ``pos`` on, counted in ``stats`` as read and not
-    retained (``chunks.STATS``), then find where the compressed batches that follow must stop
-    to leave the next droppable one out of their inflated run: (where the rest starts, that
-    end, or the buffer's length). The search looks ``limit`` stored bytes ahead at most (the
-    run's inflated budget: a run ends within it, and the next call looks again from there);
-    a droppable batch past it is inflated and filtered like any other, which keeps nothing."""
+    retained (``chunks.STATS``): where the rest starts."""
     while True:
         size = droppable_size(sup, buf, pos, ctx, pids, last_offsets)
         if size == 0:
-            break
+            return pos
         stats[0] += be(buf, pos + 57, 4)
         stats[2] += size
         pos += size
-    end = pos
-    while True:
-        size = _compressed_size(buf, end)
-        if size == 0 or end - pos >= limit:
-            return pos, buf.shape[0]
-        if end > pos and droppable_size(sup, buf, end, ctx, pids, last_offsets):
-            return pos, end
-        end += size
+
+
+@numba.njit(cache=True, nogil=True)
+def droppable_gap(
+    sup: Bits, buf: U8, start: int, end: int, ctx: I64, pids: I64, last_offsets: I64
+) -> bool:  # fmt: skip
+    """Whether ``buf[start:end]`` is droppable batches, one after another."""
+    while start < end:
+        size = droppable_size(sup, buf, start, ctx, pids, last_offsets)
+        if size == 0:
+            return False
+        start += size
+    return start == end
+
+
+@numba.njit(cache=True, nogil=True)
+def count_dropped(buf: U8, start: int, end: int, stats: I64) -> None:
+    """The batches of ``buf[start:end]`` (dropped inside a run) counted in ``stats`` as
+    :func:`skip_superseded` counts them."""
+    while start < end:
+        size, _ = whole_batch(buf, start)
+        if size == 0:
+            return
+        stats[0] += be(buf, start + 57, 4)
+        stats[2] += size
+        start += size

@@ -13,6 +13,7 @@ import zstandard
 
 from kafkatier.storage.cleaner.compressed import Scratch, deflate, inflate
 from kafkatier.storage.cleaner.kernels import codec_runs as kernel
+from kafkatier.storage.cleaner.kernels.superseded import NO_DROPS
 from kafkatier.storage.cleaner.kernels.zstd_contexts import ZstdContexts
 from kafkatier.storage.record.batch import RecordBatch
 from kafkatier.storage.record.builder import _assemble, build_batch
@@ -205,5 +206,5 @@ def test_the_kernel_takes_the_batches_it_can_decode(name: str, taken: int) -> No
     chunk = np.frombuffer(bytes(b"".join(RUNS[name])), dtype=np.uint8)
     out = np.empty((1 << 20) + kernel.ROOM, dtype=np.uint8)
     meta = np.empty((64, kernel.META), dtype=np.int64)
-    _, count, _ = kernel.inflate_runs(chunk, 0, 1 << 20, out, meta, ZstdContexts().box)
+    _, count, _ = kernel.inflate_runs(chunk, 0, 1 << 20, out, meta, ZstdContexts().box, *NO_DROPS)
     assert count == taken

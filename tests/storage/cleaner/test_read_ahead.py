@@ -13,14 +13,15 @@ import numpy as np
 import pytest
 from cleaner_fixtures import ManualClock, compact_config, open_log
 
+from kafkatier.storage.cleaner import chunk, read_ahead
 from kafkatier.storage.cleaner import fast as cleaner_fast
-from kafkatier.storage.cleaner import read_ahead
 from kafkatier.storage.cleaner.compact import compact_log
 from kafkatier.storage.cleaner.compressed import Inflated, inflate
 from kafkatier.storage.cleaner.kernels.ahead import batches_end, inflate_chunk
 from kafkatier.storage.cleaner.kernels.codec_runs import META, ROOM
+from kafkatier.storage.cleaner.kernels.superseded import NO_DROPS, Drops
 from kafkatier.storage.cleaner.kernels.zstd_contexts import ZstdContexts
-from kafkatier.storage.cleaner.read_ahead import Chunks, Drops
+from kafkatier.storage.cleaner.read_ahead import Chunks
 from kafkatier.storage.cleaner.segment_store import SegmentInfo
 from kafkatier.storage.errors import InvalidRecordError
 from kafkatier.storage.log.directory import LogDirectory
@@ -78,21 +79,26 @@ def test_compaction_is_the_same_with_and_without_the_thread(
 ) -> None:
     """200 slots: several passes, each map filling mid-segment (the walk stops, and so does the
     thread). 20,000: one pass with the superseded bits (the thread leaves droppable batches
-    compressed). Both compact twice, the second time past the delete horizon."""
+    compressed, and runs pass over them). Both compact twice, the second time past the delete
+    horizon. The last side drops nothing unread: every batch inflated and filtered."""
     outputs = []
-    for ahead, share in ((True, 1.0), (True, 0.4), (False, 1.0)):
+    for ahead, share, drops in ((True, 1.0, True), (True, 0.4, True), (False, 1.0, True),
+                                (False, 1.0, False)):  # fmt: skip
         monkeypatch.setattr(read_ahead, "ENABLED", ahead)
         monkeypatch.setattr(read_ahead, "FIRST_SHARE", share)  # 0.4: the walk inflates the rest
         monkeypatch.setattr(read_ahead, "STEP", 0.0 if share < 1 else read_ahead.STEP)
-        log_dir, log = _big_log(tmp_path / f"{ahead}-{share}", slots)
+        if not drops:
+            monkeypatch.setattr(chunk.ChunkFilter, "skip", lambda _s, _a, p: p)
+            monkeypatch.setattr(chunk.ChunkFilter, "drops", lambda _s: NO_DROPS)
+        log_dir, log = _big_log(tmp_path / f"{ahead}-{share}-{drops}", slots)
         assert log.segments[0].size > 20 * max(small_chunks, 1 << 16)  # the store's least
         results = [compact_log(log, now_ms=NOW, first_dirty_offset=None),
                    compact_log(log, now_ms=NOW + 1000, first_dirty_offset=0)]  # fmt: skip
         outputs.append(([s.log_path.read_bytes() for s in log.segments], results))
         log_dir.close()
-        assert verify_paths([tmp_path / f"{ahead}-{share}"]) == []
+        assert verify_paths([tmp_path / f"{ahead}-{share}-{drops}"]) == []
         assert _threads() == []
-    assert outputs[0] == outputs[1] == outputs[2]
+    assert outputs[0] == outputs[1] == outputs[2] == outputs[3]
     assert (outputs[0][1][0].passes > 1) == (slots == 200)
 
 
@@ -244,7 +250,7 @@ def test_without_the_thread_the_walk_reads_its_io_buffer() -> None:
     with Chunks(store, _info(data), ahead=False) as chunks:  # type: ignore[arg-type]
         assert chunks.chunk_size == 4096
         _walk(chunks, data)
-        assert chunks.run(np.frombuffer(data, np.uint8), 0, len(data), 1 << 20) is None
+        assert chunks.run(np.frombuffer(data, np.uint8), 0, 1 << 20) is None
     assert {name for _, _, name in store.reads} == {threading.current_thread().name}
 
 
@@ -254,32 +260,56 @@ def _same_run(got: Inflated, want: Inflated) -> None:
         want.starts, want.real_starts, want.real_sizes, want.codecs, want.last_offsets)  # fmt: skip
 
 
+@pytest.mark.parametrize("dropping", [False, True])
 @pytest.mark.parametrize("max_bytes", [1 << 20, 3000, 1])
-def test_its_runs_are_what_inflate_gives(max_bytes: int, small_chunks: int) -> None:
-    """From every batch the thread inflated, up to every end in its chunk: the run ``inflate``
-    gives (which goes on through a gzip batch in Python where the thread's run ends)."""
-    data = _segment(120)
+def test_its_runs_are_what_inflate_gives(max_bytes: int, dropping: bool, small_chunks: int) -> None:
+    """From every batch the thread inflated: the run ``inflate`` gives (which goes on through a
+    gzip batch in Python where the thread's run ends). ``dropping``: every third batch's
+    offsets superseded, which both pass over inside a run (and neither inflates)."""
+    data = _numbered(_segment(120))
+    drops = _every_third_dropped(data) if dropping else None
     store = _Store(data, 2048)
-    served = position = 0
-    with Chunks(store, _info(data), ahead=True) as chunks:  # type: ignore[arg-type]
+    served = gaps = position = 0
+    with Chunks(store, _info(data), drops, ahead=True) as chunks:  # type: ignore[arg-type]
         while position < len(data):
             chunk, array = chunks.read(position, min(chunks.chunk_size, len(data) - position))
             whole = int(batches_end(array))
-            starts = _positions(chunk[:whole])
-            for i, pos in enumerate(starts):
-                for end in [*starts[i + 1 :], whole]:
-                    got = chunks.run(array, pos, end, max_bytes)
-                    if got is None:
-                        continue
-                    served += 1
-                    want = inflate(array[:end], pos, max_bytes)
-                    assert want is not None
-                    cut = len(got.starts)  # inflate may go on through a gzip batch
-                    assert cut == len(want.starts) or want.codecs[cut] == Codec.GZIP
-                    _same_run(got, _first(want, cut))
-            assert chunks.run(np.frombuffer(chunk, np.uint8), 0, whole, max_bytes) is None
+            for pos in _positions(chunk[:whole]):
+                got = chunks.run(array, pos, max_bytes)
+                if got is None:
+                    continue
+                served += 1
+                gaps += sum(got.real_starts[i] != got.real_starts[i - 1] + got.real_sizes[i - 1]
+                            for i in range(1, len(got.starts)))  # fmt: skip
+                want = inflate(array[:whole], pos, max_bytes, drops=drops or NO_DROPS)
+                assert want is not None
+                cut = len(got.starts)  # inflate may go on through a gzip batch
+                assert cut == len(want.starts) or want.codecs[cut] == Codec.GZIP
+                _same_run(got, _first(want, cut))
+            assert chunks.run(np.frombuffer(chunk, np.uint8), 0, max_bytes) is None
             position += whole
-    assert served > 100
+    assert served > 40
+    assert (gaps > 10) == (dropping and max_bytes > 1)
+
+
+def _numbered(data: bytes) -> bytes:
+    """The batches with consecutive offsets (the base offset is not under the CRC)."""
+    out, offset = bytearray(data), 0
+    for found in iter_batches(data):
+        out[found.position : found.position + 8] = offset.to_bytes(8, "big")
+        offset += found.last_offset - found.base_offset + 1
+    return bytes(out)
+
+
+def _every_third_dropped(data: bytes) -> Drops:
+    """The superseded bits of every third batch's offsets (the rest unmarked)."""
+    offsets = [(b.base_offset, b.last_offset) for b in iter_batches(data)]
+    sup = np.zeros(offsets[-1][1] // 8 + 1, np.uint8)
+    for first, last in offsets[::3]:
+        for offset in range(first, last + 1):
+            sup[offset >> 3] |= 1 << (offset & 7)
+    ctx = np.array([offsets[-1][1], NOW, 0, offsets[-1][1] + 10, 1, 0], np.int64)
+    return Drops(sup, ctx, np.zeros(0, np.int64), np.zeros(0, np.int64))
 
 
 def _positions(chunk: bytes) -> list[int]:
@@ -319,7 +349,7 @@ def test_inflate_chunk_leaves_what_it_cannot_or_need_not_inflate() -> None:
     array = np.frombuffer(data, np.uint8)
     out = np.empty(ROOM + 10_000, np.uint8)
     meta = np.empty((8, META), np.int64)
-    none = read_ahead._NO_DROPS
+    none = NO_DROPS
     box = ZstdContexts().box
     count, total = inflate_chunk(array, len(data), out, meta, *none, False, box)
     assert count == 2 and list(meta[:2, 4]) == [int(Codec.LZ4), int(Codec.ZSTD)]

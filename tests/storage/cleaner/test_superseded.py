@@ -13,8 +13,16 @@ from cleaner_fixtures import ManualClock, compact_config, open_log
 
 from kafkatier.storage.cleaner import chunk
 from kafkatier.storage.cleaner.compact import compact_log
+from kafkatier.storage.cleaner.compressed import inflate
 from kafkatier.storage.cleaner.kernels.chunks import STATS
-from kafkatier.storage.cleaner.kernels.superseded import droppable_size, skip_superseded
+from kafkatier.storage.cleaner.kernels.superseded import (
+    NO_DROPS,
+    Drops,
+    count_dropped,
+    droppable_gap,
+    droppable_size,
+    skip_superseded,
+)
 from kafkatier.storage.record.batch import RecordBatch
 from kafkatier.storage.record.builder import build_batch
 from kafkatier.storage.record.record import Record
@@ -85,23 +93,34 @@ def test_a_producers_last_batch_stays_for_the_rewrite_to_keep_empty() -> None:
     assert droppable(data, sup, ctx(), pids=[7], last=[20]) == len(data)  # a later one exists
 
 
-def test_dropped_batches_are_counted_and_the_run_after_them_ends_before_the_next() -> None:
-    """Two droppable batches, then two to inflate, then a droppable one: the first two are
-    skipped (counted as read, none retained), the run to inflate ends before the fifth."""
+def test_dropped_batches_are_counted_and_a_run_passes_over_those_between_its_batches() -> None:
+    """Two droppable batches, then one to inflate, a droppable one, one to inflate, a
+    droppable one: the first two are skipped (counted as read, none retained); the run from
+    the third holds the third and the fifth, passing over the fourth (not inflated), and ends
+    with the fifth (the sixth is the next skip's)."""
     sizes, data = [], b""
-    for base, _ in ((0, 1), (4, 1), (8, 0), (12, 0), (16, 1)):
+    for base in (0, 4, 8, 12, 16, 20):
         one = batch(base)
         sizes.append(len(one))
         data += one
-    sup = marks(0, [*range(0, 8), *range(16, 20)])
+    sup = marks(0, [*range(0, 8), *range(12, 16), *range(20, 24)])
     stats = np.zeros(STATS, np.int64)
     buf = np.frombuffer(data, np.uint8)
-    after, end = skip_superseded(sup, buf, 0, ctx(), NO_PRODUCERS, NO_PRODUCERS, stats, 1 << 20)
-    assert (after, end) == (sizes[0] + sizes[1], sum(sizes[:4]))
+    after = skip_superseded(sup, buf, 0, ctx(), NO_PRODUCERS, NO_PRODUCERS, stats)
+    assert after == sizes[0] + sizes[1]
     assert stats.tolist() == [8, 0, sizes[0] + sizes[1], 0, 0]
-    # Looking no further than one batch ahead: the run is not cut, the fifth batch goes to it.
-    looked = skip_superseded(sup, buf, after, ctx(), NO_PRODUCERS, NO_PRODUCERS, stats, sizes[2])
-    assert looked == (after, len(data))
+    drops = Drops(sup, ctx(), NO_PRODUCERS, NO_PRODUCERS)
+    run = inflate(buf, after, 1 << 20, drops=drops)
+    assert run is not None and run.last_offsets == [11, 19]
+    assert run.real_starts == [after, after + sizes[2] + sizes[3]]
+    assert run.real_position(run.data.shape[0]) == sum(sizes[:5])  # not past the sixth
+    gap = after + sizes[2]
+    assert droppable_gap(sup, buf, gap, gap + sizes[3], ctx(), NO_PRODUCERS, NO_PRODUCERS)
+    assert not droppable_gap(sup, buf, after, gap + sizes[3], ctx(), NO_PRODUCERS, NO_PRODUCERS)
+    count_dropped(buf, gap, gap + sizes[3], stats)
+    assert stats.tolist() == [12, 0, sizes[0] + sizes[1] + sizes[3], 0, 0]
+    whole = inflate(buf, after, 1 << 20)  # without the drops: every batch from there
+    assert whole is not None and whole.last_offsets == [11, 15, 19, 23]
 
 
 def _hot_keys_log(path: Path, clock: ManualClock, codec: Codec) -> tuple[Any, Any]:
@@ -123,20 +142,24 @@ def test_a_compaction_leaves_what_it_leaves_inflating_every_batch(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, codec: Codec
 ) -> None:
     dropped: list[int] = []
-    real = chunk.skip_superseded
 
-    def counting(*args: Any) -> tuple[int, int]:
-        before = int(args[6][0])  # the stats
-        found = real(*args)
-        dropped.append(int(args[6][0]) - before)
-        return found
+    def counting(real: Any, stats_at: int) -> Any:
+        def counted(*args: Any) -> Any:
+            before = int(args[stats_at][0])  # records read of the stats
+            found = real(*args)
+            dropped.append(int(args[stats_at][0]) - before)
+            return found
+
+        return counted
 
     outputs = []
     for side in ("dropping", "inflating"):
-        if side == "dropping":
-            monkeypatch.setattr(chunk, "skip_superseded", counting)
+        if side == "dropping":  # where a run starts, and inside runs
+            monkeypatch.setattr(chunk, "skip_superseded", counting(chunk.skip_superseded, 6))
+            monkeypatch.setattr(chunk, "count_dropped", counting(chunk.count_dropped, 3))
         else:
-            monkeypatch.setattr(chunk.ChunkFilter, "skip", lambda _s, a, p: (p, a.shape[0]))
+            monkeypatch.setattr(chunk.ChunkFilter, "skip", lambda _s, _a, p: p)
+            monkeypatch.setattr(chunk.ChunkFilter, "drops", lambda _s: NO_DROPS)
         clock = ManualClock()
         log_dir, log = _hot_keys_log(tmp_path / side, clock, codec)
         result = compact_log(log, now_ms=clock.now, first_dirty_offset=None)

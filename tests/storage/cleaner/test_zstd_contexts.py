@@ -20,6 +20,7 @@ from kafkatier.storage.cleaner.compressed import deflate, inflate
 from kafkatier.storage.cleaner.kernels import codec_runs as kernel
 from kafkatier.storage.cleaner.kernels import zstd_contexts
 from kafkatier.storage.cleaner.kernels.codec_runs import CCTX, DCTX
+from kafkatier.storage.cleaner.kernels.superseded import NO_DROPS
 from kafkatier.storage.record.batch import RecordBatch
 from kafkatier.storage.record.builder import build_batch
 from kafkatier.storage.record.record import Record
@@ -116,15 +117,13 @@ def test_a_frame_that_fails_leaves_the_context_fit_for_the_next() -> None:
     out = np.empty((1 << 20) + kernel.ROOM, dtype=np.uint8)
     meta = np.empty((8, kernel.META), dtype=np.int64)
     _, count, _ = kernel.inflate_runs(np.frombuffer(bytes(broken), np.uint8), 0, 1 << 20, out,
-                                      meta, box)  # fmt: skip
+                                      meta, box, *NO_DROPS)  # fmt: skip
     assert count == 0 and box[DCTX]  # refused at once, with the context made
-    _, count, total = kernel.inflate_runs(good, 0, 1 << 20, out, meta, box)
+    _, count, total = kernel.inflate_runs(good, 0, 1 << 20, out, meta, box, *NO_DROPS)
     fresh_out = np.empty_like(out)
     fresh = zstd_contexts.ZstdContexts()
-    assert kernel.inflate_runs(good, 0, 1 << 20, fresh_out, meta.copy(), fresh.box)[1:] == (
-        count,
-        total,
-    )
+    again = kernel.inflate_runs(good, 0, 1 << 20, fresh_out, meta.copy(), fresh.box, *NO_DROPS)
+    assert again[1:] == (count, total)
     assert count == 2 and out[:total].tobytes() == fresh_out[:total].tobytes()
 
 
