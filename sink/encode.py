@@ -28,6 +28,7 @@ from kafkatier.sink.schema import SinkSchemaError, executor_error
 from kafkatier.sink.stage import task_file
 from kafkatier.storage.arrow.codec import encode_arrow
 from kafkatier.storage.arrow.encode import EncodedBatches
+from kafkatier.storage.arrow.numpy_views import int_values
 from kafkatier.storage.arrow.record_rules import NO_RULES, RecordRules
 from kafkatier.storage.errors import InvalidRecordError
 from kafkatier.storage.partitioner import assign_partitions, keyless_rows
@@ -117,7 +118,7 @@ class Partitioner:
                 row=int(pc.index(topics.is_null(), True).as_py()),
             )
         for name in pc.unique(topics).to_pylist():
-            yield name, pc.indices_nonzero(pc.equal(topics, name)).to_numpy()
+            yield name, int_values(pc.indices_nonzero(pc.equal(topics, name)))
 
     def partitions(self, batch: pa.RecordBatch, topic: str) -> np.ndarray[Any, Any]:
         names = batch.schema.names

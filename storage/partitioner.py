@@ -15,9 +15,11 @@ from typing import Any, Final
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from kafkatier.storage import native
 from kafkatier.storage.arrow.columns import plain_bytes
+from kafkatier.storage.arrow.numpy_views import int_values, validity
 from kafkatier.storage.errors import InvalidRecordError
 
 SEED: Final = 0x9747B28C
@@ -79,11 +81,7 @@ def _buffers(keys: pa.Array) -> tuple[Any, Any, Any]:
     offsets = np.frombuffer(offsets_buf, dtype=offset_type, count=keys.offset + n + 1)
     offsets = offsets[keys.offset :]
     data = np.empty(0, np.uint8) if data_buf is None else np.frombuffer(data_buf, dtype=np.uint8)
-    if keys.null_count:
-        valid = keys.is_valid().to_numpy(zero_copy_only=False)
-    else:
-        valid = np.ones(n, dtype=np.bool_)
-    return data, offsets, valid
+    return data, offsets, validity(keys)
 
 
 def _run(keys: pa.Array | pa.ChunkedArray, num_partitions: int) -> np.ndarray[Any, Any]:
@@ -142,9 +140,7 @@ def assign_partitions(
     keyless = np.flatnonzero(parts < 0)
     parts[keyless] = (round_robin_start + np.arange(len(keyless))) % num_partitions
     if explicit is not None:
-        given = pa.chunked_array([explicit]) if isinstance(explicit, pa.Array) else explicit
-        chosen = given.to_numpy(zero_copy_only=False)
-        mask = ~np.asarray(given.is_null().to_numpy(zero_copy_only=False), bool)
+        chosen, mask = int_values(explicit), validity(explicit)
         bad = np.flatnonzero(mask & ((chosen < 0) | (chosen >= num_partitions)))
         if len(bad):
             row = int(bad[0])
@@ -162,11 +158,9 @@ def keyless_rows(
 ) -> int:
     """How many of ``rows`` rows neither a key nor an explicit partition places: the rows
     :func:`assign_partitions` spreads round robin (where the next call's ``round_robin_start``
-    goes on from)."""
-    if keys is None and explicit is None:
-        return rows
-    free = np.ones(rows, bool)
-    for column in (keys, explicit):
-        if column is not None:
-            free &= np.asarray(column.is_null().to_numpy(zero_copy_only=False), bool)
-    return int(free.sum())
+    goes on from). Counted by Arrow, not through numpy (``arrow.numpy_views`` says why)."""
+    if keys is None or explicit is None:
+        column = explicit if keys is None else keys
+        return rows if column is None else column.null_count
+    both = pc.and_(keys.is_null(), explicit.is_null())
+    return int(pc.sum(both).as_py() or 0)

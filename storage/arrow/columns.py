@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from numpy.typing import NDArray
 
+from kafkatier.storage.arrow.numpy_views import int_values, validity
 from kafkatier.storage.errors import InvalidRecordError, StorageError
 from kafkatier.storage.wire import NO_TIMESTAMP
 
@@ -47,7 +48,7 @@ def _validity(arr: pa.Array) -> NDArray[np.uint8]:
     """1 per valid row; empty when there are no nulls (the kernels' "all valid")."""
     if arr.null_count == 0:
         return _EMPTY_U8
-    return np.asarray(arr.is_valid().to_numpy(zero_copy_only=False), dtype=np.uint8)
+    return validity(arr).view(np.uint8)
 
 
 def plain_bytes(arr: pa.Array, name: str) -> pa.Array:
@@ -138,7 +139,8 @@ def headers_column(arr: pa.Array, name: str) -> HeaderColumns:
         bad = int(np.flatnonzero(_validity(keys) == 0)[0])
         row = pc.list_parent_indices(arr)[bad].as_py()
         raise InvalidRecordError(f"null header key in column {name!r}", row=row)
-    lengths = pc.fill_null(pc.list_value_length(arr), 0).to_numpy(zero_copy_only=False)
+    found = pc.list_value_length(arr)  # null for a null list (its slot: any value)
+    lengths = np.where(validity(found), int_values(found), 0)
     offsets = np.zeros(len(arr) + 1, np.int64)
     np.cumsum(lengths, out=offsets[1:])
     return (offsets, *binary_column(keys, f"{name}.key"), *binary_column(values, f"{name}.value"))
@@ -160,10 +162,13 @@ def timestamps_column(arr: pa.Array | None, n: int, default: int, name: str) -> 
         mul, div = 1, 1
     else:
         raise ArrowSchemaError(f"column {name!r} has type {t}; accepted: {TIMESTAMP_TYPES}")
-    raw = pc.fill_null(arr.cast(pa.int64()), 0).to_numpy(zero_copy_only=False)
+    raw = int_values(arr.cast(pa.int64()))  # a null's slot: any value (pc.fill_null's Python
+    valid = validity(arr) if arr.null_count else None  # scalar would import pandas)
+    if valid is not None:
+        raw = np.where(valid, raw, 0)
     ms = raw * mul if mul != 1 else (np.floor_divide(raw, div) if div != 1 else raw)
-    if arr.null_count:
-        ms = np.where(_validity(arr) != 0, ms, default)
+    if valid is not None:
+        ms = np.where(valid, ms, default)
     ms = np.ascontiguousarray(ms, dtype=np.int64)
     bad = np.flatnonzero(ms < NO_TIMESTAMP)
     if len(bad):

@@ -23,6 +23,7 @@ import pyarrow as pa
 from numpy.typing import NDArray
 
 from kafkatier.storage.arrow import decode as D
+from kafkatier.storage.arrow.numpy_views import int_values
 from kafkatier.storage.arrow.schema import SPARK_KAFKA_SCHEMA
 
 _EVERY_OFFSET = (-D.INT64_MAX - 1, D.INT64_MAX)
@@ -122,7 +123,7 @@ def _labelled(table: pa.Table, src: _Joined, group: D.Group) -> pa.Table:
              if len(set(names)) == 1 else pa.array(names, pa.string()).take(row_run))  # fmt: skip
     partitions = np.array([r.partition for r in src.runs], np.int32)[row_run]
     table = table.set_column(2, "topic", topic).set_column(3, "partition", pa.array(partitions))
-    offsets = table.column("offset").to_numpy()
+    offsets = int_values(table.column("offset"))
     keep = (offsets >= np.array([r.start for r in src.runs], np.int64)[row_run]) & (
         offsets < np.array([r.end for r in src.runs], np.int64)[row_run]
     )

@@ -234,3 +234,39 @@ def test_a_refused_file_leaves_no_topic_and_no_saved_settings(tmp_path: Path) ->
     assert sorted(p.name for p in logs.iterdir() if not p.name.startswith(".")) == [
         "kafkatier-writer.generation", "meta.properties"]  # fmt: skip
     assert produce(logs, "orders", out_of_range, "--partitions", "10").returncode == 0
+
+
+def test_produce_does_not_import_pandas(tmp_path: Path) -> None:
+    """pyarrow's numpy conversion imports pandas (0.4 s of a short run's start-up): a file
+    with null keys, explicit partitions with nulls, timestamps with nulls and headers goes
+    in without it (``storage.arrow.numpy_views``), and every row lands where it says."""
+    rows = 40
+    table = pa.table({
+        "key": pa.array([None if i % 3 == 0 else b"k%d" % i for i in range(rows)]),
+        "value": pa.array([b"v%d" % i for i in range(rows)]),
+        "partition": pa.array([None if i % 4 else i % 3 for i in range(rows)], pa.int32()),
+        "timestamp": pa.array([None if i % 5 == 0 else 1_700_000_000_000 + i for i in range(rows)],
+                              pa.int64()),
+        "headers": pa.array([[("h", b"%d" % i)] for i in range(rows)],
+                            pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))),
+    })  # fmt: skip
+    source = tmp_path / "in.parquet"
+    pq.write_table(table, source)
+    script = (
+        "import sys\n"
+        "from kafkatier.cli.main import main\n"
+        f"code = main(['produce', {str(tmp_path / 'logs')!r}, '--topic', 't', '--input', "
+        f"{str(source)!r}, '--partitions', '3'])\n"
+        "print('pandas imported:', 'pandas' in sys.modules, file=sys.stderr)\n"
+        "sys.exit(code)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stderr.strip().endswith("pandas imported: False"), done.stderr[-3000:]
+    explicit = [None if i % 4 else i % 3 for i in range(rows)]
+    with LogDirectory(tmp_path / "logs") as log_dir:
+        found = {record.value: p for (_t, p), log in log_dir.logs.items()
+                 for record in iter_records(log)}  # fmt: skip
+    assert len(found) == rows
+    assert all(found[b"v%d" % i] == p for i, p in enumerate(explicit) if p is not None)
