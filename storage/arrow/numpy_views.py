@@ -10,7 +10,7 @@ numpy views or unpacks directly.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 import pyarrow as pa
@@ -18,7 +18,7 @@ from numpy.typing import NDArray
 
 __all__ = ["int_values", "validity"]
 
-Column = pa.Array | pa.ChunkedArray
+Column: TypeAlias = pa.Array | pa.ChunkedArray
 
 
 def validity(arr: Column) -> NDArray[np.bool_]:
@@ -32,8 +32,9 @@ def validity(arr: Column) -> NDArray[np.bool_]:
     if arr.null_count == n:  # the null type has no bitmap
         return np.zeros(n, np.bool_)
     bitmap = np.frombuffer(arr.buffers()[0], np.uint8)
-    bits = np.unpackbits(bitmap, count=arr.offset + n, bitorder="little")
-    return bits[arr.offset :].astype(np.bool_)
+    bits = np.unpackbits(bitmap, count=int(arr.offset) + n, bitorder="little")
+    valid: NDArray[np.bool_] = bits[arr.offset :].astype(np.bool_)
+    return valid
 
 
 def int_values(arr: Column) -> NDArray[np.int64]:
