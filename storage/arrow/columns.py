@@ -162,8 +162,10 @@ def timestamps_column(arr: pa.Array | None, n: int, default: int, name: str) -> 
         mul, div = 1, 1
     else:
         raise ArrowSchemaError(f"column {name!r} has type {t}; accepted: {TIMESTAMP_TYPES}")
-    raw = int_values(arr.cast(pa.int64()))  # a null's slot: any value (pc.fill_null's Python
-    valid = validity(arr) if arr.null_count else None  # scalar would import pandas)
+    # a null's slot holds any value: zeroed here (``pc.fill_null`` of a Python 0 would import
+    # pandas, ``numpy_views`` says why)
+    raw = int_values(arr.cast(pa.int64()))
+    valid = validity(arr) if arr.null_count else None
     if valid is not None:
         raw = np.where(valid, raw, 0)
     ms = raw * mul if mul != 1 else (np.floor_divide(raw, div) if div != 1 else raw)
