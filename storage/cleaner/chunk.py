@@ -94,8 +94,8 @@ def with_compressed(
             if skip is not None and (after := skip(array, pos)) != pos:
                 pos = after
                 continue
-            run = chunks.run(array, pos, max_bytes) or inflate(array, pos, max_bytes, scratch,
-                                                               drops)  # fmt: skip
+            run = chunks.run(array, pos, max(max_bytes, chunks.run_bytes)) or inflate(
+                array, pos, max_bytes, scratch, drops)  # fmt: skip
             if run is None:
                 return pos, False
             at, stop = on_run(run, array)
