@@ -124,6 +124,8 @@ def inflate(
     the first that the rewrite drops unread, passed over where the kernels inflate (a gap
     between the run's batches: ``Inflated.real_starts``)."""
     view = _view(chunk)
+    if not _compressed_data_batch(view, pos)[0]:
+        return None  # before the scratch's room is made: a walk of plain batches needs none
     scratch = Scratch() if scratch is None else scratch
     run = Inflated(np.empty(0, np.uint8))
     total = 0

@@ -338,7 +338,7 @@ def test_memory_stays_within_the_map_budget_plus_a_constant(tmp_path: Path) -> N
         survivors = latest_by_key(committed_records(log))
         assert len(survivors) == keys and survivors[b"key-%07d" % 0] == (keys, b"new")
         log_dir.close()
-    assert all(peak < budget + (2 << 20) for peak in peaks), peaks
+    assert all(peak < budget + (3 << 19) for peak in peaks), peaks  # 1.5 MiB; 1.05 measured
     assert peaks[1] - peaks[0] < 256 << 10, peaks  # twice the keys, not twice the memory
 
 

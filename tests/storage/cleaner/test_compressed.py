@@ -70,6 +70,18 @@ def test_an_unknown_codec_id_ends_the_run_instead_of_raising() -> None:
     assert inflate(chunk, run.real_sizes[0], 1 << 20) is None  # left to the Python path
 
 
+def test_a_batch_that_is_not_compressed_data_takes_no_scratch() -> None:
+    """A walk over plain batches (or any other the Python path takes) asks for runs at every
+    stop; none is made, and the scratch's megabyte is never allocated for it."""
+    records = [Record(0, 1_700_000_000_000, b"k", b"v")]
+    scratch = Scratch()
+    for codec in (Codec.NONE, Codec.LZ4):
+        batch = bytearray(build_batch(records, codec=codec, producer_id=5, producer_epoch=0,
+                                      base_sequence=0, transactional=True))  # fmt: skip
+        assert inflate(np.frombuffer(bytes(batch), np.uint8), 0, 1 << 20, scratch) is None
+    assert len(scratch.buf) == 0
+
+
 def test_runs_inflated_into_one_scratch_hold_each_batch_decompressed() -> None:
     """Runs inflated one after another into one reused buffer: each run's data is its batches'
     headers (length and codec bits rewritten) and decompressed records, whatever the codec,
