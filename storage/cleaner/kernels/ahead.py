@@ -71,19 +71,19 @@ def inflate_chunk(
 @numba.njit(cache=True, nogil=True)
 def run_end(
     meta: Any, row: int, max_bytes: int, chunk: Any, sup: Any, ctx: Any, pids: Any,
-    last_offsets: Any, drop: bool,
+    last_offsets: Any,
 ) -> int:  # fmt: skip
     """The row after the last of the run that starts at ``row`` of ``meta`` (an
     :func:`inflate_chunk`'s): the rows after it while their batches start within ``max_bytes``
-    inflated bytes of its start and the chunk holds nothing between one and the next, or with
-    ``drop`` only batches the rewrite drops unread (``superseded.droppable_gap``)."""
+    inflated bytes of its start and the chunk holds nothing between one and the next but
+    batches the rewrite drops unread (``superseded.droppable_gap``; none without drops: no
+    offset is marked)."""
     first = meta[row, 0]
     i = row + 1
     while i < meta.shape[0] and meta[i, 0] - first < max_bytes:
         end = meta[i - 1, 1] + meta[i - 1, 2]
-        gap = meta[i, 1] != end
-        if gap and not (drop and droppable_gap(sup, chunk, end, meta[i, 1], ctx, pids,
-                                               last_offsets)):  # fmt: skip
+        if meta[i, 1] != end and not droppable_gap(sup, chunk, end, meta[i, 1], ctx, pids,
+                                                   last_offsets):  # fmt: skip
             break
         i += 1
     return i

@@ -20,9 +20,9 @@ call, not one each. On ``bench/compaction.py``'s workload (lz4), where kept and 
 batches alternate through the middle of the log, the rewrite filtered 873 runs of about six
 batches when each dropped batch ended one, and 312 with this change alone (534 against 1,016
 without the read-ahead thread; 111 once the read-ahead's runs also went up to its whole chunk,
-``read_ahead.Chunks.run_bytes``); the compaction's median 0.405 s against 0.439 s in three runs
-of 9 rounds alternating with the code before (2026-12-01, stop 62). What such a gap held is
-counted when the walk passes it (:func:`count_dropped`).
+``read_ahead.Chunks.run_bytes``); the compaction's medians 0.400-0.410 s against 0.406-0.468 s
+in three runs of 9 rounds alternating with the code before (2026-12-01, stop 62). What such a
+gap held is counted when the walk passes it (:func:`count_dropped`).
 """
 
 from __future__ import annotations

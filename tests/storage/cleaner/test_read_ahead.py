@@ -262,10 +262,14 @@ def _same_run(got: Inflated, want: Inflated) -> None:
 
 @pytest.mark.parametrize("dropping", [False, True])
 @pytest.mark.parametrize("max_bytes", [1 << 20, 3000, 1])
-def test_its_runs_are_what_inflate_gives(max_bytes: int, dropping: bool, small_chunks: int) -> None:
+def test_its_runs_are_what_inflate_gives(
+    max_bytes: int, dropping: bool, small_chunks: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """From every batch the thread inflated: the run ``inflate`` gives (which goes on through a
     gzip batch in Python where the thread's run ends). ``dropping``: every third batch's
-    offsets superseded, which both pass over inside a run (and neither inflates)."""
+    offsets superseded, which both pass over inside a run (and neither inflates). The thread's
+    share stays whole (``STEP`` 0), so how many runs it serves does not hang on timing."""
+    monkeypatch.setattr(read_ahead, "STEP", 0.0)
     data = _numbered(_segment(120))
     drops = _every_third_dropped(data) if dropping else None
     store = _Store(data, 2048)
