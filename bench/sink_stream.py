@@ -1,8 +1,8 @@
-"""Benchmark: streaming micro-batches over a file source, through the sink and through Spark's
-Parquet file sink, as a streaming job meets them.
+"""Benchmark: streaming micro-batches over a file source (or a kafkatier topic), through the
+sink and through Spark's Parquet file sink, as a streaming job meets them.
 
     python bench/sink_stream.py [--rows N] [--partitions P] [--compression lz4] [--repeat K]
-                                [--warmup W] [--running]
+                                [--warmup W] [--running] [--source parquet|kafkatier]
 
 The input: N rows (16-byte keys, 100-byte values) written once as 8 Parquet files. Three
 streaming queries read their own source directory (``readStream.parquet``): (a) Spark's Parquet
@@ -23,6 +23,13 @@ Parquet files), a micro-batch reaches ``foreachBatch`` as a scan of the rows Spa
 the micro-batch's plan (here a columnar file scan, whose column batches it reads), so this is
 what a streaming job over a file source sees.
 
+With ``--source kafkatier`` each side reads a Kafka-format topic of 8 partitions (lz4) instead:
+``readStream.format("kafkatier")`` over a log directory of its own, its ``key`` and ``value``
+(a Kafka source, as issue 18 names it; Spark's own Kafka source needs spark-sql-kafka, which
+this machine cannot download). Each round appends the same N rows to every partition's log
+before that side's query runs (untimed), so each micro-batch reads the round's new records,
+just written, as the file source reads the round's new files.
+
 Printed: the command, each side's best and median seconds with the runs, the median executor
 CPU seconds of its jobs (Spark's stage metrics, through the UI's REST API on a free port) and of
 the whole process tree while its query ran (its start included), and the ratios of the sink to
@@ -41,8 +48,12 @@ import sys
 import tempfile
 import urllib.request
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
@@ -50,18 +61,29 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from _process import tree_cpu_seconds
 from spark_settings import spark_builder
 
-from kafkatier.sink import KafkaLogSink
+from kafkatier.sink import KafkaLogSink, register_data_source
+from kafkatier.storage.arrow.log import append_arrow
+from kafkatier.storage.log.directory import LogDirectory
 
 SIDES = ("parquet file sink", "noop (input read alone)", "kafkatier sink")
+INPUT_TOPIC = "input"
+INPUT_PARTITIONS = 8
 
 
 def start_query(
-    spark: Any, name: str, src: Path, work: Path, sink: Callable[..., None], running: bool = False
-) -> Any:
-    """The side's streaming query over ``src``: one run over everything new in it
-    (``availableNow``), or with ``running`` one that goes on (the default trigger: a micro-batch
-    as soon as new files are there); ``name``: the first word of the side's (``SIDES``)."""
-    reader = spark.readStream.schema("key binary, value binary").parquet(str(src / "*"))
+    spark: Any, name: str, src: Path, work: Path, sink: Callable[..., None], running: bool = False,
+    kafkatier_source: bool = False,
+) -> Any:  # fmt: skip
+    """The side's streaming query over ``src`` (Parquet files, or with ``kafkatier_source`` a
+    log directory): one run over everything new in it (``availableNow``), or with ``running``
+    one that goes on (the default trigger: a micro-batch as soon as new input is there);
+    ``name``: the first word of the side's (``SIDES``)."""
+    if kafkatier_source:
+        reader = (spark.readStream.format("kafkatier").option("subscribe", INPUT_TOPIC)
+                  .option("startingOffsets", "earliest").load(str(src))
+                  .select("key", "value"))  # fmt: skip
+    else:
+        reader = spark.readStream.schema("key binary, value binary").parquet(str(src / "*"))
     writer = reader.writeStream.option("checkpointLocation", str(work / f"checkpoint-{name}"))
     if name == "parquet":
         writer = writer.format("parquet").option("path", str(work / "parquet-out"))
@@ -73,23 +95,25 @@ def start_query(
 
 
 def one_batch(
-    spark: Any, side: str, work: Path, files: list[Path], rows: int, r: int, sink: Any,
+    spark: Any, side: str, work: Path, new_input: Input, rows: int, r: int, sink: Any,
     running: dict[str, Any] | None = None,
 ) -> tuple[float, float, float]:  # fmt: skip
-    """The side's next micro-batch (the 8 files of ``rows`` rows again, new names): its
-    addBatch seconds, the CPU seconds of the whole process tree while the query ran and the
-    executor CPU seconds of its jobs' stages (Spark's stage metrics: the sharpest of the three
-    on this shared machine). Without ``running``, a query started over the files (its start
-    counted in the process's CPU); with it, each side's query that goes on (started at its first
-    round) takes the files as its next micro-batch (the other sides' idle queries, which look
-    for new files every 250 ms, counted in the process's CPU too)."""
+    """The side's next micro-batch (``rows`` rows again: the 8 files under new names, or
+    appended to the input topic): its addBatch seconds, the CPU seconds of the whole process
+    tree while the query ran and the executor CPU seconds of its jobs' stages (Spark's stage
+    metrics: the sharpest of the three on this shared machine). Without ``running``, a query
+    started over the input (its start counted in the process's CPU); with it, each side's query
+    that goes on (started at its first round) takes the files as its next micro-batch (the other
+    sides' idle queries, which look for new files every 250 ms, counted in the process's CPU
+    too)."""
     name = side.split()[0]
     src = work / f"src-{name}"
+    topic = new_input.table is not None
     if running is None:
-        feed(work, name, files, r)
+        new_input.feed(src, r)
         seen: set[int] = set()
         cpu, stages = tree_cpu_seconds(), stage_cpu(spark)
-        query = start_query(spark, name, src, work, sink)
+        query = start_query(spark, name, src, work, sink, kafkatier_source=topic)
         query.awaitTermination()
     else:
         if side not in running:
@@ -98,7 +122,7 @@ def one_batch(
         query = running[side]
         seen = {p["batchId"] for p in query.recentProgress}
         cpu, stages = tree_cpu_seconds(), stage_cpu(spark)
-        feed(work, name, files, r)
+        new_input.feed(src, r)
         query.processAllAvailable()
     cpu = tree_cpu_seconds() - cpu
     executors = sum(v for k, v in stage_cpu(spark).items() if k not in stages)
@@ -108,15 +132,30 @@ def one_batch(
     return float(progress[0]["durationMs"]["addBatch"]) / 1000, cpu, executors
 
 
-def feed(work: Path, name: str, files: list[Path], r: int) -> None:
-    """The 8 input files under new names into the side's source directory, all at once."""
-    staging = work / f"staging-{name}-{r}"
-    staging.mkdir()
-    for i, f in enumerate(files):
-        os.link(f, staging / f"part-{r}-{i}.parquet")
-    src = work / f"src-{name}"
-    src.mkdir(exist_ok=True)
-    staging.rename(src / f"round-{r}")  # all 8 files appear at once
+@dataclass
+class Input:
+    """A round's new input: the 8 Parquet ``files`` (hard links under new names, into a
+    directory renamed into the side's source directory: all 8 appear at once), or with
+    ``table`` its rows appended to the 8 partitions of a kafkatier topic (lz4) in the side's
+    log directory, an eighth each."""
+
+    files: list[Path]
+    table: pa.Table | None = None
+
+    def feed(self, src: Path, r: int) -> None:
+        if self.table is not None:
+            per = -(-self.table.num_rows // INPUT_PARTITIONS)
+            with LogDirectory(src) as logs:
+                logs.topic_configs.update(INPUT_TOPIC, {"compression.type": "lz4"}, source="bench")
+                for p in range(INPUT_PARTITIONS):
+                    append_arrow(logs.get_or_create(INPUT_TOPIC, p), self.table.slice(p * per, per))
+            return
+        staging = src.with_name(f"staging-{src.name}-{r}")
+        staging.mkdir()
+        for i, f in enumerate(self.files):
+            os.link(f, staging / f"part-{r}-{i}.parquet")
+        src.mkdir(exist_ok=True)
+        staging.rename(src / f"round-{r}")
 
 
 def stage_cpu(spark: Any) -> dict[int, float]:
@@ -141,9 +180,21 @@ def main() -> None:
     parser.add_argument("--compression", default="lz4")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--warmup", type=int, default=3, help="untimed rounds of every side")
-    parser.add_argument("--running", action="store_true",
-                        help="each side one query that goes on, not one query a round")
+    parser.add_argument(
+        "--running",
+        action="store_true",
+        help="each side one query that goes on, not one query a round",
+    )
+    parser.add_argument(
+        "--source",
+        choices=("parquet", "kafkatier"),
+        default="parquet",
+        help="what the queries read: Parquet files, or a kafkatier topic",
+    )
     args = parser.parse_args()
+    if args.running and args.source == "kafkatier":
+        parser.error("--running reads Parquet files only (a running query could take a "
+                     "topic's appends in two micro-batches)")  # fmt: skip
     print("command:", " ".join([Path(sys.executable).name, *sys.argv]))
     spark = (
         spark_builder("kafkatier-bench-sink-stream")
@@ -163,6 +214,11 @@ def main() -> None:
             "CAST(rpad(CAST(id AS STRING), 100, 'v') AS BINARY) AS value",
         ).repartition(8).write.parquet(str(work / "input"))
         files = sorted((work / "input").glob("*.parquet"))
+        table = None
+        if args.source == "kafkatier":
+            register_data_source(spark)
+            table = pq.read_table(work / "input").select(["key", "value"])
+        new_input = Input(files, table)
         sink = KafkaLogSink(work / "logs", topic="bench", partitions=args.partitions,
                             compression=args.compression)  # fmt: skip
         times: dict[str, list[tuple[float, float, float]]] = {side: [] for side in SIDES}
@@ -170,7 +226,7 @@ def main() -> None:
         for r in range(args.warmup + args.repeat):
             order = SIDES if r % 2 == 0 else SIDES[::-1]
             for side in order:
-                took = one_batch(spark, side, work, files, args.rows, r, sink, running)
+                took = one_batch(spark, side, work, new_input, args.rows, r, sink, running)
                 if r >= args.warmup:
                     times[side].append(took)
         for query in (running or {}).values():
@@ -182,8 +238,22 @@ def main() -> None:
 
 
 def report(args: argparse.Namespace, times: dict[str, list[tuple[float, float, float]]]) -> None:
-    print("queries: " + ("each side one that goes on (--running)" if args.running
-                         else "one a round (availableNow), the sink closed as each ends"))
+    print(
+        "queries: "
+        + (
+            "each side one that goes on (--running)"
+            if args.running
+            else "one a round (availableNow), the sink closed as each ends"
+        )
+    )
+    print(
+        "source: "
+        + (
+            "8 Parquet files (snappy) a round"
+            if args.source == "parquet"
+            else "a kafkatier topic of 8 partitions (lz4), the round's rows appended"
+        )
+    )
     print(f"rows a micro-batch: {args.rows}, key 16 B, value 100 B, partitions: "
           f"{args.partitions}, sink compression: {args.compression}, parquet: snappy, "
           f"cores: {os.cpu_count()}, load average after: {os.getloadavg()[0]:.1f}")  # fmt: skip
