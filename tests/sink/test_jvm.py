@@ -20,7 +20,9 @@ from kafkatier.sink.encode import EncodePlan, TopicPlan
 from kafkatier.sink.jvm import EncoderChoice, JvmEncoderUnavailable, jar_path
 from kafkatier.sink.pieces import unpack_pieces
 from kafkatier.sink.schema import SinkSchemaError, check_schema, normalize
+from kafkatier.sink.source.datasource import register_data_source
 from kafkatier.sink.stage import StagingPlace
+from kafkatier.storage.arrow.log import append_arrow
 from kafkatier.storage.errors import InvalidRecordError, LogWriteError, RecordTooLargeError
 from kafkatier.storage.log.directory import LogDirectory
 from kafkatier.storage.log.reader import IsolationLevel
@@ -86,24 +88,31 @@ def test_jvm_and_python_encoders_write_the_same_records(
 def test_a_file_source_is_encoded_from_its_column_batches(spark: Any, tmp_path: Path) -> None:
     """A DataFrame read from Parquet (a columnar scan Spark turns into rows) is encoded from the
     scan's column batches instead: the same records as the Python encoder writes, nested
-    headers, explicit partitions, timestamps and nulls included. A plan that computes on the
-    rows (a projection) keeps the row path."""
-    mixed_rows(spark, ROWS).write.parquet(str(tmp_path / "in"))
+    headers, explicit partitions, timestamps and nulls included. So is a selection of its
+    columns in another order (without a ``topic`` column, which would name the topics). A plan
+    that computes on the rows (a projection) keeps the row path."""
+    rows = mixed_rows(spark, ROWS).selectExpr("'elsewhere' AS topic", "*")
+    rows.write.parquet(str(tmp_path / "in"))
     df = spark.read.parquet(str(tmp_path / "in"))
     encoder = jvm.JvmEncoder.load(df).handle
     assert encoder.readsFrom(df._jdf) == "columns"
     assert encoder.readsFrom(df.withColumn("value", df.value.substr(1, 3))._jdf) == "plan"
-    written = {}
-    for name in ("jvm", "python"):
-        log_dir = tmp_path / name
-        KafkaLogSink(log_dir, topic="t", partitions=4, compression="lz4", encoder=name)(df, 0)
-        assert verify_paths([log_dir]) == []
-        written[name] = sorted((r for rows in by_partition(log_dir, "t").values() for r in rows),
-                               key=repr)  # fmt: skip
-    assert written["jvm"] == written["python"] and len(written["jvm"]) == ROWS
+    selected = df.select("timestamp", "value", "headers", "partition", "key")
+    assert encoder.readsFrom(selected._jdf) == "columns"
+    for kind, frame in (("whole", df), ("selected", selected)):
+        written = {}
+        for name in ("jvm", "python"):
+            log_dir = tmp_path / kind / name
+            sink = KafkaLogSink(log_dir, topic="t", partitions=4, compression="lz4", encoder=name)
+            sink(frame, 0)
+            assert verify_paths([log_dir]) == []
+            written[name] = sorted(
+                (r for rows in by_partition(log_dir, "t").values() for r in rows), key=repr
+            )
+        assert written["jvm"] == written["python"] and len(written["jvm"]) == ROWS, kind
 
 
-@pytest.mark.parametrize("stream", ["as written", "more columns", "filtered"])
+@pytest.mark.parametrize("stream", ["as written", "more columns", "selected", "filtered"])
 def test_a_streaming_micro_batch_is_encoded_from_what_its_plan_computes(
     spark: Any, tmp_path: Path, stream: str
 ) -> None:
@@ -111,7 +120,8 @@ def test_a_streaming_micro_batch_is_encoded_from_what_its_plan_computes(
     source's columnar scan the encoder reads the scan's column batches (the micro-batch's own
     plan, found by its SQL execution), also where the sink keeps some of the micro-batch's
     columns (a ``topic`` column, which the sink's fixed topic drops, ahead of the others, so
-    that they sit elsewhere in the batches); a plan that computes on the rows (a filter) is
+    that they sit elsewhere in the batches) and where the stream selects the columns in another
+    order before ``foreachBatch``; a plan that computes on the rows (a filter) is
     read from the RDD of its rows, not from the scan under it. Either way the records are the
     ones the Python encoder writes from the same micro-batch."""
     rows = mixed_rows(spark, ROWS)
@@ -132,14 +142,55 @@ def test_a_streaming_micro_batch_is_encoded_from_what_its_plan_computes(
         frames = spark.readStream.schema(schema).parquet(str(tmp_path / "in"))
         if filtered := stream == "filtered":
             frames = frames.where("CAST(value AS STRING) NOT LIKE '%7'")
+        if stream == "selected":
+            frames = frames.select("timestamp", "value", "headers", "partition", "key")
         query = (frames.writeStream.foreachBatch(each).trigger(availableNow=True)
                  .option("checkpointLocation", str(tmp_path / f"chk-{name}")).start())  # fmt: skip
         assert query.awaitTermination(120) and query.exception() is None
-    assert read_from == ["rdd", "rdd"] if filtered else ["micro-batch columns"] * 2
+    assert read_from == (["rdd", "rdd"] if filtered else ["micro-batch columns"] * 2)
     written = [sorted((r for rows in by_partition(tmp_path / name, "t").values() for r in rows),
                       key=repr) for name in ("jvm", "python")]  # fmt: skip
     assert written[0] == written[1]
     assert (len(written[0]) < ROWS) if filtered else (len(written[0]) == ROWS)
+
+
+def test_a_kafkatier_stream_is_encoded_from_its_column_batches(spark: Any, tmp_path: Path) -> None:
+    """A job that copies one kafkatier topic into another: a stream of the topic (the JVM
+    reader's columnar scan), its key and value selected, is encoded from the reader's column
+    batches, and the records are the ones the Python encoder writes from the same stream,
+    keyless ones included."""
+    register_data_source(spark)
+    keys = [None if i % 7 == 0 else b"k%d" % i for i in range(ROWS)]
+    values = [b"v%d" % i * (i % 5 + 1) for i in range(ROWS)]
+    table = pa.table({"key": pa.array(keys, pa.binary()), "value": pa.array(values)})
+    with LogDirectory(tmp_path / "src") as logs:
+        for p in range(3):
+            append_arrow(logs.get_or_create("in", p), table.slice(p * ROWS // 3, ROWS // 3))
+    read_from: list[str] = []
+    for name in ("jvm", "python"):
+        sink = KafkaLogSink(tmp_path / name, topic="t", partitions=4, encoder=name)
+
+        def each(df: Any, batch_id: int, sink: KafkaLogSink = sink) -> None:
+            read_from.append(jvm.JvmEncoder.load(df).handle.readsFrom(df._jdf))
+            sink(df, batch_id)
+
+        stream = (spark.readStream.format("kafkatier").option("subscribe", "in")
+                  .option("startingOffsets", "earliest").load(str(tmp_path / "src"))
+                  .select("key", "value"))  # fmt: skip
+        query = (stream.writeStream.foreachBatch(each).trigger(availableNow=True)
+                 .option("checkpointLocation", str(tmp_path / f"chk-{name}")).start())  # fmt: skip
+        assert query.awaitTermination(120) and query.exception() is None
+    assert read_from == ["micro-batch columns"] * 2
+    written = {}
+    for name in ("jvm", "python"):
+        with LogDirectory(tmp_path / name) as logs:
+            tables = [read_topic_log(log) for log in logs if log.topic == "t"]
+        written[name] = sorted(
+            (repr(k), v) for t in tables for k, v in zip(t.column("key").to_pylist(),
+                                                         t.column("value").to_pylist(), strict=True)
+        )  # fmt: skip
+    assert written["jvm"] == written["python"]
+    assert written["jvm"] == sorted(zip(map(repr, keys), values, strict=True))
 
 
 @pytest.mark.parametrize("codec", CODECS)

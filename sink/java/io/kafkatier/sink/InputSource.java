@@ -20,14 +20,15 @@ import scala.collection.Seq;
  * (it copies each field out as it reads it) does not need:
  *
  * <ul>
- *   <li>"columns": a columnar scan turned into rows (a Parquet or ORC file source read as a
- *       batch), read from the scan's column batches, each row a view of the batch's columns (on
- *       Parquet input the conversion was a quarter of the encode job's Java samples, Java Flight
- *       Recorder);
+ *   <li>"columns": a columnar scan turned into rows (a Parquet or ORC file source, or kafkatier's
+ *       JVM reader, read as a batch), or a selection of such a scan's columns, read from the
+ *       scan's column batches, each row a view of the batch's columns (on Parquet input the
+ *       conversion was a quarter of the encode job's Java samples, Java Flight Recorder);
  *   <li>"micro-batch columns": a scan of an existing RDD of rows (the micro-batch foreachBatch
  *       hands over: Spark's ForeachBatchSink wraps the batch's computed rows so), or a selection
  *       of its columns (the sink keeps the columns it reads), where the micro-batch's own plan is
- *       a columnar scan (a streaming file source): read from that scan's column batches;
+ *       a columnar scan or a selection of its columns (a streaming file source; kafkatier's
+ *       stream, whose key and value a job selects): read from that scan's column batches;
  *   <li>"rdd": such a scan of rows computed otherwise, read from that RDD;
  *   <li>"plan": anything else.
  * </ul>
@@ -46,8 +47,9 @@ final class InputSource {
 
   static InputSource of(org.apache.spark.sql.classic.Dataset<Row> df) {
     SparkPlan plan = df.queryExecution().executedPlan();
-    if (isColumnarScan(plan)) {
-      return new InputSource("columns", columnarChild(plan), null);
+    int[] direct = inBatches(plan);
+    if (direct != null) {
+      return new InputSource("columns", columnarChild(plan), direct);
     }
     SparkPlan top = belowCodegen(plan);
     RDDScanExec scan = top instanceof ProjectExec p && p.child() instanceof RDDScanExec s
@@ -57,6 +59,10 @@ final class InputSource {
     if (columnOf != null) {
       SparkPlan computed = computedBy(df, scan);
       if (computed != null) {
+        int[] at = inBatches(computed);
+        for (int i = 0; i < columnOf.length; i++) {
+          columnOf[i] = at[columnOf[i]];
+        }
         return new InputSource("micro-batch columns", columnarChild(computed), columnOf);
       }
       if (top == scan) {
@@ -66,13 +72,28 @@ final class InputSource {
     return new InputSource("plan", df.queryExecution().toRdd().toJavaRDD(), null);
   }
 
-  private static boolean isColumnarScan(SparkPlan plan) {
-    return belowCodegen(plan) instanceof ColumnarToRowExec c && c.child().supportsColumnar()
-        && c.child().output().equals(plan.output());
+  /**
+   * Where plan is a columnar scan turned into rows, or a selection of such a scan's columns
+   * (a projection of attributes alone: the rows are the scan's, fewer columns or in another
+   * order): for each of plan's columns, its place in the scan's batches; else null.
+   */
+  private static int[] inBatches(SparkPlan plan) {
+    ColumnarToRowExec rows = toRows(plan);
+    return rows == null || !rows.child().supportsColumnar() ? null
+        : positions(plan.output(), rows.child().output());
+  }
+
+  /** The columnar scan's conversion to rows at plan's top (below a selection), or null. */
+  private static ColumnarToRowExec toRows(SparkPlan plan) {
+    SparkPlan top = belowCodegen(plan);
+    if (top instanceof ProjectExec p && p.projectList().forall(e -> e instanceof Attribute)) {
+      top = p.child();
+    }
+    return top instanceof ColumnarToRowExec c ? c : null;
   }
 
   private static JavaRDD<ColumnarBatch> columnarChild(SparkPlan plan) {
-    return ((ColumnarToRowExec) belowCodegen(plan)).child().executeColumnar().toJavaRDD();
+    return toRows(plan).child().executeColumnar().toJavaRDD();
   }
 
   private static SparkPlan belowCodegen(SparkPlan plan) {
@@ -105,7 +126,7 @@ final class InputSource {
       return null;
     }
     SparkPlan plan = qe.executedPlan();
-    return isColumnarScan(plan) && sameColumns(plan.schema(), scan.schema()) ? plan : null;
+    return inBatches(plan) != null && sameColumns(plan.schema(), scan.schema()) ? plan : null;
   }
 
   /** Whether two schemas have the same column names and types in the same order. */
