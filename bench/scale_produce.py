@@ -3,10 +3,11 @@
     python bench/scale_produce.py [--partitions 8,64,256,1024,4096] [--records 100000]
         [--rounds 1] [--kafkatier PATH[,PATH...]] [--max-open-files N]
 
-One input file of ``--records`` records (16-byte keys, 100-byte values, as ``bench/scale_read.py``'s
-``rows()``), written once as Parquet. For each partition count N and each round, a fresh log dir,
-then two whole processes, timed from start to exit as a user sees them (interpreter start-up,
-imports, reading the file, writing, flushing, closing)::
+One input file of ``--records`` records (16-byte keys, 100-byte values, as
+``bench/scale_read.py``'s ``rows()``), written once as Parquet. For each partition count N and
+each round, a fresh log dir (all deleted at the end: see ``one_round``), then two whole
+processes, timed from start to exit as a user sees them (interpreter start-up, imports, reading
+the file, writing, flushing, closing)::
 
     kafkatier produce DIR --topic scale --input in.parquet --partitions N --compression lz4
 
@@ -70,13 +71,18 @@ def timed_process(command: list[str], max_open_files: int | None) -> float | Non
 
 def one_round(kafkatier: str, root: Path, source: Path, n: int,
               max_open_files: int | None) -> tuple[float | None, float | None]:  # fmt: skip
-    """(new topic, existing topic) seconds of one fresh log dir (None: failed)."""
-    log_dir = root / f"logs-{n}"
-    shutil.rmtree(log_dir, ignore_errors=True)
-    command = produce_command(kafkatier, log_dir, source, n)
+    """(new topic, existing topic) seconds of one fresh log dir (None: failed).
+
+    The log dirs are left for the caller to delete when every round is done: ext4 makes files
+    created in the seconds after many were deleted look for free inodes past the recently
+    deleted ones (``recently_deleted`` in ``find_inode_bit``, 40% of a new 1,024-partition
+    topic's samples under ``perf``), which doubled a new topic's time when each round deleted
+    the last one's 6,000 files just before (7.0-8.3 s against 3.0 s, 2026-12-01): a cost of
+    the benchmark's own deletes, not of creating a topic."""
+    log_dir = Path(tempfile.mkdtemp(prefix=f"logs-{n}-", dir=root))
+    command = produce_command(kafkatier, log_dir / "logs", source, n)
     new = timed_process(command, max_open_files)
     existing = timed_process(command, max_open_files) if new is not None else None
-    shutil.rmtree(log_dir, ignore_errors=True)
     return new, existing
 
 
