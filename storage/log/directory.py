@@ -359,6 +359,8 @@ class LogDirectory:
             self._flusher.run(fsync_tree, [log.directory for log in logs])
         for log in logs:
             log.flush(covered=True)
+        for log in logs:  # after every new snapshot (ProducerStateManager.delete_stray_files)
+            log.producer_state.delete_stray_files()
 
     def __enter__(self) -> LogDirectory:
         return self

@@ -432,6 +432,8 @@ class Log:
             self.durability.unsynced_files.append(snapshot)
         if sync and self.needs_flush:
             self.flush()
+        if sync:  # else the caller, once every log's snapshot is written (LogDirectory.close)
+            self.producer_state.delete_stray_files()
         self.leader_epoch_cache.flush(sync=sync)
         for segment in self.segments:
             segment.close()

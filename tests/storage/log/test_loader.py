@@ -315,9 +315,12 @@ def test_swap_files_replace_the_segments_they_cover(tmp_path: Path, stage: str) 
     assert [s.base_offset for s in reopened.segments] == [bases[0], *bases[2:]]
     assert seg_path(log, bases[0], ".log").read_bytes() == data
     assert not list(log.directory.glob("*.swap")) and not list(log.directory.glob("*.deleted"))
-    assert not list(log.directory.glob(f"{bases[1]:020d}.*"))  # snapshot too: no base now
+    assert not list(log.directory.glob(f"{bases[1]:020d}.[!s]*"))
+    assert bases[1] not in dict(reopened.producer_state.snapshot_files())  # no base now
     assert reopened.log_end_offset == end
     check_partition(reopened)
+    reopened.close()  # the stray snapshot's file goes after the close's own
+    assert not list(log.directory.glob(f"{bases[1]:020d}.*"))
 
 
 @pytest.mark.parametrize("snapshots", ["kept", "all_deleted", "latest_corrupt"])
@@ -350,9 +353,11 @@ def test_recovery_snapshots_each_recovered_segment_and_drops_strays(tmp_path: Pa
     (log.directory / "00000000000000000001.snapshot").write_bytes(b"stray")
     recovered = reopen(log, clean=False)
     bases = [s.base_offset for s in recovered.segments]
-    snaps = sorted(int(p.name[:20]) for p in log.directory.glob("*.snapshot"))
-    assert snaps == [*bases[1:], recovered.log_end_offset]  # Kafka's recoverSegment + the end
+    wanted = [*bases[1:], recovered.log_end_offset]  # Kafka's recoverSegment + the end
+    assert [o for o, _ in recovered.producer_state.snapshot_files()] == wanted
     check_partition(recovered)
+    recovered.close()  # the stray's file goes after the close's snapshot (delete_stray_files)
+    assert sorted(int(p.name[:20]) for p in log.directory.glob("*.snapshot")) == wanted
 
 
 def test_transaction_index_is_rebuilt_by_recovery(tmp_path: Path) -> None:

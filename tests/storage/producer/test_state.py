@@ -647,6 +647,29 @@ def test_load_ignores_snapshots_outside_the_log(
     assert snapshot_offsets(tmp_path) == {1, 2, 3, 4}
 
 
+def test_stray_snapshots_are_forgotten_at_once_and_deleted_later(
+    state: ProducerStateManager, tmp_path: Path, clock: Clock
+) -> None:
+    """Kafka's removeStraySnapshots: the snapshots off the segment bases are forgotten, all
+    but the largest (the clean-shutdown one); their files stay until ``delete_stray_files``,
+    which spares a snapshot written at a stray's offset since."""
+    for offset in range(4):
+        append_entry(state, PID, EPOCH, offset, offset)
+        state.take_snapshot()
+    fresh = ProducerStateManager(tmp_path, clock=clock)
+    fresh.remove_straggler_snapshots([0, 2])
+    assert [o for o, _ in fresh.snapshot_files()] == [2, 4]
+    assert snapshot_offsets(tmp_path) == {1, 2, 3, 4}  # the files of 1 and 3 not yet deleted
+    fresh.truncate_fully_and_start_at(0)  # then the state reaches offset 3 again
+    append_entry(fresh, PID, EPOCH, 0, 0)
+    append_entry(fresh, PID, EPOCH, 1, 2)
+    assert fresh.take_snapshot() == snapshot_path(tmp_path, 3)
+    fresh.delete_stray_files()
+    assert snapshot_offsets(tmp_path) == {3}  # 1 deleted; 3 written again since: kept
+    fresh.delete_stray_files()  # nothing left to do
+    assert snapshot_offsets(tmp_path) == {3}
+
+
 def test_truncate_and_reload_removes_out_of_range(state: ProducerStateManager) -> None:
     """testTruncateAndReloadRemovesOutOfRangeSnapshots."""
     for offset in range(5):
@@ -724,6 +747,8 @@ def test_stray_snapshots_keep_clean_shutdown_one(
     _touch_snapshots(tmp_path, 5, 2, 42)
     state.remove_straggler_snapshots([5])
     assert (state.oldest_snapshot_offset(), state.latest_snapshot_offset()) == (5, 42)
+    assert [o for o, _ in state.snapshot_files()] == [5, 42]
+    state.delete_stray_files()
     assert snapshot_offsets(tmp_path) == {5, 42}
 
 
@@ -731,6 +756,8 @@ def test_stray_snapshots_all_removed(state: ProducerStateManager, tmp_path: Path
     """testRemoveAllStraySnapshots."""
     _touch_snapshots(tmp_path, 5, 2, 42)
     state.remove_straggler_snapshots([42])
+    assert [o for o, _ in state.snapshot_files()] == [42]
+    state.delete_stray_files()
     assert snapshot_offsets(tmp_path) == {42}
 
 
@@ -739,8 +766,11 @@ def test_stray_snapshots_keep_only_the_largest_stray(
 ) -> None:
     _touch_snapshots(tmp_path, 0, 3, 10, 17, 25)
     state.remove_straggler_snapshots(iter([0, 10]))
+    assert [o for o, _ in state.snapshot_files()] == [0, 10, 25]
+    state.delete_stray_files()
     assert snapshot_offsets(tmp_path) == {0, 10, 25}
     state.remove_straggler_snapshots([])
+    state.delete_stray_files()
     assert snapshot_offsets(tmp_path) == {25}
 
 
