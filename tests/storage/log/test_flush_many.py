@@ -23,6 +23,7 @@ from kafkatier.storage.config.log_config import LogConfig
 from kafkatier.storage.config.spec import LONG_MAX
 from kafkatier.storage.log.directory import LogDirectory
 from kafkatier.storage.log.flusher import SYNCFS_MIN_LOGS
+from kafkatier.storage.log.log import Log
 from kafkatier.storage.record.builder import build_batch
 from kafkatier.storage.record.record import Record
 
@@ -298,3 +299,35 @@ def test_finishing_a_begun_flush_moves_the_marks_a_flush_moves(
     assert states[:4] == states[4:]
     assert {point for _, _, point, *_ in states[3]} != {0}  # rolls and flush.messages moved some
     assert all(not any(unsynced) for _, _, _, unsynced, *_ in states[3])
+
+
+def _snapshot_files(logs: list[Log]) -> tuple[dict[int, set[int]], dict[int, set[int]]]:
+    """Each partition's snapshots as its producer state knows them, and as files on disk."""
+    known = {log.partition: {o for o, _ in log.producer_state.snapshot_files()} for log in logs}
+    on_disk = {
+        log.partition: {int(p.name[:20]) for p in log.directory.glob("*.snapshot")} for log in logs
+    }
+    return known, on_disk
+
+
+@pytest.mark.parametrize("trusted", [True, False])
+def test_a_clean_close_deletes_the_stray_snapshots_the_open_forgot(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, trusted: bool
+) -> None:
+    """Each open forgets every partition's stray producer snapshots but the clean-shutdown one
+    (Kafka's removeStraySnapshots); their files wait for the clean close, which deletes them
+    after its own snapshots (``ProducerStateManager.delete_stray_files``), whichever way it
+    closes many partitions (one syncfs, or each partition's fsyncs)."""
+    pending = 0
+    for round_ in range(3):
+        logs = log_dir_trusting(tmp_path, trusted, monkeypatch)
+        write(logs, SYNCFS_MIN_LOGS)
+        opened = list(logs)
+        known, on_disk = _snapshot_files(opened)
+        assert all(known[p] <= on_disk[p] for p in known)
+        pending += sum(len(on_disk[p] - known[p]) for p in known)
+        logs.close()
+        known, on_disk = _snapshot_files(opened)
+        assert len(on_disk) == SYNCFS_MIN_LOGS and on_disk == known
+        assert all(len(snapshots) <= 2 for snapshots in on_disk.values()), round_
+    assert pending == SYNCFS_MIN_LOGS  # the third open forgot each partition's first snapshot
