@@ -84,7 +84,7 @@ def open_log(
     first_to_recover = _first_to_recover(log, needs_recovery, clean_shutdown)
     if first_to_recover is not None:
         recover_from(log, first_to_recover)
-    rebuild_producer_state(log)  # as Kafka after recovery: drops stray snapshots, snapshots the end
+    rebuild_producer_state(log)  # as Kafka after recovery: forgets strays, snapshots the end
     active = log.active_segment
     active.offset_index.resize(config.segment_index_bytes)  # Kafka's resizeIndexes at load:
     active.time_index.resize(config.segment_index_bytes)  # trimmed files would look full
