@@ -108,17 +108,17 @@ def one_batch(
     too)."""
     name = side.split()[0]
     src = work / f"src-{name}"
-    topic = new_input.table is not None
     if running is None:
         new_input.feed(src, r)
         seen: set[int] = set()
         cpu, stages = tree_cpu_seconds(), stage_cpu(spark)
-        query = start_query(spark, name, src, work, sink, kafkatier_source=topic)
+        query = start_query(spark, name, src, work, sink, kafkatier_source=new_input.is_topic)
         query.awaitTermination()
     else:
         if side not in running:
             src.mkdir(exist_ok=True)
-            running[side] = start_query(spark, name, src, work, sink, running=True)
+            running[side] = start_query(spark, name, src, work, sink, running=True,
+                                        kafkatier_source=new_input.is_topic)  # fmt: skip
         query = running[side]
         seen = {p["batchId"] for p in query.recentProgress}
         cpu, stages = tree_cpu_seconds(), stage_cpu(spark)
@@ -142,11 +142,17 @@ class Input:
     files: list[Path]
     table: pa.Table | None = None
 
+    @property
+    def is_topic(self) -> bool:
+        return self.table is not None
+
     def feed(self, src: Path, r: int) -> None:
         if self.table is not None:
             per = -(-self.table.num_rows // INPUT_PARTITIONS)
             with LogDirectory(src) as logs:
-                logs.topic_configs.update(INPUT_TOPIC, {"compression.type": "lz4"}, source="bench")
+                if r == 0:
+                    logs.topic_configs.update(INPUT_TOPIC, {"compression.type": "lz4"},
+                                              source="bench")  # fmt: skip
                 for p in range(INPUT_PARTITIONS):
                     append_arrow(logs.get_or_create(INPUT_TOPIC, p), self.table.slice(p * per, per))
             return
@@ -180,17 +186,10 @@ def main() -> None:
     parser.add_argument("--compression", default="lz4")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--warmup", type=int, default=3, help="untimed rounds of every side")
-    parser.add_argument(
-        "--running",
-        action="store_true",
-        help="each side one query that goes on, not one query a round",
-    )
-    parser.add_argument(
-        "--source",
-        choices=("parquet", "kafkatier"),
-        default="parquet",
-        help="what the queries read: Parquet files, or a kafkatier topic",
-    )
+    parser.add_argument("--running", action="store_true",
+                        help="each side one query that goes on, not one query a round")
+    parser.add_argument("--source", choices=("parquet", "kafkatier"), default="parquet",
+                        help="what the queries read: Parquet files, or a kafkatier topic")
     args = parser.parse_args()
     if args.running and args.source == "kafkatier":
         parser.error("--running reads Parquet files only (a running query could take a "
@@ -238,22 +237,10 @@ def main() -> None:
 
 
 def report(args: argparse.Namespace, times: dict[str, list[tuple[float, float, float]]]) -> None:
-    print(
-        "queries: "
-        + (
-            "each side one that goes on (--running)"
-            if args.running
-            else "one a round (availableNow), the sink closed as each ends"
-        )
-    )
-    print(
-        "source: "
-        + (
-            "8 Parquet files (snappy) a round"
-            if args.source == "parquet"
-            else "a kafkatier topic of 8 partitions (lz4), the round's rows appended"
-        )
-    )
+    print("queries: " + ("each side one that goes on (--running)" if args.running
+                         else "one a round (availableNow), the sink closed as each ends"))
+    print("source: " + ("8 Parquet files (snappy) a round" if args.source == "parquet"
+                        else "a kafkatier topic of 8 partitions (lz4), the round's rows appended"))
     print(f"rows a micro-batch: {args.rows}, key 16 B, value 100 B, partitions: "
           f"{args.partitions}, sink compression: {args.compression}, parquet: snappy, "
           f"cores: {os.cpu_count()}, load average after: {os.getloadavg()[0]:.1f}")  # fmt: skip

@@ -162,15 +162,10 @@ def timestamps_column(arr: pa.Array | None, n: int, default: int, name: str) -> 
         mul, div = 1, 1
     else:
         raise ArrowSchemaError(f"column {name!r} has type {t}; accepted: {TIMESTAMP_TYPES}")
-    # a null's slot holds any value: zeroed here (``pc.fill_null`` of a Python 0 would import
-    # pandas, ``numpy_views`` says why)
-    raw = int_values(arr.cast(pa.int64()))
-    valid = validity(arr) if arr.null_count else None
-    if valid is not None:
-        raw = np.where(valid, raw, 0)
+    raw = int_values(arr.cast(pa.int64()))  # a null's slot: any value, replaced below
     ms = raw * mul if mul != 1 else (np.floor_divide(raw, div) if div != 1 else raw)
-    if valid is not None:
-        ms = np.where(valid, ms, default)
+    if arr.null_count:
+        ms = np.where(validity(arr), ms, default)
     ms = np.ascontiguousarray(ms, dtype=np.int64)
     bad = np.flatnonzero(ms < NO_TIMESTAMP)
     if len(bad):

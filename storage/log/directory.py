@@ -357,10 +357,9 @@ class LogDirectory:
             log.close(sync=False)
         if not self._filesystem.sync():  # it failed: each partition's files, as a flush would
             self._flusher.run(fsync_tree, [log.directory for log in logs])
-        for log in logs:
+        for log in logs:  # every log's new snapshot is written: the strays' files may go
             log.flush(covered=True)
-        for log in logs:  # after every new snapshot (ProducerStateManager.delete_stray_files)
-            log.producer_state.delete_stray_files()
+            log.producer_state.delete_stray_files()  # (ProducerStateManager.delete_stray_files)
 
     def __enter__(self) -> LogDirectory:
         return self
