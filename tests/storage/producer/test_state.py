@@ -735,16 +735,17 @@ def test_truncate_fully_and_start_at(state: ProducerStateManager, tmp_path: Path
     assert snapshot_offsets(tmp_path) == {1}
 
 
-def _touch_snapshots(tmp_path: Path, *offsets: int) -> None:
+def _touch_snapshots(tmp_path: Path, clock: Clock, *offsets: int) -> ProducerStateManager:
+    """Snapshot files at ``offsets``, and a manager made after them (as a log's open makes it:
+    the manager knows the files it found and those it writes, not files made behind it)."""
     for offset in offsets:
         snapshot_path(tmp_path, offset).touch()
+    return ProducerStateManager(tmp_path, clock=clock)
 
 
-def test_stray_snapshots_keep_clean_shutdown_one(
-    state: ProducerStateManager, tmp_path: Path
-) -> None:
+def test_stray_snapshots_keep_clean_shutdown_one(tmp_path: Path, clock: Clock) -> None:
     """testRemoveStraySnapshotsKeepCleanShutdownSnapshot."""
-    _touch_snapshots(tmp_path, 5, 2, 42)
+    state = _touch_snapshots(tmp_path, clock, 5, 2, 42)
     state.remove_straggler_snapshots([5])
     assert (state.oldest_snapshot_offset(), state.latest_snapshot_offset()) == (5, 42)
     assert [o for o, _ in state.snapshot_files()] == [5, 42]
@@ -752,19 +753,17 @@ def test_stray_snapshots_keep_clean_shutdown_one(
     assert snapshot_offsets(tmp_path) == {5, 42}
 
 
-def test_stray_snapshots_all_removed(state: ProducerStateManager, tmp_path: Path) -> None:
+def test_stray_snapshots_all_removed(tmp_path: Path, clock: Clock) -> None:
     """testRemoveAllStraySnapshots."""
-    _touch_snapshots(tmp_path, 5, 2, 42)
+    state = _touch_snapshots(tmp_path, clock, 5, 2, 42)
     state.remove_straggler_snapshots([42])
     assert [o for o, _ in state.snapshot_files()] == [42]
     state.delete_stray_files()
     assert snapshot_offsets(tmp_path) == {42}
 
 
-def test_stray_snapshots_keep_only_the_largest_stray(
-    state: ProducerStateManager, tmp_path: Path
-) -> None:
-    _touch_snapshots(tmp_path, 0, 3, 10, 17, 25)
+def test_stray_snapshots_keep_only_the_largest_stray(tmp_path: Path, clock: Clock) -> None:
+    state = _touch_snapshots(tmp_path, clock, 0, 3, 10, 17, 25)
     state.remove_straggler_snapshots(iter([0, 10]))
     assert [o for o, _ in state.snapshot_files()] == [0, 10, 25]
     state.delete_stray_files()
@@ -776,8 +775,7 @@ def test_stray_snapshots_keep_only_the_largest_stray(
 
 def test_delete_snapshot_renames_to_deleted(tmp_path: Path, clock: Clock) -> None:
     """testRemoveAndMarkSnapshotForDeletion / ...AlreadyDeleted."""
-    _touch_snapshots(tmp_path, 5, 6)
-    m = ProducerStateManager(tmp_path, clock=clock)
+    m = _touch_snapshots(tmp_path, clock, 5, 6)
     assert m.latest_snapshot_offset() == 6
     renamed = m.delete_snapshot(6)
     assert renamed is not None and renamed.name == "00000000000000000006.snapshot.deleted"
