@@ -281,12 +281,13 @@ _OFFSET_ENTRY, _TIME_ENTRY = wire.OFFSET_INDEX_ENTRY.size, wire.TIME_INDEX_ENTRY
 
 class Committed(NamedTuple):
     """What :func:`commit_all` did: ``taken`` partitions' writes filled in (not handed over
-    yet: :meth:`Writes.filled` with ``keep``), each partition's :data:`COMMIT_OUT` ints, each
-    batch's metadata (4 ints), and the index entries packed (a partition's from slot
-    ``batch_start + partition`` on)."""
+    yet: :meth:`Writes.filled` with ``keep``), every partition's :data:`COMMIT_OUT` ints one
+    after the other (partition ``k``'s from ``k * COMMIT_OUT``: one list, not a list a
+    partition, which the collector would traverse), each batch's metadata (4 ints), and the
+    index entries packed (a partition's from slot ``batch_start + partition`` on)."""
 
     taken: int
-    out: list[list[int]]
+    out: list[int]
     batches: list[list[int]]
     offset_entries: bytearray
     time_entries: bytearray
@@ -320,7 +321,7 @@ def commit_all(
     )  # fmt: skip
     if taken < 0:
         return None
-    return Committed(taken, _rows(_FFI.unpack(out, parts * COMMIT_OUT), COMMIT_OUT),
+    return Committed(taken, _FFI.unpack(out, parts * COMMIT_OUT),
                      _rows(_FFI.unpack(batch_out, 4 * n), 4), offset_entries, time_entries,
                      keep)  # fmt: skip
 
