@@ -31,6 +31,14 @@ ATOMIC_NAME_BYTES: Final = MAX_NAME_BYTES - len(TMP_SUFFIX)
 _DIGEST_CHARS: Final = 16  # hex characters of SHA-256: 64 bits tell two long names apart
 
 
+def as_path(path: str | os.PathLike[str]) -> Path:
+    """``path`` as a :class:`Path`: itself when it is one. Python 3.11's ``Path(p)`` parses a
+    Path's parts again (a few microseconds); the constructors a partition's open runs made ten a
+    partition, and an open and close of 1,024 partitions took 1.21 s with them against 0.98 s
+    without (medians of 8 alternating rounds, ad hoc, 2026-12-01)."""
+    return path if isinstance(path, Path) else Path(path)
+
+
 def fitted_name(stem: str, suffix: str, *, room: int = MAX_NAME_BYTES) -> str:
     """``stem + suffix``, or, longer than ``room`` bytes, the stem's start, ``~``, a hash of
     the whole stem and ``suffix``: the same name for the same stem (a resumed restore finds

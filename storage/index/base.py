@@ -42,7 +42,7 @@ from typing import ClassVar
 from kafkatier.storage import wire
 from kafkatier.storage.errors import CorruptIndexError, LogWriteError, StorageError
 from kafkatier.storage.file_budget import FileBudget
-from kafkatier.storage.fsutil import fsync_file
+from kafkatier.storage.fsutil import as_path, fsync_file
 from kafkatier.storage.index.search import largest_lower_bound
 
 # Python 3.13+ can map without keeping a duplicate of the descriptor (the map then has no size()
@@ -100,7 +100,7 @@ class FixedEntryIndex(ABC):
         ``budget``: where a writable index's map is counted (None: kept until closed)."""
         if empty and writable:
             raise ValueError(f"an empty view of {path} cannot be writable")
-        self._path = Path(path)
+        self._path = as_path(path)
         self.base_offset = base_offset
         self.max_index_size = max_index_size
         self.writable = writable
@@ -301,7 +301,7 @@ class FixedEntryIndex(ABC):
                 if self._exists:
                     os.replace(self._path, path)
             finally:
-                self._path = Path(path)
+                self._path = as_path(path)
 
     def delete(self) -> bool:
         """Unmap and delete the file; ``False`` if it was missing (Kafka's ``deleteIfExists``)."""

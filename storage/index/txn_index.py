@@ -12,7 +12,7 @@ from typing import ClassVar
 
 from kafkatier.storage import wire
 from kafkatier.storage.errors import CorruptIndexError
-from kafkatier.storage.fsutil import fsync_file
+from kafkatier.storage.fsutil import as_path, fsync_file
 
 ABORTED_TXN_VERSION = 0
 
@@ -76,7 +76,7 @@ class TransactionIndex:
     """
 
     def __init__(self, path: Path, base_offset: int) -> None:
-        self._path = Path(path)
+        self._path = as_path(path)
         self.base_offset = base_offset
         self._lock = threading.RLock()
         self._unsynced = False
@@ -187,7 +187,7 @@ class TransactionIndex:
                 if self._path.exists():
                     os.replace(self._path, path)
             finally:
-                self._path = Path(path)
+                self._path = as_path(path)
 
     def delete(self) -> bool:
         """Close and delete the file; ``False`` if there was none."""

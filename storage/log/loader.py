@@ -26,7 +26,7 @@ from kafkatier.storage.errors import (
     InvalidRecordError,
 )
 from kafkatier.storage.file_budget import FileBudget
-from kafkatier.storage.fsutil import fsync_dir
+from kafkatier.storage.fsutil import as_path, fsync_dir
 from kafkatier.storage.index.txn_index import AbortedTxn
 from kafkatier.storage.log.log import Clock, Log, wall_clock_ms
 from kafkatier.storage.log.segment import LogSegment
@@ -52,7 +52,7 @@ def open_log(
 ) -> Log:
     """Open (creating if needed) the partition directory and recover it as a broker would;
     ``budget`` counts its segments' descriptors (None: the process's)."""
-    directory = Path(directory)
+    directory = as_path(directory)
     parsed = parse_partition_dir_name(directory.name)
     if parsed is None:
         raise ValueError(f"{directory} is not named <topic>-<partition>")
@@ -130,7 +130,7 @@ def new_log(
     checkpoint and an empty first segment in it, all durable): nothing to load or recover, the
     indexes grown to ``segment.index.bytes`` as at any load. Its first flush fsyncs the
     directory once more, under its live name, as for any log opened."""
-    directory = Path(directory)
+    directory = as_path(directory)
     parsed = parse_partition_dir_name(directory.name)
     if parsed is None:
         raise ValueError(f"{directory} is not named <topic>-<partition>")

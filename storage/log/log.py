@@ -21,6 +21,7 @@ from kafkatier.storage.checkpoint.leader_epoch import LeaderEpochFileCache
 from kafkatier.storage.config.log_config import LogConfig
 from kafkatier.storage.errors import OffsetOutOfRangeError
 from kafkatier.storage.file_budget import FileBudget
+from kafkatier.storage.fsutil import as_path
 from kafkatier.storage.log.append import (
     AppendTarget,
     LogAppendInfo,
@@ -73,7 +74,7 @@ class Log:
         clock: Clock = wall_clock_ms,
         budget: FileBudget | None = None,
     ) -> None:
-        self.directory = Path(directory)
+        self.directory = as_path(directory)
         self.directory_name = str(self.directory)  # named in every append's errors
         self.topic = topic
         self.partition = partition

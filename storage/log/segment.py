@@ -85,7 +85,7 @@ class LogSegment:
     ) -> None:
         """``budget``: where a writable segment's descriptors are counted (default: the
         process's, :func:`~kafkatier.storage.file_budget.process_budget`)."""
-        self.directory = Path(directory)
+        self.directory = fsutil.as_path(directory)
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
         self.suffix = suffix

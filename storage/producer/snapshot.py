@@ -16,7 +16,7 @@ from pathlib import Path
 import crc32c
 
 from kafkatier.storage.errors import CorruptSnapshotError
-from kafkatier.storage.fsutil import atomic_write
+from kafkatier.storage.fsutil import as_path, atomic_write
 from kafkatier.storage.wire import (
     SNAPSHOT_ENTRY,
     SNAPSHOT_HEADER,
@@ -128,7 +128,7 @@ def decode_snapshot(data: bytes, *, file: str | None = None) -> list[SnapshotEnt
 
 def read_snapshot(path: Path) -> list[SnapshotEntry]:
     """Read and verify one ``.snapshot`` file; CorruptSnapshotError names the file."""
-    return decode_snapshot(Path(path).read_bytes(), file=str(path))
+    return decode_snapshot(as_path(path).read_bytes(), file=str(path))
 
 
 def write_snapshot(path: Path, entries: Iterable[SnapshotEntry], sync: bool = True) -> None:
@@ -138,12 +138,12 @@ def write_snapshot(path: Path, entries: Iterable[SnapshotEntry], sync: bool = Tr
     by CRC; renaming a complete temp file means readers only ever see whole snapshots.
     ``sync=False`` (Kafka defers the fsync of roll snapshots) keeps the rename but skips fsyncs.
     """
-    atomic_write(Path(path), encode_snapshot(entries), sync=sync)
+    atomic_write(as_path(path), encode_snapshot(entries), sync=sync)
 
 
 def snapshot_path(directory: Path, offset: int) -> Path:
     """``<dir>/00000000000000000042.snapshot`` for the state ending (exclusively) at 42."""
-    return Path(directory) / segment_file_name(offset, SNAPSHOT_SUFFIX)
+    return as_path(directory) / segment_file_name(offset, SNAPSHOT_SUFFIX)
 
 
 class SnapshotFile:
@@ -153,7 +153,7 @@ class SnapshotFile:
     """
 
     def __init__(self, path: Path, offset: int | None = None) -> None:
-        self.path = Path(path)
+        self.path = as_path(path)
         self.offset = offset_from_file_name(self.path.name) if offset is None else offset
 
     def __repr__(self) -> str:
@@ -180,7 +180,7 @@ class SnapshotFile:
 def list_snapshot_files(directory: Path) -> list[SnapshotFile]:
     """Every regular ``*.snapshot`` file in ``directory`` whose name parses, by offset (one
     listing, file types from it: this runs for every partition a log dir opens)."""
-    directory = Path(directory)
+    directory = as_path(directory)
     try:
         entries = list(os.scandir(directory))
     except (FileNotFoundError, NotADirectoryError):

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kafkatier.storage.errors import CorruptSnapshotError, InvalidTxnStateError, ProducerStateError
+from kafkatier.storage.fsutil import as_path
 from kafkatier.storage.producer.append import BatchLike, ProducerAppendInfo
 from kafkatier.storage.producer.entry import (
     AppendOrigin,
@@ -66,7 +67,7 @@ class ProducerStateManager:
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
         clock: Callable[[], int] = _wall_clock_ms,
     ) -> None:
-        self.partition_dir = Path(partition_dir)
+        self.partition_dir = as_path(partition_dir)
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self._clock = clock
         self.producers: dict[int, ProducerStateEntry] = {}
