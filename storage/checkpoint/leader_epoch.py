@@ -56,18 +56,28 @@ class LeaderEpochFileCache:
     Kafka would load it.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, read: bool = True) -> None:
+        """``read``: load the file (False: start empty, for a file known not to exist yet)."""
         self.path = path
         self._file: CheckpointFile[EpochEntry] = CheckpointFile(
             path, LEADER_EPOCH_CHECKPOINT_VERSION, _format_entry, _parse_entry
         )
         self._entries: list[EpochEntry] = []
-        for entry in self._file.read():
+        for entry in self._file.read() if read else ():
             try:
                 self._assign(entry)
             except StorageError as e:
                 raise CheckpointError(e.message, file=str(path), **e.context) from None
         self._dirty = False
+
+    @classmethod
+    def of_new_partition(cls, path: Path) -> LeaderEpochFileCache:
+        """A new partition's cache: epoch 0 from offset 0, as a broker writes it when it becomes
+        the leader of a new partition (``storage/log/creation.py`` stages it so, and a log of
+        a directory known new starts from it without reading it back)."""
+        cache = cls(path, read=False)
+        cache._assign(EpochEntry(0, 0))
+        return cache
 
     @property
     def entries(self) -> list[tuple[int, int]]:

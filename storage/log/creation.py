@@ -95,8 +95,7 @@ def stage_partition(log_dir: Path, tp: TopicPartition, topic_id: str, *, sync: b
         os.close(os.open(staged / segment_file_name(0, ext), _CREATE_EMPTY, 0o644))
     metadata = PartitionMetadataFile(staged / PARTITION_METADATA_FILE)
     write_unseen(metadata.path, metadata.encode(topic_id), sync=sync)
-    epochs = LeaderEpochFileCache(staged / LEADER_EPOCH_CHECKPOINT)
-    epochs.assign(0, 0)
+    epochs = LeaderEpochFileCache.of_new_partition(staged / LEADER_EPOCH_CHECKPOINT)
     write_unseen(epochs.path, epochs.encode(), sync=sync)
     if sync:
         fsync_dir(staged)

@@ -128,15 +128,17 @@ def new_log(
 ) -> Log:
     """The log of a partition directory known new (``creation.py``: metadata, leader-epoch
     checkpoint and an empty first segment in it, all durable): nothing to load or recover, the
-    indexes grown to ``segment.index.bytes`` as at any load. Its first flush fsyncs the
-    directory once more, under its live name, as for any log opened."""
+    indexes grown to ``segment.index.bytes`` as at any load; its snapshots (none) and
+    leader-epoch checkpoint (epoch 0 from offset 0) are known, not read. Its first flush fsyncs
+    the directory once more, under its live name, as for any log opened."""
     directory = as_path(directory)
     parsed = parse_partition_dir_name(directory.name)
     if parsed is None:
         raise ValueError(f"{directory} is not named <topic>-<partition>")
     producer_state = ProducerStateManager(
-        directory, producer_id_expiration_ms=config.producer_id_expiration_ms, clock=clock
-    )
+        directory, producer_id_expiration_ms=config.producer_id_expiration_ms, clock=clock,
+        new=True,
+    )  # fmt: skip
     segment = _new_segment(directory, 0, config, clock, budget)
     segment.offset_index.resize(config.segment_index_bytes)
     segment.time_index.resize(config.segment_index_bytes)
@@ -146,7 +148,7 @@ def new_log(
         config,
         [segment],
         producer_state,
-        LeaderEpochFileCache(directory / LEADER_EPOCH_CHECKPOINT),
+        LeaderEpochFileCache.of_new_partition(directory / LEADER_EPOCH_CHECKPOINT),
         log_start_offset=0,
         recovery_point=0,
         clock=clock,

@@ -66,7 +66,10 @@ class ProducerStateManager:
         *,
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
         clock: Callable[[], int] = _wall_clock_ms,
+        new: bool = False,
     ) -> None:
+        """``new``: the directory is known to hold no snapshot (a partition just created), so
+        it is not listed."""
         self.partition_dir = as_path(partition_dir)
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self._clock = clock
@@ -74,7 +77,7 @@ class ProducerStateManager:
         self._ongoing: dict[int, int] = {}  # first offset -> producer id
         self.map_end_offset = 0
         self._last_snap_offset = 0
-        self._snapshots = self._scan_snapshots()
+        self._snapshots = {} if new else self._scan_snapshots()
         self._strays: list[SnapshotFile] = []  # forgotten, their files not yet deleted
 
     def __repr__(self) -> str:

@@ -248,3 +248,29 @@ def test_a_topic_colliding_with_another_once_dots_are_underscores_is_refused(
         log_dir.create_partitions("my.topic", 2)  # itself: no collision
         log_dir.create_partitions("my-topic", 1)  # '-' is not '.': Kafka allows it
     assert not (tmp_path / "my_topic-0").exists()
+
+
+@pytest.mark.parametrize("count", [1, 40])  # one at a time, and many (staged unsynced, one syncfs)
+def test_a_created_partition_knows_what_its_files_hold(tmp_path: Path, count: int) -> None:
+    """A partition just created starts from what its files hold without reading them back: no
+    producer snapshot, and the leader-epoch checkpoint's entries (epoch 0 from offset 0)."""
+    from kafkatier.storage.checkpoint.leader_epoch import LEADER_EPOCH_CHECKPOINT
+    from kafkatier.storage.checkpoint.leader_epoch import LeaderEpochFileCache as Epochs
+    from kafkatier.storage.producer.snapshot import list_snapshot_files
+
+    with LogDirectory(tmp_path) as logs:
+        logs.create_partitions("t", count)
+        for p in range(count):
+            made = logs.get("t", p)
+            assert made is not None
+            on_disk = Epochs(made.directory / LEADER_EPOCH_CHECKPOINT).entries
+            assert made.leader_epoch_cache.entries == on_disk == [(0, 0)]
+            assert made.leader_epoch == 0 and not made.leader_epoch_cache.dirty
+            assert made.producer_state.snapshot_files() == []
+            assert list_snapshot_files(made.directory) == []
+            made.append(batch(3))  # and appends as any other
+    with LogDirectory(tmp_path) as logs:  # reopened: what was appended, with the same epochs
+        for p in range(count):
+            log = logs.get("t", p)
+            assert log is not None and log.log_end_offset == 3
+            assert log.leader_epoch_cache.entries == [(0, 0)]
