@@ -211,8 +211,10 @@ class _Call:
     batches' metadata and packed index entries; not the batches' buffers). A few lists a call
     rather than a tuple and lists a partition: these outlive the micro-batch (the sink sets
     them in its next one's helper thread), so the collector traversed a partition's in the
-    young collection at the end of the sink's call and again in the full ones (8,283
-    containers survived a batch at 1,024 partitions, 2026-11-30)."""
+    young collection at the end of the sink's call and again in the full ones (containers
+    alive after a warm batch at 1,024 partitions: 8,283 with them, 4,318 without, nearly all
+    the producer entries' batch metadata and two int pairs a partition, tuples of ints that
+    the collector untracks at its first look)."""
 
     __slots__ = ("batches", "coordinator_epoch", "logs", "marker_fields", "metas",
                  "offset_entries", "offset_indexes", "out", "places", "time_entries",
