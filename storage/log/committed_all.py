@@ -122,7 +122,7 @@ def _append_chunk(
     if done is None:
         _unpin(chosen)
         return None
-    out, width, taken = done.out, kernels.COMMIT_OUT, []
+    out, width, taken = done.out, done.width, []
     for k, (i, _, segment, _, ints) in enumerate(chosen):
         at = k * width
         if out[at + _STATUS]:  # refused: handed back
@@ -133,7 +133,7 @@ def _append_chunk(
             queued.track(segment, ints[_FD], ints[_POSITION], out[at + _SIZE])
     queued.writes.filled(done.taken, done.keep)
     books = Later() if later is None else later
-    books.add(_placed(chosen, taken, done, width, marker_fields, coordinator_epoch))
+    books.add(_placed(chosen, taken, done, marker_fields, coordinator_epoch))
     if later is None:
         books.apply()
     return sorted(left)
@@ -184,13 +184,13 @@ def _unpin(chosen: Sequence[Chosen]) -> None:
 
 
 def _placed(
-    chosen: Sequence[Chosen], taken: list[int], done: Any, width: int,
-    marker_fields: tuple[int, int, int], coordinator_epoch: int,
+    chosen: Sequence[Chosen], taken: list[int], done: Any, marker_fields: tuple[int, int, int],
+    coordinator_epoch: int,
 ) -> _Call:  # fmt: skip
     """The taken partitions' segments as their appends leave them (each one's kt_commit_out in
-    ``done.out``, ``width`` ints each), and what :func:`_book` sets of them later."""
-    out = done.out
-    call = _Call(done, width, marker_fields, coordinator_epoch)  # not ``done``'s buffers
+    ``done.out``), and what :meth:`_Call.book` sets of them later."""
+    out, width = done.out, done.width
+    call = _Call(done, marker_fields, coordinator_epoch)  # not ``done``'s buffers
     for k in taken:
         _, log, segment, (offsets, times), ints = chosen[k]
         at = k * width
@@ -207,8 +207,8 @@ def _placed(
 class _Call:
     """One call's books (:func:`_placed`): its taken partitions' logs, their indexes, their
     places in the call and their batches' (the first's row in the call, and how many), beside
-    the call's own results (of ``done``: its kt_commit_out ints, ``width`` a partition, its
-    batches' metadata and packed index entries; not the batches' buffers). A few lists a call
+    the call's own results (of ``done``: its kt_commit_out ints, its batches' metadata and
+    packed index entries; not the batches' buffers). A few lists a call
     rather than a tuple and lists a partition: these outlive the micro-batch (the sink sets
     them in its next one's helper thread), so the collector traversed a partition's in the
     young collection at the end of the sink's call and again in the full ones (containers
@@ -220,7 +220,7 @@ class _Call:
                  "offset_entries", "offset_indexes", "out", "places", "time_entries",
                  "time_indexes", "width")  # fmt: skip
 
-    def __init__(self, done: Any, width: int, marker_fields: tuple[int, int, int],
+    def __init__(self, done: Any, marker_fields: tuple[int, int, int],
                  coordinator_epoch: int) -> None:  # fmt: skip
         self.logs: list[Log] = []
         self.offset_indexes: list[OffsetIndex] = []
@@ -228,24 +228,37 @@ class _Call:
         self.places: list[int] = []
         self.batches: list[int] = []
         self.out: list[int] = done.out
-        self.width = width
+        self.width: int = done.width
         self.metas = [_new(BatchMetadata, meta) for meta in done.batches]
         self.offset_entries: bytearray = done.offset_entries
         self.time_entries: bytearray = done.time_entries
         self.marker_fields, self.coordinator_epoch = marker_fields, coordinator_epoch
 
     def book(self) -> None:
-        """:func:`_book` of each partition, in order."""
+        """Each taken partition's index entries and producer entry as its append leaves them:
+        its kt_commit_out, its first entry's slot in the call's packed entries (its first
+        batch's row plus its place), the last five of its batches' metadata."""
         width, metas = self.width, self.metas
+        producer_id, _, timestamp = self.marker_fields
         for j, log in enumerate(self.logs):
             k = self.places[j]
-            out = self.out[k * width : (k + 1) * width]
+            row = self.out[k * width : (k + 1) * width]
+            (_, end_offset, _, _, _, _, _, _, offsets, times, first_offset, last_offset,
+             first_ts, first_ts_offset, last_ts, last_ts_offset) = row  # fmt: skip
             first = self.batches[2 * j]
-            end = first + self.batches[2 * j + 1]
+            end, slot = first + self.batches[2 * j + 1], first + k
+            if offsets:
+                at = _OFFSET_ENTRY * slot
+                packed = self.offset_entries[at : at + _OFFSET_ENTRY * offsets]
+                self.offset_indexes[j].append_packed(packed, first_offset, last_offset, offsets)
+            if times:
+                at = _TIME_ENTRY * slot
+                packed = self.time_entries[at : at + _TIME_ENTRY * times]
+                self.time_indexes[j].append_packed(packed, (first_ts, first_ts_offset),
+                                                   (last_ts, last_ts_offset), times)  # fmt: skip
             retained = metas[max(first, end - NUM_BATCHES_TO_RETAIN) : end]  # the entry's five
-            _book(log, self.offset_indexes[j], self.time_indexes[j], out, first + k,
-                  self.offset_entries, self.time_entries, retained, self.marker_fields,
-                  self.coordinator_epoch)  # fmt: skip
+            log.producer_state.add_committed(producer_id, retained, self.coordinator_epoch,
+                                             timestamp, end_offset)  # fmt: skip
 
 
 class Later:
@@ -269,24 +282,3 @@ class Later:
         for call in calls:
             call.book()
 
-
-def _book(
-    log: Log, offset_index: OffsetIndex, time_index: TimeIndex, out: list[int], slot: int,
-    offset_entries: bytearray, time_entries: bytearray, retained: list[BatchMetadata],
-    marker_fields: tuple[int, int, int], coordinator_epoch: int,
-) -> None:  # fmt: skip
-    """A taken partition's index entries and producer entry as its append leaves them (``out``:
-    its kt_commit_out; ``slot``: its first entry's in the call's packed entries; ``retained``:
-    the last five of its batches' metadata)."""
-    (_, end_offset, _, _, _, _, _, _, offsets, times, first_offset, last_offset, first_ts,
-     first_ts_offset, last_ts, last_ts_offset) = out  # fmt: skip
-    if offsets:
-        packed = offset_entries[_OFFSET_ENTRY * slot : _OFFSET_ENTRY * (slot + offsets)]
-        offset_index.append_packed(packed, first_offset, last_offset, offsets)
-    if times:
-        packed = time_entries[_TIME_ENTRY * slot : _TIME_ENTRY * (slot + times)]
-        time_index.append_packed(packed, (first_ts, first_ts_offset), (last_ts, last_ts_offset),
-                                 times)  # fmt: skip
-    producer_id, _, timestamp = marker_fields
-    log.producer_state.add_committed(producer_id, retained, coordinator_epoch, timestamp,
-                                     end_offset)  # fmt: skip

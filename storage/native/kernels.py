@@ -293,6 +293,11 @@ class Committed(NamedTuple):
     time_entries: bytearray
     keep: list[Any]
 
+    @property
+    def width(self) -> int:
+        """The ints of a partition in :attr:`out`."""
+        return COMMIT_OUT
+
 
 def commit_all(
     writes: Writes, fields: list[int], views: list[memoryview], producer: tuple[int, int],

@@ -12,11 +12,13 @@ from pathlib import Path
 import pytest
 from crash_writer import check_partition, read_partition
 
+from kafkatier.storage.checkpoint.leader_epoch import LEADER_EPOCH_CHECKPOINT, LeaderEpochFileCache
 from kafkatier.storage.checkpoint.metadata import MetaProperties
 from kafkatier.storage.config.log_config import LogConfig
 from kafkatier.storage.config.topic_files import TopicConfigStore
 from kafkatier.storage.errors import ConfigError
 from kafkatier.storage.log.directory import LogDirectory
+from kafkatier.storage.producer.snapshot import list_snapshot_files
 from kafkatier.storage.record.builder import build_batch
 from kafkatier.storage.record.record import Record
 
@@ -254,16 +256,12 @@ def test_a_topic_colliding_with_another_once_dots_are_underscores_is_refused(
 def test_a_created_partition_knows_what_its_files_hold(tmp_path: Path, count: int) -> None:
     """A partition just created starts from what its files hold without reading them back: no
     producer snapshot, and the leader-epoch checkpoint's entries (epoch 0 from offset 0)."""
-    from kafkatier.storage.checkpoint.leader_epoch import LEADER_EPOCH_CHECKPOINT
-    from kafkatier.storage.checkpoint.leader_epoch import LeaderEpochFileCache as Epochs
-    from kafkatier.storage.producer.snapshot import list_snapshot_files
-
     with LogDirectory(tmp_path) as logs:
         logs.create_partitions("t", count)
         for p in range(count):
             made = logs.get("t", p)
             assert made is not None
-            on_disk = Epochs(made.directory / LEADER_EPOCH_CHECKPOINT).entries
+            on_disk = LeaderEpochFileCache(made.directory / LEADER_EPOCH_CHECKPOINT).entries
             assert made.leader_epoch_cache.entries == on_disk == [(0, 0)]
             assert made.leader_epoch == 0 and not made.leader_epoch_cache.dirty
             assert made.producer_state.snapshot_files() == []
