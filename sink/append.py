@@ -16,7 +16,8 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Final, NamedTuple
 
@@ -265,36 +266,62 @@ def _not_in_log(piece: list[RecordBatch], first: int, skip: int, log: Log) -> li
     return kept
 
 
+def replay_all(
+    wals: Sequence[Wal], log_for: Callable[[str, int], Log], marker_epoch: Callable[[Wal], int],
+    timestamp: int,
+) -> int:  # fmt: skip
+    """:func:`replay` of every decided batch whose partitions may not be durable (``wals``,
+    oldest first: a partition's batches follow each other in its log), each partition's
+    records of the later ones counted for the earlier ones; ``marker_epoch``: the fencing epoch
+    for a record's producer. Returns how many partitions were completed, batch by batch."""
+    completed = 0
+    for i, wal in enumerate(wals):
+        later: Counter[tuple[str, int]] = Counter()
+        for newer in wals[i + 1 :]:
+            later.update({(p.topic, p.partition): p.records for p in newer.partitions
+                          if newer.producer_id == wal.producer_id})  # fmt: skip
+        completed += replay(wal, log_for, marker_epoch(wal), timestamp, later)
+    return completed
+
+
 def replay(wal: Wal, log_for: Callable[[str, int], Log], marker_epoch: int,
-           timestamp: int) -> int:  # fmt: skip
+           timestamp: int, later: Mapping[tuple[str, int], int] | None = None) -> int:  # fmt: skip
     """Complete every partition of the decided batch ``wal`` whose producer state shows it
     incomplete (after a crash: its batches, or their end, and the marker are missing); returns
-    how many were completed."""
+    how many were completed. ``later``: per partition, the records later decided batches put
+    after this one's (:func:`replay_all`): where the partition holds some of them, this batch
+    and its marker are there before them. A partition's last batch gets its marker at
+    ``marker_epoch`` (the fencing epoch); an earlier one at its own, as the batches after it
+    carry that epoch too and a partition refuses them after a newer one."""
     completed = 0
-    marker = (wal.producer_id, marker_epoch, timestamp)
     with StagingFiles() as files:
         for part in wal.partitions:
             log = log_for(part.topic, part.partition)
-            present = records_present(log, wal, part)
+            after = 0 if later is None else later.get((part.topic, part.partition), 0)
+            epoch = wal.producer_epoch if after else marker_epoch
+            present = records_present(log, wal, part, after)
             entry = log.producer_state.last_entry(wal.producer_id)
-            if present == part.records:
-                if entry is None or entry.current_txn_first_offset is None:
+            if present >= part.records:
+                open_txn = entry is not None and entry.current_txn_first_offset is not None
+                if present > part.records or not open_txn:
                     continue
-                log.write_txn_marker(wal.producer_id, marker_epoch, commit=True,
-                                     timestamp=timestamp)  # fmt: skip
+                log.write_txn_marker(wal.producer_id, epoch, commit=True, timestamp=timestamp)
             else:
                 pieces = read_pieces(files, wal.spans_of(part))
-                write_partition(log, pieces, part.first_sequence, marker, present)
+                write_partition(log, pieces, part.first_sequence,
+                                (wal.producer_id, epoch, timestamp), present)  # fmt: skip
             completed += 1
     return completed
 
 
-def records_present(log: Log, wal: Wal, part: WalPartition) -> int:
+def records_present(log: Log, wal: Wal, part: WalPartition, later: int = 0) -> int:
     """How many of the batch's records ``log`` holds, by its producer state: the records from
-    the batch's first sequence to the producer's last. A newer epoch than the batch's means a
-    recovery already completed the partition (only its marker carries that epoch). Without an
-    entry for the producer (a loader drops one idle for ``producer.id.expiration.ms`` when it
-    loads a snapshot taken after the batch), the partition's batches say."""
+    the batch's first sequence to the producer's last (more than the batch's where ``later``
+    records of later decided batches follow them). A newer epoch than the batch's means a
+    recovery already completed the partition (only a partition's last marker carries that
+    epoch). Without an entry for the producer (a loader drops one idle for
+    ``producer.id.expiration.ms`` when it loads a snapshot taken after the batch), the
+    partition's batches say."""
     entry = log.producer_state.last_entry(wal.producer_id)
     if entry is None:
         return records_written(log, wal, part)
@@ -305,7 +332,7 @@ def records_present(log: Log, wal: Wal, part: WalPartition) -> int:
     if entry.last_seq == NO_SEQUENCE:
         return 0
     present = (entry.last_seq - part.first_sequence + 1) % SEQUENCE_SPACE
-    if present > part.records:
+    if present > part.records + later:
         raise CheckpointError(
             f"{log.topic}-{log.partition}: the producer's last sequence {entry.last_seq} is past "
             f"the sink's decided batch {wal.batch_id} (sequences {part.first_sequence} on, "

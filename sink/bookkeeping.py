@@ -8,19 +8,21 @@ loads the log dir; written with ``fsutil.atomic_write``: tmp file, fsync, rename
      "query_id": "<Spark query id>", "last_committed_batch": 17,
      "wal": {"batch_id": 17, "producer_id": 123, "producer_epoch": 4, "files": [...],
              "topics": ["events"], "parts": [0, 3, 1200, 40, 1, ...], "spans": [0, 0, 4096, ...]},
+     "deferred": [{"batch_id": 15, ...}, {"batch_id": 16, ...}],
      "inflight": null, "unflushed_commit": null}
 
 (one top-level key per line). ``wal`` is the last decided batch (:class:`kafkatier.sink.wal.Wal`):
 saving it, with ``last_committed_batch``, is the commit point of the sink's protocol (see
-:mod:`kafkatier.sink.sink`). Version 3 files, written before the write-ahead log, kept the
-transaction being written in ``inflight`` (its ``commit_decided`` flag was their commit point,
-with each partition's log end offset after the data in ``ends``) and the last committed batch
-whose COMMIT markers were not yet durable in ``unflushed_commit``: they still load, and the next
-start ends what they describe as they would have; version 4 never writes them. Version 2 files
-(no ``ends``, no ``unflushed_commit``) load too. The producer id is
-derived from the sink id and ``producer_generation``, so it is stable across restarts; the epoch
-is bumped by every new sink instance and fences the older ones (Kafka's ``InitProducerId`` with a
-``transactional.id``).
+:mod:`kafkatier.sink.sink`). ``deferred`` are the earlier decided batches whose partitions may not
+be durable yet, oldest first (:mod:`kafkatier.sink.flushes`); version 4 files, written when a flush
+followed every batch, have none. Version 3 files, written before the write-ahead log, kept the
+transaction being written in ``inflight`` (its ``commit_decided`` flag was their commit point, with
+each partition's log end offset after the data in ``ends``) and the last committed batch whose
+COMMIT markers were not yet durable in ``unflushed_commit``: they still load, and the next start
+ends what they describe as they would have; later versions never write them. Version 2 files (no
+``ends``, no ``unflushed_commit``) load too. The producer id is derived from the sink id and
+``producer_generation``, so it is stable across restarts; the epoch is bumped by every new sink
+instance and fences the older ones (Kafka's ``InitProducerId`` with a ``transactional.id``).
 
 Epoch exhaustion (Kafka's producer id rotation, KIP-360): an instance starting at the last epoch a
 client may hold (``MAX_EPOCH - 1``) moves to the id of the next generation at epoch 0, and keeps
@@ -57,9 +59,10 @@ from kafkatier.storage.fsutil import (
 )
 
 FILE_PREFIX: Final = "kafkatier-sink."
-VERSION: Final = 4
-# 1: no producer_generation, previous id; 2: no ends, no unflushed_commit; 3: no wal
-READABLE_VERSIONS: Final = frozenset({1, 2, 3, VERSION})
+VERSION: Final = 5
+# 1: no producer_generation, previous id; 2: no ends, no unflushed_commit; 3: no wal; 4: no
+# deferred
+READABLE_VERSIONS: Final = frozenset({1, 2, 3, 4, VERSION})
 MAX_EPOCH: Final = 32767  # producer epochs are int16; a client holds at most MAX_EPOCH - 1
 
 
@@ -115,6 +118,12 @@ class SinkState:
     previous_producer_id: int | None = None
     unflushed_commit: InFlight | None = None
     wal: Wal | None = None
+    deferred: list[Wal] = field(default_factory=list)
+
+    @property
+    def decided(self) -> list[Wal]:
+        """Every decided batch whose partitions may not be durable yet, oldest first."""
+        return [*self.deferred, *([] if self.wal is None else [self.wal])]
 
     def producers_to_recover(self, epoch: int) -> list[tuple[int, int]]:
         """(producer id, marker epoch) whose open transactions a recovering instance at
@@ -140,9 +149,10 @@ class SinkState:
             "unflushed_commit": (
                 None if self.unflushed_commit is None else self.unflushed_commit.to_dict()
             ),
-            "wal": None if self.wal is None else self.wal.to_dict(),
         }
         lines = [f"{json.dumps(key)}: {json.dumps(body[key])}" for key in sorted(body)]
+        lines.append(f'"deferred": [{", ".join(wal.json for wal in self.deferred)}]')
+        lines.append(f'"wal": {"null" if self.wal is None else self.wal.json}')
         return ("{\n " + ",\n ".join(lines) + "\n}\n").encode("utf-8")
 
     @classmethod
@@ -156,6 +166,7 @@ class SinkState:
                     body[key] = InFlight.from_dict(body[key])
             if body.get("wal") is not None:
                 body["wal"] = Wal.from_dict(body["wal"])
+            body["deferred"] = [Wal.from_dict(wal) for wal in body.get("deferred", [])]
             return cls(**body)
         except (ValueError, KeyError, TypeError) as exc:
             raise CheckpointError(f"unreadable sink bookkeeping: {exc}", file=str(path)) from exc

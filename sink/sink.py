@@ -79,7 +79,7 @@ from kafkatier.sink import hooks
 from kafkatier.sink.append import (
     check_all,
     check_space,
-    replay,
+    replay_all,
     to_wal,
     write_all,
 )
@@ -91,6 +91,7 @@ from kafkatier.sink.bookkeeping import (
     exclusive_lock,
 )
 from kafkatier.sink.encode import EncodePlan
+from kafkatier.sink.flushes import Flushes
 from kafkatier.sink.hooks import crash_points, no_crash
 from kafkatier.sink.jvm import EncoderChoice
 from kafkatier.sink.pieces import PartitionSpans, encoded_spans
@@ -111,6 +112,7 @@ from kafkatier.sink.txn import end_txn, open_txn_logs, split_by_decision, topic_
 from kafkatier.sink.wal import remove_files, sync_files
 from kafkatier.storage import collector
 from kafkatier.storage.checkpoint.checkpoint_file import is_valid_topic_name
+from kafkatier.storage.config.log_config import LogConfig
 from kafkatier.storage.config.topic_files import TopicConfigStore
 from kafkatier.storage.log.committed_all import Later
 from kafkatier.storage.log.directory import LogDirectory
@@ -182,10 +184,9 @@ class KafkaLogSink:
         self._turns = threading.Lock()  # a batch and a close from the listener's thread
         self._recovered = False  # whether this instance's logs need no recovery
         self._state = StateFile(self.log_dir, chosen)  # the bookkeeping file, as last saved
-        self._unsynced: Callable[[], None] | None = None
-        """The last batch's partitions not known durable yet: what sets their index and
-        producer entries (``committed_all.Later``), then the flush that finishes making them
-        durable and removes the batch's staging files (``LogDirectory.flush_data_later``)."""
+        self._books: Callable[[], None] | None = None
+        """What sets the last batch's index and producer entries (``committed_all.Later``)."""
+        self._flushes = Flushes()  # decided batches whose partitions wait for a flush
         self._meanwhile: ThreadPoolExecutor | None = None  # see _encode
         self._load_buffers = LoadBuffers()  # the staging files' loads, reused by every batch
 
@@ -269,15 +270,19 @@ class KafkaLogSink:
         a rotated-out producer id's first (its markers use the fencing epoch), before anything
         is written with the new id; then forget the old id."""
         epochs = dict(state.producers_to_recover(self._epoch_now()))
-        wal = state.wal
-        if wal is not None and wal.pending():
-            done = replay(wal, self._log_for, epochs.get(wal.producer_id, self._epoch_now()),
-                          wall_clock_ms())  # fmt: skip
+        self._flushes.forget()  # what waited is in the bookkeeping file, completed here
+        decided = [wal for wal in state.decided if wal.pending()]
+        if decided:
+            done = replay_all(decided, self._log_for,
+                              lambda wal: epochs.get(wal.producer_id, self._epoch_now()),
+                              wall_clock_ms())  # fmt: skip
             if done:
-                log.warning("sink %s: completed decided batch %d in %d partitions that lacked it",
-                            self.sink_id, wal.batch_id, done)  # fmt: skip
+                log.warning("sink %s: completed decided batches %s in %d partitions that lacked "
+                            "them", self.sink_id, [wal.batch_id for wal in decided],
+                            done)  # fmt: skip
             self.logs.flush_data()
-            remove_files(wal.files)
+            for wal in decided:
+                remove_files(wal.files)
         self._end_open_txns(state, epochs)
 
     def _end_open_txns(self, state: SinkState, epochs: dict[int, int]) -> None:
@@ -332,17 +337,26 @@ class KafkaLogSink:
                 logs.close()
                 self._logs = None
 
+    def _catch_up(self) -> None:
+        """Set the last batch's index and producer entries, then finish the flush under way,
+        if any (its batches' staging files are removed then)."""
+        books, self._books = self._books, None
+        if books is not None:
+            books()
+        self._flushes.finish()
+
     def _settle(self) -> None:
-        """Finish making the last batch's partitions durable, then remove its staging files."""
-        finish, self._unsynced = self._unsynced, None
-        if finish is not None:
-            finish()
+        """:meth:`_catch_up`, then every decided batch made durable in the partitions and its
+        staging files removed."""
+        self._catch_up()
+        if self._logs is not None:
+            self._flushes.flush_all(self._logs)
 
     def _drop_logs(self) -> None:
         """Close the logs without the clean-shutdown marker: the next use reopens (recovers)."""
         if self._logs is not None:
             try:
-                self._settle()  # the last batch's: its syncfs thread uses the log dir's descriptor
+                self._settle()  # a reopened log would not know its appends are not durable
             finally:
                 self._logs.__exit__(RuntimeError, None, None)
                 self._logs = None
@@ -408,8 +422,8 @@ class KafkaLogSink:
                 sync_files(wal.files, place.durable_dirs())
                 crash("after-stage-sync")
                 self._state.save(dataclasses.replace(  # the commit point
-                    state, wal=wal, last_committed_batch=batch_id,
-                    query_id=query_id or state.query_id,
+                    state, wal=wal, deferred=self._flushes.deferred,
+                    last_committed_batch=batch_id, query_id=query_id or state.query_id,
                 ))  # fmt: skip
                 decided = True
                 crash("after-decide")
@@ -422,8 +436,12 @@ class KafkaLogSink:
                 place.remove()
             raise
         crash("after-appends")
-        self._unsynced = _after(books.apply, self.logs.flush_data_later(then=place.remove))
-        if self.logs.rolled_since_flush:  # the sidecar may upload the rolled segment once flushed
+        self._books = books.apply
+        self._flushes.add(wal, place)
+        rolled = self.logs.rolled_since_flush  # the sidecar uploads a rolled segment once flushed
+        if rolled or self._flushes.due(self._configs(encode_plan)):
+            self._flushes.begin(self.logs)
+        if rolled:
             self._settle()
 
     def _encode(
@@ -452,8 +470,13 @@ class KafkaLogSink:
         return groups, meanwhile.result()
 
     def _before_decision(self, plan: EncodePlan) -> dict[tuple[str, int], int]:
-        self._settle()  # the previous batch durable before this one writes
+        self._catch_up()  # the previous batch's books set, a flush under way finished
         return producer_sequences(self.logs, plan)
+
+    def _configs(self, plan: EncodePlan) -> list[LogConfig]:
+        """The configs of the topics the plan writes (each one's first partition's)."""
+        found = (self.logs.get(topic, 0) for topic in plan.topics)
+        return [log.config for log in found if log is not None]
 
     def _helper(self) -> ThreadPoolExecutor:
         if self._meanwhile is None:
@@ -467,13 +490,3 @@ class KafkaLogSink:
             found = self.logs.get(topic, partition)
         assert found is not None
         return found
-
-
-def _after(first: Callable[[], None], then: Callable[[], None]) -> Callable[[], None]:
-    """``first`` and then ``then``, as one call."""
-
-    def both() -> None:
-        first()
-        then()
-
-    return both

@@ -8,7 +8,8 @@ batches and its COMMIT marker in one write. Nothing of an undecided batch ever r
 partition, so a crash before the decision leaves nothing to abort, and a consumer reading
 uncommitted data never sees a batch that Spark will replay.
 
-The record (JSON, one per decided batch, replaced by the next)::
+The record (JSON, one per decided batch, kept until a flush makes its partitions durable:
+:mod:`kafkatier.sink.flushes`)::
 
     {"batch_id": 18, "producer_id": 123, "producer_epoch": 4,
      "files": ["<log dir>/kafkatier-sink.events.wal.18-....task-0-0.kbatches", ...],
@@ -18,15 +19,18 @@ The record (JSON, one per decided batch, replaced by the next)::
 ``parts``, five integers a partition: its topic (index into ``topics``), partition, the
 producer's first sequence in it, the records, and how many spans; ``spans``, three a span: file
 (index into ``files``), position, length; each partition's spans in task order, one partition's
-after the other's. The files stay until the partitions are durable (a syncfs after the batch;
-:mod:`kafkatier.sink.sink`); while any of them exists, the next start completes every partition
-of the record whose producer state shows it incomplete (:func:`kafkatier.sink.append.replay`).
+after the other's. The files stay until the partitions are durable (a syncfs after this batch
+or a later one: :mod:`kafkatier.sink.flushes`); while any of them exists, the next start
+completes every partition of the record whose producer state shows it incomplete, the records of
+several batches oldest first (:func:`kafkatier.sink.append.replay_all`).
 """
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Final
 
@@ -67,6 +71,12 @@ class Wal:
     topics: list[str]
     parts: list[int]
     spans: list[int]
+
+    @cached_property
+    def json(self) -> str:
+        """The record in compact JSON, encoded once: a batch waiting for its flush is saved
+        again with every later decision (``SinkState.deferred``)."""
+        return json.dumps(self.to_dict())
 
     def to_dict(self) -> dict[str, Any]:
         return {

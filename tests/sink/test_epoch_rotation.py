@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from kafkatier.sink import append as append_module
 from kafkatier.sink import sink as sink_module
 from kafkatier.sink.bookkeeping import (
     MAX_EPOCH,
@@ -201,14 +202,14 @@ def test_a_crash_after_the_switch_converges(
     """The rotating instance dies after saving the new id, while it completes the old id's
     decided batch: the next instance (epoch 1 of the new id) completes the rest with the old id."""
     assert crash_at_the_last_epoch(spark, tmp_path, "after-decide", monkeypatch) == set()
-    real_replay = sink_module.replay
+    real_replay = append_module.replay
 
     def complete_one_then_die(wal: Wal, *args: Any, **kwargs: Any) -> int:
         real_replay(wal.only(1), *args, **kwargs)
         raise Died("while completing the old id's batch")
 
     with monkeypatch.context() as patch:
-        patch.setattr(sink_module, "replay", complete_one_then_die)
+        patch.setattr(append_module, "replay", complete_one_then_die)
         with pytest.raises(Died):
             new_sink(tmp_path)(rows(spark, 60, 120), 1)
     state = load_state(tmp_path, TOPIC)

@@ -542,7 +542,8 @@ def test_an_empty_micro_batch_writes_nothing_and_costs_no_decision(
     rows = spark.range(0, 40, 1, 2).selectExpr("CAST(CONCAT('v', id) AS BINARY) AS value")
     empty = rows.where("length(value) < 0")
     sink(rows, 0)
-    flushing = sink._unsynced  # batch 0's flush, finished before the next batch decides
+    books = sink._books  # batch 0's index and producer entries, set beside the next job
+    waiting = [wal.batch_id for wal in sink._flushes.deferred]  # its flush: deferred
 
     def on_disk() -> dict[Path, bytes]:
         files = [tmp_path / "kafkatier-sink.t.json", *tmp_path.glob("t-*/*.log")]
@@ -551,8 +552,9 @@ def test_an_empty_micro_batch_writes_nothing_and_costs_no_decision(
     before = on_disk()
     sink(empty, 1)
     sink(empty, 1)  # Spark's replay of it
-    # Batch 0's flush finished beside the empty batch's encode job; none begun for it.
-    assert flushing is not None and sink._unsynced is None
+    # Batch 0's books were set beside the empty batch's encode job; nothing waits for it.
+    assert books is not None and sink._books is None
+    assert waiting == [wal.batch_id for wal in sink._flushes.deferred] == [0]
     assert on_disk() == before
     assert state(tmp_path, "t")["last_committed_batch"] == 0
     sink(rows, 2)

@@ -13,7 +13,7 @@ import pytest
 from test_sink import read_topic
 
 from kafkatier.sink import KafkaLogSink
-from kafkatier.sink.bookkeeping import derive_producer_id, state_path
+from kafkatier.sink.bookkeeping import VERSION, derive_producer_id, state_path
 from kafkatier.storage.log.directory import LogDirectory
 from kafkatier.storage.log.reader import IsolationLevel
 from kafkatier.storage.record.builder import build_batch
@@ -59,5 +59,5 @@ def test_a_version_3_batch_is_ended_as_its_bookkeeping_says(
     everything = read_topic(log_dir, "t", IsolationLevel.READ_UNCOMMITTED)["value"].to_pylist()
     assert sorted(everything) == sorted(old + ([] if decided else new))
     body = json.loads(state_path(log_dir, "t").read_text())
-    assert body["version"] == 4 and body["last_committed_batch"] == 5
+    assert body["version"] == VERSION and body["last_committed_batch"] == 5
     assert body["inflight"] is None and body["unflushed_commit"] is None
