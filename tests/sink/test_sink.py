@@ -14,7 +14,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from kafkatier.sink import KafkaLogSink
+from kafkatier.sink import KafkaLogSink, flushes
 from kafkatier.sink.bookkeeping import ProducerFencedError, derive_producer_id
 from kafkatier.sink.hooks import QUERY_ID_PROPERTY
 from kafkatier.sink.pieces import _SPAN_FIELDS, _by_partition, unpack_pieces
@@ -351,6 +351,32 @@ def test_a_new_instance_removes_staging_leftovers(spark: Any, tmp_path: Path) ->
     assert read_topic(tmp_path / "logs", "t").num_rows == 30
     sink.close()
     assert list(root.iterdir()) == []
+
+
+def test_partitions_are_flushed_once_every_few_batches(spark: Any, tmp_path: Path) -> None:
+    """Each batch is readable as soon as its call returns, but its partitions are flushed only
+    with the batches after it (``sink.flushes``): until then the bookkeeping file keeps its
+    write-ahead record and its staging files stay. The eighth batch waiting begins a flush,
+    which the next batch finishes; closing flushes the rest."""
+    sink = KafkaLogSink(tmp_path, topic="t", partitions=3)
+    waiting: list[list[int]] = []
+    for batch_id in range(flushes.MOST_BATCHES + 2):
+        sink(spark.range(10).selectExpr(f"CAST(CONCAT('{batch_id}-', id) AS STRING) AS value"),
+             batch_id)  # fmt: skip
+        assert read_topic(tmp_path, "t").num_rows == 10 * (batch_id + 1)
+        body = state(tmp_path, "t")
+        waiting.append([wal["batch_id"] for wal in body["deferred"]] + [body["wal"]["batch_id"]])
+        staged = {int(p.name.split(".")[3].split("-")[0]) for p in tmp_path.glob("*.t.wal.*")}
+        if batch_id == flushes.MOST_BATCHES - 1:  # its flush's thread removes them meanwhile
+            assert staged <= set(waiting[-1])
+        else:
+            assert staged == set(waiting[-1])
+    first = list(range(flushes.MOST_BATCHES))
+    assert waiting[: flushes.MOST_BATCHES] == [first[: n + 1] for n in first]
+    assert waiting[flushes.MOST_BATCHES :] == [[8], [8, 9]]  # batch 8's finished the flush
+    sink.close()
+    assert wal_files(tmp_path) == []
+    assert read_topic(tmp_path, "t").num_rows == 10 * (flushes.MOST_BATCHES + 2)
 
 
 @pytest.mark.parametrize("staging", [None, "stage"])
