@@ -14,9 +14,10 @@ runs entirely under the sink's exclusive lock file and is one Kafka transaction:
 1. The first batch of a sink instance bumps the producer epoch (persisted): an older instance
    still running finds a newer epoch at its next batch and raises ProducerFencedError before
    touching the log; the logs' producer state would reject its older epoch anyway.
-2. Recovery, at an instance's first batch and after a failed one: a decided batch whose staging
-   files still exist (its partitions may not be durable) is completed where each partition's
-   producer state shows it incomplete (:func:`kafkatier.sink.append.replay`); any other open
+2. Recovery, at an instance's first batch and after a failed one: every decided batch whose
+   staging files still exist (its partitions may not be durable) is completed, oldest first,
+   where each partition's producer state shows it incomplete
+   (:func:`kafkatier.sink.append.replay_all`); any other open
    transaction of the producer (left by a version before the write-ahead log) is ended as that
    version's bookkeeping says.
 3. ``batch_id <= last_committed_batch``: a Spark replay of a batch already committed; skip it.
@@ -30,12 +31,15 @@ runs entirely under the sink's exclusive lock file and is one Kafka transaction:
    partition's spans, first sequence and records) as ``last_committed_batch``. Nothing of the
    batch has reached a partition before it.
 6. Each partition's batches get their sequences and offsets and are written with the COMMIT
-   marker in one append (``Log.append_committed``); then the call returns. The partitions are
-   made durable afterwards, by one syncfs begun in a thread (``LogDirectory.flush_data_later``),
-   finished while the next batch's encode job runs, before it decides anything; only then are
-   the batch's staging files removed, so until the partitions are durable the write-ahead log
-   can complete them. The index entries and producer entries of the appends the C library
-   made (``committed_all.Later``) are set then too, first: nothing reads them before.
+   marker in one append (``Log.append_committed``); then the call returns, the batch readable.
+   The partitions are made durable later, once every few batches (:mod:`kafkatier.sink.flushes`:
+   a flush after every batch cost the kernel a writeback of every file a batch touched), by one
+   syncfs begun in a thread (``LogDirectory.flush_data_later``) and finished while the next
+   batch's encode job runs, before it decides anything; only then are the staging files of the
+   batches it covered removed, and until then the bookkeeping file keeps their write-ahead
+   records (``deferred``), so the write-ahead log can complete them. The index entries and
+   producer entries of the appends the C library made (``committed_all.Later``) are set beside
+   the next batch's job, first: nothing reads them before.
 
 A crash before (5) leaves nothing in the partitions and Spark replays the batch (its commit log
 is written after ``foreachBatch`` returns). A crash or power loss after it leaves a decided batch
