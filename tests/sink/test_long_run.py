@@ -6,6 +6,7 @@ descriptors and memory stay flat."""
 
 from __future__ import annotations
 
+import gc
 import subprocess
 import sys
 from pathlib import Path
@@ -43,6 +44,7 @@ def sidecar_pass(logs: Path, remote: str, own_process: bool) -> None:
 def test_the_sink_lets_go_of_segments_local_retention_deleted(
     spark: Any, tmp_path: Path, own_process: bool
 ) -> None:
+    gc.collect()  # earlier tests' garbage in this worker (a dead sink's logs) closed now
     logs = tmp_path / "logs"
     sink = KafkaLogSink(logs, topic="events", partitions=2, config=TOPIC_CONFIG)
     remote = f"file://{tmp_path / 'remote'}"
