@@ -15,8 +15,9 @@ Why: one flush (a syncfs, ``LogDirectory.flush_data_later``) costs the kernel th
 every partition file written since the last one, whatever each file got. After every
 micro-batch of 200,000 rows into 1,024 partitions that was the largest cost the partitions added
 to a batch: a warm batch took 199 ms with it and 161 ms with no flush at all, against 128-130 ms
-at 8 partitions either way (``/work/tmp/exp_nosync2.py``, ad hoc, 2026-12-01). A flush after
-several batches writes each file back once for all of them.
+at 8 partitions either way (ad hoc, 2026-12-01, docs/performance.md, stop 65). A flush after
+several batches writes each file back once for all of them (``bench/sink_flush.py`` compares
+the two ways side by side).
 
 A flush begins after a batch (in a thread, finished before the next decision, as the one after
 every batch did) when any of these holds: :data:`MOST_BATCHES` decided batches wait for it; their
