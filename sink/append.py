@@ -274,14 +274,14 @@ def replay_all(
     oldest first: a partition's batches follow each other in its log), each partition's
     records of the later ones counted for the earlier ones; ``marker_epoch``: the fencing epoch
     for a record's producer. Returns how many partitions were completed, batch by batch."""
-    completed = 0
-    for i, wal in enumerate(wals):
-        later: Counter[tuple[str, int]] = Counter()
-        for newer in wals[i + 1 :]:
-            later.update({(p.topic, p.partition): p.records for p in newer.partitions
-                          if newer.producer_id == wal.producer_id})  # fmt: skip
-        completed += replay(wal, log_for, marker_epoch(wal), timestamp, later)
-    return completed
+    after: dict[int, Counter[tuple[str, int]]] = {}  # producer -> records of the newer ones
+    laters = []
+    for wal in reversed(wals):  # each record's partitions read once
+        newer = after.setdefault(wal.producer_id, Counter())
+        laters.append(newer.copy())
+        newer.update({(p.topic, p.partition): p.records for p in wal.partitions})
+    return sum(replay(wal, log_for, marker_epoch(wal), timestamp, later)
+               for wal, later in zip(wals, reversed(laters), strict=True))  # fmt: skip
 
 
 def replay(wal: Wal, log_for: Callable[[str, int], Log], marker_epoch: int,
