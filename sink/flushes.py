@@ -38,7 +38,7 @@ from kafkatier.sink.stage import StagingPlace
 from kafkatier.sink.wal import SPAN_FIELDS, Wal
 from kafkatier.storage.config.log_config import LogConfig
 from kafkatier.storage.config.spec import LONG_MAX
-from kafkatier.storage.log.directory import LogDirectory
+from kafkatier.storage.log.directory import FlushUnderWay, LogDirectory
 
 MOST_BATCHES: Final = 8
 """Decided batches whose partitions may wait for one flush (each adds its write-ahead record,
@@ -67,7 +67,7 @@ class Flushes:
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
         self._waiting: list[_Waiting] = []
-        self._finish: Callable[[], None] | None = None
+        self._under_way: FlushUnderWay | None = None
         self._covered = 0  # how many of _waiting the flush under way covers
 
     @property
@@ -105,15 +105,15 @@ class Flushes:
             for place in places:
                 place.remove()
 
-        self._finish = logs.flush_data_later(then=remove)
+        self._under_way = logs.flush_data_later(then=remove)
         self._covered = len(places)
 
     def finish(self) -> None:
         """Wait for the flush under way, if any; the batches it covered no longer wait. A
         failed flush raises, and they still wait."""
-        finish, self._finish = self._finish, None
-        if finish is not None:
-            finish()
+        under_way, self._under_way = self._under_way, None
+        if under_way is not None:
+            under_way.finish()
             del self._waiting[: self._covered]
         self._covered = 0
 
@@ -122,6 +122,16 @@ class Flushes:
         if self._waiting:
             self.begin(logs)
         self.finish()
+
+    def abandon(self) -> None:
+        """Forget what waits, and any flush under way once its thread is done, without touching
+        the logs (their view is stale: ``LogDirectory.abandon``); recovery completes every batch
+        whose staging files are left, from the bookkeeping file."""
+        under_way, self._under_way = self._under_way, None
+        self._waiting.clear()
+        self._covered = 0
+        if under_way is not None:
+            under_way.abandon()
 
     def forget(self) -> None:
         """Drop what waits without a flush: recovery completes it from the bookkeeping file (a

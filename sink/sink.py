@@ -54,6 +54,8 @@ Several writers may share a log dir (sinks with other sink ids, on the same topi
 ``kafkatier produce``; ``kafkatier clean``): each micro-batch is also one turn on the log dir
 (:mod:`kafkatier.storage.log.writer_lock`), and a sink whose log dir another writer changed since
 its last turn reopens it before writing, so appends never interleave and never use stale offsets.
+It writes nothing from its older view (``LogDirectory.abandon``: no index entry, trim or
+checkpoint), and recovery completes the batches that waited for a flush.
 
 Driver memory: the Python driver keeps the parsed batches of at most ``append.KEPT_BYTES``
 between the check and the append and reads the rest again, one encoded piece (at most
@@ -208,7 +210,7 @@ class KafkaLogSink:
         ):
             if self._logs is not None and turn.changed_since(self._generation):
                 log.info("sink %s: %s changed by another writer", self.sink_id, self.log_dir)
-                self._drop_logs()
+                self._abandon_logs()
             elif self._logs is not None:
                 self._logs.release_removed_segments()  # local retention of the sidecar
             self._generation = turn.token
@@ -327,18 +329,22 @@ class KafkaLogSink:
         with self._turns:
             self._load_buffers.clear()
             if self._logs is not None:
-                self._close_in_turn(self._logs)
+                self._close_in_turn()
             if self._meanwhile is not None:
                 self._meanwhile.shutdown()
                 self._meanwhile = None
 
-    def _close_in_turn(self, logs: LogDirectory) -> None:
+    def _close_in_turn(self) -> None:
         with writer_turn(self.log_dir, who=f"sink {self.sink_id}") as turn:
-            self._settle()
             if turn.changed_since(self._generation):
-                self._drop_logs()  # stale: another writer's checkpoints must not be overwritten
+                self._abandon_logs()
+                if any(wal.pending() for wal in self._state.load().decided):
+                    with contextlib.suppress(ProducerFencedError):  # the newer one recovers
+                        self._begin()  # what waited, completed in the logs as they are now
             else:
-                logs.close()
+                self._settle()
+            if self._logs is not None:
+                self._logs.close()
                 self._logs = None
 
     def _catch_up(self) -> None:
@@ -363,6 +369,23 @@ class KafkaLogSink:
                 self._settle()  # a reopened log would not know its appends are not durable
             finally:
                 self._logs.__exit__(RuntimeError, None, None)
+                self._logs = None
+
+    def _abandon_logs(self) -> None:
+        """Drop the logs after another writer's turn changed the log dir, writing nothing from
+        their stale view (``LogDirectory.abandon``): the last batch's index entries would go
+        into files the other writer changed, closing would trim its indexes to this view's
+        entries, a flush's checkpoints would drop its topics and lower its recovery points.
+        The batches that waited for a flush are left to recovery, at once: the bookkeeping
+        file keeps their write-ahead records, and their staging files stay until a flush in
+        the logs as they are now covers them."""
+        self._books = None
+        self._recovered = False
+        try:
+            self._flushes.abandon()
+        finally:
+            if self._logs is not None:
+                self._logs.abandon()
                 self._logs = None
 
     def _recover_after_failure(self) -> None:

@@ -23,6 +23,7 @@ least recently used idle ones and reopening them at their next use.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from kafkatier.storage.checkpoint.checkpoint_file import (
@@ -296,14 +297,15 @@ class LogDirectory:
         self._sync(Log.flush_data, [log for log in self.logs.values() if log.has_unflushed_data])
         self.checkpoint_if_changed()
 
-    def flush_data_later(self, then: Callable[[], None] | None = None) -> Callable[[], None]:
-        """:meth:`flush_data`, begun now and finished by the function returned, which the caller
-        runs before it next writes to any of these logs (nothing may write to them in between);
-        ``then`` runs once the appends are durable. Where syncfs is available, one runs in a
-        thread from now on, then ``then`` in the thread, and finishing waits for both and moves
-        the logs' marks as a flush would; elsewhere, or if it failed, finishing runs
+    def flush_data_later(self, then: Callable[[], None] | None = None) -> FlushUnderWay:
+        """:meth:`flush_data`, begun now and finished by the returned flush's ``finish``, which
+        the caller runs before it next writes to any of these logs (nothing may write to them in
+        between); ``then`` runs once the appends are durable. Where syncfs is available, one runs
+        in a thread from now on, then ``then`` in the thread, and finishing waits for both and
+        moves the logs' marks as a flush would; elsewhere, or if it failed, finishing runs
         :meth:`flush_data`, then ``then``. For a writer whose appends are durable elsewhere
-        meanwhile (the sink's write-ahead log, which ``then`` removes)."""
+        meanwhile (the sink's write-ahead log, which ``then`` removes). Its ``abandon`` instead
+        waits for the thread and changes nothing, before :meth:`abandon`."""
         wait = self._filesystem.begin(then) if self._filesystem.available else None
 
         def finish() -> None:
@@ -316,7 +318,11 @@ class LogDirectory:
                 log.durability.covered(log)
             self.checkpoint_if_changed()
 
-        return finish
+        def abandon() -> None:
+            if wait is not None:
+                wait()
+
+        return FlushUnderWay(finish, abandon)
 
     @property
     def rolled_since_flush(self) -> bool:
@@ -364,6 +370,20 @@ class LogDirectory:
     def __enter__(self) -> LogDirectory:
         return self
 
+    def abandon(self) -> None:
+        """Close every file and write none: no index trimmed, no entry kept in memory written,
+        no checkpoint, no clean-shutdown marker. For a writer whose view is stale: another
+        writer changed the log dir since this object opened it, and what this one would write
+        from its memory would undo the other's (a trim to its own count of index entries cut
+        the other's appends' entries; its checkpoints dropped the other's topics). The next
+        open recovers from the files."""
+        self._flusher.stop()
+        self._filesystem.close()
+        for log in self.logs.values():
+            for segment in log.segments:
+                segment.abandon()
+        self.logs.clear()
+
     def __exit__(self, exc_type: object, *exc: object) -> None:
         if exc_type is None:
             self.close()
@@ -374,6 +394,16 @@ class LogDirectory:
             for segment in log.segments:
                 segment.close_handlers()
         self.logs.clear()
+
+
+@dataclass(frozen=True)
+class FlushUnderWay:
+    """A flush :meth:`LogDirectory.flush_data_later` began: ``finish`` completes it (the logs'
+    marks moved, checkpoints written); ``abandon`` only waits for its thread, for a writer
+    whose view went stale meanwhile (what it covered is durable only if its ``then`` ran)."""
+
+    finish: Callable[[], None]
+    abandon: Callable[[], None]
 
 
 def _checkpointed_start(log: Log) -> int | None:

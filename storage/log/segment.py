@@ -583,6 +583,12 @@ class LogSegment:
         self.txn_index.close()
         self._file.close()
 
+    def abandon(self) -> None:
+        """Close the files without writing to any: no index trimmed, no entry kept in memory
+        written (``LogDirectory.abandon``)."""
+        self._indexes.close_handlers()
+        self._file.close()
+
     def change_suffix(self, new_suffix: str) -> None:
         """Rename all four files from the current suffix to ``new_suffix`` (Kafka's
         ``changeFileSuffixes``), ``.log`` last so a crash leaves the segment recognisable."""

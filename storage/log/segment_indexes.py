@@ -89,6 +89,11 @@ class SegmentIndexes:
         self.offset.close()
         self.time.close()
 
+    def close_handlers(self) -> None:
+        """Unmap the opened ones without trimming, dropping entries not yet in their files."""
+        self.offset.close_handler()
+        self.time.close_handler()
+
     def rename(self) -> None:
         """Follow a new suffix: rename both files to what ``path_of`` now gives."""
         self.offset.rename_to(self._path_of(".index"))

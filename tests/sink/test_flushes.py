@@ -13,7 +13,7 @@ from kafkatier.sink.flushes import Flushes
 from kafkatier.sink.stage import StagingPlace
 from kafkatier.sink.wal import Wal
 from kafkatier.storage.config.log_config import LogConfig
-from kafkatier.storage.log.directory import LogDirectory
+from kafkatier.storage.log.directory import FlushUnderWay, LogDirectory
 from kafkatier.storage.record.builder import build_batch
 from kafkatier.storage.record.record import Record
 
@@ -102,11 +102,11 @@ def test_a_failed_flush_leaves_its_batches_waiting(tmp_path: Path) -> None:
     waiting, staged = Flushes(Clock()), place(tmp_path, 1)
     waiting.add(wal(1), staged)
 
-    def broken(then: object = None) -> object:
+    def broken(then: object = None) -> FlushUnderWay:
         def finish() -> None:
             raise OSError("disk gone")
 
-        return finish
+        return FlushUnderWay(finish, lambda: None)
 
     logs.flush_data_later = broken  # type: ignore[method-assign,assignment]
     waiting.begin(logs)

@@ -291,7 +291,7 @@ def test_finishing_a_begun_flush_moves_the_marks_a_flush_moves(
                     log.append(batch(6 if p % 4 == 0 else 1))
             logs.get_or_create("new", round_)
             if later:
-                logs.flush_data_later()()
+                logs.flush_data_later().finish()
             else:
                 logs.flush_data()
             states.append(_detail(logs))
