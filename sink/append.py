@@ -31,6 +31,7 @@ from kafkatier.storage.errors import (
     LogWriteError,
     StorageError,
 )
+from kafkatier.storage.log.commit_fields import Carried
 from kafkatier.storage.log.committed_all import Later, append_committed_all
 from kafkatier.storage.log.log import Log
 from kafkatier.storage.log.queued_writes import QueuedWrites
@@ -177,6 +178,7 @@ def write_all(
     marker: tuple[int, int, int],
     after_append: Callable[[], None] | None = None,
     later: Later | None = None,
+    carried: Carried | None = None,
 ) -> None:
     """Each partition's batches with their sequences and its COMMIT marker (``marker``:
     producer id, the marker's epoch, its timestamp); their bytes written by a thread of their
@@ -187,15 +189,21 @@ def write_all(
     library's calls then take one partition each, and wait for its write; a crash among queued
     writes leaves what a crash after one of them leaves, fewer partitions written). ``later``:
     where the library's appends leave their logs' index and producer entries
-    (``append_committed_all``'s), which the caller applies before it touches the logs again."""
+    (``append_committed_all``'s), which the caller applies before it touches the logs again.
+    ``carried``: what the library's calls carry from one batch to the next
+    (``append_committed_all``'s); a partition appended the full way is forgotten there."""
     queued = QueuedWrites.open(len(checked))
     with queued or contextlib.nullcontext():
         if queued is not None:
-            checked = _write_at_once(checked, log_for, marker, queued, after_append, later)
+            checked = _write_at_once(checked, log_for, marker, queued, after_append, later,
+                                     carried)  # fmt: skip
         for c in checked:
             pieces = c.pieces if c.pieces is not None else read_pieces(files, c.group.spans)
-            write_partition(log_for(c.group.topic, c.group.partition), pieces, c.first_sequence,
-                            marker, queued=queued if after_append is None else None)  # fmt: skip
+            log = log_for(c.group.topic, c.group.partition)
+            if carried is not None:
+                carried.forget(log)
+            write_partition(log, pieces, c.first_sequence, marker,
+                            queued=queued if after_append is None else None)  # fmt: skip
             if after_append is not None:
                 after_append()
 
@@ -203,6 +211,7 @@ def write_all(
 def _write_at_once(
     checked: list[Checked], log_for: Callable[[str, int], Log], marker: tuple[int, int, int],
     queued: QueuedWrites, after_append: Callable[[], None] | None, later: Later | None,
+    carried: Carried | None,
 ) -> list[Checked]:  # fmt: skip
     """The partitions whose batches' bytes are held (``Checked.views``), appended by one call
     of the C library (``append_committed_all``: their sequences assigned there; with
@@ -220,7 +229,7 @@ def _write_at_once(
     if not whole:
         return rest
     if after_append is None:
-        left = append_committed_all(appends, marker, queued, later=later)
+        left = append_committed_all(appends, marker, queued, later=later, carried=carried)
     else:
 
         def after_one() -> None:
@@ -228,7 +237,7 @@ def _write_at_once(
             after_append()
 
         left = append_committed_all(appends, marker, queued, after_chunk=after_one, chunk=1,
-                                    later=later)  # fmt: skip
+                                    later=later, carried=carried)  # fmt: skip
     return [whole[i] for i in left] + rest
 
 

@@ -120,6 +120,7 @@ from kafkatier.storage import collector
 from kafkatier.storage.checkpoint.checkpoint_file import is_valid_topic_name
 from kafkatier.storage.config.log_config import LogConfig
 from kafkatier.storage.config.topic_files import TopicConfigStore
+from kafkatier.storage.log.commit_fields import Carried
 from kafkatier.storage.log.committed_all import Later
 from kafkatier.storage.log.directory import LogDirectory
 from kafkatier.storage.log.log import Log, wall_clock_ms
@@ -193,6 +194,9 @@ class KafkaLogSink:
         self._books: Callable[[], None] | None = None
         """What sets the last batch's index and producer entries (``committed_all.Later``)."""
         self._flushes = Flushes()  # decided batches whose partitions wait for a flush
+        self._carried = Carried()
+        """Each partition's state as the last batch's appends left it (``commit_fields``):
+        forgotten whenever the logs are reopened, recovered or dropped."""
         self._meanwhile: ThreadPoolExecutor | None = None  # see _encode
         self._load_buffers = LoadBuffers()  # the staging files' loads, reused by every batch
 
@@ -276,6 +280,7 @@ class KafkaLogSink:
         a rotated-out producer id's first (its markers use the fencing epoch), before anything
         is written with the new id; then forget the old id."""
         epochs = dict(state.producers_to_recover(self._epoch_now()))
+        self._carried.forget()  # recovery may append any way
         self._flushes.forget()  # what waited is in the bookkeeping file, completed here
         decided = [wal for wal in state.decided if wal.pending()]
         if decided:
@@ -335,6 +340,7 @@ class KafkaLogSink:
                 self._meanwhile = None
 
     def _close_in_turn(self) -> None:
+        self._carried.forget()
         with writer_turn(self.log_dir, who=f"sink {self.sink_id}") as turn:
             if turn.changed_since(self._generation):
                 self._abandon_logs()
@@ -364,6 +370,7 @@ class KafkaLogSink:
 
     def _drop_logs(self) -> None:
         """Close the logs without the clean-shutdown marker: the next use reopens (recovers)."""
+        self._carried.forget()
         if self._logs is not None:
             try:
                 self._settle()  # a reopened log would not know its appends are not durable
@@ -381,6 +388,7 @@ class KafkaLogSink:
         the logs as they are now covers them."""
         self._books = None
         self._recovered = False
+        self._carried.forget()
         try:
             self._flushes.abandon()
         finally:
@@ -457,7 +465,7 @@ class KafkaLogSink:
                 marker = (state.producer_id, self._epoch_now(), wall_clock_ms())
                 hook = None if crash is no_crash else functools.partial(crash, "after-append")
                 books = Later()
-                write_all(checked, self._log_for, files, marker, hook, books)
+                write_all(checked, self._log_for, files, marker, hook, books, self._carried)
         except BaseException:
             if not decided:
                 place.remove()

@@ -1,7 +1,7 @@
 """The sink's committed appends of a micro-batch, every partition's in one call of the C library
 (``storage/native/committed.c``): :func:`kafkatier.storage.log.committed.write_committed`'s
-one-pass case over arrays, with the Python left to reading each partition's state and setting
-what changed.
+one-pass case over arrays, with the Python left to reading each partition's state (or carrying
+it from the last call: :mod:`~kafkatier.storage.log.commit_fields`) and setting what changed.
 
 Why: the one-pass case costs about 30 us of Python calls a partition (sequences and CRCs,
 offsets, the checks, index entries, the marker, the write's hand-over, the producer's entry),
@@ -27,10 +27,10 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from kafkatier.storage import native, wire
+from kafkatier.storage.log import commit_fields as f
 from kafkatier.storage.log.append import marker_bytes
-from kafkatier.storage.log.committed import ready_entry
+from kafkatier.storage.log.commit_fields import Carried, Indexes, read_fields
 from kafkatier.storage.log.queued_writes import QueuedWrites
-from kafkatier.storage.log.roll import time_roll_limit
 from kafkatier.storage.producer.entry import NUM_BATCHES_TO_RETAIN, BatchMetadata
 
 if TYPE_CHECKING:
@@ -39,21 +39,21 @@ if TYPE_CHECKING:
     from kafkatier.storage.log.log import Log
     from kafkatier.storage.log.segment import LogSegment
 
-_NOT_A_SEQUENCE: Final = -2  # pads the producer's retained last sequences to five
 _new = tuple.__new__  # a NamedTuple from a tuple of its fields, without its Python __new__
 
 CHUNK: Final = 64
 """Partitions a call of the library takes (its writes are handed over together)."""
 
 Append = tuple["Log", Sequence[memoryview], int]  # the log, its batches' bytes, first sequence
-Indexes = tuple["OffsetIndex", "TimeIndex"]
-Chosen = tuple[int, "Log", "LogSegment", Indexes, list[int]]  # place, log, segment, …, its ints
+# its place in the appends, log, segment, indexes, kt_commit_in, the indexes' free slots (None:
+# read from them)
+Chosen = tuple[int, "Log", "LogSegment", Indexes, list[int], "tuple[int, int] | None"]
 
 
 def append_committed_all(
     appends: Sequence[Append], marker_fields: tuple[int, int, int], queued: QueuedWrites,
     coordinator_epoch: int = 0, after_chunk: Callable[[], None] | None = None,
-    chunk: int = CHUNK, later: Later | None = None,
+    chunk: int = CHUNK, later: Later | None = None, carried: Carried | None = None,
 ) -> list[int]:  # fmt: skip
     """Each log's batches (their bytes, checked as a client's append: ``parse_incoming``'s
     checks), given base sequences from its first sequence on (CRCs rewritten), and the COMMIT
@@ -70,18 +70,22 @@ def append_committed_all(
     (the crash tests'). ``later``: where the taken partitions' index entries and producer
     entries (with the log end offset) go instead of onto the logs, for the caller to
     :meth:`Later.apply` before anything reads or writes these logs again (the sink, while its
-    next batch's job runs); None: set before this returns."""
+    next batch's job runs); None: set before this returns. ``carried``: each taken log's state
+    as this call leaves it, for the next call to start from instead of reading the log
+    (:class:`~kafkatier.storage.log.commit_fields.Carried`, whose rules the caller keeps)."""
     kernels = native.native()
     if kernels is None:
         return list(range(len(appends)))
     producer_id, producer_epoch, timestamp = marker_fields
+    if carried is not None:
+        carried.begin((producer_id, producer_epoch, coordinator_epoch))
     marker = marker_bytes(wire.ControlType.COMMIT, producer_id, producer_epoch, coordinator_epoch,
                           timestamp, wire.NO_PARTITION_LEADER_EPOCH)  # fmt: skip
     left: list[int] = []
     for start in range(0, len(appends), chunk):
         part = range(start, min(start + chunk, len(appends)))
         refused = _append_chunk(kernels, appends, part, marker, marker_fields, queued,
-                                coordinator_epoch, later)  # fmt: skip
+                                coordinator_epoch, later, carried)  # fmt: skip
         if refused is None:  # no CRC instruction here: nothing done, none will be
             return left + list(range(start, len(appends)))
         left += refused
@@ -93,7 +97,7 @@ def append_committed_all(
 def _append_chunk(
     kernels: Any, appends: Sequence[Append], chunk: range, marker: bytes,
     marker_fields: tuple[int, int, int], queued: QueuedWrites, coordinator_epoch: int,
-    later: Later | None,
+    later: Later | None, carried: Carried | None,
 ) -> list[int] | None:  # fmt: skip
     """:func:`append_committed_all` of the appends in ``chunk``: those not taken, or None where
     the library can take none (no CRC instruction)."""
@@ -104,15 +108,21 @@ def _append_chunk(
     try:
         for i in chunk:
             log, batches, first_sequence = appends[i]
-            found = _fields(log, batches, first_sequence, marker_fields, coordinator_epoch,
-                            len(views))  # fmt: skip
+            found = None if carried is None else carried.take(
+                log, batches, first_sequence, marker_fields[2], len(views)
+            )  # fmt: skip
             if found is None:
-                left.append(i)
-                continue
-            ints, indexes = found
+                read = read_fields(log, batches, first_sequence, marker_fields,
+                                   coordinator_epoch, len(views))  # fmt: skip
+                if read is None:
+                    left.append(i)
+                    continue
+                (ints, indexes), segment, free = read, log.segments[-1], None
+            else:
+                ints, segment, indexes, free = found
             fields += ints
             views += batches
-            chosen.append((i, log, log.segments[-1], indexes, ints))
+            chosen.append((i, log, segment, indexes, ints, free))
         if not chosen:
             return left
         done = kernels.commit_all(queued.writes, fields, views, marker_fields[:2], marker)
@@ -123,84 +133,52 @@ def _append_chunk(
         _unpin(chosen)
         return None
     out, width, taken = done.out, done.width, []
-    for k, (i, _, segment, _, ints) in enumerate(chosen):
+    for k, (i, _, segment, _, ints, _) in enumerate(chosen):
         at = k * width
-        if out[at + _STATUS]:  # refused: handed back
+        if out[at + f.STATUS]:  # refused: handed back
             segment.unpin_unused()
             left.append(i)
         else:
             taken.append(k)
-            queued.track(segment, ints[_FD], ints[_POSITION], out[at + _SIZE])
+            queued.track(segment, ints[f.FD], ints[f.POSITION], out[at + f.SIZE])
     queued.writes.filled(done.taken, done.keep)
     books = Later() if later is None else later
-    books.add(_placed(chosen, taken, done, marker_fields, coordinator_epoch))
+    books.add(_placed(chosen, taken, done, marker_fields, coordinator_epoch, carried))
     if later is None:
         books.apply()
     return sorted(left)
 
 
-# kt_commit_in's and kt_commit_out's fields that are read here
-_BATCH_START, _BATCH_COUNT, _POSITION, _FD = 0, 1, 6, 18
-_STATUS, _SIZE, _SINCE, _BEST_TS, _BEST_OFFSET = 0, 2, 5, 6, 7
 _OFFSET_ENTRY, _TIME_ENTRY = wire.OFFSET_INDEX_ENTRY.size, wire.TIME_INDEX_ENTRY.size
 
 
-def _fields(
-    log: Log, batches: Sequence[memoryview], first_sequence: int,
-    marker_fields: tuple[int, int, int], coordinator_epoch: int, batch_start: int,
-) -> tuple[list[int], Indexes] | None:  # fmt: skip
-    """The partition's kt_commit_in (its ``.log`` pinned open, index space reserved) and its
-    indexes; None where the checks that read Python objects refuse it (the producer's entry,
-    the leader epoch, an empty active segment, the segment.ms rule at the marker's timestamp,
-    more retained batches than five)."""
-    producer_id, producer_epoch, timestamp = marker_fields
-    entry = ready_entry(log, producer_id, producer_epoch, coordinator_epoch) if batches else None
-    active = log.segments[-1]
-    if entry is None or not active.size or len(entry.batch_metadata) > NUM_BATCHES_TO_RETAIN:
-        return None
-    config, rules = log.config, log.append_rules
-    limit = time_roll_limit(active, config, log.clock)
-    if limit is None or limit < timestamp:
-        return None
-    retained = [m.last_seq for m in entry.batch_metadata]
-    offsets, times, size, since, best_ts, best_offset, room, last_time = active.placing_state(
-        len(batches) + 1  # at most one a batch and the marker
-    )
-    codec = rules.compression
-    fd = active.pin_for_write(sum([batch.nbytes for batch in batches]))
-    return [
-        batch_start, len(batches), first_sequence, retained[-1],
-        log.producer_state.map_end_offset, active.base_offset, size, config.segment_bytes - size,
-        min(rules.max_message_bytes, config.segment_bytes), -1 if codec is None else codec,
-        room, since, active.index_interval_bytes, best_ts, best_offset, last_time,
-        min(limit, wire.INT64_MAX), log.leader_epoch, fd,
-        *retained, *[_NOT_A_SEQUENCE] * (NUM_BATCHES_TO_RETAIN - len(retained)),
-    ], (offsets, times)  # fmt: skip
-
-
 def _unpin(chosen: Sequence[Chosen]) -> None:
-    for _, _, segment, _, _ in chosen:
+    for _, _, segment, _, _, _ in chosen:
         segment.unpin_unused()
 
 
 def _placed(
     chosen: Sequence[Chosen], taken: list[int], done: Any, marker_fields: tuple[int, int, int],
-    coordinator_epoch: int,
+    coordinator_epoch: int, carried: Carried | None,
 ) -> _Call:  # fmt: skip
     """The taken partitions' segments as their appends leave them (each one's kt_commit_out in
-    ``done.out``), and what :meth:`_Call.book` sets of them later."""
+    ``done.out``), what :meth:`_Call.book` sets of them later, and what ``carried`` keeps."""
     out, width = done.out, done.width
     call = _Call(done, marker_fields, coordinator_epoch)  # not ``done``'s buffers
     for k in taken:
-        _, log, segment, (offsets, times), ints = chosen[k]
+        _, log, segment, indexes, ints, free = chosen[k]
         at = k * width
-        segment.placed(ints[_POSITION] + out[at + _SIZE], out[at + _SINCE],
-                       (out[at + _BEST_TS], out[at + _BEST_OFFSET]))  # fmt: skip
+        segment.placed(ints[f.POSITION] + out[at + f.SIZE], out[at + f.O_SINCE],
+                       (out[at + f.O_BEST_TS], out[at + f.O_BEST_OFFSET]))  # fmt: skip
         call.logs.append(log)
-        call.offset_indexes.append(offsets)
-        call.time_indexes.append(times)
+        call.offset_indexes.append(indexes[0])
+        call.time_indexes.append(indexes[1])
         call.places.append(k)
-        call.batches += (ints[_BATCH_START], ints[_BATCH_COUNT])
+        first, count = ints[f.BATCH_START], ints[f.BATCH_COUNT]
+        call.batches += (first, count)
+        if carried is not None:
+            last_seqs = [meta[0] for meta in done.batches[first : first + count]]
+            carried.keep(log, ints, segment, indexes, free, out[at : at + width], last_seqs)
     return call
 
 

@@ -13,8 +13,10 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from crash_writer import read_partition
 
 from kafkatier.sink import KafkaLogSink, flushes
+from kafkatier.sink import append as append_module
 from kafkatier.sink.bookkeeping import ProducerFencedError, derive_producer_id
 from kafkatier.sink.hooks import QUERY_ID_PROPERTY
 from kafkatier.sink.pieces import _SPAN_FIELDS, _by_partition, unpack_pieces
@@ -639,3 +641,37 @@ def test_a_topic_with_the_longest_valid_name_is_written_and_read(
     assert read.load().count() == 100
     with LogDirectory(tmp_path) as logs:
         assert logs.partition_count(topic) == 3 and logs.config_for(topic).is_compacted
+
+
+def test_partitions_switch_between_the_one_call_and_the_full_path(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A partition's state carried from one batch's appends to the next
+    (``commit_fields.Carried``) is forgotten when a batch appends to it the full way (here: a
+    batch too large to keep its parsed batches, ``append.KEPT_BYTES`` lowered for the test),
+    so the batch after that starts from the partition as it is: every batch lands whole, at the
+    offsets and sequences after the one before, and kafka-python reads every batch's CRC."""
+    monkeypatch.setattr(append_module, "KEPT_BYTES", 64 * 1024)
+    sink = KafkaLogSink(tmp_path, topic="t", partitions=3)
+    sizes = [30, 30, 3_000, 30, 30, 3_000, 30, 30]  # 3,000 rows of 100 bytes: the full path
+    carried, start = [], 0
+    for batch_id, rows in enumerate(sizes):
+        sink(spark.range(start, start + rows, 1, 2).selectExpr(
+            "CAST(id AS STRING) AS key", "CONCAT(CAST(id AS STRING), REPEAT('v', 94)) AS value"
+        ), batch_id)  # fmt: skip
+        start += rows
+        carried.append(len(sink._carried))
+    assert carried == [0, 3, 0, 3, 3, 0, 3, 3]  # the first batch fills empty segments: full way
+    sink.close()
+    keys = read_topic(tmp_path, "t").column("key").to_pylist()
+    assert sorted(int(key) for key in keys) == list(range(start))
+    for directory in sorted(tmp_path.glob("t-*")):
+        offset, sequence = 0, 0
+        for batch in read_partition(directory):  # CRCs checked by kafka-python
+            assert batch.base_offset == offset, (directory, batch)
+            offset = batch.last_offset + 1
+            if not batch.control:
+                assert batch.last_seq - len(batch.records) + 1 == sequence, (directory, batch)
+                sequence = batch.last_seq + 1
+        assert batch.control and offset > 40  # each partition got some of the large batches
+    assert verify_paths([tmp_path]) == []

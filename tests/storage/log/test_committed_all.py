@@ -18,7 +18,15 @@ from crash_writer import check_partition, read_partition
 
 from kafkatier.storage import native
 from kafkatier.storage.config.log_config import LogConfig
-from kafkatier.storage.log.committed_all import CHUNK, Later, append_committed_all
+from kafkatier.storage.log.commit_fields import (
+    BATCH_START,
+    FD,
+    FIRST_SEQUENCE,
+    LEADER_EPOCH,
+    Carried,
+    read_fields,
+)
+from kafkatier.storage.log.committed_all import CHUNK, Append, Later, append_committed_all
 from kafkatier.storage.log.loader import open_log
 from kafkatier.storage.log.log import Log
 from kafkatier.storage.log.queued_writes import QueuedWrites
@@ -89,13 +97,20 @@ def _round_data(r: int, p: int, seq: int) -> tuple[bytes, int]:
     return data, records
 
 
-@pytest.mark.parametrize("deferred", [False, True], ids=["set at once", "set later"])
+MODES = {"set at once": (False, False), "set later": (True, False), "carried": (True, True)}
+
+
+@pytest.mark.parametrize("mode", list(MODES))
 @pytest.mark.parametrize("case", list(CASES))
 def test_many_partitions_at_once_leave_what_append_committed_leaves(
-    tmp_path: Path, case: str, deferred: bool
+    tmp_path: Path, case: str, mode: str
 ) -> None:
     """... and, with ``later`` (``deferred``), the same once :meth:`Later.apply` has set the
-    index and producer entries it kept, which until then no taken partition has."""
+    index and producer entries it kept, which until then no taken partition has; with
+    ``carried``, the calls start from the state the last one left (checked against the state
+    read from each log, round after round)."""
+    deferred, carry = MODES[mode]
+    carried = Carried() if carry else None
     settings, new_epochs, taken = CASES[case]
     clocks = [Clock(), Clock()]
     sides = [[new_log(tmp_path / s, p, clock, settings) for p in range(PARTITIONS)]
@@ -105,7 +120,7 @@ def test_many_partitions_at_once_leave_what_append_committed_leaves(
             log.append(txn_batch(2, 0, NOW, 50))
             log.write_txn_marker(PID, 0, commit=True, timestamp=NOW)
     seqs = [2] * PARTITIONS
-    counts = {"taken": 0, "left": 0}
+    counts = {"taken": 0, "left": 0, "carried": 0}
     for r in range(8):
         marker_ts = NOW + 100 * (r + 1) + (30, -30, 0)[r % 3]  # above the batches, below, among
         rounds = [_round_data(r, p, seqs[p]) for p in range(PARTITIONS)]
@@ -121,10 +136,13 @@ def test_many_partitions_at_once_leave_what_append_committed_leaves(
                 continue
             later = Later() if deferred else None
             before = [_books(log) for log in logs]
+            appends = [(logs[p], _views(batches[p]), seqs[p]) for p in range(PARTITIONS)]
+            if carried is not None:
+                counts["carried"] += _agrees(carried, appends, (PID, 0, marker_ts), r // 2)
             with QueuedWrites.open(PARTITIONS) as queued:
                 left = append_committed_all(
-                    [(logs[p], _views(batches[p]), seqs[p]) for p in range(PARTITIONS)],
-                    (PID, 0, marker_ts), queued, coordinator_epoch=r // 2, later=later,
+                    appends, (PID, 0, marker_ts), queued, coordinator_epoch=r // 2, later=later,
+                    carried=carried,
                 )  # fmt: skip
                 assert left == sorted(left)
                 if later is not None:
@@ -143,6 +161,8 @@ def test_many_partitions_at_once_leave_what_append_committed_leaves(
             assert [s.max_timestamp_and_offset for s in a.segments] == [
                 s.max_timestamp_and_offset for s in b.segments
             ]
+    if carried is not None and taken:
+        assert counts["carried"], counts
     if taken == "some":
         assert counts["taken"] and counts["left"], counts
     else:
@@ -152,6 +172,31 @@ def test_many_partitions_at_once_leave_what_append_committed_leaves(
             log.close()
     for p in range(PARTITIONS):
         assert files(tmp_path / "a" / f"t-{p}") == files(tmp_path / "b" / f"t-{p}"), p
+
+
+def _agrees(carried: Carried, appends: list[Append], marker: tuple[int, int, int],
+            coordinator_epoch: int) -> int:  # fmt: skip
+    """How many logs ``carried`` has an entry for that a call would use; each one's
+    kt_commit_in and free index slots are asserted to be what reading the log gives."""
+    used = 0
+    carried.begin((*marker[:2], coordinator_epoch))
+    start = 0
+    for log, batches, first_sequence in appends:
+        entry = carried._logs.get(log)
+        read = read_fields(log, batches, first_sequence, marker, coordinator_epoch, start)
+        if read is not None:
+            log.active_segment.unpin_unused()
+        if entry is not None and read is not None and entry[0][LEADER_EPOCH] == log.leader_epoch:
+            ints, _, (offsets, times), offset_free, time_free = entry
+            expected = [*read[0]]
+            expected[BATCH_START : FIRST_SEQUENCE + 1] = ints[BATCH_START : FIRST_SEQUENCE + 1]
+            expected[FD] = ints[FD]
+            assert ints == expected, log.directory
+            assert (offset_free, time_free) == (offsets.free_slots, times.free_slots)
+            assert read[1] == (offsets, times)
+            used += 1
+        start += len(batches)
+    return used
 
 
 def _books(log: Log) -> tuple[object, ...]:
