@@ -115,6 +115,23 @@ class SinkRun:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
+def block_arguments(doc: str, script: str, rounds: int, block: int,
+                    warmup: int) -> tuple[argparse.Namespace, list[int]]:  # fmt: skip
+    """The side-by-side sink benchmarks' options (``--partitions``, ``--rows``, ``--rounds``,
+    ``--block``, ``--warmup``; ``doc``'s first paragraph their help) and the partition counts,
+    sorted, once the command and the machine's cores and load are printed."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    parser.add_argument("--partitions", default="8,1024")
+    parser.add_argument("--rows", type=int, default=200_000)
+    parser.add_argument("--rounds", type=int, default=rounds)
+    parser.add_argument("--block", type=int, default=block)
+    parser.add_argument("--warmup", type=int, default=warmup)
+    args = parser.parse_args()
+    print(f"command: python bench/{script} " + " ".join(sys.argv[1:]))
+    print(f"cores: {os.cpu_count()}, load average before: {os.getloadavg()[0]:.1f}", flush=True)
+    return args, sorted(int(x) for x in args.partitions.split(","))
+
+
 def measure(spark_df: Any, work: Path, partitions: list[int], repeat: int, warmup: int,
             encoder: str, block: int = BLOCK,
             phases: PhaseTimers | None = None) -> list[dict[str, Any]]:  # fmt: skip

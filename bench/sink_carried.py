@@ -16,7 +16,6 @@ call), and per way the most partitions over the fewest.
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import statistics
@@ -29,7 +28,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from scale_sink import SinkRun, batch_frame
+from scale_sink import SinkRun, batch_frame, block_arguments
 from spark_settings import spark_builder
 
 from kafkatier.sink import sink as sink_module
@@ -92,16 +91,8 @@ def measure(partitions: list[int], rows: int, rounds: int, block: int, warmup: i
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--partitions", default="8,1024")
-    parser.add_argument("--rows", type=int, default=200_000)
-    parser.add_argument("--rounds", type=int, default=10)
-    parser.add_argument("--block", type=int, default=4)
-    parser.add_argument("--warmup", type=int, default=10)
-    args = parser.parse_args()
-    partitions = sorted(int(x) for x in args.partitions.split(","))
-    print("command: python bench/sink_carried.py " + " ".join(sys.argv[1:]))
-    print(f"cores: {os.cpu_count()}, load average before: {os.getloadavg()[0]:.1f}", flush=True)
+    args, partitions = block_arguments(__doc__ or "", "sink_carried.py", rounds=10, block=4,
+                                       warmup=10)
     times = measure(partitions, args.rows, args.rounds, args.block, args.warmup)
     print(f"{'way':>8} {'parts':>6} {'batch':>9} {'appends':>9} {'batches':>8}")
     medians = {}

@@ -19,7 +19,6 @@ batches a flush falls on), and per policy the most partitions over the fewest.
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import statistics
@@ -31,7 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from scale_sink import SinkRun, batch_frame
+from scale_sink import SinkRun, batch_frame, block_arguments
 from spark_settings import spark_builder
 
 from kafkatier.sink import flushes
@@ -75,16 +74,8 @@ def measure(partitions: list[int], rows: int, rounds: int, block: int,
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--partitions", default="8,1024")
-    parser.add_argument("--rows", type=int, default=200_000)
-    parser.add_argument("--rounds", type=int, default=4)
-    parser.add_argument("--block", type=int, default=16)
-    parser.add_argument("--warmup", type=int, default=8)
-    args = parser.parse_args()
-    partitions = sorted(int(x) for x in args.partitions.split(","))
-    print("command: python bench/sink_flush.py " + " ".join(sys.argv[1:]))
-    print(f"cores: {os.cpu_count()}, load average before: {os.getloadavg()[0]:.1f}", flush=True)
+    args, partitions = block_arguments(__doc__ or "", "sink_flush.py", rounds=4, block=16,
+                                       warmup=8)
     times = measure(partitions, args.rows, args.rounds, args.block, args.warmup)
     print(f"{'policy':>10} {'parts':>6} {'mean':>9} {'median':>9} {'batches':>8}")
     for (policy, n), walls in times.items():
