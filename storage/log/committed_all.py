@@ -150,6 +150,7 @@ def _append_chunk(
 
 
 _OFFSET_ENTRY, _TIME_ENTRY = wire.OFFSET_INDEX_ENTRY.size, wire.TIME_INDEX_ENTRY.size
+_META: Final = len(BatchMetadata._fields)  # a batch's ints in ``Committed.batches``
 
 
 def _unpin(chosen: Sequence[Chosen]) -> None:
@@ -177,7 +178,7 @@ def _placed(
         first, count = ints[f.BATCH_START], ints[f.BATCH_COUNT]
         call.batches += (first, count)
         if carried is not None:
-            last_seqs = [meta[0] for meta in done.batches[first : first + count]]
+            last_seqs = done.batches[_META * first : _META * (first + count) : _META]
             carried.keep(log, ints, segment, indexes, free, out[at : at + width], last_seqs)
     return call
 
@@ -207,7 +208,7 @@ class _Call:
         self.batches: list[int] = []
         self.out: list[int] = done.out
         self.width: int = done.width
-        self.metas = [_new(BatchMetadata, meta) for meta in done.batches]
+        self.metas: list[int] = done.batches  # 4 ints a batch (BatchMetadata's fields)
         self.offset_entries: bytearray = done.offset_entries
         self.time_entries: bytearray = done.time_entries
         self.marker_fields, self.coordinator_epoch = marker_fields, coordinator_epoch
@@ -234,7 +235,8 @@ class _Call:
                 packed = self.time_entries[at : at + _TIME_ENTRY * times]
                 self.time_indexes[j].append_packed(packed, (first_ts, first_ts_offset),
                                                    (last_ts, last_ts_offset), times)  # fmt: skip
-            retained = metas[max(first, end - NUM_BATCHES_TO_RETAIN) : end]  # the entry's five
+            retained = [_new(BatchMetadata, metas[_META * i : _META * i + _META])
+                        for i in range(max(first, end - NUM_BATCHES_TO_RETAIN), end)]  # five
             log.producer_state.add_committed(producer_id, retained, self.coordinator_epoch,
                                              timestamp, end_offset)  # fmt: skip
 

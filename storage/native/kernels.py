@@ -283,12 +283,13 @@ class Committed(NamedTuple):
     """What :func:`commit_all` did: ``taken`` partitions' writes filled in (not handed over
     yet: :meth:`Writes.filled` with ``keep``), every partition's :data:`COMMIT_OUT` ints one
     after the other (partition ``k``'s from ``k * COMMIT_OUT``: one list, not a list a
-    partition, which the collector would traverse), each batch's metadata (4 ints), and the
-    index entries packed (a partition's from slot ``batch_start + partition`` on)."""
+    partition, which the collector would traverse), each batch's metadata (4 ints: batch ``i``'s
+    from ``4 * i``; one list too), and the index entries packed (a partition's from slot
+    ``batch_start + partition`` on)."""
 
     taken: int
     out: list[int]
-    batches: list[list[int]]
+    batches: list[int]
     offset_entries: bytearray
     time_entries: bytearray
     keep: list[Any]
@@ -326,10 +327,5 @@ def commit_all(
     )  # fmt: skip
     if taken < 0:
         return None
-    return Committed(taken, _FFI.unpack(out, parts * COMMIT_OUT),
-                     _rows(_FFI.unpack(batch_out, 4 * n), 4), offset_entries, time_entries,
-                     keep)  # fmt: skip
-
-
-def _rows(flat: list[int], width: int) -> list[list[int]]:
-    return [flat[i : i + width] for i in range(0, len(flat), width)]
+    return Committed(taken, _FFI.unpack(out, parts * COMMIT_OUT), _FFI.unpack(batch_out, 4 * n),
+                     offset_entries, time_entries, keep)  # fmt: skip
