@@ -39,6 +39,7 @@ appends) per row and partition count, in milliseconds.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import os
 import shutil
@@ -46,9 +47,9 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
@@ -59,6 +60,8 @@ from scale_read import rows as scale_rows
 from spark_settings import spark_builder
 
 from kafkatier.sink import KafkaLogSink
+
+K = TypeVar("K")  # a side of a side-by-side benchmark
 
 TOPIC = "scale"
 DEFAULT_PARTITIONS = (8, 64, 256, 1024)
@@ -113,6 +116,27 @@ class SinkRun:
     def close(self) -> None:
         self.sink.close()
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def side_by_side(
+    name: str, sides: Mapping[K, int], rows: int
+) -> Iterator[tuple[Any, dict[K, SinkRun]]]:
+    """A Spark session named ``name``, :func:`batch_frame` of ``rows`` rows, and one
+    :class:`SinkRun` a side (``sides``: each one's partition count), for a benchmark that runs
+    them side by side; every sink closed, its files and the session gone, after."""
+    spark = spark_builder(name).config("spark.ui.showConsoleProgress", "false").getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    work = Path(tempfile.mkdtemp(prefix=f"{name}-"))
+    runs = {side: SinkRun(work / f"sink-{i}", n, "auto")
+            for i, (side, n) in enumerate(sides.items())}  # fmt: skip
+    try:
+        yield batch_frame(spark, rows, work=work), runs
+    finally:
+        for run in runs.values():
+            run.close()
+        shutil.rmtree(work, ignore_errors=True)
+        spark.stop()
 
 
 def block_arguments(doc: str, script: str, rounds: int, block: int,

@@ -17,10 +17,8 @@ call), and per way the most partitions over the fewest.
 from __future__ import annotations
 
 import os
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -28,8 +26,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from scale_sink import SinkRun, batch_frame, block_arguments
-from spark_settings import spark_builder
+from scale_sink import block_arguments, side_by_side
 
 from kafkatier.sink import sink as sink_module
 from kafkatier.storage.log.commit_fields import Carried
@@ -51,12 +48,6 @@ Times = dict[tuple[str, int], list[tuple[float, float]]]
 
 def measure(partitions: list[int], rows: int, rounds: int, block: int, warmup: int) -> Times:
     """(batch, appends) wall seconds of every timed batch, per (way, partition count)."""
-    spark = spark_builder("kafkatier-sink-carried").config(
-        "spark.ui.showConsoleProgress", "false"
-    ).getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
-    work = Path(tempfile.mkdtemp(prefix="kafkatier-sink-carried-"))
-    runs = {n: SinkRun(work / f"sink-{n}", n, "auto") for n in partitions}
     appends: list[float] = []
     write_all = sink_module.write_all
 
@@ -65,28 +56,24 @@ def measure(partitions: list[int], rows: int, rounds: int, block: int, warmup: i
         write_all(*args, **kwargs)
         appends.append(time.perf_counter() - began)
 
-    sink_module.write_all = timed_write_all  # type: ignore[assignment]
     times: Times = {(way, n): [] for way in WAYS for n in partitions}
-    try:
-        df = batch_frame(spark, rows, work=work)
-        for run in runs.values():
-            for _ in range(warmup):
-                run.write(df)
-        for i in range(rounds):
-            for way in list(WAYS) if i % 2 == 0 else list(WAYS)[::-1]:
-                for n, run in runs.items():
-                    run.sink._carried = WAYS[way]()
-                    run.write(df)  # fills the carried state (or, read, nothing)
-                    for _ in range(block):
-                        began = time.perf_counter()
-                        run.write(df)
-                        times[(way, n)].append((time.perf_counter() - began, appends[-1]))
-    finally:
-        sink_module.write_all = write_all
-        for run in runs.values():
-            run.close()
-        shutil.rmtree(work, ignore_errors=True)
-        spark.stop()
+    with side_by_side("kafkatier-sink-carried", {n: n for n in partitions}, rows) as (df, runs):
+        sink_module.write_all = timed_write_all  # type: ignore[assignment]
+        try:
+            for run in runs.values():
+                for _ in range(warmup):
+                    run.write(df)
+            for i in range(rounds):
+                for way in list(WAYS) if i % 2 == 0 else list(WAYS)[::-1]:
+                    for n, run in runs.items():
+                        run.sink._carried = WAYS[way]()
+                        run.write(df)  # fills the carried state (or, read, nothing)
+                        for _ in range(block):
+                            began = time.perf_counter()
+                            run.write(df)
+                            times[(way, n)].append((time.perf_counter() - began, appends[-1]))
+        finally:
+            sink_module.write_all = write_all
     return times
 
 

@@ -20,18 +20,15 @@ batches a flush falls on), and per policy the most partitions over the fewest.
 from __future__ import annotations
 
 import os
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from scale_sink import SinkRun, batch_frame, block_arguments
-from spark_settings import spark_builder
+from scale_sink import block_arguments, side_by_side
 
 from kafkatier.sink import flushes
 
@@ -41,35 +38,26 @@ POLICIES = {"deferred": flushes.MOST_BATCHES, "each batch": 1}
 def measure(partitions: list[int], rows: int, rounds: int, block: int,
             warmup: int) -> dict[tuple[str, int], list[float]]:  # fmt: skip
     """Every warm batch's wall seconds, per (policy, partition count)."""
-    spark = spark_builder("kafkatier-sink-flush").config(
-        "spark.ui.showConsoleProgress", "false"
-    ).getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
-    work = Path(tempfile.mkdtemp(prefix="kafkatier-sink-flush-"))
     sides = [(policy, n) for policy in POLICIES for n in partitions]
-    runs = {side: SinkRun(work / f"{side[0]}-{side[1]}".replace(" ", "-"), side[1], "auto")
-            for side in sides}  # fmt: skip
     times: dict[tuple[str, int], list[float]] = {side: [] for side in sides}
-    try:
-        df = batch_frame(spark, rows, work=work)
-        for side, run in runs.items():
-            flushes.MOST_BATCHES = POLICIES[side[0]]
-            for _ in range(warmup):
-                run.write(df)
-        for i in range(rounds):
-            for side in sides if i % 2 == 0 else sides[::-1]:
+    with side_by_side("kafkatier-sink-flush", {side: side[1] for side in sides}, rows) as (
+        df, runs
+    ):
+        try:
+            for side, run in runs.items():
                 flushes.MOST_BATCHES = POLICIES[side[0]]
-                os.sync()
-                for _ in range(block):
-                    began = time.perf_counter()
-                    runs[side].write(df)
-                    times[side].append(time.perf_counter() - began)
-    finally:
-        flushes.MOST_BATCHES = POLICIES["deferred"]
-        for run in runs.values():
-            run.close()  # flushes whatever waits, whatever the policy
-        shutil.rmtree(work, ignore_errors=True)
-        spark.stop()
+                for _ in range(warmup):
+                    run.write(df)
+            for i in range(rounds):
+                for side in sides if i % 2 == 0 else sides[::-1]:
+                    flushes.MOST_BATCHES = POLICIES[side[0]]
+                    os.sync()
+                    for _ in range(block):
+                        began = time.perf_counter()
+                        runs[side].write(df)
+                        times[side].append(time.perf_counter() - began)
+        finally:  # the sinks' close then flushes whatever waits, whatever the policy
+            flushes.MOST_BATCHES = POLICIES["deferred"]
     return times
 
 

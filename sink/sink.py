@@ -196,7 +196,8 @@ class KafkaLogSink:
         self._flushes = Flushes()  # decided batches whose partitions wait for a flush
         self._carried = Carried()
         """Each partition's state as the last batch's appends left it (``commit_fields``):
-        forgotten whenever the logs are reopened, recovered or dropped."""
+        forgotten whenever the logs are dropped or closed (recovery runs only on logs opened
+        after that)."""
         self._meanwhile: ThreadPoolExecutor | None = None  # see _encode
         self._load_buffers = LoadBuffers()  # the staging files' loads, reused by every batch
 
@@ -280,7 +281,6 @@ class KafkaLogSink:
         a rotated-out producer id's first (its markers use the fencing epoch), before anything
         is written with the new id; then forget the old id."""
         epochs = dict(state.producers_to_recover(self._epoch_now()))
-        self._carried.forget()  # recovery may append any way
         self._flushes.forget()  # what waited is in the bookkeeping file, completed here
         decided = [wal for wal in state.decided if wal.pending()]
         if decided:
@@ -340,7 +340,6 @@ class KafkaLogSink:
                 self._meanwhile = None
 
     def _close_in_turn(self) -> None:
-        self._carried.forget()
         with writer_turn(self.log_dir, who=f"sink {self.sink_id}") as turn:
             if turn.changed_since(self._generation):
                 self._abandon_logs()
@@ -348,6 +347,7 @@ class KafkaLogSink:
                     with contextlib.suppress(ProducerFencedError):  # the newer one recovers
                         self._begin()  # what waited, completed in the logs as they are now
             else:
+                self._carried.forget()
                 self._settle()
             if self._logs is not None:
                 self._logs.close()

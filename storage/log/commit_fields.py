@@ -3,9 +3,10 @@ append of its batches starts from, read from the log's objects (:func:`read_fiel
 over from the last call that appended to it (:class:`Carried`).
 
 Why carried: reading a partition's state from its objects (its producer entry, its active
-segment, both indexes, its settings) cost 10-13 us a partition, most of it the cache misses of
-touching some twenty objects a partition (a micro-benchmark of each read alone added up to half
-of it), about 12 ms of a warm micro-batch into 1,024 partitions. A partition's state after a
+segment, both indexes, its settings) cost 9-14 us a partition in a plain process, while each
+read timed alone added up to about half of that (likely the cache misses of touching some twenty
+objects a partition), and about 12.6 ms of a warm micro-batch into 1,024 partitions; a carried
+row costs 1.5-2.9 us (docs/performance.md, stop 66). A partition's state after a
 call is its state before, moved by what the call did (``kt_commit_out``), so the next call can
 start from that, as long as nothing else changed the log meanwhile.
 
@@ -133,8 +134,7 @@ class Carried:
         ints, segment, indexes, offset_free, time_free = found
         if ints[TIME_LIMIT] < timestamp or ints[LEADER_EPOCH] != log.leader_epoch:
             return None
-        for index in indexes:
-            index.reserve(len(batches) + 1)
+        segment.reserve_index_entries(indexes, len(batches) + 1)  # as ``placing_state``
         ints[BATCH_START], ints[BATCH_COUNT], ints[FIRST_SEQUENCE] = (
             batch_start, len(batches), first_sequence
         )  # fmt: skip

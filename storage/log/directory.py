@@ -56,6 +56,7 @@ from kafkatier.storage.log.flusher import SYNCFS_MIN_LOGS, FileSystemSync, Flush
 from kafkatier.storage.log.loader import new_log, open_log
 from kafkatier.storage.log.log import Clock, Log, wall_clock_ms
 from kafkatier.storage.log.partition_count import checked_count, recorded_count
+from kafkatier.storage.log.segment import LogSegment
 
 META_PROPERTIES = "meta.properties"
 PARTITION_METADATA = "partition.metadata"
@@ -377,22 +378,22 @@ class LogDirectory:
         from its memory would undo the other's (a trim to its own count of index entries cut
         the other's appends' entries; its checkpoints dropped the other's topics). The next
         open recovers from the files."""
-        self._flusher.stop()
-        self._filesystem.close()
-        for log in self.logs.values():
-            for segment in log.segments:
-                segment.abandon()
-        self.logs.clear()
+        self._close_unclean(LogSegment.abandon)
 
     def __exit__(self, exc_type: object, *exc: object) -> None:
         if exc_type is None:
             self.close()
             return
+        self._close_unclean(LogSegment.close_handlers)
+
+    def _close_unclean(self, close: Callable[[LogSegment], None]) -> None:
+        """Every segment closed by ``close``, no checkpoint, no marker: the next open recovers
+        from the checkpoints."""
         self._flusher.stop()
         self._filesystem.close()
-        for log in self.logs.values():  # no marker: the next open recovers from the checkpoints
+        for log in self.logs.values():
             for segment in log.segments:
-                segment.close_handlers()
+                close(segment)
         self.logs.clear()
 
 

@@ -236,7 +236,7 @@ class LogSegment:
             self._bytes_since_last_index_entry + batches[-1].position - batches[0].position
         ):
             indexes = (self.offset_index, self.time_index)
-            self._reserve_index_entries(indexes, len(batches))
+            self.reserve_index_entries(indexes, len(batches))
         size = sum([v.nbytes for v in views]) if len(views) > 1 else views[0].nbytes
         if queued is None or queued.full:
             self._write_all(views, start, size)
@@ -273,7 +273,7 @@ class LogSegment:
         size, the bytes since the last index entry, the running max timestamp and its offset,
         the indexes' free slots (the fewer) and the time index's last timestamp."""
         offsets, times = self.offset_index, self.time_index
-        self._reserve_index_entries((offsets, times), entries)
+        self.reserve_index_entries((offsets, times), entries)
         best = self.max_timestamp_and_offset
         return (offsets, times, self.size, self._bytes_since_last_index_entry, best[0], best[1],
                 min(offsets.free_slots, times.free_slots), times.last_entry[0])  # fmt: skip
@@ -346,7 +346,7 @@ class LogSegment:
             os.ftruncate(fd, size)
 
     @staticmethod
-    def _reserve_index_entries(indexes: tuple[OffsetIndex, TimeIndex], entries: int) -> None:
+    def reserve_index_entries(indexes: tuple[OffsetIndex, TimeIndex], entries: int) -> None:
         """Have disk space for the ``entries`` index entries an append may add (at most one a
         batch) before the ``.log`` write, so that no space fails the append before it wrote
         anything (the indexes reserve again as the entries come, for the entries of a roll or a
