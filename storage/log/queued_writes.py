@@ -4,15 +4,20 @@ to thousands of partitions.
 
 Why: each small append's ``pwritev`` costs the kernel 11-17 us more than its bytes do (the page
 cache, ext4's block reservation, the inode's times: 1,024 appends of 25 KB took 17 ms where 8 of
-3.2 MB took 6, ad hoc), about half of what the driver's Python spends placing the append. Written
-on the other core, that time overlaps the next partitions' placing instead of adding to it.
+3.2 MB took 6, ad hoc; 20-30 us while the filesystem writes back), about half of what the
+driver's Python spends placing the append. Written on the other core, that time overlaps the next
+partitions' placing instead of adding to it; what is left when the caller has placed them all,
+the caller writes beside the thread (``writes.c``).
 
 The contract: a queued append changes its segment (size, indexes) and its log (producer state,
 end offset) at once, as a written one does; its bytes reach the file before :meth:`finish`
-returns. :meth:`finish` raises :class:`LogWriteError` for the first append that failed, after
-cutting every failed file back to where its append began, and the caller must then take the
-logs' in-memory state as lost: the sink reopens its logs from disk after any failed batch, as
-after a crash, and completes the decided batch from its write-ahead log. The segments must stay
+returns. A queue holds at most one append a file (a second one raises ValueError): the
+appends left when :meth:`finish` is called are written by the thread and the caller side by
+side, in no order between them. :meth:`finish` raises :class:`LogWriteError` for the first
+append that failed, after cutting every failed file back to where its append began, and the
+caller must then take the logs' in-memory state as lost: the sink reopens its logs from disk
+after any failed batch, as after a crash, and completes the decided batch from its write-ahead
+log. The segments must stay
 open until then: their files are pinned (no descriptor budget closes them), but a segment's
 ``close`` would still close its file under the thread; the sink's batch, holding its turn on the
 log dir and its own lock, closes none meanwhile. Where the C library is not built,
@@ -45,6 +50,7 @@ class QueuedWrites:
     def __init__(self, writes: Any) -> None:
         self._writes = writes
         self._queued: list[tuple[QueuedSegment, int, int, int]] = []  # segment, fd, start, size
+        self._fds: set[int] = set()  # one append a file (module docstring)
 
     @classmethod
     def open(cls, capacity: int) -> QueuedWrites | None:
@@ -68,6 +74,7 @@ class QueuedWrites:
             size: int) -> None:  # fmt: skip
         """Queue ``segment``'s append of ``views`` at ``start``; ``fd`` (its ``.log``, pinned
         open by the segment) is handed back to it once written (``finish_queued_write``)."""
+        self._one_of(fd)
         self._writes.add(fd, views, start, size)
         self._queued.append((segment, fd, start, size))
 
@@ -80,7 +87,15 @@ class QueuedWrites:
     def track(self, segment: QueuedSegment, fd: int, start: int, size: int) -> None:
         """The next entry handed over without :meth:`add` is ``segment``'s write of ``size``
         bytes at ``start`` on ``fd`` (in the order of the entries)."""
+        self._one_of(fd)
         self._queued.append((segment, fd, start, size))
+
+    def _one_of(self, fd: int) -> None:
+        """``fd``'s append, the queue's first on that file (its descriptor stays pinned, so no
+        other file takes the number while queued)."""
+        if fd in self._fds:
+            raise ValueError(f"a second append to descriptor {fd} in one queue of writes")
+        self._fds.add(fd)
 
     def wait(self) -> None:
         """Until every write queued so far reached its file (failures are :meth:`finish`'s to
@@ -95,6 +110,7 @@ class QueuedWrites:
             failed = segment.finish_queued_write(fd, start, size, _error(result, size))
             first = first or failed
         self._queued.clear()
+        self._fds.clear()
         if first is not None:
             raise first
 

@@ -176,7 +176,7 @@ us, ad hoc), and more where it wakes a sleeping thread (``writes.c``'s ``SPIN_NS
 
 
 class Writes:
-    """A thread of ``writes.c`` writing the entries :meth:`add` queues, in order, while the
+    """A thread of ``writes.c`` writing the entries :meth:`add` queues, taken in order, while the
     caller goes on: ``capacity`` entries at most. Each entry's buffers stay referenced here until
     :meth:`finish` (the thread reads them meanwhile); OSError where no thread can be started."""
 
@@ -234,7 +234,8 @@ class Writes:
         _LIB[0].kt_writes_wait(self._handle)
 
     def finish(self) -> list[int]:
-        """Wait until every queued entry is written; per entry, the bytes written or -errno."""
+        """Every queued entry written, those the thread has not taken by this caller beside it
+        (``writes.c``); per entry, the bytes written or -errno."""
         if self._handle != _NULL:
             _LIB[0].kt_writes_publish(self._handle, self._count)
             _LIB[0].kt_writes_finish(self._handle)

@@ -72,3 +72,15 @@ def test_a_queued_write_into_a_full_disk_fails_the_finish_and_is_cut_back(
             commit(log, 4, None)  # the transaction again, written now
             check_partition(log)
             log.close()
+
+
+def test_a_queue_takes_one_append_a_file(tmp_path: Path) -> None:
+    """The thread and the finishing caller write a queue's appends side by side, so a second
+    append to a file already queued is refused (the sink's queue holds one a partition)."""
+    log = new_log(tmp_path, "t-0")
+    log.append(txn_data(0))
+    log.write_txn_marker(PID, 0, commit=True, timestamp=NOW)
+    with pytest.raises(ValueError, match="second append to descriptor"), \
+            QueuedWrites.open(2) as queued:  # fmt: skip
+        commit(log, 4, queued)
+        commit(log, 8, queued)
