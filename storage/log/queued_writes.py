@@ -34,6 +34,10 @@ from typing import Any, Protocol
 from kafkatier.storage import native
 from kafkatier.storage.errors import LogWriteError
 
+SHARED_FINISH = True
+"""Whether :meth:`QueuedWrites.finish` writes beside the thread what it has not taken (False: it
+waits for the thread alone; ``bench/sink_writes.py`` compares the two)."""
+
 
 class QueuedSegment(Protocol):
     """What a queue hands a written (or failed) append back to: ``LogSegment``."""
@@ -104,7 +108,7 @@ class QueuedWrites:
 
     def finish(self) -> None:
         """Wait for every queued write; the first failure raised (see the module docstring)."""
-        results = self._writes.finish()
+        results = self._writes.finish(SHARED_FINISH)
         first: LogWriteError | None = None
         for (segment, fd, start, size), result in zip(self._queued, results, strict=True):
             failed = segment.finish_queued_write(fd, start, size, _error(result, size))

@@ -54,7 +54,7 @@ typedef struct kt_writes kt_writes;
 kt_writes *kt_writes_start(kt_write *ops);
 void kt_writes_publish(kt_writes *w, int64_t count);
 void kt_writes_wait(kt_writes *w);
-void kt_writes_finish(kt_writes *w);
+void kt_writes_finish(kt_writes *w, int share);
 /* committed.c: the sink's committed appends of many partitions (KT_COMMIT_IN int64s in and
  * KT_COMMIT_OUT out a partition); -1: no CRC instruction here. */
 enum { KT_COMMIT_IN = 24, KT_COMMIT_OUT = 16 };

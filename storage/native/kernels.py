@@ -233,12 +233,13 @@ class Writes:
         _LIB[0].kt_writes_publish(self._handle, self._count)
         _LIB[0].kt_writes_wait(self._handle)
 
-    def finish(self) -> list[int]:
+    def finish(self, share: bool = True) -> list[int]:
         """Every queued entry written, those the thread has not taken by this caller beside it
-        (``writes.c``); per entry, the bytes written or -errno."""
+        (``writes.c``; ``share`` False: by the thread alone, the caller waiting); per entry, the
+        bytes written or -errno."""
         if self._handle != _NULL:
             _LIB[0].kt_writes_publish(self._handle, self._count)
-            _LIB[0].kt_writes_finish(self._handle)
+            _LIB[0].kt_writes_finish(self._handle, int(share))
             self._handle = _NULL
             self._keep.clear()
         return [self._ops[i].result for i in range(self._count)]

@@ -38,11 +38,13 @@ def _entry(i: int) -> list[memoryview]:
     return [memoryview(b"%06d:%d|" % (i, p) * (1000 + p)) for p in range(parts)]
 
 
+@pytest.mark.parametrize("share", [True, False])
 def test_every_entry_is_written_at_its_place_by_the_thread_or_the_caller(
-    tmp_path: Path, kernels: Any, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, kernels: Any, monkeypatch: pytest.MonkeyPatch, share: bool
 ) -> None:
     """Nothing is handed over before the finish (the queue publishes only then), and the thread
-    sleeps by then: the finishing caller takes entries from the start, the thread once awake."""
+    sleeps by then: the finishing caller takes entries from the start, the thread once awake
+    (``share`` False: the thread writes them all, the caller waits)."""
     monkeypatch.setattr(kernels, "PUBLISH_EVERY", 1 << 30)
     count = 1500
     fds = [os.open(tmp_path / f"f{i}", os.O_RDWR | os.O_CREAT) for i in range(count)]
@@ -55,7 +57,7 @@ def test_every_entry_is_written_at_its_place_by_the_thread_or_the_caller(
             views = _entry(i)
             writes.add(fd, views, len(b"head-%d" % i), sum(v.nbytes for v in views))
         time.sleep(0.01)  # past the thread's spin (writes.c's SPIN_NS): it sleeps
-        results = writes.finish()
+        results = writes.finish(share)
         by_caller = _written_by_this_thread() - before
     finally:
         for fd in fds:
@@ -64,7 +66,10 @@ def test_every_entry_is_written_at_its_place_by_the_thread_or_the_caller(
     for i in range(count):
         expected = b"head-%d" % i + b"".join(bytes(v) for v in _entry(i))
         assert (tmp_path / f"f{i}").read_bytes() == expected
-    assert by_caller > 0, "the finishing caller wrote entries itself"
+    if share:
+        assert by_caller > 0, "the finishing caller wrote entries itself"
+    else:
+        assert by_caller == 0, "the thread wrote every entry"
 
 
 def test_each_failed_entry_has_its_own_error(tmp_path: Path, kernels: Any) -> None:
