@@ -109,3 +109,37 @@ def test_the_sink_refuses_what_a_broker_refuses(
     sink(frame.where("id != 7"), 1)
     with LogDirectory(tmp_path) as logs:
         assert sum(len(read_arrow(log)) for log in logs if log.topic == "events") == 49
+
+
+def test_a_log_append_time_topic_gets_the_brokers_timestamps(spark: Any, tmp_path: Path) -> None:
+    """``message.timestamp.type=LogAppendTime``: as a broker does, every batch the sink appends
+    carries the append time in its header, its records' own timestamps overwritten (read by
+    kafka-python's parser), batch after batch (the second and third go the way a warm batch
+    goes when nothing stops it)."""
+    import time
+
+    from kafka.record import MemoryRecords
+
+    TopicConfigStore(tmp_path).update("events", {"message.timestamp.type": "LogAppendTime"},
+                                      source="test")  # fmt: skip
+    sink = KafkaLogSink(tmp_path, topic="events", partitions=2, compression="lz4")
+    before = int(time.time() * 1000)
+    for batch_id in range(3):
+        frame = spark.range(batch_id * 40, batch_id * 40 + 40, 1, 2).selectExpr(
+            "CAST(id AS STRING) AS key", "CAST(id AS STRING) AS value",
+            "TIMESTAMP '2001-01-01 00:00:00' AS timestamp")  # fmt: skip
+        sink(frame, batch_id)
+    sink.close()
+    after = int(time.time() * 1000)
+    values: list[int] = []
+    for segment in sorted(tmp_path.glob("events-*/*.log")):
+        records = MemoryRecords(segment.read_bytes())
+        while (batch := records.next_batch()) is not None:
+            assert batch.timestamp_type == 1, f"{segment}: a batch in CreateTime"
+            for record in batch:
+                if batch.is_control_batch:
+                    continue
+                assert before <= record.timestamp <= after, f"{segment}: {record.timestamp}"
+                assert record.timestamp_type == 1
+                values.append(int(record.value))
+    assert sorted(values) == list(range(120))
