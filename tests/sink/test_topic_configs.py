@@ -143,3 +143,32 @@ def test_a_log_append_time_topic_gets_the_brokers_timestamps(spark: Any, tmp_pat
                 assert record.timestamp_type == 1
                 values.append(int(record.value))
     assert sorted(values) == list(range(120))
+
+
+@pytest.mark.parametrize(("topic_codec", "stored"), [("zstd", 4), ("uncompressed", 0)])
+def test_a_topic_codec_other_than_the_sinks_is_the_one_stored(
+    spark: Any, tmp_path: Path, topic_codec: str, stored: int
+) -> None:
+    """``compression.type`` other than ``producer``: as a broker recompresses what a producer
+    sent with another codec, the batches in the log carry the topic's codec whatever the
+    sink's ``compression`` (lz4 here), batch after batch (read by kafka-python's parser)."""
+    from kafka.record import MemoryRecords
+
+    TopicConfigStore(tmp_path).update("events", {"compression.type": topic_codec},
+                                      source="test")  # fmt: skip
+    sink = KafkaLogSink(tmp_path, topic="events", partitions=2, compression="lz4")
+    for batch_id in range(3):
+        frame = spark.range(batch_id * 40, batch_id * 40 + 40, 1, 2).selectExpr(
+            "CAST(id AS STRING) AS key", "CAST(id AS STRING) AS value")  # fmt: skip
+        sink(frame, batch_id)
+    sink.close()
+    values: list[int] = []
+    for segment in sorted(tmp_path.glob("events-*/*.log")):
+        records = MemoryRecords(segment.read_bytes())
+        while (batch := records.next_batch()) is not None:
+            if batch.is_control_batch:
+                continue
+            assert batch.compression_type == stored, f"{segment}: codec {batch.compression_type}"
+            values.extend(int(record.value) for record in batch)
+    assert sorted(values) == list(range(120))
+    assert verify_paths([tmp_path]) == []
