@@ -146,6 +146,7 @@ def _append_chunk(
     books.add(_placed(chosen, taken, done, marker_fields, coordinator_epoch, carried))
     if later is None:
         books.apply()
+    queued.relieve()  # no more files pinned than the queue may hold
     return sorted(left)
 
 

@@ -49,22 +49,32 @@ class QueuedSegment(Protocol):
 
 class QueuedWrites:
     """Up to ``capacity`` appends' writes, queued by :meth:`add` and awaited by :meth:`finish`
-    (or the ``with`` block's end, which raises nothing of its own over another error)."""
+    (or the ``with`` block's end, which raises nothing of its own over another error).
 
-    def __init__(self, writes: Any) -> None:
+    ``most_pinned``: how many queued appends may keep their files pinned (None: all of them).
+    A queued append pins its ``.log`` until its write is done and handed back; a micro-batch
+    into thousands of partitions would otherwise hold a descriptor each at once, past what the
+    process may open (``ulimit -n``: a sink writing 2,048 partitions under the common 1,024
+    failed with EMFILE). At that many, :meth:`relieve` waits for the thread to write what it
+    was given and hands those appends back, unpinned, before more are queued."""
+
+    def __init__(self, writes: Any, most_pinned: int | None = None) -> None:
         self._writes = writes
         self._queued: list[tuple[QueuedSegment, int, int, int]] = []  # segment, fd, start, size
-        self._fds: set[int] = set()  # one append a file (module docstring)
+        self._fds: set[int] = set()  # the pinned appends' files: one append a file at a time
+        self._most_pinned = most_pinned
+        self._released = 0  # the appends handed back (their results taken) so far
+        self._first: LogWriteError | None = None  # the first of those that failed
 
     @classmethod
-    def open(cls, capacity: int) -> QueuedWrites | None:
+    def open(cls, capacity: int, most_pinned: int | None = None) -> QueuedWrites | None:
         """A queue for ``capacity`` appends, or None where the C library is not built (or no
         thread can be started): the appends are then written as they are placed."""
         kernels = native.native()
         if kernels is None or capacity <= 0:
             return None
         try:
-            return cls(kernels.Writes(capacity))
+            return cls(kernels.Writes(capacity), most_pinned)
         except OSError:
             return None
 
@@ -81,11 +91,13 @@ class QueuedWrites:
         self._one_of(fd)
         self._writes.add(fd, views, start, size)
         self._queued.append((segment, fd, start, size))
+        self.relieve()
 
     @property
     def writes(self) -> Any:
         """The C library's queue (``kernels.Writes``), for a kernel that fills its entries
-        itself (``log/committed_all.py``): each entry it hands over is then :meth:`track`-ed."""
+        itself (``log/committed_all.py``): each entry it hands over is then :meth:`track`-ed,
+        and once they are all handed over, :meth:`relieve` called."""
         return self._writes
 
     def track(self, segment: QueuedSegment, fd: int, start: int, size: int) -> None:
@@ -95,11 +107,31 @@ class QueuedWrites:
         self._queued.append((segment, fd, start, size))
 
     def _one_of(self, fd: int) -> None:
-        """``fd``'s append, the queue's first on that file (its descriptor stays pinned, so no
-        other file takes the number while queued)."""
+        """``fd``'s append, the only one pinned on that file (its descriptor stays pinned, so
+        no other file takes the number meanwhile; a second append to a file whose first was
+        handed back is written after it)."""
         if fd in self._fds:
             raise ValueError(f"a second append to descriptor {fd} in one queue of writes")
         self._fds.add(fd)
+
+    def relieve(self) -> None:
+        """Where ``most_pinned`` appends or more hold their files, wait until the thread has
+        written every entry handed over, and hand those appends back (their files unpinned,
+        a failed one cut back; the first failure is :meth:`finish`'s to raise)."""
+        pinned = len(self._queued) - self._released
+        if self._most_pinned is None or pinned < self._most_pinned:
+            return
+        self._writes.wait()
+        self._hand_back(self._writes.results(self._released, len(self._queued)))
+
+    def _hand_back(self, results: list[int]) -> None:
+        """The appends from the first not handed back on, whose writes gave ``results``."""
+        done = self._queued[self._released : self._released + len(results)]
+        for (segment, fd, start, size), result in zip(done, results, strict=True):
+            failed = segment.finish_queued_write(fd, start, size, _error(result, size))
+            self._first = self._first or failed
+            self._fds.discard(fd)
+        self._released += len(results)
 
     def wait(self) -> None:
         """Until every write queued so far reached its file (failures are :meth:`finish`'s to
@@ -109,12 +141,11 @@ class QueuedWrites:
     def finish(self) -> None:
         """Wait for every queued write; the first failure raised (see the module docstring)."""
         results = self._writes.finish(SHARED_FINISH)
-        first: LogWriteError | None = None
-        for (segment, fd, start, size), result in zip(self._queued, results, strict=True):
-            failed = segment.finish_queued_write(fd, start, size, _error(result, size))
-            first = first or failed
+        self._hand_back(results[self._released :])
         self._queued.clear()
         self._fds.clear()
+        self._released = 0
+        first, self._first = self._first, None
         if first is not None:
             raise first
 

@@ -233,6 +233,10 @@ class Writes:
         _LIB[0].kt_writes_publish(self._handle, self._count)
         _LIB[0].kt_writes_wait(self._handle)
 
+    def results(self, start: int, stop: int) -> list[int]:
+        """The results of entries ``start`` to ``stop`` (written: after :meth:`wait`)."""
+        return [self._ops[i].result for i in range(start, stop)]
+
     def finish(self, share: bool = True) -> list[int]:
         """Every queued entry written, those the thread has not taken by this caller beside it
         (``writes.c``; ``share`` False: by the thread alone, the caller waiting); per entry, the

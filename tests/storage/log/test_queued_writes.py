@@ -45,9 +45,12 @@ def commit(log: Log, seq: int, queued: QueuedWrites | None) -> None:
     log.append_committed(batches, PID, 0, timestamp=NOW, queued=queued)
 
 
+@pytest.mark.parametrize("most_pinned", [None, 1])
 def test_a_queued_write_into_a_full_disk_fails_the_finish_and_is_cut_back(
-    tmp_path: Path,
+    tmp_path: Path, most_pinned: int | None
 ) -> None:
+    """``most_pinned`` 1: each append is handed back as soon as it is written (its file
+    unpinned, cut back on a failure), and the first failure is still the finish's to raise."""
     with small_fs(tmp_path / "fs", 1024) as fs:
         logs = [new_log(fs, f"t-{p}") for p in range(3)]
         for log in logs:
@@ -55,7 +58,7 @@ def test_a_queued_write_into_a_full_disk_fails_the_finish_and_is_cut_back(
             log.write_txn_marker(PID, 0, commit=True, timestamp=NOW)
         before = [(log.log_end_offset, log.active_segment.size) for log in logs]
         fill(fs)
-        with pytest.raises(LogWriteError) as caught, QueuedWrites.open(3) as queued:
+        with pytest.raises(LogWriteError) as caught, QueuedWrites.open(3, most_pinned) as queued:
             for log in logs:
                 commit(log, 4, queued)  # placed at once; the thread finds no room
         error = caught.value
