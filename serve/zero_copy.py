@@ -21,9 +21,11 @@ import asyncio
 import contextlib
 import os
 import struct
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Final
 
 from kafkatier.storage.record.varint import encode_unsigned_varint
 
@@ -31,25 +33,49 @@ TOKEN_BYTES = 16
 _I32 = struct.Struct(">i")
 
 
+class _OpenSpans:
+    """How many :class:`FileSpan` descriptors the process holds (responses being read or
+    written, across connections and the read threads): what ``fetch`` bounds."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.count = 0
+
+    def add(self, n: int) -> None:
+        with self._lock:
+            self.count += n
+
+
+OPEN_SPANS: Final = _OpenSpans()
+
+
 @dataclass
 class FileSpan:
     """``size`` bytes of an open ``.log`` file from ``position``; ``token`` stands for them in
-    the encoded response until :func:`splice`."""
+    the encoded response until :func:`splice`. Each open one is counted in
+    :data:`OPEN_SPANS` until closed."""
 
     fd: int
     position: int
     size: int
     token: bytes = field(default_factory=lambda: os.urandom(TOKEN_BYTES))
+    closed: bool = False
 
     @classmethod
     def open(cls, path: Path, position: int, size: int) -> FileSpan:
-        return cls(os.open(path, os.O_RDONLY), position, size)
+        span = cls(os.open(path, os.O_RDONLY), position, size)
+        OPEN_SPANS.add(1)
+        return span
 
     def read(self) -> bytes:
         """The bytes themselves (a test's view, or a transport without ``sendfile``)."""
         return os.pread(self.fd, self.size, self.position)
 
     def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        OPEN_SPANS.add(-1)
         with contextlib.suppress(OSError):
             os.close(self.fd)
 

@@ -28,7 +28,7 @@ import datetime
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from kio.schema.errors import ErrorCode
 from kio.static.constants import EntityType
@@ -41,7 +41,8 @@ from kafkatier.serve.context import ServeContext
 from kafkatier.serve.faults import read_or_error
 from kafkatier.serve.partition_view import FetchedPartition, Sources
 from kafkatier.serve.protocol import build, payload_module
-from kafkatier.serve.zero_copy import Span, Spliced, close_spans
+from kafkatier.serve.zero_copy import OPEN_SPANS, Span, Spliced, close_spans
+from kafkatier.storage.file_budget import default_max_open_files
 
 POLL_SECONDS = 0.05
 POLL_SHARE = 0.1
@@ -49,6 +50,15 @@ POLL_SHARE = 0.1
 calls a partition whose bounds are kept, else a listing and a ``stat`` (about 20 us, ad hoc), so
 with thousands of partitions looking every :data:`POLL_SECONDS` would keep a core busy for one
 idle consumer."""
+
+
+MOST_OPEN_SPANS: Final = max(16, default_max_open_files() // 2)
+"""Open ``.log`` spans (one a partition with records in a response, held until the response is
+written) past which a response takes no more partitions' records, as a broker's does past the
+request's ``fetch.max.bytes``: the partitions left get none and the client fetches them next.
+Half of the process's descriptor budget (a quarter of ``ulimit -n``): a Fetch of 2,048
+partitions under the common limit of 1,024 otherwise opened a file for each and answered the
+partitions past the limit with KAFKA_STORAGE_ERROR (EMFILE), a warning each."""
 
 
 @dataclass(frozen=True)
@@ -198,6 +208,8 @@ def _read_all(
             results.append(fenced)
             continue
         budget = max(min(w.max_bytes, max_bytes - used), 0)
+        if used and OPEN_SPANS.count >= MOST_OPEN_SPANS:
+            budget = 0  # as past fetch.max.bytes: no records, the client asks again
         found = read_or_error(partition_view.fetch, log_dir, w.topic.name, w.partition,
                               w.offset, budget, committed, used == 0, sources)  # fmt: skip
         if isinstance(found, FetchedPartition):
