@@ -202,10 +202,19 @@ def _partial(logs: list[Log], ends: list[int]) -> str:
     return f"{total} records of the input were appended before it ({ranges}), the rest were not"
 
 
+SHOWN_PARTITIONS = 10
+"""Partitions the summary lists one by one; past them, one line for the rest (a topic of
+thousands of partitions printed a line each)."""
+
+
 def _print_summary(topic: str, summary: Summary) -> None:
     total = sum(summary.records.values())
     print(f"produced {total} records to {topic}")
-    for partition in sorted(summary.records):
+    partitions = sorted(summary.records)
+    for partition in partitions[:SHOWN_PARTITIONS]:
         first, last = summary.ranges[partition]
         count = summary.records[partition]
         print(f"  {topic}-{partition}: {count} records, offsets {first}..{last}")
+    rest = [summary.records[p] for p in partitions[SHOWN_PARTITIONS:]]
+    if rest:
+        print(f"  ... and {len(rest)} more partitions, {min(rest)} to {max(rest)} records each")

@@ -38,6 +38,10 @@ def test_produce_to_more_partitions_than_open_files(tmp_path: Path) -> None:
                               preexec_fn=limited, timeout=300)  # fmt: skip
         assert done.returncode == 0, done.stderr[-3000:]
         assert done.stdout.startswith(f"produced {RECORDS} records to t\n")
+        lines = done.stdout.splitlines()  # ten partitions listed, one line for the rest
+        assert len(lines) == 12 and lines[1].startswith("  t-0: ")
+        written = len(set(assign_partitions(pa.array(keys), PARTITIONS).tolist()))
+        assert lines[-1].startswith(f"  ... and {written - 10} more partitions, ")
     expected = assign_partitions(pa.array(keys), PARTITIONS).tolist()
     with LogDirectory(tmp_path / "logs") as log_dir:
         assert len(log_dir.logs) == PARTITIONS
