@@ -11,16 +11,16 @@ the caller writes beside the thread (``writes.c``).
 
 The contract: a queued append changes its segment (size, indexes) and its log (producer state,
 end offset) at once, as a written one does; its bytes reach the file before :meth:`finish`
-returns. A queue holds at most one append a file (a second one raises ValueError): the
-appends left when :meth:`finish` is called are written by the thread and the caller side by
+returns. A queue holds at most one unwritten append a file (a second one raises ValueError):
+the appends left when :meth:`finish` is called are written by the thread and the caller side by
 side, in no order between them. :meth:`finish` raises :class:`LogWriteError` for the first
 append that failed, after cutting every failed file back to where its append began, and the
 caller must then take the logs' in-memory state as lost: the sink reopens its logs from disk
 after any failed batch, as after a crash, and completes the decided batch from its write-ahead
-log. The segments must stay
-open until then: their files are pinned (no descriptor budget closes them), but a segment's
-``close`` would still close its file under the thread; the sink's batch, holding its turn on the
-log dir and its own lock, closes none meanwhile. Where the C library is not built,
+log. The segments must stay open until then: the files of appends not yet handed back are
+pinned (no descriptor budget closes them; :class:`QueuedWrites` bounds how many), but a
+segment's ``close`` would still close its file under the thread; the sink's batch, holding its
+turn on the log dir and its own lock, closes none meanwhile. Where the C library is not built,
 :meth:`QueuedWrites.open` gives None and callers write as they go.
 """
 
