@@ -11,8 +11,9 @@
  * caller has placed everything is written on both cores. At 1,024 partitions that was most of
  * the wait at a micro-batch's end (the thread wrote for 10-20 ms after the caller's last entry
  * while the host wrote back, ad hoc). Each entry is one append of its own file (one a partition:
- * a queue never holds two of one file), so the entries written side by side need no order
- * between them; a crash among them leaves some partitions' appends written, as it did before.
+ * a queue never holds two unwritten appends of one file), so the entries written side by side
+ * need no order between them; a crash among them leaves some partitions' appends written, as it
+ * did before.
  *
  * The caller owns the array of kt_write and every buffer the iovecs point to, and keeps them
  * until kt_writes_finish returns; it fills entry i before it publishes a count above i. The
@@ -142,7 +143,9 @@ static void *run(void *arg) {
             continue;
         }
         if (__atomic_load_n(&w->closed, __ATOMIC_SEQ_CST)) {
-            /* closed after the last publish: nothing left to claim, the finisher has the rest */
+            /* closed after the last publish, which this load now sees: what is left of it,
+             * shared with the finishing caller (or all of it, where the caller only waits) */
+            write_claimed(w);
             return NULL;
         }
         if (now_ns() - idle_since < SPIN_NS) {
