@@ -22,6 +22,7 @@ from http.server import ThreadingHTTPServer
 from kafkatier.serve.config import Listener, ServeConfig
 from kafkatier.serve.connection import serve_connection
 from kafkatier.serve.context import ServeContext
+from kafkatier.serve.faults import loop_errors
 from kafkatier.serve.group.offset_store import OffsetStore
 from kafkatier.storage.errors import ConfigError
 from kafkatier.tiering.sidecar.metrics import serve_metrics
@@ -50,6 +51,7 @@ class Server:
     async def start(self) -> ServeContext:
         config = self.config
         check_dirs(config)
+        asyncio.get_running_loop().set_exception_handler(loop_errors)
         self._offsets = await asyncio.get_running_loop().run_in_executor(
             self.executor, lambda: OffsetStore(config.offsets_dir, config.offsets_partitions,
                                                segment_bytes=config.offsets_segment_bytes),
