@@ -31,7 +31,6 @@ from kafkatier.storage.errors import (
     LogWriteError,
     StorageError,
 )
-from kafkatier.storage.file_budget import process_budget
 from kafkatier.storage.log.commit_fields import Carried
 from kafkatier.storage.log.committed_all import Later, append_committed_all
 from kafkatier.storage.log.log import Log
@@ -193,7 +192,7 @@ def write_all(
     (``append_committed_all``'s), which the caller applies before it touches the logs again.
     ``carried``: what the library's calls carry from one batch to the next
     (``append_committed_all``'s); a partition appended the full way is forgotten there."""
-    queued = QueuedWrites.open(len(checked), _most_pinned(checked, log_for))
+    queued = QueuedWrites.open(len(checked))
     with queued or contextlib.nullcontext():
         if queued is not None:
             checked = _write_at_once(checked, log_for, marker, queued, after_append, later,
@@ -207,18 +206,6 @@ def write_all(
                             queued=queued if after_append is None else None)  # fmt: skip
             if after_append is not None:
                 after_append()
-
-
-def _most_pinned(checked: list[Checked], log_for: Callable[[str, int], Log]) -> int | None:
-    """The queued appends that may hold their ``.log`` pinned at once: half the descriptor
-    budget of the logs written (``log.max.open.files``, by default half of ``ulimit -n``; the
-    sink's topics share their log dir's), so that the files a batch pins and the ones the
-    budget keeps open stay within what the process may open."""
-    if not checked:
-        return None
-    first = checked[0].group
-    budget = log_for(first.topic, first.partition).budget or process_budget()
-    return max(1, budget.limit // 2)
 
 
 def _write_at_once(

@@ -4,7 +4,7 @@ to thousands of partitions.
 
 Why: each small append's ``pwritev`` costs the kernel 11-17 us more than its bytes do (the page
 cache, ext4's block reservation, the inode's times: 1,024 appends of 25 KB took 17 ms where 8 of
-3.2 MB took 6, ad hoc; 20-30 us while the filesystem writes back), about half of what the
+3.2 MB took 6, ad hoc; about 30 us while the filesystem writes back), about half of what the
 driver's Python spends placing the append. Written on the other core, that time overlaps the next
 partitions' placing instead of adding to it; what is left when the caller has placed them all,
 the caller writes beside the thread (``writes.c``).
@@ -33,6 +33,7 @@ from typing import Any, Protocol
 
 from kafkatier.storage import native
 from kafkatier.storage.errors import LogWriteError
+from kafkatier.storage.file_budget import FileBudget
 
 SHARED_FINISH = True
 """Whether :meth:`QueuedWrites.finish` writes beside the thread what it has not taken (False: it
@@ -41,6 +42,9 @@ waits for the thread alone; ``bench/sink_writes.py`` compares the two)."""
 
 class QueuedSegment(Protocol):
     """What a queue hands a written (or failed) append back to: ``LogSegment``."""
+
+    @property
+    def budget(self) -> FileBudget | None: ...
 
     def finish_queued_write(
         self, fd: int, start: int, size: int, error: OSError | None
@@ -51,30 +55,31 @@ class QueuedWrites:
     """Up to ``capacity`` appends' writes, queued by :meth:`add` and awaited by :meth:`finish`
     (or the ``with`` block's end, which raises nothing of its own over another error).
 
-    ``most_pinned``: how many queued appends may keep their files pinned (None: all of them).
-    A queued append pins its ``.log`` until its write is done and handed back; a micro-batch
-    into thousands of partitions would otherwise hold a descriptor each at once, past what the
+    A queued append pins its ``.log`` until its write is done and handed back. A micro-batch
+    into thousands of partitions would then hold a descriptor each at once, past what the
     process may open (``ulimit -n``: a sink writing 2,048 partitions under the common 1,024
-    failed with EMFILE). At that many, :meth:`relieve` waits for the thread to write what it
-    was given and hands those appends back, unpinned, before more are queued."""
+    failed with EMFILE), so no more appends stay pinned than half the descriptor budget their
+    segments are counted in (``log.max.open.files``, by default half of ``ulimit -n``): at
+    that many, :meth:`relieve` waits for the thread to write what it was given and hands those
+    appends back, unpinned, before more are queued."""
 
-    def __init__(self, writes: Any, most_pinned: int | None = None) -> None:
+    def __init__(self, writes: Any) -> None:
         self._writes = writes
         self._queued: list[tuple[QueuedSegment, int, int, int]] = []  # segment, fd, start, size
         self._fds: set[int] = set()  # the pinned appends' files: one append a file at a time
-        self._most_pinned = most_pinned
+        self._most_pinned: int | None = None  # half the pinned segments' budget (None: none yet)
         self._released = 0  # the appends handed back (their results taken) so far
         self._first: LogWriteError | None = None  # the first of those that failed
 
     @classmethod
-    def open(cls, capacity: int, most_pinned: int | None = None) -> QueuedWrites | None:
+    def open(cls, capacity: int) -> QueuedWrites | None:
         """A queue for ``capacity`` appends, or None where the C library is not built (or no
         thread can be started): the appends are then written as they are placed."""
         kernels = native.native()
         if kernels is None or capacity <= 0:
             return None
         try:
-            return cls(kernels.Writes(capacity), most_pinned)
+            return cls(kernels.Writes(capacity))
         except OSError:
             return None
 
@@ -88,7 +93,7 @@ class QueuedWrites:
             size: int) -> None:  # fmt: skip
         """Queue ``segment``'s append of ``views`` at ``start``; ``fd`` (its ``.log``, pinned
         open by the segment) is handed back to it once written (``finish_queued_write``)."""
-        self._one_of(fd)
+        self._one_of(segment, fd)
         self._writes.add(fd, views, start, size)
         self._queued.append((segment, fd, start, size))
         self.relieve()
@@ -103,21 +108,26 @@ class QueuedWrites:
     def track(self, segment: QueuedSegment, fd: int, start: int, size: int) -> None:
         """The next entry handed over without :meth:`add` is ``segment``'s write of ``size``
         bytes at ``start`` on ``fd`` (in the order of the entries)."""
-        self._one_of(fd)
+        self._one_of(segment, fd)
         self._queued.append((segment, fd, start, size))
 
-    def _one_of(self, fd: int) -> None:
+    def _one_of(self, segment: QueuedSegment, fd: int) -> None:
         """``fd``'s append, the only one pinned on that file (its descriptor stays pinned, so
         no other file takes the number meanwhile; a second append to a file whose first was
-        handed back is written after it)."""
+        handed back is written after it); ``segment``'s budget bounds the pinned ones."""
         if fd in self._fds:
             raise ValueError(f"a second append to descriptor {fd} in one queue of writes")
         self._fds.add(fd)
+        budget = segment.budget
+        if budget is not None:
+            most = max(1, budget.limit // 2)
+            self._most_pinned = most if self._most_pinned is None else min(most, self._most_pinned)
 
     def relieve(self) -> None:
-        """Where ``most_pinned`` appends or more hold their files, wait until the thread has
-        written every entry handed over, and hand those appends back (their files unpinned,
-        a failed one cut back; the first failure is :meth:`finish`'s to raise)."""
+        """Where half the pinned segments' budget of appends or more hold their files, wait
+        until the thread has written every entry handed over, and hand those appends back
+        (their files unpinned, a failed one cut back; the first failure is :meth:`finish`'s to
+        raise)."""
         pinned = len(self._queued) - self._released
         if self._most_pinned is None or pinned < self._most_pinned:
             return

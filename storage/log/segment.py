@@ -253,6 +253,11 @@ class LogSegment:
         queued.add(self, self.pin_for_write(size), views, start, size)
         self._unsynced = True
 
+    @property
+    def budget(self) -> FileBudget | None:
+        """Where this segment's descriptors are counted (None: read-only, not counted)."""
+        return self._budget
+
     def pin_for_write(self, size: int) -> int:
         """The ``.log``'s descriptor, pinned open for a queued write of ``size`` bytes at the
         end (:meth:`finish_queued_write` unpins it; so does ``unpin_unused``)."""

@@ -1,7 +1,7 @@
 /* Queued writes: positioned writes (pwritev) done by a thread of their own, taken in the order
  * they were queued, while the caller (Python, holding its GIL) goes on placing the next ones.
  * Why: a micro-batch into a thousand partitions makes a thousand small appends, and each costs the
- * kernel 11-30 us (page cache, ext4's block reservation, the inode's times; more while the
+ * kernel 11-17 us (page cache, ext4's block reservation, the inode's times; about 30 while the
  * filesystem writes back); written by this thread on the other core, that time overlaps the
  * Python work of the next partitions' appends instead of adding to it
  * (storage/log/queued_writes.py says who queues what and when).
@@ -9,11 +9,11 @@
  * The caller that finishes the queue writes too: it claims the next entries not yet taken, as
  * the thread does, instead of only waiting for the thread, so what is left of the queue when the
  * caller has placed everything is written on both cores. At 1,024 partitions that was most of
- * the wait at a micro-batch's end (the thread wrote for 10-20 ms after the caller's last entry
- * while the host wrote back, ad hoc). Each entry is one append of its own file (one a partition:
- * a queue never holds two unwritten appends of one file), so the entries written side by side
- * need no order between them; a crash among them leaves some partitions' appends written, as it
- * did before.
+ * the wait at a micro-batch's end (the thread wrote for 17-25 ms after the caller's last
+ * entry, 28-36 ms in all, while the host wrote back; ad hoc phase timers, docs/performance.md,
+ * stop 67). Each entry is one append of its own file (one a partition: a queue never holds
+ * two unwritten appends of one file), so the entries written side by side need no order
+ * between them; a crash among them leaves some partitions' appends written, as it did before.
  *
  * The caller owns the array of kt_write and every buffer the iovecs point to, and keeps them
  * until kt_writes_finish returns; it fills entry i before it publishes a count above i. The

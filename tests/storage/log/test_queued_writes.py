@@ -14,6 +14,7 @@ from small_fs import fill, small_fs
 
 from kafkatier.storage.config.log_config import LogConfig
 from kafkatier.storage.errors import LogWriteError
+from kafkatier.storage.file_budget import FileBudget
 from kafkatier.storage.log.loader import open_log
 from kafkatier.storage.log.log import Log
 from kafkatier.storage.log.queued_writes import QueuedWrites
@@ -35,9 +36,9 @@ def txn_data(seq: int, n: int = 4, size: int = 3000) -> bytearray:
                                  transactional=True))  # fmt: skip
 
 
-def new_log(root: Path, name: str) -> Log:
+def new_log(root: Path, name: str, budget: FileBudget | None = None) -> Log:
     config = LogConfig.from_properties({"segment.index.bytes": "4096"}, source="test")
-    return open_log(root / name, config, clock=lambda: NOW)
+    return open_log(root / name, config, clock=lambda: NOW, budget=budget)
 
 
 def commit(log: Log, seq: int, queued: QueuedWrites | None) -> None:
@@ -45,20 +46,22 @@ def commit(log: Log, seq: int, queued: QueuedWrites | None) -> None:
     log.append_committed(batches, PID, 0, timestamp=NOW, queued=queued)
 
 
-@pytest.mark.parametrize("most_pinned", [None, 1])
+@pytest.mark.parametrize("budget", [None, 2])
 def test_a_queued_write_into_a_full_disk_fails_the_finish_and_is_cut_back(
-    tmp_path: Path, most_pinned: int | None
+    tmp_path: Path, budget: int | None
 ) -> None:
-    """``most_pinned`` 1: each append is handed back as soon as it is written (its file
-    unpinned, cut back on a failure), and the first failure is still the finish's to raise."""
+    """A descriptor budget of 2: at most one append stays pinned, so each is handed back as
+    soon as it is written (its file unpinned, cut back on a failure), and the first failure is
+    still the finish's to raise."""
+    counted = None if budget is None else FileBudget(budget)
     with small_fs(tmp_path / "fs", 1024) as fs:
-        logs = [new_log(fs, f"t-{p}") for p in range(3)]
+        logs = [new_log(fs, f"t-{p}", counted) for p in range(3)]
         for log in logs:
             log.append(txn_data(0))  # the producer's first transaction, in full
             log.write_txn_marker(PID, 0, commit=True, timestamp=NOW)
         before = [(log.log_end_offset, log.active_segment.size) for log in logs]
         fill(fs)
-        with pytest.raises(LogWriteError) as caught, QueuedWrites.open(3, most_pinned) as queued:
+        with pytest.raises(LogWriteError) as caught, QueuedWrites.open(3) as queued:
             for log in logs:
                 commit(log, 4, queued)  # placed at once; the thread finds no room
         error = caught.value
