@@ -51,6 +51,9 @@ ENCODER_CLASS: Final = "io.kafkatier.sink.JvmEncoder"
 CACHE_ENV: Final = "KAFKATIER_CACHE_DIR"
 ENCODERS: Final = ("auto", "jvm", "python")
 OPEN_BUDGET_BYTES = 32 * 1024 * 1024  # per task: open batches held before the largest closes
+STAGE: tuple[int, int] | None = None
+"""RowStage.java's buffer (bytes, records) where a topic's rows are staged; None: its own
+(1 MiB, 16,384 records). Tests set it small, so the records move many times a task."""
 _LOCK: Final = threading.Lock()
 _LOADED: list[JvmEncoder] = []  # the encoder of the current SparkContext
 _ERROR = re.compile(re.escape(INPUT_ERROR_MARK) + r"\[(\w+)\] ([^\r\n]*)")
@@ -260,6 +263,8 @@ def plan_json(plan: EncodePlan) -> str:
         "staging_dir": plan.staging_dir, "staging_prefix": plan.staging_prefix,
         "open_budget": OPEN_BUDGET_BYTES, "open_batch_bytes": plan.open_batch_bytes,
         "chunk_bytes": CHUNK_BYTES, "max_tasks": plan.max_tasks, "pieces_schema": CHUNK_SCHEMA,
+        "stage_bytes": None if STAGE is None else STAGE[0],
+        "stage_records": None if STAGE is None else STAGE[1],
     })  # fmt: skip
 
 

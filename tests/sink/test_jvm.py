@@ -455,10 +455,17 @@ def test_an_unwritable_cache_is_a_clear_unavailability(tmp_path: Path, monkeypat
         jar_path()
 
 
-@pytest.mark.parametrize("codec", ["none", "lz4"])
+@pytest.mark.parametrize(("codec", "partitions", "stage"),
+                         [("none", 3, None), ("lz4", 3, None), ("lz4", 40, (4096, 7))])
 def test_random_rows_split_into_batches_within_max_message_bytes(
-    spark: Any, tmp_path: Path, codec: str
-) -> None:
+    spark: Any, tmp_path: Path, codec: str, partitions: int, stage: tuple[int, int] | None,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """Records of up to 1.5 KB in batches of at most 4 KiB; over 40 partitions the JVM
+    encoder stages each task's records (``RowStage.java``) and moves them into their batches
+    every 7 records or 4 KiB and before a batch closes full: each partition's records as the
+    Python encoder writes them, in the same order."""
+    monkeypatch.setattr(jvm, "STAGE", stage)
     rng = random.Random(11)
     rows = []
     for i in range(400):
@@ -472,16 +479,16 @@ def test_random_rows_split_into_batches_within_max_message_bytes(
     written = {}
     for encoder in ("jvm", "python"):
         log_dir = tmp_path / encoder
-        sink = KafkaLogSink(
-            log_dir, topic="t", partitions=3, compression=codec, encoder=encoder, config=config
-        )
+        sink = KafkaLogSink(log_dir, topic="t", partitions=partitions, compression=codec,
+                            encoder=encoder, config=config)  # fmt: skip
         sink(df, 0)
         assert verify_paths([log_dir]) == []
         assert max(len(raw) for _, _, raw in batches(log_dir)) <= 4096
         written[encoder] = by_partition(log_dir, "t", mixed=False)
     df.unpersist()
-    for p in range(3):
-        keyed = [[r[:3] for r in written[e][p] if r[0] is not None] for e in ("jvm", "python")]
+    for p in range(partitions):
+        keyed = [[r[:3] for r in written[e].get(p, []) if r[0] is not None]
+                 for e in ("jvm", "python")]  # fmt: skip
         assert keyed[0] == keyed[1]
     everything = [
         sorted((r[:3] for rs in written[e].values() for r in rs), key=repr) for e in written

@@ -27,23 +27,34 @@ final class BatchBuilder {
   // doubles: a fixed large start would zero 64 KiB a partition for a few records each
   final Bytes records;
   int count;
+  int staged; // bytes of this batch's records still in the task's RowStage
+  int slot; // its place in the task's builders (RowStage's index)
   private long baseTimestamp;
   private long maxTimestamp;
 
   /** room: what the records' buffer starts with (the driver's estimate of a batch's share). */
-  BatchBuilder(String topic, int partition, int limit, int room) {
+  BatchBuilder(String topic, int partition, int limit, int room, int slot) {
     this.topic = topic;
     this.partition = partition;
     this.limit = limit;
     this.records = new Bytes(room);
+    this.slot = slot;
   }
 
-  /** Appends the record; false (nothing written) when it does not fit beside the others. */
-  boolean tryAdd(Record r) {
+  /** The records' bytes, those still staged included. */
+  int size() {
+    return records.size + staged;
+  }
+
+  /**
+   * Appends the record, into stage if not null (the batch's bytes then wait there until the
+   * stage moves them); false (nothing written) when it does not fit beside the others.
+   */
+  boolean tryAdd(Record r, RowStage stage) {
     long delta = count == 0 ? 0 : r.timestamp - baseTimestamp;
     int body = r.bodySize(count, delta);
     int size = Bytes.sizeOfVarint(body) + body;
-    if ((long) HEADER + records.size + size > limit) {
+    if ((long) HEADER + size() + size > limit) {
       if (count == 0) {
         throw InputError.tooLarge(
             "record needs about " + (HEADER + size) + " bytes, more than a batch may take ("
@@ -58,12 +69,19 @@ final class BatchBuilder {
     } else if (r.timestamp > maxTimestamp) {
       maxTimestamp = r.timestamp;
     }
-    r.writeTo(records, body, count, delta);
+    if (stage == null) {
+      r.writeTo(records, body, count, delta);
+    } else {
+      stage.add(this, r, body, size, delta);
+    }
     count++;
     return true;
   }
 
-  /** Writes the batch (header, records compressed as asked, CRC) to out and empties this. */
+  /**
+   * Writes the batch (header, records compressed as asked, CRC) to out and empties this; none
+   * of its records may still be staged.
+   */
   void closeInto(Bytes out, EncodePlan plan, Compression codec, int maxBatchBytes) {
     int start = out.size;
     out.putLong(0L);

@@ -20,6 +20,7 @@ import java.util.Map;
  *  "level": int | null, "producer_id": long, "producer_epoch": short, "write_time_ms": long,
  *  "staging_dir": "/logs" | null, "staging_prefix": "name prefix", "open_budget": bytes,
  *  "chunk_bytes": bytes, "max_tasks": tasks at most (0: as the rows come),
+ *  "stage_bytes": bytes, "stage_records": records (RowStage's buffer; absent: its defaults),
  *  "pieces_schema": "task int, topic string, ..."}
  * </pre>
  *
@@ -46,6 +47,8 @@ final class EncodePlan implements Serializable {
   final int chunkBytes;
   final int maxTasks; // the job's tasks at most (the rows coalesced, no shuffle); 0: no limit
   final String piecesSchema;
+  final int stageBytes; // RowStage's buffer: bytes and records staged before they move
+  final int stageRecords;
 
   private EncodePlan(JsonNode root) {
     fixedTopic = text(root.get("fixed_topic"));
@@ -68,6 +71,8 @@ final class EncodePlan implements Serializable {
     chunkBytes = root.get("chunk_bytes").asInt();
     maxTasks = root.get("max_tasks").asInt();
     piecesSchema = root.get("pieces_schema").asText();
+    stageBytes = intOr(root.get("stage_bytes"), RowStage.BYTES);
+    stageRecords = intOr(root.get("stage_records"), RowStage.RECORDS);
   }
 
   static EncodePlan parse(String json) {
@@ -93,6 +98,10 @@ final class EncodePlan implements Serializable {
           + "KafkaLogSink(..., partitions=N)");
     }
     return plan;
+  }
+
+  private static int intOr(JsonNode node, int absent) {
+    return node == null || node.isNull() ? absent : node.asInt();
   }
 
   private static String text(JsonNode node) {

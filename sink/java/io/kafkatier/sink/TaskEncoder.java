@@ -101,6 +101,7 @@ final class TaskEncoder implements Function2<Integer, Iterator<Object>, Iterator
     private long openBytes;
     private String lastName; // the topic of the last row, and its state
     private TopicState last;
+    private RowStage stage; // the records of topics of many partitions, until they move
 
     Run(int task, PieceOutput out) {
       this.task = task;
@@ -130,20 +131,31 @@ final class TaskEncoder implements Function2<Integer, Iterator<Object>, Iterator
       int p = partitionOf(r, t, index);
       BatchBuilder b = t.open[p];
       if (b == null) {
-        b = new BatchBuilder(name, p, t.limit, t.room);
+        b = new BatchBuilder(name, p, t.limit, t.room, builders.size());
         t.open[p] = b;
         builders.add(b);
       }
-      int before = b.records.size;
-      if (!b.tryAdd(r)) {
+      RowStage s = t.partitions > RowStage.ABOVE_PARTITIONS ? stage() : null;
+      int before = b.size();
+      if (!b.tryAdd(r, s)) {
         close(b, t);
         before = 0;
-        b.tryAdd(r);
+        b.tryAdd(r, s);
       }
-      openBytes += b.records.size - before;
+      openBytes += b.size() - before;
+      if (s != null && s.full()) {
+        s.flush(builders);
+      }
       if (openBytes > plan.openBudget) {
         closeLargest();
       }
+    }
+
+    private RowStage stage() {
+      if (stage == null) {
+        stage = new RowStage(plan.stageBytes, plan.stageRecords);
+      }
+      return stage;
     }
 
     /** The topic's state; the last one's without a lookup (a fixed topic's, every row). */
@@ -191,6 +203,9 @@ final class TaskEncoder implements Function2<Integer, Iterator<Object>, Iterator
     }
 
     private void close(BatchBuilder b, TopicState t) {
+      if (b.staged > 0) {
+        stage.flush(builders);
+      }
       int count = b.count;
       openBytes -= b.records.size;
       batch.reset();
@@ -201,7 +216,7 @@ final class TaskEncoder implements Function2<Integer, Iterator<Object>, Iterator
     private void closeLargest() {
       BatchBuilder largest = builders.get(0);
       for (BatchBuilder b : builders) {
-        if (b.records.size > largest.records.size) {
+        if (b.size() > largest.size()) {
           largest = b;
         }
       }
@@ -212,6 +227,9 @@ final class TaskEncoder implements Function2<Integer, Iterator<Object>, Iterator
     }
 
     void closeAll() {
+      if (stage != null) {
+        stage.flush(builders); // before the sort: the stage knows batches by their slots
+      }
       builders.sort((x, y) -> x.topic.equals(y.topic)
           ? Integer.compare(x.partition, y.partition) : x.topic.compareTo(y.topic));
       for (BatchBuilder b : builders) {
