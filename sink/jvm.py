@@ -51,8 +51,8 @@ ENCODER_CLASS: Final = "io.kafkatier.sink.JvmEncoder"
 CACHE_ENV: Final = "KAFKATIER_CACHE_DIR"
 ENCODERS: Final = ("auto", "jvm", "python")
 OPEN_BUDGET_BYTES = 32 * 1024 * 1024  # per task: open batches held before the largest closes
-STAGE: tuple[int, int] | None = None
-"""RowStage.java's buffer (bytes, records) where a topic's rows are staged; None: its own
+SORT_BUFFER: tuple[int, int] | None = None
+"""SortBuffer.java's size (bytes, records) for topics of many partitions; None: its own
 (1 MiB, 16,384 records). Tests set it small, so the records move many times a task."""
 _LOCK: Final = threading.Lock()
 _LOADED: list[JvmEncoder] = []  # the encoder of the current SparkContext
@@ -263,8 +263,8 @@ def plan_json(plan: EncodePlan) -> str:
         "staging_dir": plan.staging_dir, "staging_prefix": plan.staging_prefix,
         "open_budget": OPEN_BUDGET_BYTES, "open_batch_bytes": plan.open_batch_bytes,
         "chunk_bytes": CHUNK_BYTES, "max_tasks": plan.max_tasks, "pieces_schema": CHUNK_SCHEMA,
-        "stage_bytes": None if STAGE is None else STAGE[0],
-        "stage_records": None if STAGE is None else STAGE[1],
+        "sort_buffer_bytes": None if SORT_BUFFER is None else SORT_BUFFER[0],
+        "sort_buffer_records": None if SORT_BUFFER is None else SORT_BUFFER[1],
     })  # fmt: skip
 
 

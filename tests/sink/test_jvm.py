@@ -455,17 +455,17 @@ def test_an_unwritable_cache_is_a_clear_unavailability(tmp_path: Path, monkeypat
         jar_path()
 
 
-@pytest.mark.parametrize(("codec", "partitions", "stage"),
+@pytest.mark.parametrize(("codec", "partitions", "sort_buffer"),
                          [("none", 3, None), ("lz4", 3, None), ("lz4", 40, (4096, 7))])
 def test_random_rows_split_into_batches_within_max_message_bytes(
-    spark: Any, tmp_path: Path, codec: str, partitions: int, stage: tuple[int, int] | None,
+    spark: Any, tmp_path: Path, codec: str, partitions: int, sort_buffer: tuple[int, int] | None,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:  # fmt: skip
     """Records of up to 1.5 KB in batches of at most 4 KiB; over 40 partitions the JVM
-    encoder stages each task's records (``RowStage.java``) and moves them into their batches
+    encoder buffers each task's records (``SortBuffer.java``) and moves them into their batches
     every 7 records or 4 KiB and before a batch closes full: each partition's records as the
     Python encoder writes them, in the same order."""
-    monkeypatch.setattr(jvm, "STAGE", stage)
+    monkeypatch.setattr(jvm, "SORT_BUFFER", sort_buffer)
     rng = random.Random(11)
     rows = []
     for i in range(400):

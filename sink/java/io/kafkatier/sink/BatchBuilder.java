@@ -27,8 +27,8 @@ final class BatchBuilder {
   // doubles: a fixed large start would zero 64 KiB a partition for a few records each
   final Bytes records;
   int count;
-  int staged; // bytes of this batch's records still in the task's RowStage
-  int slot; // its place in the task's builders (RowStage's index)
+  int buffered; // bytes of this batch's records still in the task's SortBuffer
+  int slot; // its place in the task's builders (SortBuffer's index)
   private long baseTimestamp;
   private long maxTimestamp;
 
@@ -41,16 +41,16 @@ final class BatchBuilder {
     this.slot = slot;
   }
 
-  /** The records' bytes, those still staged included. */
+  /** The records' bytes, those still buffered included. */
   int size() {
-    return records.size + staged;
+    return records.size + buffered;
   }
 
   /**
-   * Appends the record, into stage if not null (the batch's bytes then wait there until the
-   * stage moves them); false (nothing written) when it does not fit beside the others.
+   * Appends the record, into sorting if not null (the batch's bytes then wait there until the
+   * buffer moves them); false (nothing written) when it does not fit beside the others.
    */
-  boolean tryAdd(Record r, RowStage stage) {
+  boolean tryAdd(Record r, SortBuffer sorting) {
     long delta = count == 0 ? 0 : r.timestamp - baseTimestamp;
     int body = r.bodySize(count, delta);
     int size = Bytes.sizeOfVarint(body) + body;
@@ -69,10 +69,10 @@ final class BatchBuilder {
     } else if (r.timestamp > maxTimestamp) {
       maxTimestamp = r.timestamp;
     }
-    if (stage == null) {
+    if (sorting == null) {
       r.writeTo(records, body, count, delta);
     } else {
-      stage.add(this, r, body, size, delta);
+      sorting.add(this, r, body, size, delta);
     }
     count++;
     return true;
@@ -80,7 +80,7 @@ final class BatchBuilder {
 
   /**
    * Writes the batch (header, records compressed as asked, CRC) to out and empties this; none
-   * of its records may still be staged.
+   * of its records may still be buffered.
    */
   void closeInto(Bytes out, EncodePlan plan, Compression codec, int maxBatchBytes) {
     int start = out.size;

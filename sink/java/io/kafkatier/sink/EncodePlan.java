@@ -20,7 +20,7 @@ import java.util.Map;
  *  "level": int | null, "producer_id": long, "producer_epoch": short, "write_time_ms": long,
  *  "staging_dir": "/logs" | null, "staging_prefix": "name prefix", "open_budget": bytes,
  *  "chunk_bytes": bytes, "max_tasks": tasks at most (0: as the rows come),
- *  "stage_bytes": bytes, "stage_records": records (RowStage's buffer; absent: its defaults),
+ *  "sort_buffer_bytes": bytes, "sort_buffer_records": records (SortBuffer's buffer; absent: its defaults),
  *  "pieces_schema": "task int, topic string, ..."}
  * </pre>
  *
@@ -47,8 +47,8 @@ final class EncodePlan implements Serializable {
   final int chunkBytes;
   final int maxTasks; // the job's tasks at most (the rows coalesced, no shuffle); 0: no limit
   final String piecesSchema;
-  final int stageBytes; // RowStage's buffer: bytes and records staged before they move
-  final int stageRecords;
+  final int bufferBytes; // SortBuffer's buffer: bytes and records buffered before they move
+  final int bufferRecords;
 
   private EncodePlan(JsonNode root) {
     fixedTopic = text(root.get("fixed_topic"));
@@ -71,8 +71,8 @@ final class EncodePlan implements Serializable {
     chunkBytes = root.get("chunk_bytes").asInt();
     maxTasks = root.get("max_tasks").asInt();
     piecesSchema = root.get("pieces_schema").asText();
-    stageBytes = intOr(root.get("stage_bytes"), RowStage.BYTES);
-    stageRecords = intOr(root.get("stage_records"), RowStage.RECORDS);
+    bufferBytes = intOr(root.get("sort_buffer_bytes"), SortBuffer.BYTES);
+    bufferRecords = intOr(root.get("sort_buffer_records"), SortBuffer.RECORDS);
   }
 
   static EncodePlan parse(String json) {

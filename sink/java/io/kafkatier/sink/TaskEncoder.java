@@ -101,7 +101,7 @@ final class TaskEncoder implements Function2<Integer, Iterator<Object>, Iterator
     private long openBytes;
     private String lastName; // the topic of the last row, and its state
     private TopicState last;
-    private RowStage stage; // the records of topics of many partitions, until they move
+    private SortBuffer sorting; // the records of topics of many partitions, until they move
 
     Run(int task, PieceOutput out) {
       this.task = task;
@@ -135,7 +135,7 @@ final class TaskEncoder implements Function2<Integer, Iterator<Object>, Iterator
         t.open[p] = b;
         builders.add(b);
       }
-      RowStage s = t.partitions > RowStage.ABOVE_PARTITIONS ? stage() : null;
+      SortBuffer s = t.partitions > SortBuffer.ABOVE_PARTITIONS ? sorting() : null;
       int before = b.size();
       if (!b.tryAdd(r, s)) {
         close(b, t);
@@ -151,11 +151,11 @@ final class TaskEncoder implements Function2<Integer, Iterator<Object>, Iterator
       }
     }
 
-    private RowStage stage() {
-      if (stage == null) {
-        stage = new RowStage(plan.stageBytes, plan.stageRecords);
+    private SortBuffer sorting() {
+      if (sorting == null) {
+        sorting = new SortBuffer(plan.bufferBytes, plan.bufferRecords);
       }
-      return stage;
+      return sorting;
     }
 
     /** The topic's state; the last one's without a lookup (a fixed topic's, every row). */
@@ -203,8 +203,8 @@ final class TaskEncoder implements Function2<Integer, Iterator<Object>, Iterator
     }
 
     private void close(BatchBuilder b, TopicState t) {
-      if (b.staged > 0) {
-        stage.flush(builders);
+      if (b.buffered > 0) {
+        sorting.flush(builders);
       }
       int count = b.count;
       openBytes -= b.records.size;
@@ -227,8 +227,8 @@ final class TaskEncoder implements Function2<Integer, Iterator<Object>, Iterator
     }
 
     void closeAll() {
-      if (stage != null) {
-        stage.flush(builders); // before the sort: the stage knows batches by their slots
+      if (sorting != null) {
+        sorting.flush(builders); // before the sort: the buffer knows batches by their slots
       }
       builders.sort((x, y) -> x.topic.equals(y.topic)
           ? Integer.compare(x.partition, y.partition) : x.topic.compareTo(y.topic));
