@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Final, NamedTuple
 
 from kafkatier.sink.encode import CHUNK_BYTES
-from kafkatier.sink.pieces import PartitionSpans
+from kafkatier.sink.pieces import Encoded, PartitionSpans
 from kafkatier.sink.stage import CheckedFile, StagingFiles, assign_sequences
 from kafkatier.sink.wal import Wal, WalPartition
 from kafkatier.storage.errors import (
@@ -61,17 +61,16 @@ class Checked(NamedTuple):
 
 
 def check_all(
-    groups: list[PartitionSpans], sequences: dict[tuple[str, int], int], files: StagingFiles
+    encoded: Encoded, sequences: dict[tuple[str, int], int], files: StagingFiles
 ) -> list[Checked]:
     """Every partition's batches parsed and counted (raises on the first fault, naming the
     staging file); ``sequences``: the producer's next sequence per partition."""
     kept = 0
     checked = []
-    paths = {path for g in groups for path, _, _ in g.spans}
-    if sum(n for g in groups for _, _, n in g.spans) <= KEPT_BYTES:
-        files.load(paths)
-    loaded = {path: files.checked(path) for path in paths}
-    for group in groups:
+    if encoded.size <= KEPT_BYTES:
+        files.load(encoded.paths)
+    loaded = {path: files.checked(path) for path in encoded.paths}
+    for group in encoded.groups:
         first = sequences.get((group.topic, group.partition), 0)
         views = _checked_views(loaded, group)
         if views is not None:

@@ -26,6 +26,9 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 
+_new = tuple.__new__  # a NamedTuple from a tuple of its fields, without its Python __new__
+
+
 class PartitionSpans(NamedTuple):
     """Where one Kafka partition's encoded batches are (provisional sequences, base offsets 0):
     (path, position, length) spans in the staging files, in task order (a tuple: one is built
@@ -37,9 +40,26 @@ class PartitionSpans(NamedTuple):
     spans: list[tuple[str, int, int]]
 
 
+class Encoded(NamedTuple):
+    """A micro-batch's pieces grouped by partition, with the staging files they are in and
+    their bytes, which the check asks of them all before it looks at any (taken from the
+    pieces' columns: gathered from 2,048 spans, 1.9 ms of the driver's Python at 1,024
+    partitions, py-spy)."""
+
+    groups: list[PartitionSpans]
+    paths: frozenset[str]
+    size: int
+
+    @classmethod
+    def of(cls, groups: list[PartitionSpans]) -> Encoded:
+        """``groups`` with the paths and bytes of their spans (groups not made from columns)."""
+        spans = [span for group in groups for span in group.spans]
+        return cls(groups, frozenset(path for path, _, _ in spans), sum(n for _, _, n in spans))
+
+
 def encoded_spans(
     df: DataFrame, plan: EncodePlan, place: StagingPlace, jvm: JvmEncoder | None = None
-) -> list[PartitionSpans]:
+) -> Encoded:
     """The micro-batch encoded by one parallel job: the JVM encoder's (:mod:`kafkatier.sink.jvm`)
     when given, else a ``mapInArrow`` of Python workers; where its batches are, by partition.
 
@@ -117,32 +137,37 @@ def _unpack_task(view: memoryview) -> pa.Table:
     return pa.table(columns).cast(_SPAN_SCHEMA)
 
 
-def _by_partition(table: pa.Table) -> list[PartitionSpans]:
+def _by_partition(table: pa.Table) -> Encoded:
     """The staged rows (collected as Arrow columns: a ``collect()`` of Rows cost Python's
     unpickling of one Row per piece) grouped by partition, each group in task order, each
     task's pieces in the order it wrote them: partitions are independent logs, so only the
-    order within each one matters. Arrow sorts; one loop over the sorted columns groups (one
-    object a piece cost 9 us a piece at 1,024 partitions, ad hoc phase timers)."""
+    order within each one matters. Arrow sorts, numpy finds where each partition's rows start
+    and sums their records, and the spans are made in one ``zip`` and sliced a group each (a
+    loop over the pieces took 4-5 ms of a micro-batch at 1,024 partitions, 2,048 pieces; an
+    object a piece before it, 9 us a piece)."""
     if tuple(table.column_names[: len(_SPAN_FIELDS)]) != _SPAN_FIELDS:
         names = table.column_names
         raise CorruptRecordError(f"staged pieces have columns {names}", file="<staged>")
+    if table.num_rows == 0:
+        return Encoded([], frozenset(), 0)
     rows = table.select(list(_SPAN_FIELDS)).append_column("row", pa.array(range(len(table))))
     ordered = rows.take(pc.sort_indices(rows, sort_keys=_ORDER))
-    columns = [ordered.column(name).to_pylist() for name in _SPAN_FIELDS[1:]]
-    groups: list[PartitionSpans] = []
-    key: tuple[str, int] | None = None
-    spans: list[tuple[str, int, int]] = []
-    records = 0
-    for topic, partition, count, path, position, length in zip(*columns, strict=True):
-        if key != (topic, partition):
-            if key is not None:
-                groups.append(PartitionSpans(*key, records, spans))
-            key, spans, records = (topic, partition), [], 0
-        spans.append((path, position, length))
-        records += count
-    if key is not None:
-        groups.append(PartitionSpans(*key, records, spans))
-    return groups
+    topics = ordered.column("topic").combine_chunks().dictionary_encode()
+    names, topic_ids = topics.dictionary.to_pylist(), topics.indices.to_numpy()
+    partitions = ordered.column("partition").to_numpy()
+    change = np.flatnonzero((np.diff(topic_ids) != 0) | (np.diff(partitions) != 0)) + 1
+    starts = np.concatenate(([0], change))
+    ends = [*change.tolist(), len(partitions)]
+    records = np.add.reduceat(ordered.column("records").to_numpy(), starts).tolist()
+    spans = list(zip(*(ordered.column(name).to_pylist() for name in ("path", "position",
+                                                                      "length")), strict=True))
+    keys = zip([names[i] for i in topic_ids[starts].tolist()], partitions[starts].tolist(),
+               strict=True)  # fmt: skip
+    groups = [_new(PartitionSpans, (topic, partition, count, spans[start:end]))
+              for (topic, partition), count, start, end
+              in zip(keys, records, starts.tolist(), ends, strict=True)]  # fmt: skip
+    paths = frozenset(pc.unique(ordered.column("path")).to_pylist())
+    return Encoded(groups, paths, int(pc.sum(ordered.column("length")).as_py()))
 
 
 def _fetched(encoded: DataFrame, path: Path) -> pa.Table:

@@ -100,7 +100,7 @@ from kafkatier.sink.encode import EncodePlan
 from kafkatier.sink.flushes import Flushes
 from kafkatier.sink.hooks import crash_points, no_crash
 from kafkatier.sink.jvm import EncoderChoice
-from kafkatier.sink.pieces import PartitionSpans, encoded_spans
+from kafkatier.sink.pieces import Encoded, encoded_spans
 from kafkatier.sink.plan import SinkSettings, TaskLimit, build_plan, producer_sequences
 from kafkatier.sink.schema import InputColumns, SinkSchemaError, check_schema, normalize
 from kafkatier.sink.stage import (
@@ -444,14 +444,14 @@ class KafkaLogSink:
             )
         decided = False
         try:
-            groups, sequences = self._encode(df, cols, encode_plan, place)
+            encoded, sequences = self._encode(df, cols, encode_plan, place)
             if self.topic is not None and self.logs.get(self.topic, 0) is None:
                 topic_partitions(self.logs, self.topic, self.partitions)  # new: rows accepted
-            if not groups:  # no row: nothing to decide or flush (a replay writes nothing too)
+            if not encoded.groups:  # no row: nothing to decide or flush (nor does a replay)
                 place.remove()
                 return
             with StagingFiles(buffers=self._load_buffers) as files:
-                checked = check_all(groups, sequences, files)
+                checked = check_all(encoded, sequences, files)
                 check_space(self.log_dir, checked)
                 wal = to_wal(batch_id, state.producer_id, self._epoch_now(), checked)
                 sync_files(wal.files, place.durable_dirs())
@@ -481,7 +481,7 @@ class KafkaLogSink:
 
     def _encode(
         self, df: DataFrame, cols: InputColumns, plan: EncodePlan, place: StagingPlace
-    ) -> tuple[list[PartitionSpans], dict[tuple[str, int], int]]:
+    ) -> tuple[Encoded, dict[tuple[str, int], int]]:
         """The encode job's spans, and the producer's next sequences; meanwhile, in a thread
         (the driver's Python mostly waits for Spark then), the previous batch's partitions
         finish becoming durable (before this batch decides anything) and the sequences are
@@ -497,12 +497,12 @@ class KafkaLogSink:
         encoder = self.encoder.for_frame(df)
         meanwhile = self._helper().submit(self._before_decision, plan)
         try:
-            groups = encoded_spans(rows, plan, place, encoder)
+            encoded = encoded_spans(rows, plan, place, encoder)
         except BaseException:
             with contextlib.suppress(BaseException):  # the job's failure is the one to report
                 meanwhile.result()
             raise
-        return groups, meanwhile.result()
+        return encoded, meanwhile.result()
 
     def _before_decision(self, plan: EncodePlan) -> dict[tuple[str, int], int]:
         self._catch_up()  # the previous batch's books set, a flush under way finished

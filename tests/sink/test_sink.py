@@ -503,20 +503,23 @@ def test_the_task_limit_never_keeps_a_cluster_from_growing(
 def test_staged_pieces_group_by_partition_in_task_order_as_each_task_wrote_them() -> None:
     """The executors' rows come task after task, each task's partitions in its own order (a
     batch closed early comes first); the driver's groups: one per partition, sorted, its
-    pieces in task order and, within a task, in the order the task wrote them."""
+    pieces in task order and, within a task, in the order the task wrote them (a partition of
+    another topic with the same number is another group)."""
     rows = [  # task, topic, partition, records, path, position, length
-        (1, "b", 0, 2, "t1", 0, 10), (1, "a", 3, 1, "t1", 10, 5), (1, "a", 3, 4, "t1", 15, 7),
-        (0, "a", 3, 3, "t0", 0, 9), (0, "b", 0, 5, "t0", 9, 11), (0, "a", 3, 6, "t0", 20, 8),
+        (1, "b", 3, 2, "t1", 0, 10), (1, "a", 3, 1, "t1", 10, 5), (1, "a", 3, 4, "t1", 15, 7),
+        (0, "a", 3, 3, "t0", 0, 9), (0, "b", 3, 5, "t0", 9, 11), (0, "a", 3, 6, "t0", 20, 8),
         (2, "a", 0, 1, "t2", 0, 4),
     ]  # fmt: skip
     table = pa.table([list(c) for c in zip(*rows, strict=True)], names=list(_SPAN_FIELDS))
-    groups = _by_partition(table)
+    encoded = _by_partition(table)
+    groups = encoded.groups
+    assert (encoded.paths, encoded.size) == ({"t0", "t1", "t2"}, 54)
     assert [(g.topic, g.partition, g.records) for g in groups] == [
-        ("a", 0, 1), ("a", 3, 14), ("b", 0, 7)
+        ("a", 0, 1), ("a", 3, 14), ("b", 3, 7)
     ]
     assert groups[1].spans == [("t0", 0, 9), ("t0", 20, 8), ("t1", 10, 5), ("t1", 15, 7)]
     assert groups[2].spans == [("t0", 9, 11), ("t1", 0, 10)]
-    assert _by_partition(table.slice(0, 0)) == []
+    assert _by_partition(table.slice(0, 0)) == ([], frozenset(), 0)
     with pytest.raises(CorruptRecordError, match="columns"):
         _by_partition(table.select(["topic", "task"]))
 

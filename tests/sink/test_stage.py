@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch
 
 from kafkatier.sink.append import check_all, read_pieces
-from kafkatier.sink.pieces import PartitionSpans
+from kafkatier.sink.pieces import Encoded, PartitionSpans
 from kafkatier.sink.stage import (
     LoadBuffers,
     StagingFiles,
@@ -299,14 +299,14 @@ def test_check_all_hands_on_checked_bytes_and_parses_only_what_it_must(tmp_path:
     groups = [PartitionSpans("t", 0, 20, [(name, 0, len(a))]),
               PartitionSpans("t", 1, 9, [(name, len(a), len(b))])]  # fmt: skip
     with StagingFiles() as files:
-        checked = check_all(groups, {("t", 1): 5}, files)
+        checked = check_all(Encoded.of(groups), {("t", 1): 5}, files)
         assert [c.pieces for c in checked] == [None, None]
         assert [c.first_sequence for c in checked] == [0, 5]
         for c, data in zip(checked, (a, b), strict=True):
             assert c.views is not None and b"".join(c.views) == bytes(data)
     wrong = [groups[0]._replace(records=21)]
     with StagingFiles() as files, pytest.raises(CorruptRecordError, match="21") as info:
-        check_all(wrong, {}, files)
+        check_all(Encoded.of(wrong), {}, files)
     assert name in str(info.value)
 
 
@@ -325,12 +325,12 @@ def test_check_all_joins_a_partitions_spans_across_files_and_parses_more_than_a_
     groups = [PartitionSpans("t", 0, 20, spans),
               PartitionSpans("t", 1, 5, [(str(first), len(a), len(c))])]  # fmt: skip
     with StagingFiles() as files:
-        joined, alone = check_all(groups, {}, files)
+        joined, alone = check_all(Encoded.of(groups), {}, files)
         assert joined.views is not None and b"".join(joined.views) == bytes(a + b)
         assert alone.views is not None and b"".join(alone.views) == bytes(c)
     monkeypatch.setattr("kafkatier.sink.append.CHUNK_BYTES", len(a))
     with StagingFiles() as files:
-        joined, alone = check_all(groups, {}, files)
+        joined, alone = check_all(Encoded.of(groups), {}, files)
         assert joined.views is None and joined.pieces is not None and len(joined.pieces) == 2
         assert [b"".join(bytes(x.buffer) for x in piece) for piece in joined.pieces] == [
             bytes(a), bytes(b)
