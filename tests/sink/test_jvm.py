@@ -494,3 +494,37 @@ def test_random_rows_split_into_batches_within_max_message_bytes(
         sorted((r[:3] for rs in written[e].values() for r in rs), key=repr) for e in written
     ]
     assert everything[0] == everything[1] and len(everything[0]) == 400
+
+
+def test_a_task_writing_topics_of_few_and_many_partitions_keeps_every_partitions_order(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rows routed to a topic of 4 partitions (written straight into their open batches) and
+    one of 40 (through ``SortBuffer.java``) in the same tasks, with a buffer of 5 records and
+    an open budget of 8 KiB, so that batches close early, the largest first, while other
+    partitions' records wait in the buffer: each partition holds the records the Python
+    encoder puts there, in the same order."""
+    monkeypatch.setattr(jvm, "SORT_BUFFER", (2048, 5))
+    monkeypatch.setattr(jvm, "OPEN_BUDGET_BYTES", 8 * 1024)
+    df = spark.range(0, 3000, 1, 2).selectExpr(
+        "CAST(CONCAT('v', id) AS BINARY) AS value",
+        "CAST(CONCAT('k', id % 97) AS BINARY) AS key",
+        "CASE WHEN id % 3 = 0 THEN 'few' ELSE 'many' END AS topic",
+    )  # fmt: skip
+    written = {}
+    for encoder in ("jvm", "python"):
+        log_dir = tmp_path / encoder
+        with LogDirectory(log_dir) as logs:
+            for topic, count in (("few", 4), ("many", 40)):
+                for partition in range(count):
+                    logs.get_or_create(topic, partition)
+        KafkaLogSink(log_dir, sink_id="s", compression="lz4", encoder=encoder)(df, 0)
+        assert verify_paths([log_dir]) == []
+        written[encoder] = {
+            topic: {p: [r[:2] for r in rows] for p, rows in by_partition(log_dir, topic,
+                                                                         mixed=False).items()}
+            for topic in ("few", "many")
+        }  # fmt: skip
+    assert written["jvm"] == written["python"]
+    assert sum(len(rows) for rows in written["jvm"]["many"].values()) == 2000
+    assert len(written["jvm"]["many"]) == 40

@@ -61,10 +61,10 @@ final class SortBuffer {
     sortBySlot(builders.size());
     byte[] data = buffer.data;
     for (int k = 0; k < count; ) {
-      BatchBuilder b = builders.get(owners[order[k]]);
+      int slot = owners[order[k]];
+      BatchBuilder b = builders.get(slot);
       Bytes out = b.records;
       out.ensure(b.buffered);
-      int slot = b.slot;
       for (; k < count && owners[order[k]] == slot; k++) {
         int i = order[k];
         out.putUnchecked(data, starts[i], starts[i + 1] - starts[i]);
