@@ -53,7 +53,7 @@ ENCODERS: Final = ("auto", "jvm", "python")
 OPEN_BUDGET_BYTES = 32 * 1024 * 1024  # per task: open batches held before the largest closes
 SORT_BUFFER: tuple[int, int] | None = None
 """SortBuffer.java's size (bytes, records) for topics of many partitions; None: its own
-(1 MiB, 16,384 records). Tests set it small, so the records move many times a task."""
+(``SortBuffer.BYTES``, ``RECORDS``). Tests set it small, so the records move many times a task."""
 _LOCK: Final = threading.Lock()
 _LOADED: list[JvmEncoder] = []  # the encoder of the current SparkContext
 _ERROR = re.compile(re.escape(INPUT_ERROR_MARK) + r"\[(\w+)\] ([^\r\n]*)")

@@ -26,9 +26,6 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 
-_new = tuple.__new__  # a NamedTuple from a tuple of its fields, without its Python __new__
-
-
 class PartitionSpans(NamedTuple):
     """Where one Kafka partition's encoded batches are (provisional sequences, base offsets 0):
     (path, position, length) spans in the staging files, in task order (a tuple: one is built
@@ -163,7 +160,7 @@ def _by_partition(table: pa.Table) -> Encoded:
                                                                       "length")), strict=True))
     keys = zip([names[i] for i in topic_ids[starts].tolist()], partitions[starts].tolist(),
                strict=True)  # fmt: skip
-    groups = [_new(PartitionSpans, (topic, partition, count, spans[start:end]))
+    groups = [PartitionSpans(topic, partition, count, spans[start:end])
               for (topic, partition), count, start, end
               in zip(keys, records, starts.tolist(), ends, strict=True)]  # fmt: skip
     paths = frozenset(pc.unique(ordered.column("path")).to_pylist())

@@ -18,7 +18,11 @@ import java.util.List;
  * offset and timestamp deltas are final); only its bytes wait here ({@link BatchBuilder#buffered}).
  */
 final class SortBuffer {
-  /** Topics of more partitions than this are buffered (fewer batches take the rows in turn). */
+  /**
+   * Topics of more partitions than this are buffered: fewer open batches take the rows in turn
+   * well enough, and the buffer's copy costs them (8 partitions buffered: 43.7-44.5 ms of
+   * executor CPU against 39.7-41.0 written straight, the same 200,000 rows, 2026-12-01).
+   */
   static final int ABOVE_PARTITIONS = 16;
   static final int BYTES = 1 << 20; // within a core's L2 cache beside the rows being read
   static final int RECORDS = 16 * 1024;
