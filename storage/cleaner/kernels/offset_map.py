@@ -26,7 +26,13 @@ import numpy.typing as npt
 
 from kafkatier.storage.cleaner.kernels.md5 import md5_many
 from kafkatier.storage.cleaner.kernels.murmur import murmur3_many
-from kafkatier.storage.cleaner.kernels.slots import HASH_SIZE, Bits, Table, get_digest, put_digest
+from kafkatier.storage.cleaner.kernels.slots import (
+    HASH_SIZE,
+    Bits,
+    Table,
+    get_digest,
+    put_digest_marking,
+)
 
 BYTES_PER_ENTRY = 24
 MD5 = 0
@@ -51,13 +57,17 @@ def digest_words(
 
 @numba.njit(cache=True, nogil=True)
 def _put_many(
-    table: Table, words: Table, key_offsets: npt.NDArray[np.int64], size: int, limit: int
-) -> tuple[int, int]:
-    """Insert in order until the map holds ``limit`` entries; returns (entries put, new size)."""
+    table: Table, words: Table, key_offsets: npt.NDArray[np.int64], size: int, limit: int,
+    sup: Bits, sup_start: int,
+) -> tuple[int, int]:  # fmt: skip
+    """Insert in order until the map holds ``limit`` entries, marking each replaced offset in
+    ``sup`` as the kernels' puts do (the rewrite relies on every put marking); returns (entries
+    put, new size)."""
     for i in range(words.shape[0]):
         if size >= limit:
             return i, size
-        size += put_digest(table, words[i, 0], words[i, 1], key_offsets[i])
+        lo, hi = words[i, 0], words[i, 1]
+        size += put_digest_marking(table, lo, hi, key_offsets[i], sup, sup_start)
     return words.shape[0], size
 
 
@@ -170,9 +180,9 @@ class OffsetMap:
     def put_hashes(self, hashes: npt.NDArray[np.uint8], offsets: npt.NDArray[np.int64]) -> int:
         """Put entries in order while the map is below its desired size (Kafka checks the size
         before every put, even of a key already present); returns how many were put."""
-        done, self.size = _put_many(
-            self.table, _words(hashes), offsets, self.size, self.max_desired_size
-        )
+        done, self.size = _put_many(self.table, _words(hashes), offsets, self.size,
+                                    self.max_desired_size, self.superseded,
+                                    self.superseded_start)  # fmt: skip
         return int(done)
 
     def put_keys(
@@ -184,7 +194,8 @@ class OffsetMap:
     ) -> int:
         """:meth:`put_hashes` for the keys ``buf[positions[i] : positions[i] + lengths[i]]``."""
         words = digest_words(buf, positions, lengths, self.digest)
-        done, self.size = _put_many(self.table, words, offsets, self.size, self.max_desired_size)
+        done, self.size = _put_many(self.table, words, offsets, self.size, self.max_desired_size,
+                                    self.superseded, self.superseded_start)  # fmt: skip
         return int(done)
 
     def get_keys(

@@ -122,9 +122,12 @@ def get_at(table: Table, slot: int) -> int:
 
 
 @numba.njit(cache=True, nogil=True)
-def put_digest(table: Table, lo: np.uint64, hi: np.uint64, offset: int) -> int:
-    """Store ``offset`` for the digest; returns 1 when the key was new."""
-    return put_at(table, _slot_of(table, lo, hi), lo, hi, offset)
+def put_digest_marking(
+    table: Table, lo: np.uint64, hi: np.uint64, offset: int, sup: Bits, sup_start: int
+) -> int:
+    """Store ``offset`` for the digest, marking the offset it replaces (:func:`put_marking`);
+    returns 1 when the key was new."""
+    return put_marking(table, _slot_of(table, lo, hi), lo, hi, offset, sup, sup_start)
 
 
 @numba.njit(cache=True, nogil=True)
