@@ -14,6 +14,7 @@ import numpy as np
 
 from kafkatier.storage.cleaner import fast as cleaner_fast
 from kafkatier.storage.cleaner.chunk import map_plain, walk_segment, with_compressed
+from kafkatier.storage.cleaner.inflated_cache import InflatedCache
 from kafkatier.storage.cleaner.kernels.offset_map import OffsetMap
 from kafkatier.storage.cleaner.read_ahead import Chunks
 from kafkatier.storage.cleaner.segment_store import SegmentInfo, SegmentStore
@@ -65,10 +66,11 @@ def _map_segment(
     offset_map: OffsetMap,
     start: int,
     txn: CleanedTransactionMetadata,
+    cache: InflatedCache | None,
 ) -> bool:
     if cleaner_fast.ENABLED:
         plain = map_plain(offset_map, start)
-        with Chunks(store, info) as chunks:
+        with Chunks(store, info, cache=cache, fill=True) as chunks:
             runs = with_compressed(plain, lambda run, _chunk: plain(run.data, 0),
                                    store.io_buffer_size, chunks)  # fmt: skip
             return walk_segment(chunks, start, runs,
@@ -77,8 +79,12 @@ def _map_segment(
                                                                                start))  # fmt: skip
 
 
-def build_offset_map(store: SegmentStore, offset_map: OffsetMap, start: int, end: int) -> bool:
-    """Fill ``offset_map`` from the dirty segments in [start, end); True if it filled up."""
+def build_offset_map(
+    store: SegmentStore, offset_map: OffsetMap, start: int, end: int,
+    cache: InflatedCache | None = None,
+) -> bool:  # fmt: skip
+    """Fill ``offset_map`` from the dirty segments in [start, end); True if it filled up.
+    ``cache``: where the read-ahead keeps the batches it inflates, for the rewrite."""
     offset_map.clear(max_keys=max(end - start, 0), start=start)  # no more keys than offsets
     txn = CleanedTransactionMetadata(store.aborted_txns(start, end))
     infos = store.segment_infos()
@@ -87,7 +93,7 @@ def build_offset_map(store: SegmentStore, offset_map: OffsetMap, start: int, end
         following = bases[i + 1] if i + 1 < len(bases) else None
         if info.base_offset >= end or (following is not None and following <= start):
             continue
-        if _map_segment(store, info, offset_map, start, txn):
+        if _map_segment(store, info, offset_map, start, txn, cache):
             return True
         if following is not None:
             offset_map.update_latest_offset(max(offset_map.latest_offset, following - 1))

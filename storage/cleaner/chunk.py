@@ -11,11 +11,12 @@ Python handling.
 from __future__ import annotations
 
 from collections.abc import Callable
+from concurrent.futures import Executor, Future
 
 import numpy as np
 import numpy.typing as npt
 
-from kafkatier.storage.cleaner.compressed import Inflated, Scratch, deflate, inflate
+from kafkatier.storage.cleaner.compressed import Inflated, Scratch, deflate, headers_only, inflate
 from kafkatier.storage.cleaner.kernels.chunks import INFO, STATS, filter_chunk, map_chunk
 from kafkatier.storage.cleaner.kernels.offset_map import MURMUR3, OffsetMap
 from kafkatier.storage.cleaner.kernels.superseded import (
@@ -30,6 +31,7 @@ from kafkatier.storage.log.batch_position import BatchInfo
 from kafkatier.storage.log.segment import AnyBatch
 from kafkatier.storage.native import native
 from kafkatier.storage.record.records import read_batch_at
+from kafkatier.storage.wire import Codec
 
 U8 = npt.NDArray[np.uint8]
 Plain = Callable[[U8, int], tuple[int, bool]]
@@ -68,6 +70,10 @@ def walk_segment(chunks: Chunks, start_offset: int, plain: Plain, slow: Slow) ->
     return False
 
 
+BACKLOG = 2
+"""Deflates the walk leaves to the deflater thread at most (``ChunkFilter``)."""
+Deflated = tuple[bytes, list[BatchInfo]]
+"""Stored batches and their infos (``compressed.deflate``)."""
 Run = Callable[[Inflated, U8], tuple[int, bool]]
 """(inflated run, chunk) -> (where the kernel stopped in the run's data, stop the walk)."""
 Skip = Callable[[U8, int], int]
@@ -166,6 +172,11 @@ class ChunkFilter:
         self.bytes_written = 0
         self.cleaned: CleanedSegment | None = None
         self.add: Callable[[bytes, list[BatchInfo]], None] = lambda _d, _i: None
+        self.deflater: Executor | None = None
+        """Where inflated runs' kept batches are compressed again, beside the walk (None: in
+        the walk); their results go to :attr:`add_later` in the order submitted."""
+        self.add_later: Callable[[Future[Deflated]], None] = lambda _f: None
+        self._deflating: list[Future[Deflated]] = []
 
     def _kernel(self) -> Callable[[U8, int], tuple[int, int, int]]:
         """``filter_chunk`` over this rewrite's arrays: in C where the library is built, the
@@ -213,11 +224,27 @@ class ChunkFilter:
         consumed = sum(1 for start in run.starts if start < pos)
         self.stats[2] += sum(run.real_sizes[:consumed]) - int(pos)
         self._count_dropped(run, chunk, min(consumed, len(run.starts) - 1))
-        if count:
+        if count and self._deflate_later(run, chunk):
+            assert self.deflater is not None
+            out, rows = self.out[:size].copy(), self.infos[:count].copy()
+            deflating = self.deflater.submit(deflate, headers_only(run), chunk, out, rows)
+            self._deflating.append(deflating)
+            self.add_later(deflating)
+        elif count:
             data, infos = deflate(run, chunk, self.out[:size], self.infos[:count])
             self.add(data, infos)
             self.bytes_written += len(data)
         return int(pos), False
+
+    def _deflate_later(self, run: Inflated, chunk: U8) -> bool:
+        """Whether the thread takes this run's deflate: a run with zstd batches (lz4 compresses
+        faster than the hand-over costs), not while :data:`BACKLOG` of them are still running
+        there (the walk then deflates itself, so neither thread waits for the other), nor where
+        the chunk's buffer may change under it."""
+        if self.deflater is None or chunk.flags.writeable or Codec.ZSTD not in run.codecs:
+            return False
+        self._deflating = [f for f in self._deflating if not f.done()]
+        return len(self._deflating) < BACKLOG
 
     def _count_dropped(self, run: Inflated, chunk: U8, upto: int) -> None:
         """The batches dropped unread before each of the run's batches 1 to ``upto``."""

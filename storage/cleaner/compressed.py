@@ -221,6 +221,16 @@ def deflate(
     return bytes(data), infos
 
 
+def headers_only(run: Inflated) -> Inflated:
+    """``run`` with only its batches' headers of its inflated data (all :func:`deflate` reads
+    of it), copied: a deflate of the run then needs none of the buffers the run views, which
+    the walk reuses for the next run while a thread deflates this one (``chunk.ChunkFilter``)."""
+    starts = np.asarray(run.starts, dtype=np.int64)
+    heads = run.data[starts[:, None] + np.arange(BATCH_HEADER_SIZE)].reshape(-1)
+    return Inflated(heads, list(range(0, heads.shape[0], BATCH_HEADER_SIZE)), run.real_starts,
+                    run.real_sizes, run.codecs, run.last_offsets)  # fmt: skip
+
+
 def _deflate_kernel(
     run: Inflated, view: memoryview, out: U8, rows: npt.NDArray[np.int64]
 ) -> tuple[int, bytearray, list[BatchInfo]]:

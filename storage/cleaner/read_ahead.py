@@ -34,8 +34,15 @@ import numpy as np
 import numpy.typing as npt
 
 from kafkatier.storage.cleaner.compressed import CODECS_BY_ID, Inflated
+from kafkatier.storage.cleaner.inflated_cache import InflatedCache
 from kafkatier.storage.cleaner.kernels import codec_runs, zstd_contexts
-from kafkatier.storage.cleaner.kernels.ahead import batches_end, inflate_chunk, run_end
+from kafkatier.storage.cleaner.kernels.ahead import (
+    NO_CACHE,
+    batches_end,
+    holds_zstd,
+    inflate_chunk,
+    run_end,
+)
 from kafkatier.storage.cleaner.kernels.superseded import NO_DROPS, Drops
 from kafkatier.storage.cleaner.segment_store import SegmentInfo, SegmentStore
 from kafkatier.storage.wire import BATCH_HEADER_SIZE
@@ -72,6 +79,11 @@ FIRST_SHARE = 1.0
 """The thread's share of a walk's first chunk (tests set it)."""
 
 
+def room(store: SegmentStore) -> int:
+    """What a chunk's inflated batches may take (a buffer set's, an ``inflated_cache`` room)."""
+    return INFLATED * max(store.io_buffer_size, CHUNK) + codec_runs.ROOM
+
+
 @dataclass
 class _Prepared:
     """A chunk read at ``position`` (``size`` asked), its whole batches' ``end``, and its
@@ -106,8 +118,12 @@ class Chunks:
 
     def __init__(
         self, store: SegmentStore, info: SegmentInfo, drops: Drops | None = None,
-        ahead: bool | None = None,
+        ahead: bool | None = None, cache: InflatedCache | None = None, fill: bool = False,
     ) -> None:  # fmt: skip
+        self._cache = cache
+        self._fill = fill
+        """With ``cache``: the thread inflates into it (the map build) or copies from it what
+        is there (the rewrite): ``inflated_cache``."""
         self.store = store
         self.base = info.base_offset
         self.segment_size = info.size
@@ -241,10 +257,20 @@ class Chunks:
         out, meta = buffers
         count = total = 0
         share = end if self.share >= 1 else int(end * self.share)  # whole batches within it
+        key = (self.base, position, size)
+        cached = NO_CACHE
+        if self._cache is not None and not self._fill and (entry := self._cache.get(key)):
+            cached = (entry.data, entry.meta)
+        room = None
+        if self._fill and self._cache is not None and holds_zstd(array, share):
+            room = self._cache.reserve()  # lz4 decodes faster than its kept copies would cost
+        out = out if room is None else room
         if codec_runs.AVAILABLE and end:
             count, total = inflate_chunk(array, share, out, meta, *self._drops,
                                          self._drops is not NO_DROPS,
-                                         zstd_contexts.of_thread())  # fmt: skip
+                                         zstd_contexts.of_thread(), *cached)  # fmt: skip
+        if room is not None and self._cache is not None:
+            self._cache.keep(key, total, meta[:count])
         columns = meta[:count].T.tolist() if count else [[], [], [], [], []]
         rows = {start: i for i, start in enumerate(columns[1])}
         return _Prepared(position, size, chunk, array, end, buffers, out[:total], meta[:count],
@@ -259,7 +285,7 @@ class Chunks:
                 continue
             if found is None:
                 found = (
-                    np.empty(INFLATED * self.chunk_size + codec_runs.ROOM, dtype=np.uint8),
+                    np.empty(room(self.store), dtype=np.uint8),
                     np.empty((self.chunk_size // BATCH_HEADER_SIZE + 1, codec_runs.META), np.int64),
                 )
             return found

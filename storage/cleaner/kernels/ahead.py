@@ -8,10 +8,12 @@ from __future__ import annotations
 from typing import Any
 
 import numba
+import numpy as np
 
 from kafkatier.storage.cleaner.kernels.chunks import be, whole_batch
 from kafkatier.storage.cleaner.kernels.codec_runs import (
     DCTX,
+    META,
     ROOM,
     inflate_batch,
     zstd_dctx,
@@ -20,6 +22,8 @@ from kafkatier.storage.cleaner.kernels.superseded import droppable_gap, droppabl
 from kafkatier.storage.wire import ATTR_CODEC_MASK, ATTR_CONTROL, ATTR_TRANSACTIONAL, Codec
 
 _ZSTD = int(Codec.ZSTD)
+NO_CACHE = (np.empty(0, np.uint8), np.empty((0, META), np.int64))
+""":func:`inflate_chunk`'s ``cached``, ``cached_meta`` where nothing is cached."""
 _SMALLEST = 12 + 14  # a legacy message's offset, size and its smallest record (v0)
 
 
@@ -37,19 +41,38 @@ def batches_end(chunk: Any) -> int:
 
 
 @numba.njit(cache=True, nogil=True)
+def holds_zstd(chunk: Any, end: int) -> bool:
+    """Whether a zstd data batch is among ``chunk[:end]``'s whole v2 batches."""
+    pos = 0
+    view = chunk[:end]
+    while pos < end:
+        size, attrs = whole_batch(view, pos)
+        if size == 0:
+            return False
+        if attrs & ATTR_CODEC_MASK == _ZSTD and not attrs & (ATTR_CONTROL | ATTR_TRANSACTIONAL):
+            return True
+        pos += size
+    return False
+
+
+@numba.njit(cache=True, nogil=True)
 def inflate_chunk(
     chunk: Any, end: int, out: Any, meta: Any, sup: Any, ctx: Any, pids: Any,
-    last_offsets: Any, drop: bool, contexts: Any,
+    last_offsets: Any, drop: bool, contexts: Any, cached: Any, cached_meta: Any,
 ) -> tuple[int, int]:  # fmt: skip
     """Every lz4 and zstd data batch among ``chunk[:end]``'s whole v2 batches, inflated into
     ``out`` one after the other as ``inflate_runs`` does, its ``META`` fields in ``meta``, while
     ``out`` has ``ROOM`` and ``meta`` a row (the rest left to the walk); with ``drop``, none that
     the rewrite drops unread (``superseded.droppable_size`` over ``sup``, ``ctx``, ``pids``,
     ``last_offsets``). Stops at the first batch that is not v2. Returns (batches, bytes).
-    ``contexts``: the thread's zstd contexts (``zstd_contexts.of_thread``)."""
+    ``contexts``: the thread's zstd contexts (``zstd_contexts.of_thread``). ``cached``,
+    ``cached_meta``: an earlier call's ``out`` and ``meta`` over the same chunk (the map
+    build's, ``inflated_cache``; empty: none): the batches they hold are copied from there, not
+    decoded again, with the same result."""
     pos = 0
     total = 0
     count = 0
+    k = 0
     zstd = contexts[DCTX]
     view = chunk[:end]
     while pos < end and count < meta.shape[0] and out.shape[0] - total >= ROOM:
@@ -58,14 +81,33 @@ def inflate_chunk(
             break
         data = (attrs & ATTR_CODEC_MASK) != 0 and (attrs & (ATTR_CONTROL | ATTR_TRANSACTIONAL)) == 0
         if data and not (drop and droppable_size(sup, view, pos, ctx, pids, last_offsets)):
-            if zstd == 0 and attrs & ATTR_CODEC_MASK == _ZSTD:
-                zstd = contexts[DCTX] = zstd_dctx()
-            got = inflate_batch(view, pos, size, attrs, zstd, out, total, meta[count])
+            while k < cached_meta.shape[0] and cached_meta[k, 1] < pos:
+                k += 1
+            if k < cached_meta.shape[0] and cached_meta[k, 1] == pos:
+                got = _copy_cached(cached, cached_meta, k, out, total, meta[count])
+            else:
+                if zstd == 0 and attrs & ATTR_CODEC_MASK == _ZSTD:
+                    zstd = contexts[DCTX] = zstd_dctx()
+                got = inflate_batch(view, pos, size, attrs, zstd, out, total, meta[count])
             if got > 0:
                 total += got
                 count += 1
         pos += size
     return count, total
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _copy_cached(cached: Any, cached_meta: Any, k: int, out: Any, total: int, row: Any) -> Any:
+    """Row ``k`` of ``cached_meta``'s inflated batch copied to ``out[total]``, its fields to
+    ``row``: its size, or -1 where ``out`` has not the room."""
+    start = cached_meta[k, 0]
+    stop = cached_meta[k + 1, 0] if k + 1 < cached_meta.shape[0] else cached.shape[0]
+    if out.shape[0] - total < stop - start:
+        return np.int64(-1)
+    out[total : total + stop - start] = cached[start:stop]
+    row[:] = cached_meta[k, :]
+    row[0] = total
+    return np.int64(stop - start)
 
 
 @numba.njit(cache=True, nogil=True)

@@ -8,16 +8,17 @@ import random
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 from cleaner_fixtures import ManualClock, compact_config, open_log
 
-from kafkatier.storage.cleaner import chunk, read_ahead
+from kafkatier.storage.cleaner import chunk, inflated_cache, read_ahead
 from kafkatier.storage.cleaner import fast as cleaner_fast
 from kafkatier.storage.cleaner.compact import compact_log
 from kafkatier.storage.cleaner.compressed import Inflated, inflate
-from kafkatier.storage.cleaner.kernels.ahead import batches_end, inflate_chunk
+from kafkatier.storage.cleaner.kernels.ahead import NO_CACHE, batches_end, inflate_chunk
 from kafkatier.storage.cleaner.kernels.codec_runs import META, ROOM
 from kafkatier.storage.cleaner.kernels.superseded import NO_DROPS, Drops
 from kafkatier.storage.cleaner.kernels.zstd_contexts import ZstdContexts
@@ -45,12 +46,12 @@ def _records(rng: random.Random, count: int) -> list[Record]:
             for i in range(count)]  # fmt: skip
 
 
-def _big_log(path: Path, slots: int) -> tuple[LogDirectory, Log]:
+def _big_log(path: Path, slots: int, **settings: object) -> tuple[LogDirectory, Log]:
     """One segment of about 2 MiB (several read-ahead chunks): batches of every codec, a
     transactional producer's batches with COMMIT and ABORT markers, and a batch of 600 KiB of
     records (larger than a chunk: the walk grows its chunk for it)."""
     config = compact_config(segment_bytes=3 << 20, delete_retention_ms=100,
-                            log_cleaner_dedupe_buffer_size=24 * slots)  # fmt: skip
+                            log_cleaner_dedupe_buffer_size=24 * slots, **settings)  # fmt: skip
     log_dir, log = open_log(path, config, ManualClock())
     rng = random.Random(5)
     sequence = 0
@@ -355,7 +356,7 @@ def test_inflate_chunk_leaves_what_it_cannot_or_need_not_inflate() -> None:
     meta = np.empty((8, META), np.int64)
     none = NO_DROPS
     box = ZstdContexts().box
-    count, total = inflate_chunk(array, len(data), out, meta, *none, False, box)
+    count, total = inflate_chunk(array, len(data), out, meta, *none, False, box, *NO_CACHE)
     assert count == 2 and list(meta[:2, 4]) == [int(Codec.LZ4), int(Codec.ZSTD)]
     zstd_at = sum(len(p) for p in parts[:3])
     assert meta[1, 1] == zstd_at
@@ -366,9 +367,9 @@ def test_inflate_chunk_leaves_what_it_cannot_or_need_not_inflate() -> None:
     sup = np.full(1, 0b111, np.uint8)  # offsets 0-2 superseded
     ctx = np.array([100, NOW, 0, 100, 1, 0], np.int64)
     drops = Drops(sup, ctx, np.zeros(0, np.int64), np.zeros(0, np.int64))
-    count, _ = inflate_chunk(array, len(data), out, meta, *drops, True, box)
+    count, _ = inflate_chunk(array, len(data), out, meta, *drops, True, box, *NO_CACHE)
     assert count == 1 and meta[0, 4] == int(Codec.ZSTD)
-    count, _ = inflate_chunk(array, len(data), out[: ROOM + 10], meta, *none, False, box)
+    count, _ = inflate_chunk(array, len(data), out[: ROOM + 10], meta, *none, False, box, *NO_CACHE)
     assert count == 1
 
 
@@ -404,3 +405,52 @@ def test_a_corrupt_batch_past_the_first_chunk_is_named_at_its_file_position(
     log_dir.close()
     assert raised.value.context["file"] == str(segment)
     assert raised.value.context["position"] == at
+
+
+@pytest.mark.parametrize(("slots", "share", "wraps"),
+                         [(100_000, 1.0, True), (100_000, 0.4, False), (400_000, 1.0, False)])
+def test_the_rewrite_copies_what_the_map_build_inflated(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, slots: int, share: float, wraps: bool,
+    small_chunks: int,
+) -> None:  # fmt: skip
+    """The map build's read-ahead inflates into the pass's cache (``inflated_cache``) and the
+    rewrite's copies those batches from it: the same segments and results as with no cache. A
+    budget of 100,000 slots leaves an arena of a few chunks' rooms, so the ring wraps and drops
+    its oldest entries (not with a share of 0.4: the thread inflates, and the cache keeps, 0.4 of
+    each chunk; the walk inflates the rest, and so does the rewrite); 400,000 holds the whole
+    segment. The cleaner's
+    I/O buffer of 64 KiB makes a room (four chunks inflated and one batch) 320 KiB."""
+    monkeypatch.setattr(read_ahead, "ENABLED", True)
+    monkeypatch.setattr(read_ahead, "FIRST_SHARE", share)
+    monkeypatch.setattr(read_ahead, "STEP", 0.0)
+    seen = {"hits": 0, "dropped": 0}
+    get, reserve = inflated_cache.InflatedCache.get, inflated_cache.InflatedCache.reserve
+
+    def counted_get(self: inflated_cache.InflatedCache, key: inflated_cache.Key) -> Any:
+        found = get(self, key)
+        seen["hits"] += found is not None
+        return found
+
+    def counted_reserve(self: inflated_cache.InflatedCache) -> Any:
+        before = len(self)
+        room = reserve(self)
+        seen["dropped"] += before - len(self)
+        return room
+
+    outputs = []
+    for cached in (True, False):
+        if cached:
+            monkeypatch.setattr(inflated_cache.InflatedCache, "get", counted_get)
+            monkeypatch.setattr(inflated_cache.InflatedCache, "reserve", counted_reserve)
+        else:
+            monkeypatch.setattr(inflated_cache, "LEAST", 1 << 30)  # no arena is that large
+        log_dir, log = _big_log(tmp_path / str(cached), slots, log_cleaner_io_buffer_size=128 << 10)
+        results = [compact_log(log, now_ms=NOW, first_dirty_offset=None),
+                   compact_log(log, now_ms=NOW + 1000, first_dirty_offset=0)]  # fmt: skip
+        outputs.append(([s.log_path.read_bytes() for s in log.segments], results))
+        log_dir.close()
+        assert verify_paths([tmp_path / str(cached)]) == []
+    assert outputs[0] == outputs[1]
+    assert seen["hits"] > 3
+    assert (seen["dropped"] > 0) == wraps
+    assert _threads() == []

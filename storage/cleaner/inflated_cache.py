@@ -1,0 +1,132 @@
+"""The batches a pass's map build inflated, kept for its rewrite in the part of the map's budget
+(``log.cleaner.dedupe.buffer.size``) that the map's table does not take.
+
+Both halves of a cleaning pass decode the same compressed batches: the map build every one (it
+reads every key), the rewrite every one it does not drop unread. With zstd one decode of every
+batch takes longer than the plain rewrite of the same bytes (bench/compaction.py), so the second
+decode was a third of a compaction's work. Here the map build's read-ahead thread
+(``read_ahead.Chunks``) inflates each chunk into this cache's arena rather than a buffer of its
+own, and the rewrite's thread, preparing the same chunk, copies those batches from it instead of
+decoding them again (``kernels.ahead.inflate_chunk``'s ``cached``: the same bytes either way).
+
+The arena is one array, allocated at the first chunk and used as a ring: a chunk's room that
+does not fit before the arena's end goes at its start, and the entries it overlaps are dropped,
+the oldest, so the log's tail stays (whose records are the likelier to be kept). The map build
+and the rewrite of a pass run one after the other, each with one thread filling or reading, and
+the walk holds at most two chunks' data while the thread fills a third: an arena of at least
+:data:`LEAST` rooms never overwrites them. Below that there is no cache.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Final
+
+import numpy as np
+import numpy.typing as npt
+
+from kafkatier.storage.cleaner.kernels.offset_map import OffsetMap
+
+U8 = npt.NDArray[np.uint8]
+I64 = npt.NDArray[np.int64]
+Key = tuple[int, int, int]
+"""A chunk: its segment's base offset, its position and its size."""
+
+LEAST: Final = 4
+"""Rooms the arena must hold for a cache (the walk's two chunks and the one being filled)."""
+
+
+_POOL: list[U8] = []
+_POOL_LOCK = threading.Lock()
+
+
+def _take(size: int) -> U8:
+    """An arena of ``size`` bytes: the one the last pass gave back where it is large enough.
+    Kept from pass to pass as Kafka keeps a cleaner thread's dedupe buffer: a fresh arena's
+    first touches cost the map build more than its decoding some of the time (bench/compaction.py,
+    zstd, map builds of 0.16-0.36 s against 0.08 in 3 of 6 rounds, 2026-12-01)."""
+    with _POOL_LOCK:
+        arena = _POOL.pop() if _POOL else None
+    if arena is None or arena.shape[0] < size:
+        del arena
+        return np.empty(size, dtype=np.uint8)
+    return arena[:size]
+
+
+def _give(arena: U8) -> None:
+    """The arena back for the next pass (one is kept, the largest)."""
+    whole = arena.base if isinstance(arena.base, np.ndarray) else arena
+    with _POOL_LOCK:
+        if not _POOL or _POOL[0].shape[0] < whole.shape[0]:
+            _POOL[:] = [whole]
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """A chunk's inflated batches: ``data`` (a view of the arena) and their ``meta`` rows (as
+    ``kernels.ahead.inflate_chunk`` wrote them, positions in ``data``)."""
+
+    start: int
+    data: U8
+    meta: I64
+
+
+class InflatedCache:
+    """One pass's cache over the budget ``budget`` less what ``offset_map`` holds when the
+    first chunk comes (its table and superseded bits, sized by the map build's ``clear``);
+    ``room``: what one chunk may take (the read-ahead's buffer for inflated batches)."""
+
+    def __init__(self, budget: int, offset_map: OffsetMap, room: int) -> None:
+        self.budget = budget
+        self.offset_map = offset_map
+        self.room = room
+        self._arena: U8 | None = None
+        self._entries: dict[Key, Entry] = {}
+        self._cursor = 0
+
+    @property
+    def capacity(self) -> int:
+        """Bytes the arena may take (0: no cache)."""
+        if self._arena is not None:
+            return int(self._arena.shape[0])
+        om = self.offset_map
+        free = self.budget - om.table.nbytes - om.superseded.nbytes
+        return free if free >= LEAST * self.room else 0
+
+    def reserve(self) -> U8 | None:
+        """Room for the next chunk's batches (None: no cache), the entries it overlaps dropped;
+        :meth:`keep` then records what the chunk took of it."""
+        if self._arena is None:
+            if not self.capacity:
+                return None
+            self._arena = _take(self.capacity)
+        if self._cursor + self.room > self._arena.shape[0]:
+            self._cursor = 0
+        lo, hi = self._cursor, self._cursor + self.room
+        for key in [k for k, e in self._entries.items() if e.start < hi and lo < e.start +
+                    e.data.shape[0]]:  # fmt: skip
+            del self._entries[key]
+        return self._arena[lo:hi]
+
+    def keep(self, key: Key, total: int, meta: I64) -> None:
+        """The chunk ``key`` inflated ``total`` bytes into the last :meth:`reserve`'s room,
+        ``meta`` its rows (copied)."""
+        assert self._arena is not None
+        start = self._cursor
+        self._entries[key] = Entry(start, self._arena[start : start + total], meta.copy())
+        self._cursor = start + (total + 7) // 8 * 8
+
+    def get(self, key: Key) -> Entry | None:
+        """The chunk's entry, if the map build inflated it and it is still held."""
+        return self._entries.get(key)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def close(self) -> None:
+        """Drop the entries; the arena goes back to the pool for the next pass."""
+        self._entries.clear()
+        if self._arena is not None:
+            arena, self._arena = self._arena, None
+            _give(arena)
