@@ -11,7 +11,7 @@ Python handling.
 from __future__ import annotations
 
 from collections.abc import Callable
-from concurrent.futures import Executor, Future
+from functools import partial
 
 import numpy as np
 import numpy.typing as npt
@@ -70,8 +70,6 @@ def walk_segment(chunks: Chunks, start_offset: int, plain: Plain, slow: Slow) ->
     return False
 
 
-BACKLOG = 2
-"""Deflates the walk leaves to the deflater thread at most (``ChunkFilter``)."""
 LZ4_LATER = 256 << 10
 """The kept bytes from which a run of lz4 batches is deflated by the thread: on
 bench/compaction.py's lz4 input the rewrite took 0.050 s with every run handed over against
@@ -177,11 +175,9 @@ class ChunkFilter:
         self.bytes_written = 0
         self.cleaned: CleanedSegment | None = None
         self.add: Callable[[bytes, list[BatchInfo]], None] = lambda _d, _i: None
-        self.deflater: Executor | None = None
-        """Where inflated runs' kept batches are compressed again, beside the walk (None: in
-        the walk); their results go to :attr:`add_later` in the order submitted."""
-        self.add_later: Callable[[Future[Deflated]], None] = lambda _f: None
-        self._deflating: list[Future[Deflated]] = []
+        self.hand_over: Callable[[Callable[[], Deflated]], bool] = lambda _d: False
+        """Hands an inflated run's deflate to the writer's thread, which appends its batches
+        in their place (``group_writer``); False: the walk deflates it itself."""
 
     def _kernel(self) -> Callable[[U8, int], tuple[int, int, int]]:
         """``filter_chunk`` over this rewrite's arrays: in C where the library is built, the
@@ -229,30 +225,26 @@ class ChunkFilter:
         consumed = sum(1 for start in run.starts if start < pos)
         self.stats[2] += sum(run.real_sizes[:consumed]) - int(pos)
         self._count_dropped(run, chunk, min(consumed, len(run.starts) - 1))
-        if count and self._deflate_later(run, chunk, size):
-            assert self.deflater is not None
-            out, rows = self.out[:size].copy(), self.infos[:count].copy()
-            deflating = self.deflater.submit(deflate, headers_only(run), chunk, out, rows)
-            self._deflating.append(deflating)
-            self.add_later(deflating)
+        if count and self._worth_handing(run, chunk, size) and self.hand_over(
+            partial(deflate, headers_only(run), chunk, self.out[:size].copy(),
+                    self.infos[:count].copy())
+        ):  # fmt: skip
+            pass
         elif count:
             data, infos = deflate(run, chunk, self.out[:size], self.infos[:count])
             self.add(data, infos)
             self.bytes_written += len(data)
         return int(pos), False
 
-    def _deflate_later(self, run: Inflated, chunk: U8, size: int) -> bool:
-        """Whether the thread takes this run's deflate (``size`` bytes kept): a run with zstd
+    @staticmethod
+    def _worth_handing(run: Inflated, chunk: U8, size: int) -> bool:
+        """Whether a run's deflate (``size`` bytes kept) is worth a thread: a run with zstd
         batches, or with :data:`LZ4_LATER` bytes kept or more (where lz4 compresses less it
-        takes less time than the hand-over costs), not while :data:`BACKLOG` of them are still
-        running there (the walk then deflates itself, so neither thread waits for the other),
-        nor where the chunk's buffer may change under it."""
-        if self.deflater is None or chunk.flags.writeable:
+        takes less time than the hand-over costs); never where the chunk's buffer may change
+        under it."""
+        if chunk.flags.writeable:
             return False
-        if Codec.ZSTD not in run.codecs and size < LZ4_LATER:
-            return False
-        self._deflating = [f for f in self._deflating if not f.done()]
-        return len(self._deflating) < BACKLOG
+        return Codec.ZSTD in run.codecs or size >= LZ4_LATER
 
     def _count_dropped(self, run: Inflated, chunk: U8, upto: int) -> None:
         """The batches dropped unread before each of the run's batches 1 to ``upto``."""

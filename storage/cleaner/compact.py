@@ -11,10 +11,7 @@ the new cleaner-offset-checkpoint value; writing that checkpoint is the caller's
 
 from __future__ import annotations
 
-from collections import deque
-from collections.abc import Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kafkatier.storage import collector
@@ -22,8 +19,9 @@ from kafkatier.storage.cleaner import fast as cleaner_fast
 from kafkatier.storage.cleaner import read_ahead
 from kafkatier.storage.cleaner.build_map import build_offset_map
 from kafkatier.storage.cleaner.choose import LogToClean, cleanable
-from kafkatier.storage.cleaner.chunk import ChunkFilter, Deflated, walk_segment, with_compressed
+from kafkatier.storage.cleaner.chunk import ChunkFilter, walk_segment, with_compressed
 from kafkatier.storage.cleaner.filter import FilterContext, FilterStats, filter_batch
+from kafkatier.storage.cleaner.group_writer import GroupWriter
 from kafkatier.storage.cleaner.inflated_cache import InflatedCache
 from kafkatier.storage.cleaner.kernels.offset_map import MURMUR3, OffsetMap
 from kafkatier.storage.cleaner.legacy import legacy_delete_horizon
@@ -36,17 +34,12 @@ from kafkatier.storage.cleaner.segment_store import (
 )
 from kafkatier.storage.cleaner.txn import CleanedTransactionMetadata
 from kafkatier.storage.config.log_config import LogConfig
-from kafkatier.storage.errors import CorruptRecordError
-from kafkatier.storage.log.batch_position import BatchInfo
 from kafkatier.storage.log.log import Log
 from kafkatier.storage.log.segment import AnyBatch
-from kafkatier.storage.record.records import read_batch
 from kafkatier.storage.wire import INT32_MAX
 
 MAX_DEDUPE_BUFFER = 2**31 - 1  # Kafka caps one cleaner thread's map at Int.MaxValue bytes
 MAX_PASSES = 10_000
-PENDING = 64
-"""Deflates a group's writer lets run ahead of it (``_GroupWriter``)."""
 
 __all__ = ["CompactionResult", "compact_log", "group_segments"]
 
@@ -102,68 +95,6 @@ def group_segments(
     return groups
 
 
-class _GroupWriter:
-    """Buffers retained batches and appends them to the cleaned segment a chunk at a time, in
-    the order they come: batches deflated by a thread (:meth:`add_later`) hold their place, and
-    those after them wait in line (at most :data:`PENDING` deflates outstanding)."""
-
-    def __init__(self, cleaned: CleanedSegment, chunk_bytes: int) -> None:
-        self.cleaned = cleaned
-        self.chunk_bytes = chunk_bytes
-        self.data = bytearray()
-        self.infos: list[BatchInfo] = []
-        self.pending: deque[tuple[Future[Deflated], bool]] = deque()  # (batches, deflated)
-        self.deflated_bytes = 0
-        """Bytes of the batches that came through :meth:`add_later` (for the stats)."""
-
-    def add(self, out: bytes | memoryview) -> None:
-        head = read_batch(out)
-        if head is None:  # the filter only ever returns whole batches
-            raise CorruptRecordError("cleaner produced a partial batch", offset=len(self.data))
-        self.add_many(bytes(out), [BatchInfo(0, len(out), head.last_offset, head.max_timestamp)])
-
-    def add_many(self, data: bytes, infos: list[BatchInfo]) -> None:
-        """Whole batches at once (``chunk``), their positions relative to ``data``."""
-        if self.pending:  # behind the deflates still running: keep the order
-            done: Future[Deflated] = Future()
-            done.set_result((data, infos))
-            self.pending.append((done, False))
-            return
-        self._append(data, infos)
-
-    def add_later(self, deflating: Future[Deflated]) -> None:
-        """Batches a thread is deflating (``chunk.ChunkFilter.deflater``)."""
-        self.pending.append((deflating, True))
-        self._settle(PENDING)
-
-    def _settle(self, most: int) -> None:
-        """Append what is done at the head of the line, waiting while more than ``most`` are
-        outstanding (a deflate's error is raised here)."""
-        while self.pending and (len(self.pending) > most or self.pending[0][0].done()):
-            batches, deflated = self.pending.popleft()
-            data, infos = batches.result()
-            self.deflated_bytes += len(data) if deflated else 0
-            self._append(data, infos)
-
-    def _append(self, data: bytes, infos: list[BatchInfo]) -> None:
-        start = len(self.data)
-        self.infos.extend(BatchInfo(start + i.position, i.size, i.last_offset, i.max_timestamp)
-                          for i in infos)  # fmt: skip
-        self.data += data
-        if len(self.data) >= self.chunk_bytes:
-            self._write()
-
-    def flush(self) -> None:
-        self._settle(0)
-        self._write()
-
-    def _write(self) -> None:
-        if self.infos:
-            self.cleaned.append_batches(bytes(self.data), self.infos)
-        self.data = bytearray()
-        self.infos = []
-
-
 @dataclass
 class _Round:
     """One cleaning pass's shared facts."""
@@ -182,7 +113,7 @@ class _Round:
     """The batches the map build inflated, for the rewrite (``inflated_cache``)."""
 
 
-def _filter_into(batch: AnyBatch, ctx: FilterContext, writer: _GroupWriter) -> bool:
+def _filter_into(batch: AnyBatch, ctx: FilterContext, writer: GroupWriter) -> bool:
     out = filter_batch(batch, ctx)
     if out is not None:
         writer.add(out)
@@ -224,13 +155,13 @@ def _write_group(
     txn.on_retained_abort = cleaned.append_aborted_txn
     ctx = FilterContext(rnd.offset_map, rnd.now_ms, rnd.config.delete_retention_ms, txn,
                         rnd.last_records, rnd.upper_bound, rnd.stats)  # fmt: skip
-    writer = _GroupWriter(cleaned, rnd.chunk_bytes)
     chunks = None
     if cleaner_fast.ENABLED:
         facts = (rnd.now_ms, rnd.config.delete_retention_ms, rnd.upper_bound)
         chunks = ChunkFilter(rnd.offset_map, facts, rnd.last_records, rnd.chunk_bytes)
-        chunks.add = writer.add_many
-    with _deflating(chunks, writer):
+    with GroupWriter(cleaned, rnd.chunk_bytes, read_ahead.ENABLED) as writer:
+        if chunks is not None:
+            chunks.add, chunks.hand_over = writer.add_many, writer.hand_over
         for i, info in enumerate(group):
             upper = (
                 group[i + 1].base_offset if i + 1 < len(group) else store.read_next_offset(
@@ -251,23 +182,6 @@ def _write_group(
     if chunks is not None:
         chunks.bytes_written += writer.deflated_bytes
         _add_chunk_stats(rnd.stats, chunks)
-
-
-@contextmanager
-def _deflating(chunks: ChunkFilter | None, writer: _GroupWriter) -> Iterator[None]:
-    """Where the process has a second core (``read_ahead.ENABLED``), a thread that compresses
-    the batches kept of inflated runs again while the walk goes on (``ChunkFilter.deflater``):
-    with zstd that took about 0.05 s of the rewrite's 0.09 on bench/compaction.py's input, all
-    on the walk's thread, while the read-ahead's thread, inflating, waited for it."""
-    if chunks is None or not read_ahead.ENABLED:
-        yield
-        return
-    with ThreadPoolExecutor(1, thread_name_prefix="kafkatier-cleaner-deflate") as pool:
-        chunks.deflater, chunks.add_later = pool, writer.add_later
-        try:
-            yield
-        finally:
-            chunks.deflater = None
 
 
 def _clean_pass(rnd: _Round, ltc: LogToClean) -> int:
