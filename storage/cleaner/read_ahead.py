@@ -261,15 +261,15 @@ class Chunks:
         cached = NO_CACHE
         if self._cache is not None and not self._fill and (entry := self._cache.get(key)):
             cached = (entry.data, entry.meta)
-        room = None
+        kept = None
         if self._fill and self._cache is not None and holds_zstd(array, share):
-            room = self._cache.reserve()  # lz4 decodes faster than its kept copies would cost
-        out = out if room is None else room
+            kept = self._cache.reserve()  # lz4 decodes faster than its kept copies would cost
+        out = out if kept is None else kept
         if codec_runs.AVAILABLE and end:
             count, total = inflate_chunk(array, share, out, meta, *self._drops,
                                          self._drops is not NO_DROPS,
                                          zstd_contexts.of_thread(), *cached)  # fmt: skip
-        if room is not None and self._cache is not None:
+        if kept is not None and self._cache is not None:
             self._cache.keep(key, total, meta[:count])
         columns = meta[:count].T.tolist() if count else [[], [], [], [], []]
         rows = {start: i for i, start in enumerate(columns[1])}
