@@ -71,10 +71,12 @@ def walk_segment(chunks: Chunks, start_offset: int, plain: Plain, slow: Slow) ->
 
 
 LZ4_LATER = 256 << 10
-"""The kept bytes from which a run of lz4 batches is deflated by the thread: on
-bench/compaction.py's lz4 input the rewrite took 0.050 s with every run handed over against
-0.045 in the walk (100,000 keys: a tenth of a run's records kept), and 0.15-0.18 s against
-0.21 (1,000,000 keys: 63% kept)."""
+"""The kept bytes from which a run of lz4 batches is deflated by the thread (measured before
+the group's writer took the appends, stop 69, ad hoc phase timers on bench/compaction.py's lz4
+input): with every lz4 run handed over the rewrite took 0.046-0.050 s against 0.045-0.046 in the
+walk at 100,000 keys (the median run keeps 18 KiB) and 0.15-0.18 s against 0.21 at 1,000,000
+(it keeps 500 KiB); from 256 KiB, 0.041-0.050 against 0.048-0.059 and 0.12-0.13 against
+0.18-0.21."""
 Deflated = tuple[bytes, list[BatchInfo]]
 """Stored batches and their infos (``compressed.deflate``)."""
 Run = Callable[[Inflated, U8], tuple[int, bool]]
@@ -225,13 +227,12 @@ class ChunkFilter:
         consumed = sum(1 for start in run.starts if start < pos)
         self.stats[2] += sum(run.real_sizes[:consumed]) - int(pos)
         self._count_dropped(run, chunk, min(consumed, len(run.starts) - 1))
-        if count and self._worth_handing(run, chunk, size) and self.hand_over(
-            partial(deflate, headers_only(run), chunk, self.out[:size].copy(),
-                    self.infos[:count].copy())
-        ):  # fmt: skip
-            pass
-        elif count:
-            data, infos = deflate(run, chunk, self.out[:size], self.infos[:count])
+        if not count:
+            return int(pos), False
+        out, rows = self.out[:size], self.infos[:count]
+        if not (self._worth_handing(run, chunk, size) and self.hand_over(
+                partial(deflate, headers_only(run), chunk, out.copy(), rows.copy()))):
+            data, infos = deflate(run, chunk, out, rows)
             self.add(data, infos)
             self.bytes_written += len(data)
         return int(pos), False

@@ -263,7 +263,7 @@ class Chunks:
             cached = (entry.data, entry.meta)
         kept = None
         if self._fill and self._cache is not None and holds_zstd(array, share):
-            kept = self._cache.reserve()  # lz4 decodes faster than its kept copies would cost
+            kept = self._cache.reserve()  # lz4 kept too: no faster (docs/performance.md, 69)
         out = out if kept is None else kept
         if codec_runs.AVAILABLE and end:
             count, total = inflate_chunk(array, share, out, meta, *self._drops,

@@ -140,7 +140,7 @@ def _info(data: bytes) -> SegmentInfo:
 
 
 def _threads() -> list[str]:
-    return [t.name for t in threading.enumerate() if t.name == "kafkatier-cleaner-read-ahead"]
+    return [t.name for t in threading.enumerate() if t.name.startswith("kafkatier-cleaner-")]
 
 
 def _walk(chunks: Chunks, data: bytes) -> list[int]:
