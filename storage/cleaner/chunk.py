@@ -90,8 +90,9 @@ def with_compressed(
     drops: Drops = NO_DROPS,
 ) -> Plain:  # fmt: skip
     """``plain``, continued through runs of compressed data batches (``compressed``):
-    where the plain run stops at one, the run is inflated (or taken as the read-ahead inflated
-    it, ``chunks.run``) and given to ``on_run``. ``skip`` and ``drops`` (the rewrite's:
+    where the plain run stops at one, the run is inflated (or taken as the read-ahead or the
+    cache holds it, ``chunks.run``; in the map build, inflated into the cache,
+    ``chunks.inflate_kept``) and given to ``on_run``. ``skip`` and ``drops`` (the rewrite's:
     ``ChunkFilter.skip``, ``ChunkFilter.drops``): the batches dropped unread where a run would
     start are passed first, and those inside a run are not inflated (``kernels.superseded``)."""
 
@@ -105,8 +106,9 @@ def with_compressed(
             if skip is not None and (after := skip(array, pos)) != pos:
                 pos = after
                 continue
-            run = chunks.run(array, pos, max(max_bytes, chunks.run_bytes)) or inflate(
-                array, pos, max_bytes, scratch, drops)  # fmt: skip
+            run = (chunks.run(array, pos, max(max_bytes, chunks.run_bytes))
+                   or chunks.inflate_kept(array, pos, max_bytes)
+                   or inflate(array, pos, max_bytes, scratch, drops))  # fmt: skip
             if run is None:
                 return pos, False
             at, stop = on_run(run, array)

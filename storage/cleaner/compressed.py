@@ -178,16 +178,46 @@ def _inflate_kernel(
 ) -> tuple[int, int]:
     """The run's first batches that ``kernels.codec_runs`` takes (Kafka's one-block lz4 frames,
     zstd frames), in one call: (where the rest of the run starts, bytes inflated)."""
-    out = scratch.room(0, max_bytes + kernel.ROOM)
-    meta = np.empty((len(view) // BATCH_HEADER_SIZE + 1, kernel.META), dtype=np.int64)
-    pos, count, total = kernel.inflate_runs(np.frombuffer(view, dtype=np.uint8), pos, max_bytes,
-                                            np.frombuffer(out, dtype=np.uint8), meta,
+    out = np.frombuffer(scratch.room(0, max_bytes + kernel.ROOM), dtype=np.uint8)
+    pos, total, meta = _inflate_runs(np.frombuffer(view, dtype=np.uint8), pos, max_bytes, out,
+                                     drops)  # fmt: skip
+    _fill(run, meta)
+    return pos, total
+
+
+def inflate_into(
+    chunk: U8, pos: int, max_bytes: int, out: U8
+) -> tuple[Inflated, npt.NDArray[np.int64]] | None:
+    """The run of lz4 and zstd batches from ``pos`` that ``kernels.codec_runs`` inflates into
+    ``out`` as it is (a batch it has no room for ends the run), and its ``META`` rows; None where
+    it takes none (``inflate`` then takes the batch)."""
+    if not kernel.AVAILABLE:
+        return None
+    _, total, meta = _inflate_runs(chunk, pos, max_bytes, out, NO_DROPS)
+    if not total:
+        return None
+    run = Inflated(out[:total])
+    _fill(run, meta)
+    return run, meta
+
+
+def _inflate_runs(
+    chunk: U8, pos: int, max_bytes: int, out: U8, drops: Drops
+) -> tuple[int, int, npt.NDArray[np.int64]]:
+    """``kernels.codec_runs.inflate_runs`` on the thread's zstd contexts: (where the rest of the
+    run starts, bytes inflated, the batches' ``META`` rows)."""
+    meta = np.empty((chunk.shape[0] // BATCH_HEADER_SIZE + 1, kernel.META), dtype=np.int64)
+    pos, count, total = kernel.inflate_runs(chunk, pos, max_bytes, out, meta,
                                             zstd_contexts.of_thread(), *drops)  # fmt: skip
-    if count:
-        columns = meta[:count].T.tolist()
+    return int(pos), int(total), meta[:count]
+
+
+def _fill(run: Inflated, meta: npt.NDArray[np.int64]) -> None:
+    """The run's per-batch lists from its ``META`` rows (none: left empty)."""
+    if meta.shape[0]:
+        columns = meta.T.tolist()
         run.starts, run.real_starts, run.real_sizes, run.last_offsets = columns[:4]
         run.codecs = [CODECS_BY_ID[c] for c in columns[4]]
-    return int(pos), int(total)
 
 
 def deflate(

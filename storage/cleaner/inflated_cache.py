@@ -5,16 +5,19 @@ Both halves of a cleaning pass decode the same compressed batches: the map build
 reads every key), the rewrite every one it does not drop unread. With zstd one decode of every
 batch takes longer than the plain rewrite of the same bytes (bench/compaction.py), so the second
 decode was a third of a compaction's work. Here the map build's read-ahead thread
-(``read_ahead.Chunks``) inflates each chunk into this cache's arena rather than a buffer of its
-own, and the rewrite's thread, preparing the same chunk, copies those batches from it instead of
-decoding them again (``kernels.ahead.inflate_chunk``'s ``cached``: the same bytes either way).
+(``read_ahead.Chunks``) inflates its share of each chunk into this cache's arena rather than a
+buffer of its own, and the walk inflates the rest of the chunk (``read_ahead``'s balance) into
+the room that follows (:meth:`InflatedCache.region`, :meth:`InflatedCache.extend`). The rewrite
+takes those batches from the arena as they are (``Chunks.run``; the same bytes the codec would
+give), and its thread decodes only the batches the cache has not.
 
 The arena is one array, allocated at the first chunk and used as a ring: a chunk's room that
 does not fit before the arena's end goes at its start, and the entries it overlaps are dropped,
 the oldest, so the log's tail stays (whose records are the likelier to be kept). The map build
 and the rewrite of a pass run one after the other, each with one thread filling or reading, and
 the walk holds at most two chunks' data while the thread fills a third: an arena of at least
-:data:`LEAST` rooms never overwrites them. Below that there is no cache.
+:data:`LEAST` rooms never overwrites them (a chunk's entry, with the room left for the walk's
+share, takes one room at most). Below that there is no cache.
 """
 
 from __future__ import annotations
@@ -65,17 +68,26 @@ def _give(arena: U8) -> None:
 @dataclass(frozen=True, slots=True)
 class Entry:
     """A chunk's inflated batches: ``data`` (a view of the arena) and their ``meta`` rows (as
-    ``kernels.ahead.inflate_chunk`` wrote them, positions in ``data``)."""
+    ``kernels.ahead.inflate_chunk`` writes them, positions in ``data``), in chunk order, each
+    batch's data right after the one before; ``limit``: where the chunk's room in the arena ends
+    (:meth:`InflatedCache.region`)."""
 
     start: int
     data: U8
     meta: I64
+    limit: int
+
+    def rows(self) -> dict[int, int]:
+        """Row by chunk position."""
+        return {position: row for row, position in enumerate(self.meta[:, 1].tolist())}
 
 
 class InflatedCache:
     """One pass's cache over the budget ``budget`` less what ``offset_map`` holds when the
     first chunk comes (its table and superseded bits, sized by the map build's ``clear``);
-    ``room``: what one chunk may take (the read-ahead's buffer for inflated batches)."""
+    ``room``: what one chunk may take (the read-ahead's buffer for inflated batches). The
+    read-ahead thread reserves and keeps, the walk extends the chunk it holds: a lock keeps the
+    entries whole between the two."""
 
     def __init__(self, budget: int, offset_map: OffsetMap, room: int) -> None:
         self.budget = budget
@@ -84,6 +96,7 @@ class InflatedCache:
         self._arena: U8 | None = None
         self._entries: dict[Key, Entry] = {}
         self._cursor = 0
+        self._lock = threading.Lock()
 
     @property
     def capacity(self) -> int:
@@ -104,29 +117,59 @@ class InflatedCache:
         if self._cursor + self.room > self._arena.shape[0]:
             self._cursor = 0
         lo, hi = self._cursor, self._cursor + self.room
-        for key in [k for k, e in self._entries.items() if e.start < hi and lo < e.start +
-                    e.data.shape[0]]:  # fmt: skip
-            del self._entries[key]
+        with self._lock:
+            for key in [k for k, e in self._entries.items() if e.start < hi and lo < e.limit]:
+                del self._entries[key]
         return self._arena[lo:hi]
 
-    def keep(self, key: Key, total: int, meta: I64) -> None:
+    def keep(self, key: Key, total: int, meta: I64, more: int = 0) -> None:
         """The chunk ``key`` inflated ``total`` bytes into the last :meth:`reserve`'s room,
-        ``meta`` its rows (copied)."""
+        ``meta`` its rows (copied); ``more`` bytes after them are left for the walk's share of
+        the chunk (at most the room's rest)."""
         assert self._arena is not None
         start = self._cursor
-        self._entries[key] = Entry(start, self._arena[start : start + total], meta.copy())
-        self._cursor = start + (total + 7) // 8 * 8
+        limit = start + min(total + max(more, 0), self.room)
+        entry = Entry(start, self._arena[start : start + total], meta.copy(), limit)
+        with self._lock:
+            self._entries[key] = entry
+        self._cursor = (limit + 7) // 8 * 8
+
+    def region(self, key: Key) -> U8 | None:
+        """The chunk's room after its batches (None: not held, or no room left)."""
+        with self._lock:
+            entry = self._entries.get(key)
+        if entry is None or self._arena is None:
+            return None
+        used = entry.start + entry.data.shape[0]
+        return self._arena[used : entry.limit] if used < entry.limit else None
+
+    def extend(self, key: Key, total: int, meta: I64) -> None:
+        """The walk inflated ``total`` more bytes of the chunk at the start of its
+        :meth:`region`, ``meta`` their rows (positions from the region's start)."""
+        assert self._arena is not None
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None:
+                return
+            used = entry.data.shape[0]
+            rows = meta.copy()
+            rows[:, 0] += used
+            self._entries[key] = Entry(entry.start,
+                                       self._arena[entry.start : entry.start + used + total],
+                                       np.concatenate((entry.meta, rows)), entry.limit)  # fmt: skip
 
     def get(self, key: Key) -> Entry | None:
         """The chunk's entry, if the map build inflated it and it is still held."""
-        return self._entries.get(key)
+        with self._lock:
+            return self._entries.get(key)
 
     def __len__(self) -> int:
         return len(self._entries)
 
     def close(self) -> None:
         """Drop the entries; the arena goes back to the pool for the next pass."""
-        self._entries.clear()
+        with self._lock:
+            self._entries.clear()
         if self._arena is not None:
             arena, self._arena = self._arena, None
             _give(arena)

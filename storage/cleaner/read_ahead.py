@@ -33,12 +33,13 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
-from kafkatier.storage.cleaner.compressed import CODECS_BY_ID, Inflated
-from kafkatier.storage.cleaner.inflated_cache import InflatedCache
+from kafkatier.storage.cleaner.compressed import CODECS_BY_ID, Inflated, inflate_into
+from kafkatier.storage.cleaner.inflated_cache import Entry, InflatedCache
 from kafkatier.storage.cleaner.kernels import codec_runs, zstd_contexts
 from kafkatier.storage.cleaner.kernels.ahead import (
     NO_CACHE,
     batches_end,
+    cached_run_end,
     holds_zstd,
     inflate_chunk,
     run_end,
@@ -100,6 +101,10 @@ class _Prepared:
     meta: I64
     columns: list[list[int]]
     rows: dict[int, int]
+    key: tuple[int, int, int]
+    cached: tuple[Entry, dict[int, int]] | None = None
+    """The rewrite's: the chunk's entry in the cache (batches the thread left to it) and its
+    rows by chunk position."""
 
 
 class Chunks:
@@ -189,16 +194,36 @@ class Chunks:
         between them but batches the rewrite drops unread), or None where it has not the batch
         at ``pos``."""
         item = self._current
-        if item is None or array is not item.array or (row := item.rows.get(pos)) is None:
+        if item is None or array is not item.array:
             return None
-        i = int(run_end(item.meta, row, max_bytes, array, *self._drops))
-        starts, real_starts, real_sizes, last_offsets, codecs = item.columns
-        first = starts[row]
-        stop = starts[i] if i < len(starts) else item.data.shape[0]
-        taken = slice(row, i)
-        return Inflated(item.data[first:stop], [s - first for s in starts[taken]],
-                        real_starts[taken], real_sizes[taken],
-                        [CODECS_BY_ID[c] for c in codecs[taken]], last_offsets[taken])  # fmt: skip
+        if (row := item.rows.get(pos)) is not None:
+            i = int(run_end(item.meta, row, max_bytes, array, *self._drops))
+            return _run(item.data, item.columns, row, i)
+        if item.cached is None or (row := item.cached[1].get(pos)) is None:
+            return None
+        entry = item.cached[0]
+        meta = entry.meta
+        i = int(cached_run_end(meta, row, max_bytes))
+        data = entry.data[: meta[i, 0]] if i < meta.shape[0] else entry.data
+        return _run(data, meta[row:i].T.tolist(), 0, i - row)
+
+    def inflate_kept(self, array: U8, pos: int, max_bytes: int) -> Inflated | None:
+        """The map build's walk: its own run at ``pos`` of the chunk it holds, inflated into
+        that chunk's room in the cache after the thread's share (``InflatedCache.region``) and
+        kept there for the rewrite; None where the chunk has no room there (the walk then
+        inflates the run as without a cache)."""
+        item = self._current
+        if not self._fill or self._cache is None or item is None or array is not item.array:
+            return None
+        region = self._cache.region(item.key)
+        if region is None:
+            return None
+        found = inflate_into(array, pos, max_bytes, region)
+        if found is None:
+            return None
+        run, meta = found
+        self._cache.extend(item.key, run.data.shape[0], meta)
+        return run
 
     def _release(self) -> None:
         """The walk is done with the current chunk: its buffers go back to the thread."""
@@ -258,23 +283,24 @@ class Chunks:
         count = total = 0
         share = end if self.share >= 1 else int(end * self.share)  # whole batches within it
         key = (self.base, position, size)
-        cached = NO_CACHE
-        if self._cache is not None and not self._fill and (entry := self._cache.get(key)):
-            cached = (entry.data, entry.meta)
+        entry = None
+        if self._cache is not None and not self._fill:
+            entry = self._cache.get(key)
         kept = None
         if self._fill and self._cache is not None and holds_zstd(array, share):
             kept = self._cache.reserve()  # lz4 kept too: no faster (docs/performance.md, 69)
         out = out if kept is None else kept
         if codec_runs.AVAILABLE and end:
             count, total = inflate_chunk(array, share, out, meta, *self._drops,
-                                         self._drops is not NO_DROPS,
-                                         zstd_contexts.of_thread(), *cached)  # fmt: skip
+                                         self._drops is not NO_DROPS, zstd_contexts.of_thread(),
+                                         NO_CACHE if entry is None else entry.meta)  # fmt: skip
         if kept is not None and self._cache is not None:
-            self._cache.keep(key, total, meta[:count])
+            self._cache.keep(key, total, meta[:count], _rest(total, share, end))
         columns = meta[:count].T.tolist() if count else [[], [], [], [], []]
         rows = {start: i for i, start in enumerate(columns[1])}
+        cached = None if entry is None else (entry, entry.rows())
         return _Prepared(position, size, chunk, array, end, buffers, out[:total], meta[:count],
-                         columns, rows)  # fmt: skip
+                         columns, rows, key, cached)  # fmt: skip
 
     def _buffers(self) -> tuple[U8, I64] | None:
         """A free set of buffers, made at its first use (None once the walk stops the thread)."""
@@ -303,3 +329,29 @@ class Chunks:
                 self.share = min(1.0, self.share + STEP)
             return True
         return False
+
+
+REST_MARGIN: Final = 1.25
+"""How much more than the thread's share inflated per stored byte the room kept for the walk's
+share of a chunk allows (the rest of the chunk's batches are the walk's, their sizes unknown
+until inflated: a batch that does not fit is inflated as without a cache)."""
+
+
+def _rest(total: int, share: int, end: int) -> int:
+    """Room for the chunk's batches past ``share`` (of ``end`` stored bytes) inflated, at the
+    ratio of the ``total`` bytes the first ``share`` gave, with a margin."""
+    if share >= end:
+        return 0
+    return int((end - share) * total / max(share, 1) * REST_MARGIN) + BATCH_HEADER_SIZE
+
+
+def _run(data: U8, columns: list[list[int]], row: int, stop: int) -> Inflated:
+    """Rows [``row``, ``stop``) of ``columns`` (``codec_runs.META``'s, by column) as the run of
+    ``data`` they inflated: from the first row's position to the next row's, or to the end."""
+    starts, real_starts, real_sizes, last_offsets, codecs = columns
+    first = starts[row]
+    end = starts[stop] if stop < len(starts) else data.shape[0]
+    taken = slice(row, stop)
+    return Inflated(data[first:end], [s - first for s in starts[taken]], real_starts[taken],
+                    real_sizes[taken], [CODECS_BY_ID[c] for c in codecs[taken]],
+                    last_offsets[taken])  # fmt: skip

@@ -22,8 +22,8 @@ from kafkatier.storage.cleaner.kernels.superseded import droppable_gap, droppabl
 from kafkatier.storage.wire import ATTR_CODEC_MASK, ATTR_CONTROL, ATTR_TRANSACTIONAL, Codec
 
 _ZSTD = int(Codec.ZSTD)
-NO_CACHE = (np.empty(0, np.uint8), np.empty((0, META), np.int64))
-""":func:`inflate_chunk`'s ``cached``, ``cached_meta`` where nothing is cached."""
+NO_CACHE = np.empty((0, META), np.int64)
+""":func:`inflate_chunk`'s ``cached_meta`` where nothing is cached."""
 _SMALLEST = 12 + 14  # a legacy message's offset, size and its smallest record (v0)
 
 
@@ -58,17 +58,17 @@ def holds_zstd(chunk: Any, end: int) -> bool:
 @numba.njit(cache=True, nogil=True)
 def inflate_chunk(
     chunk: Any, end: int, out: Any, meta: Any, sup: Any, ctx: Any, pids: Any,
-    last_offsets: Any, drop: bool, contexts: Any, cached: Any, cached_meta: Any,
+    last_offsets: Any, drop: bool, contexts: Any, cached_meta: Any,
 ) -> tuple[int, int]:  # fmt: skip
     """Every lz4 and zstd data batch among ``chunk[:end]``'s whole v2 batches, inflated into
     ``out`` one after the other as ``inflate_runs`` does, its ``META`` fields in ``meta``, while
     ``out`` has ``ROOM`` and ``meta`` a row (the rest left to the walk); with ``drop``, none that
     the rewrite drops unread (``superseded.droppable_size`` over ``sup``, ``ctx``, ``pids``,
     ``last_offsets``). Stops at the first batch that is not v2. Returns (batches, bytes).
-    ``contexts``: the thread's zstd contexts (``zstd_contexts.of_thread``). ``cached``,
-    ``cached_meta``: an earlier call's ``out`` and ``meta`` over the same chunk (the map
-    build's, ``inflated_cache``; empty: none): the batches they hold are copied from there, not
-    decoded again, with the same result."""
+    ``contexts``: the thread's zstd contexts (``zstd_contexts.of_thread``). ``cached_meta``:
+    the rows of the batches the map build inflated and kept (``inflated_cache``; empty: none),
+    sorted by chunk position: those batches are passed over, the walk takes them from the
+    cache as they are."""
     pos = 0
     total = 0
     count = 0
@@ -83,31 +83,15 @@ def inflate_chunk(
         if data and not (drop and droppable_size(sup, view, pos, ctx, pids, last_offsets)):
             while k < cached_meta.shape[0] and cached_meta[k, 1] < pos:
                 k += 1
-            if k < cached_meta.shape[0] and cached_meta[k, 1] == pos:
-                got = _copy_cached(cached, cached_meta, k, out, total, meta[count])
-            else:
+            if k == cached_meta.shape[0] or cached_meta[k, 1] != pos:
                 if zstd == 0 and attrs & ATTR_CODEC_MASK == _ZSTD:
                     zstd = contexts[DCTX] = zstd_dctx()
                 got = inflate_batch(view, pos, size, attrs, zstd, out, total, meta[count])
-            if got > 0:
-                total += got
-                count += 1
+                if got > 0:
+                    total += got
+                    count += 1
         pos += size
     return count, total
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def _copy_cached(cached: Any, cached_meta: Any, k: int, out: Any, total: int, row: Any) -> Any:
-    """Row ``k`` of ``cached_meta``'s inflated batch copied to ``out[total]``, its fields to
-    ``row``: its size, or -1 where ``out`` has not the room."""
-    start = cached_meta[k, 0]
-    stop = cached_meta[k + 1, 0] if k + 1 < cached_meta.shape[0] else cached.shape[0]
-    if out.shape[0] - total < stop - start:
-        return np.int64(-1)
-    out[total : total + stop - start] = cached[start:stop]
-    row[:] = cached_meta[k, :]
-    row[0] = total
-    return np.int64(stop - start)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -126,6 +110,22 @@ def run_end(
         end = meta[i - 1, 1] + meta[i - 1, 2]
         if meta[i, 1] != end and not droppable_gap(sup, chunk, end, meta[i, 1], ctx, pids,
                                                    last_offsets):  # fmt: skip
+            break
+        i += 1
+    return i
+
+
+@numba.njit(cache=True, nogil=True)
+def cached_run_end(meta: Any, row: int, max_bytes: int) -> int:
+    """:func:`run_end` over a cache entry's rows (``inflated_cache``: the map build's, its
+    batches one after the other in the chunk and in the data): the rows after ``row`` while
+    each starts where the one before ends in the chunk, within ``max_bytes`` of the run's start.
+    Batches the rewrite would drop unread stay in the run: the filter drops their every record,
+    with the same counts as the walk passing over them (the tests compare)."""
+    first = meta[row, 0]
+    i = row + 1
+    while i < meta.shape[0] and meta[i, 0] - first < max_bytes:
+        if meta[i, 1] != meta[i - 1, 1] + meta[i - 1, 2]:
             break
         i += 1
     return i

@@ -168,6 +168,14 @@ def _zstd_records(ctx: Any, chunk: Any, pos: int, size: int, out: Any, dst: int)
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
+def _has_room(room: int, attrs: int) -> bool:
+    """Whether ``room`` bytes of output may take the batch: an lz4 block needs ``ROOM`` (it is
+    decoded with a whole block's capacity), a zstd frame only its header's (libzstd stops where
+    the room ends: the batch then fails and ends the run)."""
+    return room >= ROOM or (attrs & ATTR_CODEC_MASK == _ZSTD and room > BATCH_HEADER_SIZE)
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
 def inflate_batch(
     chunk: Any, pos: int, size: int, attrs: int, ctx: Any, out: Any, total: int, row: Any
 ) -> Any:  # fmt: skip
@@ -211,13 +219,15 @@ def inflate_runs(
     count = 0
     end = pos
     ctx = contexts[DCTX]  # the thread's zstd decompression context (a pointer), or 0: none yet
-    while total < max_bytes and count < meta.shape[0] and out.shape[0] - total >= ROOM:
+    while total < max_bytes and count < meta.shape[0]:
         size, attrs = whole_batch(chunk, pos)
         if size == 0 or attrs & (ATTR_CONTROL | ATTR_TRANSACTIONAL):
             break
         if count and sup.shape[0] and droppable_size(sup, chunk, pos, facts, pids, last_offsets):
             pos += size
             continue
+        if not _has_room(out.shape[0] - total, attrs):
+            break
         if ctx == 0 and attrs & ATTR_CODEC_MASK == _ZSTD:
             ctx = contexts[DCTX] = zstd_dctx()
         got = inflate_batch(chunk, pos, size, attrs, ctx, out, total, meta[count])

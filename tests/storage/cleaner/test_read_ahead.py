@@ -356,7 +356,7 @@ def test_inflate_chunk_leaves_what_it_cannot_or_need_not_inflate() -> None:
     meta = np.empty((8, META), np.int64)
     none = NO_DROPS
     box = ZstdContexts().box
-    count, total = inflate_chunk(array, len(data), out, meta, *none, False, box, *NO_CACHE)
+    count, total = inflate_chunk(array, len(data), out, meta, *none, False, box, NO_CACHE)
     assert count == 2 and list(meta[:2, 4]) == [int(Codec.LZ4), int(Codec.ZSTD)]
     zstd_at = sum(len(p) for p in parts[:3])
     assert meta[1, 1] == zstd_at
@@ -367,9 +367,9 @@ def test_inflate_chunk_leaves_what_it_cannot_or_need_not_inflate() -> None:
     sup = np.full(1, 0b111, np.uint8)  # offsets 0-2 superseded
     ctx = np.array([100, NOW, 0, 100, 1, 0], np.int64)
     drops = Drops(sup, ctx, np.zeros(0, np.int64), np.zeros(0, np.int64))
-    count, _ = inflate_chunk(array, len(data), out, meta, *drops, True, box, *NO_CACHE)
+    count, _ = inflate_chunk(array, len(data), out, meta, *drops, True, box, NO_CACHE)
     assert count == 1 and meta[0, 4] == int(Codec.ZSTD)
-    count, _ = inflate_chunk(array, len(data), out[: ROOM + 10], meta, *none, False, box, *NO_CACHE)
+    count, _ = inflate_chunk(array, len(data), out[: ROOM + 10], meta, *none, False, box, NO_CACHE)
     assert count == 1
 
 
@@ -408,23 +408,25 @@ def test_a_corrupt_batch_past_the_first_chunk_is_named_at_its_file_position(
 
 
 @pytest.mark.parametrize(("slots", "share", "wraps"),
-                         [(100_000, 1.0, True), (100_000, 0.4, False), (400_000, 1.0, False)])
-def test_the_rewrite_copies_what_the_map_build_inflated(
+                         [(100_000, 1.0, True), (100_000, 0.4, True), (400_000, 0.4, False),
+                          (400_000, 1.0, False)])  # fmt: skip
+def test_the_rewrite_takes_what_the_map_build_inflated(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, slots: int, share: float, wraps: bool,
     small_chunks: int,
 ) -> None:  # fmt: skip
-    """The map build's read-ahead inflates into the pass's cache (``inflated_cache``) and the
-    rewrite's copies those batches from it: the same segments and results as with no cache. A
-    budget of 100,000 slots leaves an arena of a few chunks' rooms, so the ring wraps and drops
-    its oldest entries (not with a share of 0.4: the thread inflates, and the cache keeps, 0.4 of
-    each chunk; the walk inflates the rest, and so does the rewrite); 400,000 holds the whole
-    segment. The cleaner's
-    I/O buffer of 64 KiB makes a room (four chunks inflated and one batch) 320 KiB."""
+    """The map build inflates into the pass's cache (``inflated_cache``): the read-ahead its
+    share of each chunk, the walk the rest after it (``Chunks.inflate_kept``); the rewrite takes
+    those batches from the cache as they are (``Chunks.run``) and decodes only the others: the
+    same segments and results as with no cache. A budget of 100,000 slots leaves an arena of a
+    few chunks' rooms, so the ring wraps and drops its oldest entries; 400,000 holds the whole
+    segment. The cleaner's I/O buffer of 64 KiB makes a room (four chunks inflated and one
+    batch) 320 KiB."""
     monkeypatch.setattr(read_ahead, "ENABLED", True)
     monkeypatch.setattr(read_ahead, "FIRST_SHARE", share)
     monkeypatch.setattr(read_ahead, "STEP", 0.0)
-    seen = {"hits": 0, "dropped": 0}
+    seen = {"hits": 0, "dropped": 0, "kept by the walk": 0, "taken": 0}
     get, reserve = inflated_cache.InflatedCache.get, inflated_cache.InflatedCache.reserve
+    kept, taken = read_ahead.Chunks.inflate_kept, read_ahead.cached_run_end
 
     def counted_get(self: inflated_cache.InflatedCache, key: inflated_cache.Key) -> Any:
         found = get(self, key)
@@ -437,11 +439,22 @@ def test_the_rewrite_copies_what_the_map_build_inflated(
         seen["dropped"] += before - len(self)
         return room
 
+    def counted_kept(self: Chunks, array: Any, pos: int, max_bytes: int) -> Any:
+        run = kept(self, array, pos, max_bytes)
+        seen["kept by the walk"] += run is not None
+        return run
+
+    def counted_taken(meta: Any, row: int, max_bytes: int) -> int:
+        seen["taken"] += 1
+        return int(taken(meta, row, max_bytes))
+
     outputs = []
     for cached in (True, False):
         if cached:
             monkeypatch.setattr(inflated_cache.InflatedCache, "get", counted_get)
             monkeypatch.setattr(inflated_cache.InflatedCache, "reserve", counted_reserve)
+            monkeypatch.setattr(read_ahead.Chunks, "inflate_kept", counted_kept)
+            monkeypatch.setattr(read_ahead, "cached_run_end", counted_taken)
         else:
             monkeypatch.setattr(inflated_cache, "LEAST", 1 << 30)  # no arena is that large
         log_dir, log = _big_log(tmp_path / str(cached), slots, log_cleaner_io_buffer_size=128 << 10)
@@ -451,6 +464,7 @@ def test_the_rewrite_copies_what_the_map_build_inflated(
         log_dir.close()
         assert verify_paths([tmp_path / str(cached)]) == []
     assert outputs[0] == outputs[1]
-    assert seen["hits"] > 3
+    assert seen["hits"] > 3 and seen["taken"] > 3
     assert (seen["dropped"] > 0) == wraps
+    assert (seen["kept by the walk"] > 0) == (share < 1)
     assert _threads() == []
