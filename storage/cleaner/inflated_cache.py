@@ -14,10 +14,11 @@ give), and its thread decodes only the batches the cache has not.
 The arena is one array, allocated at the first chunk and used as a ring: a chunk's room that
 does not fit before the arena's end goes at its start, and the entries it overlaps are dropped,
 the oldest, so the log's tail stays (whose records are the likelier to be kept). The map build
-and the rewrite of a pass run one after the other, each with one thread filling or reading, and
-the walk holds at most two chunks' data while the thread fills a third: an arena of at least
-:data:`LEAST` rooms never overwrites them (a chunk's entry, with the room left for the walk's
-share, takes one room at most). Below that there is no cache.
+and the rewrite of a pass run one after the other; in the map build the thread reserves and
+keeps, the walk extends the chunk it holds, and the walk holds at most two chunks' data while the
+thread fills a third: an arena of at least :data:`LEAST` rooms never overwrites them (a chunk's
+entry, with the room left for the walk's share, takes one room at most). Below that there is no
+cache.
 """
 
 from __future__ import annotations

@@ -15,9 +15,11 @@ Only one thread reads the store at a time. The walk takes the prepared chunk whe
 it asks for (where the whole batches of the last one end, as the walk goes on, and of the size it
 asks); otherwise (a larger chunk for a batch that did not fit, a walk that stopped early) the
 thread is stopped, joined, and the walk reads for itself, then starts a new one. The prepared
-inflated batches serve the runs they hold (:meth:`Chunks.run`); any other run is inflated by the
-walk as before, so the walk sees the same batches in the same order (tests compare compactions
-with and without the thread byte for byte). A failure in the thread (a read error) ends the
+inflated batches serve the runs they hold (:meth:`Chunks.run`), and so, in a rewrite, do the
+batches of the chunk the map build kept (``inflated_cache``: the thread leaves those to it); any
+other run is inflated by the walk as before (in a map build, into the chunk's room in the cache:
+:meth:`Chunks.inflate_kept`), so the walk sees the same batches in the same order (tests compare
+compactions with and without the thread, and with and without the cache, byte for byte). A failure in the thread (a read error) ends the
 read-ahead: the walk's own read meets it again and reports it as before.
 """
 
