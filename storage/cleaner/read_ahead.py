@@ -19,8 +19,9 @@ inflated batches serve the runs they hold (:meth:`Chunks.run`), and so, in a rew
 batches of the chunk the map build kept (``inflated_cache``: the thread leaves those to it); any
 other run is inflated by the walk as before (in a map build, into the chunk's room in the cache:
 :meth:`Chunks.inflate_kept`), so the walk sees the same batches in the same order (tests compare
-compactions with and without the thread, and with and without the cache, byte for byte). A failure in the thread (a read error) ends the
-read-ahead: the walk's own read meets it again and reports it as before.
+compactions with and without the thread, and with and without the cache, byte for byte). A
+failure in the thread (a read error) ends the read-ahead: the walk's own read meets it again and
+reports it as before.
 """
 
 from __future__ import annotations
