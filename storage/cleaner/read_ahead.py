@@ -194,8 +194,9 @@ class Chunks:
     def run(self, array: U8, pos: int, max_bytes: int) -> Inflated | None:
         """The run of batches from ``pos`` that the thread inflated, as ``compressed.inflate``
         gives it (the batches after the first while under ``max_bytes`` inflated, with nothing
-        between them but batches the rewrite drops unread), or None where it has not the batch
-        at ``pos``."""
+        between them but batches the rewrite drops unread), or, in a rewrite, that the cache
+        holds of the chunk (those batches kept in it: the filter drops their records), or None
+        where neither has the batch at ``pos``."""
         item = self._current
         if item is None or array is not item.array:
             return None
