@@ -42,7 +42,6 @@ from kafkatier.storage.cleaner.kernels import codec_runs, zstd_contexts
 from kafkatier.storage.cleaner.kernels.ahead import (
     NO_CACHE,
     batches_end,
-    cached_run_end,
     holds_zstd,
     inflate_chunk,
     run_end,
@@ -203,11 +202,16 @@ class Chunks:
         if (row := item.rows.get(pos)) is not None:
             i = int(run_end(item.meta, row, max_bytes, array, *self._drops))
             return _run(item.data, item.columns, row, i)
+        return self._cached_run(item, pos, max_bytes)
+
+    def _cached_run(self, item: _Prepared, pos: int, max_bytes: int) -> Inflated | None:
+        """A rewrite's run from ``pos`` of what the cache holds of the chunk, taken from the
+        arena as it is (its batches one after the other there: ``run_end`` over its rows)."""
         if item.cached is None or (row := item.cached[1].get(pos)) is None:
             return None
         entry = item.cached[0]
         meta = entry.meta
-        i = int(cached_run_end(meta, row, max_bytes))
+        i = int(run_end(meta, row, max_bytes, item.array, *self._drops))
         data = entry.data[: meta[i, 0]] if i < meta.shape[0] else entry.data
         return _run(data, meta[row:i].T.tolist(), 0, i - row)
 

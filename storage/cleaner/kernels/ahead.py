@@ -114,18 +114,3 @@ def run_end(
         i += 1
     return i
 
-
-@numba.njit(cache=True, nogil=True)
-def cached_run_end(meta: Any, row: int, max_bytes: int) -> int:
-    """:func:`run_end` over a cache entry's rows (``inflated_cache``: the map build's, its
-    batches one after the other in the chunk and in the data): the rows after ``row`` while
-    each starts where the one before ends in the chunk, within ``max_bytes`` of the run's start.
-    Batches the rewrite would drop unread stay in the run: the filter drops their every record,
-    with the same counts as the walk passing over them (the tests compare)."""
-    first = meta[row, 0]
-    i = row + 1
-    while i < meta.shape[0] and meta[i, 0] - first < max_bytes:
-        if meta[i, 1] != meta[i - 1, 1] + meta[i - 1, 2]:
-            break
-        i += 1
-    return i

@@ -426,7 +426,7 @@ def test_the_rewrite_takes_what_the_map_build_inflated(
     monkeypatch.setattr(read_ahead, "STEP", 0.0)
     seen = {"hits": 0, "dropped": 0, "kept by the walk": 0, "taken": 0}
     get, reserve = inflated_cache.InflatedCache.get, inflated_cache.InflatedCache.reserve
-    kept, taken = read_ahead.Chunks.inflate_kept, read_ahead.cached_run_end
+    kept, taken = read_ahead.Chunks.inflate_kept, read_ahead.Chunks._cached_run
 
     def counted_get(self: inflated_cache.InflatedCache, key: inflated_cache.Key) -> Any:
         found = get(self, key)
@@ -444,9 +444,10 @@ def test_the_rewrite_takes_what_the_map_build_inflated(
         seen["kept by the walk"] += run is not None
         return run
 
-    def counted_taken(meta: Any, row: int, max_bytes: int) -> int:
-        seen["taken"] += 1
-        return int(taken(meta, row, max_bytes))
+    def counted_taken(self: Chunks, item: Any, pos: int, max_bytes: int) -> Any:
+        run = taken(self, item, pos, max_bytes)
+        seen["taken"] += run is not None
+        return run
 
     outputs = []
     for cached in (True, False):
@@ -454,7 +455,7 @@ def test_the_rewrite_takes_what_the_map_build_inflated(
             monkeypatch.setattr(inflated_cache.InflatedCache, "get", counted_get)
             monkeypatch.setattr(inflated_cache.InflatedCache, "reserve", counted_reserve)
             monkeypatch.setattr(read_ahead.Chunks, "inflate_kept", counted_kept)
-            monkeypatch.setattr(read_ahead, "cached_run_end", counted_taken)
+            monkeypatch.setattr(read_ahead.Chunks, "_cached_run", counted_taken)
         else:
             monkeypatch.setattr(inflated_cache, "LEAST", 1 << 30)  # no arena is that large
         log_dir, log = _big_log(tmp_path / str(cached), slots, log_cleaner_io_buffer_size=128 << 10)
