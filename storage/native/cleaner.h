@@ -136,7 +136,8 @@ static inline int64_t kt_probe(const uint64_t *h, int64_t attempt, int64_t slots
     v += (uint32_t)(attempt > 12 ? attempt - 12 : 0);
     int32_t j = (int32_t)v;
     int64_t a = j == INT32_MIN ? 0 : (j < 0 ? -(int64_t)j : j);
-    return a % slots;
+    /* a < 2^31: a 32-bit division where the table's rows allow it (the same result) */
+    return slots <= 0xFFFFFFFFLL ? (int64_t)((uint32_t)a % (uint32_t)slots) : a % slots;
 }
 
 /* The slot holds the digest or is empty (slots.py _fits). */

@@ -15,12 +15,19 @@
 #include "cleaner.h"
 #include "kernels.h"
 
+/* How many puts ahead a slot is prefetched. All of a batch's slots prefetched at once as its
+ * keys were scanned (a hundred in the bench's batches) stalled on the prefetches themselves
+ * (perf put a third of this kernel's samples on the instruction after them, the load queue
+ * full): the map build of bench/compaction.py's zstd input took 131 ms against 122 with this
+ * (and kt_probe's 32-bit division), medians of 12 alternating rounds (2026-12-02, stop 71). */
+#define KT_AHEAD 16
+
 /* The keys to put of the batch's `count` records in [p, end) (offset at or after `start`, key
- * not null): their digests, offsets and first probes (prefetched) into the scratch; how many,
+ * not null): their digests, offsets and first probes into the scratch; how many,
  * or -1 where the records do not scan exactly (records.py scan_records' rule). */
 static int64_t scan_keys(const uint8_t *p, const uint8_t *end, int64_t count, int64_t base,
-                         int64_t start, int64_t slots, const uint64_t *table, uint64_t *digests,
-                         int64_t *offsets, int64_t *guesses) {
+                         int64_t start, int64_t slots, uint64_t *digests, int64_t *offsets,
+                         int64_t *guesses) {
     int64_t k = 0;
     kt_record r;
     for (int64_t i = 0; i < count; i++) {
@@ -29,7 +36,6 @@ static int64_t scan_keys(const uint8_t *p, const uint8_t *end, int64_t count, in
             kt_digest(r.key, r.key_len, digests + 2 * k);
             offsets[k] = kt_add(base, r.offset_delta);
             guesses[k] = kt_probe(digests + 2 * k, 0, slots);
-            __builtin_prefetch(table + 3 * guesses[k]);
             k++;
         }
     }
@@ -49,10 +55,12 @@ int64_t kt_map_plain(uint64_t *table, int64_t slots, const uint8_t *buf, int64_t
         }
         int64_t base = kt_be(buf + pos, 8), last_put = -1;
         int64_t k = scan_keys(buf + pos + KT_HEADER, buf + pos + n, count, base, start, slots,
-                              table, digests, offsets, guesses);
+                              digests, offsets, guesses);
         if (k < 0) break;
+        for (int64_t i = 0; i < k && i < KT_AHEAD; i++) __builtin_prefetch(table + 3 * guesses[i]);
         for (int64_t i = 0; i < k; i++) {
             const uint64_t *h = digests + 2 * i;
+            if (i + KT_AHEAD < k) __builtin_prefetch(table + 3 * guesses[i + KT_AHEAD]);
             if (size >= limit) { /* Kafka checks the size before every put */
                 full = 1;
                 break;
