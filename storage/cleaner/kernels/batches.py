@@ -23,6 +23,10 @@ U8 = npt.NDArray[np.uint8]
 I64 = npt.NDArray[np.int64]
 
 
+ENTRY = -2
+"""``select_batch``'s mark for a record known to be its key's entry (not hashed, not looked up)."""
+
+
 @numba.njit(cache=True, nogil=True)
 def _hash_keys(buf: U8, rows: I64, lengths: I64, digest: int) -> Table:
     """The digest words of each record's key whose ``lengths`` entry is not negative, computed
@@ -65,8 +69,11 @@ def select_batch(
     digest: int, sup: Bits, sup_start: int,
 ) -> tuple[I64, int, int]:  # fmt: skip
     """(indexes kept, tombstones dropped as expired, tombstones kept): Kafka's
-    ``shouldRetainRecord`` for each record of a data batch. A record marked in ``sup`` is below
-    its key's entry without a look-up (its key is not hashed)."""
+    ``shouldRetainRecord`` for each record of a data batch. Within ``sup``'s range no key is
+    looked up: a marked record is below its key's entry, an unmarked keyed one is that entry
+    (every put that replaces an entry marks the offset it replaces), as ``clean_filter.c``
+    decides (so both keep the same records of a batch whose offsets are not those the map saw,
+    as in a corrupt one)."""
     keep = np.empty(rows.shape[0], np.int64)
     kept = expired = tombstones = 0
     lengths = rows[:, KEY_LEN].copy()
@@ -74,6 +81,8 @@ def select_batch(
         offset = base_offset + rows[i, OFF_DELTA]
         if offset > latest or is_superseded(sup, sup_start, offset):
             lengths[i] = -1
+        elif lengths[i] >= 0 and 0 <= offset - sup_start < sup.shape[0] * 8:
+            lengths[i] = ENTRY
     words = _hash_keys(buf, rows, lengths, digest)
     guesses = first_slots(table, words, lengths)
     for i in range(rows.shape[0]):
@@ -81,11 +90,12 @@ def select_batch(
         has_value = rows[i, VALUE_LEN] >= 0
         if offset > latest:
             retained = True
-        elif lengths[i] < 0:  # keyless, or superseded
+        elif lengths[i] == -1:  # keyless, or superseded
             retained = False
         else:
-            slot = resolve(table, words[i, 0], words[i, 1], guesses[i])
-            newest = offset >= get_at(table, slot)
+            newest = lengths[i] == ENTRY or offset >= get_at(
+                table, resolve(table, words[i, 0], words[i, 1], guesses[i])
+            )
             retained = newest and (has_value or retain_deletes)
             if newest and not retained:
                 expired += 1

@@ -19,7 +19,7 @@ import numpy.typing as npt
 
 from kafkatier.storage.cleaner.kernels.batches import map_batch, select_batch
 from kafkatier.storage.cleaner.kernels.records import TS_DELTA, rebuild_records, scan_records
-from kafkatier.storage.cleaner.kernels.slots import Bits, Table
+from kafkatier.storage.cleaner.kernels.slots import Bits, Table, all_marked
 from kafkatier.storage.wire import (
     ATTR_CODEC_MASK,
     ATTR_CONTROL,
@@ -245,6 +245,14 @@ def filter_chunk(
         count = be(buf, pos + 57, 4)
         if at + n + 10 * count + 64 > out.shape[0]:  # ts deltas grow to at most 10 bytes
             return pos, at, written
+        base = be(buf, pos, 8)
+        if all_marked(sup, ctx[5], base, base + be(buf, pos + 23, 4)) and not kept_empty(
+            buf, pos, ctx, pids, last_offsets
+        ):  # every record superseded: none kept, none scanned (clean_filter.c says why)
+            stats[0] += count
+            stats[2] += n
+            pos += n
+            continue
         handled, size, max_ts = _filter_one(table, sup, buf, pos, n, ctx, pids, last_offsets, out,
                                             at, stats)  # fmt: skip
         if not handled:

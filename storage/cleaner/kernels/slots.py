@@ -114,6 +114,19 @@ def is_superseded(sup: Bits, sup_start: int, offset: int) -> bool:
 
 
 @numba.njit(cache=True, nogil=True)
+def all_marked(sup: Bits, sup_start: int, first: int, last: int) -> bool:
+    """Whether every offset from ``first`` to ``last`` is marked superseded (none: False): a
+    batch whose every record the rewrite drops (a batch with a gap in its offsets, cleaned
+    before, has unmarked ones)."""
+    if last < first:
+        return False
+    for offset in range(first, last + 1):  # noqa: SIM110 - numba compiles the loop
+        if not is_superseded(sup, sup_start, offset):
+            return False
+    return True
+
+
+@numba.njit(cache=True, nogil=True)
 def get_at(table: Table, slot: int) -> int:
     """The offset in the digest's slot (from :func:`resolve`), -1 when empty."""
     if table[slot, 0] == 0 and table[slot, 1] == 0:

@@ -33,7 +33,7 @@ import numba
 import numpy as np
 
 from kafkatier.storage.cleaner.kernels.chunks import I64, U8, be, kept_empty, whole_batch
-from kafkatier.storage.cleaner.kernels.slots import Bits, is_superseded
+from kafkatier.storage.cleaner.kernels.slots import Bits, all_marked
 from kafkatier.storage.wire import ATTR_CODEC_MASK, ATTR_CONTROL, ATTR_TRANSACTIONAL
 
 
@@ -62,17 +62,6 @@ def _compressed_size(buf: U8, pos: int) -> int:
 
 
 @numba.njit(cache=True, nogil=True)
-def _all_marked(sup: Bits, sup_start: int, first: int, last: int) -> bool:
-    """Whether every offset from ``first`` to ``last`` is marked superseded (none: False)."""
-    if last < first:
-        return False
-    for offset in range(first, last + 1):  # noqa: SIM110 - numba compiles the loop
-        if not is_superseded(sup, sup_start, offset):
-            return False
-    return True
-
-
-@numba.njit(cache=True, nogil=True)
 def droppable_size(sup: Bits, buf: U8, pos: int, ctx: I64, pids: I64, last_offsets: I64) -> int:
     """The size of the batch at ``pos`` if it can be dropped unread (module docstring), else 0.
     ``ctx`` as ``chunks.filter_chunk``'s: its upper bound at 3, ``sup``'s first offset at 5."""
@@ -80,7 +69,7 @@ def droppable_size(sup: Bits, buf: U8, pos: int, ctx: I64, pids: I64, last_offse
     if size == 0 or be(buf, pos + 57, 4) < 0 or kept_empty(buf, pos, ctx, pids, last_offsets):
         return 0  # not one of these, or kept empty: the rewrite's own rules build it then
     base = be(buf, pos, 8)
-    return size if _all_marked(sup, ctx[5], base, base + be(buf, pos + 23, 4)) else 0
+    return size if all_marked(sup, ctx[5], base, base + be(buf, pos + 23, 4)) else 0
 
 
 @numba.njit(cache=True, nogil=True)

@@ -17,6 +17,7 @@ from kafkatier.storage.cleaner.kernels.chunks import INFO, STATS, filter_chunk, 
 from kafkatier.storage.cleaner.kernels.offset_map import MURMUR3, OffsetMap
 from kafkatier.storage.native import clean_filter as native_filter
 from kafkatier.storage.record.builder import build_batch
+from kafkatier.storage.record.record import Record
 from kafkatier.storage.wire import Codec, TimestampType
 from tests.storage.native.test_kernels import needs_cc
 from tests.storage.native.test_offset_map import NOW, _buffer, _records
@@ -192,3 +193,39 @@ def test_corrupt_bytes_stop_both_rewrites_alike(seed: int) -> None:
         bad[rng.randrange(len(bad))] = rng.randrange(256)
     ctx = [om.latest_offset, NOW, DAY, 1 << 40, MURMUR3, 0]
     assert _rewrite("c", om, bad, ctx, {}) == _rewrite("numba", om, bad, ctx, {})
+
+
+def _superseded_pair(gap: bool) -> bytearray:
+    """Batch A (offsets 0-9, or 0-4 and 6-10 with ``gap``), batch B after it with A's keys (so
+    every record of A is superseded), then another batch."""
+    first = [Record(i + (gap and i >= 5), NOW, b"k%d" % i, b"v", ()) for i in range(10)]
+    second = [Record(11 + i, NOW, b"k%d" % i, b"w", ()) for i in range(10)]
+    rng = random.Random(3)
+    return bytearray(build_batch(first) + build_batch(second)
+                     + build_batch(_records(rng, 21, 5, 50)))  # fmt: skip
+
+
+@pytest.mark.parametrize(("gap", "upper", "passed"), [
+    (False, 1 << 40, True),  # every offset marked: dropped without a scan
+    (True, 1 << 40, False),  # a gap: offset 5 unmarked, the records are scanned
+    (False, 10, False),  # A ends the cleaned range: kept empty, by the Python path
+])  # fmt: skip
+def test_a_wholly_superseded_batch_goes_unscanned(gap: bool, upper: int, passed: bool) -> None:
+    """Batch A's records made unscannable after the map was built: where every offset of A is
+    marked superseded (and A need not stay empty) both rewrites pass it, counting its records
+    read and keeping none; otherwise both stop at it (their callers then read it and report
+    it)."""
+    good = _superseded_pair(gap)
+    om = _mapped(good)
+    bad = bytearray(good)
+    bad[61] = 0xFF  # A's first record's length: a varint that never ends
+    ctx = [om.latest_offset, NOW, DAY, upper, MURMUR3, 0]
+    c_run = _rewrite("c", om, bad, ctx, {})
+    assert c_run == _rewrite("numba", om, bad, ctx, {})
+    (stop, _, rows), _, infos, stats = c_run
+    if passed:
+        assert stop == len(bad) and rows == 2 and infos[0][2] == 20  # B then the third batch
+        assert stats[0] == 25 and stats[2] == len(bad)  # A's 10 records read, its bytes
+        assert stats[1] == 15  # B's 10 and the third batch's 5: none of A's
+    else:
+        assert (stop, rows, stats[0]) == (0, 0, 0)
