@@ -44,6 +44,8 @@ class FilterStats:
     bytes_written: int = 0
     tombstones_kept: int = 0
     tombstones_dropped: int = 0
+    index_seconds: float = 0.0
+    """The map builds' time (``compact.CompactionResult.index_seconds``)."""
 
 
 @dataclass
