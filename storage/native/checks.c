@@ -133,6 +133,13 @@ uint32_t kt_crc32c(const uint8_t *p, int64_t n) { return crc32c(p, n); }
 
 int kt_crc_available(void) { return crc_available(); }
 
+void kt_seal_batches(uint8_t *buf, const int64_t *infos, int64_t rows) {
+    for (int64_t r = 0; r < rows; r++) {
+        uint8_t *b = buf + infos[4 * r];
+        kt_put_be(b + 17, 4, crc32c(b + 21, infos[4 * r + 1] - 21));
+    }
+}
+
 /* The header at p into out[1..13], as BATCH_HEADER unpacks it. */
 static void read_header(const uint8_t *p, int64_t *out) {
     out[1] = (int64_t)kt_be(p, 8);                   /* baseOffset */

@@ -37,6 +37,9 @@ int64_t kt_check_batches(const uint8_t *buf, int64_t len, int64_t *out, int64_t 
                          int64_t *end);
 uint32_t kt_crc32c(const uint8_t *p, int64_t n); /* CRC-32C (kt_crc_available: not 0) */
 int kt_crc_available(void);
+/* Each of `rows` v2 batches of buf (infos: 4 int64s a row, its position and size first) given
+ * its CRC-32C (kt_crc_available: not 0): the cleaner's batches compressed again. */
+void kt_seal_batches(uint8_t *buf, const int64_t *infos, int64_t rows);
 /* writes.c: positioned writes by a thread of their own (queued, then published in order). */
 typedef struct {
     void *base;

@@ -295,11 +295,12 @@ def _zstd_frame(ctx: Any, out: Any, src: int, n: int, dst: Any, at: int) -> Any:
 @numba.njit(cache=True, nogil=True)
 def deflate_runs(out: Any, rows: Any, data: Any, starts: Any, last_offsets: Any, codecs: Any,
                  chunk: Any, real_starts: Any, real_sizes: Any, dst: Any, infos: Any,
-                 contexts: Any) -> tuple[int, int]:  # fmt: skip
+                 contexts: Any, seal: bool = True) -> tuple[int, int]:  # fmt: skip
     """The filter's batches (``rows``: position in ``out``, size, last offset, max timestamp)
     of an inflated run as stored batches in ``dst``, ``infos`` the same fields for them there:
     (rows done, bytes written). Stops at a batch it cannot write (a rebuilt lz4 batch of more
-    than 64 KiB of records, a zstd error). ``contexts``: as :func:`inflate_runs`'."""
+    than 64 KiB of records, a zstd error). ``contexts``: as :func:`inflate_runs`'. ``seal``:
+    the rebuilt batches' CRCs computed here (else the caller's, with the CPU's instruction)."""
     written = 0
     j = 0
     ctx = contexts[CCTX]  # the thread's zstd compression context, or 0: none yet
@@ -335,7 +336,9 @@ def deflate_runs(out: Any, rows: Any, data: Any, starts: Any, last_offsets: Any,
             stored = BATCH_HEADER_SIZE + frame
             put_be(dst, written + 8, 4, stored - LOG_OVERHEAD)
             dst[written + ATTRIBUTES_OFFSET + 1] |= codecs[j]
-            put_be(dst, written + CRC_OFFSET, 4, crc32c(dst, written + CRC_START, written + stored))
+            if seal:
+                put_be(dst, written + CRC_OFFSET, 4,
+                       crc32c(dst, written + CRC_START, written + stored))  # fmt: skip
         infos[r, 0] = written
         infos[r, 1] = stored
         infos[r, 2] = last

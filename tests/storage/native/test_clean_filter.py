@@ -12,6 +12,7 @@ import pytest
 from kafka.record.default_records import DefaultRecordBatch as KpBatch
 
 from kafkatier.storage import native
+from kafkatier.storage.cleaner import compressed
 from kafkatier.storage.cleaner.chunk import ChunkFilter
 from kafkatier.storage.cleaner.kernels.chunks import INFO, STATS, filter_chunk, map_chunk
 from kafkatier.storage.cleaner.kernels.offset_map import MURMUR3, OffsetMap
@@ -229,3 +230,24 @@ def test_a_wholly_superseded_batch_goes_unscanned(gap: bool, upper: int, passed:
         assert stats[1] == 15  # B's 10 and the third batch's 5: none of A's
     else:
         assert (stop, rows, stats[0]) == (0, 0, 0)
+
+
+def test_seal_writes_each_batchs_crc(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``seal`` gives the batches at the infos' rows their CRC-32C (as built: kafka-python reads
+    them back), and it is what the cleaner's deflates use where the library is built."""
+    good = bytes(_buffer(3, batches=12))
+    rows, pos = [], 0
+    while pos < len(good):
+        size = 12 + int.from_bytes(good[pos + 8 : pos + 12], "big")
+        rows.append([pos, size, 0, 0])
+        pos += size
+    buf = np.frombuffer(good, np.uint8).copy()
+    for position, _, _, _ in rows:
+        buf[position + 17 : position + 21] = 0
+    seal = compressed._sealer()
+    assert seal is native_filter.seal
+    seal(buf, np.array(rows, np.int64))
+    assert buf.tobytes() == good
+    assert _parsed(good, rows) > 0
+    monkeypatch.setenv(native.KERNELS_ENV, "numba")
+    assert compressed._sealer() is None  # numba's CRC in deflate_runs then
