@@ -258,7 +258,10 @@ def headers_only(run: Inflated) -> Inflated:
     of it), copied: a deflate of the run then needs none of the buffers the run views, which
     the walk reuses for the next run while a thread deflates this one (``chunk.ChunkFilter``)."""
     starts = np.asarray(run.starts, dtype=np.int64)
-    heads = run.data[starts[:, None] + np.arange(BATCH_HEADER_SIZE)].reshape(-1)
+    lib = native()  # C's copy, where built: numpy's indexing took 15 ms of the walk's thread in
+    # a compaction of lz4 over 1M keys (py-spy, stop 71)
+    heads = (run.data[starts[:, None] + np.arange(BATCH_HEADER_SIZE)] if lib is None
+             else lib.gather_rows(run.data, starts, BATCH_HEADER_SIZE)).reshape(-1)  # fmt: skip
     return Inflated(heads, list(range(0, heads.shape[0], BATCH_HEADER_SIZE)), run.real_starts,
                     run.real_sizes, run.codecs, run.last_offsets)  # fmt: skip
 
