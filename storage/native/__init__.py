@@ -2,7 +2,8 @@
 fallback; and, in the same library, the thread that writes queued appends (``writes.c``,
 :mod:`kafkatier.storage.log.queued_writes`; without the library appends are written at once)
 the check of a buffer of client batches in one call (``checks.c``,
-``kafkatier.storage.log.validator.checked_rows``; without it Python checks each batch), the
+``kafkatier.storage.log.validator.checked_rows``; without it Python checks each batch; and the
+CRCs of the batches the cleaner compresses again, without it numba's), the
 sink's committed appends of many partitions in one call (``committed.c``) and the cleaner's
 offset-map build and rewrite over plain batches (``offset_map.c``, ``clean_filter.c``; without
 them numba's).

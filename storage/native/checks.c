@@ -13,7 +13,10 @@
  * Per batch it writes KT_BATCH_FIELDS int64s: the batch's position, then the 13 header fields
  * in their wire order (storage/wire.py's BATCH_HEADER), signed as Kafka's types are (crc as
  * uint32). The CRC is SSE4.2's crc32 instruction (CRC-32C's polynomial); without it the call
- * returns -1 and Python checks everything. */
+ * returns -1 and Python checks everything.
+ *
+ * kt_seal_batches writes that CRC into batches the cleaner compressed again (its callers ask
+ * kt_crc_available first; numba's table CRC serves where the instruction is missing). */
 #include <stdint.h>
 #include <string.h>
 
