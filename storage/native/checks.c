@@ -31,8 +31,9 @@
 #if defined(__x86_64__) || defined(__i386__)
 /* CRC-32C by SSE4.2's crc32 instruction, three streams at a time (the instruction can start
  * each cycle but takes three: one stream waits on itself; a 16 MB staging batch checked in
- * 1.44-1.9 ms against 1.9-2.8 with one stream, ad hoc), the three combined by shifting a stream's CRC over the bytes after it: Mark Adler's method (crc32c.c,
- * zlib licence, written anew here). long_shift and short_shift apply LONG and SHORT zero bytes
+ * 1.44-1.9 ms against 1.9-2.8 with one stream, ad hoc), the three combined by shifting a
+ * stream's CRC over the bytes after it: Mark Adler's method (crc32c.c, zlib licence, written
+ * anew here). long_shift and short_shift apply LONG and SHORT zero bytes
  * to a CRC, one table a byte of the CRC; they are built once, by pthread_once. */
 #include <pthread.h>
 
