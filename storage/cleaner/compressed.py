@@ -29,7 +29,7 @@ from kafkatier.storage.cleaner.kernels import zstd_contexts
 from kafkatier.storage.cleaner.kernels.superseded import NO_DROPS, Drops, droppable_size
 from kafkatier.storage.errors import KafkaTierError
 from kafkatier.storage.log.batch_position import BatchInfo
-from kafkatier.storage.native import choice, native
+from kafkatier.storage.native import native
 from kafkatier.storage.record.builder import _assemble
 from kafkatier.storage.record.compression import compress, decompress
 from kafkatier.storage.wire import (
@@ -289,24 +289,14 @@ def _deflate_kernel(
     return done, bytearray(dst[:written]), [BatchInfo(*row) for row in infos[:done].tolist()]
 
 
-Sealer = Callable[[U8, npt.NDArray[np.int64]], None]
-_SEALERS: dict[str, Sealer | None] = {}
-
-
-def _sealer() -> Sealer | None:
+def _sealer() -> Callable[[U8, npt.NDArray[np.int64]], None] | None:
     """The C library's CRC-32C for the batches :func:`_deflate_kernel` writes, where it is built
-    and the CPU has the instruction (``native.clean_filter.seal``); else None (numba's). Found
-    once for each ``$KAFKATIER_KERNELS`` choice (asking the library each deflate took 4-7 ms
-    of a compaction that deflates thousands of runs)."""
-    wanted = choice()
-    if wanted not in _SEALERS:
-        found = None
-        if native() is not None:
-            from kafkatier.storage.native import clean_filter  # cffi's bindings: when chosen
+    and the CPU has the instruction (``native.clean_filter.seal``); else None (numba's)."""
+    if native() is None:
+        return None
+    from kafkatier.storage.native import clean_filter  # cffi's bindings: when chosen
 
-            found = clean_filter.seal if clean_filter.available() else None
-        _SEALERS[wanted] = found
-    return _SEALERS[wanted]
+    return clean_filter.seal if clean_filter.available() else None
 
 
 def _recompress(plain: bytes, codec: Codec) -> bytes:

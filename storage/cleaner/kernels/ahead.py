@@ -113,4 +113,3 @@ def run_end(
             break
         i += 1
     return i
-
