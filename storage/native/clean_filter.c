@@ -59,7 +59,7 @@ static int superseded(const uint8_t *sup, int64_t bits, int64_t start, int64_t o
     return (sup[i >> 3] >> (i & 7)) & 1;
 }
 
-/* Whether every offset from first to last is marked superseded (superseded.py _all_marked; a
+/* Whether every offset from first to last is marked superseded (slots.py all_marked; a
  * batch with a gap in its offsets has unmarked ones), a byte of bits at a time. */
 static int all_marked(const uint8_t *sup, int64_t bits, int64_t start, int64_t first,
                       int64_t last) {
