@@ -12,6 +12,7 @@ median of 200 calls of ``partition_count``. Prints the command and per-partition
 
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
 import statistics
@@ -62,7 +63,10 @@ def measure(count: int) -> dict[str, float]:
 
 
 def main(argv: list[str]) -> None:
-    counts = [int(a) for a in argv] or [1024, 4096]
+    parser = argparse.ArgumentParser(description="What one new partition takes.")
+    parser.add_argument("counts", nargs="*", type=int, default=[1024, 4096],
+                        help="partition counts to create (default 1024 4096)")  # fmt: skip
+    counts = parser.parse_args(argv).counts
     print("command: python bench/partition_footprint.py " + " ".join(map(str, counts)))
     print(f"check_room's figures: {INODES_PER_PARTITION} inodes, {BYTES_PER_PARTITION} bytes "
           f"of disk, {MEMORY_PER_PARTITION} bytes of memory a partition")  # fmt: skip

@@ -7,6 +7,7 @@ protocol library" paragraph quotes them).
 
 from __future__ import annotations
 
+import argparse
 import datetime
 import io
 import os
@@ -93,4 +94,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    argparse.ArgumentParser(description="kio against kafka-python, side by side.").parse_args()
     main()

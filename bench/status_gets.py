@@ -12,6 +12,7 @@ wall and CPU seconds of each side and the command.
 
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
 import statistics
@@ -33,7 +34,9 @@ from kafkatier.tiering.store.weed import weed_server  # noqa: E402
 
 
 def main() -> None:
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 1024
+    parser = argparse.ArgumentParser(description="Status of N tiered partitions.")
+    parser.add_argument("n", nargs="?", type=int, default=1024, help="partitions (default 1024)")
+    n = parser.parse_args().n
     root = Path(tempfile.mkdtemp(prefix="bench-status-"))
     try:
         bench(root, n)

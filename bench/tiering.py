@@ -43,6 +43,8 @@ from typing import Any
 
 import boto3
 from boto3.s3.transfer import TransferConfig, create_transfer_manager
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "tiering"))
 from tier_fixtures import only
 
 from kafkatier.storage.log.directory import LogDirectory
