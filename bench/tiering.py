@@ -52,6 +52,7 @@ from kafkatier.storage.record.builder import build_batch
 from kafkatier.storage.record.record import Record
 from kafkatier.tiering.config import TieringConfig
 from kafkatier.tiering.metadata.local import LocalPartition
+from kafkatier.tiering.metadata.manifest_copy import COPY_NAME
 from kafkatier.tiering.metadata.manifest_store import ManifestStore
 from kafkatier.tiering.read.restore import restore_topic
 from kafkatier.tiering.sidecar.loop import Sidecar
@@ -127,6 +128,9 @@ def bench_upload(logs: Path, endpoint: str, bucket: str, run: int) -> tuple[Timi
     size = sum(p.stat().st_size for p in files)
     client = _client(endpoint)
     client.head_bucket(Bucket=bucket)  # connect outside the timing, as for ours
+    # Each round tiers to a new prefix: the partition's copy of the last round's manifest would
+    # (rightly) stop the sidecar, which takes a manifest gone from its store for lost data.
+    (logs / "bench-0" / COPY_NAME).unlink(missing_ok=True)
     tierer = Tierer(_config(logs, f"s3://{bucket}/tier-{run}", endpoint))
     tierer.store.head("warm-up")  # create the client outside the timing, as for boto3's
 
