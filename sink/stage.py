@@ -40,13 +40,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-import crc32c
-
 from kafkatier.sink.bookkeeping import FILE_PREFIX
 from kafkatier.storage.errors import CorruptRecordError
 from kafkatier.storage.fsutil import MAX_NAME_BYTES, fitted_name
 from kafkatier.storage.log.validator import ROW_LENGTH, ROW_RECORDS, checked_rows
 from kafkatier.storage.record.batch import RecordBatch
+from kafkatier.storage.record.crc import crc32c
 from kafkatier.storage.wire import (
     CRC_OFFSET,
     CRC_START,
@@ -348,7 +347,7 @@ def assign_sequences(batches: Sequence[RecordBatch], first_sequence: int) -> int
     for batch in batches:
         buf = batch.buffer
         _INT32.pack_into(buf, BASE_SEQUENCE_OFFSET, sequence)
-        batch.crc = crc = crc32c.crc32c(buf[CRC_START:])
+        batch.crc = crc = crc32c(buf[CRC_START:])
         _UINT32.pack_into(buf, CRC_OFFSET, crc)
         batch.base_sequence = sequence
         sequence = increment_sequence(sequence, batch.records_count)

@@ -11,7 +11,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from numpy.typing import NDArray
 
 from kafkatier.storage.arrow.numpy_views import int_values, validity
@@ -112,6 +111,8 @@ def _header_children(arr: pa.Array, name: str) -> tuple[pa.Array, pa.Array]:
         or {inner.field(i).name for i in range(inner.num_fields)} != {"key", "value"}
     ):
         raise ArrowSchemaError(f"column {name!r} has type {t}; accepted: {HEADERS_TYPE}")
+    import pyarrow.compute as pc  # only for headers: its import is 60 ms of a CLI's start-up
+
     flat = pc.list_flatten(arr)
     if flat.null_count:
         row = pc.list_parent_indices(arr)[int(np.flatnonzero(_validity(flat) == 0)[0])]
@@ -128,6 +129,8 @@ def headers_column(arr: pa.Array, name: str) -> HeaderColumns:
     empty_lists = pa.types.is_list(arr.type) and pa.types.is_null(arr.type.value_type)
     if pa.types.is_null(arr.type) or empty_lists:  # no row has a header: as no column
         return absent_headers()
+    import pyarrow.compute as pc  # see _header_children
+
     keys, values = _header_children(arr, name)
     if not (
         pa.types.is_string(keys.type)

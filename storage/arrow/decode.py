@@ -14,7 +14,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Final
 
-import crc32c
 import numpy as np
 import pyarrow as pa
 from numpy.typing import NDArray
@@ -30,6 +29,7 @@ from kafkatier.storage.errors import (
     InvalidRecordError,
     KafkaTierError,
 )
+from kafkatier.storage.record.crc import crc32c
 from kafkatier.storage.wire import (
     ATTR_CODEC_MASK,
     ATTR_CONTROL,
@@ -165,7 +165,7 @@ def select(
     if verify_crc:
         for i in idx:
             p = int(positions[i])
-            if crc32c.crc32c(src.view[p + CRC_START : p + int(sizes[i])]) != int(hdr["crc"][i]):
+            if crc32c(src.view[p + CRC_START : p + int(sizes[i])]) != int(hdr["crc"][i]):
                 raise CorruptRecordError("record batch CRC-32C mismatch", **src.where(p))
     attrs = hdr["attributes"][idx]
     bad = np.flatnonzero((attrs & ATTR_CODEC_MASK) > _MAX_CODEC)

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-import crc32c
 import numpy as np
 import pyarrow as pa
 from numpy.typing import NDArray
@@ -28,6 +27,7 @@ from kafkatier.storage.errors import (
     RecordTooLargeError,
     StorageError,
 )
+from kafkatier.storage.record.crc import crc32c
 from kafkatier.storage.wire import (
     BATCH_HEADER_SIZE,
     CRC_OFFSET,
@@ -157,7 +157,7 @@ def _write_crcs(
     view = memoryview(data)
     crcs = np.fromiter(
         (
-            crc32c.crc32c(view[p + CRC_START : p + s])
+            crc32c(view[p + CRC_START : p + s])
             for p, s in zip(positions.tolist(), sizes.tolist(), strict=True)
         ),
         ">u4",

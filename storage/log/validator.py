@@ -12,14 +12,13 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-import crc32c
-
 from kafkatier.storage import wire
 from kafkatier.storage.errors import InvalidRecordError, RecordTooLargeError
 from kafkatier.storage.native import native
 from kafkatier.storage.producer.entry import AppendOrigin
 from kafkatier.storage.record.batch import RecordBatch
 from kafkatier.storage.record.builder import rebuild_batch
+from kafkatier.storage.record.crc import crc32c
 from kafkatier.storage.record.legacy import LegacyBatch
 from kafkatier.storage.record.records import read_batch
 
@@ -146,7 +145,7 @@ def _stamp_log_append_time(buf: bytearray, now_ms: int) -> None:
     attrs = _I16.unpack_from(buf, wire.ATTRIBUTES_OFFSET)[0] | wire.ATTR_LOG_APPEND_TIME
     _I16.pack_into(buf, wire.ATTRIBUTES_OFFSET, attrs)
     _I64.pack_into(buf, wire.MAX_TIMESTAMP_OFFSET, now_ms)
-    crc = crc32c.crc32c(memoryview(buf)[wire.CRC_START :])
+    crc = crc32c(memoryview(buf)[wire.CRC_START :])
     _U32.pack_into(buf, wire.CRC_OFFSET, crc)
 
 

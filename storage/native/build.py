@@ -13,6 +13,8 @@ concurrent or killed build never leaves half a library under the final name.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
+import logging
 import os
 import platform
 import shlex
@@ -21,7 +23,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 SOURCE: Final = Path(__file__).resolve().parent / "kernels.c"
 _NAMES: Final = (
@@ -37,6 +39,8 @@ HEADER: Final = SOURCE.with_suffix(".h")  # what they export; cffi reads it too
 INCLUDES: Final = (SOURCE.with_name("bytes.h"), SOURCE.with_name("cleaner.h"))  # shared, inline
 CACHE_ENV: Final = "KAFKATIER_CACHE_DIR"  # the one the JVM classes use too
 FLAGS: Final = ("-O2", "-shared", "-fPIC", "-std=c99", "-pthread")
+FFI_MODULE: Final = "kafkatier_kernels_ffi"  # the declarations' module, as cffi names it
+log = logging.getLogger(__name__)
 
 
 class BuildError(OSError):
@@ -80,3 +84,43 @@ def build(target: Path) -> None:
         raise
     except OSError as exc:
         raise BuildError(f"cannot build in {target.parent}: {exc}") from exc
+
+
+def declarations() -> Any:
+    """cffi's FFI for ``kernels.h``, in cffi's out-of-line ABI mode: the header is parsed once
+    per machine and the result written beside the library as a small Python module
+    (``emit_python_code``), which a process imports in about 3 ms. Parsing the header in every
+    process (pycparser's import and the parse) took 60 ms of each ``kafkatier`` command's
+    start-up. Where the module cannot be written or read, the header is parsed here (logged)."""
+    path = library_path().with_suffix(".py")
+    try:
+        if not path.exists():
+            _emit(path)
+        spec = importlib.util.spec_from_file_location(FFI_MODULE, path)
+        if spec is None or spec.loader is None:
+            raise ImportError(f"cannot import {path}")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module.ffi
+    except (OSError, ImportError, SyntaxError, AttributeError) as exc:
+        log.info("kafkatier's kernel declarations parsed in this process (%s)", exc)
+        return _parsed()
+
+
+def _parsed() -> Any:
+    from cffi import FFI  # pycparser's import with it: only where no module serves
+
+    ffi = FFI()
+    ffi.cdef(HEADER.read_text())
+    return ffi
+
+
+def _emit(target: Path) -> None:
+    """The declarations' module written to ``target`` (beside, then renamed into place)."""
+    ffi = _parsed()
+    ffi.set_source(FFI_MODULE, None, compiler_verbose=False)  # no "generating" on stdout
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent) as scratch:
+        partial = Path(scratch) / target.name
+        ffi.emit_python_code(str(partial))
+        os.replace(partial, target)

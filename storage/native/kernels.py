@@ -15,18 +15,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import _cffi_backend
 import numpy as np
-from cffi import FFI
 
 from kafkatier.storage import wire
-from kafkatier.storage.native.build import HEADER, BuildError, build
+from kafkatier.storage.native.build import BuildError, build, declarations
 
 Array = Any
-_FFI = FFI()
-_FFI.cdef(HEADER.read_text())
+_FFI = declarations()
 _LIB: list[Any] = []
 _NULL = _FFI.NULL
-_FROM_BUFFER = _FFI._backend.from_buffer  # FFI.from_buffer's own call, for the hot path
+_FROM_BUFFER = _cffi_backend.from_buffer  # FFI.from_buffer's own call, for the hot path
 _CHARS = _FFI.typeof("char[]")
 _C_TYPES = {np.dtype(np.int64): "int64_t[]", np.dtype(np.uint8): "uint8_t[]",
             np.dtype(np.int32): "int32_t[]", np.dtype(np.uint64): "uint64_t[]"}  # fmt: skip

@@ -13,10 +13,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-import crc32c
-
 from kafkatier.storage.errors import CorruptSnapshotError
 from kafkatier.storage.fsutil import as_path, atomic_write
+from kafkatier.storage.record.crc import crc32c
 from kafkatier.storage.wire import (
     SNAPSHOT_ENTRY,
     SNAPSHOT_HEADER,
@@ -80,7 +79,7 @@ def encode_snapshot(entries: Iterable[SnapshotEntry]) -> bytes:
     for chunk in packed:
         out += chunk
     SNAPSHOT_HEADER.pack_into(
-        out, 0, SNAPSHOT_VERSION, crc32c.crc32c(out[_CRC_START:]), len(packed)
+        out, 0, SNAPSHOT_VERSION, crc32c(out[_CRC_START:]), len(packed)
     )
     return bytes(out)
 
@@ -113,7 +112,7 @@ def decode_snapshot(data: bytes, *, file: str | None = None) -> list[SnapshotEnt
             file=file,
             position=_CRC_START,
         )
-    computed_crc = crc32c.crc32c(data[_CRC_START:])
+    computed_crc = crc32c(data[_CRC_START:])
     if computed_crc != stored_crc:
         raise CorruptSnapshotError(
             f"snapshot CRC mismatch: stored {stored_crc}, computed {computed_crc}",

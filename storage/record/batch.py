@@ -9,10 +9,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, TypeVar
 
-import crc32c
-
 from kafkatier.storage.errors import CorruptRecordError, InvalidRecordError, KafkaTierError
 from kafkatier.storage.record.compression import decompress
+from kafkatier.storage.record.crc import crc32c
 from kafkatier.storage.record.record import (
     Record,
     codec_of,
@@ -196,7 +195,7 @@ class RecordBatch:
         return last
 
     def compute_crc(self) -> int:
-        return int(crc32c.crc32c(self._view[CRC_START:]))
+        return int(crc32c(self._view[CRC_START:]))
 
     def is_valid(self) -> bool:
         return self.size_in_bytes >= BATCH_HEADER_SIZE and self.crc == self.compute_crc()

@@ -13,10 +13,9 @@ import struct
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
-import crc32c
-
 from kafkatier.storage.errors import CompressionError, InvalidRecordError
 from kafkatier.storage.record.compression import compress
+from kafkatier.storage.record.crc import crc32c
 from kafkatier.storage.record.record import Record, encode_record
 from kafkatier.storage.wire import (
     BATCH_HEADER,
@@ -113,7 +112,7 @@ def _assemble(payload: bytes | bytearray, *fields: int) -> bytes:
             count,
         )
     )
-    crc = crc32c.crc32c(payload, crc32c.crc32c(memoryview(header)[CRC_START:]))
+    crc = crc32c(payload, crc32c(memoryview(header)[CRC_START:]))
     _CRC.pack_into(header, CRC_OFFSET, crc)
     return bytes(header + payload)
 

@@ -24,12 +24,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
-import crc32c
-
 from kafkatier.storage.index.txn_index import AbortedTxn
 from kafkatier.storage.log.readonly import ReadOnlyPartition
 from kafkatier.storage.log.segment import AnyBatch
 from kafkatier.storage.record.batch import RecordBatch
+from kafkatier.storage.record.crc import crc32c
 from kafkatier.storage.record.records import iter_batches
 from kafkatier.storage.wire import (
     BATCH_HEADER_SIZE,
@@ -102,7 +101,7 @@ def verify_spans(
             computed = zlib.crc32(view[pos + MAGIC_OFFSET : end])
         else:
             stored = _CRC.unpack_from(data, pos + CRC_OFFSET)[0]
-            computed = crc32c.crc32c(view[pos + CRC_START : end])
+            computed = crc32c(view[pos + CRC_START : end])
         if stored != computed:
             raise CorruptRemoteObjectError(
                 f"batch CRC mismatch (stored {stored}, computed {computed})", key=key,

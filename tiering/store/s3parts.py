@@ -37,8 +37,7 @@ from io import BufferedReader
 from pathlib import Path
 from typing import Any
 
-import crc32c
-
+from kafkatier.storage.record.crc import crc32c
 from kafkatier.tiering.errors import RemoteVerifyError
 
 SendPart = Callable[[int, "FileRange", str], Mapping[str, Any]]
@@ -70,7 +69,7 @@ class Sent:
 
 def crc32c_b64(data: bytes) -> str:
     """``x-amz-checksum-crc32c``: the big-endian CRC32C, base64."""
-    return base64.b64encode(crc32c.crc32c(data).to_bytes(4, "big")).decode()
+    return base64.b64encode(crc32c(data).to_bytes(4, "big")).decode()
 
 
 def composite_crc32c(parts: list[Proof]) -> str:
@@ -193,7 +192,7 @@ def _digest_range(src: BufferedReader, length: int, buffer: bytearray, sha: Any,
         n = src.readinto(view[: min(left, len(buffer))])
         if not n:
             raise RemoteVerifyError("file shorter than when the upload began", key=key)
-        crc = crc32c.crc32c(view[:n], crc)
+        crc = crc32c(view[:n], crc)
         sha.update(view[:n])
         left -= n
     return base64.b64encode(crc.to_bytes(4, "big")).decode()

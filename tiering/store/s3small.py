@@ -38,10 +38,10 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
 
-import crc32c
 from botocore.auth import S3SigV4Auth
 from botocore.awsrequest import AWSRequest
 
+from kafkatier.storage.record.crc import crc32c
 from kafkatier.tiering.store.requests import GET, RequestCounts
 from kafkatier.tiering.store.sigv4 import LeanHttp, lean_possible
 
@@ -100,7 +100,7 @@ class SignedGets:
 
 
 _CHECKSUMS: dict[str, Callable[[bytes], bytes]] = {
-    "crc32c": lambda data: crc32c.crc32c(data).to_bytes(4, "big"),
+    "crc32c": lambda data: crc32c(data).to_bytes(4, "big"),
     "crc32": lambda data: zlib.crc32(data).to_bytes(4, "big"),
     "sha1": lambda data: hashlib.sha1(data).digest(),
     "sha256": lambda data: hashlib.sha256(data).digest(),
