@@ -3,20 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO
 
-from tqdm import tqdm
-
 from kafkatier.cli.commands import summary
+from kafkatier.cli.progress import BYTES, progress_bar
 from kafkatier.storage.dump.items import Item, to_json
-from kafkatier.storage.dump.paths import NotDumpableError, dump_paths
 from kafkatier.storage.verify.files import Kind, parse_file_name
-from kafkatier.storage.verify.paths import log_bytes
 
 EPILOG = """\
 what is printed, per file:
@@ -63,6 +59,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(args: argparse.Namespace) -> int:
+    # the readers' modules imported here, not at the top: ``dump --help`` needs none of them
+    from kafkatier.storage.dump.paths import NotDumpableError, dump_paths
+    from kafkatier.storage.verify.paths import log_bytes
+
     missing = [p for p in args.paths if not p.exists()]
     if missing:
         print(f"kafkatier dump: error: no such file or directory: {missing[0]}", file=sys.stderr)
@@ -71,7 +71,10 @@ def run(args: argparse.Namespace) -> int:
     out: TextIO = sys.stdout
     problems = 0
     try:
-        with _progress(args.paths) as progress:
+        # a bar only for a terminal not also receiving the dump
+        show = sys.stderr.isatty() and not sys.stdout.isatty()
+        total = functools.partial(log_bytes, args.paths)
+        with progress_bar(show, total, desc="dump", **BYTES) as progress:
             for item in dump_paths(args.paths, records=records, progress=progress):
                 problems += item["type"] == "problem"
                 if args.json:
@@ -82,18 +85,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"kafkatier dump: error: {exc}", file=sys.stderr)
         return 2
     return 1 if problems else 0
-
-
-@contextmanager
-def _progress(paths: list[Path]) -> Iterator[Callable[[int], None] | None]:
-    """A byte progress bar on stderr, only for a terminal not also receiving the dump, and only
-    once a run has lasted a second."""
-    if not sys.stderr.isatty() or sys.stdout.isatty():
-        yield None
-        return
-    with tqdm(total=log_bytes(paths), unit="B", unit_scale=True, delay=1.0, leave=False,
-              file=sys.stderr, desc="dump") as bar:  # fmt: skip
-        yield bar.update
 
 
 def format_item(item: Item, data: bool = False) -> str:

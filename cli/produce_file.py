@@ -4,12 +4,10 @@ partition got printed at the end (the parser is cli/produce.py, which imports no
 from __future__ import annotations
 
 import argparse
-import contextlib
 import itertools
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -17,6 +15,7 @@ import pyarrow as pa
 from kafkatier.cli.appends import Appends
 from kafkatier.cli.formats import detect_format
 from kafkatier.cli.inputs import prefetched, read_chunks
+from kafkatier.cli.progress import progress_bar
 from kafkatier.storage.checkpoint.checkpoint_file import is_valid_topic_name
 from kafkatier.storage.config.log_config import parse_overrides
 from kafkatier.storage.errors import ConfigError
@@ -132,7 +131,10 @@ def _append_file(
     from kafkatier.storage.partitioner import assign_partitions, keyless_rows
 
     keyless = 0
-    with _progress(sys.stderr.isatty()) as progress, Appends(summary.appended) as appends:
+    with (
+        progress_bar(sys.stderr.isatty(), desc="records", unit="rec") as progress,
+        Appends(summary.appended) as appends,
+    ):
         for chunk in chunks:
             names = chunk.schema.names
             keys = chunk.column("key") if "key" in names else None
@@ -141,23 +143,8 @@ def _append_file(
                                       rows=len(chunk))  # fmt: skip
             keyless += keyless_rows(keys, explicit, len(chunk))
             _append_chunk(logs, chunk, parts, compression, appends)
-            progress.update(len(chunk))
-
-
-class _Silent:
-    """The progress bar where none is shown."""
-
-    def update(self, n: int) -> None:
-        del n
-
-
-def _progress(show: bool) -> Any:
-    """tqdm's bar on a terminal, else a stand-in: tqdm's import (30 ms) only when shown."""
-    if not show:
-        return contextlib.nullcontext(_Silent())
-    from tqdm import tqdm
-
-    return tqdm(desc="records", unit="rec", file=sys.stderr)
+            if progress is not None:
+                progress(len(chunk))
 
 
 def _append_chunk(

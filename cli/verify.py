@@ -3,17 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
-from tqdm import tqdm
-
 from kafkatier.cli.commands import summary
-from kafkatier.storage.verify.paths import NotKafkaPathError, log_bytes, verify_paths
-from kafkatier.storage.verify.problem import VerifyStats
+from kafkatier.cli.progress import BYTES, progress_bar
 
 EPILOG = """\
 what is checked:
@@ -63,6 +59,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(args: argparse.Namespace) -> int:
+    # the checks' modules imported here, not at the top: ``verify --help`` needs none of them
+    from kafkatier.storage.verify.paths import NotKafkaPathError, log_bytes, verify_paths
+    from kafkatier.storage.verify.problem import VerifyStats
+
     missing = [p for p in args.paths if not p.exists()]
     if missing:
         print(f"kafkatier verify: error: no such file or directory: {missing[0]}",
@@ -70,7 +70,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     stats = VerifyStats()
     try:
-        with _progress(args.paths) as progress:
+        total = functools.partial(log_bytes, args.paths)
+        with progress_bar(sys.stderr.isatty(), total, desc="verify", **BYTES) as progress:
             problems = verify_paths(args.paths, stats=stats, progress=progress)
     except NotKafkaPathError as exc:
         print(f"kafkatier verify: error: {exc}", file=sys.stderr)
@@ -80,13 +81,3 @@ def run(args: argparse.Namespace) -> int:
     print(json.dumps(stats.to_json(problems)) if args.json else stats.summary(problems))
     return 1 if any(p.severity == "error" for p in problems) else 0
 
-
-@contextmanager
-def _progress(paths: list[Path]) -> Iterator[Callable[[int], None] | None]:
-    """A byte progress bar on stderr when it is a terminal, once a run has lasted a second."""
-    if not sys.stderr.isatty():
-        yield None
-        return
-    with tqdm(total=log_bytes(paths), unit="B", unit_scale=True, delay=1.0, leave=False,
-              file=sys.stderr, desc="verify") as bar:  # fmt: skip
-        yield bar.update

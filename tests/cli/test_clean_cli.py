@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kafkatier.cli import clean as clean_cli
+from kafkatier.cli import clean_run as clean_cli
 from kafkatier.cli.main import main
 from kafkatier.storage.checkpoint.checkpoint_file import OffsetCheckpointFile
 from kafkatier.storage.config.topic_files import TopicConfigStore
