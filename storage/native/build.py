@@ -7,7 +7,9 @@ The library lands in ``$KAFKATIER_CACHE_DIR/native`` (default ``~/.cache/kafkati
 name carrying the digest of the sources and the platform, so a changed source or another machine
 sharing the home directory never loads a stale build. The compiler is ``$CC`` (with any flags
 in it), else ``cc``; it writes beside the final name and the result is renamed into place, so a
-concurrent or killed build never leaves half a library under the final name.
+concurrent or killed build never leaves half a library under the final name. Beside it, under
+the same name, goes the module of its declarations for cffi (:func:`declarations`), written the
+same way.
 """
 
 from __future__ import annotations
