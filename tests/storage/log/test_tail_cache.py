@@ -7,12 +7,14 @@ from __future__ import annotations
 import os
 import pickle
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 from kafkatier.storage.log.directory import LogDirectory
 from kafkatier.storage.log.log import Log
 from kafkatier.storage.log.readonly import ReadOnlyPartition
-from kafkatier.storage.log.tail_cache import TailCache
+from kafkatier.storage.log.tail import Header, LogFile
+from kafkatier.storage.log.tail_cache import IDLE_S, TailCache
 from kafkatier.storage.record.builder import build_batch
 from kafkatier.storage.record.record import Record
 
@@ -74,14 +76,23 @@ def test_the_cache_pickles_empty(tmp_path: Path) -> None:
     assert isinstance(copy, TailCache) and not copy._entries
 
 
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 def test_the_cache_holds_at_most_its_budget_of_headers(tmp_path: Path) -> None:
-    """Past ``max_headers`` the least recently used partitions are dropped (and walked again
-    at their next use, with the same headers); a partition larger than the budget is walked
-    every time and never kept."""
+    """Past ``max_headers`` a partition that does not fit takes the room of those unused for
+    ``IDLE_S`` (the least recently used first), else is walked for that use and not kept (the
+    same headers either way); a partition larger than the budget is never kept."""
     with LogDirectory(tmp_path) as ld:
         for p, n in enumerate((4, 5, 6, 12)):
             append(ld.get_or_create("t", p), 0, n)
-    cache = TailCache(max_headers=10)
+    clock = Clock()
+    cache = TailCache(max_headers=10, clock=clock)
     parts = [ReadOnlyPartition(tmp_path, "t", p) for p in range(4)]
     try:
         walked = []
@@ -90,9 +101,46 @@ def test_the_cache_holds_at_most_its_budget_of_headers(tmp_path: Path) -> None:
                 walked.append(list(log.headers()))
         assert cache.headers(parts[0]) == walked[0] and cache.held == (1, 4)
         assert cache.headers(parts[1]) == walked[1] and cache.held == (2, 9)
-        assert cache.headers(parts[2]) == walked[2] and cache.held == (1, 6)  # 0 and 1 dropped
-        assert cache.headers(parts[0]) == walked[0] and cache.held == (2, 10)
-        assert cache.headers(parts[3]) == walked[3] and cache.held == (2, 10)  # too large: not kept
+        assert cache.headers(parts[2]) == walked[2] and cache.held == (2, 9)  # both in use
+        clock.now = IDLE_S - 1
+        assert cache.headers(parts[1]) == walked[1] and cache.held == (2, 9)  # 1 used again
+        clock.now = IDLE_S
+        assert cache.headers(parts[2]) == walked[2] and cache.held == (1, 5)  # 0 idle: out; 1 not
+        assert cache.headers(parts[3]) == walked[3] and cache.held == (1, 5)  # too large: not kept
+        clock.now = 10 * IDLE_S
+        assert cache.headers(parts[3]) == walked[3] and cache.held == (1, 5)  # nothing out for it
+        assert cache.headers(parts[2]) == walked[2] and cache.held == (1, 6)  # 1 idle: out
     finally:
+        for part in parts:
+            part.close()
+
+
+def test_partitions_used_in_turn_beyond_the_budget_are_not_all_walked_again(
+    tmp_path: Path,
+) -> None:
+    """A streaming query's triggers use every partition in turn: with one more than fit, the
+    others stay kept and only that one is walked again (least-recently-used dropping walked
+    every one at every trigger)."""
+    with LogDirectory(tmp_path) as ld:
+        for p in range(4):
+            append(ld.get_or_create("t", p), 0, 5)
+    cache = TailCache(max_headers=15, clock=Clock())
+    parts = [ReadOnlyPartition(tmp_path, "t", p) for p in range(4)]
+    walks = 0
+    original = LogFile.headers
+
+    def counted(self: LogFile, position: int = 0) -> Iterator[Header]:
+        nonlocal walks
+        walks += position == 0
+        return original(self, position)
+
+    try:
+        LogFile.headers = counted  # type: ignore[method-assign]
+        for _ in range(5):  # five triggers
+            for part in parts:
+                assert len(cache.headers(part)) == 5
+        assert walks == 3 + 5  # three kept after their first walk, the fourth walked each time
+    finally:
+        LogFile.headers = original  # type: ignore[method-assign]
         for part in parts:
             part.close()
