@@ -1,5 +1,6 @@
 """The commands' progress bars: tqdm's, on stderr, only where it is a terminal; tqdm is
-imported (30 ms) only where a bar is shown, so a piped or scripted run pays nothing for it."""
+imported (60 ms, ``python -X importtime -c 'import tqdm'``) only where a bar is shown, so a
+piped or scripted run pays nothing for it."""
 
 from __future__ import annotations
 

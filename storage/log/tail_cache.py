@@ -30,8 +30,8 @@ MAX_PARTITIONS = 4096
 MAX_HEADERS = 250_000
 """Headers kept in all (241 bytes each in Python, by tracemalloc over 50,000: some 57 MiB;
 ``python bench/tail_cache_memory.py``): a query on a thousand partitions whose active segments
-hold a million tiny batches must not keep them all. Past it the least recently used partitions
-are dropped, and walked again at their next use, as without a cache."""
+hold a million tiny batches must not keep them all. Past it a partition is walked again at its
+next use, as without a cache (:data:`IDLE_S` says which ones keep their room)."""
 IDLE_S = 60.0
 """How long a partition's headers must have gone unused before a partition that does not fit
 may take their room. Dropping the least recently used at once thrashed under a streaming

@@ -14,6 +14,7 @@ same way.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import logging
@@ -51,11 +52,18 @@ class BuildError(OSError):
 
 def library_path() -> Path:
     """Where the build of these sources for this platform is (or will be) cached."""
-    digest = hashlib.sha256(b"".join(p.read_bytes() for p in (*SOURCES, HEADER, *INCLUDES)))
-    digest.update(f"{sys.platform} {platform.machine()} {' '.join(FLAGS)}".encode())
     cache = Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "kafkatier")
     suffix = ".dylib" if sys.platform == "darwin" else ".so"
-    return cache / "native" / f"kafkatier-kernels-{digest.hexdigest()[:16]}{suffix}"
+    return cache / "native" / f"kafkatier-kernels-{_digest()}{suffix}"
+
+
+@functools.cache
+def _digest() -> str:
+    """The sources' and the platform's, read once a process (a start-up asks for the library
+    and for its declarations: 0.7 ms each)."""
+    digest = hashlib.sha256(b"".join(p.read_bytes() for p in (*SOURCES, HEADER, *INCLUDES)))
+    digest.update(f"{sys.platform} {platform.machine()} {' '.join(FLAGS)}".encode())
+    return digest.hexdigest()[:16]
 
 
 def compiler() -> list[str]:
