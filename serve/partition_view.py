@@ -21,6 +21,7 @@ one: consumers replay a tiered topic from its beginning.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -221,8 +222,9 @@ def read_run(
         segment = part.segment(base)
         headers: Iterable[BatchPosition]
         if base == part.bases[-1]:
-            headers = tails.locate(part, offset)
-            found = headers[0] if headers else None
+            tail = tails.locate(part, offset)
+            found = next(tail, None)
+            headers = itertools.chain([found], tail) if found is not None else ()
         else:
             found = segment.translate_offset(offset)
             headers = segment.scan_headers(found.position) if found is not None else []

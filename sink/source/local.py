@@ -73,7 +73,8 @@ def _parts(
                 yield from _runs(segment, headers, found.position, task, start, keep)
             continue
         with part.last_log() as log:
-            tail = (h.at for h in log.headers() if h.at.last_offset >= start)
+            table = log.table()
+            tail = table.positions(table.start_of(start))
             first = next(tail, None)
             if first is not None:
                 headers = itertools.chain([first], tail)

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 from kafkatier.storage.errors import CorruptSnapshotError
 from kafkatier.storage.index.txn_index import AbortedTxn
+from kafkatier.storage.log.header_table import Header, HeaderTable
 from kafkatier.storage.log.readonly import ReadOnlyPartition
-from kafkatier.storage.log.tail import Header
 from kafkatier.storage.producer.snapshot import SNAPSHOT_SUFFIX, decode_snapshot
 from kafkatier.storage.record.batch import RecordBatch
 from kafkatier.storage.wire import (
@@ -55,17 +55,18 @@ class PartitionBounds:
 
 
 def scan_bounds(
-    part: ReadOnlyPartition, committed: bool, tail: list[Header] | None = None
+    part: ReadOnlyPartition, committed: bool, tail: HeaderTable | None = None
 ) -> PartitionBounds:
     """Log start, high watermark and LSO of ``part``, read from the files (module docstring).
     The last segment's headers are read once, for its end and its transactions; a caller that
-    keeps them between calls (``kafkatier serve``'s tail cache) passes them as ``tail``."""
+    keeps them between calls (``tail_cache.py``: ``kafkatier serve``'s, a streaming query's) passes
+    them as ``tail``."""
     if not part.bases:  # no segment at all (a remote-only partition mirrored by serve): the
         start = part.log_start_offset  # snapshot at the start may hold transactions still open
         open_txns = _snapshot_state(part, start)[1].values() if committed else ()
         return PartitionBounds(start, start, min([start, *open_txns]))
     with part.last_log() as log:
-        tail = list(log.headers()) if tail is None else tail
+        tail = log.table() if tail is None else tail
         end = part.end_of(tail)
         if not committed:
             return PartitionBounds(part.log_start_offset, end, end)
@@ -79,9 +80,8 @@ def scan_bounds(
                     fields = BATCH_HEADER.unpack(segment.read_bytes(at.position, BATCH_HEADER_SIZE))
                     header = Header(at, fields[5], fields[9])
                     _track_txn(header, segment.read_bytes, str(segment.log_path), ongoing, aborted)
-        for header in tail:
-            if header.at.last_offset >= start:
-                _track_txn(header, log.read_bytes, log.log_path, ongoing, aborted)
+        for header in tail.transactional(start):
+            _track_txn(header, log.read_bytes, log.log_path, ongoing, aborted)
     lso = min([end, *ongoing.values()])
     return PartitionBounds(part.log_start_offset, end, lso, tuple(aborted))
 

@@ -29,8 +29,9 @@ from kafkatier.storage.errors import KafkaTierError, StorageError
 from kafkatier.storage.index.txn_index import AbortedTxn, TransactionIndex
 from kafkatier.storage.log.batch_position import BatchPosition
 from kafkatier.storage.log.creation import topics_being_created
+from kafkatier.storage.log.header_table import HeaderTable
 from kafkatier.storage.log.segment import AnyBatch, LogSegment
-from kafkatier.storage.log.tail import Header, LogFile
+from kafkatier.storage.log.tail import LogFile
 from kafkatier.storage.producer.snapshot import SNAPSHOT_SUFFIX
 from kafkatier.storage.record.records import iter_batches
 from kafkatier.storage.wire import (
@@ -158,11 +159,12 @@ class ReadOnlyPartition:
         if not self.bases:
             return self.log_start_offset
         with self.last_log() as log:
-            return self.end_of(list(log.headers()))
+            return self.end_of(log.table())
 
-    def end_of(self, tail: list[Header]) -> int:
+    def end_of(self, tail: HeaderTable) -> int:
         """The log end offset, given the last segment's batches."""
-        end = tail[-1].at.last_offset + 1 if tail else self.bases[-1]
+        last = tail.last_offset
+        end = last + 1 if last is not None else self.bases[-1]
         return max(end, self.log_start_offset)
 
     def last_log(self) -> LogFile:

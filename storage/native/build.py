@@ -1,7 +1,7 @@
-"""Build ``kernels.c``, ``checks.c``, ``writes.c``, ``committed.c``, ``offset_map.c`` and
-``clean_filter.c`` (with ``kernels.h``, ``bytes.h`` and ``cleaner.h``) into a shared library
-once per machine, as the sink's JVM classes are built from their sources on first use
-(kafkatier.sink.jvm).
+"""Build ``kernels.c``, ``checks.c``, ``headers.c``, ``writes.c``, ``committed.c``,
+``offset_map.c`` and ``clean_filter.c`` (with ``kernels.h``, ``bytes.h`` and ``cleaner.h``)
+into a shared library once per machine, as the sink's JVM classes are built from their sources
+on first use (kafkatier.sink.jvm).
 
 The library lands in ``$KAFKATIER_CACHE_DIR/native`` (default ``~/.cache/kafkatier``) under a
 name carrying the digest of the sources and the platform, so a changed source or another machine
@@ -32,6 +32,7 @@ SOURCE: Final = Path(__file__).resolve().parent / "kernels.c"
 _NAMES: Final = (
     "kernels.c",
     "checks.c",
+    "headers.c",
     "writes.c",
     "committed.c",
     "offset_map.c",

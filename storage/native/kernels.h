@@ -40,6 +40,11 @@ int kt_crc_available(void);
 /* Each of `rows` v2 batches of buf (infos: 4 int64s a row, its position and size first) given
  * its CRC-32C (kt_crc_available: not 0): the cleaner's batches compressed again. */
 void kt_seal_batches(uint8_t *buf, const int64_t *infos, int64_t rows);
+/* headers.c: a .log window's batch headers framed (KT_HEADER_FIELDS int64s a batch: position,
+ * size, base offset, last offset, magic, attributes, producer id) and where framing stopped. */
+enum { KT_HEADER_FIELDS = 7 };
+int64_t kt_walk_headers(const uint8_t *buf, int64_t len, int64_t limit, int64_t *out,
+                        int64_t max, int64_t *end);
 /* writes.c: positioned writes by a thread of their own (queued, then published in order). */
 typedef struct {
     void *base;

@@ -7,13 +7,14 @@ from __future__ import annotations
 import os
 import pickle
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
+from kafkatier.storage.log.batch_position import BatchPosition
 from kafkatier.storage.log.directory import LogDirectory
+from kafkatier.storage.log.header_table import Header, HeaderTable
 from kafkatier.storage.log.log import Log
 from kafkatier.storage.log.readonly import ReadOnlyPartition
-from kafkatier.storage.log.tail import Header, LogFile
+from kafkatier.storage.log.tail import LogFile
 from kafkatier.storage.log.tail_cache import IDLE_S, TailCache
 from kafkatier.storage.record.builder import build_batch
 from kafkatier.storage.record.record import Record
@@ -23,10 +24,14 @@ def open_partition(log_dir: Path, topic: str, partition: int) -> ReadOnlyPartiti
     return ReadOnlyPartition(log_dir, topic, partition)
 
 
-def fresh(log_dir: Path) -> tuple[list[object], list[object]]:
+def listed(table: HeaderTable) -> list[Header]:
+    return [Header(BatchPosition(*row[:5]), row[5], row[6]) for row in table.rows.tolist()]
+
+
+def fresh(log_dir: Path) -> tuple[list[Header], list[Header]]:
     """(cached, walked) headers of t-0's last segment."""
     with open_partition(log_dir, "t", 0) as part, part.last_log() as log:
-        return CACHE.headers(part), list(log.headers())
+        return listed(CACHE.headers(part)), list(log.headers())
 
 
 CACHE = TailCache()
@@ -48,9 +53,10 @@ def test_the_cache_follows_the_file(tmp_path: Path) -> None:
         assert len(walked) == 35 and cached == walked
         with open_partition(tmp_path, "t", 0) as part:
             for offset in (0, 17, 34):
-                at = CACHE.locate(part, offset)[0]
+                at = next(CACHE.locate(part, offset))
                 assert at == part.segment(part.bases[-1]).translate_offset(offset)
-            assert CACHE.locate(part, 35) == []
+                assert [*CACHE.locate(part, offset)] == [h.at for h in walked[offset:]]
+            assert list(CACHE.locate(part, 35)) == []
         log.roll()
         append(log, 35, 3)  # a roll: the new last segment, walked from 0
         cached, walked = fresh(tmp_path)
@@ -99,17 +105,21 @@ def test_the_cache_holds_at_most_its_budget_of_headers(tmp_path: Path) -> None:
         for part in parts:
             with part.last_log() as log:
                 walked.append(list(log.headers()))
-        assert cache.headers(parts[0]) == walked[0] and cache.held == (1, 4)
-        assert cache.headers(parts[1]) == walked[1] and cache.held == (2, 9)
-        assert cache.headers(parts[2]) == walked[2] and cache.held == (2, 9)  # both in use
+
+        def seen(p: int) -> bool:
+            return listed(cache.headers(parts[p])) == walked[p]
+
+        assert seen(0) and cache.held == (1, 4)
+        assert seen(1) and cache.held == (2, 9)
+        assert seen(2) and cache.held == (2, 9)  # both in use
         clock.now = IDLE_S - 1
-        assert cache.headers(parts[1]) == walked[1] and cache.held == (2, 9)  # 1 used again
+        assert seen(1) and cache.held == (2, 9)  # 1 used again
         clock.now = IDLE_S
-        assert cache.headers(parts[2]) == walked[2] and cache.held == (1, 5)  # 0 idle: out; 1 not
-        assert cache.headers(parts[3]) == walked[3] and cache.held == (1, 5)  # too large: not kept
+        assert seen(2) and cache.held == (1, 5)  # 0 idle: out; 1 not
+        assert seen(3) and cache.held == (1, 5)  # too large: not kept
         clock.now = 10 * IDLE_S
-        assert cache.headers(parts[3]) == walked[3] and cache.held == (1, 5)  # nothing out for it
-        assert cache.headers(parts[2]) == walked[2] and cache.held == (1, 6)  # 1 idle: out
+        assert seen(3) and cache.held == (1, 5)  # nothing out for it
+        assert seen(2) and cache.held == (1, 6)  # 1 idle: out
     finally:
         for part in parts:
             part.close()
@@ -127,20 +137,38 @@ def test_partitions_used_in_turn_beyond_the_budget_are_not_all_walked_again(
     cache = TailCache(max_headers=15, clock=Clock())
     parts = [ReadOnlyPartition(tmp_path, "t", p) for p in range(4)]
     walks = 0
-    original = LogFile.headers
+    original = LogFile.table
 
-    def counted(self: LogFile, position: int = 0) -> Iterator[Header]:
+    def counted(self: LogFile, position: int = 0) -> HeaderTable:
         nonlocal walks
         walks += position == 0
         return original(self, position)
 
     try:
-        LogFile.headers = counted  # type: ignore[method-assign]
+        LogFile.table = counted  # type: ignore[method-assign]
         for _ in range(5):  # five triggers
             for part in parts:
                 assert len(cache.headers(part)) == 5
         assert walks == 3 + 5  # three kept after their first walk, the fourth walked each time
     finally:
-        LogFile.headers = original  # type: ignore[method-assign]
+        LogFile.table = original  # type: ignore[method-assign]
         for part in parts:
             part.close()
+
+
+def test_a_table_handed_out_stays_as_it_was_while_the_file_grows(tmp_path: Path) -> None:
+    """The cache appends a partition's new headers in place (room to grow): a reader still
+    holding the table of an earlier trigger sees the rows it had, unchanged."""
+    cache = TailCache()
+    with LogDirectory(tmp_path) as ld:
+        log = ld.get_or_create("t", 0)
+        append(log, 0, 4)
+        with open_partition(tmp_path, "t", 0) as part:
+            held = cache.headers(part)
+            before = listed(held)
+            for round_ in range(6):  # growths of the buffer, and appends into its room
+                append(log, 4 + 3 * round_, 3)
+                now = listed(cache.headers(part))
+                assert listed(held) == before and now[:4] == before and len(now) == 7 + 3 * round_
+            with part.last_log() as walked:
+                assert now == list(walked.headers())
