@@ -24,6 +24,7 @@ import pyarrow as pa
 from kafkatier.sink.source.task import BatchFilter, ReadTask, batch_filter, checked_start, project
 from kafkatier.storage.arrow.pieces import Run, decode_runs
 from kafkatier.storage.arrow.schema import SPARK_KAFKA_SCHEMA
+from kafkatier.storage.log.active_index import walk_start
 from kafkatier.storage.log.batch_position import BatchPosition
 from kafkatier.storage.log.readonly import (
     ReadOnlyPartition,
@@ -60,8 +61,8 @@ def _parts(
     part: ReadOnlyPartition, task: ReadTask, start: int, keep: BatchFilter | None
 ) -> Iterator[Run | pa.Table]:
     """Closed segments through their offset index; the last one through its ``.log`` alone
-    (``storage.log.tail``: no index opened, a small file read at once), its headers walked to
-    ``start``, as it has no index a reader may trust."""
+    (``storage.log.tail``: a small file read at once), its headers framed from where its
+    index, read as a hint the batch there confirms, points (``active_index.py``), to ``start``."""
     for base in part.bases_from(start):
         if base >= task.end:
             break
@@ -73,7 +74,7 @@ def _parts(
                 yield from _runs(segment, headers, found.position, task, start, keep)
             continue
         with part.last_log() as log:
-            table = log.table()
+            table = log.table(walk_start(log, part.file(base, ".index"), base, start))
             tail = table.positions(table.start_of(start))
             first = next(tail, None)
             if first is not None:
