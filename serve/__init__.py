@@ -15,5 +15,5 @@ serves: bounds, batches, aborted transactions, offsets by time), ``group/`` (the
 coordinator and the committed offsets), ``context`` (what handlers share), ``apis/`` (one
 module per API family), ``dispatch`` (API key -> handler), ``connection`` (one client's
 request/response loop) and ``server`` (listeners, lifecycle); ``remote_view`` keeps the
-remote readers (the last segments' headers: ``storage.log.tail_cache``).
+remote readers (what the last segments said: ``storage.log.tail_cache``).
 """

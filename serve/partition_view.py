@@ -31,6 +31,7 @@ from kafkatier.serve.epochs import EpochCaches
 from kafkatier.serve.remote_view import RemoteTier, read_remote_run
 from kafkatier.serve.zero_copy import FileSpan, MemorySpan, Span
 from kafkatier.storage.index.txn_index import AbortedTxn
+from kafkatier.storage.log.active_index import batches_from
 from kafkatier.storage.log.batch_position import BatchPosition
 from kafkatier.storage.log.bounds import PartitionBounds, scan_bounds
 from kafkatier.storage.log.bounds_cache import BoundsCache, Look
@@ -47,9 +48,9 @@ from kafkatier.tiering.read.remote_reader import RemoteLogReader
 
 @dataclass(frozen=True)
 class Sources:
-    """Where a partition's data are read from: the local files (their last segment's headers
-    kept in ``tails``, their bounds while unchanged in ``bounds``, their leader epochs in
-    ``epochs``) and, when configured, the remote tier."""
+    """Where a partition's data are read from: the local files (what their last segment's
+    headers said kept in ``tails``, their bounds while unchanged in ``bounds``, their leader
+    epochs in ``epochs``) and, when configured, the remote tier."""
 
     tails: TailCache
     remote: RemoteTier | None = None
@@ -134,7 +135,7 @@ def _scan(
     directory's stamp, taken before ``part`` listed it; ``hint``: the checkpointed log start
     ``part`` was opened with)."""
     return sources.bounds.keep(look, part, hint, lambda: scan_bounds(
-        part, committed=True, tail=sources.tails.headers(part)))  # fmt: skip
+        part, committed=True, tails=sources.tails))  # fmt: skip
 
 
 def highest_tiered(log_dir: Path, topic: str, partition: int, sources: Sources) -> int:
@@ -196,7 +197,7 @@ def fetch(
             # moves on to the next segment (answering nothing kept consumers there for ever)
             from_remote = False
             start = max(offset, local.log_start)
-            records = read_run(part, start, bound, max_bytes, min_one, sources.tails)
+            records = read_run(part, start, bound, max_bytes, min_one)
         aborted: tuple[AbortedTxn, ...] = ()
         try:
             if committed and records:
@@ -209,20 +210,21 @@ def fetch(
 
 
 def read_run(
-    part: ReadOnlyPartition, offset: int, bound: int, max_bytes: int, min_one: bool,
-    tails: TailCache,
+    part: ReadOnlyPartition, offset: int, bound: int, max_bytes: int, min_one: bool
 ) -> bytes | FileSpan:
     """Whole batches holding offsets in [offset, bound), at most ``max_bytes`` (one batch more
     when ``min_one``), from a single segment (the next fetch goes on in the next one), as the
-    span of its ``.log`` that holds them (b"" for none). The last segment is located through
-    the tail cache, the others through their offset indexes."""
+    span of its ``.log`` that holds them (b"" for none). Segments are located through their
+    offset indexes, the last one's read as a hint the batch there confirms
+    (``active_index.py``)."""
     for base in part.bases_from(offset):
         if base >= bound:
             break
         segment = part.segment(base)
         headers: Iterable[BatchPosition]
         if base == part.bases[-1]:
-            tail = tails.locate(part, offset)
+            with part.last_log() as log:
+                tail = batches_from(log, part.file(base, ".index"), base, offset)
             found = next(tail, None)
             headers = itertools.chain([found], tail) if found is not None else ()
         else:

@@ -24,7 +24,7 @@ import pyarrow as pa
 from kafkatier.sink.source.task import BatchFilter, ReadTask, batch_filter, checked_start, project
 from kafkatier.storage.arrow.pieces import Run, decode_runs
 from kafkatier.storage.arrow.schema import SPARK_KAFKA_SCHEMA
-from kafkatier.storage.log.active_index import walk_start
+from kafkatier.storage.log.active_index import batches_from
 from kafkatier.storage.log.batch_position import BatchPosition
 from kafkatier.storage.log.readonly import (
     ReadOnlyPartition,
@@ -74,8 +74,7 @@ def _parts(
                 yield from _runs(segment, headers, found.position, task, start, keep)
             continue
         with part.last_log() as log:
-            table = log.table(walk_start(log, part.file(base, ".index"), base, start))
-            tail = table.positions(table.start_of(start))
+            tail = batches_from(log, part.file(base, ".index"), base, start)
             first = next(tail, None)
             if first is not None:
                 headers = itertools.chain([first], tail)

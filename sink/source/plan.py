@@ -79,8 +79,8 @@ def survey(
 ) -> dict[TopicPartition, PartitionBounds]:  # fmt: skip
     """Bounds of each partition, read from its files (and remote manifest) now (a tiered
     topic's ``SURVEY_THREADS`` partitions at a time). A streaming query keeps, from trigger to
-    trigger, the last segments' headers (``tails``: each survey then reads only the batches
-    appended since the last, not the whole active segment again) and each partition's bounds
+    trigger, what the last segments' headers said (``tails``: each survey then frames only the
+    batches appended since the last, not the whole active segment again) and each partition's bounds
     while its folder is unchanged (``kept``: a trigger with nothing new at 1,024 partitions
     then lists no folder)."""
     hints = checkpointed_log_starts(Path(opts.path))
@@ -126,8 +126,7 @@ def _scan(opts: SourceOptions, tp: TopicPartition, hint: int, kept: _Kept) -> Pa
     with ReadOnlyPartition(Path(opts.path), *tp, hint) as part:
 
         def scan() -> PartitionBounds:
-            tail = None if tails is None or not part.bases else tails.headers(part)
-            found = scan_bounds(part, opts.committed, tail)
+            found = scan_bounds(part, opts.committed, tails)
             return dataclasses.replace(found, size_bytes=part.size_bytes())
 
         return scan() if cache is None else cache.keep(look, part, hint, scan)

@@ -42,7 +42,7 @@ class StreamOffsets:
         self.opts = opts
         self._bounds: dict[TopicPartition, PartitionBounds] = {}
         self._target: Offsets | None = None  # Trigger.AvailableNow's end, once prepared
-        self._tails = TailCache()  # the last segments' headers, extended trigger by trigger
+        self._tails = TailCache()  # what the last segments said, carried trigger to trigger
         # each partition's bounds while its folder is unchanged (the kernel's word, inotify)
         self._kept = BoundsCache(watch=DirectoryWatch.shared())
         self._reported_gone: set[TopicPartition] = set()  # warned of (failOnDataLoss=false)

@@ -17,11 +17,19 @@ before its range, at each trigger of a streaming query.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
 from kafkatier.storage import wire
 from kafkatier.storage.errors import CorruptRecordError
-from kafkatier.storage.log.batch_position import header_at
+from kafkatier.storage.log.batch_position import BatchPosition, header_at
 from kafkatier.storage.log.tail import LogFile
+
+
+def batches_from(log: LogFile, index: str, base: int, offset: int) -> Iterator[BatchPosition]:
+    """The batches of the active segment ``log`` (``base``, its index at ``index``) from the
+    first whose last offset is >= ``offset``, framed from where :func:`walk_start` says."""
+    table = log.table(walk_start(log, index, base, offset))
+    return table.positions(table.start_of(offset))
 
 
 def walk_start(log: LogFile, index: str, base: int, offset: int) -> int:

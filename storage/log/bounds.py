@@ -18,22 +18,18 @@ both sources.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 
 from kafkatier.storage.errors import CorruptSnapshotError
 from kafkatier.storage.index.txn_index import AbortedTxn
-from kafkatier.storage.log.header_table import Header, HeaderTable
+from kafkatier.storage.log.header_table import Header
 from kafkatier.storage.log.readonly import ReadOnlyPartition
+from kafkatier.storage.log.tail import LogFile
+from kafkatier.storage.log.tail_cache import TailCache, TailState
+from kafkatier.storage.log.txn_tracker import track_txn
 from kafkatier.storage.producer.snapshot import SNAPSHOT_SUFFIX, decode_snapshot
-from kafkatier.storage.record.batch import RecordBatch
-from kafkatier.storage.wire import (
-    ATTR_CONTROL,
-    ATTR_TRANSACTIONAL,
-    BATCH_HEADER,
-    BATCH_HEADER_SIZE,
-    ControlType,
-)
+from kafkatier.storage.wire import BATCH_HEADER, BATCH_HEADER_SIZE
 
 
 @dataclass(frozen=True)
@@ -55,19 +51,19 @@ class PartitionBounds:
 
 
 def scan_bounds(
-    part: ReadOnlyPartition, committed: bool, tail: HeaderTable | None = None
+    part: ReadOnlyPartition, committed: bool, tails: TailCache | None = None
 ) -> PartitionBounds:
     """Log start, high watermark and LSO of ``part``, read from the files (module docstring).
-    The last segment's headers are read once, for its end and its transactions; a caller that
-    keeps them between calls (``tail_cache.py``: ``kafkatier serve``'s, a streaming query's) passes
-    them as ``tail``."""
+    The last segment's headers are framed once, for its end and its transactions; a caller that
+    reads again and again (``kafkatier serve``, a streaming query) keeps what they said in
+    ``tails`` and pays only for what was appended since (``tail_cache.py``)."""
     if not part.bases:  # no segment at all (a remote-only partition mirrored by serve): the
         start = part.log_start_offset  # snapshot at the start may hold transactions still open
         open_txns = _snapshot_state(part, start)[1].values() if committed else ()
         return PartitionBounds(start, start, min([start, *open_txns]))
-    with part.last_log() as log:
-        tail = log.table() if tail is None else tail
-        end = part.end_of(tail)
+    with part.last_log() as log, _tail_state(part, log, tails) as state:
+        new = state.frame(log)
+        end = part.end_of(state.last_offset)
         if not committed:
             return PartitionBounds(part.log_start_offset, end, end)
         start, ongoing = _snapshot_state(part, end)
@@ -79,35 +75,19 @@ def scan_bounds(
                 if at.magic >= 2:
                     fields = BATCH_HEADER.unpack(segment.read_bytes(at.position, BATCH_HEADER_SIZE))
                     header = Header(at, fields[5], fields[9])
-                    _track_txn(header, segment.read_bytes, str(segment.log_path), ongoing, aborted)
-        for header in tail.transactional(start):
-            _track_txn(header, log.read_bytes, log.log_path, ongoing, aborted)
-    lso = min([end, *ongoing.values()])
-    return PartitionBounds(part.log_start_offset, end, lso, tuple(aborted))
+                    track_txn(header, segment.read_bytes, str(segment.log_path), ongoing, aborted)
+        state.track(log, (start, tuple(sorted(ongoing.items()))), new)
+        lso = min([end, *state.ongoing.values()])
+        return PartitionBounds(part.log_start_offset, end, lso, (*aborted, *state.aborted))
 
 
-def _track_txn(
-    header: Header,
-    read: Callable[[int, int], bytes],
-    file: str,
-    ongoing: dict[int, int],
-    aborted: list[AbortedTxn],
-) -> None:
-    """Open or close a transaction from one batch's header; a transaction marker (small) is
-    read whole, never the data."""
-    at, pid = header.at, header.producer_id
-    if not header.attributes & ATTR_TRANSACTIONAL:
-        return
-    if not header.attributes & ATTR_CONTROL:
-        ongoing.setdefault(pid, at.base_offset)
-        return
-    first = ongoing.pop(pid, None)
-    if first is None:
-        return
-    marker = RecordBatch(read(at.position, at.size), file=file)
-    if marker.control_record()[0] == ControlType.ABORT:
-        lso = min([at.last_offset + 1, *ongoing.values()])
-        aborted.append(AbortedTxn(pid, first, at.last_offset, lso))
+def _tail_state(
+    part: ReadOnlyPartition, log: LogFile, tails: TailCache | None
+) -> AbstractContextManager[TailState]:
+    """The last segment's state kept in ``tails``, else a new one for this scan alone."""
+    if tails is None:
+        return nullcontext(TailState(part.bases[-1], 0))
+    return tails.state(part.path, part.bases[-1], log)
 
 
 def _snapshot_state(part: ReadOnlyPartition, end: int) -> tuple[int, dict[int, int]]:

@@ -29,7 +29,6 @@ from kafkatier.storage.errors import KafkaTierError, StorageError
 from kafkatier.storage.index.txn_index import AbortedTxn, TransactionIndex
 from kafkatier.storage.log.batch_position import BatchPosition
 from kafkatier.storage.log.creation import topics_being_created
-from kafkatier.storage.log.header_table import HeaderTable
 from kafkatier.storage.log.segment import AnyBatch, LogSegment
 from kafkatier.storage.log.tail import LogFile
 from kafkatier.storage.producer.snapshot import SNAPSHOT_SUFFIX
@@ -159,11 +158,10 @@ class ReadOnlyPartition:
         if not self.bases:
             return self.log_start_offset
         with self.last_log() as log:
-            return self.end_of(log.table())
+            return self.end_of(log.table().last_offset)
 
-    def end_of(self, tail: HeaderTable) -> int:
-        """The log end offset, given the last segment's batches."""
-        last = tail.last_offset
+    def end_of(self, last: int | None) -> int:
+        """The log end offset, given the last segment's last offset (None: no batch)."""
         end = last + 1 if last is not None else self.bases[-1]
         return max(end, self.log_start_offset)
 

@@ -1,67 +1,89 @@
-"""The batch headers of each partition's last segment, kept between reads and extended as the
-writer appends, so ``kafkatier serve``'s fetches and a Spark streaming query's triggers near the
-end of a large active segment do not walk all of its headers again (80,000 small batches take
-about 30 ms to frame in C, 0.5 s in Python, on every fetch or trigger). Headers are kept as rows
-of int64s (``header_table.py``), appended in place as the file grows.
+"""What each partition's last segment has said so far, kept between reads and carried forward
+as the writer appends, so ``kafkatier serve``'s fetches and a Spark streaming query's triggers
+near the end of a large active segment cost what was appended since, not the segment.
 
-An entry is the headers of ``<base>.log`` from position 0 up to ``scanned`` (whole batches
-only), for one file identity (inode). A new last segment (a roll), another inode (the cleaner
-swapped the file) or a file shorter than ``scanned`` (the writer truncated a torn tail while
-recovering) drops the entry and scans from 0. At most :data:`MAX_PARTITIONS` entries and
-:data:`MAX_HEADERS` headers are kept: a partition whose headers do not fit takes the room of
-those unused for :data:`IDLE_S` (the least recently used first), else it is walked for this use
-and not kept.
+A :class:`TailState` is the fold of the batch headers of ``<base>.log`` from position 0 to
+``framed`` (whole batches only) for one file identity (inode): the last offset, and the
+transactions those headers opened, closed and aborted, tracked from ``key`` (the offset the
+tracking starts at, the newest producer snapshot's, and the transactions open there; a new
+snapshot or closed segment's transaction changes the key and the fold starts again). It holds
+no header: its size does not grow with the segment (the ABORT markers aside, which
+``PartitionBounds`` lists anyway). A new last segment (a roll), another inode (the cleaner
+swapped the file) or a file shorter than ``framed`` (the writer truncated a torn tail while
+recovering) starts a new fold from 0. Each step frames only the new bytes
+(``LogFile.table``: in C where the library is built).
+
+Before this, the cache kept every header of the segment (241 bytes each as Python objects,
+then 56 as rows), within a budget of headers: a partition past it was framed whole at each use
+(``bench/read_tail.py --batches 80000``: 2.30 s a trigger over 100 MiB active segments, against
+0.27 s over short ones).
 """
 
 from __future__ import annotations
 
 import os
 import threading
-import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from kafkatier.storage.log.batch_position import BatchPosition
-from kafkatier.storage.log.header_table import HeaderBuffer, HeaderTable, empty
-from kafkatier.storage.log.readonly import ReadOnlyPartition
+from kafkatier.storage.index.txn_index import AbortedTxn
+from kafkatier.storage.log.header_table import HeaderTable
 from kafkatier.storage.log.tail import LogFile
+from kafkatier.storage.log.txn_tracker import track_txn
 
-MAX_PARTITIONS = 4096
-MAX_HEADERS = 1_000_000
-"""Headers kept in all (a row of ``header_table.py``, 56 bytes, with up to a quarter more of
-room to grow: some 53-67 MiB; ``python bench/tail_cache_memory.py``): a query on a thousand
-partitions whose active segments hold a million tiny batches must not keep them all. Past it a
-partition is walked again at its next use, as without a cache (:data:`IDLE_S` says which ones
-keep their room)."""
-IDLE_S = 60.0
-"""How long a partition's headers must have gone unused before a partition that does not fit
-may take their room. Dropping the least recently used at once thrashed under a streaming
-query, whose triggers use every partition in turn: four partitions of 80,000 batches each (one
-more than fit) were all walked again at every trigger, 2.3 s a trigger against 0.27 s over
-short segments (``bench/read_tail.py --batches 80000``); now three stay kept and one is
-walked."""
+MAX_PARTITIONS = 65_536
+"""States kept (the least recently used dropped past it): a few hundred bytes each, so a
+``serve`` of tens of thousands of partitions keeps them all."""
+Key = tuple[int, tuple[tuple[int, int], ...]]
+"""(offset the transaction tracking starts at, (producer id, first offset) of those open there)."""
 
 
 @dataclass
-class _Entry:
+class TailState:
+    """One last segment's fold (module docstring); used under its ``lock``."""
+
     base: int
     inode: int
-    scanned: int = 0
-    headers: HeaderBuffer = field(default_factory=HeaderBuffer)
-    used: float = 0.0  # the clock's time of its last use
+    framed: int = 0  # bytes of the .log framed, whole batches
+    last_offset: int | None = None
+    key: Key | None = None
+    tracked: int = 0  # bytes whose transactional batches ``ongoing`` and ``aborted`` fold
+    ongoing: dict[int, int] = field(default_factory=dict)
+    aborted: list[AbortedTxn] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def frame(self, log: LogFile) -> tuple[int, HeaderTable]:
+        """The batches appended since the last step, framed (and where they start): the last
+        offset carried forward. A file cut shorter than what was framed starts again."""
+        if log.size < self.framed:
+            self.framed, self.last_offset, self.key, self.tracked = 0, None, None, 0
+        start = self.framed
+        table = log.table(start)
+        if table.end is not None:
+            self.framed, self.last_offset = table.end, table.last_offset
+        return start, table
+
+    def track(self, log: LogFile, key: Key, new: tuple[int, HeaderTable]) -> None:
+        """The transactions of every framed batch folded from ``key``; ``new``: the last
+        :meth:`frame`'s batches, framed again only where the fold is not at their start (a
+        new key, or a step that did not track: a ``read_uncommitted`` reader's)."""
+        if key != self.key:
+            self.key, self.tracked, self.ongoing, self.aborted = key, 0, dict(key[1]), []
+        start, table = new
+        if self.tracked != start:
+            table = log.table(self.tracked)
+        for header in table.transactional(key[0]):
+            track_txn(header, log.read_bytes, log.log_path, self.ongoing, self.aborted)
+        self.tracked = self.framed
 
 
 class TailCache:
-    """Last-segment headers per partition directory (module docstring)."""
+    """Last-segment states per partition directory (module docstring)."""
 
-    def __init__(
-        self, max_headers: int = MAX_HEADERS, clock: Callable[[], float] = time.monotonic
-    ) -> None:
-        self.max_headers = max_headers
-        self._clock = clock
-        self._entries: OrderedDict[str, _Entry] = OrderedDict()
-        self._headers = 0  # held by the entries, in all
+    def __init__(self) -> None:
+        self._states: OrderedDict[str, TailState] = OrderedDict()
         self._lock = threading.Lock()
 
     def __reduce__(self) -> tuple[type[TailCache], tuple[()]]:
@@ -70,61 +92,22 @@ class TailCache:
         return TailCache, ()
 
     @property
-    def held(self) -> tuple[int, int]:
-        """(partitions, headers) kept now."""
+    def held(self) -> int:
+        """Partitions kept now."""
         with self._lock:
-            return len(self._entries), self._headers
+            return len(self._states)
 
-    def headers(self, part: ReadOnlyPartition) -> HeaderTable:
-        """Every whole batch header of ``part``'s last segment now."""
-        return self._entry(part).headers.table() if part.bases else HeaderTable(empty())
-
-    def locate(self, part: ReadOnlyPartition, offset: int) -> Iterator[BatchPosition]:
-        """The last segment's batches from the first whose last offset is >= ``offset``."""
-        table = self._entry(part).headers.table()
-        return table.positions(table.start_of(offset))
-
-    def _entry(self, part: ReadOnlyPartition) -> _Entry:
-        base = part.bases[-1]
-        path = part.file(base, ".log")
-        with LogFile(path) as log:
-            inode = os.fstat(log.fd).st_ino
-            with self._lock:
-                entry = self._entries.pop(part.path, None)
-                if entry is not None:
-                    self._headers -= entry.headers.count
-                if entry is None or (entry.base, entry.inode) != (base, inode) or (
-                    log.size < entry.scanned
-                ):
-                    entry = _Entry(base, inode)
-                if log.size > entry.scanned:
-                    self._extend(entry, log)
-                self._keep(part.path, entry)
-        return entry
-
-    def _keep(self, path: str, entry: _Entry) -> None:
-        """``entry`` kept as the most recently used where it fits once the entries unused for
-        :data:`IDLE_S` are dropped (the least recently used first); else it served this use
-        only, as one larger than the whole budget does."""
-        if entry.headers.count > self.max_headers:
-            return  # never fits: no other entry is dropped for it
-        now = self._clock()
-        while self._entries and not self._fits(entry):
-            if now - next(iter(self._entries.values())).used < IDLE_S:
-                return  # the rest are in use: dropping them would only move the walks there
-            self._headers -= self._entries.popitem(last=False)[1].headers.count
-        if self._fits(entry):
-            entry.used = now
-            self._entries[path] = entry
-            self._headers += entry.headers.count
-
-    def _fits(self, entry: _Entry) -> bool:
-        return (len(self._entries) < MAX_PARTITIONS
-                and self._headers + entry.headers.count <= self.max_headers)  # fmt: skip
-
-    @staticmethod
-    def _extend(entry: _Entry, log: LogFile) -> None:
-        new = log.table(entry.scanned)
-        if new.end is not None:
-            entry.headers.append(new.rows)  # tables handed out before keep their rows
-            entry.scanned = new.end
+    @contextmanager
+    def state(self, path: str, base: int, log: LogFile) -> Iterator[TailState]:
+        """The state of the partition at ``path`` whose last segment is ``base``, opened as
+        ``log``, held under its lock (a new one where the segment or its file changed)."""
+        inode = os.fstat(log.fd).st_ino
+        with self._lock:
+            state = self._states.pop(path, None)
+            if state is None or (state.base, state.inode) != (base, inode):
+                state = TailState(base, inode)
+            self._states[path] = state
+            while len(self._states) > MAX_PARTITIONS:
+                self._states.popitem(last=False)
+        with state.lock:
+            yield state

@@ -1,174 +1,152 @@
-"""The tail cache gives the same last-segment headers as a fresh walk of the file after
-appends, a roll, a truncated tail and a swapped file, and locates offsets as the segment's own
-lookup does."""
+"""The tail cache: bounds carried forward from one scan to the next are a fresh scan's (and
+the writer's own last stable offset) through appends, transactions opened, committed and
+aborted, rolls, reopened logs (a new snapshot in the active segment), a truncated tail and a
+swapped file; and each scan after the first frames only what was appended since."""
 
 from __future__ import annotations
 
 import os
 import pickle
+import random
 import shutil
 from pathlib import Path
 
-from kafkatier.storage.log.batch_position import BatchPosition
+import pytest
+
+from kafkatier.storage.log import tail_cache
+from kafkatier.storage.log.bounds import PartitionBounds, scan_bounds
 from kafkatier.storage.log.directory import LogDirectory
-from kafkatier.storage.log.header_table import Header, HeaderTable
+from kafkatier.storage.log.header_table import HeaderTable
 from kafkatier.storage.log.log import Log
 from kafkatier.storage.log.readonly import ReadOnlyPartition
 from kafkatier.storage.log.tail import LogFile
-from kafkatier.storage.log.tail_cache import IDLE_S, TailCache
+from kafkatier.storage.log.tail_cache import TailCache
 from kafkatier.storage.record.builder import build_batch
 from kafkatier.storage.record.record import Record
 
-
-def open_partition(log_dir: Path, topic: str, partition: int) -> ReadOnlyPartition:
-    return ReadOnlyPartition(log_dir, topic, partition)
+PRODUCERS = (7000, 8000)
 
 
-def listed(table: HeaderTable) -> list[Header]:
-    return [Header(BatchPosition(*row[:5]), row[5], row[6]) for row in table.rows.tolist()]
+def append(log: Log, n: int, pid: int = -1, seq: int = -1) -> None:
+    txn = {"producer_id": pid, "producer_epoch": 0, "base_sequence": seq, "transactional": True}
+    for _ in range(n):
+        records = [Record(i, 1000 + i, b"k%d" % i, b"v" * 40) for i in range(2)]
+        log.append(build_batch(records, **(txn if pid >= 0 else {})))
 
 
-def fresh(log_dir: Path) -> tuple[list[Header], list[Header]]:
-    """(cached, walked) headers of t-0's last segment."""
-    with open_partition(log_dir, "t", 0) as part, part.last_log() as log:
-        return listed(CACHE.headers(part)), list(log.headers())
+def both(tmp_path: Path, cache: TailCache, committed: bool) -> tuple[PartitionBounds, ...]:
+    """(kept, fresh) bounds of t-0."""
+    with ReadOnlyPartition(tmp_path, "t", 0) as part:
+        return scan_bounds(part, committed, cache), scan_bounds(part, committed)
 
 
-CACHE = TailCache()
+class Writer:
+    """Random steps on t-0: plain batches, transactional ones, markers, rolls, a reopen."""
+
+    def __init__(self, tmp_path: Path, seed: int) -> None:
+        self.path, self.rng = tmp_path, random.Random(seed)
+        self.seqs = dict.fromkeys(PRODUCERS, 0)
+        self.logs = LogDirectory(tmp_path)
+
+    @property
+    def log(self) -> Log:
+        return self.logs.get_or_create("t", 0)
+
+    def step(self) -> None:
+        pid = self.rng.choice(PRODUCERS)
+        kind = self.rng.choices(["plain", "txn", "marker", "roll", "reopen"], [5, 5, 3, 1, 1])[0]
+        if kind == "plain":
+            append(self.log, self.rng.randint(1, 3))
+        elif kind == "txn":
+            append(self.log, 1, pid, self.seqs[pid])
+            self.seqs[pid] += 2
+        elif kind == "marker":
+            self.log.write_txn_marker(pid, 0, commit=self.rng.random() < 0.5)
+        elif kind == "roll":
+            self.log.roll()
+        else:  # a clean close snapshots the end offset: a new key for the active segment
+            self.logs.close()
+            self.logs = LogDirectory(self.path)
 
 
-def append(log: Log, first: int, n: int) -> None:
-    for i in range(first, first + n):
-        log.append(build_batch([Record(i, 1000 + i, b"k", b"v%d" % i)]))
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_kept_bounds_are_a_fresh_scans(tmp_path: Path, seed: int) -> None:
+    writer, cache = Writer(tmp_path, seed), TailCache()
+    try:
+        for _ in range(150):
+            writer.step()
+            for committed in writer.rng.sample([True, False], writer.rng.randint(1, 2)):
+                kept, fresh = both(tmp_path, cache, committed)
+                assert kept == fresh
+                if committed:
+                    assert kept.last_stable == writer.log.last_stable_offset
+    finally:
+        writer.logs.close()
 
 
-def test_the_cache_follows_the_file(tmp_path: Path) -> None:
+def test_a_cut_tail_and_a_swapped_file_start_again(tmp_path: Path) -> None:
+    cache = TailCache()
     with LogDirectory(tmp_path) as ld:
         log = ld.get_or_create("t", 0)
-        append(log, 0, 30)
-        cached, walked = fresh(tmp_path)
-        assert len(walked) == 30 and cached == walked
-        append(log, 30, 5)  # appends: extended from where the last walk ended
-        cached, walked = fresh(tmp_path)
-        assert len(walked) == 35 and cached == walked
-        with open_partition(tmp_path, "t", 0) as part:
-            for offset in (0, 17, 34):
-                at = next(CACHE.locate(part, offset))
-                assert at == part.segment(part.bases[-1]).translate_offset(offset)
-                assert [*CACHE.locate(part, offset)] == [h.at for h in walked[offset:]]
-            assert list(CACHE.locate(part, 35)) == []
+        append(log, 30)
+        append(log, 1, PRODUCERS[0], 0)  # open at 60
+        assert both(tmp_path, cache, True)[0].last_stable == 60
         log.roll()
-        append(log, 35, 3)  # a roll: the new last segment, walked from 0
-        cached, walked = fresh(tmp_path)
-        assert len(walked) == 3 and cached == walked
+        append(log, 5)
+        assert both(tmp_path, cache, True)[0].high_watermark == 72
     last = sorted((tmp_path / "t-0").glob("*.log"))[-1]
-    os.truncate(last, walked[1].at.position + 5)  # a torn tail cut back by a recovering writer
-    cached, walked = fresh(tmp_path)
-    assert len(walked) == 1 and cached == walked
-    shutil.copy(sorted((tmp_path / "t-0").glob("*.log"))[0], tmp_path / "swap")
+    with LogFile(str(last)) as file:
+        batches = [h.at for h in file.headers()]
+    os.truncate(last, batches[1].position + 5)  # a torn tail cut back by a recovering writer
+    kept, fresh = both(tmp_path, cache, True)
+    assert kept == fresh and kept.high_watermark == batches[0].last_offset + 1
+    with LogDirectory(tmp_path / "other") as other:  # larger batches: framing on from where
+        for _ in range(4):  # the old file's fold ended would land inside one
+            other.get_or_create("t", 0).append(build_batch([Record(0, 1000, b"k", b"v" * 900)]))
+    shutil.copy(tmp_path / "other" / "t-0" / last.name.replace("62", "00"), tmp_path / "swap")
     os.replace(tmp_path / "swap", last)  # another file (inode) under the same name
-    cached, walked = fresh(tmp_path)
-    assert len(walked) == 35 and cached == walked
+    kept, fresh = both(tmp_path, cache, True)
+    assert kept == fresh and kept.high_watermark == 4  # its batches end at offset 3
 
 
-def test_the_cache_pickles_empty(tmp_path: Path) -> None:
-    """Spark pickles the Python stream reader that holds one: it travels empty."""
-    with LogDirectory(tmp_path) as ld:
-        append(ld.get_or_create("t", 0), 0, 3)
-    cache = TailCache()
-    with open_partition(tmp_path, "t", 0) as part:
-        assert len(cache.headers(part)) == 3
-    copy = pickle.loads(pickle.dumps(cache))
-    assert isinstance(copy, TailCache) and not copy._entries
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def test_the_cache_holds_at_most_its_budget_of_headers(tmp_path: Path) -> None:
-    """Past ``max_headers`` a partition that does not fit takes the room of those unused for
-    ``IDLE_S`` (the least recently used first), else is walked for that use and not kept (the
-    same headers either way); a partition larger than the budget is never kept."""
-    with LogDirectory(tmp_path) as ld:
-        for p, n in enumerate((4, 5, 6, 12)):
-            append(ld.get_or_create("t", p), 0, n)
-    clock = Clock()
-    cache = TailCache(max_headers=10, clock=clock)
-    parts = [ReadOnlyPartition(tmp_path, "t", p) for p in range(4)]
-    try:
-        walked = []
-        for part in parts:
-            with part.last_log() as log:
-                walked.append(list(log.headers()))
-
-        def seen(p: int) -> bool:
-            return listed(cache.headers(parts[p])) == walked[p]
-
-        assert seen(0) and cache.held == (1, 4)
-        assert seen(1) and cache.held == (2, 9)
-        assert seen(2) and cache.held == (2, 9)  # both in use
-        clock.now = IDLE_S - 1
-        assert seen(1) and cache.held == (2, 9)  # 1 used again
-        clock.now = IDLE_S
-        assert seen(2) and cache.held == (1, 5)  # 0 idle: out; 1 not
-        assert seen(3) and cache.held == (1, 5)  # too large: not kept
-        clock.now = 10 * IDLE_S
-        assert seen(3) and cache.held == (1, 5)  # nothing out for it
-        assert seen(2) and cache.held == (1, 6)  # 1 idle: out
-    finally:
-        for part in parts:
-            part.close()
-
-
-def test_partitions_used_in_turn_beyond_the_budget_are_not_all_walked_again(
-    tmp_path: Path,
+def test_a_scan_after_the_first_frames_only_what_was_appended(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A streaming query's triggers use every partition in turn: with one more than fit, the
-    others stay kept and only that one is walked again (least-recently-used dropping walked
-    every one at every trigger)."""
-    with LogDirectory(tmp_path) as ld:
-        for p in range(4):
-            append(ld.get_or_create("t", p), 0, 5)
-    cache = TailCache(max_headers=15, clock=Clock())
-    parts = [ReadOnlyPartition(tmp_path, "t", p) for p in range(4)]
-    walks = 0
+    framed: list[int] = []
     original = LogFile.table
 
     def counted(self: LogFile, position: int = 0) -> HeaderTable:
-        nonlocal walks
-        walks += position == 0
+        framed.append(position)
         return original(self, position)
 
-    try:
-        LogFile.table = counted  # type: ignore[method-assign]
-        for _ in range(5):  # five triggers
-            for part in parts:
-                assert len(cache.headers(part)) == 5
-        assert walks == 3 + 5  # three kept after their first walk, the fourth walked each time
-    finally:
-        LogFile.table = original  # type: ignore[method-assign]
-        for part in parts:
-            part.close()
-
-
-def test_a_table_handed_out_stays_as_it_was_while_the_file_grows(tmp_path: Path) -> None:
-    """The cache appends a partition's new headers in place (room to grow): a reader still
-    holding the table of an earlier trigger sees the rows it had, unchanged."""
+    monkeypatch.setattr(LogFile, "table", counted)
     cache = TailCache()
     with LogDirectory(tmp_path) as ld:
         log = ld.get_or_create("t", 0)
-        append(log, 0, 4)
-        with open_partition(tmp_path, "t", 0) as part:
-            held = cache.headers(part)
-            before = listed(held)
-            for round_ in range(6):  # growths of the buffer, and appends into its room
-                append(log, 4 + 3 * round_, 3)
-                now = listed(cache.headers(part))
-                assert listed(held) == before and now[:4] == before and len(now) == 7 + 3 * round_
-            with part.last_log() as walked:
-                assert now == list(walked.headers())
+        append(log, 50)
+        both(tmp_path, cache, True)
+        state = cache._states[str(tmp_path / "t-0")]
+        for _ in range(5):
+            framed.clear()
+            before = state.framed
+            append(log, 2)
+            kept, fresh = both(tmp_path, cache, True)
+            assert framed[0] == before > 0 and kept == fresh  # the kept scan: the new two
+            assert framed[1:] == [0]  # the fresh one
+
+
+def test_the_cache_keeps_its_partitions_least_recently_used_and_pickles_empty(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tail_cache, "MAX_PARTITIONS", 2)
+    cache = TailCache()
+    with LogDirectory(tmp_path) as ld:
+        for p in range(3):
+            append(ld.get_or_create("t", p), 3)
+    for p in (0, 1, 2, 0):
+        with ReadOnlyPartition(tmp_path, "t", p) as part:
+            assert scan_bounds(part, True, cache).high_watermark == 6
+    assert cache.held == 2 and list(cache._states) == [
+        str(tmp_path / "t-2"), str(tmp_path / "t-0")]  # fmt: skip
+    copy = pickle.loads(pickle.dumps(cache))
+    assert isinstance(copy, TailCache) and copy.held == 0
