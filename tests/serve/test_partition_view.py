@@ -61,3 +61,31 @@ def test_an_idle_poll_is_answered_without_opening_and_an_append_is_seen(
     got.records.close()  # type: ignore[union-attr]
     assert [b.base_offset for b in iter_batches(data)] == [3]
     log.close()
+
+
+def test_a_fetch_deep_in_a_long_active_segment_starts_at_the_batch_holding_its_offset(
+    tmp_path: Path,
+) -> None:
+    """The last segment is located through its offset index, read as a hint while the writer
+    appends (``active_index``): each fetch's run starts at the batch holding the offset and
+    holds whole batches, as a walk of the file from its start finds them."""
+    config = LogConfig.from_properties({"index.interval.bytes": "512"}, source="test")
+    log = open_log(tmp_path / "t-0", config)
+    for i in range(400):
+        log.append(build_batch([Record(j, 1_000, b"k%d" % i, b"v" * 90) for j in range(3)]))
+    log.flush()  # the index's entries in its file, as after a sink's micro-batch
+    for i in range(400, 420):  # and some not yet
+        log.append(build_batch([Record(j, 1_000, b"k%d" % i, b"v" * 90) for j in range(3)]))
+    data = log.segments[-1].log_path.read_bytes()
+    batches = list(iter_batches(data))
+    with readonly.ReadOnlyPartition(tmp_path, "t", 0) as part:
+        for offset in (0, 1, 299, 300, 301, 777, 1199, 1200, 1259):
+            run = partition_view.read_run(part, offset, 1260, 1_000, True)
+            assert not isinstance(run, bytes)
+            got = list(iter_batches(run.read()))
+            run.close()
+            first = next(i for i, b in enumerate(batches) if b.last_offset >= offset)
+            assert [b.base_offset for b in got] == [
+                b.base_offset for b in batches[first : first + len(got)]]  # fmt: skip
+            assert 1 <= len(got) <= 3  # 1,000 bytes: whole batches of about 300
+    log.close()
