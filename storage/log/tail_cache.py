@@ -29,7 +29,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from kafkatier.storage.index.txn_index import AbortedTxn
-from kafkatier.storage.log.header_table import HeaderTable
+from kafkatier.storage.log.header_table import Headers
 from kafkatier.storage.log.tail import LogFile
 from kafkatier.storage.log.txn_tracker import track_txn
 
@@ -54,7 +54,7 @@ class TailState:
     aborted: list[AbortedTxn] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
-    def frame(self, log: LogFile) -> tuple[int, HeaderTable]:
+    def frame(self, log: LogFile) -> tuple[int, Headers]:
         """The batches appended since the last step, framed (and where they start): the last
         offset carried forward. A file cut shorter than what was framed starts again."""
         if log.size < self.framed:
@@ -65,7 +65,7 @@ class TailState:
             self.framed, self.last_offset = table.end, table.last_offset
         return start, table
 
-    def track(self, log: LogFile, key: Key, new: tuple[int, HeaderTable]) -> None:
+    def track(self, log: LogFile, key: Key, new: tuple[int, Headers]) -> None:
         """The transactions of every framed batch folded from ``key``; ``new``: the last
         :meth:`frame`'s batches, framed again only where the fold is not at their start (a
         new key, or a step that did not track: a ``read_uncommitted`` reader's)."""

@@ -16,12 +16,12 @@ from kafkatier.storage import native
 from kafkatier.storage.errors import CorruptRecordError
 from kafkatier.storage.log import tail
 from kafkatier.storage.log.batch_position import BatchPosition
-from kafkatier.storage.log.header_table import Header
+from kafkatier.storage.log.header_table import Header, HeaderList, HeaderTable
 from kafkatier.storage.log.segment import LogSegment
 from kafkatier.storage.log.tail import LogFile
 from kafkatier.storage.record.builder import build_batch
 from kafkatier.storage.record.record import Record
-from kafkatier.storage.wire import BATCH_HEADER
+from kafkatier.storage.wire import ATTR_TRANSACTIONAL, BATCH_HEADER
 
 CORPUS = Path(__file__).resolve().parents[3].parent / "shared" / "kafka-corpus"
 LEGACY = CORPUS / "xpxwo100__bullShit" / "tmp" / "kafka-logs" / "topic1-0"
@@ -41,6 +41,7 @@ def walk(
         return lambda log, position=0: list(log.headers(position))
     if request.param == "table without the library":
         monkeypatch.setattr(tail, "native", lambda: None)
+    monkeypatch.setattr(tail, "SMALL", 0)  # small files too: framed in C where it is built
 
     def from_table(log: LogFile, position: int = 0) -> list[Header]:
         rows = log.table(position).rows.tolist()
@@ -126,3 +127,26 @@ def test_the_library_stops_at_a_header_across_the_window_end(tmp_path: Path) -> 
             rows, end = walk_headers(window, 0, len(data))
             assert (len(rows), end) == (k, batches[k].position)
             assert rows[:, 0].tolist() == [b.position for b in batches[:k]]
+
+
+@pytest.mark.skipif(native.native() is None, reason="the C library cannot be built here")
+def test_rows_and_objects_answer_alike(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A table framed in C (rows) and one framed in Python (``HeaderList``) give the same
+    transactional batches, offsets located and positions, for every offset."""
+    path = tmp_path / "00000000000000000000.log"
+    _write(path, seed=2)  # every fifth batch transactional
+    monkeypatch.setattr(tail, "SMALL", 0)
+    with LogFile(str(path)) as log:
+        objects, rows = HeaderList(log.headers()), log.table()
+    assert isinstance(rows, HeaderTable) and (rows.rows == objects.rows).all()
+    assert (rows.end, rows.last_offset, len(rows)) == (objects.end, objects.last_offset, 40)
+    last = objects.headers[-1].at.last_offset
+    txns = [h for h in objects.headers if h.attributes & ATTR_TRANSACTIONAL]
+    assert len(txns) == 8
+    for offset in range(-1, last + 3):
+        assert rows.transactional(offset) == objects.transactional(offset) == [
+            h for h in txns if h.at.last_offset >= offset]  # fmt: skip
+        start = objects.start_of(offset)
+        assert rows.start_of(offset) == start
+        assert list(rows.positions(start)) == list(objects.positions(start))
+        assert all(h.at.last_offset < offset for h in objects.headers[:start])

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from kafkatier.storage.log import tail_cache
+from kafkatier.storage.log import tail, tail_cache
 from kafkatier.storage.log.bounds import PartitionBounds, scan_bounds
 from kafkatier.storage.log.directory import LogDirectory
-from kafkatier.storage.log.header_table import HeaderTable
+from kafkatier.storage.log.header_table import Headers
 from kafkatier.storage.log.log import Log
 from kafkatier.storage.log.readonly import ReadOnlyPartition
 from kafkatier.storage.log.tail import LogFile
@@ -69,8 +69,13 @@ class Writer:
             self.logs = LogDirectory(self.path)
 
 
+@pytest.mark.parametrize("small", [tail.SMALL, 0], ids=["python", "c"])
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_kept_bounds_are_a_fresh_scans(tmp_path: Path, seed: int) -> None:
+def test_kept_bounds_are_a_fresh_scans(
+    tmp_path: Path, seed: int, small: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Framed in Python (small tails) and in C (every tail, where the library is built)."""
+    monkeypatch.setattr(tail, "SMALL", small)
     writer, cache = Writer(tmp_path, seed), TailCache()
     try:
         for _ in range(150):
@@ -115,7 +120,7 @@ def test_a_scan_after_the_first_frames_only_what_was_appended(
     framed: list[int] = []
     original = LogFile.table
 
-    def counted(self: LogFile, position: int = 0) -> HeaderTable:
+    def counted(self: LogFile, position: int = 0) -> Headers:
         framed.append(position)
         return original(self, position)
 
