@@ -20,6 +20,7 @@ one: consumers replay a tiered topic from its beginning.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 import os
@@ -216,30 +217,35 @@ def read_run(
     when ``min_one``), from a single segment (the next fetch goes on in the next one), as the
     span of its ``.log`` that holds them (b"" for none). Segments are located through their
     offset indexes, the last one's read as a hint the batch there confirms
-    (``active_index.py``)."""
+    (``active_index.py``), its batches framed only as far as the span needs."""
     for base in part.bases_from(offset):
         if base >= bound:
             break
-        segment = part.segment(base)
-        headers: Iterable[BatchPosition]
-        if base == part.bases[-1]:
-            with part.last_log() as log:
-                tail = batches_from(log, part.file(base, ".index"), base, offset)
-            found = next(tail, None)
-            headers = itertools.chain([found], tail) if found is not None else ()
-        else:
-            found = segment.translate_offset(offset)
-            headers = segment.scan_headers(found.position) if found is not None else []
-        if found is None:
-            continue
-        if found.base_offset >= bound:
-            break
-        runs = byte_ranges(headers, found.position, bound, max_bytes)
-        for position, size, _legacy in runs:
-            if size > max_bytes and not min_one:
-                return b""
-            return FileSpan.open(segment.log_path, position, size)
+        with contextlib.ExitStack() as opened:
+            headers = _batches_from(part, base, offset, opened)
+            found = next(headers, None)
+            if found is None:
+                continue
+            if found.base_offset >= bound:
+                break
+            runs = byte_ranges(itertools.chain([found], headers), found.position, bound, max_bytes)
+            for position, size, _legacy in runs:
+                if size > max_bytes and not min_one:
+                    return b""
+                return FileSpan.open(part.segment(base).log_path, position, size)
     return b""
+
+
+def _batches_from(
+    part: ReadOnlyPartition, base: int, offset: int, opened: contextlib.ExitStack
+) -> Iterator[BatchPosition]:
+    """Segment ``base``'s batches from the first whose last offset is >= ``offset``."""
+    if base == part.bases[-1]:
+        log = opened.enter_context(part.last_log())
+        return batches_from(log, part.file(base, ".index"), base, offset)
+    segment = part.segment(base)
+    found = segment.translate_offset(offset)
+    return iter(segment.scan_headers(found.position) if found is not None else ())
 
 
 def _aborted(

@@ -27,9 +27,11 @@ from kafkatier.storage.log.tail import LogFile
 
 def batches_from(log: LogFile, index: str, base: int, offset: int) -> Iterator[BatchPosition]:
     """The batches of the active segment ``log`` (``base``, its index at ``index``) from the
-    first whose last offset is >= ``offset``, framed from where :func:`walk_start` says."""
-    table = log.table(walk_start(log, index, base, offset))
-    return table.positions(table.start_of(offset))
+    first whose last offset is >= ``offset``, framed from where :func:`walk_start` says as
+    they are taken (a fetch of a megabyte frames about that much, not the rest of the file);
+    ``log`` stays open until the last is taken."""
+    for table in log.tables(walk_start(log, index, base, offset)):
+        yield from table.positions(table.start_of(offset))
 
 
 def walk_start(log: LogFile, index: str, base: int, offset: int) -> int:

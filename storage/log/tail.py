@@ -14,6 +14,7 @@ Framing follows ``batch_position.header_at``: a partial batch at the end is wher
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Iterator
 
@@ -27,7 +28,6 @@ from kafkatier.storage.log.header_table import (
     HeaderList,
     Headers,
     HeaderTable,
-    Rows,
     empty,
 )
 from kafkatier.storage.native import native
@@ -35,6 +35,8 @@ from kafkatier.storage.native import native
 WINDOW = 1 << 20
 LARGE_BATCH = WINDOW // 16
 """After a batch this large, the next read is of one header: batches are often alike."""
+TAKEN = 64
+"""Headers framed in Python at a time by :meth:`LogFile.tables` (a window's worth in C)."""
 SMALL = 64 * 1024
 """Bytes left to frame up to which Python frames them (:meth:`LogFile.table`): a few batches
 cost less as objects than numpy's calls over rows (a planning of 1,024 partitions of 25 KB:
@@ -82,9 +84,19 @@ class LogFile:
         near its end no longer pays a Python walk of it."""
         if self.size - position <= SMALL or native() is None:
             return HeaderList(self.headers(position))
+        parts = [part.rows for part in self.tables(position)]
+        return HeaderTable(np.concatenate(parts) if parts else empty())
+
+    def tables(self, position: int = 0) -> Iterator[Headers]:
+        """:meth:`table` a window at a time, each framed when it is asked for: a reader that
+        wants the batches after ``position`` up to some size frames no more of the file."""
+        if self.size - position <= SMALL or native() is None:
+            walked = self.headers(position)
+            while chunk := list(itertools.islice(walked, TAKEN)):
+                yield HeaderList(chunk)
+            return
         from kafkatier.storage.native.headers import walk_headers  # numpy, cffi: bound now
 
-        parts: list[Rows] = []
         window, begin, step = b"", position, WINDOW
         while position + wire.HEADER_SIZE_UP_TO_MAGIC <= self.size:
             if position + wire.BATCH_HEADER_SIZE > begin + len(window):
@@ -93,15 +105,14 @@ class LogFile:
             if not len(rows):  # framed the Python way: read on, the log's end, or the fault
                 found = self._header(window, position - begin, position)
                 if found is None:
-                    break
+                    return
                 rows = HeaderList([found]).rows
                 end = position - begin + found.at.size
             else:
                 rows[:, 0] += begin
-            parts.append(rows)
+            yield HeaderTable(rows)
             position = begin + end
             step = WINDOW if rows[-1, 1] <= LARGE_BATCH else wire.BATCH_HEADER_SIZE
-        return HeaderTable(np.concatenate(parts) if parts else empty())
 
     def _header(self, window: bytes, i: int, position: int) -> Header | None:
         if len(window) - i < wire.HEADER_SIZE_UP_TO_MAGIC:

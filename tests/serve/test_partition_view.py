@@ -89,3 +89,35 @@ def test_a_fetch_deep_in_a_long_active_segment_starts_at_the_batch_holding_its_o
                 b.base_offset for b in batches[first : first + len(got)]]  # fmt: skip
             assert 1 <= len(got) <= 3  # 1,000 bytes: whole batches of about 300
     log.close()
+
+
+@pytest.mark.parametrize("framing", ["c", "python"])
+def test_a_fetch_frames_only_what_its_span_needs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, framing: str
+) -> None:
+    """A consumer reading a long active segment from its start fetches a megabyte at a time:
+    each fetch frames about that much of the file, not all of it (which made reading a
+    segment of n megabytes cost n squared)."""
+    from kafkatier.storage.log import tail
+
+    if framing == "python":
+        monkeypatch.setattr(tail, "native", lambda: None)
+    log = open_log(tmp_path / "t-0", LogConfig.from_properties({}, source="test"))
+    for i in range(8000):  # about 10 MiB
+        log.append(build_batch([Record(j, 1_000, b"k%d" % i, b"v" * 400) for j in range(3)]))
+    read: list[int] = []
+    real = tail.LogFile.read_bytes
+    monkeypatch.setattr(tail.LogFile, "read_bytes",
+                        lambda self, p, n: read.append(n) or real(self, p, n))  # fmt: skip
+    with readonly.ReadOnlyPartition(tmp_path, "t", 0) as part:
+        offset = 0
+        for _ in range(3):
+            read.clear()
+            run = partition_view.read_run(part, offset, 24_000, 1 << 20, True)
+            assert not isinstance(run, bytes)
+            got = list(iter_batches(run.read()))
+            run.close()
+            assert got[0].base_offset == offset and len(run) > (1 << 20) - 2_000
+            assert sum(read) <= 3 << 20, sum(read)  # the span's windows, not the file's 10 MiB
+            offset = got[-1].last_offset + 1
+    log.close()
