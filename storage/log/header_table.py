@@ -70,6 +70,10 @@ class HeaderTable:
     def last_offset(self) -> int | None:
         return int(self.rows[-1, LAST]) if len(self) else None
 
+    @property
+    def last(self) -> BatchPosition | None:
+        return BatchPosition(*self.rows[-1, :ATTRIBUTES].tolist()) if len(self) else None
+
     def start_of(self, offset: int) -> int:
         """The index of the first batch whose last offset is >= ``offset`` (len: none)."""
         return int(np.searchsorted(self.rows[:, LAST], offset, side="left"))
@@ -118,6 +122,10 @@ class HeaderList:
     @property
     def last_offset(self) -> int | None:
         return self.headers[-1].at.last_offset if self.headers else None
+
+    @property
+    def last(self) -> BatchPosition | None:
+        return self.headers[-1].at if self.headers else None
 
     def start_of(self, offset: int) -> int:
         return bisect.bisect_left(self.headers, offset, key=lambda h: h.at.last_offset)

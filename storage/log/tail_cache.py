@@ -28,7 +28,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from kafkatier.storage.errors import CorruptRecordError
 from kafkatier.storage.index.txn_index import AbortedTxn
+from kafkatier.storage.log.batch_position import BatchPosition, header_at
 from kafkatier.storage.log.header_table import Headers
 from kafkatier.storage.log.tail import LogFile
 from kafkatier.storage.log.txn_tracker import track_txn
@@ -47,23 +49,36 @@ class TailState:
     base: int
     inode: int
     framed: int = 0  # bytes of the .log framed, whole batches
-    last_offset: int | None = None
+    last: BatchPosition | None = None  # the last batch framed
     key: Key | None = None
     tracked: int = 0  # bytes whose transactional batches ``ongoing`` and ``aborted`` fold
     ongoing: dict[int, int] = field(default_factory=dict)
     aborted: list[AbortedTxn] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
+    @property
+    def last_offset(self) -> int | None:
+        return None if self.last is None else self.last.last_offset
+
     def frame(self, log: LogFile) -> tuple[int, Headers]:
         """The batches appended since the last step, framed (and where they start): the last
-        offset carried forward. A file cut shorter than what was framed starts again."""
-        if log.size < self.framed:
-            self.framed, self.last_offset, self.key, self.tracked = 0, None, None, 0
+        offset carried forward. A file whose last framed batch is not there any more (cut
+        shorter by a recovering writer, rewritten in place as ``cp`` over it does, or a new
+        file given a deleted one's inode number) is framed again from 0."""
+        if self.last is not None and not self._last_still_there(log):
+            self.framed, self.last, self.key, self.tracked = 0, None, None, 0
         start = self.framed
         table = log.table(start)
-        if table.end is not None:
-            self.framed, self.last_offset = table.end, table.last_offset
+        if table.last is not None:
+            self.framed, self.last = table.last.position + table.last.size, table.last
         return start, table
+
+    def _last_still_there(self, log: LogFile) -> bool:
+        assert self.last is not None
+        try:
+            return header_at(log.fd, self.last.position, log.size, log.log_path) == self.last
+        except CorruptRecordError:
+            return False
 
     def track(self, log: LogFile, key: Key, new: tuple[int, Headers]) -> None:
         """The transactions of every framed batch folded from ``key``; ``new``: the last

@@ -155,3 +155,26 @@ def test_the_cache_keeps_its_partitions_least_recently_used_and_pickles_empty(
         str(tmp_path / "t-2"), str(tmp_path / "t-0")]  # fmt: skip
     copy = pickle.loads(pickle.dumps(cache))
     assert isinstance(copy, TailCache) and copy.held == 0
+
+
+@pytest.mark.parametrize("small", [tail.SMALL, 0], ids=["python", "c"])
+def test_a_file_rewritten_in_place_is_framed_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, small: int
+) -> None:
+    """``cp`` over a segment (a restore from a copy) keeps its inode and may make it longer:
+    the batch the fold last framed is not where it was, so the fold starts again."""
+    monkeypatch.setattr(tail, "SMALL", small)
+    cache = TailCache()
+    with LogDirectory(tmp_path / "a") as ld:
+        append(ld.get_or_create("t", 0), 20)  # batches of 2 records, about 130 bytes
+    with LogDirectory(tmp_path / "b") as ld:
+        log = ld.get_or_create("t", 0)
+        for i in range(30):  # larger batches, of 1 record
+            log.append(build_batch([Record(0, 1000, b"k%d" % i, b"v" * 300)]))
+    name = "t-0/00000000000000000000.log"
+    assert both(tmp_path / "a", cache, True)[0].high_watermark == 40
+    inode = os.stat(tmp_path / "a" / name).st_ino
+    shutil.copyfile(tmp_path / "b" / name, tmp_path / "a" / name)  # in place, as cp does
+    assert os.stat(tmp_path / "a" / name).st_ino == inode
+    kept, fresh = both(tmp_path / "a", cache, True)
+    assert kept == fresh and kept.high_watermark == 30
