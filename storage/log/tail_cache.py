@@ -9,9 +9,10 @@ tracking starts at, the newest producer snapshot's, and the transactions open th
 snapshot or closed segment's transaction changes the key and the fold starts again). It holds
 no header: its size does not grow with the segment (the ABORT markers aside, which
 ``PartitionBounds`` lists anyway). A new last segment (a roll), another inode (the cleaner
-swapped the file) or a file shorter than ``framed`` (the writer truncated a torn tail while
-recovering) starts a new fold from 0. Each step frames only the new bytes
-(``LogFile.table``: in C where the library is built).
+swapped the file) or a last framed batch no longer where it was (the writer truncated a torn
+tail while recovering; the file was rewritten in place) starts a new fold from 0. Each step
+frames only the new bytes (``LogFile.table``: in C where the library is built, one header read
+again to check the file is the one framed so far).
 
 Before this, the cache kept every header of the segment (241 bytes each as Python objects,
 then 56 as rows), within a budget of headers: a partition past it was framed whole at each use
