@@ -150,3 +150,45 @@ def test_rows_and_objects_answer_alike(tmp_path: Path, monkeypatch: pytest.Monke
         assert rows.start_of(offset) == start
         assert list(rows.positions(start)) == list(objects.positions(start))
         assert all(h.at.last_offset < offset for h in objects.headers[:start])
+
+
+@pytest.mark.skipif(native.native() is None, reason="the C library cannot be built here")
+@pytest.mark.parametrize("seed", range(4))
+def test_c_and_python_frame_damaged_files_alike(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int
+) -> None:
+    """Random damage to a log's headers (a length, a magic, an offset byte) and random cuts:
+    the C framing finds the same batches as Python's, or the same fault at the same position."""
+    monkeypatch.setattr(tail, "SMALL", 0)
+    monkeypatch.setattr(tail, "WINDOW", 4096)  # many windows, headers across their ends
+    monkeypatch.setattr(tail, "LARGE_BATCH", 4096 // 16)
+    rng = random.Random(seed)
+    path = tmp_path / "00000000000000000000.log"
+    _write(path, seed=seed)
+    whole = path.read_bytes()
+    with LogFile(str(path)) as log:
+        starts = [h.at.position for h in log.headers()]
+
+    def framed(how: Callable[[LogFile], object]) -> object:
+        with LogFile(str(path)) as log:
+            try:
+                return how(log)
+            except CorruptRecordError as exc:
+                return ("fault", exc.position)
+
+    for _ in range(60):
+        data = bytearray(whole[: rng.choice([len(whole), rng.randrange(len(whole))])])
+        for _ in range(rng.randint(0, 2)):
+            batch = rng.choice(starts)
+            field, value = rng.choice([
+                (rng.choice([0, 7, 8, 9, 10, 21, 22, 23, 26, 43, 50]), rng.randrange(256)),
+                (11, rng.randrange(30)), (16, rng.randrange(5))])  # fmt: skip
+            if batch + field < len(data):
+                if field == 11:  # a small batchLength, legal or not
+                    data[batch + 8 : batch + 11] = bytes(3)
+                data[batch + field] = value
+        path.write_bytes(bytes(data))
+        python = framed(lambda log: [(h.at, h.attributes, h.producer_id) for h in log.headers()])
+        c = framed(lambda log: [(BatchPosition(*r[:5]), r[5], r[6])
+                                for r in log.table().rows.tolist()])  # fmt: skip
+        assert c == python
