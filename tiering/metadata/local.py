@@ -31,6 +31,7 @@ from kafkatier.storage.errors import StorageError
 from kafkatier.storage.log.bounds import scan_bounds
 from kafkatier.storage.log.readonly import ReadOnlyPartition
 from kafkatier.storage.log.segment import LogSegment
+from kafkatier.storage.log.tail_cache import TailCache
 from kafkatier.storage.producer.snapshot import snapshot_path
 from kafkatier.tiering.metadata.identity import RemotePartition, topic_id_of
 
@@ -74,9 +75,13 @@ class LocalPartition:
     """A read-only view of one partition directory of one log dir (module docstring)."""
 
     def __init__(
-        self, log_dir: Path, topic: str, partition: int, remote: RemotePartition | None = None
-    ) -> None:
+        self, log_dir: Path, topic: str, partition: int, remote: RemotePartition | None = None,
+        tails: TailCache | None = None,
+    ) -> None:  # fmt: skip
         self.log_dir = Path(log_dir)
+        self.tails = tails
+        """What the last segments said, kept by a caller from pass to pass (the sidecar): each
+        pass then frames only what was appended to the active segment since the last."""
         self.topic = topic
         self.partition = partition
         self.view = ReadOnlyPartition(self.log_dir, topic, partition)
@@ -116,10 +121,10 @@ class LocalPartition:
         return starts.get((self.topic, self.partition), 0)
 
     def last_stable_offset(self) -> int:
-        return scan_bounds(self.view, committed=True).last_stable
+        return scan_bounds(self.view, committed=True, tails=self.tails).last_stable
 
     def log_end_offset(self) -> int:
-        return self.view.log_end_offset()
+        return scan_bounds(self.view, committed=False, tails=self.tails).high_watermark
 
     def candidates(self) -> list[Candidate]:
         """Eligible segments, oldest first (module docstring)."""

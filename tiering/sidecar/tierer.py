@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kafkatier.storage.errors import ConfigError, KafkaTierError, StorageError
+from kafkatier.storage.log.tail_cache import TailCache
 from kafkatier.tiering.cleaner.compaction import compact_remote
 from kafkatier.tiering.cleaner.disable import delete_on_disable
 from kafkatier.tiering.cleaner.retention import expire_remote
@@ -114,6 +115,7 @@ class Tierer:
         self.cache = ManifestCache(ManifestCopies(config.log_dirs))  # status reads the copies
         self.uploader.cache = self.cache
         self.quiet = QuietPartitions()
+        self.tails = TailCache()  # what the active segments said: a pass frames what is new
         self._swept: set[tuple[str, int, str]] = set()  # partitions swept by this process
         self.statuses: dict[tuple[str, int], PartitionStatus] = {}
         """The last status of every tiered partition a pass examined (the metrics' gauges)."""
@@ -166,7 +168,7 @@ class Tierer:
         if quiet is not None:
             return PartitionPass(topic, partition, skipped=True) if quiet else None
         observed = observe(key, seen)
-        part = _open(log_dir, topic, partition)
+        part = _open(log_dir, topic, partition, self.tails)
         if part is None:
             return None
         outcome = PartitionPass(topic, partition)
@@ -327,9 +329,9 @@ def _check_not_diverged(
             )
 
 
-def _open(log_dir: Path, topic: str, partition: int) -> LocalPartition | None:
+def _open(log_dir: Path, topic: str, partition: int, tails: TailCache) -> LocalPartition | None:
     try:
-        return LocalPartition(log_dir, topic, partition)
+        return LocalPartition(log_dir, topic, partition, tails=tails)
     except ConfigError:
         log.warning("bad topic config for %s in %s: not tiered", topic, log_dir)
     except (OSError, StorageError) as exc:  # a partition being created or deleted right now

@@ -1,0 +1,54 @@
+"""A local partition as the sidecar reads it from pass to pass: given the sidecar's tail cache
+its last stable and end offsets are a fresh scan's, and a pass after the first frames only what
+was appended to the active segment since."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kafkatier.storage.log.directory import LogDirectory
+from kafkatier.storage.log.header_table import Headers
+from kafkatier.storage.log.tail import LogFile
+from kafkatier.storage.log.tail_cache import TailCache
+from kafkatier.storage.record.builder import build_batch
+from kafkatier.storage.record.record import Record
+from kafkatier.tiering.metadata.local import LocalPartition
+
+
+def test_the_kept_tail_answers_as_a_fresh_scan_and_frames_only_the_new(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    framed: list[int] = []
+    original = LogFile.table
+
+    def counted(self: LogFile, position: int = 0) -> Headers:
+        framed.append(position)
+        return original(self, position)
+
+    monkeypatch.setattr(LogFile, "table", counted)
+    tails = TailCache()
+    before = (-1, 0)  # the last segment's base and the bytes of it framed, after a pass
+    checked = 0
+    with LogDirectory(tmp_path) as ld:
+        log = ld.get_or_create("t", 0)
+        txn = {"producer_id": 9, "producer_epoch": 0, "transactional": True}
+        for i in range(8):  # a pass after each append, the sidecar's
+            log.append(build_batch([Record(j, 1000, b"k", b"v") for j in range(3)]))
+            log.append(build_batch([Record(0, 1000, b"k", b"v")], base_sequence=i, **txn))
+            if i % 2:
+                log.write_txn_marker(9, 0, commit=True)
+            with LocalPartition(tmp_path, "t", 0, tails=tails) as kept:
+                framed.clear()
+                answers = (kept.last_stable_offset(), kept.log_end_offset())
+                positions = list(framed)
+            with LocalPartition(tmp_path, "t", 0) as fresh:
+                assert answers == (fresh.last_stable_offset(), fresh.log_end_offset())
+            assert answers == (log.last_stable_offset, log.log_end_offset)
+            state = next(iter(tails._states.values()))
+            if state.base == before[0]:  # not rolled since the last pass (a marker may roll)
+                assert positions[0] == before[1] > 0, positions
+                checked += 1
+            before = (state.base, state.framed)
+    assert tails.held == 1 and checked >= 3
