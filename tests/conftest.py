@@ -68,3 +68,21 @@ def spark() -> Iterator[Any]:
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+@pytest.fixture
+def framed(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The positions ``LogFile.table`` is asked to frame a ``.log`` from, in order (a reader
+    that keeps what a segment said frames from where it ended, not from 0)."""
+    from kafkatier.storage.log.tail import LogFile
+
+    asked: list[int] = []
+    original = LogFile.table
+
+    def counted(self: LogFile, position: int = 0) -> Any:
+        asked.append(position)
+        return original(self, position)
+
+    monkeypatch.setattr(LogFile, "table", counted)
+    return asked
+

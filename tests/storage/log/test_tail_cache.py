@@ -16,7 +16,6 @@ import pytest
 from kafkatier.storage.log import tail, tail_cache
 from kafkatier.storage.log.bounds import PartitionBounds, scan_bounds
 from kafkatier.storage.log.directory import LogDirectory
-from kafkatier.storage.log.header_table import Headers
 from kafkatier.storage.log.log import Log
 from kafkatier.storage.log.readonly import ReadOnlyPartition
 from kafkatier.storage.log.tail import LogFile
@@ -115,16 +114,8 @@ def test_a_cut_tail_and_a_swapped_file_start_again(tmp_path: Path) -> None:
 
 
 def test_a_scan_after_the_first_frames_only_what_was_appended(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, framed: list[int]
 ) -> None:
-    framed: list[int] = []
-    original = LogFile.table
-
-    def counted(self: LogFile, position: int = 0) -> Headers:
-        framed.append(position)
-        return original(self, position)
-
-    monkeypatch.setattr(LogFile, "table", counted)
     cache = TailCache()
     with LogDirectory(tmp_path) as ld:
         log = ld.get_or_create("t", 0)

@@ -6,11 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from kafkatier.storage.log.directory import LogDirectory
-from kafkatier.storage.log.header_table import Headers
-from kafkatier.storage.log.tail import LogFile
 from kafkatier.storage.log.tail_cache import TailCache
 from kafkatier.storage.record.builder import build_batch
 from kafkatier.storage.record.record import Record
@@ -18,16 +14,8 @@ from kafkatier.tiering.metadata.local import LocalPartition
 
 
 def test_the_kept_tail_answers_as_a_fresh_scan_and_frames_only_the_new(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, framed: list[int]
 ) -> None:
-    framed: list[int] = []
-    original = LogFile.table
-
-    def counted(self: LogFile, position: int = 0) -> Headers:
-        framed.append(position)
-        return original(self, position)
-
-    monkeypatch.setattr(LogFile, "table", counted)
     tails = TailCache()
     before = (-1, 0)  # the last segment's base and the bytes of it framed, after a pass
     checked = 0
