@@ -4,9 +4,10 @@ fallback; and, in the same library, the thread that writes queued appends (``wri
 the check of a buffer of client batches in one call (``checks.c``,
 ``kafkatier.storage.log.validator.checked_rows``; without it Python checks each batch; and the
 CRCs of the batches the cleaner compresses again, without it numba's), the
-sink's committed appends of many partitions in one call (``committed.c``) and the cleaner's
+sink's committed appends of many partitions in one call (``committed.c``), the cleaner's
 offset-map build and rewrite over plain batches (``offset_map.c``, ``clean_filter.c``; without
-them numba's).
+them numba's) and the framing of a ``.log``'s batch headers (``headers.c``,
+``kafkatier.storage.log.tail.LogFile.table``; without it Python frames them).
 
 Why: numba compiles and caches kafkatier's kernels, but a process pays about 0.4 s before their
 first call (numba's import, then the typing and lowering registries that first call loads):

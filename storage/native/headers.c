@@ -1,6 +1,6 @@
 /* kt_walk_headers: the batch headers of a window of a .log file (storage/log/tail.py), framed as
- * LogFile.headers frames them in Python (50,000 small batches: about 0.5 s in Python, a few
- * milliseconds here). Batches sit back to back (kafka-format.md sections 1 and 9): baseOffset
+ * LogFile.headers frames them in Python (80,000 batches of 1.3 KB: 0.50 s in Python, 0.033 s
+ * here with the file's reads; bench/tail_walk.py). Batches sit back to back (kafka-format.md sections 1 and 9): baseOffset
  * int64, batchLength int32, then for v2 the rest of the 61-byte header (attributes int16 at 21,
  * lastOffsetDelta int32 at 23, producerId int64 at 43); a legacy v0/v1 message's offset is its
  * last. buf holds the window, len its bytes, limit the bytes from the window's start to the end
