@@ -232,7 +232,7 @@ def read_run(
             for position, size, _legacy in runs:
                 if size > max_bytes and not min_one:
                     return b""
-                return FileSpan.open(part.segment(base).log_path, position, size)
+                return FileSpan.open(Path(part.file(base, ".log")), position, size)
     return b""
 
 

@@ -56,16 +56,19 @@ def scan_bounds(
     """Log start, high watermark and LSO of ``part``, read from the files (module docstring).
     The last segment's headers are framed once, for its end and its transactions; a caller that
     reads again and again (``kafkatier serve``, a streaming query) keeps what they said in
-    ``tails`` and pays only for what was appended since (``tail_cache.py``)."""
+    ``tails`` and pays only for what was appended since (``tail_cache.py``). Without
+    transactions to follow (``read_uncommitted``), only the end is read, from the last segment's
+    index on (``ReadOnlyPartition.log_end_offset``)."""
+    if not committed:
+        end = part.log_end_offset()
+        return PartitionBounds(part.log_start_offset, end, end)
     if not part.bases:  # no segment at all (a remote-only partition mirrored by serve): the
         start = part.log_start_offset  # snapshot at the start may hold transactions still open
-        open_txns = _snapshot_state(part, start)[1].values() if committed else ()
+        open_txns = _snapshot_state(part, start)[1].values()
         return PartitionBounds(start, start, min([start, *open_txns]))
     with part.last_log() as log, _tail_state(part, log, tails) as state:
         new = state.frame(log)
         end = part.end_of(state.last_offset)
-        if not committed:
-            return PartitionBounds(part.log_start_offset, end, end)
         start, ongoing = _snapshot_state(part, end)
         aborted: list[AbortedTxn] = []
         for base in part.bases_from(start)[:-1]:  # closed segments: indexed

@@ -30,7 +30,7 @@ from kafkatier.storage.wire import ATTR_TRANSACTIONAL
 
 Rows = npt.NDArray[np.int64]
 FIELDS = 7
-POSITION, SIZE, BASE, LAST, MAGIC, ATTRIBUTES, PRODUCER = range(FIELDS)
+POSITION, SIZE, BASE, LAST, MAGIC, ATTRIBUTES, PRODUCER = range(FIELDS)  # the columns
 CHUNK = 4096
 """Rows turned into Python objects at a time: a reader of the end of a long table pays for the
 rows it takes, not for all of them."""
@@ -62,16 +62,8 @@ class HeaderTable:
         return int(self.rows.shape[0])
 
     @property
-    def end(self) -> int | None:
-        """The position after the last batch (None: no batch)."""
-        return int(self.rows[-1, POSITION] + self.rows[-1, SIZE]) if len(self) else None
-
-    @property
-    def last_offset(self) -> int | None:
-        return int(self.rows[-1, LAST]) if len(self) else None
-
-    @property
     def last(self) -> BatchPosition | None:
+        """The last batch (None: none)."""
         return BatchPosition(*self.rows[-1, :ATTRIBUTES].tolist()) if len(self) else None
 
     def start_of(self, offset: int) -> int:
@@ -98,8 +90,8 @@ class HeaderTable:
 
 class HeaderList:
     """:class:`HeaderTable`'s answers over ``Header`` objects, for the few batches ``LogFile``
-    frames in Python (a small tail: numpy's calls cost more than the loop there, 45 us a
-    partition more in a planning of 1,024 small partitions)."""
+    frames in Python (a small tail, ``tail.SMALL``: numpy's calls cost more than the loop
+    there)."""
 
     __slots__ = ("headers",)
 
@@ -114,14 +106,6 @@ class HeaderList:
 
     def __len__(self) -> int:
         return len(self.headers)
-
-    @property
-    def end(self) -> int | None:
-        return self.headers[-1].at.position + self.headers[-1].at.size if self.headers else None
-
-    @property
-    def last_offset(self) -> int | None:
-        return self.headers[-1].at.last_offset if self.headers else None
 
     @property
     def last(self) -> BatchPosition | None:

@@ -27,6 +27,7 @@ from kafkatier.storage.checkpoint.checkpoint_file import (
 from kafkatier.storage.config.internal_topics import managed_partition
 from kafkatier.storage.errors import KafkaTierError, StorageError
 from kafkatier.storage.index.txn_index import AbortedTxn, TransactionIndex
+from kafkatier.storage.log.active_index import walk_start
 from kafkatier.storage.log.batch_position import BatchPosition
 from kafkatier.storage.log.creation import topics_being_created
 from kafkatier.storage.log.segment import AnyBatch, LogSegment
@@ -34,6 +35,7 @@ from kafkatier.storage.log.tail import LogFile
 from kafkatier.storage.producer.snapshot import SNAPSHOT_SUFFIX
 from kafkatier.storage.record.records import iter_batches
 from kafkatier.storage.wire import (
+    INT64_MAX,
     offset_from_file_name,
     segment_file_name,
 )
@@ -157,8 +159,10 @@ class ReadOnlyPartition:
         """The offset after the last whole batch on disk (a torn tail does not count)."""
         if not self.bases:
             return self.log_start_offset
-        with self.last_log() as log:
-            return self.end_of(log.table().last_offset)
+        base = self.bases[-1]
+        with self.last_log() as log:  # framed from the last entry of its index, checked
+            last = log.table(walk_start(log, self.file(base, ".index"), base, INT64_MAX)).last
+            return self.end_of(None if last is None else last.last_offset)
 
     def end_of(self, last: int | None) -> int:
         """The log end offset, given the last segment's last offset (None: no batch)."""

@@ -39,8 +39,9 @@ TAKEN = 64
 """Headers framed in Python at a time by :meth:`LogFile.tables` (a window's worth in C)."""
 SMALL = 64 * 1024
 """Bytes left to frame up to which Python frames them (:meth:`LogFile.table`): a few batches
-cost less as objects than numpy's calls over rows (a planning of 1,024 partitions of 25 KB:
-0.13 s a survey either way, 0.17-0.20 s with every tail framed in C)."""
+cost less as objects than numpy's calls over rows (the reader's planning at 1,024 partitions
+of 25 KB, ``bench/scale_read.py --partitions 8,1024 --jvm``: 0.14 s, as before C framed tails;
+0.20 s with every tail framed in C)."""
 
 
 class LogFile:
@@ -82,7 +83,7 @@ class LogFile:
         is built: 80,000 batches of 1.3 KB (100 MiB) in 27-35 ms against 0.47-0.54 s in Python
         (``python bench/tail_walk.py``), so a query tailing a long active segment or a fetch
         near its end no longer pays a Python walk of it."""
-        if self.size - position <= SMALL or native() is None:
+        if self._in_python(position):
             return HeaderList(self.headers(position))
         parts = [part.rows for part in self.tables(position)]
         return HeaderTable(np.concatenate(parts) if parts else empty())
@@ -90,7 +91,7 @@ class LogFile:
     def tables(self, position: int = 0) -> Iterator[Headers]:
         """:meth:`table` a window at a time, each framed when it is asked for: a reader that
         wants the batches after ``position`` up to some size frames no more of the file."""
-        if self.size - position <= SMALL or native() is None:
+        if self._in_python(position):
             walked = self.headers(position)
             while chunk := list(itertools.islice(walked, TAKEN)):
                 yield HeaderList(chunk)
@@ -113,6 +114,11 @@ class LogFile:
             yield HeaderTable(rows)
             position = begin + end
             step = WINDOW if rows[-1, 1] <= LARGE_BATCH else wire.BATCH_HEADER_SIZE
+
+    def _in_python(self, position: int) -> bool:
+        """Whether the rest of the file from ``position`` is framed in Python: it is small
+        (:data:`SMALL`), or the C library is not to be had."""
+        return self.size - position <= SMALL or native() is None
 
     def _header(self, window: bytes, i: int, position: int) -> Header | None:
         if len(window) - i < wire.HEADER_SIZE_UP_TO_MAGIC:

@@ -37,8 +37,9 @@ from kafkatier.storage.log.tail import LogFile
 from kafkatier.storage.log.txn_tracker import track_txn
 
 MAX_PARTITIONS = 65_536
-"""States kept (the least recently used dropped past it): a few hundred bytes each, so a
-``serve`` of tens of thousands of partitions keeps them all."""
+"""States kept (the least recently used dropped past it): about 800 bytes each, with 1,000 or
+20,000 batches in the segment (``python bench/tail_cache_memory.py``), so a ``serve`` of tens
+of thousands of partitions keeps them all in some 50 MiB."""
 Key = tuple[int, tuple[tuple[int, int], ...]]
 """(offset the transaction tracking starts at, (producer id, first offset) of those open there)."""
 
@@ -83,8 +84,8 @@ class TailState:
 
     def track(self, log: LogFile, key: Key, new: tuple[int, Headers]) -> None:
         """The transactions of every framed batch folded from ``key``; ``new``: the last
-        :meth:`frame`'s batches, framed again only where the fold is not at their start (a
-        new key, or a step that did not track: a ``read_uncommitted`` reader's)."""
+        :meth:`frame`'s batches (and where they start), framed again from 0 where the key
+        changed."""
         if key != self.key:
             self.key, self.tracked, self.ongoing, self.aborted = key, 0, dict(key[1]), []
         start, table = new

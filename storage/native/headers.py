@@ -1,7 +1,7 @@
 """``headers.c`` through cffi: the batch headers of a window of a ``.log`` file framed in one
-call, as :class:`kafkatier.storage.log.tail.LogFile` frames them in Python (``tests/storage/
-log/test_header_table.py`` holds the two to the same rows over real Kafka logs and torn or
-corrupt tails).
+call, as :class:`kafkatier.storage.log.tail.LogFile` frames them in Python
+(``tests/storage/log/test_tail.py`` holds the two to the same rows over real Kafka logs, torn
+tails and damaged headers).
 """
 
 from __future__ import annotations

@@ -81,7 +81,7 @@ class LocalPartition:
         self.log_dir = Path(log_dir)
         self.tails = tails
         """What the last segments said, kept by a caller from pass to pass (the sidecar): each
-        pass then frames only what was appended to the active segment since the last."""
+        pass's last stable offset then frames only what was appended since the last."""
         self.topic = topic
         self.partition = partition
         self.view = ReadOnlyPartition(self.log_dir, topic, partition)
@@ -124,7 +124,7 @@ class LocalPartition:
         return scan_bounds(self.view, committed=True, tails=self.tails).last_stable
 
     def log_end_offset(self) -> int:
-        return scan_bounds(self.view, committed=False, tails=self.tails).high_watermark
+        return self.view.log_end_offset()
 
     def candidates(self) -> list[Candidate]:
         """Eligible segments, oldest first (module docstring)."""

@@ -98,3 +98,17 @@ def test_a_short_or_zeroed_index_ends_the_written_prefix(tmp_path: Path, cut: in
     assert holds(found[0], 500, batches) and (found[0] > 0) == (cut >= 8)
     with LogFile(str(tmp_path / "t-0" / "00000000000000000000.log")) as log:
         assert walk_start(log, str(index), 0, 500) == found[0]
+
+
+def test_the_log_end_is_read_from_the_last_entry_on(tmp_path: Path, framed: list[int]) -> None:
+    """``ReadOnlyPartition.log_end_offset`` (the sidecar's, ``status``', a
+    ``read_uncommitted`` plan's) frames the active segment from its index's last entry, not
+    from 0, and finds the writer's end."""
+    with LogDirectory(tmp_path) as ld:
+        log = ld.get_or_create("t", 0)
+        append(log, 0, 200)
+        append(log, 200, 3)
+        with ReadOnlyPartition(tmp_path, "t", 0) as part:
+            assert part.log_end_offset() == log.log_end_offset == 609
+        found, batches = starts(tmp_path, [608])
+        assert framed[0] == found[0] > batches[len(batches) // 2][0]
