@@ -18,7 +18,14 @@ default, the issue's workload) through ``Log.append``, then, each on a fresh cop
     the least any compaction does (it reads every key), so plain time over this time bounds
     the ratio a compaction on one core can reach (where the process has a second core, the
     cleaner decodes in a thread of its own, ``storage.cleaner.read_ahead``: the CPU-time ratio
-    then shows both threads' time).
+    then shows both threads' time);
+(d) with a codec, the records of every batch the compaction rebuilt (its output's batches that
+    are not an input batch kept whole: another CRC) compressed once more with the codec at
+    Kafka's default level (``record.compression.compress``, one core, not the cleaner's code):
+    with (c), the codec work no compaction that keeps these records can avoid, as Kafka's
+    cleaner decodes every batch and compresses what it keeps of a batch again. Plain time over
+    that work spread over the process's cores (``codec floor``) bounds the ratio any compaction
+    here can reach, however well its threads share the cores.
 
 ``--read-ahead both``: (b) also with the cleaner's read-ahead thread off (``serial``, as on a
 one-core process), on its own fresh copy in the same round, so the thread's gain is measured side
@@ -59,6 +66,16 @@ from kafkatier.storage.config.log_config import LogConfig
 from kafkatier.storage.log.batch_position import BatchInfo
 from kafkatier.storage.log.directory import LogDirectory
 from kafkatier.storage.log.log import Log
+from kafkatier.storage.record.compression import compress, decompress
+from kafkatier.storage.wire import (
+    ATTR_CODEC_MASK,
+    ATTRIBUTES_OFFSET,
+    BATCH_HEADER_SIZE,
+    CRC_OFFSET,
+    LOG_OVERHEAD,
+    OFFSET_AND_LENGTH,
+    Codec,
+)
 
 TOPIC = "bench"
 NOW_MS = 1_700_000_000_000
@@ -141,6 +158,38 @@ def decode_once(segments: list[bytes]) -> float:
     return time.perf_counter() - started
 
 
+def _batches(data: bytes) -> list[tuple[int, bytes, int, bytes]]:
+    """(base offset, CRC field, codec id, records) of each whole batch of a ``.log``."""
+    out, pos = [], 0
+    while pos + LOG_OVERHEAD <= len(data):
+        base, length = OFFSET_AND_LENGTH.unpack_from(data, pos)
+        end = pos + LOG_OVERHEAD + length
+        if end > len(data):
+            break
+        attrs = int.from_bytes(data[pos + ATTRIBUTES_OFFSET : pos + ATTRIBUTES_OFFSET + 2], "big")
+        out.append((base, data[pos + CRC_OFFSET : pos + CRC_OFFSET + 4],
+                    attrs & ATTR_CODEC_MASK, data[pos + BATCH_HEADER_SIZE : end]))  # fmt: skip
+        pos = end
+    return out
+
+
+def rebuilt_records(compacted: Path, segments: list[bytes]) -> list[tuple[Codec, bytes]]:
+    """The records (decoded) of each compressed batch in ``compacted``'s segments that is not
+    one of ``segments``' batches kept whole ((d) above; read once a run, not timed)."""
+    source = {(base, crc) for data in segments for base, crc, _, _ in _batches(data)}
+    return [(Codec(codec), decompress(Codec(codec), records))
+            for data in segment_bytes(compacted) for base, crc, codec, records in _batches(data)
+            if codec and (base, crc) not in source]  # fmt: skip
+
+
+def recompress_once(rebuilt: list[tuple[Codec, bytes]]) -> float:
+    """Seconds to compress every rebuilt batch's records once at the codec's default level."""
+    started = time.perf_counter()
+    for codec, records in rebuilt:
+        compress(codec, records)
+    return time.perf_counter() - started
+
+
 def _cpu_seconds() -> float:
     """User + system CPU time of this process (page faults and syscalls count)."""
     t = os.times()
@@ -190,6 +239,11 @@ def one_round(
         shutil.copytree(source, copy)
         os.sync()
         out[work] = timed(copy, cfg, work)
+        if work == "compact" and segments is not None:
+            rebuilt = rebuilt_records(copy, segments)
+            out["rebuilt_batches"] = len(rebuilt)
+            out["recompress_seconds"] = recompress_once(rebuilt)
+            del rebuilt
         shutil.rmtree(copy)
     out["ratio"] = out["plain"]["seconds"] / out["compact"]["seconds"]
     if "serial" in out:
@@ -197,6 +251,8 @@ def one_round(
     if segments is not None:
         out["decode_seconds"] = decode_once(segments)
         out["decode_ceiling"] = out["plain"]["seconds"] / out["decode_seconds"]
+        floor = out["decode_seconds"] + out["recompress_seconds"]
+        out["codec_floor_ceiling"] = out["plain"]["seconds"] / (floor / read_ahead.cores())
     out["cpu_ratio"] = out["plain"]["cpu_seconds"] / out["compact"]["cpu_seconds"]
     return out
 
@@ -321,6 +377,14 @@ def print_report(report: dict[str, Any]) -> None:
         print(f"one decode of every batch (the least a compaction does): best {best:.3f} s; "
               f"plain time / decode time, median {statistics.median(ceilings):.2f} (no "
               "compaction decoding on one core can pass this ratio)")  # fmt: skip
+        rounds = report["rounds"]
+        again = min(r["recompress_seconds"] for r in rounds)
+        floors = [r["codec_floor_ceiling"] for r in rounds]
+        print(f"codec floor: that decode and the {rounds[0]['rebuilt_batches']:,} rebuilt "
+              f"batches' records compressed once at the codec's default level (best "
+              f"{again:.3f} s), spread over {read_ahead.cores()} core(s): plain time / floor, "
+              f"median {statistics.median(floors):.2f} (no compaction that keeps these records "
+              "can pass this ratio here)")  # fmt: skip
     before, peak = report["rss_before_compaction"], report["peak_rss_during_compaction"]
     print(f"RSS: {before / mib:.0f} MiB before compaction (log open), peak {peak / mib:.0f} MiB "
           f"during it: +{(peak - before) / mib:.0f} MiB against a map budget of "

@@ -54,12 +54,13 @@ U8 = npt.NDArray[np.uint8]
 I64 = npt.NDArray[np.int64]
 
 
-def _cores() -> int:
+def cores() -> int:
+    """The cores this process may run on."""
     affinity = getattr(os, "sched_getaffinity", None)
     return len(affinity(0)) if affinity is not None else os.cpu_count() or 1
 
 
-ENABLED = _cores() > 1
+ENABLED = cores() > 1
 """Whether walks read ahead in a thread (a second core to run it on); tests set it."""
 CHUNK: Final = 1 << 20
 """The walk's chunk when it reads ahead, at least (the cleaner's I/O buffer where larger, as a
