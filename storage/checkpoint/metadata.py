@@ -52,7 +52,11 @@ def parse_partition_dir_name(name: str) -> tuple[str, int] | None:
     """(topic, partition) of a live partition dir; None for anything else.
 
     The partition is the text after the **last** ``-`` (topics may contain dashes). Directories
-    being deleted, moved or left stray (``...-delete``, ``-future``, ``-stray``) are not live.
+    being deleted, moved or left stray (``...-delete``, ``-future``, ``-stray``) are not live,
+    nor is a number written otherwise than Kafka writes it (``t-01``): every reader and writer
+    finds a partition at :func:`partition_dir_name`'s name, so a stray ``t-01`` beside ``t-1``
+    was opened as ``t-1`` a second time (a retention pass over it deleted ``t-1``'s segments,
+    a ``produce`` counted a partition that is not there).
     """
     if name.endswith(DIR_VARIANT_SUFFIXES):
         return None
@@ -60,7 +64,7 @@ def parse_partition_dir_name(name: str) -> tuple[str, int] | None:
     if not dash or not topic or not partition.isascii() or not partition.isdigit():
         return None
     value = int(partition)
-    return (topic, value) if value <= 2**31 - 1 else None
+    return (topic, value) if value <= 2**31 - 1 and str(value) == partition else None
 
 
 def uuid_to_str(raw: bytes) -> str:

@@ -272,3 +272,28 @@ def test_a_brokers_internal_topics_are_not_cleaned_as_user_topics(
     assert {p.name: p.read_bytes() for p in (root / "__cluster_metadata-0").iterdir()} == metadata
     users = [r for r in rows if not r["topic"].startswith("__")]
     assert users and {r["cleanup_policy"] for r in users} == {"delete"}
+
+
+def test_a_stray_partition_directory_is_not_the_partition_again(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``t-01`` beside ``t-1`` (a copy, a typo: Kafka never names a partition so) was opened
+    as ``t-1`` a second time: a retention pass deleted ``t-1``'s segments; a ``produce`` made
+    a one-partition topic two. Now it is no partition of the topic at all."""
+    root = tmp_path / "logs"
+    write_topic(root, "t", 2, timestamp=4_000_000_000_000, partitions=2)  # nothing is due
+    write_topic(root, "u", 0, timestamp=4_000_000_000_000)
+    (root / "t-01").mkdir()
+    (root / "u-01").mkdir()
+    logs = lambda: {k: v for k, v in state(root / "t-1").items() if k.endswith(".log")}  # noqa: E731
+    before = logs()
+    for _ in range(2):  # the second open deletes what the first marked
+        assert main(["clean", str(root)]) == 0
+        rows = summary_lines(capsys.readouterr().out)
+        assert set(rows) == {"t-0", "t-1", "u-0"} and rows["t-1"]["segments"] == "0"
+    assert logs() == before
+    data = tmp_path / "in.jsonl"
+    data.write_text("".join(f"{{\"key\": \"k{i}\", \"value\": \"v\"}}\n" for i in range(50)))
+    assert main(["produce", str(root), "--topic", "u", "--input", str(data)]) == 0
+    assert not (root / "u-1").exists() and (root / "u-01").is_dir()
+    assert no_errors(root)

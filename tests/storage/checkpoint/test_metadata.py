@@ -159,6 +159,8 @@ def test_reads_every_corpus_partition_metadata():
         ("foo-", None),
         ("foo-x", None),
         ("foo-+1", None),
+        ("t-01", None),  # Kafka never writes a number so: not t-1 (t-1's own is "t-1")
+        ("t-00", None),
         ("foo-0.4f1b4a0e8a9c4c2e9d1f0a1b2c3d4e5f-delete", None),
         ("foo-0.4f1b4a0e8a9c4c2e9d1f0a1b2c3d4e5f-future", None),
         ("foo-0.4f1b4a0e8a9c4c2e9d1f0a1b2c3d4e5f-stray", None),
