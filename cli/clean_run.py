@@ -84,7 +84,8 @@ def run_remote(args: argparse.Namespace) -> int:
     from kafkatier.cli.config.remote import remote_storage
     from kafkatier.tiering.cleaner.clean_pass import RemotePass
 
-    files = [v for v in args.config if Path(v).is_file()]
+    files = [v for v in args.config if Path(v).is_file() or "=" not in v]  # not KEY=VALUE: a
+    # file, there or not (its loader names what is wrong with it)
     settings = [v for v in args.config if v not in files]
     if args.log_dir is not None or len(files) != 1:
         print("kafkatier clean: error: --remote takes no LOG_DIR and exactly one --config FILE "

@@ -45,7 +45,13 @@ from kafkatier.serve.group.settings import GroupSettings
 from kafkatier.serve.security.listener import ListenerSecurity, hint, listener_security
 from kafkatier.storage.errors import ConfigError
 from kafkatier.storage.java_properties import read_properties_located
-from kafkatier.tiering.config import FOREIGN_PREFIXES, KNOWN_KEYS, SERVE_KEYS, TieringConfig
+from kafkatier.tiering.config import (
+    FOREIGN_PREFIXES,
+    KNOWN_KEYS,
+    SERVE_KEYS,
+    TieringConfig,
+    log_dir_list,
+)
 
 DEFAULT_LISTENERS = "PLAINTEXT://127.0.0.1:9092"
 DEFAULT_MAX_REQUEST_BYTES = 104_857_600  # Kafka's socket.request.max.bytes
@@ -128,7 +134,7 @@ class ServeConfig:
             if key not in KNOWN_KEYS | SERVE_KEYS and not key.startswith(FOREIGN_PREFIXES):
                 raise ConfigError(f"unknown setting {key!r}{hint(key)}", setting=key,
                                   source=where(key))  # fmt: skip
-        dirs = tuple(Path(d.strip()) for d in props.get("log.dirs", "").split(",") if d.strip())
+        dirs = log_dir_list(props.get("log.dirs", ""), where("log.dirs"))
         if not dirs:
             raise ConfigError("required setting missing", setting="log.dirs",
                               source=where("log.dirs"))  # fmt: skip

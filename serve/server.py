@@ -25,6 +25,7 @@ from kafkatier.serve.context import ServeContext
 from kafkatier.serve.faults import loop_errors
 from kafkatier.serve.group.offset_store import OffsetStore
 from kafkatier.storage.errors import ConfigError
+from kafkatier.tiering.metadata.local import local_partitions
 from kafkatier.tiering.sidecar.metrics import serve_metrics
 
 log = logging.getLogger("kafkatier.serve")
@@ -196,6 +197,7 @@ def check_dirs(config: ServeConfig) -> None:
         except OSError as exc:
             raise ConfigError(f"cannot read log dir {path}: {exc.strerror or exc}",
                               setting="log.dirs", source=sources.get("log.dirs", "")) from None
+    local_partitions(list(config.log_dirs))  # a partition in two of them: refused, as Kafka does
     offsets = config.offsets_dir
     if offsets.exists() and not offsets.is_dir():
         raise ConfigError(f"{offsets} is not a directory", setting="offsets.log.dir",

@@ -33,6 +33,7 @@ which validates them; here they are skipped, every other unknown key is an error
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -105,6 +106,8 @@ class TieringConfig:
     metrics_port: int = -1
     metrics_host: str | None = None
     max_attempts: int = 5
+    url_source: str = ""
+    """Where ``remote.storage.url`` was read (file:line), for the errors that name it."""
 
     @classmethod
     def load(cls, path: Path) -> TieringConfig:
@@ -139,9 +142,10 @@ class TieringConfig:
         for key, attr in _STR_KEYS.items():
             if props.get(key, "").strip():
                 values[attr] = props[key].strip()
-        dirs = tuple(Path(d.strip()) for d in props["log.dirs"].split(",") if d.strip())
+        dirs = log_dir_list(props["log.dirs"], where("log.dirs"))
         url = props["remote.storage.url"].strip()
         _check_url(url, where("remote.storage.url"))
+        values["url_source"] = where("remote.storage.url")
         endpoint = values.get("endpoint_url")
         if isinstance(endpoint, str) and not endpoint.startswith(("http://", "https://")):
             raise ConfigError("an endpoint is a URL: http://host:port or https://host",
@@ -167,7 +171,32 @@ class TieringConfig:
                 rate_limit_bps=max(self.rate_limit_bps, 0),
                 max_attempts=self.max_attempts,
             )
-        return FsspecStore(self.remote_url, rate_limit_bps=max(self.rate_limit_bps, 0))
+        try:
+            return FsspecStore(self.remote_url, rate_limit_bps=max(self.rate_limit_bps, 0))
+        except (ValueError, ImportError) as exc:  # fsspec's: a protocol it does not know, or
+            # whose package is not installed (gcs:// without gcsfs)
+            raise ConfigError(f"no object store for this URL: {exc}",
+                              setting="remote.storage.url", value=self.remote_url,
+                              source=self.url_source) from None  # fmt: skip
+
+
+def log_dir_list(text: str, where: str) -> tuple[Path, ...]:
+    """``log.dirs``' directories, checked as Kafka's ``LogManager`` checks them before it
+    starts: none named twice (by canonical path: ``L`` and ``./L`` are one; two entries of one
+    directory listed each partition twice, and a sidecar tiered it twice), none that is a file
+    (the listings then found nothing in it and said nothing)."""
+    dirs = tuple(Path(d.strip()) for d in text.split(",") if d.strip())
+    seen: dict[str, Path] = {}
+    for d in dirs:
+        canonical = os.path.realpath(d)
+        if canonical in seen:
+            raise ConfigError(f"duplicate log directory: {seen[canonical]} and {d} are one",
+                              setting="log.dirs", value=text, source=where)  # fmt: skip
+        seen[canonical] = d
+        if d.exists() and not d.is_dir():
+            raise ConfigError(f"{d} is not a directory", setting="log.dirs", value=text,
+                              source=where)  # fmt: skip
+    return dirs
 
 
 _BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")  # S3's bucket naming rules

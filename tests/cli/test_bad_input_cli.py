@@ -34,6 +34,10 @@ def places(tmp_path: Path) -> dict[str, Path]:
     (tmp_path / "partition.jsonl").write_text('{"value": "a", "partition": 5}\n')
     bad_conf = tmp_path / "bad.properties"
     bad_conf.write_text("log.dirs=/tmp\nremote.storage.url=s3://b/p\nremote.log.metrics.port=x\n")
+    remote = f"remote.storage.url=file://{tmp_path}/remote\n"
+    (tmp_path / "file-dir.properties").write_text(f"log.dirs={folder},{garbage}\n{remote}")
+    (tmp_path / "twice.properties").write_text(f"log.dirs={folder},{folder}/.\n{remote}")
+    (tmp_path / "scheme.properties").write_text(f"log.dirs={folder}\nremote.storage.url=bogus://x\n")
     return {"missing": tmp_path / "no" / "such", "garbage": garbage, "folder": folder,
             "parquet": parquet, "bad_conf": bad_conf, "tmp": tmp_path}  # fmt: skip
 
@@ -78,7 +82,31 @@ def _cases(p: dict[str, Path]) -> dict[str, list[str]]:
                                     folder],
         "restore: bad value": ["restore", "--config", str(p["bad_conf"]), "--topic", "t",
                                "--to", folder],
+        "clean --remote: missing config": ["clean", "--remote", "--config", missing],
+        "status: a file in log.dirs": ["status", "--config",
+                                       str(p["tmp"] / "file-dir.properties")],
+        "status: a log dir twice": ["status", "--config", str(p["tmp"] / "twice.properties")],
+        "sidecar: a log dir twice": ["sidecar", "--config", str(p["tmp"] / "twice.properties"),
+                                     "--once"],
+        "serve: a log dir twice": ["serve", "--config", str(p["tmp"] / "twice.properties")],
+        "status: a URL no store takes": ["status", "--config",
+                                         str(p["tmp"] / "scheme.properties")],
+        "restore: a URL no store takes": ["restore", "--config",
+                                          str(p["tmp"] / "scheme.properties"), "--topic", "t",
+                                          "--to", folder],
     }  # fmt: skip
+
+
+NAMES = {
+    "clean --remote: missing config": "no/such",
+    "status: a file in log.dirs": "garbage.bin is not a directory",
+    "status: a log dir twice": "duplicate log directory",
+    "sidecar: a log dir twice": "duplicate log directory",
+    "serve: a log dir twice": "duplicate log directory",
+    "status: a URL no store takes": "setting=remote.storage.url",
+    "restore: a URL no store takes": "setting=remote.storage.url",
+}
+"""What the line must name, where a line that names something else was the fault."""
 
 
 CASES = sorted(_cases({k: Path("/x") for k in
@@ -97,3 +125,4 @@ def test_bad_input_gets_one_clear_line(
     assert len(err) == 1, (case, err)
     assert err[0].startswith(f"kafkatier {argv[0]}"), (case, err)
     assert "Traceback" not in err[0] and "unexpected" not in err[0], (case, err)
+    assert NAMES.get(case, "") in err[0], (case, err)

@@ -124,7 +124,7 @@ def topics(port: int) -> set[str]:
 
 @pytest.mark.parametrize(
     ("setting", "says"),
-    [("log.dirs", "cannot read log dir"), ("offsets.log.dir", "is not a directory")],
+    [("log.dirs", "is not a directory"), ("offsets.log.dir", "is not a directory")],
 )
 def test_an_unusable_directory_is_refused_before_listening(
     tmp_path: Path, setting: str, says: str, capsys: pytest.CaptureFixture[str]

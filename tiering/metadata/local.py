@@ -27,7 +27,7 @@ from kafkatier.storage.checkpoint.leader_epoch import LeaderEpochFileCache
 from kafkatier.storage.config.internal_topics import partitions_on_disk
 from kafkatier.storage.config.log_config import LogConfig
 from kafkatier.storage.config.topic_files import TopicConfigStore
-from kafkatier.storage.errors import StorageError
+from kafkatier.storage.errors import ConfigError, StorageError
 from kafkatier.storage.log.bounds import scan_bounds
 from kafkatier.storage.log.readonly import ReadOnlyPartition
 from kafkatier.storage.log.segment import LogSegment
@@ -158,11 +158,19 @@ class LocalPartition:
 
 
 def local_partitions(log_dirs: list[Path]) -> list[tuple[Path, str, int]]:
-    """(log dir, topic, partition) of every live partition directory under ``log_dirs``."""
+    """(log dir, topic, partition) of every live partition directory under ``log_dirs``; a
+    partition in two of them is an error, as Kafka's ``LogManager`` refuses to start on one
+    ("Duplicate log directories for ..."): which is the partition is not for us to guess."""
     found: list[tuple[Path, str, int]] = []
+    where: dict[tuple[str, int], Path] = {}
     for log_dir in log_dirs:
         if not Path(log_dir).is_dir():
             continue
         for topic, partitions in partitions_on_disk(Path(log_dir)).items():
-            found += [(Path(log_dir), topic, partition) for partition in partitions]
+            for partition, directory in partitions.items():
+                if (other := where.setdefault((topic, partition), directory)) != directory:
+                    raise ConfigError(
+                        f"partition {topic}-{partition} is in two log dirs: {other} and "
+                        f"{directory} (delete or move one of them)", setting="log.dirs")
+                found.append((Path(log_dir), topic, partition))
     return found

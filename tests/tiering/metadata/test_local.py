@@ -6,11 +6,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from kafkatier.storage.errors import ConfigError
 from kafkatier.storage.log.directory import LogDirectory
 from kafkatier.storage.log.tail_cache import TailCache
 from kafkatier.storage.record.builder import build_batch
 from kafkatier.storage.record.record import Record
-from kafkatier.tiering.metadata.local import LocalPartition
+from kafkatier.tiering.metadata.local import LocalPartition, local_partitions
 
 
 def test_the_kept_tail_answers_as_a_fresh_scan_and_frames_only_the_new(
@@ -40,3 +43,16 @@ def test_the_kept_tail_answers_as_a_fresh_scan_and_frames_only_the_new(
                 checked += 1
             before = (state.base, state.framed)
     assert tails.held == 1 and checked >= 3
+
+
+def test_a_partition_in_two_log_dirs_is_refused(tmp_path: Path) -> None:
+    """Kafka's LogManager refuses to start on one ("Duplicate log directories for ..."): which
+    copy is the partition is not for the sidecar, status or serve to guess."""
+    for name in ("a", "b"):
+        with LogDirectory(tmp_path / name) as logs:
+            logs.get_or_create("t", 0).append(build_batch([Record(0, 1, b"k", b"v")]))
+    assert [(d.name, t, p) for d, t, p in local_partitions([tmp_path / "a"])] == [("a", "t", 0)]
+    with pytest.raises(ConfigError, match="partition t-0 is in two log dirs") as raised:
+        local_partitions([tmp_path / "a", tmp_path / "b"])
+    assert str(tmp_path / "a" / "t-0") in str(raised.value)
+    assert str(tmp_path / "b" / "t-0") in str(raised.value)
