@@ -25,7 +25,7 @@ from kafkatier.storage.checkpoint.metadata import (
     uuid_from_str,
     uuid_to_str,
 )
-from kafkatier.storage.config.internal_topics import INTERNAL_TOPIC_CONFIGS, managed_partition
+from kafkatier.storage.config.internal_topics import INTERNAL_TOPICS, managed_partition
 from kafkatier.storage.config.topic_files import TopicConfigStore
 from kafkatier.storage.errors import KafkaTierError
 from kafkatier.storage.fsutil import FileVersion, file_version
@@ -34,7 +34,6 @@ from kafkatier.storage.log.creation import topics_being_created
 if TYPE_CHECKING:
     from kafkatier.serve.remote_topics import RemoteTopics
 
-_INTERNAL = frozenset(INTERNAL_TOPIC_CONFIGS)
 _NAMESPACE = uuid.UUID("6ba7b811-9dad-11d1-80b4-00c04fd430c8")  # RFC 4122's URL namespace
 
 
@@ -75,7 +74,7 @@ class Catalog:
             topic_id = self.topic_id(topic, parts)
             count = max(max(parts) + 1, self._recorded(topic, parts, topic_id) or 0)
             infos[topic] = TopicInfo(topic, topic_id, dict(sorted(parts.items())),
-                                     topic in _INTERNAL, count)  # fmt: skip
+                                     topic in INTERNAL_TOPICS, count)  # fmt: skip
         return infos
 
     def _recorded(self, topic: str, parts: dict[int, Path], topic_id: uuid.UUID) -> int | None:

@@ -31,6 +31,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from kafkatier.storage.checkpoint.metadata import parse_partition_dir_name
+from kafkatier.storage.config.internal_topics import matches_pattern
 from kafkatier.storage.errors import ConfigError, KafkaTierError
 from kafkatier.storage.log.bounds import PartitionBounds
 from kafkatier.storage.log.readonly import TopicPartition
@@ -178,7 +179,7 @@ def _list_partitions(
                 if parsed is None:
                     continue
                 if (topics is not None and parsed[0] in topics) or (
-                    regex is not None and regex.fullmatch(parsed[0])
+                    regex is not None and matches_pattern(regex, parsed[0])
                 ):
                     found.add(parsed)
     return sorted(found)

@@ -19,6 +19,7 @@ the partitions those commands work on.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Final
 
@@ -32,6 +33,16 @@ INTERNAL_TOPIC_CONFIGS: Final = {
     "__transaction_state": {"cleanup.policy": "compact", "segment.bytes": "104857600"},
 }
 """The settings Kafka creates each internal topic with, where a log dir stores none."""
+INTERNAL_TOPICS: Final = frozenset(INTERNAL_TOPIC_CONFIGS)
+"""The topics Kafka's metadata marks internal (``isInternal``)."""
+
+
+def matches_pattern(pattern: re.Pattern[str], topic: str) -> bool:
+    """Whether a ``subscribePattern`` takes ``topic``, as Spark's Kafka source decides (its
+    ``SubscribePatternStrategy``): the pattern found anywhere in the name (``findFirstIn``, not
+    a whole-name match: ``orders`` takes ``orders-eu``), and never an internal topic (Kafka's
+    ``listTopics`` leaves them out: ``.*`` read ``__consumer_offsets``' records)."""
+    return topic not in INTERNAL_TOPICS and pattern.search(topic) is not None
 
 
 def managed_topic(topic: str) -> bool:

@@ -24,7 +24,7 @@ from kafkatier.storage.checkpoint.checkpoint_file import (
     LOG_START_OFFSET_CHECKPOINT,
     OffsetCheckpointFile,
 )
-from kafkatier.storage.config.internal_topics import managed_partition
+from kafkatier.storage.config.internal_topics import managed_partition, matches_pattern
 from kafkatier.storage.errors import KafkaTierError, StorageError
 from kafkatier.storage.index.txn_index import AbortedTxn, TransactionIndex
 from kafkatier.storage.log.active_index import walk_start
@@ -62,7 +62,7 @@ def discover(
         if parsed is None or parsed[0] in creating:
             continue
         if (wanted is not None and parsed[0] in wanted) or (
-            regex is not None and regex.fullmatch(parsed[0])
+            regex is not None and matches_pattern(regex, parsed[0])
         ):
             found.append(parsed)
     return sorted(found)

@@ -530,7 +530,8 @@ def kafka_python_rows(log_dir: Path, pattern: str) -> list[Row]:
     rows: list[Row] = []
     for part_dir in sorted(log_dir.iterdir()):
         topic, _, partition = part_dir.name.rpartition("-")
-        if not part_dir.is_dir() or not re.fullmatch(pattern, topic):
+        internal = topic in ("__consumer_offsets", "__transaction_state")
+        if not part_dir.is_dir() or internal or not re.search(pattern, topic):  # Spark's rule
             continue
         for segment in sorted(part_dir.glob("*.log")):
             memory = MemoryRecords(segment.read_bytes())
