@@ -8,6 +8,7 @@ too). Also Spark's offset JSON and ``maxOffsetsPerTrigger``'s share of a trigger
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -24,6 +25,7 @@ from kafkatier.storage.log.readonly import (
 )
 
 Offsets = dict[TopicPartition, int]
+logger = logging.getLogger(__name__)
 
 
 def by_timestamp(
@@ -104,10 +106,15 @@ def ending_offsets(
     for tp, end in ends.items():
         latest = bounds[tp].latest(opts.committed)
         if end > latest:
-            raise OffsetOutOfRangeError(
-                f"endingOffsets: {tp[0]}-{tp[1]} ends at {end}, beyond its latest offset {latest}",
-                file=opts.path,
-            )
+            message = (f"endingOffsets: {tp[0]}-{tp[1]} ends at {end}, beyond its latest offset "
+                       f"{latest}")  # fmt: skip
+            if opts.fail_on_data_loss:
+                raise OffsetOutOfRangeError(f"{message}; set failOnDataLoss=false to read to "
+                                            "the latest", file=opts.path)  # fmt: skip
+            # Spark's consumer finds nothing past the end and, without failOnDataLoss, warns
+            # and ends the range there (KafkaDataConsumer's getEarliestAvailableOffsetBetween)
+            logger.warning("%s: reading to %d (failOnDataLoss=false)", message, latest)
+            ends[tp] = latest
     return ends
 
 
@@ -134,21 +141,25 @@ def _from_timestamp(
 ) -> Offsets:  # fmt: skip
     """Each partition's first offset with a timestamp at or after its own in ``stamps`` (option
     ``name``). Spark: no match at the end means latest; at the start, an error unless
-    startingOffsetsByTimestampStrategy=latest. A match inside an open transaction (past the
-    LSO) is not visible yet, so it counts as latest."""
+    startingOffsetsByTimestampStrategy=latest. A match at or past the latest offset (inside an
+    open transaction, past the LSO) is no match, as Kafka's ``fetchOffsetForTimestamp`` keeps
+    only offsets below the last fetchable one: Spark then fails a start under the default
+    strategy (it started at the latest offset, silently)."""
     found: dict[TopicPartition, int | None] = {}
     for ts in set(stamps.values()):
         found.update(by_timestamp(opts, [tp for tp in bounds if stamps[tp] == ts], ts))
     out: Offsets = {}
     for tp, offset in found.items():
         latest = bounds[tp].latest(opts.committed)
+        if offset is not None and offset >= latest:
+            offset = None  # not visible yet (Kafka's ListOffsets answers -1: no match)
         if offset is None and start and opts.timestamp_strategy == "error":
             raise OffsetOutOfRangeError(
                 f"{name}: no record of {tp[0]}-{tp[1]} has a timestamp >= {stamps[tp]} "
                 "(set startingOffsetsByTimestampStrategy=latest to start at the end instead)",
                 file=opts.path,
             )
-        out[tp] = latest if offset is None else min(max(offset, bounds[tp].log_start), latest)
+        out[tp] = latest if offset is None else max(offset, bounds[tp].log_start)
     return out
 
 
