@@ -264,6 +264,27 @@ def test_options_the_python_source_refuses_fail_as_there(spark_jvm: Any, tmp_pat
         load(spark_jvm, tmp_path / "nowhere", subscribe="events").collect()
 
 
+@pytest.mark.parametrize(
+    ("schema", "got"),
+    [
+        ("value string", "value:string"),
+        ("partition long, offset int", "partition:bigint,offset:int"),
+    ],
+)
+def test_a_schema_of_ones_own_is_refused_as_by_the_python_reader(
+    spark_jvm: Any, sample: Written, schema: str, got: str
+) -> None:
+    """The JVM reader read ``value string`` as text from the value's bytes and failed a task
+    with a NullPointerException on ``partition long``; the Python reader refused both."""
+    reader = spark_jvm.read.format("kafkatier").schema(schema)
+    with pytest.raises(Exception, match="the kafkatier source has a fixed schema") as raised:
+        reader.option("path", str(sample.path)).option("subscribe", "events").load().collect()
+    assert f"got struct<{got}>" in str(raised.value)
+    same = spark_jvm.read.format("kafkatier").schema(load(spark_jvm, sample.path,
+                                                          subscribe="events").schema)
+    assert same.option("path", str(sample.path)).option("subscribe", "events").load().count()
+
+
 def test_reader_choice_is_checked(spark: Any) -> None:
     with pytest.raises(ConfigError, match="reader='fast': expected one of auto, jvm, python"):
         register_data_source(spark, reader="fast")

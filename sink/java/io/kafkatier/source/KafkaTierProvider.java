@@ -41,13 +41,34 @@ public final class KafkaTierProvider implements TableProvider, DataSourceRegiste
     return "kafkatier";
   }
 
-  @Override
-  public StructType inferSchema(CaseInsensitiveStringMap options) {
-    return python.inferSchema(options);
-  }
+  /** The schema this provider last inferred: Spark's usual {@code getTable} argument. */
+  private volatile StructType inferred;
 
   @Override
+  public StructType inferSchema(CaseInsensitiveStringMap options) {
+    inferred = python.inferSchema(options);
+    return inferred;
+  }
+
+  /**
+   * The table, for the source's fixed schema only: a schema given with {@code .schema(...)} is
+   * checked here, as the Python reader checks it (this reader's local scans never ask it), so
+   * that a {@code value string} is refused, not read as text from the value's bytes, and a
+   * {@code partition long} not a NullPointerException in a task.
+   */
+  @Override
   public Table getTable(StructType schema, Transform[] partitioning, Map<String, String> props) {
+    if (schema != inferred) {
+      StructType fixed = python.inferSchema(new CaseInsensitiveStringMap(props));
+      if (!fixed.equals(schema)) {
+        throw new IllegalArgumentException(
+            "the kafkatier source has a fixed schema (Spark's Kafka source schema; headers with"
+                + " includeHeaders=true): expected "
+                + fixed.simpleString()
+                + ", got "
+                + schema.simpleString());
+      }
+    }
     return new KafkaTierTable(python.getTable(schema, partitioning, props));
   }
 
