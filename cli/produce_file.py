@@ -17,6 +17,7 @@ from kafkatier.cli.formats import detect_format
 from kafkatier.cli.inputs import prefetched, read_chunks
 from kafkatier.cli.progress import progress_bar
 from kafkatier.storage.checkpoint.checkpoint_file import is_valid_topic_name
+from kafkatier.storage.config.internal_topics import not_producible
 from kafkatier.storage.config.log_config import parse_overrides
 from kafkatier.storage.errors import ConfigError
 from kafkatier.storage.log.append import LogAppendInfo
@@ -53,6 +54,9 @@ def produce(args: argparse.Namespace) -> int:
             "(1-249 characters from a-z A-Z 0-9 . _ -)",
             file=sys.stderr,
         )
+        return 2
+    if (why := not_producible(args.topic)) is not None:
+        print(f"kafkatier produce: error: {why}", file=sys.stderr)
         return 2
     fmt = detect_format(args.input, args.format)
     overrides = parse_overrides(args.config, source="--config")

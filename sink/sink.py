@@ -118,6 +118,7 @@ from kafkatier.sink.txn import end_txn, open_txn_logs, split_by_decision, topic_
 from kafkatier.sink.wal import remove_files, sync_files
 from kafkatier.storage import collector
 from kafkatier.storage.checkpoint.checkpoint_file import is_valid_topic_name
+from kafkatier.storage.config.internal_topics import not_producible
 from kafkatier.storage.config.log_config import LogConfig
 from kafkatier.storage.config.topic_files import TopicConfigStore
 from kafkatier.storage.log.commit_fields import Carried
@@ -166,6 +167,8 @@ class KafkaLogSink:
                 f"illegal Kafka topic name {topic!r}: at most 249 of the letters, digits, '.', "
                 "'_' and '-', and not '.' or '..' (Kafka's rule)", topic=topic,
             )  # fmt: skip
+        if topic is not None and (why := not_producible(topic)) is not None:
+            raise SinkSchemaError(why, topic=topic)
         chosen = sink_id or topic
         if not chosen or "/" in chosen or chosen.startswith("."):
             why = ("a sink routing by the 'topic' column needs sink_id='name'" if not chosen

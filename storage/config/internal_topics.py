@@ -37,6 +37,15 @@ INTERNAL_TOPICS: Final = frozenset(INTERNAL_TOPIC_CONFIGS)
 """The topics Kafka's metadata marks internal (``isInternal``)."""
 
 
+def not_producible(topic: str) -> str | None:
+    """Why a producer may not append to ``topic`` (None: it may): Kafka's brokers refuse
+    clients' appends to internal topics ("Cannot append to internal topic"); only the group and
+    transaction coordinators, and KRaft's controller, write them."""
+    if topic in INTERNAL_TOPICS or topic == METADATA_TOPIC:
+        return f"cannot append to internal topic {topic} (Kafka's brokers refuse producers too)"
+    return None
+
+
 def matches_pattern(pattern: re.Pattern[str], topic: str) -> bool:
     """Whether a ``subscribePattern`` takes ``topic``, as Spark's Kafka source decides (its
     ``SubscribePatternStrategy``): the pattern found anywhere in the name (``findFirstIn``, not

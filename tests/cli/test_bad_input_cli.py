@@ -53,6 +53,8 @@ def _cases(p: dict[str, Path]) -> dict[str, list[str]]:
                                      str(p["parquet"])],
         "produce: bad topic name": ["produce", logs, "--topic", "a/b", "--input",
                                     str(p["parquet"])],
+        "produce: an internal topic": ["produce", logs, "--topic", "__consumer_offsets",
+                                       "--input", str(p["parquet"])],
         "produce: bad setting": ["produce", logs, "--topic", "t", "--input", str(p["parquet"]),
                                  "--config", "segment.bytes=lots"],
         "produce: malformed JSON Lines": ["produce", logs, "--topic", "t", "--input",
@@ -98,6 +100,7 @@ def _cases(p: dict[str, Path]) -> dict[str, list[str]]:
 
 
 NAMES = {
+    "produce: an internal topic": "cannot append to internal topic __consumer_offsets",
     "clean --remote: missing config": "no/such",
     "status: a file in log.dirs": "garbage.bin is not a directory",
     "status: a log dir twice": "duplicate log directory",

@@ -227,6 +227,9 @@ def test_topic_errors(spark: Any, tmp_path: Path) -> None:
     for bad in ("orders/eu", "..", "x" * 250, "a b"):  # Kafka's rule, not the sink id's
         with pytest.raises(SinkSchemaError, match=f"illegal Kafka topic name '{bad}'"):
             KafkaLogSink(tmp_path, topic=bad, partitions=1)
+    for internal in ("__consumer_offsets", "__transaction_state", "__cluster_metadata"):
+        with pytest.raises(SinkSchemaError, match=f"cannot append to internal topic {internal}"):
+            KafkaLogSink(tmp_path, topic=internal, partitions=1)
     with pytest.raises(SinkSchemaError, match=r"'\.hidden': the sink id \(the topic by default\) "
                        r"may not start with '\.'; fix: pass sink_id="):  # fmt: skip
         KafkaLogSink(tmp_path, topic=".hidden", partitions=1)
