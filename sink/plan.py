@@ -19,6 +19,7 @@ from kafkatier.sink.encode import EncodePlan, TopicPlan
 from kafkatier.sink.schema import SinkSchemaError
 from kafkatier.sink.txn import next_sequences, topic_partitions
 from kafkatier.storage.arrow.record_rules import RecordRules
+from kafkatier.storage.config.internal_topics import not_producible
 from kafkatier.storage.config.log_config import LogConfig
 from kafkatier.storage.log.directory import LogDirectory
 from kafkatier.storage.wire import Codec
@@ -45,7 +46,8 @@ def build_plan(
     a row's partition left the new topic's empty partitions behind."""
     topics: dict[str, TopicPlan] = {}
     now = int(time.time() * 1000)
-    wanted = [settings.topic] if settings.topic is not None else sorted(logs.topics())
+    wanted = ([settings.topic] if settings.topic is not None else
+              sorted(t for t in logs.topics() if not_producible(t) is None))  # fmt: skip
     for name in wanted:
         count = topic_partitions(logs, name, settings.partitions, create=False)
         config = logs.config_for(name)

@@ -522,6 +522,8 @@ class KafkaLogSink:
         return self._meanwhile
 
     def _log_for(self, topic: str, partition: int) -> Log:
+        if (why := not_producible(topic)) is not None:  # a 'topic' column naming one
+            raise SinkSchemaError(why, topic=topic)
         found = self.logs.get(topic, partition)
         if found is None:  # a routed topic seen for the first time
             topic_partitions(self.logs, topic, self.partitions)

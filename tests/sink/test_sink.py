@@ -143,7 +143,13 @@ def test_routing_by_topic_column(spark: Any, tmp_path: Path) -> None:
     assert sorted(int(v) for v in b) == [i for i in range(90) if i % 3]
     with LogDirectory(tmp_path) as logs:
         assert logs.topics() == {"a": 3, "b": 3}
+        logs.get_or_create("__consumer_offsets", 0)  # a broker's log dir, copied
     assert verify_paths([tmp_path]) == []
+    internal = df.selectExpr("value", "key", "'__consumer_offsets' AS topic")
+    with pytest.raises(SinkSchemaError, match="cannot append to internal topic __consumer_off"):
+        sink(internal, 1)
+    with LogDirectory(tmp_path) as logs:
+        assert logs.logs[("__consumer_offsets", 0)].log_end_offset == 0
 
 
 @pytest.mark.parametrize("encoder", ["jvm", "python"])
