@@ -89,8 +89,8 @@ class Catalog:
                 kept[topic] = was
             else:
                 count = max(max(parts) + 1, recorded)
-                kept[topic] = (parts, recorded, TopicInfo(
-                    topic, topic_id, dict(sorted(parts.items())), topic in INTERNAL_TOPICS, count))
+                kept[topic] = (parts, recorded, TopicInfo(topic, topic_id, dict(parts),
+                                                          topic in INTERNAL_TOPICS, count))
             infos[topic] = kept[topic][2]
         self._infos = kept
         return infos
@@ -110,8 +110,8 @@ class Catalog:
         return self._counts[key]
 
     def _listed(self, log_dirs: tuple[Path, ...]) -> dict[str, dict[int, Path]]:
-        """Topic -> partition -> log dir (the first holding it); the same dict (not to be
-        changed) while no log dir's listing changed."""
+        """Topic -> partition -> log dir (the first holding it), in partition order; the same
+        dict (not to be changed) while no log dir's listing changed."""
         listings = [self._listings.of(log_dir) for log_dir in log_dirs]
         last = self._merged.get(log_dirs)
         if last is not None and all(a is b for a, b in zip(last[0], listings, strict=True)):
@@ -122,6 +122,7 @@ class Catalog:
                 parts = found.setdefault(topic, {})
                 for partition in partitions:
                     parts.setdefault(partition, log_dir)  # the first log dir's, as before
+        found = {topic: dict(sorted(parts.items())) for topic, parts in found.items()}
         self._merged[log_dirs] = (listings, found)
         return found
 
@@ -134,9 +135,10 @@ class Catalog:
 
 
     def topic_id(self, topic: str, partitions: dict[int, Path]) -> uuid.UUID:
-        """The id in the first readable ``partition.metadata`` (module docstring for the
-        fallback and the cache)."""
-        for partition, log_dir in sorted(partitions.items()):
+        """The id in the first readable ``partition.metadata`` of ``partitions`` (in partition
+        order, as :meth:`_listed` gives them; module docstring for the fallback and the
+        cache)."""
+        for partition, log_dir in partitions.items():
             path = log_dir / f"{topic}-{partition}" / "partition.metadata"
             try:
                 stat = path.stat()
