@@ -13,6 +13,8 @@ partition, as a consumer assigned the whole topic sends them:
   response up to 64 MiB): a consumer's first fetch from the earliest offset;
 * *at end*: each partition at its high watermark, ``max.wait.ms`` 0: the poll of a consumer
   tailing the topic when nothing new came;
+* *one at end*: the same for partition 0 alone, a consumer assigned one partition: what the
+  other partitions cost it (nothing, once the server keeps its listing of the log dir);
 * *long poll*: the same with ``max.wait.ms`` 500 (librdkafka's ``fetch.wait.max.ms``, the Java
   client's ``fetch.max.wait.ms``), which the server holds until the wait ends: timed, and the
   server's CPU seconds during it (``/proc``), what one idle consumer costs the server.
@@ -44,6 +46,7 @@ from scale_read import rows
 from serve import KAFKATIER, Server, _recv, cpu_seconds, fetch_request, rounds, serve
 
 TOPIC = "scale"
+ONE = "one at end"
 
 
 def write_topic(root: Path, source: Path, partitions: int) -> Path:
@@ -78,7 +81,7 @@ def measure(
 ) -> dict[str, float]:
     """Median seconds of each kind of request (module docstring) on one connection, and the
     server's median CPU seconds in a long poll."""
-    kinds = {"from start": start, "at end": end}
+    kinds = {"from start": start, "at end": end, ONE: {0: end[0]}}
     times: dict[str, list[float]] = {k: [] for k in [*kinds, "long poll", "long poll CPU"]}
     with socket.create_connection(("127.0.0.1", port)) as sock:
         for i in range(requests + 1):
@@ -132,7 +135,8 @@ def report(n: int, got: dict[str, list[dict[str, float]]]) -> None:
     medians = {name: {k: statistics.median(r[k] for r in rounds) for k in rounds[0]}
                for name, rounds in got.items()}  # fmt: skip
     for name, kinds in medians.items():
-        line = ", ".join(f"{k} {s * 1e3:.1f} ms ({s * 1e6 / n:.0f} us a partition)"
+        line = ", ".join(f"{k} {s * 1e3:.2f} ms" + ("" if k == ONE else
+                                                     f" ({s * 1e6 / n:.0f} us a partition)")
                          for k, s in kinds.items() if k != "long poll CPU")  # fmt: skip
         print(f"{n} partitions, {name}: {line}; server CPU in a long poll "
               f"{kinds['long poll CPU'] * 1e3:.0f} ms", flush=True)  # fmt: skip
