@@ -69,7 +69,20 @@ def _describe(
     wanted = resource.configuration_keys
     entries = [
         (name, value, DYNAMIC_TOPIC_CONFIG if name in stored else DEFAULT_CONFIG)
-        for name, value in sorted(config.to_properties(include_defaults=True).items())
+        for name, value in sorted(topic_settings(config).items())
         if wanted is None or name in wanted
     ]
     return ErrorCode.none, None, entries
+
+
+def topic_settings(config: LogConfig) -> dict[str, str]:
+    """What a broker lists for a topic: every topic config, an optional one left unset at the
+    value a broker shows for it (``Spec.unset``), and none of the broker settings ``LogConfig``
+    also holds (``Spec.broker``: the cleaner's buffers, ``producer.id.expiration.ms``)."""
+    shown: dict[str, str] = {}
+    for f in dataclasses.fields(config):
+        spec = spec_of(f)
+        value = getattr(config, f.name)
+        if not spec.broker and (value is not None or spec.unset):
+            shown[spec.name] = spec.unset if value is None else spec.format(value)
+    return shown

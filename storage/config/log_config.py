@@ -26,6 +26,7 @@ from kafkatier.storage.wire import (
 __all__ = ["LogConfig", "parse_overrides"]
 
 _DAY_MS: Final = 86_400_000
+_UNLIMITED: Final = str(2**63 - 1)  # Long.MAX_VALUE, as a broker shows "no limit"
 _COMPRESSION_TYPES: Final = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
 _KEY_ALIASES: Final = {
     # The brief's (and intuition's) name; Kafka's real key is log.cleaner.io.buffer.load.factor.
@@ -61,10 +62,10 @@ class LogConfig:
         "message.timestamp.type", "CreateTime", "choice", choices=("CreateTime", "LogAppendTime")
     )
     message_timestamp_before_max_ms: int | None = setting(
-        "message.timestamp.before.max.ms", None, "long", low=0, optional=True
+        "message.timestamp.before.max.ms", None, "long", low=0, optional=True, unset=_UNLIMITED
     )
-    message_timestamp_after_max_ms: int | None = setting(
-        "message.timestamp.after.max.ms", None, "long", low=0, optional=True
+    message_timestamp_after_max_ms: int | None = setting(  # Kafka 3.x's default: no limit
+        "message.timestamp.after.max.ms", None, "long", low=0, optional=True, unset=_UNLIMITED
     )
     compression_type: str = setting(
         "compression.type", "producer", "choice", choices=_COMPRESSION_TYPES,
@@ -113,17 +114,20 @@ class LogConfig:
     local_retention_bytes: int = setting("local.retention.bytes", -2, "long", low=-2)
     # Broker-level settings (server.properties names) that apply per log dir.
     producer_id_expiration_ms: int = setting(
-        "producer.id.expiration.ms", _DAY_MS, "int", low=1
+        "producer.id.expiration.ms", _DAY_MS, "int", low=1, broker=True
     )
     # At least two 24-byte entries, so the key map holds one key at the 0.9 load factor (smaller
     # was a ValueError traceback, or a map that never compacts). Kafka asks for 1 MiB a cleaner
     # thread; tests give a few hundred bytes to force several passes.
     dedupe_buffer_size: int = setting(
-        "log.cleaner.dedupe.buffer.size", 128 << 20, "long", low=48
+        "log.cleaner.dedupe.buffer.size", 128 << 20, "long", low=48, broker=True
     )
-    io_buffer_size: int = setting("log.cleaner.io.buffer.size", 512 << 10, "int", low=0)
+    io_buffer_size: int = setting(
+        "log.cleaner.io.buffer.size", 512 << 10, "int", low=0, broker=True
+    )
     dedupe_buffer_load_factor: float = setting(
-        "log.cleaner.io.buffer.load.factor", 0.9, "double", low=0, high=1, low_open=True
+        "log.cleaner.io.buffer.load.factor", 0.9, "double", low=0, high=1, low_open=True,
+        broker=True,
     )
 
     def __post_init__(self) -> None:

@@ -44,6 +44,11 @@ class Spec:
     """A list's items must match this pattern, unless the list is the single "*" (Kafka's
     ``ThrottledReplicaListValidator``); ``items_text`` says so."""
     items_text: str = ""
+    broker: bool = False
+    """A broker's setting (``server.properties``) that applies per log dir, not a topic config:
+    a broker's DescribeConfigs of a topic does not list it."""
+    unset: str = ""
+    """What a broker's DescribeConfigs shows for an optional setting left unset (None here)."""
 
     def parse(self, text: str) -> Any:
         """Kafka's ``ConfigDef.parseType`` on trimmed text; ValueError says what was expected."""

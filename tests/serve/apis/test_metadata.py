@@ -181,6 +181,11 @@ def test_describe_topic_configs(tmp_path: Path, serve: Any) -> None:
         assert entries["retention.ms"].value == "604800000"  # Kafka's default
         assert entries["retention.ms"].source == ConfigSource.DEFAULT_CONFIG.value
         assert all(e.is_read_only for e in entries.values())
+        for unlimited in ("message.timestamp.before.max.ms", "message.timestamp.after.max.ms"):
+            assert entries[unlimited].value == str(2**63 - 1)  # a broker's "no limit"
+        broker = {"producer.id.expiration.ms", "log.cleaner.dedupe.buffer.size",
+                  "log.cleaner.io.buffer.size", "log.cleaner.io.buffer.load.factor"}  # fmt: skip
+        assert not broker & set(entries)  # server.properties settings, no topic's
         [missing] = admin.describe_configs([ConfigResource("topic", "nope")]).values()
         with pytest.raises(KafkaException):
             missing.result(timeout=20)
