@@ -36,7 +36,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from kafkatier.storage.config.spec import did_you_mean
@@ -106,7 +106,7 @@ class TieringConfig:
     metrics_port: int = -1
     metrics_host: str | None = None
     max_attempts: int = 5
-    url_source: str = ""
+    url_source: str = field(default="", compare=False, repr=False)
     """Where ``remote.storage.url`` was read (file:line), for the errors that name it."""
 
     @classmethod

@@ -93,6 +93,8 @@ class RemoteSettings:
             yield
         except RemoteStoreError as exc:  # the store the option names cannot be used
             raise self.error(str(exc)) from None
+        except ConfigError as exc:  # a URL no store takes (``TieringConfig.open_store``)
+            raise self.error(f"{exc.message}: {self.url}") from None
         except KafkaTierError:
             raise  # already typed and named (a manifest, a segment object, a record)
         except Exception as exc:
