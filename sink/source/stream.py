@@ -149,4 +149,30 @@ class StreamOffsets:
         bounds = self._bounds
         if not all(tp in bounds and bounds[tp].high_watermark >= e for tp, e in stop.items()):
             bounds = self._survey()  # a restart replays a logged batch before any latest()
+            stop = self._still_there(stop, bounds)
+            begin = {tp: min(b, stop.get(tp, b)) for tp, b in begin.items()}
         return micro_batch_plan(self.opts, begin, stop, bounds, cores)
+
+    def _still_there(
+        self, stop: Offsets, bounds: dict[TopicPartition, PartitionBounds]
+    ) -> Offsets:
+        """A batch's ends against the log now: a batch replayed after a restart was planned
+        before it (Spark's offset log), and a partition that since ends below its planned end
+        (its topic deleted and created again, its log cut back) lost those offsets: Spark's
+        tasks fail fetching them under ``failOnDataLoss``, else read what is left. The batch
+        was committed with none of them, silently."""
+        self._gone(sorted(tp for tp in stop if tp not in bounds))
+        ends: Offsets = {}
+        for tp, end in stop.items():
+            if tp not in bounds:
+                continue
+            there = bounds[tp].high_watermark
+            if end > there:
+                message = (f"{tp[0]}-{tp[1]}: offsets {there} to {end} of this micro-batch are "
+                           "gone (the topic deleted and created again, or its log cut back)")
+                if self.opts.fail_on_data_loss:
+                    raise OffsetOutOfRangeError(f"{message}; set failOnDataLoss=false to read "
+                                                "what is left", file=self.opts.path)  # fmt: skip
+                logger.warning("%s; reading what is left (failOnDataLoss=false)", message)
+            ends[tp] = min(end, there)
+        return ends

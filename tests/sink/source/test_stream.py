@@ -305,6 +305,35 @@ def test_a_partition_whose_offsets_went_back_is_data_loss(
 
 
 @pytest.mark.parametrize("fail_on_data_loss", [True, False])
+def test_a_batch_replayed_over_a_recreated_topic_is_data_loss(
+    tmp_path: Path, fail_on_data_loss: bool
+) -> None:
+    """A restarted query replays its last planned batch (offsets 10 to 20) over a topic deleted
+    and created again with 5 records: under failOnDataLoss an error naming the offsets, as
+    Spark's tasks fail fetching them; else the records left. It committed the batch with none
+    of them, silently."""
+    import shutil
+
+    w = Written(tmp_path / "logs")
+    with LogDirectory(w.path) as ld:
+        append(w, ld.get_or_create("s", 0), 20)
+    shutil.rmtree(w.path / "s-0")
+    with LogDirectory(w.path) as ld:
+        append(w, ld.get_or_create("s", 0), 5)
+    options = {"path": str(w.path), "subscribe": "s",
+               "failOnDataLoss": str(fail_on_data_loss).lower()}  # fmt: skip
+    restarted = StreamOffsets(parse_options(options, streaming=True))
+    if fail_on_data_loss:
+        with pytest.raises(OffsetOutOfRangeError, match="s-0: offsets 5 to 20 of this micro"):
+            restarted.plan({"s": {"0": 10}}, {"s": {"0": 20}})
+        return
+    assert restarted.plan({"s": {"0": 10}}, {"s": {"0": 20}}) == []
+    [(task,)] = StreamOffsets(parse_options(options, streaming=True)).plan(
+        {"s": {"0": 2}}, {"s": {"0": 20}})  # fmt: skip
+    assert (task.start, task.end) == (2, 5)
+
+
+@pytest.mark.parametrize("fail_on_data_loss", [True, False])
 def test_a_partition_gone_under_a_running_query_is_data_loss(
     tmp_path: Path, fail_on_data_loss: bool
 ) -> None:
