@@ -102,12 +102,8 @@ class StreamOffsets:
         if not new:
             return
         names = ", ".join(f"{t}-{p}" for t, p in new)
-        message = (f"partitions {names} are gone (their topic deleted?): some data may have "
-                   "been missed")
-        if self.opts.fail_on_data_loss:
-            raise OffsetOutOfRangeError(f"{message}; set failOnDataLoss=false to read on without "
-                                        "them", file=self.opts.path)  # fmt: skip
-        logger.warning("%s; reading on without them (failOnDataLoss=false)", message)
+        self._data_loss(f"partitions {names} are gone (their topic deleted?): some data may "
+                        "have been missed", "read on without them")  # fmt: skip
         self._reported_gone.update(new)
 
     def _went_back(self, tp: TopicPartition, start: int, end: int) -> int:
@@ -115,16 +111,18 @@ class StreamOffsets:
         again, its log cut back): Spark's Kafka source's data loss, an error under
         ``failOnDataLoss`` (the default), else a warning and the new end as the partition's
         next start, as Spark reads on."""
-        message = (f"{tp[0]}-{tp[1]}: its offset was changed from {start} to {end} (the "
-                   "topic deleted and created again, or its log cut back): some data may have "
-                   "been missed")  # fmt: skip
-        if self.opts.fail_on_data_loss:
-            raise OffsetOutOfRangeError(
-                f"{message}; set failOnDataLoss=false to read on from offset {end}",
-                file=self.opts.path,
-            )
-        logger.warning("%s; reading on from offset %d (failOnDataLoss=false)", message, end)
+        self._data_loss(f"{tp[0]}-{tp[1]}: its offset was changed from {start} to {end} (the "
+                        "topic deleted and created again, or its log cut back): some data may "
+                        "have been missed", f"read on from offset {end}")  # fmt: skip
         return end
+
+    def _data_loss(self, message: str, instead: str) -> None:
+        """Spark's Kafka source's data loss: an error under ``failOnDataLoss`` (the default)
+        saying what ``failOnDataLoss=false`` does ``instead``, else one warning that it does."""
+        if self.opts.fail_on_data_loss:
+            raise OffsetOutOfRangeError(f"{message}; set failOnDataLoss=false to {instead}",
+                                        file=self.opts.path)  # fmt: skip
+        logger.warning("%s; failOnDataLoss=false: %s", message, instead)
 
     @property
     def default_max_rows(self) -> int | None:
@@ -168,11 +166,8 @@ class StreamOffsets:
                 continue
             there = bounds[tp].high_watermark
             if end > there:
-                message = (f"{tp[0]}-{tp[1]}: offsets {there} to {end} of this micro-batch are "
-                           "gone (the topic deleted and created again, or its log cut back)")
-                if self.opts.fail_on_data_loss:
-                    raise OffsetOutOfRangeError(f"{message}; set failOnDataLoss=false to read "
-                                                "what is left", file=self.opts.path)  # fmt: skip
-                logger.warning("%s; reading what is left (failOnDataLoss=false)", message)
+                self._data_loss(f"{tp[0]}-{tp[1]}: offsets {there} to {end} of this micro-batch "
+                                "are gone (the topic deleted and created again, or its log cut "
+                                "back)", "read what is left")  # fmt: skip
             ends[tp] = min(end, there)
         return ends
