@@ -34,15 +34,19 @@ async def handle(ctx: ServeContext, version: int, request: Any) -> Any:
     module = payload_module(LIST_OFFSETS, version, EntityType.response)
     topics = await ctx.blocking(ctx.catalog.topics)
     committed = getattr(request, "isolation_level", 0) == 1
+    twice = _duplicates(request) if version >= 1 else set()
     answers = []
     for topic in request.topics:
         info = topics.get(topic.name)
         parts = []
         for p in topic.partitions:
             current = getattr(p, "current_leader_epoch", -1)
-            found = await ctx.blocking(_lookup, info, p.partition_index, p.timestamp, committed,
-                                       ctx.sources, current)  # fmt: skip
-            error, offset, timestamp, epoch = found
+            if (topic.name, p.partition_index) in twice:  # Kafka answers each copy so (v1+)
+                error, offset, timestamp, epoch = ErrorCode.invalid_request, -1, -1, -1
+            else:
+                found = await ctx.blocking(_lookup, info, p.partition_index, p.timestamp,
+                                           committed, ctx.sources, current)  # fmt: skip
+                error, offset, timestamp, epoch = found
             parts.append(build(module.ListOffsetsPartitionResponse,
                                partition_index=p.partition_index, error_code=error,
                                timestamp=timestamp, offset=offset, leader_epoch=epoch))  # fmt: skip
@@ -50,6 +54,18 @@ async def handle(ctx: ServeContext, version: int, request: Any) -> Any:
                              partitions=tuple(parts)))  # fmt: skip
     return build(module.ListOffsetsResponse, throttle_time=datetime.timedelta(0),
                  topics=tuple(answers))  # fmt: skip
+
+
+def _duplicates(request: Any) -> set[tuple[str, int]]:
+    """The partitions a request names more than once (``ListOffsetsRequest.duplicatePartitions``:
+    a broker answers every copy INVALID_REQUEST)."""
+    seen: set[tuple[str, int]] = set()
+    twice: set[tuple[str, int]] = set()
+    for topic in request.topics:
+        for p in topic.partitions:
+            key = (topic.name, p.partition_index)
+            (twice if key in seen else seen).add(key)
+    return twice
 
 
 def _lookup(

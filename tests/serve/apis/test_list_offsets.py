@@ -128,3 +128,40 @@ def test_max_timestamp(tmp_path: Path, serve: Any) -> None:
             [future] = admin.list_offsets({tp: OffsetSpec.max_timestamp()}).values()
             found = future.result(timeout=20)
             assert (found.offset, found.timestamp) == (want, T0 + stamps[topic][want])
+
+
+def test_a_partition_named_twice_is_an_invalid_request(log_dir: Path, serve: Any) -> None:
+    """As a broker answers a ListOffsets v1+ naming a partition twice (its
+    ``duplicatePartitions``): INVALID_REQUEST for every copy, the others answered. Clients
+    never send one (they merge); it was answered twice."""
+    import datetime
+    import io
+    import struct
+
+    from kio.schema.errors import ErrorCode
+    from kio.schema.list_offsets.v7 import request as req
+    from kio.schema.list_offsets.v7.response import ListOffsetsResponse
+    from kio.schema.types import BrokerId, TopicName
+    from kio.serial import entity_reader, entity_writer
+    from serve_clients import raw_socket
+    from test_connection import read_frame
+
+    part = lambda i: req.ListOffsetsPartition(partition_index=i, current_leader_epoch=-1,  # noqa: E731
+                                              timestamp=-2)  # fmt: skip
+    topics = (req.ListOffsetsTopic(name=TopicName("t"), partitions=(part(0), part(0))),
+              req.ListOffsetsTopic(name=TopicName("u"), partitions=(part(0),)))  # fmt: skip
+    body = req.ListOffsetsRequest(replica_id=BrokerId(-1), isolation_level=0, topics=topics)
+    buf = io.BytesIO()
+    header = req.ListOffsetsRequest.__header_schema__
+    entity_writer(header)(buf, header(request_api_key=2, request_api_version=7,
+                                      correlation_id=3, client_id="raw"))  # fmt: skip
+    entity_writer(req.ListOffsetsRequest)(buf, body)
+    with serve(log_dir) as port, raw_socket(port) as sock:
+        sock.sendall(struct.pack(">i", len(buf.getvalue())) + buf.getvalue())
+        frame = read_frame(sock)
+    _, used = entity_reader(ListOffsetsResponse.__header_schema__)(frame, 0)
+    response, _ = entity_reader(ListOffsetsResponse)(frame, used)
+    assert response.throttle_time == datetime.timedelta(0)
+    t, u = response.topics
+    assert [(p.error_code, p.offset) for p in t.partitions] == [(ErrorCode.invalid_request, -1)] * 2
+    assert [p.error_code for p in u.partitions] == [ErrorCode.unknown_topic_or_partition]
