@@ -20,6 +20,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final
 
+from kafkatier.storage.errors import StorageError
+
 TMP_SUFFIX: Final = ".tmp"
 """Kafka appends this to the full target name: ``replication-offset-checkpoint.tmp``."""
 
@@ -148,6 +150,15 @@ def atomic_write(path: Path, data: bytes, *, sync: bool = True) -> None:
 
 FileVersion = tuple[int, int, int]
 """A file's (inode, size, mtime in ns): :func:`file_version`."""
+
+
+def make_log_dir(path: Path) -> None:
+    """``path`` made, with its parents, where it is not there yet; a file there is an error
+    naming it (``mkdir``'s own said only "File exists")."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise StorageError(f"log dir {path} is not a directory") from None
 
 
 def file_version(path: Path | str) -> FileVersion | None:

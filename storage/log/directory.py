@@ -44,7 +44,7 @@ from kafkatier.storage.config.log_config import LogConfig
 from kafkatier.storage.config.topic_files import TopicConfigStore
 from kafkatier.storage.errors import ConfigError
 from kafkatier.storage.file_budget import FileBudget, process_budget, resolve_max_open_files
-from kafkatier.storage.fsutil import fsync_tree
+from kafkatier.storage.fsutil import fsync_tree, make_log_dir
 from kafkatier.storage.log.creation import (
     check_room,
     commit_staged,
@@ -90,7 +90,7 @@ class LogDirectory:
         self.logs: dict[TopicPartition, Log] = {}
         self._flusher = Flusher()
         self._checkpointed: Checkpoints | None = None  # what this object last wrote
-        self.path.mkdir(parents=True, exist_ok=True)
+        make_log_dir(self.path)
         self._filesystem = FileSystemSync(self.path)  # before any file is opened: see its doc
         self._ensure_meta_properties()
         marker = CleanShutdownFile(self.path)

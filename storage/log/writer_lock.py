@@ -32,7 +32,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
 
-from kafkatier.storage.fsutil import atomic_write
+from kafkatier.storage.fsutil import atomic_write, make_log_dir
 
 LOCK_FILE: Final = ".lock"
 GENERATION_FILE: Final = "kafkatier-writer.generation"
@@ -94,7 +94,7 @@ def writer_turn(path: Path, *, who: str = "a writer") -> Iterator[WriterTurn]:
     The holder's pid and name are written into the lock file, so a waiting writer can say whom
     it waits for. The lock goes with the process: a killed writer never blocks the others."""
     path = Path(path)
-    path.mkdir(parents=True, exist_ok=True)
+    make_log_dir(path)
     fd = os.open(path / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         _acquire(fd, path, who)

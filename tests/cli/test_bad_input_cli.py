@@ -100,6 +100,7 @@ def _cases(p: dict[str, Path]) -> dict[str, list[str]]:
 
 
 NAMES = {
+    "produce: file as log dir": "garbage.bin is not a directory",
     "produce: an internal topic": "cannot append to internal topic __consumer_offsets",
     "clean --remote: missing config": "no/such",
     "status: a file in log.dirs": "garbage.bin is not a directory",
