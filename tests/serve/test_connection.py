@@ -87,6 +87,18 @@ def test_bad_input_closes_only_that_connection(
     assert len(lines) == 1 and "Traceback" not in caplog.text, caplog.text
 
 
+def test_a_request_that_does_not_parse_is_named(
+    tmp_path: Any, serve: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The line names the request (it said only "BufferUnderflow: Buffer is exhausted")."""
+    caplog.set_level(logging.WARNING, logger="kafkatier.serve")
+    with serve(tmp_path) as port, raw_socket(port) as bad:
+        bad.sendall(request(3, 0, 1, b"\xff\xff"))
+        assert closed(bad)
+    [line] = [r.getMessage() for r in caplog.records if "closing the connection" in r.message]
+    assert "a MetadataRequest v0 that does not parse: " in line, line
+
+
 def test_a_client_repeating_a_refused_request_is_one_line(
     tmp_path: Any, serve: Any, caplog: pytest.LogCaptureFixture
 ) -> None:  # fmt: skip
