@@ -14,7 +14,8 @@ partition, as a consumer assigned the whole topic sends them:
 * *at end*: each partition at its high watermark, ``max.wait.ms`` 0: the poll of a consumer
   tailing the topic when nothing new came;
 * *one at end*: the same for partition 0 alone, a consumer assigned one partition: what the
-  other partitions cost it (nothing, once the server keeps its listing of the log dir);
+  other partitions cost it (nothing, once the server keeps its listing of the log dir), and
+  the server's CPU in a long poll of it (*one long poll CPU*);
 * *long poll*: the same with ``max.wait.ms`` 500 (librdkafka's ``fetch.wait.max.ms``, the Java
   client's ``fetch.max.wait.ms``), which the server holds until the wait ends: timed, and the
   server's CPU seconds during it (``/proc``), what one idle consumer costs the server.
@@ -82,7 +83,8 @@ def measure(
     """Median seconds of each kind of request (module docstring) on one connection, and the
     server's median CPU seconds in a long poll."""
     kinds = {"from start": start, "at end": end, ONE: {0: end[0]}}
-    times: dict[str, list[float]] = {k: [] for k in [*kinds, "long poll", "long poll CPU"]}
+    polls = ("long poll", "long poll CPU", "one long poll CPU")
+    times: dict[str, list[float]] = {k: [] for k in [*kinds, *polls]}
     with socket.create_connection(("127.0.0.1", port)) as sock:
         for i in range(requests + 1):
             for kind, offsets in kinds.items():
@@ -94,6 +96,9 @@ def measure(
             poll = fetch_request(TOPIC, end, 100 + i, max_wait_ms=500, max_bytes=64 << 20)
             times["long poll"].append(timed(sock, poll))
             times["long poll CPU"].append(cpu_seconds(pid) - before)
+            before = cpu_seconds(pid)
+            timed(sock, fetch_request(TOPIC, {0: end[0]}, 200 + i, max_wait_ms=500))
+            times["one long poll CPU"].append(cpu_seconds(pid) - before)
     return {k: statistics.median(v) for k, v in times.items()}
 
 
@@ -137,9 +142,10 @@ def report(n: int, got: dict[str, list[dict[str, float]]]) -> None:
     for name, kinds in medians.items():
         line = ", ".join(f"{k} {s * 1e3:.2f} ms" + ("" if k == ONE else
                                                      f" ({s * 1e6 / n:.0f} us a partition)")
-                         for k, s in kinds.items() if k != "long poll CPU")  # fmt: skip
+                         for k, s in kinds.items() if not k.endswith("CPU"))  # fmt: skip
         print(f"{n} partitions, {name}: {line}; server CPU in a long poll "
-              f"{kinds['long poll CPU'] * 1e3:.0f} ms", flush=True)  # fmt: skip
+              f"{kinds['long poll CPU'] * 1e3:.0f} ms, in one of partition 0 alone "
+              f"{kinds['one long poll CPU'] * 1e3:.0f} ms", flush=True)  # fmt: skip
     if "baseline" in medians:
         ratio = ", ".join(f"{k} {medians['baseline'][k] / max(s, 1e-9):.2f}x"
                           for k, s in medians["this"].items())  # fmt: skip
