@@ -58,9 +58,8 @@ def decode_request(frame: bytes, request_class: type[Any]) -> tuple[RequestHeade
         header, used = entity_reader(request_class.__header_schema__)(frame, 0)
         body, _size = entity_reader(request_class)(frame, used)
     except Exception as exc:  # kio raises several types on bad bytes; all mean the same here
-        what = getattr(request_class, "__name__", "request")
-        version = getattr(request_class, "__version__", "?")
-        raise MalformedRequest(f"a {what} v{version} that does not parse: "
+        name, version = request_class.__name__, request_class.__version__
+        raise MalformedRequest(f"a {name} v{version} that does not parse: "
                                f"{type(exc).__name__}: {exc}") from None  # fmt: skip
     # Bytes after the body are ignored, as Kafka's broker ignores them: librdkafka 2.x sends
     # three after a Metadata v12 request for one topic.

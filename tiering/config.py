@@ -183,8 +183,8 @@ class TieringConfig:
 def log_dir_list(text: str, where: str) -> tuple[Path, ...]:
     """``log.dirs``' directories, checked as Kafka's ``LogManager`` checks them before it
     starts: none named twice (by canonical path: ``L`` and ``./L`` are one; two entries of one
-    directory listed each partition twice, and a sidecar tiered it twice), none that is a file
-    (the listings then found nothing in it and said nothing)."""
+    directory listed and counted each partition twice), none that is a file (the listings then
+    found nothing in it and said nothing)."""
     dirs = tuple(Path(d.strip()) for d in text.split(",") if d.strip())
     seen: dict[str, Path] = {}
     for d in dirs:
