@@ -31,6 +31,7 @@ from kafkatier.storage.checkpoint.checkpoint_file import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     OffsetCheckpointFile,
+    read_offsets_cached,
 )
 from kafkatier.storage.checkpoint.metadata import (
     CleanShutdownFile,
@@ -198,6 +199,7 @@ class LogDirectory:
             self._refuse_collision(topic)
             self.topic_configs.drop_stale(topic)
             topic_id = new_topic_id()
+        self._forget_deleted(tps)
         staged: dict[TopicPartition, Path] = {}
         one_sync = len(tps) >= SYNCFS_MIN_LOGS and self._filesystem.available
 
@@ -215,6 +217,23 @@ class LogDirectory:
                 clock=self.clock,
                 budget=self.file_budget,
             )
+
+    def _forget_deleted(self, tps: list[TopicPartition]) -> None:
+        """Drop what the checkpoints still say of a deleted partition of the same name as one
+        about to be created (its directory removed by hand, as a topic is deleted here), and
+        write them without it before the new directory appears: a tiering sidecar reads the
+        log start of every partition directory it sees from the checkpoint file, and took the
+        old partition's for the new one, deleting the new one's first segments unuploaded.
+        Kafka removes a deleted topic's entries when it deletes the topic."""
+        files = (RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, CLEANER_OFFSET_CHECKPOINT)
+        on_disk = [_entries(self.path / name) for name in files]
+        kept = [self._recovery_points, self._log_starts, self.cleaner_offsets]
+        stale = any(tp in entries for tp in tps for entries in on_disk + kept)
+        for entries in kept:
+            for tp in tps:
+                entries.pop(tp, None)
+        if stale:
+            self.checkpoint()
 
     def _refuse_collision(self, topic: str) -> None:
         """Kafka's ``Topic.hasCollision``: a new topic whose name equals an existing one's once
@@ -405,6 +424,14 @@ class FlushUnderWay:
 
     finish: Callable[[], None]
     abandon: Callable[[], None]
+
+
+def _entries(path: Path) -> dict[TopicPartition, int]:
+    """A checkpoint file's entries (none without the file), parsed once per version."""
+    try:
+        return read_offsets_cached(path)
+    except FileNotFoundError:
+        return {}
 
 
 def _checkpointed_start(log: Log) -> int | None:

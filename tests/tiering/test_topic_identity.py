@@ -11,9 +11,10 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from tier_fixtures import append_more, write_tiered
+from tier_fixtures import TIERED, append_more, fill, write_tiered
 
 from kafkatier.cli.main import main
+from kafkatier.storage.log.directory import LogDirectory
 from kafkatier.storage.log.readonly import ReadOnlyPartition
 from kafkatier.storage.verify.paths import verify_paths
 from kafkatier.tiering.cleaner.clean_pass import RemotePass
@@ -62,6 +63,34 @@ def recreated(tmp_path: Path):
     shutil.rmtree(logs / "tiered-0")
     write_tiered(logs, steps=14)
     return logs, store, old
+
+
+def test_a_topic_recreated_while_its_writer_runs_keeps_its_first_segments(tmp_path: Path) -> None:
+    """The old topic's log start stays in the log dir's checkpoint until a writer rewrites it:
+    a sidecar pass between the new partition's creation and its writer's first checkpoint
+    took the old start (50) for the new topic and deleted its first segments, unuploaded.
+    The writer now drops the old entries before the new directory appears."""
+    logs = write_tiered(tmp_path / "logs", steps=40)
+    store = FsspecStore(f"file://{tmp_path / 'remote'}")
+    tier(logs, store)
+    (old,) = ManifestStore(store).partitions()
+    raise_log_start(ManifestStore(store), old, 50)
+    tier(logs, store)  # the local side follows: the checkpoint says 50
+    starts = logs / "log-start-offset-checkpoint"
+    assert "tiered 0 50" in starts.read_text().splitlines()
+    shutil.rmtree(logs / "tiered-0")  # the topic deleted, as here: its directory removed
+    with LogDirectory(logs) as writer:
+        config = writer.topic_configs.update("tiered", TIERED, "test")  # as produce does
+        writer.create_partitions("tiered", 1)
+        writer.logs[("tiered", 0)].config = config
+        fill(writer.logs[("tiered", 0)], 30)  # the new topic, past offset 50
+        new = [s.base_offset for s in writer.logs[("tiered", 0)].segments]
+        assert new[0] == 0 and new[-1] > 50
+        assert "tiered 0 50" not in starts.read_text().splitlines()
+        tier(logs, store)  # a pass while the writer holds the partition open
+        with ReadOnlyPartition(logs, "tiered", 0) as part:
+            assert part.log_start_offset == 0
+            assert [s.base_offset for s in part.segments] == new
 
 
 def test_the_sidecar_leaves_a_recreated_topic_and_the_old_remote_data_alone(recreated) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import threading
 from pathlib import Path
 
@@ -272,3 +273,30 @@ def test_a_created_partition_knows_what_its_files_hold(tmp_path: Path, count: in
             log = logs.get("t", p)
             assert log is not None and log.log_end_offset == 3
             assert log.leader_epoch_cache.entries == [(0, 0)]
+
+
+def test_a_partition_created_again_drops_the_deleted_ones_checkpoint_entries(
+    tmp_path: Path,
+) -> None:
+    """A topic deleted by removing its directory leaves its entries in the checkpoints; the
+    partition created again under its name must not inherit them (a tiering sidecar reading
+    the old log start deleted the new partition's first segments), and the files say so before
+    it is created, not only at the writer's next checkpoint."""
+    with LogDirectory(tmp_path, config_for=small) as log_dir:
+        log_dir.get_or_create("t", 0).append(batch(5))
+        log_dir.get_or_create("u", 0).append(batch(5))
+    names = ("recovery-point-offset-checkpoint", "log-start-offset-checkpoint",
+             "cleaner-offset-checkpoint")  # fmt: skip
+    for name in names:
+        (tmp_path / name).write_text("0\n2\nt 0 3\nu 0 4\n")
+    shutil.rmtree(tmp_path / "t-0")
+    writer = LogDirectory(tmp_path, config_for=small)
+    log = writer.get_or_create("t", 0)
+    for name in names:  # already rewritten, the other partition's entries kept
+        lines = checkpoint_lines(tmp_path / name)[1]
+        assert "t 0 3" not in lines and "u 0 4" in lines, name
+    assert log.log_start_offset == 0
+    log.append(batch(5))
+    writer.close()
+    for name in names:
+        assert "t 0 3" not in checkpoint_lines(tmp_path / name)[1], name
