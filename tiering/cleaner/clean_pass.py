@@ -108,6 +108,7 @@ class RemotePass:
         try:
             outcome.orphans_removed = sweep_orphans(
                 self.store, rp, owner=self.owner, grace_ms=self.config.orphan_grace_ms,
+                local_start=None if part is None else part.first_local_offset(),
             ).removed  # fmt: skip
             outcome.result = compact_remote(self.store, rp, config=cfg, local=part,
                                             now_ms=wall_clock_ms(), owner=self.owner,

@@ -26,12 +26,14 @@ from dataclasses import dataclass
 
 from kafkatier.tiering.copy.upload import delete_attempt
 from kafkatier.tiering.crash import crash_point
+from kafkatier.tiering.errors import TieringError
 from kafkatier.tiering.metadata.identity import RemotePartition
 from kafkatier.tiering.metadata.manifest import (
     MANIFEST_NAME,
     PartitionManifest,
     RemoteSegment,
     SegmentState,
+    manifest_key,
     now_ms,
 )
 from kafkatier.tiering.metadata.manifest_store import ManifestCache, ManifestStore
@@ -60,13 +62,17 @@ def sweep_orphans(
     grace_ms: int,
     active: Collection[str] = (),
     cache: ManifestCache | None = None,
+    local_start: int | None = None,
 ) -> Sweep:
     """Remove the partition's orphans (module docstring). ``active``: attempts this process is
     uploading right now. The manifest is read afresh after the listing whenever the listing
-    shows an object (``cache`` is kept current)."""
+    shows an object (``cache`` is kept current). ``local_start``: the first offset the local
+    log still holds, where there is one (``_refuse_unknown``)."""
     manifests = ManifestStore(store, cache=cache)
     listed = [i for i in store.list(rp.prefix) if not i.key.endswith("/" + MANIFEST_NAME)]
-    manifest, _ = manifests.load(rp, fresh=bool(listed) or cache is None)
+    manifest, etag = manifests.load(rp, fresh=bool(listed) or cache is None)
+    if etag is None and local_start is not None:
+        _refuse_unknown(rp, listed, local_start)
     result = Sweep()
     doomed = [s.attempt for s in manifest.segments if _is_orphan(s, owner, grace_ms, active)]
     doomed += _duplicates(manifest.segments)
@@ -89,6 +95,26 @@ def sweep_orphans(
     if any(now - at >= ABANDONED_TTL_MS for at in manifest.abandoned.values()):
         manifests.update(rp, lambda m: _forget_claims(m, now))
     return result
+
+
+def _refuse_unknown(rp: RemotePartition, listed: list[ObjectInfo], local_start: int) -> None:
+    """No manifest, yet objects of segments the local log no longer holds. An upload that died
+    before its first commit leaves objects of segments still local (local retention deletes
+    only what a manifest names); objects below the local log mean a manifest deleted by hand
+    or a lifecycle rule, with the partition's copy of it gone too, and those objects may be
+    the only copy of their records. Kafka never deletes remote data its metadata does not
+    name; neither is anything deleted or uploaded here."""
+    bases = sorted({b for i in listed if (b := _base_of(i.key[len(rp.prefix) :])) is not None})
+    below = [b for b in bases if b < local_start]
+    if below:
+        raise TieringError(
+            f"the remote store holds objects of {len(below)} segments of {rp} (base offsets "
+            f"{below[0]}..{below[-1]}) below the local log's first offset {local_start} but no "
+            f"manifest for them ({manifest_key(rp)} is missing): they may be the only copy of "
+            "those records, so nothing is uploaded or deleted for the partition until the "
+            "manifest is put back",
+            key=manifest_key(rp),
+        )
 
 
 def has_orphans(manifest: PartitionManifest, owner: str, grace_ms: int) -> bool:
@@ -153,6 +179,12 @@ def _duplicates(entries: list[RemoteSegment]) -> list[str]:
         else:
             kept[entry.base_offset] = entry
     return extra
+
+
+def _base_of(relative_key: str) -> int | None:
+    """``<base>-<attempt>/<kind>`` -> ``<base>`` (None for anything else)."""
+    base, sep, _ = relative_key.split("/", 1)[0].partition("-")
+    return int(base) if sep and base.isdigit() else None
 
 
 def _attempt_of(relative_key: str) -> str:

@@ -120,6 +120,11 @@ class LocalPartition:
             return 0
         return starts.get((self.topic, self.partition), 0)
 
+    def first_local_offset(self) -> int:
+        """The first offset the local files hold: the first segment's base (the log end
+        without one); below it, only the remote copy may hold records."""
+        return self.segments[0].base_offset if self.segments else self.log_end_offset()
+
     def last_stable_offset(self) -> int:
         return scan_bounds(self.view, committed=True, tails=self.tails).last_stable
 

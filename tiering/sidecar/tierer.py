@@ -205,7 +205,8 @@ class Tierer:
         grace = self.config.orphan_grace_ms
         if self._needs_sweep(part.remote, manifest):
             sweep = sweep_orphans(self.store, part.remote, owner=self.owner, grace_ms=grace,
-                                  active=self.uploader.active, cache=self.cache)  # fmt: skip
+                                  active=self.uploader.active, cache=self.cache,
+                                  local_start=part.first_local_offset())  # fmt: skip
             outcome.orphans_removed = sweep.removed
             if not sweep.waiting:  # else: again next pass, when the grace may have passed
                 self._swept.add(part.remote.identity)

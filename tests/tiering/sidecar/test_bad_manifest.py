@@ -14,7 +14,10 @@ from tier_fixtures import only, write_tiered
 
 from kafkatier.storage.config.topic_files import TopicConfigStore
 from kafkatier.tiering.config import TieringConfig
+from kafkatier.tiering.copy.upload import Uploader
+from kafkatier.tiering.metadata.local import LocalPartition
 from kafkatier.tiering.metadata.manifest import manifest_key, object_key
+from kafkatier.tiering.metadata.manifest_copy import COPY_NAME
 from kafkatier.tiering.metadata.manifest_store import ManifestStore
 from kafkatier.tiering.sidecar.tierer import Tierer
 from kafkatier.tiering.store.object_store import FsspecStore, ObjectStore
@@ -111,6 +114,58 @@ def test_a_deleted_manifest_does_not_make_its_segments_strays(tmp_path: Path) ->
     store.put_bytes(key, saved)
     assert Tierer(config, store).run_once().failures == 0
     assert set(objects) <= {i.key for i in store.list("")}
+
+
+def test_a_manifest_lost_with_its_copy_does_not_make_its_segments_strays(
+    tmp_path: Path,
+) -> None:
+    """The manifest deleted from the store and the partition directory's copy of it removed too
+    (its docstring calls it a cache): no process knows the manifest any more, but objects of
+    segments the local log no longer holds (local retention deleted them against it) can only
+    come from one. They were swept as strays of unnamed attempts, and a new manifest started
+    past them: the records only they held were lost. Now the pass fails naming the manifest."""
+    logs = write_tiered(tmp_path / "logs", overrides={"local.retention.bytes": "1"})
+    store = FsspecStore(f"file://{tmp_path / 'remote'}")
+    config = TieringConfig(log_dirs=(logs,), remote_url=store.url, threads=1,
+                           orphan_grace_ms=0)  # fmt: skip
+    assert Tierer(config, store).run_once().failures == 0
+    before = _local_logs(logs)
+    assert before[0] != f"{0:020d}.log"  # local retention deleted the first segments
+    key = manifest_key(only(store, "tiered", 0))
+    saved = store.get_bytes(key)
+    objects = sorted(i.key for i in store.list("") if i.key != key)
+    store.delete(key)
+    (logs / "tiered-0" / COPY_NAME).unlink()
+    result = Tierer(config, store).run_once()
+    assert result.failures == 1
+    error = result.partitions[0].error or ""
+    assert key in error and "only copy" in error, error
+    assert sorted(i.key for i in store.list("")) == objects
+    assert _local_logs(logs) == before
+    store.put_bytes(key, saved)
+    assert Tierer(config, store).run_once().failures == 0
+    assert set(objects) <= {i.key for i in store.list("")}
+
+
+def test_a_first_upload_that_died_uncommitted_is_swept_and_done_again(tmp_path: Path) -> None:
+    """Without any manifest, the objects of an upload that died before its commit are of
+    segments the local log still holds: strays, swept, and the segments uploaded anew."""
+    logs = write_tiered(tmp_path / "logs")
+    store = FsspecStore(f"file://{tmp_path / 'remote'}")
+    with LocalPartition(logs, "tiered", 0) as part:
+        cand = part.candidates()[0]
+        uploader = Uploader(store, "dead:1:x")
+        died = uploader._put_objects(part, cand, uploader._entry(part, cand))
+        rp = part.remote
+    assert died and ManifestStore(store).load(rp)[1] is None
+    config = TieringConfig(log_dirs=(logs,), remote_url=store.url, threads=1,
+                           orphan_grace_ms=0)  # fmt: skip
+    result = Tierer(config, store).run_once()
+    assert result.failures == 0 and result.partitions[0].orphans_removed == len(died)
+    manifest, _ = ManifestStore(store).load(rp)
+    assert manifest.finished()[0].base_offset == cand.base_offset
+    named = {object_key(rp, s, kind) for s in manifest.finished() for kind in s.files}
+    assert {i.key for i in store.list(rp.prefix)} == named | {manifest_key(rp)}
 
 
 def test_a_local_log_cut_back_below_the_remote_copy_is_not_uploaded(tmp_path: Path) -> None:
