@@ -186,7 +186,7 @@ class PartitionManifest:
                 cleaner_checkpoint=_optional_int(raw.get("cleaner_checkpoint")),
                 abandoned={str(k): int(v) for k, v in raw.get("abandoned", {}).items()},
             )
-        except (ValueError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:  # JSON not an object
             raise TieringError(f"malformed manifest: {exc}", key=key) from None
 
 

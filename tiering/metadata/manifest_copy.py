@@ -22,9 +22,11 @@ file changes the partition directory's modification time, which a quiet partitio
 fingerprint watches (tiering/sidecar/quiet.py), so only the copy's creation costs the sidecar
 one more look at the partition. Not fsynced: it is a cache. A copy that cannot be parsed, is
 cut short or torn (a reader racing a rewrite: the CRC), or names another key (another topic id)
-counts as none, and the reader asks the store. When a conditional write fails, the copy is
-emptied before the manifest is read again, so a copy never outlives the knowledge it was taken
-from.
+counts as none, and the reader asks the store. A manifest that does not parse as the one its
+key names is never kept: the last good bytes stay, marked ``"superseded": true`` (readers ask
+the store, which names the fault; the errors point to these bytes for setting it right). When
+a conditional write fails, the copy is emptied before the manifest is read again, so a copy
+never outlives the knowledge it was taken from.
 """
 
 from __future__ import annotations
@@ -38,27 +40,32 @@ import zlib
 from pathlib import Path
 
 from kafkatier.storage.checkpoint.metadata import partition_dir_name
+from kafkatier.tiering.errors import TieringError
 from kafkatier.tiering.metadata.identity import (
     parse_partition_folder,
     parse_topic_folder,
     topic_id_of,
 )
-from kafkatier.tiering.metadata.manifest import MANIFEST_NAME
+from kafkatier.tiering.metadata.manifest import MANIFEST_NAME, PartitionManifest
 
 COPY_NAME = "kafkatier-remote-manifest"
 
 log = logging.getLogger(__name__)
 
 
-def read_copy(partition_dir: Path, key: str) -> tuple[bytes, str] | None:
+def read_copy(
+    partition_dir: Path, key: str, *, superseded: bool = False
+) -> tuple[bytes, str] | None:
     """The manifest bytes and entity tag recorded in ``partition_dir`` for ``key``; None when
-    there is no usable copy (module docstring)."""
+    there is no usable copy (module docstring), or when the store has since been seen holding
+    a manifest that does not parse there, unless ``superseded`` (the last good bytes)."""
     try:
         raw = (Path(partition_dir) / COPY_NAME).read_bytes()
         head, _, data = raw.partition(b"\n")
         meta = json.loads(head)
         intact = meta["bytes"] == len(data) and meta["crc32"] == zlib.crc32(data)
-        if intact and meta["key"] == key and isinstance(meta["etag"], str):
+        current = superseded or not meta.get("superseded", False)
+        if intact and current and meta["key"] == key and isinstance(meta["etag"], str):
             return data, meta["etag"]
     except (OSError, ValueError, KeyError, TypeError):
         pass
@@ -86,6 +93,13 @@ class ManifestCopies:
             directory = self._partition_dir(key)
             if directory is None:
                 return
+            if not _is_manifest_of(key, data):  # the last good bytes stay, marked old
+                last = read_copy(directory, key, superseded=True)
+                with contextlib.suppress(OSError):
+                    if last is not None:
+                        _write(directory, key, last[0], last[1], superseded=True)
+                self._written.pop(key, None)
+                return
             try:
                 _write(directory, key, data, etag)
                 self._written[key] = etag
@@ -95,7 +109,7 @@ class ManifestCopies:
     def known(self, key: str) -> bytes | None:
         """The manifest bytes the partition's copy of ``key`` holds; None without a copy."""
         directory = self._partition_dir(key)
-        found = None if directory is None else read_copy(directory, key)
+        found = None if directory is None else read_copy(directory, key, superseded=True)
         return None if found is None else found[0]
 
     def forget(self, key: str) -> None:
@@ -136,8 +150,28 @@ class ManifestCopies:
         return None
 
 
-def _write(directory: Path, key: str, data: bytes, etag: str) -> None:
-    meta = {"key": key, "etag": etag, "bytes": len(data), "crc32": zlib.crc32(data)}
+def _is_manifest_of(key: str, data: bytes) -> bool:
+    """Whether ``data`` parses as the manifest ``key`` names (topic, id and partition). A
+    manifest damaged or replaced in the store is refused by every reader; the copy keeps the
+    last good one, which is what the errors point to for setting the store right."""
+    parts = key.split("/")
+    topic = parse_topic_folder(parts[0]) if len(parts) == 3 else None
+    partition = parse_partition_folder(parts[1]) if len(parts) == 3 else None
+    try:
+        manifest = PartitionManifest.from_bytes(data, key)
+    except TieringError:
+        return False
+    found = (manifest.topic, manifest.topic_id, manifest.partition)
+    return topic is not None and found == (topic[0], topic[1], partition)
+
+
+def _write(
+    directory: Path, key: str, data: bytes, etag: str, *, superseded: bool = False
+) -> None:
+    meta: dict[str, object] = {"key": key, "etag": etag, "bytes": len(data),
+                               "crc32": zlib.crc32(data)}  # fmt: skip
+    if superseded:
+        meta["superseded"] = True
     content = json.dumps(meta).encode() + b"\n" + data
     fd = os.open(directory / COPY_NAME, os.O_WRONLY | os.O_CREAT, 0o644)
     try:

@@ -17,7 +17,7 @@ from kafkatier.tiering.config import TieringConfig
 from kafkatier.tiering.copy.upload import Uploader
 from kafkatier.tiering.metadata.local import LocalPartition
 from kafkatier.tiering.metadata.manifest import manifest_key, object_key
-from kafkatier.tiering.metadata.manifest_copy import COPY_NAME
+from kafkatier.tiering.metadata.manifest_copy import COPY_NAME, read_copy
 from kafkatier.tiering.metadata.manifest_store import ManifestStore
 from kafkatier.tiering.sidecar.tierer import Tierer
 from kafkatier.tiering.store.object_store import FsspecStore, ObjectStore
@@ -86,6 +86,26 @@ def test_local_segments_stay_when_the_remote_side_is_bad(
     failed = [r for r in caplog.records if r.levelname == "ERROR"]
     assert failed and not any(r.exc_info for r in failed)  # one line, no traceback
 
+
+
+@pytest.mark.parametrize("bad", [b'{"version": 1, "segments": [', b"[1]", "other partition"])
+def test_a_bad_manifest_in_the_store_leaves_the_good_copy(tmp_path: Path, bad: object) -> None:
+    """The partition directory's copy of its manifest is what the errors point to for setting
+    the store right: a pass that reads a manifest damaged or replaced in the store (which it
+    refuses) must not overwrite the copy with it."""
+    logs = write_tiered(tmp_path / "logs", partitions=2)
+    store = FsspecStore(f"file://{tmp_path / 'remote'}")
+    config = TieringConfig(log_dirs=(logs,), remote_url=store.url, threads=1)
+    assert Tierer(config, store).run_once().failures == 0
+    key = manifest_key(only(store, "tiered", 0))
+    good = read_copy(logs / "tiered-0", key)
+    assert good is not None and good[0] == store.get_bytes(key)
+    other = store.get_bytes(manifest_key(only(store, "tiered", 1)))
+    store.put_bytes(key, other if bad == "other partition" else bad)  # type: ignore[arg-type]
+    result = Tierer(config, store).run_once()
+    assert result.failures == 1
+    assert read_copy(logs / "tiered-0", key, superseded=True) == good
+    assert read_copy(logs / "tiered-0", key) is None  # no longer what the store holds
 
 
 def test_a_deleted_manifest_does_not_make_its_segments_strays(tmp_path: Path) -> None:
