@@ -59,8 +59,14 @@ class Sources:
     log_starts: LogStartCache = field(default_factory=LogStartCache)
     bounds: BoundsCache = field(default_factory=BoundsCache)
 
-    def remote_reader(self, log_dir: Path, topic: str, partition: int) -> RemoteLogReader | None:
-        return None if self.remote is None else self.remote.reader(log_dir, topic, partition)
+    def remote_reader(
+        self, log_dir: Path, topic: str, partition: int, local: tuple[int, int] | None = None
+    ) -> RemoteLogReader | None:
+        """The remote tier's reader (``RemoteTier.reader``; ``local``: the local files' first
+        offset and the checkpointed log start, when just read)."""
+        if self.remote is None:
+            return None
+        return self.remote.reader(log_dir, topic, partition, local)
 
 
 @dataclass(frozen=True)
@@ -103,7 +109,8 @@ def _kept(
 def bounds(log_dir: Path, topic: str, partition: int, sources: Sources) -> PartitionBounds:
     """Log start (the remote one, if older), high watermark and last stable offset now."""
     hint, local = _local(log_dir, topic, partition, sources)
-    return _with_remote_start(local, sources.remote_reader(log_dir, topic, partition), hint)
+    remote = sources.remote_reader(log_dir, topic, partition, (local.log_start, hint))
+    return _with_remote_start(local, remote, hint)
 
 
 def local_log_start(log_dir: Path, topic: str, partition: int, sources: Sources) -> int:
@@ -172,8 +179,9 @@ def fetch(
     a tailing consumer's poll (nothing new) is answered without opening it, and a read up to
     them skips the bounds scan."""
     hint, directory, kept = _kept(log_dir, topic, partition, sources)
-    remote = sources.remote_reader(log_dir, topic, partition)
+    remote: RemoteLogReader | None = None
     if kept is not None:
+        remote = sources.remote_reader(log_dir, topic, partition, (kept.log_start, hint))
         found = _with_remote_start(kept, remote, hint)
         if offset < found.log_start or offset > found.high_watermark:
             return FetchedPartition(found, out_of_range=True)
@@ -182,6 +190,8 @@ def fetch(
     look = None if kept is not None else sources.bounds.look(directory)
     with ReadOnlyPartition(log_dir, topic, partition, hint) as part:
         local = kept if kept is not None else _scan(part, look, hint, sources)
+        if kept is None:
+            remote = sources.remote_reader(log_dir, topic, partition, (local.log_start, hint))
         found = _with_remote_start(local, remote, hint)
         if offset < found.log_start or offset > found.high_watermark:
             return FetchedPartition(found, out_of_range=True)

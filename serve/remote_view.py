@@ -67,27 +67,50 @@ class RemoteTier:
         self.chunks = ChunkCache(read_ahead=READ_AHEAD_THREADS)
         self._down_until = 0.0  # monotonic: the store failed, partitions do not ask it until
         self._probing = False  # a load asks the store after a failure: the others do not
+        self._checked: dict[tuple[Path, str, int], int] = {}  # local start of the last load
 
     def close(self) -> None:
         """Stop reading ahead (the server is stopping)."""
         self.chunks.close()
 
-    def reader(self, log_dir: Path, topic: str, partition: int) -> RemoteLogReader | None:
-        """The partition's remote reader, or None when nothing of it is remote."""
+    def reader(
+        self, log_dir: Path, topic: str, partition: int, local: tuple[int, int] | None = None
+    ) -> RemoteLogReader | None:
+        """The partition's remote reader, or None when nothing of it is remote. ``local``:
+        the local segments' first offset and the checkpointed log start, as the caller just
+        read them (:func:`_behind`)."""
         key = (log_dir, topic, partition)
         with self._lock:
             cached = self._readers.get(key)
-            if cached is not None and time.monotonic() - cached[0] < REFRESH_S:
+            fresh_enough = cached is not None and time.monotonic() - cached[0] < REFRESH_S
+            if cached is not None and fresh_enough and not self._behind(key, cached[1], local):
                 self._readers.move_to_end(key)
                 self.hits += 1
                 return cached[1]
         fresh = self._load(log_dir, topic, partition)
         with self._lock:
             self.loads += 1
+            if local is not None:
+                self._checked[key] = local[0]
             self._readers[key] = (time.monotonic(), fresh)
             while len(self._readers) > MAX_READERS:
-                self._readers.popitem(last=False)
+                self._checked.pop(self._readers.popitem(last=False)[0], None)
         return fresh
+
+    def _behind(
+        self, key: tuple[Path, str, int], cached: RemoteLogReader | None,
+        local: tuple[int, int] | None,
+    ) -> bool:  # fmt: skip
+        """Whether a kept reader is older than the local files just read: they start past
+        the checkpointed log start, so the offsets below them are remote, but the reader ends
+        before them (the sidecar uploaded more and local retention deleted it since the
+        reader was built). Served as it was, a fetch there skipped to the local segments and
+        ListOffsets EARLIEST gave the local start: consumers went past records the store
+        holds. Loaded again once per local start: a gap a fresh manifest still shows is real
+        (remote compaction emptied the last remote segments)."""
+        if local is None or local[0] <= local[1] or self._checked.get(key) == local[0]:
+            return False
+        return cached is None or cached.segments[-1].end_offset + 1 < local[0]
 
     def _load(self, log_dir: Path, topic: str, partition: int) -> RemoteLogReader | None:
         if not self._may_ask():

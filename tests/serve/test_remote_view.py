@@ -380,3 +380,55 @@ def test_delete_records_into_the_remote_range_holds_and_stays(tmp_path: Path) ->
     manifest = ManifestStore(store).load(rp)[0]
     assert manifest.log_start_offset == target
     assert manifest.finished()[0].base_offset == second.base_offset
+
+
+def _produce(logs: Path, source: Path, first: int, count: int) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from kafkatier.cli.main import main
+
+    values = [b"value-%05d-" % i + b"x" * 100 for i in range(first, first + count)]
+    pq.write_table(pa.table({"value": pa.array(values, pa.binary())}), source)
+    settings = ["segment.bytes=8192", "remote.storage.enable=true", "local.retention.bytes=8192"]
+    assert main(["produce", str(logs), "--topic", "t", "--input", str(source),
+                 *[a for s in settings for a in ("--config", s)]]) == 0  # fmt: skip
+
+
+def test_a_kept_remote_reader_older_than_the_local_files_is_loaded_again(tmp_path: Path) -> None:
+    """The sidecar uploads segments and deletes them locally between two fetches less than the
+    reader's refresh apart: a fetch of an offset between the kept reader's end and the new local
+    start read the local segments from their start (the records between were skipped, and a
+    consumer committed past them), and ListOffsets EARLIEST of a partition first seen with
+    nothing remote gave the local start. The local files now say the kept reader is behind."""
+    from kafkatier.serve import partition_view
+    from kafkatier.serve.partition_view import Sources
+    from kafkatier.serve.remote_view import RemoteTier
+    from kafkatier.storage.log.tail_cache import TailCache
+    from kafkatier.storage.record.records import iter_batches
+    from kafkatier.tiering.config import TieringConfig
+    from kafkatier.tiering.sidecar.tierer import Tierer
+
+    logs = tmp_path / "logs"
+    (tmp_path / "remote").mkdir()
+    store = FsspecStore(f"file://{tmp_path / 'remote'}")
+    config = TieringConfig(log_dirs=(logs,), remote_url=store.url)
+    _produce(logs, tmp_path / "a.parquet", 0, 500)
+    sources = Sources(TailCache(), remote=RemoteTier(store))
+    assert partition_view.bounds(logs, "t", 0, sources).log_start == 0  # nothing remote: kept
+    assert Tierer(config, store).run_once().failures == 0
+    assert partition_view.bounds(logs, "t", 0, sources).log_start == 0  # was the local start
+    got = partition_view.fetch(logs, "t", 0, 0, 1 << 20, False, True, sources)
+    assert got.remote and got.records
+    first_end = sources.remote.reader(logs, "t", 0).segments[-1].end_offset  # type: ignore[union-attr]
+    _produce(logs, tmp_path / "b.parquet", 500, 1500)
+    assert Tierer(config, store).run_once().failures == 0
+    with ReadOnlyPartition(logs, "t", 0) as part:
+        local_start = part.bases[0]
+    assert local_start > first_end + 1  # a gap the kept reader knows nothing of
+    wanted = first_end + 1
+    got = partition_view.fetch(logs, "t", 0, wanted, 1 << 20, False, True, sources)
+    assert got.remote and got.records
+    data = got.records.read()  # type: ignore[union-attr]
+    batches = list(iter_batches(memoryview(data), 0, len(data), file="fetch"))
+    assert batches[0].base_offset <= wanted <= batches[0].last_offset
