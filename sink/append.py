@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import logging
 import os
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -43,6 +44,7 @@ from kafkatier.storage.wire import NO_SEQUENCE
 KEPT_BYTES: Final = 64 * 1024 * 1024
 SPACE_MARGIN: Final = 1 << 20
 SEQUENCE_SPACE: Final = 1 << 31
+logger = logging.getLogger("kafkatier.sink")
 Spans = Sequence[tuple[str, int, int]]
 Pieces = list[list[RecordBatch]]
 
@@ -155,19 +157,29 @@ def check_space(log_dir: Path, checked: list[Checked]) -> None:
         )
 
 
-def to_wal(batch_id: int, producer_id: int, epoch: int, checked: list[Checked]) -> Wal:
-    """The write-ahead record of a checked batch (see :mod:`kafkatier.sink.wal`)."""
+def to_wal(
+    batch_id: int, producer_id: int, epoch: int, checked: list[Checked],
+    placed: Callable[[str, int], tuple[int, str]] | None = None,
+) -> Wal:  # fmt: skip
+    """The write-ahead record of a checked batch (see :mod:`kafkatier.sink.wal`); ``placed``:
+    a partition's log end offset and its topic's id now."""
     files: dict[str, int] = {}
     topics: dict[str, int] = {}
+    ids: dict[str, str] = {}
     parts: list[int] = []
     spans: list[int] = []
+    starts: list[int] = []
     for c in checked:
         group = c.group
         parts += (topics.setdefault(group.topic, len(topics)), group.partition,
                   c.first_sequence, group.records, len(group.spans))  # fmt: skip
         for path, position, length in group.spans:
             spans += (files.setdefault(path, len(files)), position, length)
-    return Wal(batch_id, producer_id, epoch, list(files), list(topics), parts, spans)
+        if placed is not None:
+            start, ids[group.topic] = placed(group.topic, group.partition)
+            starts.append(start)
+    return Wal(batch_id, producer_id, epoch, list(files), list(topics), parts, spans, starts,
+               [ids[t] for t in topics] if placed is not None else [])  # fmt: skip
 
 
 def write_all(
@@ -276,7 +288,7 @@ def _not_in_log(piece: list[RecordBatch], first: int, skip: int, log: Log) -> li
 
 def replay_all(
     wals: Sequence[Wal], log_for: Callable[[str, int], Log], marker_epoch: Callable[[Wal], int],
-    timestamp: int,
+    timestamp: int, topic_id: Callable[[str], str | None] | None = None,
 ) -> int:  # fmt: skip
     """:func:`replay` of every decided batch whose partitions may not be durable (``wals``,
     oldest first: a partition's batches follow each other in its log), each partition's
@@ -288,22 +300,27 @@ def replay_all(
         newer = after.setdefault(wal.producer_id, Counter())
         laters.append(newer.copy())
         newer.update({(p.topic, p.partition): p.records for p in wal.partitions})
-    return sum(replay(wal, log_for, marker_epoch(wal), timestamp, later)
+    return sum(replay(wal, log_for, marker_epoch(wal), timestamp, later, topic_id)
                for wal, later in zip(wals, reversed(laters), strict=True))  # fmt: skip
 
 
 def replay(wal: Wal, log_for: Callable[[str, int], Log], marker_epoch: int,
-           timestamp: int, later: Mapping[tuple[str, int], int] | None = None) -> int:  # fmt: skip
+           timestamp: int, later: Mapping[tuple[str, int], int] | None = None,
+           topic_id: Callable[[str], str | None] | None = None) -> int:  # fmt: skip
     """Complete every partition of the decided batch ``wal`` whose producer state shows it
     incomplete (after a crash: its batches, or their end, and the marker are missing); returns
     how many were completed. ``later``: per partition, the records later decided batches put
     after this one's (:func:`replay_all`): where the partition holds some of them, this batch
     and its marker are there before them. A partition's last batch gets its marker at
     ``marker_epoch`` (the fencing epoch); an earlier one at its own, as the batches after it
-    carry that epoch too and a partition refuses them after a newer one."""
+    carry that epoch too and a partition refuses them after a newer one. ``topic_id``: a
+    topic's id now (None: no such topic); a partition the batch may no longer go to
+    (:func:`_gone`) is left as it is."""
     completed = 0
     with StagingFiles() as files:
-        for part in wal.partitions:
+        for index, part in enumerate(wal.partitions):
+            if _gone(wal, index, part, topic_id, log_for):
+                continue
             log = log_for(part.topic, part.partition)
             after = 0 if later is None else later.get((part.topic, part.partition), 0)
             epoch = wal.producer_epoch if after else marker_epoch
@@ -320,6 +337,33 @@ def replay(wal: Wal, log_for: Callable[[str, int], Log], marker_epoch: int,
                                 (wal.producer_id, epoch, timestamp), present)  # fmt: skip
             completed += 1
     return completed
+
+
+def _gone(
+    wal: Wal, index: int, part: WalPartition, topic_id: Callable[[str], str | None] | None,
+    log_for: Callable[[str, int], Log],
+) -> bool:  # fmt: skip
+    """Whether the decided batch's partition ``part`` (its ``index``-th) is one it may no
+    longer be completed in (``kafkatier.sink.wal``): its topic deleted since (no topic, or
+    another id: the rows would come back in a topic that never had them), or its log start
+    moved past where the batch began (retention or DeleteRecords removed its records, which
+    their absence in the producer state and the segments looked like a lost write)."""
+    name = f"sink batch {wal.batch_id}: {part.topic}-{part.partition}"
+    if wal.topic_ids and topic_id is not None:
+        then = wal.topic_ids[wal.topics.index(part.topic)]
+        now = topic_id(part.topic)
+        if then and now != then:
+            logger.warning("%s not completed: the topic was deleted%s since the batch was decided",
+                        name, "" if now is None else " and created again")  # fmt: skip
+            return True
+    start = wal.starts[index] if wal.starts else -1
+    found = log_for(part.topic, part.partition) if start >= 0 else None
+    if found is not None and found.log_start_offset > start:
+        logger.warning("%s not completed: its log start %d is past offset %d, where the batch "
+                    "began (retention or DeleteRecords removed its records since)", name,
+                    found.log_start_offset, start)  # fmt: skip
+        return True
+    return False
 
 
 def records_present(log: Log, wal: Wal, part: WalPartition, later: int = 0) -> int:

@@ -289,7 +289,7 @@ class KafkaLogSink:
         if decided:
             done = replay_all(decided, self._log_for,
                               lambda wal: epochs.get(wal.producer_id, self._epoch_now()),
-                              wall_clock_ms())  # fmt: skip
+                              wall_clock_ms(), self.logs.topic_id)  # fmt: skip
             if done:
                 log.warning("sink %s: completed decided batches %s in %d partitions that lacked "
                             "them", self.sink_id, [wal.batch_id for wal in decided],
@@ -456,7 +456,8 @@ class KafkaLogSink:
             with StagingFiles(buffers=self._load_buffers) as files:
                 checked = check_all(encoded, sequences, files)
                 check_space(self.log_dir, checked)
-                wal = to_wal(batch_id, state.producer_id, self._epoch_now(), checked)
+                wal = to_wal(batch_id, state.producer_id, self._epoch_now(), checked,
+                             self._placed())  # fmt: skip
                 sync_files(wal.files, place.durable_dirs())
                 crash("after-stage-sync")
                 self._state.save(dataclasses.replace(  # the commit point
@@ -520,6 +521,19 @@ class KafkaLogSink:
         if self._meanwhile is None:
             self._meanwhile = ThreadPoolExecutor(1, thread_name_prefix=f"sink-{self.sink_id}")
         return self._meanwhile
+
+    def _placed(self) -> Callable[[str, int], tuple[int, str]]:
+        """A partition's log end offset and its topic's id, for the write-ahead record (a
+        routed topic's partition is created here, before the decision, as ``topic=``'s)."""
+        ids: dict[str, str] = {}
+
+        def placed(topic: str, partition: int) -> tuple[int, str]:
+            end = self._log_for(topic, partition).log_end_offset
+            if topic not in ids:
+                ids[topic] = self.logs.topic_id(topic) or ""
+            return end, ids[topic]
+
+        return placed
 
     def _log_for(self, topic: str, partition: int) -> Log:
         if (why := not_producible(topic)) is not None:  # a 'topic' column naming one

@@ -14,22 +14,29 @@ The record (JSON, one per decided batch, kept until a flush makes its partitions
     {"batch_id": 18, "producer_id": 123, "producer_epoch": 4,
      "files": ["<log dir>/kafkatier-sink.events.wal.18-....task-0-0.kbatches", ...],
      "topics": ["events"], "parts": [0, 3, 1200, 40, 2, ...],
-     "spans": [0, 0, 4096, 1, 512, 2048, ...]}
+     "spans": [0, 0, 4096, 1, 512, 2048, ...], "starts": [5120, ...],
+     "topic_ids": ["wAm4qXD0T1ChZn9XzJ6i2A"]}
 
 ``parts``, five integers a partition: its topic (index into ``topics``), partition, the
 producer's first sequence in it, the records, and how many spans; ``spans``, three a span: file
 (index into ``files``), position, length; each partition's spans in task order, one partition's
-after the other's. The files stay until the partitions are durable (a syncfs after this batch
-or a later one: :mod:`kafkatier.sink.flushes`); while any of them exists, the next start
-completes every partition of the record whose producer state shows it incomplete, the records of
-several batches oldest first (:func:`kafkatier.sink.append.replay_all`).
+after the other's; ``starts``, a partition's log end offset at the decision, and ``topic_ids``,
+a topic's id then: a replay never completes a batch in a partition whose log start has passed
+where the batch began (retention or DeleteRecords removed it: Kafka never writes below the log
+start) or in a topic deleted since (another id, or none), whose rows would come back in a
+topic that never had them.
+
+The files stay until the partitions are durable (a syncfs after this batch or a later one:
+:mod:`kafkatier.sink.flushes`); while any of them exists, the next start completes every
+partition of the record whose producer state shows it incomplete, the records of several
+batches oldest first (:func:`kafkatier.sink.append.replay_all`).
 """
 
 from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Final
@@ -71,6 +78,11 @@ class Wal:
     topics: list[str]
     parts: list[int]
     spans: list[int]
+    starts: list[int] = field(default_factory=list)
+    """Per partition (``parts``' order), its log end offset at the decision: where the batch's
+    records begin (-1: unknown; empty in records written before it was kept)."""
+    topic_ids: list[str] = field(default_factory=list)
+    """Per topic (``topics``' order), its topic id at the decision ("": none yet)."""
 
     @cached_property
     def json(self) -> str:
@@ -87,17 +99,24 @@ class Wal:
             "topics": self.topics,
             "parts": self.parts,
             "spans": self.spans,
+            "starts": self.starts,
+            "topic_ids": self.topic_ids,
         }
 
     @classmethod
     def from_dict(cls, body: dict[str, Any]) -> Wal:
         wal = cls(int(body["batch_id"]), int(body["producer_id"]), int(body["producer_epoch"]),
                   [str(f) for f in body["files"]], [str(t) for t in body["topics"]],
-                  list(body["parts"]), list(body["spans"]))  # fmt: skip
+                  list(body["parts"]), list(body["spans"]), list(body.get("starts", [])),
+                  [str(t) for t in body.get("topic_ids", [])])  # fmt: skip
         spans = sum(wal.parts[PART_FIELDS - 1 :: PART_FIELDS])
         if len(wal.parts) % PART_FIELDS or spans * SPAN_FIELDS != len(wal.spans):
             raise ValueError("write-ahead record: partitions and spans do not match")
-        if not all(isinstance(v, int) for v in (*wal.parts, *wal.spans)):
+        if wal.starts and len(wal.starts) * PART_FIELDS != len(wal.parts):
+            raise ValueError("write-ahead record: partitions and their starts do not match")
+        if wal.topic_ids and len(wal.topic_ids) != len(wal.topics):
+            raise ValueError("write-ahead record: topics and their ids do not match")
+        if not all(isinstance(v, int) for v in (*wal.parts, *wal.spans, *wal.starts)):
             raise ValueError("write-ahead record: a partition or span field is not an integer")
         files, topics = len(wal.files), len(wal.topics)
         if any(not 0 <= f < files for f in wal.spans[::SPAN_FIELDS]) or any(

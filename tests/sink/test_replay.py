@@ -181,3 +181,66 @@ def test_a_partition_past_every_deferred_batch_is_refused(tmp_path: Path) -> Non
     with pytest.raises(CheckpointError, match="past the sink's decided batch 7"):
         replay(wals[0], logs.get_or_create, EPOCH + 1, NOW + 1)  # batch 8 not counted
     logs.close()
+
+
+def placed_now(logs: LogDirectory):  # type: ignore[no-untyped-def]
+    """What the sink records of a partition at the decision: its log end offset, its topic id."""
+    return lambda topic, partition: (logs.get_or_create(topic, partition).log_end_offset,
+                                     logs.topic_id(topic) or "")  # fmt: skip
+
+
+def decided_placed(tmp_path: Path) -> tuple[LogDirectory, Wal]:
+    """:func:`decided`, its record keeping where the batch began and the topic's id, and the
+    batch then written whole, as a run that ended without its close leaves it (the record
+    pending: its staging file stays until a flush)."""
+    logs, log, bare = decided(tmp_path)
+    group = PartitionSpans("t", 0, ROWS, [(bare.files[0], 0, Path(bare.files[0]).stat().st_size)])
+    wal = to_wal(7, PRODUCER, EPOCH, [Checked(group, FIRST, None)], placed_now(logs))
+    assert wal.starts == [log.log_end_offset] and wal.topic_ids == [logs.topic_id("t")]
+    assert Wal.from_dict(wal.to_dict()) == wal
+    assert replay(wal, logs.get_or_create, EPOCH, NOW + 1, topic_id=logs.topic_id) == 1
+    check_once(log)
+    return logs, wal
+
+
+def test_a_batch_retention_removed_since_is_not_written_again(tmp_path: Path) -> None:
+    """Retention (here DeleteRecords) removed the decided batch's records after it was
+    written, and the reloaded producer state forgot its producer: a replay read that as a
+    lost write and appended the records again past the log start (a consumer read them
+    twice). Kafka never writes what lies below the log start again."""
+    from kafkatier.storage.cleaner.retention import delete_records
+
+    logs, wal = decided_placed(tmp_path)
+    log = logs.get("t", 0)
+    assert log is not None
+    end = log.log_end_offset
+    log.roll()
+    delete_records(log, end)
+    logs.close()
+    logs = LogDirectory(tmp_path / "logs")
+    log = logs.get("t", 0)
+    assert log is not None and log.log_start_offset == end
+    assert records_present(log, wal, wal.partitions[0]) < ROWS  # looks lost
+    assert replay(wal, logs.get_or_create, EPOCH + 1, NOW + 2, topic_id=logs.topic_id) == 0
+    assert log.log_end_offset == end
+    logs.close()
+
+
+@pytest.mark.parametrize("again", [True, False])
+def test_a_batch_of_a_topic_deleted_since_never_reaches_it(tmp_path: Path, again: bool) -> None:
+    """The topic deleted (its directory removed) after the batch was written, and created
+    again (another topic id) or not: the replay wrote the old topic's rows into the new topic,
+    or made the deleted topic anew to hold them."""
+    import shutil
+
+    logs, wal = decided_placed(tmp_path)
+    logs.close()
+    shutil.rmtree(tmp_path / "logs" / "t-0")
+    logs = LogDirectory(tmp_path / "logs")
+    if again:
+        logs.create_partitions("t", 1)
+    assert replay(wal, logs.get_or_create, EPOCH + 1, NOW + 2, topic_id=logs.topic_id) == 0
+    log = logs.get("t", 0)
+    assert (log is not None) == again
+    assert log is None or log.log_end_offset == 0
+    logs.close()
