@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kafkatier.tiering.crash import crash_point
-from kafkatier.tiering.errors import RemoteVerifyError
+from kafkatier.tiering.errors import RemoteVerifyError, TieringError
 from kafkatier.tiering.metadata.identity import RemotePartition
 from kafkatier.tiering.metadata.local import Candidate, LocalPartition, sha256_file
 from kafkatier.tiering.metadata.manifest import (
@@ -122,9 +122,14 @@ class Uploader:
         """Upload and verify the attempt's objects, all of them at once (the small index and
         snapshot objects ride along with the ``.log``)."""
         files = cand.files()
+        if "log" not in files:
+            raise _vanished(part, cand.segment.log_path)
         with ThreadPoolExecutor(max_workers=len(files)) as pool:
             done = pool.map(lambda kv: self._put_one(part, entry, *kv), files.items())
-            return dict(zip(files, done, strict=True))
+            try:
+                return dict(zip(files, done, strict=True))
+            except FileNotFoundError as exc:
+                raise _vanished(part, Path(exc.filename or files["log"])) from None
 
     def _put_one(
         self, part: LocalPartition, entry: RemoteSegment, kind: str, path: Path
@@ -188,6 +193,15 @@ class Uploader:
                 self.store.delete(object_key(part.remote, entry, kind))
         except Exception as exc:
             log.warning("could not clean attempt %s: %s", entry.attempt, exc)
+
+
+def _vanished(part: LocalPartition, path: Path) -> TieringError:
+    """A segment file gone while it was being tiered: the partition deleted (a topic deleted
+    by removing its directory), or another sidecar's local retention."""
+    return TieringError(
+        f"{part.topic}-{part.partition}: {path.name} is gone (the partition or the segment was "
+        "deleted while it was being uploaded); nothing of it was committed", file=str(path),
+    )  # fmt: skip
 
 
 def delete_attempt(

@@ -293,3 +293,25 @@ def test_a_young_unnamed_attempt_waits_for_the_next_sweep(tmp_path, file_store) 
     again = sweep_orphans(file_store, part.remote, owner="other:2:y", grace_ms=0)
     assert (again.removed, again.waiting) == (0, 0)  # named now: never a stray
     part.close()
+
+
+@pytest.mark.parametrize("gone", ["all", "log"])
+def test_a_segment_deleted_while_uploading_is_one_clear_error(
+    tmp_path: Path, file_store: ObjectStore, gone: str
+) -> None:
+    """The partition's files removed under an upload (its topic deleted by removing its
+    directory, or another sidecar's local retention): a TieringError naming the partition and
+    the file (one log line), not "max_workers must be greater than 0" or a bare
+    FileNotFoundError with a traceback; nothing committed, no object left."""
+    from kafkatier.tiering.errors import TieringError
+
+    logs = write_tiered(tmp_path / "logs")
+    with LocalPartition(logs, "tiered", 0) as part:
+        cand = part.candidates()[0]
+        paths = cand.files().values() if gone == "all" else [cand.segment.log_path]
+        for path in paths:
+            path.unlink()
+        with pytest.raises(TieringError, match=r"tiered-0: .*\.log is gone"):
+            Uploader(file_store, "me:1:x").upload(part, cand)
+        assert ManifestStore(file_store).load(part.remote)[1] is None
+        assert file_store.list(part.remote.prefix) == []
