@@ -143,7 +143,7 @@ def _clean(part: _Partition, store: RemoteSegmentStore, result: RemoteCompaction
     ltc = choose(view, part.manifest.cleaner_checkpoint, part.now_ms)
     result.dirty_ratio = ltc.cleanable_ratio
     end = ltc.first_dirty
-    if not ltc.eligible:
+    if not ltc.eligible or _cleaned_already(part.manifest, ltc, store):
         return end
     cfg = part.config
     offset_map = OffsetMap(min(cfg.dedupe_buffer_size, MAX_DEDUPE_BUFFER),
@@ -165,11 +165,27 @@ def _clean(part: _Partition, store: RemoteSegmentStore, result: RemoteCompaction
     return end
 
 
-def _save_checkpoint(part: _Partition, checkpoint: int) -> None:
+def _cleaned_already(
+    manifest: PartitionManifest, ltc: LogToClean, store: RemoteSegmentStore
+) -> bool:
+    """Whether the last cleaning already did what this one would: the checkpoint stays at the
+    end of the remote-only segments (the local ones are dirty for the remote copy until they
+    are uploaded), so the local segments kept the dirty ratio up, and every pass of an idle
+    topic rewrote the same remote segments to the same records (seven PUTs and four DELETEs a
+    partition a pass, for ever). Nothing new: no record past the last map's end, and no
+    segment became remote-only since (its checkpoint is still the remote-only end)."""
+    remote_end = store.remote[-1].remote.end_offset + 1
+    last = manifest.cleaner_map_end
+    return (last is not None and manifest.cleaner_checkpoint == remote_end
+            and ltc.first_uncleanable <= last)  # fmt: skip
+
+
+def _save_checkpoint(part: _Partition, checkpoint: int, map_end: int) -> None:
     def change(manifest: PartitionManifest) -> bool:
-        if manifest.cleaner_checkpoint == checkpoint:
+        if (manifest.cleaner_checkpoint, manifest.cleaner_map_end) == (checkpoint, map_end):
             return False
         manifest.cleaner_checkpoint = checkpoint
+        manifest.cleaner_map_end = map_end
         return True
 
     ManifestStore(part.store, cache=part.cache).update(part.rp, change)
@@ -216,7 +232,7 @@ def compact_remote(
     if result.cleaned:
         remote_end = seg_store.remote[-1].remote.end_offset + 1
         result.checkpoint = min(end, remote_end)
-        _save_checkpoint(part, result.checkpoint)
+        _save_checkpoint(part, result.checkpoint, end)
     result.segments_after = len(seg_store.remote)
     result.bytes_after = sum(s.size for s in seg_store.remote)
     if deferred is not None and replacer.replaced:

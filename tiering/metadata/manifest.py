@@ -16,6 +16,7 @@ overwrites an object another attempt (or a reader) may be using. The manifest is
      "topic_config": {Kafka name: value, ...},
      "topic_partitions": the topic's partition count as its log dir recorded it (absent: none),
      "cleaner_checkpoint": first dirty offset of remote compaction (absent: never compacted),
+     "cleaner_map_end": where its last cleaning's offset map ended (absent: never compacted),
      "segments": [{"base_offset", "end_offset" (last offset, inclusive, as Kafka's
                    RemoteLogSegmentMetadata), "max_timestamp", "size", "state", "attempt",
                    "owner", "updated_ms", "leader_epochs": [[epoch, start_offset], ...],
@@ -121,6 +122,10 @@ class PartitionManifest:
     cleaner_checkpoint: int | None = None
     """Remote compaction's cleaner-offset-checkpoint (first dirty offset of the remote copy);
     None: never compacted. Written only once set, so older manifests read unchanged."""
+    cleaner_map_end: int | None = None
+    """Where the last remote cleaning's offset map ended (one past its last offset): a
+    cleaning with no record past it and no more remote-only segments would rewrite the same
+    segments to the same records (tiering/cleaner/compaction.py). Written only once set."""
     abandoned: dict[str, int] = field(default_factory=dict)
     """Attempt ids an orphan sweep claimed (tiering/copy/orphans.py) -> when, in ms: such an
     attempt is never committed. Written only when not empty."""
@@ -165,6 +170,8 @@ class PartitionManifest:
             body["topic_partitions"] = self.topic_partitions
         if self.cleaner_checkpoint is not None:
             body["cleaner_checkpoint"] = self.cleaner_checkpoint
+        if self.cleaner_map_end is not None:
+            body["cleaner_map_end"] = self.cleaner_map_end
         if self.abandoned:
             body["abandoned"] = self.abandoned
         return json.dumps(body, indent=1, sort_keys=True).encode()
@@ -184,6 +191,7 @@ class PartitionManifest:
                 topic_config={str(k): str(v) for k, v in raw.get("topic_config", {}).items()},
                 topic_partitions=_optional_int(raw.get("topic_partitions")),
                 cleaner_checkpoint=_optional_int(raw.get("cleaner_checkpoint")),
+                cleaner_map_end=_optional_int(raw.get("cleaner_map_end")),
                 abandoned={str(k): int(v) for k, v in raw.get("abandoned", {}).items()},
             )
         except (ValueError, KeyError, TypeError, AttributeError) as exc:  # JSON not an object

@@ -171,6 +171,32 @@ def test_local_records_remove_remote_ones(tmp_path, s3_store):
     assert removed_for_local
 
 
+def test_an_idle_topic_is_not_compacted_again(tmp_path, s3_store):
+    """Segments kept locally are dirty for the remote copy (the checkpoint stops where the
+    remote-only segments end), so they kept the dirty ratio up: every pass of an idle topic
+    rewrote the same remote segments to the same records. Now a cleaning with nothing new (no
+    record past the last map, no segment become remote-only) is skipped, and new records make
+    the next one due again."""
+    logs = tmp_path / "logs"
+    config = settings(3000, 6000, **{"min.cleanable.dirty.ratio": "0.01"})
+    live = Workload(7, keys=12)
+    append(logs, live, 250, 0, config)
+    tier(logs, store=s3_store)
+
+    def compact(now: int) -> tuple[RemoteCompactionResult, str | None]:
+        with LocalPartition(logs, TOPIC, 0) as part:
+            done = compact_remote(s3_store, part.remote, config=part.config, local=part,
+                                  now_ms=now, owner="t")  # fmt: skip
+            return done, ManifestStore(s3_store).load(part.remote)[1]
+
+    first, etag = compact(T0 + 10_000)
+    assert first.cleaned
+    again, etag_again = compact(T0 + 20_000)
+    assert not again.cleaned and etag_again == etag  # not a request that writes
+    append(logs, live, 40, 250, config)
+    assert compact(T0 + 30_000)[0].cleaned
+
+
 def test_sidecar_pass_compacts_on_schedule(tmp_path, s3_store):
     logs = tmp_path / "logs"
     config = settings(1500, 0, **{"min.cleanable.dirty.ratio": "0.5"})
