@@ -83,6 +83,8 @@ _EXPECTED = {
     "timestamp": "timestamp",
     "headers": "array<struct<key: string, value: binary>>",
 }
+_CAST_TO = {name: expected.split(" ")[0].upper() for name, expected in _EXPECTED.items()}
+_CAST_TO["headers"] = "ARRAY<STRUCT<key: STRING, value: BINARY>>"  # its type has spaces
 
 
 def check_schema(schema: StructType, *, fixed_topic: bool) -> InputColumns:
@@ -105,7 +107,7 @@ def check_schema(schema: StructType, *, fixed_topic: bool) -> InputColumns:
             raise SinkSchemaError(
                 f"column {f.name!r} has type {f.dataType.simpleString()}, expected "
                 f"{_EXPECTED[f.name]}; fix: CAST it (e.g. CAST({f.name} AS "
-                f"{_EXPECTED[f.name].split(' ')[0].upper()}))",
+                f"{_CAST_TO[f.name]}))",
                 column=f.name,
             )
     if not fixed_topic and "topic" not in names:

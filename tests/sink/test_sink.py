@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import json
+import re
 import struct
 import sys
 import time
@@ -201,6 +202,11 @@ def test_schema_errors_name_the_column(
         sink(spark.range(3).selectExpr(*select), 0)
     assert "fix:" in str(info.value)
     assert end_offsets(tmp_path) == {}  # nothing written, not even partition directories
+    cast = re.search(r"CAST it \(e\.g\. CAST\((\w+) AS (.+)\)\)", str(info.value))
+    if cast is not None:  # the type it suggests is one Spark parses and the sink takes
+        column, type_name = cast.groups()
+        fixed = spark.sql(f"SELECT 'v' AS value, CAST(NULL AS {type_name}) AS {column}")
+        check_schema(fixed.schema, fixed_topic=True)
 
 
 def test_partition_out_of_range_fails_before_anything_is_written(
