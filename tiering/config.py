@@ -7,7 +7,7 @@ names (``remote.log.*``), and the project already has an exact parser (java_prop
 Keys (defaults in brackets)::
 
     log.dirs                               comma-separated Kafka log dirs (required)
-    remote.storage.url                     s3://bucket/prefix, file:///path, memory://... (required)
+    remote.storage.url                     s3://bucket/prefix, file:///path, ... (required)
     remote.storage.s3.endpoint.url         S3 endpoint [AWS default]
     remote.storage.s3.region               region [the AWS chain's]
     remote.storage.s3.profile              shared-config profile [the AWS chain's]
@@ -203,9 +203,21 @@ _BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")  # S3's bucket naming 
 
 
 def _check_url(url: str, where: str) -> None:
-    """An ``s3://`` URL names a bucket by S3's rules (botocore's own check was a multi-line
-    ParamValidationError naming no setting)."""
-    if not url.startswith("s3://"):
+    """A URL with a scheme (a bare ``bucket/prefix``, a forgotten ``s3://``, was taken for a
+    folder under the working directory), never fsspec's ``memory://``: it lives in one process,
+    so the sidecar's local retention deleted segments whose only copy went with the process
+    (each command is a process of its own). An ``s3://`` URL names a bucket by S3's rules
+    (botocore's own check was a multi-line ParamValidationError naming no setting)."""
+    scheme = url.split("://", 1)[0] if "://" in url else None
+    if scheme is None:
+        raise ConfigError("not a URL: give its scheme, s3://<bucket>/<prefix> or file:///<path>",
+                          setting="remote.storage.url", value=url, source=where)  # fmt: skip
+    if scheme == "memory":
+        raise ConfigError("memory:// keeps objects in this process's memory alone, lost when it "
+                          "exits (and local retention would delete the local copies): use "
+                          "s3://<bucket>/<prefix> or file:///<path>",
+                          setting="remote.storage.url", value=url, source=where)  # fmt: skip
+    if scheme != "s3":
         return
     bucket = url[len("s3://") :].split("/", 1)[0]
     if not _BUCKET.fullmatch(bucket):

@@ -49,6 +49,8 @@ def test_keys_are_checked(tmp_path: Path) -> None:
         ("remote.storage.url", "s3:///prefix", "'' is not an S3 bucket name"),
         ("remote.storage.url", "s3://My_Bucket/p", "'My_Bucket' is not an S3 bucket name"),
         ("remote.storage.s3.endpoint.url", "127.0.0.1:9000", "an endpoint is a URL"),
+        ("remote.storage.url", "memory://x", "memory:// keeps objects in this process's"),
+        ("remote.storage.url", "ktb/prefix", "not a URL: give its scheme"),
     ],
 )
 def test_a_bad_store_setting_is_named(key: str, value: str, says: str) -> None:
