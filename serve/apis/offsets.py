@@ -6,8 +6,9 @@ members of the current generation, or a commit outside group management to an Em
 then each partition: a topic or partition the log dirs lack is UNKNOWN_TOPIC_OR_PARTITION,
 metadata above ``offset.metadata.max.bytes`` is OFFSET_METADATA_TOO_LARGE, the rest is written
 as one batch. A fetch of a group or partition with no commit answers offset -1 (no error), as
-Kafka does; a null topic list asks for every committed partition of the group. OffsetFetch v8+
-asks for several groups at once.
+Kafka does, and so does one of a topic deleted and created again since the commit
+(``group/topic_ids.py``); a null topic list asks for every committed partition of the group.
+OffsetFetch v8+ asks for several groups at once.
 """
 
 from __future__ import annotations
@@ -52,7 +53,8 @@ async def offset_commit(ctx: ServeContext, version: int, request: Any) -> Any:
                                     p.committed_metadata or "", now)  # fmt: skip
                 accepted.append((topic.name, p.partition_index, value))
             errors[(topic.name, p.partition_index)] = error
-    if accepted and not await _write(ctx, request.group_id, accepted):
+    ids = {t: str(topics[t].topic_id) for t, _, _ in accepted}
+    if accepted and not await _write(ctx, request.group_id, accepted, ids):
         errors.update({(t, p): ErrorCode.unknown_server_error for t, p, _ in accepted})
     answers = tuple(
         build(module.OffsetCommitResponseTopic, name=topic.name, partitions=tuple(
@@ -73,9 +75,9 @@ def _partition_error(ctx: ServeContext, info: TopicInfo | None, p: Any) -> Error
     return ErrorCode.none
 
 
-async def _write(ctx: ServeContext, group: str, offsets: Offsets) -> bool:
+async def _write(ctx: ServeContext, group: str, offsets: Offsets, ids: dict[str, str]) -> bool:
     try:
-        await ctx.blocking(ctx.offsets.commit, group, offsets)
+        await ctx.blocking(ctx.offsets.commit, group, offsets, ids)
     except (OSError, KafkaTierError) as exc:
         log.error("cannot write the offsets of group %r to %s: %s", group,
                   ctx.config.offsets_dir, exc)  # fmt: skip
@@ -85,21 +87,28 @@ async def _write(ctx: ServeContext, group: str, offsets: Offsets) -> bool:
 
 async def offset_fetch(ctx: ServeContext, version: int, request: Any) -> Any:
     module = payload_module(OFFSET_FETCH, version, EntityType.response)
+    now = await ctx.blocking(ctx.catalog.topics)
+    ids = {name: str(info.topic_id) for name, info in now.items()}
     if version < 8:
-        topics = _fetched(ctx, module, request.group_id, request.topics)
+        topics = _fetched(ctx, module, request.group_id, request.topics, ids)
         return build(module.OffsetFetchResponse, throttle_time=NO_THROTTLE, topics=topics,
                      error_code=ErrorCode.none)  # fmt: skip
     groups = tuple(
         build(module.OffsetFetchResponseGroup, group_id=g.group_id,
-              topics=_fetched(ctx, module, g.group_id, g.topics), error_code=ErrorCode.none)
+              topics=_fetched(ctx, module, g.group_id, g.topics, ids),
+              error_code=ErrorCode.none)
         for g in request.groups
     )  # fmt: skip
     return build(module.OffsetFetchResponse, throttle_time=NO_THROTTLE, groups=groups)
 
 
-def _fetched(ctx: ServeContext, module: Any, group: str, asked: Any) -> tuple[Any, ...]:
-    """Each asked partition's commit (-1: none); every committed one when ``asked`` is None."""
-    committed = ctx.offsets.committed(group)
+def _fetched(
+    ctx: ServeContext, module: Any, group: str, asked: Any, ids: dict[str, str]
+) -> tuple[Any, ...]:
+    """Each asked partition's commit (-1: none); every committed one when ``asked`` is None.
+    A commit of a topic deleted since (another id now: ``ids``) is none."""
+    committed = {tp: value for tp, value in ctx.offsets.committed(group).items()
+                 if not ctx.offsets.stale(tp[0], ids.get(tp[0]))}  # fmt: skip
     if asked is None:
         wanted: dict[str, list[int]] = {}
         for topic, partition in sorted(committed):

@@ -47,6 +47,7 @@ from kafkatier.serve.group.records import (
     encode_value,
     partition_for,
 )
+from kafkatier.serve.group.topic_ids import TopicIds
 from kafkatier.storage.errors import ConfigError, KafkaTierError
 from kafkatier.storage.log.directory import LogDirectory
 from kafkatier.storage.log.log import wall_clock_ms
@@ -75,6 +76,7 @@ class OffsetStore:
         self._offsets: dict[str, Committed] = {}
         self._fd: int | None = None
         self._logs: LogDirectory | None = None
+        self._topic_ids: TopicIds | None = None
         if self.directory.is_dir():
             self._open()
 
@@ -89,6 +91,7 @@ class OffsetStore:
             raise
         self._fd, self._logs = fd, logs
         try:
+            self._topic_ids = TopicIds(self.directory)
             self._create_topic(logs)
             self._replay(logs)
         except BaseException:
@@ -128,9 +131,36 @@ class OffsetStore:
         else:
             found[(key.topic, key.partition)] = decode_value(raw_value)
 
-    def commit(self, group: str, offsets: Iterable[tuple[str, int, OffsetValue]]) -> None:
-        """Append and fsync one batch of ``group``'s commits, then make them visible."""
-        self._write(group, list(offsets))
+    def commit(
+        self, group: str, offsets: Iterable[tuple[str, int, OffsetValue]],
+        topic_ids: dict[str, str] | None = None,
+    ) -> None:  # fmt: skip
+        """Append and fsync one batch of ``group``'s commits, then make them visible.
+        ``topic_ids``: the committed topics' ids now; a topic whose commits belong to an
+        incarnation deleted since has those commits deleted first, in every group
+        (``topic_ids.py``)."""
+        items: list[tuple[str, int, OffsetValue | None]] = list(offsets)
+        if topic_ids:
+            with self._write_lock:
+                self._logs or self._open()
+            assert self._topic_ids is not None
+            for topic, topic_id in topic_ids.items():
+                if self._topic_ids.stale(topic, topic_id):
+                    self._forget_topic(topic)
+            self._topic_ids.record(topic_ids)
+        self._write(group, items)
+
+    def _forget_topic(self, topic: str) -> None:
+        """Tombstone every group's commits of ``topic`` (an incarnation deleted since)."""
+        with self._lock:
+            doomed = {group: [tp for tp in found if tp[0] == topic]
+                      for group, found in self._offsets.items()}  # fmt: skip
+        for group, keys in doomed.items():
+            self._write(group, [(t, p, None) for t, p in keys])
+
+    def stale(self, topic: str, topic_id: str | None) -> bool:
+        """Whether the commits of ``topic`` are of another incarnation than ``topic_id``."""
+        return self._topic_ids is not None and self._topic_ids.stale(topic, topic_id)
 
     def expire(self, older_than_ms: int, active: Callable[[str], bool]) -> int:
         """Delete (tombstones, fsynced) the commits made before ``older_than_ms`` of every group

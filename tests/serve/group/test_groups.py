@@ -293,6 +293,54 @@ def test_an_unknown_group_has_offset_minus_one(tmp_path: Path, serve: Any) -> No
     assert not (tmp_path / ".kafkatier-serve").exists()  # created by the first commit only
 
 
+@pytest.mark.parametrize("restart", [False, True])
+def test_a_topic_created_again_has_no_committed_offsets(
+    tmp_path: Path, serve: Any, restart: bool
+) -> None:
+    """A group's commits on a topic deleted (its directories removed) and created again under
+    its name: the new topic's offsets are not the old one's, and resuming at them skipped its
+    first records (offsets keyed by name alone). Kafka deletes a deleted topic's commits; here
+    a commit of another incarnation is none (-1), while serve runs or after a restart, and the
+    group's next commit on the new topic is its own."""
+    import shutil
+
+    from kafka import KafkaConsumer, TopicPartition
+    from kafka.structs import OffsetAndMetadata
+
+    write_topic(tmp_path)
+    tp = TopicPartition(TOPIC, 0)
+
+    def consumer(port: int) -> KafkaConsumer:
+        return KafkaConsumer(bootstrap_servers=f"127.0.0.1:{port}", group_id="again",
+                             enable_auto_commit=False)  # fmt: skip
+
+    with serve(tmp_path, **GROUPS) as port:
+        c = consumer(port)
+        try:
+            c.commit({tp: OffsetAndMetadata(7, "", -1)})
+            assert c.committed(tp) == 7
+            if not restart:
+                for p in range(PARTITIONS):
+                    shutil.rmtree(tmp_path / f"{TOPIC}-{p}")
+                write_topic(tmp_path, count=5)
+                time.sleep(1.1)  # past the catalog's racy window
+                assert c.committed(tp) is None
+        finally:
+            c.close()
+    if restart:
+        for p in range(PARTITIONS):
+            shutil.rmtree(tmp_path / f"{TOPIC}-{p}")
+        write_topic(tmp_path, count=5)
+    with serve(tmp_path, **GROUPS) as port:
+        c = consumer(port)
+        try:
+            assert c.committed(tp) is None
+            c.commit({tp: OffsetAndMetadata(2, "", -1)})
+            assert c.committed(tp) == 2
+        finally:
+            c.close()
+
+
 VANISHING = """
 import sys, time
 from kafka import KafkaConsumer
