@@ -113,7 +113,7 @@ from kafkatier.sink.stage import (
     staging_base,
     staging_wanted,
 )
-from kafkatier.sink.stop import close_when_stopped
+from kafkatier.sink.stop import close_at_exit, close_when_stopped
 from kafkatier.sink.txn import end_txn, open_txn_logs, split_by_decision, topic_partitions
 from kafkatier.sink.wal import remove_files, sync_files
 from kafkatier.storage import collector
@@ -230,6 +230,8 @@ class KafkaLogSink:
         query_id = hooks.query_id(df)
         self._check_query(state, query_id, batch_id)
         if query_id is not None and query_id not in self._watched:
+            if not self._watched:
+                close_at_exit(self._close_when_idle)
             self._watched.add(query_id)
             close_when_stopped(df.sparkSession, query_id, self.close)
         if batch_id <= state.last_committed_batch:
@@ -330,6 +332,19 @@ class KafkaLogSink:
                         self.sink_id, "committing" if commit else "aborting", producer_id,
                         len(logs))  # fmt: skip
         return end_txn(logs, producer_id, epoch, commit=commit, crash=no_crash)
+
+    def _close_when_idle(self, wait_s: float) -> bool:
+        """:meth:`close` unless a batch is still under way after ``wait_s`` (the driver is
+        exiting: ``stop.close_at_exit``); whether it closed."""
+        if self._logs is None:
+            return True
+        if not self._turns.acquire(timeout=wait_s):
+            log.warning("sink %s: a batch still under way at exit; its logs are left for the "
+                        "next start to recover", self.sink_id)  # fmt: skip
+            return False
+        self._turns.release()
+        self.close()
+        return True
 
     def close(self) -> None:
         """Close the logs cleanly (checkpoints, clean-shutdown marker), in a turn on the log dir

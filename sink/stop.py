@@ -26,6 +26,34 @@ from typing import Any, ClassVar
 log = logging.getLogger(__name__)
 
 
+EXIT_WAIT_S = 30.0
+"""How long the driver's exit waits for a batch under way before it leaves the logs unclosed
+(the next start recovers them, as after a crash)."""
+
+
+def close_at_exit(close_when_idle: Callable[[float], bool]) -> None:
+    """Call ``close_when_idle(EXIT_WAIT_S)`` when the driver's Python exits: the listener's
+    event comes from the JVM a moment after the query ends, and a script that ends with
+    ``awaitTermination()`` or ``stop()`` exits before it arrives, leaving the logs unflushed,
+    the staging files of the last batches and no clean-shutdown marker. Kept by a weak
+    reference: a sink the program dropped is not kept alive for it."""
+    import atexit
+    import weakref
+
+    owner = getattr(close_when_idle, "__self__", None)
+    if owner is None:
+        atexit.register(close_when_idle, EXIT_WAIT_S)
+        return
+    ref = weakref.WeakMethod(close_when_idle)
+
+    def at_exit() -> None:
+        found = ref()
+        if found is not None:
+            found(EXIT_WAIT_S)
+
+    atexit.register(at_exit)
+
+
 def close_when_stopped(session: Any, query_id: str, close: Callable[[], None]) -> bool:
     """Call ``close`` once the query ``query_id`` (a batch of which has ``session``) terminates;
     False when no session running it takes a listener."""

@@ -77,3 +77,45 @@ def test_watching_for_the_end_converts_no_progress_event(
     run_query(spark, KafkaLogSink(logs, topic="events", partitions=2), tmp_path, range(3))
     wait_for_clean_close(logs)
     assert converted == []
+
+
+EXITING = """
+import json, sys
+from pathlib import Path
+from pyspark.sql import SparkSession
+from kafkatier.sink import KafkaLogSink
+
+tmp = Path(sys.argv[1])
+landing = tmp / "landing"
+landing.mkdir()
+for n in range(3):
+    (landing / f"{n:03d}.json").write_text(
+        "".join(json.dumps({"key": str(i % 7), "value": f"{n}-{i}"}) + "\\n" for i in range(40)))
+spark = (SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
+         .config("spark.sql.shuffle.partitions", "2").getOrCreate())
+stream = (spark.readStream.schema("key STRING, value STRING").option("maxFilesPerTrigger", 1)
+          .json(str(landing)))
+query = (stream.writeStream.foreachBatch(KafkaLogSink(tmp / "logs", topic="events", partitions=2))
+         .trigger(availableNow=True).option("checkpointLocation", str(tmp / "chk")).start())
+query.awaitTermination()
+"""
+
+
+def test_a_driver_that_exits_as_its_query_ends_closes_the_logs(tmp_path: Path) -> None:
+    """The usual end of a script (``awaitTermination()``, then nothing): the driver's Python
+    exited before the listener's event arrived, so the logs were never closed (no marker, the
+    last batches' staging files left for the next start to replay). The exit closes them."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    done = subprocess.run([sys.executable, "-c", EXITING, str(tmp_path)], env=env,
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    logs = tmp_path / "logs"
+    assert CleanShutdownFile(logs).exists()
+    assert not list(logs.rglob("*.kbatches"))  # no staging file of a batch left to replay
+    with LogDirectory(logs) as opened:
+        assert opened.had_clean_shutdown
+        assert sum(log.log_end_offset for log in opened) == 3 * 40 + 3 * 2  # records, markers
