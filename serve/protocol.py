@@ -23,6 +23,8 @@ from kio.index import load_payload_module
 from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 
+from kafkatier.serve.request_bounds import check_lengths
+
 _KEY_VERSION_ID = struct.Struct(">hhi")
 _SIZE = struct.Struct(">i")
 
@@ -56,6 +58,7 @@ def decode_request(frame: bytes, request_class: type[Any]) -> tuple[RequestHeade
     """The header and the body of ``frame``; any parse failure is :class:`MalformedRequest`."""
     try:
         header, used = entity_reader(request_class.__header_schema__)(frame, 0)
+        check_lengths(frame, used, request_class)  # before kio allocates from them
         body, _size = entity_reader(request_class)(frame, used)
     except Exception as exc:  # kio raises several types on bad bytes; all mean the same here
         name, version = request_class.__name__, request_class.__version__

@@ -182,3 +182,32 @@ def test_idle_connections_and_a_client_vanishing_mid_response(
             for sock in idle:
                 sock.close()
     assert "closing the connection" not in caplog.text and "Traceback" not in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("api", "version", "body"),
+    [
+        (3, 9, b"\xff\xff\xff\xff\x0f\x00\x00\x00\x00"),  # Metadata: a compact topics array
+        (3, 4, b"\x7f\xff\xff\xff"),  # Metadata: an int32 topics array
+        (1, 12, struct.pack(">iiiibii", -1, 500, 1, 1 << 20, 0, 0, -1)
+         + b"\xff\xff\xff\xff\x0f"),  # Fetch: compact topics after the fixed fields
+    ],
+)
+def test_a_collection_longer_than_the_request_is_refused_before_it_is_read(
+    tmp_path: Any, serve: Any, caplog: pytest.LogCaptureFixture, api: int, version: int,
+    body: bytes,
+) -> None:  # fmt: skip
+    """A 21-byte Metadata v9 whose compact topics length says 2^32 - 2: kio's native reader
+    allocated the array first (34 GB) and the failed allocation aborted the whole server.
+    Kafka's readers refuse a collection longer than the bytes left; so does serve, one line,
+    the other clients unaffected."""
+    caplog.set_level(logging.WARNING, logger="kafkatier.serve")
+    flexible = (api, version) in ((3, 9), (1, 12))
+    header = struct.pack(">hhih", api, version, 1, 1) + b"t" + (b"\x00" if flexible else b"")
+    with serve(tmp_path) as port:
+        with raw_socket(port) as bad:
+            bad.sendall(struct.pack(">i", len(header + body)) + header + body)
+            assert closed(bad)
+        assert api_versions_v0(port) == SUPPORTED
+    [line] = [r.getMessage() for r in caplog.records if "closing the connection" in r.message]
+    assert "does not parse" in line and "bytes remain" in line, line
