@@ -27,9 +27,9 @@ node id 0, read-only: Produce gets POLICY_VIOLATION. SIGTERM/SIGINT stop it clea
 
 The configuration is conf/kafkatier.properties' format: log.dirs, and Kafka's listeners
 [PLAINTEXT://127.0.0.1:9092], advertised.listeners [listeners], socket.request.max.bytes,
-offsets.topic.num.partitions [1], group.min.session.timeout.ms [6000],
-group.max.session.timeout.ms [1800000], group.initial.rebalance.delay.ms [3000] and
-offset.metadata.max.bytes [4096].
+connections.max.idle.ms [600000], offsets.topic.num.partitions [1],
+group.min.session.timeout.ms [6000], group.max.session.timeout.ms [1800000],
+group.initial.rebalance.delay.ms [3000] and offset.metadata.max.bytes [4096].
 Security, with Kafka's broker keys: listener.security.protocol.map [each of PLAINTEXT, SSL,
 SASL_PLAINTEXT, SASL_SSL maps to itself]; TLS from PEM only: ssl.keystore.type=PEM,
 ssl.keystore.location (key + chain) or ssl.keystore.key + ssl.keystore.certificate.chain,

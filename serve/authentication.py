@@ -77,7 +77,8 @@ class SaslSession:
         try:
             while self.user is None:
                 floor = 0 if self.raw else MIN_REQUEST_BYTES
-                frame = await read_frame(reader, self.settings.max_receive_bytes, floor)
+                frame = await read_frame(reader, self.settings.max_receive_bytes, floor,
+                                         self.ctx.config.idle_s)  # fmt: skip
                 if frame is None:
                     return False
                 writer.write(await self._handle(frame))

@@ -9,6 +9,8 @@ Keys (defaults in brackets)::
     advertised.listeners       what Metadata tells clients to connect to [listeners]; required
                                when a listener binds every interface (empty host or 0.0.0.0)
     socket.request.max.bytes   the largest request frame accepted [104857600, Kafka's]
+    connections.max.idle.ms    a connection that sends no request for this long is closed, an
+                               unauthenticated one too [600000, Kafka's; -1: never]
     offsets.log.dir            the server's own log dir for ``__consumer_offsets``
                                [<first log.dirs entry>/.kafkatier-serve]
     offsets.topic.num.partitions      partitions of ``__consumer_offsets`` [1; Kafka's is 50]
@@ -88,6 +90,7 @@ class ServeConfig:
     listeners: tuple[Listener, ...]
     advertised: tuple[Listener, ...]
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
+    max_idle_ms: int = 600_000  # connections.max.idle.ms; -1: never
     tiering: TieringConfig | None = None  # the remote store, when the file names one
     offsets_log_dir: Path | None = None  # None: <first log dir>/.kafkatier-serve
     offsets_partitions: int = 1
@@ -106,6 +109,11 @@ class ServeConfig:
 
     def security_of(self, listener: str) -> ListenerSecurity:
         return self.security.get(listener, PLAINTEXT)
+
+    @property
+    def idle_s(self) -> float | None:
+        """``connections.max.idle.ms`` in seconds; None: never."""
+        return None if self.max_idle_ms < 0 else self.max_idle_ms / 1000
 
     @property
     def offsets_dir(self) -> Path:
@@ -149,6 +157,7 @@ class ServeConfig:
             log_dirs=tuple(d.absolute() for d in dirs), listeners=listeners,
             advertised=advertised, tiering=tiering,
             max_request_bytes=_max_request_bytes(props, where("socket.request.max.bytes")),
+            max_idle_ms=_idle_ms(props, where("connections.max.idle.ms")),
             offsets_log_dir=_offsets_dir(props),
             security=listener_security(props, tuple(lst.name for lst in listeners), where),
             offsets_partitions=_int(props, "offsets.topic.num.partitions", 1, 1, where),
@@ -213,6 +222,14 @@ def _max_request_bytes(props: Mapping[str, str], where: str) -> int:
     text = props.get("socket.request.max.bytes", str(DEFAULT_MAX_REQUEST_BYTES)).strip()
     if not text.isdigit() or int(text) < 1024:
         raise ConfigError("not an integer >= 1024", setting="socket.request.max.bytes",
+                          value=text, source=where)  # fmt: skip
+    return int(text)
+
+
+def _idle_ms(props: Mapping[str, str], where: str) -> int:
+    text = props.get("connections.max.idle.ms", "600000").strip()
+    if not text.lstrip("-").isdigit() or (int(text) < 1 and int(text) != -1):
+        raise ConfigError("not an integer >= 1, or -1 (never)", setting="connections.max.idle.ms",
                           value=text, source=where)  # fmt: skip
     return int(text)
 

@@ -35,7 +35,9 @@ async def serve_connection(
     bad_frame = False
     try:
         if await _secured(ctx, listener, _peer(peer), reader, writer):
-            while (frame := await read_frame(reader, ctx.config.max_request_bytes)) is not None:
+            idle = ctx.config.idle_s
+            while (frame := await read_frame(reader, ctx.config.max_request_bytes,
+                                             idle_s=idle)) is not None:  # fmt: skip
                 response = await dispatch(ctx, frame)
                 if isinstance(response, list):
                     await write_parts(writer, response)  # records sent from their files

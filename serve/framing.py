@@ -9,9 +9,11 @@ truncated frame; both end that connection only.
 from __future__ import annotations
 
 import asyncio
+import logging
 import struct
 
 _SIZE = struct.Struct(">i")
+log = logging.getLogger("kafkatier.serve")
 MIN_REQUEST_BYTES = 10  # api_key, api_version, correlation_id, client_id length
 
 
@@ -20,12 +22,19 @@ class FrameError(Exception):
 
 
 async def read_frame(
-    reader: asyncio.StreamReader, max_bytes: int, min_bytes: int = MIN_REQUEST_BYTES
-) -> bytes | None:
-    """The next request frame's bytes, or None when the client closed between frames;
-    ``min_bytes`` 0 for raw SASL tokens (a SaslHandshake v0 exchange), which have no header."""
+    reader: asyncio.StreamReader, max_bytes: int, min_bytes: int = MIN_REQUEST_BYTES,
+    idle_s: float | None = None,
+) -> bytes | None:  # fmt: skip
+    """The next request frame's bytes, or None when the client closed between frames or sent
+    nothing for ``idle_s`` seconds (``connections.max.idle.ms``: Kafka closes such a
+    connection; kept, idle ones held descriptors until new clients were refused); ``min_bytes``
+    0 for raw SASL tokens (a SaslHandshake v0 exchange), which have no header."""
     try:
-        head = await reader.readexactly(_SIZE.size)
+        async with asyncio.timeout(idle_s):  # no task per read, as wait_for makes
+            head = await reader.readexactly(_SIZE.size)
+    except TimeoutError:
+        log.debug("closing a connection idle for %s s (connections.max.idle.ms)", idle_s)
+        return None
     except asyncio.IncompleteReadError as exc:
         if not exc.partial:
             return None

@@ -71,6 +71,7 @@ FOREIGN_PREFIXES = ("topic.", "run.", "remote.storage.embedded", *SERVE_SECURITY
 """Keys of the unified configuration (kafkatier.cli.config.loader) that this loader leaves alone."""
 SERVE_KEYS = frozenset({
     "listeners", "advertised.listeners", "socket.request.max.bytes", "offsets.log.dir",
+    "connections.max.idle.ms",
     "offsets.topic.num.partitions", "offsets.topic.segment.bytes", "log.cleaner.enable",
     "log.cleaner.backoff.ms", "offsets.retention.minutes", "offsets.retention.check.interval.ms",
     "group.min.session.timeout.ms",

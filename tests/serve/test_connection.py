@@ -9,6 +9,7 @@ import logging
 import random
 import socket
 import struct
+import time
 from typing import Any
 
 import pytest
@@ -211,3 +212,27 @@ def test_a_collection_longer_than_the_request_is_refused_before_it_is_read(
         assert api_versions_v0(port) == SUPPORTED
     [line] = [r.getMessage() for r in caplog.records if "closing the connection" in r.message]
     assert "does not parse" in line and "bytes remain" in line, line
+
+
+def test_an_idle_connection_is_closed_after_connections_max_idle_ms(
+    tmp_path: Any, serve: Any
+) -> None:
+    """Kafka closes a connection that sends nothing for ``connections.max.idle.ms``: idle
+    ones (a client that connected and never sent, one that stopped after ApiVersions, an
+    unauthenticated one) were kept for ever, until the descriptors ran out and new clients
+    were refused. One that keeps sending stays."""
+    with (
+        serve(tmp_path, connections__max__idle__ms="600") as port,
+        raw_socket(port) as silent, raw_socket(port) as stopped, raw_socket(port) as busy,
+    ):  # fmt: skip
+        stopped.sendall(request(18, 0, 1))
+        read_frame(stopped)
+        for n in range(6):  # 1.2 s of requests every 0.2 s: never idle 0.6 s
+            busy.sendall(request(18, 0, 10 + n))
+            assert parse_versions(read_frame(busy), 10 + n) == SUPPORTED
+            time.sleep(0.2)
+        silent.settimeout(10)
+        stopped.settimeout(10)
+        assert closed(silent) and closed(stopped)
+        busy.sendall(request(18, 0, 99))
+        assert parse_versions(read_frame(busy), 99) == SUPPORTED
