@@ -124,7 +124,7 @@ class SaslSession:
             module.SaslHandshakeResponse, mechanisms=enabled,
             error_code=ErrorCode.none if ok else ErrorCode.unsupported_sasl_mechanism))  # fmt: skip
         if not ok:
-            raise Refused(f"closing the connection: SASL mechanism {request.mechanism!r} is "
+            raise Refused(f"closing the connection: SASL mechanism {_shown(request.mechanism)} is "
                           f"not enabled ({', '.join(enabled)})", reply)  # fmt: skip
         self.exchange = self.settings.exchange(request.mechanism)
         self.raw = version == 0
@@ -158,12 +158,23 @@ class SaslSession:
         try:
             answer = self.exchange.step(token)
         except AuthenticationFailed as exc:
-            who = f"user {exc.user!r}" if exc.user else "no user name"
+            who = f"user {_shown(exc.user)}" if exc.user else "no user name"
             raise Refused(f"authentication failed ({who}, {self.exchange.mechanism}: "
                           f"{exc.reason})", exc.reply.encode()) from None  # fmt: skip
         if self.exchange.complete:
             self.user = self.exchange.user
         return answer
+
+
+SHOWN_CHARS = 64
+
+
+def _shown(text: str) -> str:
+    """A client's string for the log, cut to :data:`SHOWN_CHARS` (an unauthenticated client
+    sent a 300,000-character user name, logged whole on every attempt)."""
+    if len(text) <= SHOWN_CHARS:
+        return repr(text)
+    return f"{text[:SHOWN_CHARS]!r}... ({len(text)} characters)"
 
 
 def _decode(frame: bytes, key: int, version: int) -> tuple[Any, Any]:

@@ -355,3 +355,19 @@ def test_inline_pem_keystore_and_truststore(certs: Certs, log_dir: Path) -> None
         assert rows == disk_rows(log_dir, "secure")
     finally:
         thread.stop(timeout=10)
+
+
+def test_a_huge_user_name_is_logged_cut(
+    ports: dict[str, int], caplog: pytest.LogCaptureFixture
+) -> None:
+    """An unauthenticated client's 300,000-character PLAIN user name was logged whole on every
+    attempt; the line keeps its start and says how long it was."""
+    caplog.set_level(logging.WARNING, logger="kafkatier.serve")
+    user = "a" * 300_000
+    with raw_socket(ports["SASL_PLAINTEXT"]) as sock:
+        assert _handshake_v0(sock, "PLAIN") == 0
+        token = b"\0" + user.encode() + b"\0x"
+        sock.sendall(struct.pack(">i", len(token)) + token)
+        assert closed(sock)
+    failed = [r.getMessage() for r in caplog.records if "authentication failed" in r.getMessage()]
+    assert failed and "(300000 characters)" in failed[-1] and len(failed[-1]) < 500, failed
