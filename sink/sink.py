@@ -259,6 +259,8 @@ class KafkaLogSink:
         new instance moves to a new producer id, whose epoch starts again at 0."""
         state = self._state.load()
         if self._epoch is None:
+            if state.producer_epoch < 0:  # no bookkeeping file: the partitions may know more
+                state.producer_epoch = self._epoch_in_logs(state.producer_id)
             bump_epoch(state)  # or a new producer id (bookkeeping.rotate_producer_id)
             self._state.save(state)
             self._epoch = state.producer_epoch
@@ -279,6 +281,14 @@ class KafkaLogSink:
             remove_leftovers(self.log_dir, self.sink_id, self.shared_staging)
             self._recovered = True
         return state
+
+    def _epoch_in_logs(self, producer_id: int) -> int:
+        """The newest epoch of ``producer_id`` in the partitions (-1: none). A bookkeeping
+        file deleted by hand (to start another query over the topic) restarted the epoch at
+        0 below the partitions' one: the next batch was decided, refused by the partitions
+        (an older epoch) and then skipped as committed, its rows lost."""
+        entries = (log.producer_state.last_entry(producer_id) for log in self.logs)
+        return max((e.producer_epoch for e in entries if e is not None), default=-1)
 
     def _recover(self, state: SinkState) -> None:
         """Complete the last decided batch where its partitions may lack it (module docstring),

@@ -693,3 +693,26 @@ def test_partitions_switch_between_the_one_call_and_the_full_path(
                 sequence = batch.last_seq + 1
         assert batch.control and offset > 40  # each partition got some of the large batches
     assert verify_paths([tmp_path]) == []
+
+
+def test_a_sink_whose_bookkeeping_file_was_deleted_goes_on_above_the_partitions_epoch(
+    spark: Any, tmp_path: Path
+) -> None:
+    """The bookkeeping file deleted by hand (to start another query over the topic: the file
+    names the old query): the new instance started at epoch 0 below the partitions' epoch 1, its
+    batch was decided, refused by the partitions and then skipped on the retry as committed,
+    its rows lost. The epoch now goes on from the partitions'."""
+    def rows(first: int) -> Any:
+        return spark.range(first, first + 10).selectExpr("CAST(id AS STRING) AS value")
+
+    for instance in range(2):  # two instances: epoch 1 in the partitions
+        sink = KafkaLogSink(tmp_path, topic="t", partitions=2)
+        sink(rows(10 * instance), instance)
+        sink.close()
+    (tmp_path / "kafkatier-sink.t.json").unlink()
+    again = KafkaLogSink(tmp_path, topic="t", partitions=2)
+    again(rows(20), 0)
+    again.close()
+    values = sorted(int(v) for v in read_topic(tmp_path, "t").column("value").to_pylist())
+    assert values == list(range(30))
+    assert verify_paths([tmp_path]) == []
