@@ -55,8 +55,17 @@ class Flusher:
                 action(item)
             return
         shares = min(self.threads, len(items))
-        futures = [self._submit(action, items[i::shares]) for i in range(shares)]
-        _finish(futures)
+        futures, here = [], []
+        for i in range(shares):
+            try:
+                futures.append(self._submit(action, items[i::shares]))
+            except RuntimeError:  # the interpreter is exiting: no thread takes work any more
+                here.append(items[i::shares])  # (a sink closing its logs at the driver's exit)
+        try:
+            for share in here:
+                _each(action, share)
+        finally:
+            _finish(futures)
 
     def stop(self) -> None:
         """End the threads (a later :meth:`run` starts new ones)."""

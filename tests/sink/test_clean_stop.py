@@ -104,7 +104,8 @@ query.awaitTermination()
 def test_a_driver_that_exits_as_its_query_ends_closes_the_logs(tmp_path: Path) -> None:
     """The usual end of a script (``awaitTermination()``, then nothing): the driver's Python
     exited before the listener's event arrived, so the logs were never closed (no marker, the
-    last batches' staging files left for the next start to replay). The exit closes them."""
+    last batches' staging files left for the next start to replay). The exit closes them, its
+    threads refusing work by then (the log flusher's pool: the close runs in the caller)."""
     import os
     import subprocess
     import sys
@@ -113,6 +114,7 @@ def test_a_driver_that_exits_as_its_query_ends_closes_the_logs(tmp_path: Path) -
     done = subprocess.run([sys.executable, "-c", EXITING, str(tmp_path)], env=env,
                           capture_output=True, text=True, timeout=300)  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]  # the close at exit failed
     logs = tmp_path / "logs"
     assert CleanShutdownFile(logs).exists()
     assert not list(logs.rglob("*.kbatches"))  # no staging file of a batch left to replay
