@@ -315,13 +315,15 @@ def replay(wal: Wal, log_for: Callable[[str, int], Log], marker_epoch: int,
     ``marker_epoch`` (the fencing epoch); an earlier one at its own, as the batches after it
     carry that epoch too and a partition refuses them after a newer one. ``topic_id``: a
     topic's id now (None: no such topic); a partition the batch may no longer go to
-    (:func:`_gone`) is left as it is."""
+    (:func:`_deleted_since`, :func:`_expired`) is left as it is."""
     completed = 0
     with StagingFiles() as files:
         for index, part in enumerate(wal.partitions):
-            if _gone(wal, index, part, topic_id, log_for):
+            if _deleted_since(wal, part, topic_id):  # before log_for, which would create it
                 continue
             log = log_for(part.topic, part.partition)
+            if _expired(wal, index, part, log):
+                continue
             after = 0 if later is None else later.get((part.topic, part.partition), 0)
             epoch = wal.producer_epoch if after else marker_epoch
             present = records_present(log, wal, part, after)
@@ -339,31 +341,35 @@ def replay(wal: Wal, log_for: Callable[[str, int], Log], marker_epoch: int,
     return completed
 
 
-def _gone(
-    wal: Wal, index: int, part: WalPartition, topic_id: Callable[[str], str | None] | None,
-    log_for: Callable[[str, int], Log],
-) -> bool:  # fmt: skip
-    """Whether the decided batch's partition ``part`` (its ``index``-th) is one it may no
-    longer be completed in (``kafkatier.sink.wal``): its topic deleted since (no topic, or
-    another id: the rows would come back in a topic that never had them), or its log start
-    moved past where the batch began (retention or DeleteRecords removed its records, which
-    their absence in the producer state and the segments looked like a lost write)."""
-    name = f"sink batch {wal.batch_id}: {part.topic}-{part.partition}"
-    if wal.topic_ids and topic_id is not None:
-        then = wal.topic_ids[wal.topics.index(part.topic)]
-        now = topic_id(part.topic)
-        if then and now != then:
-            logger.warning("%s not completed: the topic was deleted%s since the batch was decided",
-                        name, "" if now is None else " and created again")  # fmt: skip
-            return True
+def _deleted_since(
+    wal: Wal, part: WalPartition, topic_id: Callable[[str], str | None] | None
+) -> bool:
+    """Whether the decided batch's topic was deleted since (no topic, or another id): its rows
+    would come back in a topic that never had them (``kafkatier.sink.wal``)."""
+    if not wal.topic_ids or topic_id is None:
+        return False
+    then = wal.topic_ids[wal.topics.index(part.topic)]
+    now = topic_id(part.topic)
+    if not then or now == then:
+        return False
+    logger.warning("sink batch %d: %s-%d not completed: the topic was deleted%s since the batch "
+                   "was decided", wal.batch_id, part.topic, part.partition,
+                   "" if now is None else " and created again")  # fmt: skip
+    return True
+
+
+def _expired(wal: Wal, index: int, part: WalPartition, log: Log) -> bool:
+    """Whether ``log``'s start moved past where the batch's ``index``-th partition began:
+    retention or DeleteRecords removed its records, whose absence in the producer state and
+    the segments looked like a lost write (``kafkatier.sink.wal``)."""
     start = wal.starts[index] if wal.starts else -1
-    found = log_for(part.topic, part.partition) if start >= 0 else None
-    if found is not None and found.log_start_offset > start:
-        logger.warning("%s not completed: its log start %d is past offset %d, where the batch "
-                    "began (retention or DeleteRecords removed its records since)", name,
-                    found.log_start_offset, start)  # fmt: skip
-        return True
-    return False
+    if start < 0 or log.log_start_offset <= start:
+        return False
+    logger.warning("sink batch %d: %s-%d not completed: its log start %d is past offset %d, "
+                   "where the batch began (retention or DeleteRecords removed its records)",
+                   wal.batch_id, part.topic, part.partition, log.log_start_offset,
+                   start)  # fmt: skip
+    return True
 
 
 def records_present(log: Log, wal: Wal, part: WalPartition, later: int = 0) -> int:

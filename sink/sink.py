@@ -299,9 +299,10 @@ class KafkaLogSink:
         self._flushes.forget()  # what waited is in the bookkeeping file, completed here
         decided = [wal for wal in state.decided if wal.pending()]
         if decided:
+            topic_id = functools.cache(self.logs.topic_id)  # once a topic, not a partition
             done = replay_all(decided, self._log_for,
                               lambda wal: epochs.get(wal.producer_id, self._epoch_now()),
-                              wall_clock_ms(), self.logs.topic_id)  # fmt: skip
+                              wall_clock_ms(), topic_id)  # fmt: skip
             if done:
                 log.warning("sink %s: completed decided batches %s in %d partitions that lacked "
                             "them", self.sink_id, [wal.batch_id for wal in decided],
@@ -343,18 +344,17 @@ class KafkaLogSink:
                         len(logs))  # fmt: skip
         return end_txn(logs, producer_id, epoch, commit=commit, crash=no_crash)
 
-    def _close_when_idle(self, wait_s: float) -> bool:
+    def _close_when_idle(self, wait_s: float) -> None:
         """:meth:`close` unless a batch is still under way after ``wait_s`` (the driver is
-        exiting: ``stop.close_at_exit``); whether it closed."""
+        exiting: ``stop.close_at_exit``)."""
         if self._logs is None:
-            return True
+            return
         if not self._turns.acquire(timeout=wait_s):
             log.warning("sink %s: a batch still under way at exit; its logs are left for the "
                         "next start to recover", self.sink_id)  # fmt: skip
-            return False
+            return
         self._turns.release()
         self.close()
-        return True
 
     def close(self) -> None:
         """Close the logs cleanly (checkpoints, clean-shutdown marker), in a turn on the log dir

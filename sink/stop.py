@@ -31,19 +31,16 @@ EXIT_WAIT_S = 30.0
 (the next start recovers them, as after a crash)."""
 
 
-def close_at_exit(close_when_idle: Callable[[float], bool]) -> None:
+def close_at_exit(close_when_idle: Callable[[float], None]) -> None:
     """Call ``close_when_idle(EXIT_WAIT_S)`` when the driver's Python exits: the listener's
     event comes from the JVM a moment after the query ends, and a script that ends with
     ``awaitTermination()`` or ``stop()`` exits before it arrives, leaving the logs unflushed,
     the staging files of the last batches and no clean-shutdown marker. Kept by a weak
-    reference: a sink the program dropped is not kept alive for it."""
+    reference (``close_when_idle`` is a bound method): a sink the program dropped is not kept
+    alive for it."""
     import atexit
     import weakref
 
-    owner = getattr(close_when_idle, "__self__", None)
-    if owner is None:
-        atexit.register(close_when_idle, EXIT_WAIT_S)
-        return
     ref = weakref.WeakMethod(close_when_idle)
 
     def at_exit() -> None:

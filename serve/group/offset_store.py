@@ -76,7 +76,7 @@ class OffsetStore:
         self._offsets: dict[str, Committed] = {}
         self._fd: int | None = None
         self._logs: LogDirectory | None = None
-        self._topic_ids: TopicIds | None = None
+        self._topic_ids = TopicIds(self.directory)  # read (if there) before the dir is opened
         if self.directory.is_dir():
             self._open()
 
@@ -91,7 +91,6 @@ class OffsetStore:
             raise
         self._fd, self._logs = fd, logs
         try:
-            self._topic_ids = TopicIds(self.directory)
             self._create_topic(logs)
             self._replay(logs)
         except BaseException:
@@ -142,8 +141,8 @@ class OffsetStore:
         items: list[tuple[str, int, OffsetValue | None]] = list(offsets)
         if topic_ids:
             with self._write_lock:
-                self._logs or self._open()
-            assert self._topic_ids is not None
+                if self._logs is None:  # the ids are kept in the dir its first commit makes
+                    self._open()
             for topic, topic_id in topic_ids.items():
                 if self._topic_ids.stale(topic, topic_id):
                     self._forget_topic(topic)
@@ -160,7 +159,7 @@ class OffsetStore:
 
     def stale(self, topic: str, topic_id: str | None) -> bool:
         """Whether the commits of ``topic`` are of another incarnation than ``topic_id``."""
-        return self._topic_ids is not None and self._topic_ids.stale(topic, topic_id)
+        return self._topic_ids.stale(topic, topic_id)
 
     def expire(self, older_than_ms: int, active: Callable[[str], bool]) -> int:
         """Delete (tombstones, fsynced) the commits made before ``older_than_ms`` of every group
