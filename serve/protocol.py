@@ -23,7 +23,7 @@ from kio.index import load_payload_module
 from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 
-from kafkatier.serve.request_bounds import check_lengths
+from kafkatier.serve.request_bounds import checked_request
 
 _KEY_VERSION_ID = struct.Struct(">hhi")
 _SIZE = struct.Struct(">i")
@@ -57,8 +57,8 @@ def payload_module(api_key: int, version: int, kind: EntityType) -> ModuleType:
 def decode_request(frame: bytes, request_class: type[Any]) -> tuple[RequestHeader, Any]:
     """The header and the body of ``frame``; any parse failure is :class:`MalformedRequest`."""
     try:
+        frame = checked_request(frame, request_class)  # before kio allocates from its lengths
         header, used = entity_reader(request_class.__header_schema__)(frame, 0)
-        check_lengths(frame, used, request_class)  # before kio allocates from them
         body, _size = entity_reader(request_class)(frame, used)
     except Exception as exc:  # kio raises several types on bad bytes; all mean the same here
         name, version = request_class.__name__, request_class.__version__

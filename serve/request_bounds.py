@@ -1,5 +1,5 @@
-"""Collection and string lengths of a request checked against the bytes that remain, before
-kio decodes it.
+"""A request's lengths checked against the bytes that remain, and its unknown tagged fields
+dropped, before kio decodes it.
 
 kio's native reader allocates an array from its declared length before reading an element: a
 21-byte Metadata v9 frame whose compact ``topics`` length says 2^32-2 asked for 34 GB, and a
@@ -9,6 +9,11 @@ there are only M bytes remaining" before allocating; this walk does the same ove
 request's schema (kio's entity classes: their fields, in order, with ``kafka_type`` or a
 nested entity, and whether the version is flexible), without building anything. Every
 element takes at least one byte, so a count above the bytes left is a lie.
+
+The same walk finds the tagged fields (KIP-482) of the flexible versions: a client may send a
+tag added to the version after kio's schemas were generated, which kio's reader refuses
+("Unknown tagged field tag: 5", the connection closed) where Kafka's readers skip it. The walk
+cuts such fields from the frame it hands to kio.
 
 A field type the walk does not know ends it without a verdict (kio then decodes as before):
 the walk only ever refuses what cannot be a request.
@@ -28,6 +33,7 @@ _INT16, _INT32 = struct.Struct(">h"), struct.Struct(">i")
 Fields = tuple[tuple[str, tuple[bool, Any] | None], ...]
 _FIELDS: dict[Any, Fields] = {}  # the schema classes' fields, by class (kio's are a few hundred)
 _SIZES: dict[Any, int | None] = {}
+_TAGS: dict[Any, frozenset[int]] = {}
 
 
 class Oversized(Exception):
@@ -38,16 +44,44 @@ class _Unknown(Exception):
     """A field type the walk does not handle: no verdict."""
 
 
-def check_lengths(frame: bytes, offset: int, request_class: type[Any]) -> None:
-    """Raise :class:`Oversized` when a length in the body at ``offset`` exceeds what is left
-    (module docstring); silent otherwise, or when the schema has a type the walk does not know."""
+Cut = tuple[int, int, bytes]  # bytes [start, end) of the frame become these
+
+
+def checked_request(frame: bytes, request_class: type[Any]) -> bytes:
+    """``frame`` (header and body) without the tagged fields its schema does not know; raise
+    :class:`Oversized` when a length in it exceeds what is left (module docstring). Returned
+    unchanged when the schema has a type the walk does not know."""
+    buf, cuts = memoryview(frame), list[Cut]()
     try:
-        _entity(memoryview(frame), offset, request_class)
+        pos = _header(buf, request_class.__header_schema__, cuts)
+        _entity(buf, pos, request_class, cuts)
     except (_Unknown, IndexError, struct.error):
-        return  # no verdict (a truncation is kio's to name)
+        return frame  # no verdict (a truncation is kio's to name)
+    return _spliced(frame, cuts) if cuts else frame
 
 
-def _entity(buf: memoryview, pos: int, cls: type[Any]) -> int:
+def _header(buf: memoryview, header_class: type[Any], cuts: list[Cut]) -> int:
+    """Past the request header: key, version, correlation id, then a client id that is a
+    nullable int16-length string in every header version, then (v2) tagged fields."""
+    size: int = _INT16.unpack_from(buf, 8)[0]
+    pos = 10 + max(size, 0)
+    _fits(buf, 10, size, "the client id")
+    if getattr(header_class, "__flexible__", False):
+        pos = _tagged(buf, pos, _tags(header_class), cuts)
+    return pos
+
+
+def _spliced(frame: bytes, cuts: list[Cut]) -> bytes:
+    parts: list[bytes] = []
+    at = 0
+    for start, end, replacement in cuts:
+        parts += (frame[at:start], replacement)
+        at = end
+    parts.append(frame[at:])
+    return b"".join(parts)
+
+
+def _entity(buf: memoryview, pos: int, cls: type[Any], cuts: list[Cut]) -> int:
     flexible = bool(getattr(cls, "__flexible__", False))
     for field, kind in _fields(cls):
         if kind is None:
@@ -60,35 +94,46 @@ def _entity(buf: memoryview, pos: int, cls: type[Any]) -> int:
             _fits(buf, pos, count, field)
             size = _fixed_size(element) if isinstance(element, type) else None
             if size is not None:  # a Fetch's thousands of partitions: no walk of each field
-                pos = _fixed_entities(buf, pos, count, size, bool(element.__flexible__))
+                pos = _fixed_entities(buf, pos, count, size, element, cuts)
                 continue
             for _ in range(count):
-                pos = _value(buf, pos, element, flexible, field)
+                pos = _value(buf, pos, element, flexible, field, cuts)
         else:
-            pos = _value(buf, pos, element, flexible, field)
-    return _tagged(buf, pos) if flexible else pos
+            pos = _value(buf, pos, element, flexible, field, cuts)
+    return _tagged(buf, pos, _tags(cls), cuts) if flexible else pos
 
 
-def _tagged(buf: memoryview, pos: int) -> int:
-    """Past a flexible struct's tagged fields."""
+def _tagged(buf: memoryview, pos: int, known: frozenset[int], cuts: list[Cut]) -> int:
+    """Past a flexible struct's tagged fields, noting a cut that keeps only the ``known``
+    tags when there are others."""
+    start = pos
     tags, pos = _uvarint(buf, pos)
     _fits(buf, pos, tags, "tagged fields")
+    kept: list[bytes] = []
     for _ in range(tags):
-        _tag, pos = _uvarint(buf, pos)
+        field_start = pos
+        tag, pos = _uvarint(buf, pos)
         size, pos = _uvarint(buf, pos)
         _fits(buf, pos, size, "a tagged field")
         pos += size
+        if tag in known:
+            kept.append(bytes(buf[field_start:pos]))
+    if len(kept) < tags:
+        cuts.append((start, pos, _uvarint_bytes(len(kept)) + b"".join(kept)))
     return pos
 
 
-def _fixed_entities(buf: memoryview, pos: int, count: int, size: int, flexible: bool) -> int:
+def _fixed_entities(
+    buf: memoryview, pos: int, count: int, size: int, cls: Any, cuts: list[Cut]
+) -> int:
     """Past ``count`` structs of ``size`` bytes of fixed fields each (and, flexible, their
     tagged fields: usually none, one zero byte)."""
-    if not flexible:
+    if not cls.__flexible__:
         return pos + count * size
+    known = _tags(cls)
     for _ in range(count):
         pos += size
-        pos = pos + 1 if buf[pos] == 0 else _tagged(buf, pos)
+        pos = pos + 1 if buf[pos] == 0 else _tagged(buf, pos, known, cuts)
     return pos
 
 
@@ -112,9 +157,11 @@ def _size_of(cls: Any) -> int | None:
     return sum(_FIXED[el] for _array, el in kinds)
 
 
-def _value(buf: memoryview, pos: int, element: Any, flexible: bool, field: str) -> int:
+def _value(
+    buf: memoryview, pos: int, element: Any, flexible: bool, field: str, cuts: list[Cut]
+) -> int:
     if isinstance(element, type) and dataclasses.is_dataclass(element):
-        return _entity(buf, pos, element)
+        return _entity(buf, pos, element, cuts)
     if element in _FIXED:
         return pos + _FIXED[element]
     if element in ("uvarint", "uvarlong"):
@@ -150,6 +197,15 @@ def _uvarint(buf: memoryview, pos: int) -> tuple[int, int]:
             raise _Unknown("varint")
 
 
+def _uvarint_bytes(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
 def _fits(buf: memoryview, pos: int, count: int, what: str) -> None:
     left = len(buf) - pos
     if count > left:
@@ -160,6 +216,15 @@ def _fields(cls: Any) -> Fields:
     found = _FIELDS.get(cls)
     if found is None:
         found = _FIELDS[cls] = _fields_of(cls)  # _Unknown is raised again each time
+    return found
+
+
+def _tags(cls: Any) -> frozenset[int]:
+    """The tags of the tagged fields ``cls`` declares."""
+    found = _TAGS.get(cls)
+    if found is None:
+        found = _TAGS[cls] = frozenset(
+            int(f.metadata["tag"]) for f in dataclasses.fields(cls) if "tag" in f.metadata)
     return found
 
 

@@ -236,3 +236,18 @@ def test_an_idle_connection_is_closed_after_connections_max_idle_ms(
         assert closed(silent) and closed(stopped)
         busy.sendall(request(18, 0, 99))
         assert parse_versions(read_frame(busy), 99) == SUPPORTED
+
+
+def test_a_request_with_tagged_fields_the_server_does_not_know_is_answered(
+    tmp_path: Any, serve: Any
+) -> None:
+    """KIP-482: a reader skips a tagged field it does not know (a newer client may send one
+    added to the version since). kio refused them and the connection was closed."""
+    header = struct.pack(">hhih", 18, 3, 8, 1) + b"t"
+    body = b"\x02a\x02b"  # client software name "a", version "b"
+    with serve(tmp_path) as port, raw_socket(port) as sock:
+        for frame in (header + b"\x01\x07\x02ZZ" + body + b"\x00",  # a header tag
+                      header + b"\x00" + body + b"\x01\x05\x01Z"):  # a body tag  # fmt: skip
+            sock.sendall(struct.pack(">i", len(frame)) + frame)
+            correlation, error = struct.unpack_from(">ih", read_frame(sock))
+            assert (correlation, error) == (8, 0)
