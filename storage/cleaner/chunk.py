@@ -30,7 +30,7 @@ from kafkatier.storage.cleaner.segment_store import CleanedSegment
 from kafkatier.storage.log.batch_position import BatchInfo
 from kafkatier.storage.log.segment import AnyBatch
 from kafkatier.storage.native import native
-from kafkatier.storage.record.records import read_batch_at
+from kafkatier.storage.record.records import batch_size_at, partial_tail, read_batch_at
 from kafkatier.storage.wire import Codec
 
 U8 = npt.NDArray[np.uint8]
@@ -61,8 +61,8 @@ def walk_segment(chunks: Chunks, start_offset: int, plain: Plain, slow: Slow) ->
                 return True
             pos += batch.size_in_bytes
         if pos == 0:
-            if len(chunk) < chunk_size:
-                return False  # a partial tail: nothing more to read
+            if len(chunk) < chunk_size:  # the segment (closed) ends inside this batch
+                raise partial_tail(name, position, size, batch_size_at(chunk))
             chunk_size *= 2
             continue
         position += pos

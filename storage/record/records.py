@@ -97,13 +97,16 @@ def iter_batches_read_at(
 
 
 def chunked_batches(
-    read: Callable[[int, int], bytes], size: int, position: int, chunk: int, name: str
-) -> Iterator[RecordBatch | LegacyBatch]:
+    read: Callable[[int, int], bytes], size: int, position: int, chunk: int, name: str,
+    *, growing: bool = False,
+) -> Iterator[RecordBatch | LegacyBatch]:  # fmt: skip
     """Whole batches of a file of ``size`` bytes from ``position`` on, ``read(position, n)`` a
     chunk of ``n`` bytes at a time (one larger batch gets a read of its exact length), so memory
     stays bounded whatever the segment size; each batch at its position in the file (``name``,
-    as errors name it). A partial tail ends it. The cleaner's reads of local segments and remote
-    compaction's of objects."""
+    as errors name it). The cleaner's reads of local segments and remote compaction's of
+    objects: their segments are closed, so a partial tail is damage (:func:`partial_tail`, as
+    Kafka's cleaner refuses "Log segment may be corrupt"); ``growing``: a segment a writer may
+    be appending to, whose partial tail ends the batches."""
     while position < size:
         data = read(position, min(chunk, size - position))
         consumed = 0
@@ -111,19 +114,36 @@ def chunked_batches(
             consumed = batch.position - position + batch.size_in_bytes
             yield batch
         if consumed == 0:
-            if len(data) < OFFSET_AND_LENGTH.size:
-                return
-            _, length = OFFSET_AND_LENGTH.unpack_from(data, 0)
-            whole = OFFSET_AND_LENGTH.size + length
-            if whole <= len(data) or position + whole > size:
-                return  # a partial tail: nothing more to read
+            whole = batch_size_at(data)
+            if whole is None or whole <= len(data) or position + whole > size:
+                if growing:
+                    return
+                raise partial_tail(name, position, size, whole)
             data = read(position, whole)
             for batch in iter_batches_read_at(data, position, file=name):
                 consumed = batch.position - position + batch.size_in_bytes
                 yield batch
             if consumed == 0:
-                return
+                raise partial_tail(name, position, size, whole)
         position += consumed
+
+
+def batch_size_at(data: Buffer, position: int = 0) -> int | None:
+    """The whole size a batch at ``position`` claims (its length field and the 12 bytes before
+    it); None when fewer than 12 bytes are there."""
+    if len(memoryview(data)) - position < OFFSET_AND_LENGTH.size:
+        return None
+    _, length = OFFSET_AND_LENGTH.unpack_from(data, position)
+    return int(OFFSET_AND_LENGTH.size + length)
+
+
+def partial_tail(name: str, position: int, size: int, claimed: int | None) -> CorruptRecordError:
+    """The error for a closed segment that ends inside a batch: its records there would be
+    dropped unread (a cleaner that stopped there rewrote the segment without them)."""
+    left = size - position
+    what = (f"{left} bytes are too few for a batch header" if claimed is None
+            else f"a batch of {claimed} bytes where {left} remain")  # fmt: skip
+    return CorruptRecordError(f"log segment may be corrupt: {what}", file=name, position=position)
 
 
 def set_base_offset(buf: bytearray | memoryview, position: int, base_offset: int) -> None:
@@ -137,7 +157,9 @@ def set_partition_leader_epoch(buf: bytearray | memoryview, position: int, epoch
 
 
 __all__ = [
+    "batch_size_at",
     "chunked_batches",
+    "partial_tail",
     "iter_batches",
     "iter_batches_read_at",
     "read_batch_at",

@@ -193,6 +193,7 @@ def _local_batches_from(local: Sequence[LogSegment], offset: int) -> Iterator[An
         following = local[i + 1].base_offset if i + 1 < len(local) else None
         if following is not None and following <= offset:
             continue
-        for batch in chunked_batches(seg.read_bytes, seg.size, 0, 1 << 20, str(seg.log_path)):
+        for batch in chunked_batches(seg.read_bytes, seg.size, 0, 1 << 20, str(seg.log_path),
+                                     growing=following is None):  # fmt: skip
             if batch.last_offset >= offset:
                 yield batch

@@ -35,3 +35,31 @@ def test_a_corrupt_batch_in_a_later_chunk_is_named_at_its_position() -> None:
     with pytest.raises(CorruptRecordError) as raised:
         list(chunked_batches(lambda p, n: bytes(bad[p : p + n]), len(bad), 0, 1000, "obj"))
     assert raised.value.context == {"file": "obj", "position": at}
+
+
+@pytest.mark.parametrize("cut", ["inside-a-batch", "inside-its-header"])
+@pytest.mark.parametrize("chunk", [100, 1000, 1 << 20])
+def test_a_segment_that_ends_inside_a_batch_is_refused(cut: str, chunk: int) -> None:
+    """A closed segment ends on a batch boundary; one that does not is damaged, and its last
+    records were dropped unread (the cleaner then rewrote the segment without them). Kafka's
+    cleaner refuses such a segment ("Log segment may be corrupt"). A segment still being
+    written (``growing``) just ends there."""
+    data, starts = _segment()
+    at = starts[120]
+    end = at + (30 if cut == "inside-a-batch" else 7)
+    read = lambda p, n: data[p : min(p + n, end)]  # noqa: E731
+    with pytest.raises(CorruptRecordError, match="may be corrupt") as raised:
+        list(chunked_batches(read, end, 0, chunk, "obj"))
+    assert raised.value.context == {"file": "obj", "position": at}
+    found = list(chunked_batches(read, end, 0, chunk, "obj", growing=True))
+    assert [b.position for b in found] == starts[:120]
+
+
+def test_a_batch_claiming_more_bytes_than_the_segment_holds_is_refused() -> None:
+    data, starts = _segment()
+    bad = bytearray(data)
+    at = starts[40]
+    bad[at + 8 : at + 12] = (1 << 20).to_bytes(4, "big")
+    with pytest.raises(CorruptRecordError, match="where") as raised:
+        list(chunked_batches(lambda p, n: bytes(bad[p : p + n]), len(bad), 0, 1000, "obj"))
+    assert raised.value.context == {"file": "obj", "position": at}
