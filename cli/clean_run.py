@@ -56,6 +56,10 @@ def clean(args: argparse.Namespace) -> int:
         )
         waiting = [p for log in log_dir.logs.values() for p in log.pending_deletions.paths]
     print_summaries(summaries, as_json=args.json, waiting=waiting)
+    failed = [s for s in summaries if s.error]
+    for s in failed:
+        print(f"kafkatier clean: error: {s.topic}-{s.partition} in {path} was not cleaned: "
+              f"{s.error}", file=sys.stderr)  # fmt: skip
     missing = [
         f"{s.topic}-{s.partition}" for s in summaries if s.compaction == COMPACTION_UNAVAILABLE
     ]
@@ -63,8 +67,7 @@ def clean(args: argparse.Namespace) -> int:
         print("kafkatier clean: error: compaction is not available in this installation "
               "(kafkatier.storage.cleaner.compact is missing); not compacted: "
               f"{', '.join(missing)}", file=sys.stderr)  # fmt: skip
-        return 1
-    return 0
+    return 1 if failed or missing else 0
 
 
 def print_waiting(paths: Sequence[Path]) -> None:

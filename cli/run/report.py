@@ -86,6 +86,8 @@ def _topic_lines(outcome: Outcome, topic: str) -> list[str]:
             f"{human(sum(c.bytes_before for c in cleaned))} -> "
             f"{human(sum(c.bytes_after for c in cleaned))}"
         )
+    lines += [f"    log cleaner: {c.topic}-{c.partition} not cleaned: {c.error}"
+              for c in cleaned if c.error]  # fmt: skip
     return lines
 
 

@@ -48,7 +48,7 @@ from kafkatier.serve.group.records import (
     partition_for,
 )
 from kafkatier.serve.group.topic_ids import TopicIds
-from kafkatier.storage.errors import ConfigError, KafkaTierError
+from kafkatier.storage.errors import ConfigError, KafkaTierError, StorageError
 from kafkatier.storage.log.directory import LogDirectory
 from kafkatier.storage.log.log import wall_clock_ms
 from kafkatier.storage.log.reader import iter_records
@@ -207,6 +207,9 @@ class OffsetStore:
                 return 0
             done = clean_log_dir(self._logs, now_ms=self.clock(), compactor=compact_log,
                                  topics=[TOPIC])  # fmt: skip
+        failed = [f"{s.topic}-{s.partition}: {s.error}" for s in done if s.error]
+        if failed:  # the pass went on with the other partitions; the caller logs this
+            raise StorageError("; ".join(failed))
         return sum(summary.records_removed for summary in done)
 
     def committed(self, group: str) -> Committed:

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
 from kafkatier.storage.cleaner.retention import delete_old_segments
+from kafkatier.storage.errors import KafkaTierError, LogWriteError
 from kafkatier.storage.log.directory import LogDirectory
 from kafkatier.storage.log.log import Log
 
@@ -65,9 +66,17 @@ class PartitionSummary:
     log_start_before: int
     log_start_after: int
     compaction: str
+    error: str | None = None  # the partition could not be cleaned (the pass went on)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+    @classmethod
+    def uncleanable(cls, log: Log, error: Exception) -> PartitionSummary:
+        """A partition the pass left as it was, with the error that stopped it."""
+        size, start = log.size_in_bytes, log.log_start_offset
+        return cls(log.topic, log.partition, ",".join(log.config.cleanup_policy), size, size, 0,
+                   0, 0, 0, start, start, "error", str(error))  # fmt: skip
 
 
 def clean_partition(
@@ -108,13 +117,23 @@ def clean_log_dir(
     topics: Iterable[str] | None = None,
 ) -> list[PartitionSummary]:
     """Retention and compaction over every partition (or those of ``topics``), then the
-    checkpoints (recovery points, log start offsets, cleaner offsets)."""
+    checkpoints (recovery points, log start offsets, cleaner offsets).
+
+    A partition that fails on its content (a corrupt batch, a bad snapshot) is left as it was
+    and the pass goes on with the others, as Kafka's cleaner marks such a partition
+    uncleanable and goes on; a write the filesystem refuses (:class:`LogWriteError`: a full
+    disk) ends the pass, as Kafka takes such a log dir offline."""
     wanted = None if topics is None else set(topics)
-    summaries = [
-        clean_partition(log_dir, log, now_ms=now_ms, compactor=compactor)
-        for tp, log in sorted(log_dir.logs.items())
-        if wanted is None or tp[0] in wanted
-    ]
+    summaries = []
+    for tp, log in sorted(log_dir.logs.items()):
+        if wanted is not None and tp[0] not in wanted:
+            continue
+        try:
+            summaries.append(clean_partition(log_dir, log, now_ms=now_ms, compactor=compactor))
+        except LogWriteError:
+            raise
+        except KafkaTierError as exc:  # its log stays consistent (compact.py, retention.py)
+            summaries.append(PartitionSummary.uncleanable(log, exc))
     log_dir.checkpoint()
     return summaries
 

@@ -297,3 +297,28 @@ def test_a_stray_partition_directory_is_not_the_partition_again(
     assert main(["produce", str(root), "--topic", "u", "--input", str(data)]) == 0
     assert not (root / "u-1").exists() and (root / "u-01").is_dir()
     assert no_errors(root)
+
+
+def test_a_partition_that_cannot_be_cleaned_does_not_stop_the_others(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Kafka's cleaner marks a partition whose data it cannot read uncleanable and goes on with
+    the others; the pass stopped at the first one. It is left as it was, named with the file
+    at fault, and the exit status says a partition was not cleaned."""
+    root = tmp_path / "logs"
+    write_topic(root, "users", 4, timestamp=4_000_000_000_000, partitions=3)
+    segment = sorted((root / "users-1").glob("*.log"))[1]
+    data = bytearray(segment.read_bytes())
+    data[8:12] = (1 << 20).to_bytes(4, "big")  # the batch length: past the end of the file
+    segment.write_bytes(bytes(data))
+    before = {p.name: p.read_bytes() for p in (root / "users-1").glob("*.log")}
+    args = ["clean", str(root), "--config", "cleanup.policy=compact",
+            "--config", "min.cleanable.dirty.ratio=0.01"]  # fmt: skip
+    assert main(args) == 1
+    out, err = capsys.readouterr()
+    rows = summary_lines(out)
+    assert rows["users-0"]["compaction"] == rows["users-2"]["compaction"] == "cleaned"
+    assert int(rows["users-2"]["records"]) > 0
+    [line] = err.splitlines()
+    assert "users-1" in line and segment.name in line, line
+    assert {p.name: p.read_bytes() for p in (root / "users-1").glob("*.log")} == before
