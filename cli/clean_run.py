@@ -10,6 +10,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from kafkatier.sink.others import complete_other_sinks
 from kafkatier.storage.cleaner.clean_pass import (
     COMPACTION_UNAVAILABLE,
     Compactor,
@@ -51,6 +52,7 @@ def clean(args: argparse.Namespace) -> int:
         writer_turn(path, who="kafkatier clean"),
         LogDirectory(path, config_for=configs.__getitem__) as log_dir,
     ):
+        complete_other_sinks(log_dir, None, wall_clock_ms())  # a sink's half-appended batch
         summaries = clean_log_dir(
             log_dir, now_ms=wall_clock_ms(), compactor=compactor, topics=selected
         )

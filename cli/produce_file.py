@@ -16,6 +16,7 @@ from kafkatier.cli.appends import Appends
 from kafkatier.cli.formats import detect_format
 from kafkatier.cli.inputs import prefetched, read_chunks
 from kafkatier.cli.progress import progress_bar
+from kafkatier.sink.others import complete_other_sinks
 from kafkatier.storage.checkpoint.checkpoint_file import is_valid_topic_name
 from kafkatier.storage.config.internal_topics import not_producible
 from kafkatier.storage.config.log_config import parse_overrides
@@ -23,7 +24,7 @@ from kafkatier.storage.errors import ConfigError
 from kafkatier.storage.log.append import LogAppendInfo
 from kafkatier.storage.log.creation import check_room
 from kafkatier.storage.log.directory import LogDirectory
-from kafkatier.storage.log.log import Log
+from kafkatier.storage.log.log import Log, wall_clock_ms
 from kafkatier.storage.log.writer_lock import writer_turn
 
 
@@ -65,6 +66,7 @@ def produce(args: argparse.Namespace) -> int:
         writer_turn(args.log_dir, who="kafkatier produce"),
         LogDirectory(args.log_dir, max_open_files=args.max_open_files) as log_dir,
     ):
+        complete_other_sinks(log_dir, None, wall_clock_ms())  # a sink's half-appended batch
         count = _partition_count(log_dir, args.topic, args.partitions)
         log_dir.topic_configs.check(args.topic, overrides, source="--config")
         chunks = _first_checked(chunks, count)  # nothing saved or created for a refused file

@@ -100,6 +100,7 @@ from kafkatier.sink.encode import EncodePlan
 from kafkatier.sink.flushes import Flushes
 from kafkatier.sink.hooks import crash_points, no_crash
 from kafkatier.sink.jvm import EncoderChoice
+from kafkatier.sink.others import complete_other_sinks
 from kafkatier.sink.pieces import Encoded, encoded_spans
 from kafkatier.sink.plan import SinkSettings, TaskLimit, build_plan, producer_sequences
 from kafkatier.sink.schema import InputColumns, SinkSchemaError, check_schema, normalize
@@ -294,7 +295,9 @@ class KafkaLogSink:
         """Complete the last decided batch where its partitions may lack it (module docstring),
         make that durable and remove its staging files; then end any other open transaction:
         a rotated-out producer id's first (its markers use the fencing epoch), before anything
-        is written with the new id; then forget the old id."""
+        is written with the new id; then forget the old id. Then complete other sinks' decided
+        batches their drivers left half-appended (``others``): runs at an instance's start and
+        after another writer's turn."""
         epochs = dict(state.producers_to_recover(self._epoch_now()))
         self._flushes.forget()  # what waited is in the bookkeeping file, completed here
         decided = [wal for wal in state.decided if wal.pending()]
@@ -311,6 +314,7 @@ class KafkaLogSink:
             for wal in decided:
                 remove_files(wal.files)
         self._end_open_txns(state, epochs)
+        complete_other_sinks(self.logs, self.sink_id, wall_clock_ms())
 
     def _end_open_txns(self, state: SinkState, epochs: dict[int, int]) -> None:
         """Transactions the write-ahead log does not explain: a version-3 bookkeeping file's
