@@ -32,8 +32,11 @@ what a pass does, per partition (Kafka's rules, kafka-format.md §10-§11):
                 with --remote: also delete the remote data of every earlier incarnation of a
                 topic the log dirs hold (a topic deleted and created again under its name
                 leaves its old data under the old topic id; kafkatier status lists it as
-                stale). Kafka deletes a deleted topic's remote data; kafkatier leaves it to
-                you, since another log dir sharing the remote store may still own that id.
+                stale). With --topic TOPIC, and no log dir holds TOPIC: all of its remote
+                data (a topic deleted and not created again). Kafka deletes a deleted topic's
+                remote data; kafkatier leaves it to you, since another log dir sharing the
+                remote store may still own that id, and a log dir lost with its disk looks
+                like a deleted topic.
 
 Settings come from LOG_DIR/kafkatier-topic.<topic>.properties (Kafka's names and defaults);
 --config overrides them for this run only. Every setting is checked before any file is

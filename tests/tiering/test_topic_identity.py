@@ -264,3 +264,22 @@ def test_more_partitions_and_a_log_dir_moved_keep_the_topic(tmp_path: Path) -> N
     result = Tierer(TieringConfig(log_dirs=(moved,), remote_url=store.url), store).run_once()
     assert result.failures == 0 and result.total("uploaded_segments") > 0
     assert [rp.topic_id for rp in ManifestStore(store).partitions()] == [topic_id] * 2
+
+
+def test_a_deleted_topics_remote_data_is_deleted_when_it_is_named(tmp_path: Path) -> None:
+    """A topic deleted and not created again: its remote data was kept for ever, and no command
+    removed it. Only naming it does (a log dir lost with its disk looks the same), and only
+    where no log dir holds the topic."""
+    logs = write_tiered(tmp_path / "logs", steps=40)
+    store = FsspecStore(f"file://{tmp_path / 'remote'}")
+    config = tier(logs, store)
+    (rp,) = ManifestStore(store).partitions()
+    segments = len(ManifestStore(store).load(rp)[0].segments)
+    assert RemotePass(config, store).run("tiered", delete_stale=True) == []  # still held here
+    shutil.rmtree(logs / "tiered-0")
+    assert RemotePass(config, store).run(delete_stale=True) == []  # not named: kept
+    assert store.list(rp.prefix)
+    outcomes = RemotePass(config, store).run("tiered", delete_stale=True)
+    assert [(o.stale_topic_id, o.stale_segments_deleted, o.error) for o in outcomes] == [
+        (rp.topic_id, segments, None)]
+    assert store.list(rp.prefix) == [] and collect_status(config, store) == []

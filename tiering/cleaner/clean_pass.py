@@ -6,7 +6,9 @@ settings then come from the manifest), as the sidecar would: sweep the partition
 (attempts a killed run left behind), then :func:`~kafkatier.tiering.cleaner.compaction
 .compact_remote`. A failing partition is reported and the others carry on. Remote data of another
 incarnation of a local topic (deleted and created again: ``stale.py``) is not compacted; with
-``delete_stale`` it is deleted.
+``delete_stale`` it is deleted, and so is all the remote data of a topic named that no log dir
+holds (deleted, not created again: only a name given says so, as a log dir lost with its disk
+looks the same).
 """
 
 from __future__ import annotations
@@ -79,6 +81,8 @@ class RemotePass:
                     outcomes.append(self._one(part.remote, cfg, part))
         remote_only = manifests.partitions(topic=topic, exclude=seen)
         dead = stale(remote_only, seen)
+        if delete_stale and topic is not None and all(t != topic for t, _, _ in seen):
+            dead = remote_only  # named, and no log dir holds it: a deleted topic
         if delete_stale:
             outcomes += [self._delete(rp) for rp in dead]
         for rp in remote_only:

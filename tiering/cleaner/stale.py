@@ -6,7 +6,8 @@ topic's. Kafka deletes a deleted topic's remote data. kafkatier has no cluster t
 topic was deleted, and a remote prefix may be shared by another log dir holding a topic of the
 same name under that very id, so the sidecar never deletes it by itself: ``kafkatier status``
 lists it as stale, and ``kafkatier clean --remote --delete-stale`` deletes every incarnation of
-a topic that the configured log dirs hold under another id.
+a topic that the configured log dirs hold under another id (with ``--topic``, of a topic they
+do not hold at all: ``clean_pass.RemotePass.run``).
 """
 
 from __future__ import annotations
