@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -39,6 +40,7 @@ def _range(start: int | None, end: int | None) -> str:
 
 def _row(s: PartitionStatus) -> tuple[str, ...]:
     name = f"{s.topic}-{s.partition}" + (f" (stale: topic id {s.topic_id})" if s.stale else "")
+    name += " (error: remote side unknown)" if s.error else ""
     return (name, _range(s.local_start, s.local_end), str(s.local_bytes),
             _range(s.remote_start, s.remote_end), str(s.remote_bytes), str(s.lag_segments),
             str(s.lag_bytes))  # fmt: skip
@@ -47,16 +49,22 @@ def _row(s: PartitionStatus) -> tuple[str, ...]:
 def run(args: argparse.Namespace) -> int:
     from kafkatier.cli.config.loader import load_config  # see cli/commands.py
     from kafkatier.cli.config.remote import remote_storage
-    from kafkatier.tiering.sidecar.status import collect_status
+    from kafkatier.tiering.sidecar.status import status_report
 
     with remote_storage(load_config(args.config)) as tiering:
-        statuses = collect_status(tiering, refresh=args.refresh)
+        report = status_report(tiering, refresh=args.refresh)
+    statuses = report.partitions
+    errors = [f"{s.topic}-{s.partition}: {s.error}" for s in statuses if s.error]
+    for error in errors:  # the rows still print: the local sides, the other partitions
+        print(f"kafkatier status: error: {error}", file=sys.stderr)
     if args.json:
         for s in statuses:
             print(json.dumps(s.to_json()))
-        return 0
-    rows = [_HEADER, *(_row(s) for s in statuses)]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(_HEADER))]
-    for row in rows:
-        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
-    return 0
+    else:
+        rows = [_HEADER, *(_row(s) for s in statuses)]
+        widths = [max(len(r[i]) for r in rows) for i in range(len(_HEADER))]
+        for row in rows:
+            print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+    if report.store_error is not None:  # its line (and with --debug its traceback) from main
+        raise report.store_error
+    return 1 if errors else 0

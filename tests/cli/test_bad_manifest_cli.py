@@ -51,3 +51,26 @@ def test_every_command_names_a_manifest_that_does_not_parse(
     assert _objects(tmp_path / "remote") == before
     with pytest.raises(TieringError, match="malformed manifest"):
         list(joined_batches(store, logs, "tiered", 0, 0))
+
+
+def test_status_lists_every_partition_beside_one_whose_manifest_is_damaged(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One bad manifest failed the whole status: no partition was listed. The others are
+    listed as they are, the damaged one with its local side, its error on stderr, exit 1."""
+    logs = write_tiered(tmp_path / "logs", partitions=3)
+    store = FsspecStore(f"file://{tmp_path / 'remote'}")
+    conf = tmp_path / "sidecar.properties"
+    conf.write_text(f"log.dirs={logs}\nremote.storage.url={store.url}\n")
+    assert Tierer(TieringConfig.load(conf)).run_once().failures == 0
+    key = manifest_key(only(store, "tiered", 1))
+    store.put_bytes(key, b"[]")
+    capsys.readouterr()
+    assert main(["status", "--config", str(conf), "--refresh"]) == 1
+    out, err = capsys.readouterr()
+    [line] = err.strip().splitlines()
+    assert line.startswith("kafkatier status: error: tiered-1: ") and key in line, line
+    rows = {row.split()[0]: row for row in out.splitlines()[1:]}
+    assert sorted(rows) == ["tiered-0", "tiered-1", "tiered-2"]
+    assert rows["tiered-0"].count("[") == rows["tiered-2"].count("[") == 2  # local and remote
+    assert rows["tiered-1"].count("[") == 1 and "(error: remote side unknown)" in rows["tiered-1"]

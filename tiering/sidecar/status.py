@@ -12,12 +12,13 @@ new topic and never deletes it (``tiering.cleaner.stale``); ``kafkatier clean --
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from kafkatier.storage.checkpoint.metadata import partition_dir_name
 from kafkatier.storage.config.topic_files import TopicConfigStore
+from kafkatier.storage.errors import KafkaTierError
 from kafkatier.storage.log.readonly import ReadOnlyPartition, checkpointed_log_starts
 from kafkatier.tiering.cleaner.stale import stale
 from kafkatier.tiering.config import TieringConfig
@@ -52,6 +53,8 @@ class PartitionStatus:
     topic_id: str = ""
     stale: bool = False
     """Remote data of another incarnation of a partition that exists locally (module docstring)."""
+    error: str | None = None
+    """Why its remote side is unknown (its manifest unreadable, the store unreachable)."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -123,30 +126,83 @@ def summary_status(
     )
 
 
+@dataclass
+class StatusReport:
+    """Every partition's status, and why the store's listing failed, if it did (the
+    partitions only the store holds are then missing)."""
+
+    partitions: list[PartitionStatus]
+    store_error: Exception | None = None
+
+
 def collect_status(
     config: TieringConfig, store: ObjectStore | None = None, *, refresh: bool = False
 ) -> list[PartitionStatus]:
+    """:func:`status_report`'s partitions."""
+    return status_report(config, store, refresh=refresh).partitions
+
+
+def status_report(
+    config: TieringConfig, store: ObjectStore | None = None, *, refresh: bool = False
+) -> StatusReport:
     """Every local partition, plus partitions that exist only remotely. A local partition's
     remote side comes from the copy of its manifest that the sidecar keeps beside it
     (manifest_copy.py; no request), or with ``refresh`` or without a copy from the store (a
     manifest GET, milliseconds of waiting, ``STATUS_WORKERS`` at a time). A remote-only
-    partition's costs the read that found it."""
+    partition's costs the read that found it. A partition whose remote side cannot be read
+    (its manifest damaged, the store unreachable) is listed with the error, the others as
+    they are: one bad manifest failed the whole command."""
     store = store if store is not None else config.open_store()
     manifests = ManifestStore(store, cache=ManifestCache())  # each manifest read once
     sides = local_sides(config)
     with ThreadPoolExecutor(STATUS_WORKERS) as pool:
-        views = [None if refresh else side.copied() for side in sides]
+        views: list[RemoteView | str | None] = [None if refresh else s.copied() for s in sides]
         missing = [i for i, view in enumerate(views) if view is None]
-        for i, view in zip(missing, pool.map(lambda i: sides[i].find(manifests), missing),
+        for i, view in zip(missing, pool.map(lambda i: _found(sides[i], manifests), missing),
                            strict=True):  # fmt: skip
             views[i] = view
-        found = [summary_status(side.summary, *view, stale=False)
-                 for side, view in zip(sides, views, strict=True) if view]  # fmt: skip
+        found = [_local_status(side, view) for side, view in zip(sides, views, strict=True)
+                 if view]  # fmt: skip
         seen = {(s.topic, s.partition, s.topic_id) for s in found}
-        remote_only = manifests.partitions(exclude=seen)
+        try:
+            remote_only = manifests.partitions(exclude=seen)
+        except (KafkaTierError, OSError) as exc:
+            return StatusReport(_sorted(found), exc)
         dead = stale(remote_only, seen)
-        found += [summary_status(None, rp, manifests.load(rp)[0], rp in dead)
-                  for rp in remote_only]  # fmt: skip
+        found += [_remote_status(rp, manifests, rp in dead) for rp in remote_only]
+    return StatusReport(_sorted(found))
+
+
+def _found(side: LocalSide, manifests: ManifestStore) -> RemoteView | str | None:
+    try:
+        return side.find(manifests)
+    except (KafkaTierError, OSError) as exc:
+        return str(exc)
+
+
+def _local_status(side: LocalSide, view: RemoteView | str) -> PartitionStatus:
+    if isinstance(view, str):
+        rp = RemotePartition(side.topic, side.partition, side.topic_id)
+        return _unknown_remote(side.summary, rp, False, view)
+    return summary_status(side.summary, *view, stale=False)
+
+
+def _remote_status(rp: RemotePartition, manifests: ManifestStore, dead: bool) -> PartitionStatus:
+    try:
+        return summary_status(None, rp, manifests.load(rp)[0], dead)
+    except (KafkaTierError, OSError) as exc:
+        return _unknown_remote(None, rp, dead, str(exc))
+
+
+def _unknown_remote(
+    local: LocalSummary | None, rp: RemotePartition, dead: bool, error: str
+) -> PartitionStatus:
+    """The local side alone, the remote one and the lag unknown (none counted)."""
+    empty = summary_status(local, rp, PartitionManifest(rp.topic, rp.partition), dead)
+    return replace(empty, lag_bytes=0, lag_segments=0, error=error)
+
+
+def _sorted(found: list[PartitionStatus]) -> list[PartitionStatus]:
     return sorted(found, key=lambda s: (s.topic, s.partition, s.stale))
 
 
