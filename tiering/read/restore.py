@@ -14,11 +14,14 @@ they are).
 
 Every object lands in a staging directory first, its size and SHA-256 checked against the
 manifest, and is then renamed into place: a file in the partition directory is always complete
-and verified, so an interrupted restore resumes by skipping the files that already match.
+and verified, so an interrupted restore resumes by skipping the files that already match. An
+index or snapshot object missing or damaged in the store is left out, and the partition's first
+open rebuilds it from the segment, as Kafka rebuilds lost indexes (:func:`fetch_or_leave_out`).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import time
@@ -44,7 +47,7 @@ from kafkatier.storage.config.topic_files import TopicConfigStore
 from kafkatier.storage.fsutil import fitted_name, fsync_dir, fsync_file, naming
 from kafkatier.storage.producer.snapshot import snapshot_path
 from kafkatier.storage.wire import segment_file_name
-from kafkatier.tiering.errors import RemoteVerifyError, TieringError
+from kafkatier.tiering.errors import ObjectNotFoundError, RemoteVerifyError, TieringError
 from kafkatier.tiering.metadata.identity import RemotePartition, topic_id_of
 from kafkatier.tiering.metadata.local import (
     LEADER_EPOCH_CHECKPOINT,
@@ -62,6 +65,7 @@ from kafkatier.tiering.metadata.manifest_store import ManifestCache, ManifestSto
 from kafkatier.tiering.read.incarnation import choose, local_topic_ids
 from kafkatier.tiering.store.object_store import ObjectStore, Progress
 
+log = logging.getLogger(__name__)
 STAGING = ".kafkatier-restore"
 STAGING_OBJECTS = "objects"  # under STAGING: downloads before their checks pass
 PARTIAL_SUFFIX = ".partial"  # a new partition being restored, under STAGING
@@ -151,6 +155,38 @@ def fetch(
         if attempt + 1 < attempts:
             time.sleep(0.05 * 2**attempt)
     raise RemoteVerifyError("downloaded object differs from the manifest", key=item.key)
+
+
+LEFT_OUT = -1
+"""What :func:`fetch_or_leave_out` returns for an object it left out."""
+
+
+def fetch_or_leave_out(
+    store: ObjectStore, item: Download, staging: Path, progress: Progress | None
+) -> int | None:
+    """:func:`fetch`; an index or snapshot object that is missing or differs from the manifest
+    is left out (:data:`LEFT_OUT`): Kafka rebuilds a segment's indexes when its offset index is
+    missing, and producer state from the batches, so the records stay restorable where they
+    were refused (a ``.log`` that fails still fails the partition)."""
+    try:
+        return fetch(store, item, staging, progress)
+    except (RemoteVerifyError, ObjectNotFoundError) as exc:
+        if item.target.suffix == ".log":
+            raise
+        log.warning("%s; left out: rebuilt from its segment when the partition is opened",
+                    exc)  # fmt: skip
+        return LEFT_OUT
+
+
+def _drop_indexes(left_out: list[Path]) -> None:
+    """The indexes of each segment one of whose index files was left out: all three go, so
+    that opening the partition recovers the segment (a missing offset index is what starts
+    Kafka's recovery of a segment; a missing time or transaction index alone is taken for an
+    empty one, which would lose the timestamps and the aborted transactions)."""
+    for path in left_out:
+        if path.suffix in (".index", ".timeindex", ".txnindex"):
+            for suffix in (".index", ".timeindex", ".txnindex"):
+                path.with_suffix(suffix).unlink(missing_ok=True)
 
 
 def restore_partition(
@@ -243,11 +279,13 @@ def _restore_into(
     plan = sorted(plan_downloads(rp, segments, directory), key=lambda d: -d.meta.size)
     try:
         with ThreadPoolExecutor(max_workers=max(threads, 1)) as pool:
-            sizes = list(pool.map(lambda d: fetch(store, d, staging, progress), plan))
+            sizes = list(pool.map(lambda d: fetch_or_leave_out(store, d, staging, progress),
+                                  plan))  # fmt: skip
     finally:  # a failed download's part is not kept: a full disk gets its space back
         shutil.rmtree(staging, ignore_errors=True)
+    _drop_indexes([d.target for d, n in zip(plan, sizes, strict=True) if n == LEFT_OUT])
     fsync_dir(directory)  # the renames, before any checkpoint names the data
-    got = [n for n in sizes if n is not None]  # an empty .txnindex downloaded is 0 bytes
+    got = [n for n in sizes if n is not None and n >= 0]  # an empty .txnindex is 0 bytes
     result.files_downloaded = len(got)
     result.files_skipped = len(sizes) - len(got)
     result.bytes_downloaded = sum(got)

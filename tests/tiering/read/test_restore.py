@@ -344,3 +344,40 @@ def test_a_manifest_naming_an_impossible_partition_count_records_none(
         assert topic_id is not None
         assert log_dir.topic_configs.recorded_partitions("tiered", topic_id) is None
         assert log_dir.partition_count("tiered") == 2
+
+
+def _committed(log_dir: Path, partition: int) -> list[tuple[int, bytes | None]]:
+    from kafkatier.storage.arrow.log import read_arrow
+    from kafkatier.storage.log.reader import IsolationLevel
+
+    with LogDirectory(log_dir) as logs:
+        log = logs.get("tiered", partition)
+        assert log is not None
+        table = read_arrow(log, isolation=IsolationLevel.READ_COMMITTED)
+    return list(zip(table["offset"].to_pylist(), table["value"].to_pylist(), strict=True))
+
+
+def test_a_damaged_or_missing_index_object_is_rebuilt_not_refused(uploaded, tmp_path) -> None:
+    """An index object damaged or lost in the store made its partition unrestorable, although
+    its records are all in the ``.log`` objects. They are left out and the partition's first
+    open rebuilds them (as Kafka rebuilds lost indexes): the aborted transactions of the
+    transaction index too, so read_committed still hides what was aborted."""
+    logs, store = uploaded
+    rp = only(store, "tiered", 0)
+    segs = ManifestStore(store).load(rp)[0].finished()
+    aborted = [s for s in segs if s.files["txnindex"].size > 0]
+    assert aborted, "the fixture has aborted transactions"
+    seg = aborted[0]
+    prefix = f"{rp.prefix}{seg.base_offset:020d}-{seg.attempt}/"
+    store.delete(prefix + "txnindex")
+    store.put_bytes(prefix + "timeindex", b"\0" * 12)  # not what the manifest says
+    target = tmp_path / "restored"
+    [result] = restore_topic(store, "tiered", target, partitions=[0])
+    assert result.restored
+    directory = target / "tiered-0"
+    assert not (directory / f"{seg.base_offset:020d}.index").exists()  # left to recovery
+    source = [(o, v) for o, v in _committed(logs, 0) if o < result.log_end_offset]
+    assert _committed(target, 0) == source
+    assert verify_paths([target]) == []  # after the open that rebuilt them
+    rebuilt = directory / f"{seg.base_offset:020d}.txnindex"
+    assert rebuilt.read_bytes() == (logs / "tiered-0" / rebuilt.name).read_bytes()
