@@ -40,13 +40,12 @@ import zlib
 from pathlib import Path
 
 from kafkatier.storage.checkpoint.metadata import partition_dir_name
-from kafkatier.tiering.errors import TieringError
 from kafkatier.tiering.metadata.identity import (
     parse_partition_folder,
     parse_topic_folder,
     topic_id_of,
 )
-from kafkatier.tiering.metadata.manifest import MANIFEST_NAME, PartitionManifest
+from kafkatier.tiering.metadata.manifest import MANIFEST_NAME
 
 COPY_NAME = "kafkatier-remote-manifest"
 
@@ -82,8 +81,9 @@ class ManifestCopies:
         self._dirs: dict[str, Path] = {}  # key -> the partition directory found for it
 
     def record(self, key: str, data: bytes | None, etag: str | None) -> None:
-        """Keep ``data`` (tagged ``etag``) as the copy of manifest ``key``; a manifest known
-        not to exist empties the copy. Failures are logged and ignored: it is a cache."""
+        """Keep ``data`` (tagged ``etag``, a manifest its reader checked) as the copy of
+        manifest ``key``; a manifest known not to exist empties the copy. Failures are logged
+        and ignored: it is a cache."""
         if data is None or etag is None:
             self.forget(key)
             return
@@ -93,18 +93,22 @@ class ManifestCopies:
             directory = self._partition_dir(key)
             if directory is None:
                 return
-            if not _is_manifest_of(key, data):  # the last good bytes stay, marked old
-                last = read_copy(directory, key, superseded=True)
-                with contextlib.suppress(OSError):
-                    if last is not None:
-                        _write(directory, key, last[0], last[1], superseded=True)
-                self._written.pop(key, None)
-                return
             try:
                 _write(directory, key, data, etag)
                 self._written[key] = etag
             except OSError as exc:
                 log.debug("could not keep the copy of %s in %s: %s", key, directory, exc)
+
+    def supersede(self, key: str) -> None:
+        """The store holds a manifest at ``key`` that its readers refuse: the copy keeps the
+        last good bytes, marked superseded (module docstring)."""
+        with self._lock:
+            self._written.pop(key, None)
+            directory = self._partition_dir(key)
+            last = None if directory is None else read_copy(directory, key, superseded=True)
+            if directory is not None and last is not None:
+                with contextlib.suppress(OSError):
+                    _write(directory, key, last[0], last[1], superseded=True)
 
     def known(self, key: str) -> bytes | None:
         """The manifest bytes the partition's copy of ``key`` holds; None without a copy."""
@@ -148,21 +152,6 @@ class ManifestCopies:
                 if candidate.is_dir() and topic_id_of(candidate) == topic[1]:
                     return candidate
         return None
-
-
-def _is_manifest_of(key: str, data: bytes) -> bool:
-    """Whether ``data`` parses as the manifest ``key`` names (topic, id and partition). A
-    manifest damaged or replaced in the store is refused by every reader; the copy keeps the
-    last good one, which is what the errors point to for setting the store right."""
-    parts = key.split("/")
-    topic = parse_topic_folder(parts[0]) if len(parts) == 3 else None
-    partition = parse_partition_folder(parts[1]) if len(parts) == 3 else None
-    try:
-        manifest = PartitionManifest.from_bytes(data, key)
-    except TieringError:
-        return False
-    found = (manifest.topic, manifest.topic_id, manifest.partition)
-    return topic is not None and found == (topic[0], topic[1], partition)
 
 
 def _write(

@@ -54,11 +54,24 @@ class ManifestCache:
         with self._lock:
             return self._known.get(key)
 
-    def put(self, key: str, data: bytes | None, etag: str | None) -> None:
+    def put(self, key: str, data: bytes | None, etag: str | None, *, copy: bool = True) -> None:
+        """Remember ``data`` (None: known not to exist, which empties the copy). ``copy``:
+        also keep it in the partition directory; a manifest read from the store is copied
+        only once :meth:`ManifestStore.load` has checked it (:meth:`checked`)."""
         with self._lock:
             self._known[key] = (data, etag)
-        if self.copies is not None:
+        if self.copies is not None and (copy or data is None):
             self.copies.record(key, data, etag)
+
+    def checked(self, key: str, data: bytes, etag: str | None, ok: bool) -> None:
+        """The manifest ``data`` read from ``key`` passed its checks (``ok``: it is copied) or
+        not (the copy keeps the last good one, marked superseded)."""
+        if self.copies is None:
+            return
+        if ok and etag is not None:
+            self.copies.record(key, data, etag)
+        elif not ok:
+            self.copies.supersede(key)
 
     def forget(self, key: str) -> None:
         with self._lock:
@@ -103,7 +116,15 @@ class ManifestStore:
         data, etag = self._fetch(key, fresh)
         if data is None:
             return PartitionManifest(rp.topic, rp.partition, topic_id=rp.topic_id), None
-        return checked_manifest(data, rp, key), etag
+        try:
+            manifest = checked_manifest(data, rp, key)
+        except TieringError:
+            if self.cache is not None:
+                self.cache.checked(key, data, etag, ok=False)
+            raise
+        if self.cache is not None:
+            self.cache.checked(key, data, etag, ok=True)
+        return manifest, etag
 
     def forget(self, rp: RemotePartition) -> None:
         """Drop what is known of the manifest of ``rp`` (the cache's entry, the partition's
@@ -126,7 +147,7 @@ class ManifestStore:
             self._refuse_lost(key)
         found = (None, None) if got is None else got
         if self.cache is not None:
-            self.cache.put(key, *found)
+            self.cache.put(key, *found, copy=False)  # copied once load checked it
         return found
 
     def _refuse_lost(self, key: str) -> None:
