@@ -36,15 +36,20 @@ def read_or_error(
     read: Callable[..., T], log_dir: Path, topic: str, partition: int, *args: Any
 ) -> T | ErrorCode:  # fmt: skip
     """``read(log_dir, topic, partition, *args)``, or the partition's error code where it
-    fails (module doc)."""
-    try:
-        return read(log_dir, topic, partition, *args)
-    except FileNotFoundError as exc:
-        if not (log_dir / partition_dir_name(topic, partition)).is_dir():
-            return ErrorCode.unknown_topic_or_partition  # gone, not a file of it unreadable
-        failure: Exception = exc
-    except (OSError, KafkaTierError) as exc:
-        failure = exc
+    fails (module doc). A file gone between the listing and its read is read once more, from
+    a new listing: the sidecar's local retention removes uploaded segments under readers (the
+    read then goes to the remote copy), which Kafka's deferred deletion hides from its own."""
+    failure: Exception | None = None
+    for _attempt in range(2):
+        try:
+            return read(log_dir, topic, partition, *args)
+        except FileNotFoundError as exc:
+            if not (log_dir / partition_dir_name(topic, partition)).is_dir():
+                return ErrorCode.unknown_topic_or_partition  # gone, not a file of it unreadable
+            failure = exc
+        except (OSError, KafkaTierError) as exc:
+            failure = exc
+            break
     _UNREADABLE.warn((log_dir, topic, partition),
                      "cannot read %s-%d in %s, answering KAFKA_STORAGE_ERROR: %s", topic,
                      partition, log_dir, failure)  # fmt: skip
