@@ -62,22 +62,26 @@ def produce(args: argparse.Namespace) -> int:
     fmt = detect_format(args.input, args.format)
     overrides = parse_overrides(args.config, source="--config")
     chunks = prefetched(read_chunks(args.input, fmt))  # reading starts now
-    with (
-        writer_turn(args.log_dir, who="kafkatier produce"),
-        LogDirectory(args.log_dir, max_open_files=args.max_open_files) as log_dir,
-    ):
-        complete_other_sinks(log_dir, None, wall_clock_ms())  # a sink's half-appended batch
-        count = _partition_count(log_dir, args.topic, args.partitions)
-        log_dir.topic_configs.check(args.topic, overrides, source="--config")
-        chunks = _first_checked(chunks, count)  # nothing saved or created for a refused file
-        logs = _partitions(log_dir, args.topic, count, overrides)
-        summary = Summary()
-        ends = [log.log_end_offset for log in logs]
-        try:
+    summary = Summary()
+    placed: list[tuple[list[Log], list[int]]] = []  # the partitions and their ends before
+    whole = False
+    try:
+        with (
+            writer_turn(args.log_dir, who="kafkatier produce"),
+            LogDirectory(args.log_dir, max_open_files=args.max_open_files) as log_dir,
+        ):
+            complete_other_sinks(log_dir, None, wall_clock_ms())  # a sink's half-appended batch
+            count = _partition_count(log_dir, args.topic, args.partitions)
+            log_dir.topic_configs.check(args.topic, overrides, source="--config")
+            chunks = _first_checked(chunks, count)  # nothing saved or created for a refused file
+            logs = _partitions(log_dir, args.topic, count, overrides)
+            placed.append((logs, [log.log_end_offset for log in logs]))
             _append_file(logs, chunks, args.compression, summary)
-        except Exception as exc:  # a full disk: say what is in the log, what is not
-            exc.add_note(_partial(logs, ends))
-            raise
+            whole = True
+    except Exception as exc:  # a full disk: say what is in the log, what is not
+        if placed:  # also when closing the log dir failed after every append
+            exc.add_note(_partial(*placed[0], whole=whole))
+        raise
     # closing the log dir flushed every partition once, in parallel: the records are durable
     _print_summary(args.topic, summary)
     return 0
@@ -180,10 +184,11 @@ def _indices(order: np.ndarray) -> pa.Array:
     return pa.Array.from_buffers(pa.int64(), len(order), [None, pa.py_buffer(order)])
 
 
-def _partial(logs: list[Log], ends: list[int]) -> str:
+def _partial(logs: list[Log], ends: list[int], *, whole: bool = False) -> str:
     """What an append that failed midway left in the log (``ends``: the log end offsets
     before it): whole batches of the first records, as a producer's acknowledged sends, and
-    none of the rest."""
+    none of the rest. ``whole``: every append was done and closing the log dir failed (an
+    index entry or a producer snapshot not written), which the next open recovers."""
     added = [(log, end) for log, end in zip(logs, ends, strict=True) if log.log_end_offset > end]
     if not added:
         return "no record of the input was appended"
@@ -192,6 +197,9 @@ def _partial(logs: list[Log], ends: list[int]) -> str:
         f"{log.topic}-{log.partition} offsets {end}..{log.log_end_offset - 1}"
         for log, end in added
     )
+    if whole:
+        return (f"every record of the input ({total}) was appended ({ranges}) before closing the "
+                "log dir failed; the next open recovers it: do not produce the input again")
     return f"{total} records of the input were appended before it ({ranges}), the rest were not"
 
 

@@ -578,15 +578,23 @@ class LogSegment:
         """Final time-index entry, trimmed indexes, file closed (Kafka's ``LogSegment.close``):
         the entry only if this process tracked the segment's max timestamp (else the time
         index's last entry is that max already), and only opened indexes are trimmed."""
-        if self.writable and self._max_ts is not None and self._max_ts[0] >= 0:
-            self.time_index.maybe_append(*self._max_ts, skip_full_check=True)
-        self.close_handlers()
+        try:
+            if self.writable and self._max_ts is not None and self._max_ts[0] >= 0:
+                self.time_index.maybe_append(*self._max_ts, skip_full_check=True)
+        finally:  # the entry refused (a full disk): the indexes are trimmed all the same
+            self.close_handlers()
 
     def close_handlers(self) -> None:
-        """Close the opened indexes (a writable one is trimmed first) and the ``.log``."""
-        self._indexes.close()
-        self.txn_index.close()
-        self._file.close()
+        """Close the opened indexes (a writable one is trimmed first) and the ``.log``; each
+        is closed even when one before it fails: an index left at its preallocated length is
+        mostly holes, whose reading through a map on a full tmpfs is a SIGBUS."""
+        try:
+            self._indexes.close()
+        finally:
+            try:
+                self.txn_index.close()
+            finally:
+                self._file.close()
 
     def abandon(self) -> None:
         """Close the files without writing to any: no index trimmed, no entry kept in memory

@@ -85,9 +85,12 @@ class SegmentIndexes:
             index.write_pending()
 
     def close(self) -> None:
-        """Close (trimmed, if writable) the opened ones; nothing for the others."""
-        self.offset.close()
-        self.time.close()
+        """Close (trimmed, if writable) the opened ones; nothing for the others. The second is
+        closed even when the first fails."""
+        try:
+            self.offset.close()
+        finally:
+            self.time.close()
 
     def close_handlers(self) -> None:
         """Unmap the opened ones without trimming, dropping entries not yet in their files."""

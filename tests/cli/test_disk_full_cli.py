@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -157,3 +158,31 @@ def test_restore_into_a_full_disk_shows_nothing_half_restored(
         assert main(argv) == 0
         assert main(["verify", str(target)]) == 0
         assert (target / "tiered-0").is_dir() and not (target / ".kafkatier-restore").exists()
+
+
+def test_produce_whose_close_fails_says_every_record_is_in_and_leaves_no_sigbus(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A record that fits in its segment's last page on a full disk is appended, then closing
+    the log dir fails on the time index's last entry. The error had no note (a user retried and
+    got the record twice), and the indexes stayed at their sparse preallocated length, whose
+    reading on the still-full tmpfs killed the next command with SIGBUS."""
+    (tmp_path / "a.jsonl").write_text('{"value": "first"}\n')
+    (tmp_path / "b.jsonl").write_text('{"value": "second"}\n')
+    with small_fs(tmp_path / "fs", 1024) as fs:
+        logs = fs / "logs"
+        produce = ["produce", str(logs), "--topic", "t", "--input"]
+        assert main([*produce, str(tmp_path / "a.jsonl")]) == 0
+        capsys.readouterr()
+        fill(fs)
+        assert main([*produce, str(tmp_path / "b.jsonl")]) == 1
+        line = one_error(capsys, "produce")
+        assert "every record of the input (1) was appended (t-0 offsets 1..1)" in line, line
+        indexes = [p.stat().st_size for p in (logs / "t-0").glob("*index")]
+        assert indexes and max(indexes) < 4096, indexes  # trimmed, not 10 MiB of holes
+        clean = subprocess.run(  # its own process: a SIGBUS must not take the test run down
+            [sys.executable, "-c", "import sys; from kafkatier.cli.main import main; "
+             f"sys.exit(main(['clean', {str(logs)!r}]))"],
+            capture_output=True, text=True, check=False)  # fmt: skip
+        assert clean.returncode in (0, 1), clean
+        assert len(clean.stderr.strip().splitlines()) <= 1, clean.stderr
