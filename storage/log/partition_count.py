@@ -3,9 +3,10 @@ kafkatier in the topic's file (``topic_files``, stamped at creation) beside the 
 
 Read from the directories alone, a missing last partition (moved by hand, a partial restore)
 would make writers place keys by a smaller count, and a missing other one would be created
-again empty, its offsets starting over at 0. Both are refused in one line naming what is
-missing; a topic created before counts were recorded is checked against its highest
-partition's number.
+again empty, its offsets starting over at 0, and a stray directory past the recorded count (an
+aborted copy, a ``mkdir``) would grow the topic, its keys placed by another count. All are
+refused in one line naming the directories; a topic created before counts were recorded is
+checked against its highest partition's number.
 """
 
 from __future__ import annotations
@@ -28,6 +29,13 @@ def checked_count(
     """The count of ``topic``, whose partitions ``found`` are on disk in ``log_dir`` and whose
     ``record`` file names ``recorded`` (None: no count there); a missing one raises."""
     present = set(found)
+    beyond = sorted(p for p in present if recorded is not None and p >= recorded)
+    if beyond:  # a stray directory would grow the topic: keys placed by another count
+        raise StorageError(
+            f"topic {topic!r} has {recorded} partitions (recorded in {record}) but {log_dir} "
+            f"also holds the directories of partitions {number_ranges(beyond)}; fix: remove "
+            "them (kafkatier never adds partitions to a topic, as keys would move)"
+        )
     count = max(max(present) + 1, recorded or 0)
     missing = sorted(set(range(count)) - present)
     if missing:

@@ -23,8 +23,10 @@ from kafkatier.storage.checkpoint.metadata import (
     META_PROPERTIES_FILE,
     MetaProperties,
     PartitionMetadataFile,
+    partition_dir_name,
 )
 from kafkatier.storage.errors import CheckpointError, CorruptSnapshotError
+from kafkatier.storage.log.partition_count import number_ranges, recorded_count
 from kafkatier.storage.producer.snapshot import read_snapshot
 from kafkatier.storage.verify.epochs import read_epoch_checkpoint
 from kafkatier.storage.verify.files import (
@@ -115,12 +117,32 @@ def verify_log_dir(path: Path, found: Findings, progress: Progress | None = None
             "missing: a broker cannot tell which cluster and node this log dir "
             "belongs to (KRaft brokers refuse to start)",
         )
+    _check_counts(path, ranges, found)
     starts = _checkpoint(path / LOG_START_OFFSET_CHECKPOINT, found)
     for name in ROOT_CHECKPOINTS:
         offsets = starts if name == LOG_START_OFFSET_CHECKPOINT else _checkpoint(path / name, found)
         for tp, offset in offsets.items():
             if tp in ranges:
                 _check_in_range(path / name, tp, offset, ranges[tp], starts, found)
+
+
+def _check_counts(path: Path, partitions: Iterable[tuple[str, int]], found: Findings) -> None:
+    """Each topic's partition directories against the count its file records (where it
+    records one): a missing one, or a stray one past the count, which writers refuse."""
+    by_topic: dict[str, set[int]] = {}
+    for topic, partition in partitions:
+        by_topic.setdefault(topic, set()).add(partition)
+    for topic, present in sorted(by_topic.items()):
+        recorded = recorded_count(path, topic, present)
+        if recorded is None:
+            continue
+        missing = sorted(set(range(recorded)) - present)
+        beyond = sorted(p for p in present if p >= recorded)
+        for numbers, what in ((missing, "missing"), (beyond, "past that count")):
+            if numbers:
+                found.add(path / partition_dir_name(topic, numbers[0]), None,
+                          f"topic {topic!r} records {recorded} partitions; the directories of "
+                          f"partitions {number_ranges(numbers)} are {what}")  # fmt: skip
 
 
 def _checkpoint(path: Path, found: Findings) -> dict[tuple[str, int], int]:

@@ -150,3 +150,26 @@ def test_the_reader_reports_a_missing_partition_as_data_loss(spark: Any, tmp_pat
     assert read(assign='{"t": [0, 2]}') == 2  # the lost one not asked for
     TopicConfigStore(tmp_path).path("t").unlink()  # no record (one partition restored alone)
     assert read(subscribe="t") == 3
+
+
+def test_a_stray_directory_past_the_recorded_count_is_refused_not_added(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An empty ``t-2`` beside a two-partition topic (an aborted copy, a ``mkdir``) grew the
+    topic to three partitions: produce recorded 3 and placed keys by ``% 3``. Writers refuse
+    it naming the directory, and ``verify`` reports it."""
+    source = tmp_path / "in.parquet"
+    pq.write_table(pa.table({"key": [b"a", b"b", b"c"], "value": [b"1", b"2", b"3"]}), source)
+    logs = tmp_path / "logs"
+    _topic(logs, 2)
+    (logs / "t-2").mkdir()
+    assert main(["produce", str(logs), "--topic", "t", "--input", str(source)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "directories of partitions 2; fix: remove" in err, err
+    header = TopicConfigStore(logs).path("t").read_text().splitlines()[0]
+    assert header.endswith(", partitions 2")
+    assert main(["verify", str(logs)]) == 1
+    assert "the directories of partitions 2 are past that count" in capsys.readouterr().out
+    shutil.rmtree(logs / "t-2")
+    assert main(["produce", str(logs), "--topic", "t", "--input", str(source)]) == 0
+    assert main(["verify", str(logs)]) == 0
