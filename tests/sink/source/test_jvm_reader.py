@@ -86,6 +86,27 @@ def test_headers_read_as_python_does(spark_jvm: Any, sample: Written) -> None:
     assert 0 < nulls == sum(1 for r in sample.visible() if not r[7])
 
 
+def test_a_field_inside_headers_reads_as_python_does(spark_jvm: Any, sample: Written) -> None:
+    """Spark prunes nested fields: ``headers.key`` alone, or ``headers[0].value`` alone,
+    reaches the reader as a header struct of one field, which the JVM reader filled as two
+    (a failure reported as a corrupt batch)."""
+    queries = [
+        "SELECT offset, headers.key AS k FROM t",
+        "SELECT offset, CAST(headers[0].value AS STRING) AS v FROM t",
+        "SELECT count(*) AS n FROM t WHERE size(headers) > 0 AND headers[0].value IS NULL",
+        "SELECT offset FROM t WHERE array_contains(headers.key, headers[0].key)",
+    ]
+    for query in queries:
+        found = {}
+        for fmt in ("kafkatier", "kafkatier_python"):
+            (spark_jvm.read.format(fmt).option("path", str(sample.path))
+             .option("subscribe", "events,other").option("includeHeaders", "true").load()
+             .createOrReplaceTempView("t"))  # fmt: skip
+            found[fmt] = sorted(map(tuple, spark_jvm.sql(query).collect()), key=repr)
+        assert found["kafkatier"] == found["kafkatier_python"], query
+        assert found["kafkatier"], query
+
+
 @pytest.mark.skipif(not CORPUS.is_dir(), reason=f"Kafka corpus not found at {CORPUS}")
 def test_legacy_logs_stay_with_the_python_reader(spark_jvm: Any) -> None:
     legacy = load(spark_jvm, CORPUS / "xpxwo100__bullShit/tmp/kafka-logs", subscribe="foo")

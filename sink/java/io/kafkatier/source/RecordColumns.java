@@ -5,6 +5,7 @@ import java.util.Arrays;
 import java.util.List;
 import org.apache.spark.sql.execution.vectorized.OnHeapColumnVector;
 import org.apache.spark.sql.execution.vectorized.WritableColumnVector;
+import org.apache.spark.sql.types.ArrayType;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.vectorized.ColumnarBatch;
@@ -33,6 +34,8 @@ final class RecordColumns implements AutoCloseable {
   private byte[] topic = new byte[0];
   private int partition;
   private int headers; // header structs appended to the headers column's elements
+  private int headerKey = -1; // the header struct's children that the query asked for: Spark
+  private int headerValue = -1; // prunes nested fields (headers.key alone keeps one child)
   int rows;
 
   RecordColumns(StructType schema) {
@@ -45,6 +48,12 @@ final class RecordColumns implements AutoCloseable {
       }
       vectors[i] = new OnHeapColumnVector(4096, fields[i].dataType());
       byKind[kind] = vectors[i];
+      if (kind == HEADERS) {
+        StructType header = (StructType) ((ArrayType) fields[i].dataType()).elementType();
+        List<String> names = Arrays.asList(header.fieldNames());
+        headerKey = names.indexOf("key");
+        headerValue = names.indexOf("value");
+      }
     }
   }
 
@@ -106,18 +115,27 @@ final class RecordColumns implements AutoCloseable {
     v.putArray(rows, headers, count);
     WritableColumnVector structs = v.arrayData();
     structs.reserve(headers + count);
-    structs.getChild(0).reserve(headers + count);
-    structs.getChild(1).reserve(headers + count);
+    for (int child : new int[] {headerKey, headerValue}) {
+      if (child >= 0) {
+        structs.getChild(child).reserve(headers + count);
+      }
+    }
   }
 
   /** One header of the current row: its key (UTF-8, never null) and value (-1: null). */
   void header(byte[] src, int key, int keyLength, int value, int valueLength) {
     WritableColumnVector structs = byKind[HEADERS].arrayData();
-    structs.getChild(0).putByteArray(headers, src, key, keyLength);
+    if (headerKey >= 0) {
+      structs.getChild(headerKey).putByteArray(headers, src, key, keyLength);
+    }
+    if (headerValue < 0) {
+      headers++;
+      return;
+    }
     if (valueLength < 0) {
-      structs.getChild(1).putNull(headers);
+      structs.getChild(headerValue).putNull(headers);
     } else {
-      structs.getChild(1).putByteArray(headers, src, value, valueLength);
+      structs.getChild(headerValue).putByteArray(headers, src, value, valueLength);
     }
     headers++;
   }
