@@ -168,7 +168,7 @@ def _range(task: ReadTask) -> dict[str, Any]:
         "dir": str(directory), "topic": task.topic, "partition": task.partition,
         "start": start, "end": task.end, "committed": task.committed,
         "aborted": [[t.producer_id, t.first_offset] for t in task.aborted],
-        "chunk_bytes": task.chunk_bytes,
+        "chunk_bytes": task.chunk_bytes, "fail_on_data_loss": task.fail_on_data_loss,
     }  # fmt: skip
 
 

@@ -32,6 +32,7 @@ from test_datasource import (
 from test_stream import TIMEOUT_S, Collector, start
 from verify_fixtures import snappy_for_kafka_python
 
+from kafkatier.cli.main import main
 from kafkatier.sink.source.datasource import register_data_source
 from kafkatier.sink.source.pushdown import Narrowing
 from kafkatier.storage.arrow.log import append_arrow
@@ -494,3 +495,30 @@ def test_a_start_after_the_end_is_an_error_as_with_the_python_reader(
             for query in (reader.load(), reader.load().where("offset > 2")):
                 with pytest.raises(Exception, match="starting offset 1000 is after the ending"):
                     query.count()
+
+
+@pytest.mark.parametrize("fail", [True, False])
+def test_segments_deleted_after_planning_are_data_loss(
+    spark_jvm: Any, tmp_path: Path, fail: bool
+) -> None:
+    """Retention between the scan's planning and its task: the executor read on from the first
+    segment left, and with failOnDataLoss=true (the default) the records gone were silently
+    missing. Spark's Kafka source fails such a task; with false it reads what is left."""
+    logs = tmp_path / "logs"
+    for i in range(5):
+        rows = tmp_path / f"in{i}.jsonl"
+        rows.write_text("".join(json.dumps({"value": f"r-{i}-{j}"}) + "\n" for j in range(100)))
+        assert main(["produce", str(logs), "--topic", "del", "--input", str(rows),
+                     "--config", "segment.bytes=1024", "--config", "retention.ms=-1"]) == 0
+    df = load(spark_jvm, logs, subscribe="del", failOnDataLoss=str(fail).lower())
+    planned = df.select("offset").rdd  # the scan's ranges are fixed here: 0..500
+    assert main(["clean", str(logs), "--config", "retention.bytes=1",
+                 "--config", "file.delete.delay.ms=0"]) == 0  # fmt: skip
+    first = min(int(p.name[:20]) for p in (logs / "del-0").glob("*.log"))
+    assert 0 < first < 500
+    if fail:
+        with pytest.raises(Py4JJavaError, match=f"offset 0 of del-0 is gone: the log starts at "
+                                                f"{first}"):  # fmt: skip
+            planned.collect()
+    else:
+        assert [r.offset for r in planned.collect()] == list(range(first, 500))

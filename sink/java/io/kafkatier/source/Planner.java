@@ -25,7 +25,7 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  * <pre>
  * {"tasks": [[{"dir": "/logs/t-0", "topic": "t", "partition": 0, "start": 0, "end": 100,
  *              "committed": true, "aborted": [[producerId, firstOffset], ...],
- *              "chunk_bytes": 16777216}]]}
+ *              "chunk_bytes": 16777216, "fail_on_data_loss": true}]]}
  * </pre>
  *
  * or {@code {"error": "ConfigError", "message": "..."}} for a planning error (the options, a
@@ -83,7 +83,8 @@ final class Planner {
     }
     return new ReadRange(r.get("dir").asText(), r.get("topic").asText(),
         r.get("partition").asInt(), r.get("start").asLong(), r.get("end").asLong(),
-        r.get("committed").asBoolean(), producers, firsts, r.get("chunk_bytes").asInt());
+        r.get("committed").asBoolean(), producers, firsts, r.get("chunk_bytes").asInt(),
+        r.path("fail_on_data_loss").asBoolean(true));
   }
 
   private static Integer defaultParallelism() {

@@ -31,9 +31,30 @@ final class RangeCursor implements AutoCloseable {
     this.log = new PartitionLog(range.dir);
     done = log.segments() == 0 || range.start >= range.end;
     if (!done) {
-      segment = log.segmentOf(range.start);
-      position = log.positionOf(segment, range.start);
+      long start = startNow(range, log);
+      segment = log.segmentOf(start);
+      position = log.positionOf(segment, start);
     }
+  }
+
+  /**
+   * Where the range starts in the files as they are now: the planner checked its start against
+   * the log start, but retention may have deleted the segments holding it since (the first one
+   * left then starts past it). Spark's Kafka source fails such a task ("Some data may have been
+   * lost") with failOnDataLoss, else reads on from what is left.
+   */
+  private static long startNow(ReadRange range, PartitionLog log) {
+    long first = log.base(0);
+    if (range.start >= first) {
+      return range.start;
+    }
+    if (range.failOnDataLoss) {
+      throw ReadError.at("OffsetOutOfRangeError", "offset " + range.start + " of " + range.topic
+          + "-" + range.partition + " is gone: the log starts at " + first + " (retention since "
+          + "the scan was planned; set failOnDataLoss=false to read from there on)",
+          range.dir, 0);
+    }
+    return first;
   }
 
   /** The aborted transactions that may touch the range: the .txnindex files' and the planner's. */

@@ -7,7 +7,8 @@ import java.io.Serializable;
  * batches: {@link RangeCursor}), read {@code chunkBytes} at a time. With {@code committed}
  * (read_committed), the aborted transactions (producer id, first offset) the planner saw in the
  * partition's tail (ABORT markers not yet in a {@code .txnindex}); the executor adds those of the
- * {@code .txnindex} files.
+ * {@code .txnindex} files. {@code failOnDataLoss}: a start the partition no longer holds when the
+ * task runs (retention since the planning) fails the task, else it starts where the log now does.
  */
 final class ReadRange implements Serializable {
   private static final long serialVersionUID = 1L;
@@ -20,9 +21,11 @@ final class ReadRange implements Serializable {
   final long[] abortedProducers;
   final long[] abortedFirstOffsets;
   final int chunkBytes;
+  final boolean failOnDataLoss;
 
   ReadRange(String dir, String topic, int partition, long start, long end, boolean committed,
-      long[] abortedProducers, long[] abortedFirstOffsets, int chunkBytes) {
+      long[] abortedProducers, long[] abortedFirstOffsets, int chunkBytes,
+      boolean failOnDataLoss) {
     this.dir = dir;
     this.topic = topic;
     this.partition = partition;
@@ -32,5 +35,6 @@ final class ReadRange implements Serializable {
     this.abortedProducers = abortedProducers;
     this.abortedFirstOffsets = abortedFirstOffsets;
     this.chunkBytes = chunkBytes;
+    this.failOnDataLoss = failOnDataLoss;
   }
 }
