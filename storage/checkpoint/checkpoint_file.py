@@ -158,7 +158,8 @@ class CheckpointFile(Generic[T]):
 
     def _malformed(self, line: str, number: int) -> CheckpointError:
         return CheckpointError(
-            "malformed line in checkpoint file", file=str(self.path), line=number, content=line
+            "malformed line in checkpoint file", file=str(self.path), line=number,
+            content=repr(line),
         )
 
 

@@ -22,6 +22,7 @@ least recently used idle ones and reopening them at their next use.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,7 +44,7 @@ from kafkatier.storage.checkpoint.metadata import (
 from kafkatier.storage.config.internal_topics import managed_partition
 from kafkatier.storage.config.log_config import LogConfig
 from kafkatier.storage.config.topic_files import TopicConfigStore
-from kafkatier.storage.errors import ConfigError
+from kafkatier.storage.errors import CheckpointError, ConfigError
 from kafkatier.storage.file_budget import FileBudget, process_budget, resolve_max_open_files
 from kafkatier.storage.fsutil import fsync_tree, make_log_dir
 from kafkatier.storage.log.creation import (
@@ -64,6 +65,8 @@ PARTITION_METADATA = "partition.metadata"
 TopicPartition = tuple[str, int]
 ConfigResolver = Callable[[str], LogConfig]
 Checkpoints = tuple[dict[TopicPartition, int], dict[TopicPartition, int], dict[TopicPartition, int]]
+
+logger = logging.getLogger(__name__)
 
 
 class LogDirectory:
@@ -98,8 +101,11 @@ class LogDirectory:
         self.had_clean_shutdown = marker.exists()
         marker.remove()
         complete_interrupted_creations(self.path)
-        self._recovery_points = OffsetCheckpointFile(self.path / RECOVERY_POINT_CHECKPOINT).read()
-        self._log_starts = OffsetCheckpointFile(self.path / LOG_START_OFFSET_CHECKPOINT).read()
+        self._recovery_points = _read_or_reset(
+            self.path / RECOVERY_POINT_CHECKPOINT, "resetting the recovery points to 0")
+        self._log_starts = _read_or_reset(
+            self.path / LOG_START_OFFSET_CHECKPOINT,
+            "resetting each log start to its first segment's base offset")  # fmt: skip
         self.cleaner_offsets: dict[TopicPartition, int] = OffsetCheckpointFile(
             self.path / CLEANER_OFFSET_CHECKPOINT
         ).read()
@@ -442,3 +448,15 @@ def _checkpointed_start(log: Log) -> int | None:
         return log.log_start_offset
     return log.remote_start or None
 
+
+def _read_or_reset(path: Path, reset: str) -> dict[TopicPartition, int]:
+    """A root checkpoint whose loss costs work, not data, as Kafka's ``LogManager.loadLogs``
+    reads the recovery-point and log-start checkpoints: one that does not parse is warned
+    about and read as empty (every partition recovered from its first segment, every log start
+    its first segment's base), and the next checkpoint replaces it. The cleaner's offsets are
+    read strictly (Kafka takes such a log dir offline)."""
+    try:
+        return OffsetCheckpointFile(path).read()
+    except CheckpointError as exc:
+        logger.warning("%s; %s, as a Kafka broker does", exc, reset)
+        return {}

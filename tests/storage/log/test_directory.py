@@ -13,11 +13,12 @@ from pathlib import Path
 import pytest
 from crash_writer import check_partition, read_partition
 
+from kafkatier.storage.checkpoint.checkpoint_file import OffsetCheckpointFile
 from kafkatier.storage.checkpoint.leader_epoch import LEADER_EPOCH_CHECKPOINT, LeaderEpochFileCache
 from kafkatier.storage.checkpoint.metadata import MetaProperties
 from kafkatier.storage.config.log_config import LogConfig
 from kafkatier.storage.config.topic_files import TopicConfigStore
-from kafkatier.storage.errors import ConfigError
+from kafkatier.storage.errors import CheckpointError, ConfigError
 from kafkatier.storage.log.directory import LogDirectory
 from kafkatier.storage.producer.snapshot import list_snapshot_files
 from kafkatier.storage.record.builder import build_batch
@@ -199,6 +200,29 @@ def test_recovery_starts_at_the_checkpointed_recovery_point(tmp_path: Path) -> N
     log = reopened.get("t", 0)
     assert log is not None and log.log_end_offset == 45  # below the recovery point: trusted
     assert [s.base_offset for s in log.segments] == bases
+
+
+@pytest.mark.parametrize("name", ["recovery-point-offset-checkpoint",
+                                  "log-start-offset-checkpoint"])  # fmt: skip
+def test_a_damaged_recovery_point_or_log_start_checkpoint_is_reset_as_kafka_does(
+    tmp_path: Path, name: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Kafka's LogManager warns and resets these two (recovery points to 0, log starts to the
+    first segment's base); the whole log dir was refused, every writer and clean with it. The
+    cleaner's offsets stay strict (Kafka takes such a log dir offline)."""
+    log_dir = LogDirectory(tmp_path, config_for=small)
+    log_dir.get_or_create("t", 0).append(batch(5))
+    log_dir.close()
+    (tmp_path / name).write_bytes(b"0\n1\nt 0 \x00\x00garbage\n")
+    with LogDirectory(tmp_path, config_for=small) as reopened:
+        log = reopened.get("t", 0)
+        assert log is not None and log.log_start_offset == 0 and log.log_end_offset == 5
+        log.append(batch(2))
+    assert any("resetting" in r.getMessage() and name in r.getMessage() for r in caplog.records)
+    OffsetCheckpointFile(tmp_path / name).read()  # written anew, whole
+    (tmp_path / "cleaner-offset-checkpoint").write_bytes(b"0\n1\nt 0 \x00\n")
+    with pytest.raises(CheckpointError, match="cleaner-offset-checkpoint"):
+        LogDirectory(tmp_path, config_for=small)
 
 
 def test_topic_settings_come_from_the_resolver_or_the_topic_config_files(tmp_path: Path) -> None:
