@@ -25,13 +25,15 @@ def batch_plan(
     narrowed by the scan's pushed filters (``pushdown.py``). Partitions are left out before
     the survey unless an offset option names partitions (it must name every subscribed one)."""
     tps = topic_partitions(opts)
-    missing = sorted(set(opts.topics or ()) - {t for t, _ in tps})
-    if missing:
+    named = set(opts.topics or ()) | {t for t, _ in opts.assign or ()}
+    missing = sorted(named - {t for t, _ in tps})
+    if missing:  # an assigned topic too: Spark's Kafka source fails on an unknown topic
         remote = "" if opts.remote is None else f" or in {opts.remote.url}"
+        setting = "subscribe" if opts.assign is None else "assign"
         raise ConfigError(
-            f"kafkatier option 'subscribe': no partitions of {', '.join(missing)} "
+            f"kafkatier option '{setting}': no partitions of {', '.join(missing)} "
             f"under {opts.path}{remote}",
-            setting="subscribe",
+            setting=setting,
         )
     if narrowing is not None and not isinstance(opts.starting, dict) and not isinstance(
             opts.ending, dict):  # fmt: skip

@@ -377,6 +377,7 @@ def test_starting_timestamp_after_every_record(spark_kt: Any, sample: Written) -
         ({"subscribe": "events", "endingOffsets": '{"events":{"0":999,"1":-1,"2":-1}}'},
          "endingOffsets"),
         ({"subscribe": "nosuchtopic"}, "nosuchtopic"),
+        ({"assign": '{"nosuchtopic":[0]}'}, "'assign': no partitions of nosuchtopic"),
     ],
 )  # fmt: skip
 def test_bad_options_name_the_option(
