@@ -10,7 +10,9 @@ hand them to the AWS chain through environment variables.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
+import signal
 import socket
 import subprocess
 import sys
@@ -23,6 +25,7 @@ from pathlib import Path
 from kafkatier.tiering.errors import RemoteStoreError
 
 WEED = Path(sys.executable).parent / "weed"
+_PR_SET_PDEATHSIG = 1
 _PORT_FLAGS = ("master.port", "master.port.grpc", "volume.port", "volume.port.grpc",
                "filer.port", "filer.port.grpc", "s3.port", "s3.port.grpc", "admin.port",
                "admin.port.grpc", "debug.port", "metricsPort")  # fmt: skip
@@ -117,7 +120,8 @@ def _start(
         server = WeedServer(f"http://127.0.0.1:{ports[6]}", bucket, access, secret)
         with open(root / "weed.log", "wb") as out:
             proc = subprocess.Popen(_command(root, ports, config, bucket), stdout=out,
-                                    stderr=subprocess.STDOUT, cwd=root)  # fmt: skip
+                                    stderr=subprocess.STDOUT, cwd=root,
+                                    preexec_fn=_die_with_parent)  # fmt: skip
         deadline = time.monotonic() + timeout
         while not _ready(server):
             if proc.poll() is not None or time.monotonic() > deadline:
@@ -126,10 +130,32 @@ def _start(
         else:
             return proc, server, ports
         _stop(proc, [])  # its sockets, if any, are left: another server may hold a port of them
-        log = (root / "weed.log").read_text()[-2000:]
+        log = (root / "weed.log").read_text(errors="replace")
         if "Port allocation failed" not in log and "address already in use" not in log:
             break
-    raise RemoteStoreError(f"the embedded S3 server (weed mini, {root}) did not start: {log}")
+    raise RemoteStoreError(f"the embedded S3 server (weed mini, {root}) did not start: "
+                           f"{_why(log, root)}")
+
+
+def _why(log: str, root: Path) -> str:
+    """One line of the server's log that says why it did not start (its fatal one, of a Go
+    stack trace's twenty), with the fix where it is known."""
+    if "resource temporarily unavailable" in log:  # leveldb's lock on the data dir
+        return (f"another process holds its data dir {root} (a weed mini left running by a "
+                "command killed with SIGKILL?); stop it, e.g. pkill -f 'weed mini.*"
+                f"{root}'")
+    lines = [line.strip() for line in log.splitlines() if line.strip()]
+    fatal = [line for line in lines if line[:1] in ("F", "E") and ".go:" in line]
+    return (fatal or lines or ["(no output)"])[0][:500]
+
+
+def _die_with_parent() -> None:
+    """In the server's process before it runs: the kernel stops it when the process that
+    started it dies, even by SIGKILL (Linux's PR_SET_PDEATHSIG); a server left running held
+    its data dir and every later command failed to start its own."""
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def _stop(proc: subprocess.Popen[bytes], ports: list[int]) -> None:
