@@ -24,6 +24,7 @@ from kafkatier.storage.errors import (
     CorruptIndexError,
     CorruptRecordError,
     InvalidRecordError,
+    StorageError,
 )
 from kafkatier.storage.file_budget import FileBudget
 from kafkatier.storage.fsutil import as_path, fsync_dir
@@ -219,11 +220,24 @@ def _is_segment_file(name: str) -> bool:
     return name[:20].isdigit() and name[20:] in (".log", *INDEX_SUFFIXES)
 
 
+def _refuse_misnamed(directory: Path, names: set[str]) -> None:
+    """A ``.log`` or index file whose name is not a 20-digit base offset (``foo.log``, a
+    backup ``00000000000000000000-old.index``): Kafka's loader fails on it too, not knowing
+    which segment it is; the error names it (it was a bare ValueError of int())."""
+    for name in sorted(names):
+        if name.endswith((".log", *INDEX_SUFFIXES)) and not _is_segment_file(name):
+            raise StorageError(
+                f"{name} is not a segment file name (a segment's files are <20-digit base "
+                "offset>.log, .index, .timeindex, .txnindex); move it out of the partition "
+                "directory", file=str(directory / name))  # fmt: skip
+
+
 def load_segments(
     directory: Path, config: LogConfig, clock: Clock, budget: FileBudget | None = None
 ) -> tuple[list[LogSegment], set[int]]:
     """Segments in offset order; orphan index files removed; those lacking an index noted."""
     names = set(os.listdir(directory))
+    _refuse_misnamed(directory, names)
     logs = {wire.offset_from_file_name(n) for n in names if n.endswith(".log")}
     needs_recovery: set[int] = set()
     for name in sorted(n for n in names if n.endswith(INDEX_SUFFIXES)):

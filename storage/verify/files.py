@@ -117,6 +117,7 @@ class PartitionFiles:
     snapshots: dict[int, Path] = field(default_factory=dict)
     leftovers: list[Path] = field(default_factory=list)
     others: dict[Kind, Path] = field(default_factory=dict)
+    misnamed: list[Path] = field(default_factory=list)  # a segment's suffix, no base offset
 
     @property
     def log_bases(self) -> list[int]:
@@ -140,6 +141,8 @@ def list_partition_files(directory: Path) -> PartitionFiles:
             found.snapshots[name.offset] = path
         elif name.kind in SEGMENT_KINDS and name.offset is not None:
             found.segments.setdefault(name.offset, {})[name.kind] = path
+        elif path.suffix in (".log", ".index", ".timeindex", ".txnindex"):
+            found.misnamed.append(path)
         elif name.kind is not Kind.UNKNOWN:
             found.others[name.kind] = path
     return found

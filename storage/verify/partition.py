@@ -60,6 +60,9 @@ def verify_partition(
                else "left over from an interrupted clean or swap (Kafka completes or discards "
                "it at startup)")  # fmt: skip
         found.add(path, None, why, severity="warning")
+    for path in files.misnamed:  # writers refuse the partition, as Kafka's loader does
+        found.add(path, None, "not a segment file name (<20-digit base offset> and a "
+                  "segment's suffix): Kafka and kafkatier refuse to load the partition")
     _check_partition_metadata(files, found)
     epochs = _epoch_check(files, found)
     bases = sorted(files.segments)

@@ -16,7 +16,7 @@ import pytest
 from crash_writer import Model, check_partition, read_partition, read_segment_file
 
 from kafkatier.storage.config.log_config import LogConfig
-from kafkatier.storage.errors import OutOfOrderSequenceError
+from kafkatier.storage.errors import OutOfOrderSequenceError, StorageError
 from kafkatier.storage.index.txn_index import AbortedTxn
 from kafkatier.storage.log.batch_position import BatchInfo
 from kafkatier.storage.log.loader import open_log
@@ -26,6 +26,7 @@ from kafkatier.storage.log.segment import LogSegment
 from kafkatier.storage.producer.snapshot import list_snapshot_files
 from kafkatier.storage.record.builder import build_batch
 from kafkatier.storage.record.record import Record
+from kafkatier.storage.verify.paths import verify_paths
 
 NOW = 1_700_000_000_000
 A, B = 4000, 5000
@@ -519,3 +520,23 @@ def read_partition_bytes(data: bytes) -> tuple[int, int]:
     base, length = struct.unpack_from(">qi", data)
     assert len(data) >= 12 + length
     return base, base + struct.unpack_from(">i", data, 23)[0]
+
+
+@pytest.mark.parametrize("name", ["foo.log", "backup.index", "00000000000000000000-old.log",
+                                  "1.timeindex"])  # fmt: skip
+def test_a_file_named_like_a_segment_that_is_not_one_is_refused_naming_it(
+    tmp_path: Path, name: str
+) -> None:
+    """Kafka's loader fails on such a file too (it cannot tell which segment it is); the error
+    was a bare ``invalid literal for int()`` naming no file. ``verify`` reports it."""
+    directory = tmp_path / "t-0"
+    log = open_log(directory, LogConfig())
+    log.append(build_batch([Record(0, 1_700_000_000_000, b"k", b"v")]))
+    log.close()
+    (directory / name).write_bytes(b"x")
+    with pytest.raises(StorageError, match=f"{name} is not a segment file name") as refused:
+        open_log(directory, LogConfig())
+    assert refused.value.context["file"] == str(directory / name)
+    assert [p.message for p in verify_paths([directory])] == [
+        "not a segment file name (<20-digit base offset> and a segment's suffix): Kafka and "
+        "kafkatier refuse to load the partition"]
