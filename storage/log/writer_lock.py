@@ -98,8 +98,9 @@ def writer_turn(path: Path, *, who: str = "a writer") -> Iterator[WriterTurn]:
     fd = os.open(path / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         _acquire(fd, path, who)
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()} {who}\n".encode(), 0)
+        with contextlib.suppress(OSError):  # only said to waiting writers: a full disk's write
+            os.ftruncate(fd, 0)  # fails further on, naming its file (this one named none)
+            os.pwrite(fd, f"{os.getpid()} {who}\n".encode(), 0)
         yield WriterTurn(path)
     finally:
         os.close(fd)  # closing releases the lock

@@ -186,3 +186,18 @@ def test_produce_whose_close_fails_says_every_record_is_in_and_leaves_no_sigbus(
             capture_output=True, text=True, check=False)  # fmt: skip
         assert clean.returncode in (0, 1), clean
         assert len(clean.stderr.strip().splitlines()) <= 1, clean.stderr
+
+
+def test_a_new_log_dir_on_a_full_disk_names_the_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The first write of a new log dir (the writer's lock) failed as a bare 'No space left on
+    device' naming no file."""
+    (tmp_path / "a.jsonl").write_text('{"value": "first"}\n')
+    with small_fs(tmp_path / "fs", 1024) as fs:
+        fill(fs)
+        logs = fs / "logs"
+        argv = ["produce", str(logs), "--topic", "t", "--input", str(tmp_path / "a.jsonl")]
+        assert main(argv) == 1
+        line = one_error(capsys, "produce")
+        assert "No space left on device" in line and f"{logs}/" in line, line
