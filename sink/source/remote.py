@@ -33,6 +33,7 @@ from urllib.parse import urlparse
 from kafkatier.storage.checkpoint.metadata import parse_partition_dir_name
 from kafkatier.storage.config.internal_topics import matches_pattern
 from kafkatier.storage.errors import ConfigError, KafkaTierError
+from kafkatier.storage.java_properties import read_properties
 from kafkatier.storage.log.bounds import PartitionBounds
 from kafkatier.storage.log.readonly import TopicPartition
 from kafkatier.tiering.config import TieringConfig
@@ -119,6 +120,8 @@ def parse_remote(opts: dict[str, str]) -> RemoteSettings | None:
             ) from None
         values = {"url": config.remote_url, "endpoint_url": config.endpoint_url,
                   "region": config.region, "profile": config.profile}  # fmt: skip
+        if not opts.get("remote.storage.s3.endpoint.url", "").strip():
+            _refuse_embedded(Path(path))
         origin = CONFIG_OPTION
         log_dirs = tuple(str(d) for d in config.log_dirs)
     if opts.get(URL_OPTION, "").strip():
@@ -138,6 +141,21 @@ def parse_remote(opts: dict[str, str]) -> RemoteSettings | None:
         url, values.get("endpoint_url"), values.get("region"), values.get("profile"),
         origin=origin, log_dirs=log_dirs,
     )  # fmt: skip
+
+
+def _refuse_embedded(path: Path) -> None:
+    """A configuration whose store is the embedded S3 server, which runs only inside the
+    kafkatier command that starts it (a free port, keys of its own): the reader went to AWS's
+    S3 endpoint for the bucket the URL names instead."""
+    embedded = read_properties(path).get("remote.storage.embedded", "").strip().lower()
+    if embedded == "true":
+        raise ConfigError(
+            f"kafkatier option {CONFIG_OPTION!r}: {path} sets remote.storage.embedded=true: that "
+            "S3 server, its endpoint and its credentials exist only inside the kafkatier "
+            "command that starts it; point the reader at a store it can reach (the option "
+            "'remote.storage.s3.endpoint.url', with that store's AWS credentials)",
+            setting=CONFIG_OPTION,
+        )
 
 
 _LISTINGS: dict[tuple[object, ...], tuple[float, list[TopicPartition]]] = {}

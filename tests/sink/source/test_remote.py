@@ -308,6 +308,11 @@ def test_remote_options_errors_name_the_option(tiered: Tiered, tmp_path: Path) -
     with pytest.raises(ConfigError, match=r"'remote\.storage\.url'.*required"):
         parse_options({"path": "x", "subscribe": "t", "remote.storage.s3.region": "r"},
                       streaming=False)  # fmt: skip
+    embedded = tmp_path / "kafkatier.properties"  # as conf/kafkatier.properties: the reader
+    embedded.write_text(f"log.dirs={tiered.logs}\nremote.storage.url=s3://kafkatier/run\n"
+                        "remote.storage.embedded=true\n")  # went to AWS's own S3 for it
+    with pytest.raises(ConfigError, match=r"'kafkatier\.config'.*embedded=true.*endpoint\.url"):
+        parse_options({"kafkatier.config": str(embedded), "subscribe": "rt"}, streaming=False)
 
 
 def test_sidecar_config_file(tiered: Tiered, tmp_path: Path) -> None:
