@@ -33,4 +33,9 @@ final class InputError {
   static IllegalArgumentException write(java.io.IOException cause) {
     return of("LogWriteError", "cannot write " + cause.getMessage());
   }
+
+  /** The same for a write or sync of {@code path} whose error names no file (ENOSPC, EIO). */
+  static IllegalArgumentException write(String path, java.io.IOException cause) {
+    return of("LogWriteError", "cannot write " + path + ": " + cause.getMessage());
+  }
 }

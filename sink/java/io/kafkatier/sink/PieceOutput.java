@@ -5,7 +5,6 @@ import java.io.File;
 import java.io.FileNotFoundException;
 import java.io.FileOutputStream;
 import java.io.IOException;
-import java.io.UncheckedIOException;
 import java.util.ArrayList;
 import java.util.List;
 import org.apache.spark.sql.Row;
@@ -59,7 +58,7 @@ final class PieceOutput implements AutoCloseable {
     try {
       file = new FileOutputStream(f);
     } catch (FileNotFoundException e) {
-      throw new UncheckedIOException(e);
+      throw InputError.write(e); // its message names the file
     }
     buffered = new BufferedOutputStream(file, WRITE_BUFFER);
   }
@@ -78,7 +77,7 @@ final class PieceOutput implements AutoCloseable {
       try {
         buffered.write(buf.data, 0, buf.size);
       } catch (IOException e) {
-        throw new UncheckedIOException("writing " + path, e);
+        throw InputError.write(path, e);
       }
     } else {
       pending.put(buf.data, 0, buf.size);
@@ -116,7 +115,7 @@ final class PieceOutput implements AutoCloseable {
         buffered.flush();
         file.getFD().sync();
       } catch (IOException e) {
-        throw new UncheckedIOException("syncing " + path, e);
+        throw InputError.write(path, e); // one line, as the driver's space check gives
       }
     }
     close();
@@ -129,7 +128,7 @@ final class PieceOutput implements AutoCloseable {
       try {
         file.close();
       } catch (IOException e) {
-        throw new UncheckedIOException("closing " + path, e);
+        throw InputError.write(path, e);
       }
     }
   }
