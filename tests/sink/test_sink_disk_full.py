@@ -17,6 +17,7 @@ from test_sink import read_topic, state
 
 from kafkatier.sink import KafkaLogSink
 from kafkatier.sink import sink as sink_module
+from kafkatier.storage.errors import LogWriteError
 from kafkatier.storage.verify.paths import verify_paths
 
 
@@ -42,6 +43,10 @@ def test_a_batch_into_a_full_disk_fails_and_replays_exactly_once(
         with pytest.raises(Exception, match="No space left on device") as caught:
             sink(frame(spark, 2000, 10_000), 1)
         assert str(fs / full) in str(caught.value)
+        # the sink's own one-line error, also where an executor's staging write failed (a
+        # Spark stage failure with the cause further down, before)
+        assert isinstance(caught.value, LogWriteError), repr(caught.value)[:300]
+        assert "\n" not in str(caught.value), str(caught.value)
         assert read_topic(logs, "events").num_rows == 2000
         assert verify_paths([logs]) == []
         assert not [p for p in staging.rglob("*") if p.is_file()], "staging files left behind"
