@@ -17,6 +17,7 @@ from kafkatier.cli.formats import detect_format
 from kafkatier.cli.inputs import prefetched, read_chunks
 from kafkatier.cli.progress import progress_bar
 from kafkatier.sink.others import complete_other_sinks
+from kafkatier.storage.arrow.record_rules import RecordRules
 from kafkatier.storage.checkpoint.checkpoint_file import is_valid_topic_name
 from kafkatier.storage.config.internal_topics import not_producible
 from kafkatier.storage.config.log_config import parse_overrides
@@ -72,8 +73,10 @@ def produce(args: argparse.Namespace) -> int:
         ):
             complete_other_sinks(log_dir, None, wall_clock_ms())  # a sink's half-appended batch
             count = _partition_count(log_dir, args.topic, args.partitions)
-            log_dir.topic_configs.check(args.topic, overrides, source="--config")
-            chunks = _first_checked(chunks, count)  # nothing saved or created for a refused file
+            config = log_dir.topic_configs.check(args.topic, overrides, source="--config")
+            rules = RecordRules.of(config, wall_clock_ms())
+            chunks = _first_checked(chunks, count, rules, args.topic)  # nothing saved or created
+            # for a refused file
             logs = _partitions(log_dir, args.topic, count, overrides)
             placed.append((logs, [log.log_end_offset for log in logs]))
             _append_file(logs, chunks, args.compression, summary)
@@ -87,9 +90,13 @@ def produce(args: argparse.Namespace) -> int:
     return 0
 
 
-def _first_checked(chunks: Iterator[pa.RecordBatch], count: int) -> Iterator[pa.RecordBatch]:
-    """``chunks``, its first read and its partitions placed now: a file refused for its
-    columns or a row's partition (or empty) leaves no topic, partitions or saved settings."""
+def _first_checked(
+    chunks: Iterator[pa.RecordBatch], count: int, rules: RecordRules, topic: str
+) -> Iterator[pa.RecordBatch]:
+    """``chunks``, its first read, its partitions placed and its records checked against the
+    topic's ``rules`` now: a file refused for its columns, a row's partition, a missing key or
+    a timestamp out of range in its first chunk (or empty) leaves no topic, partitions or
+    saved settings."""
     from kafkatier.storage.partitioner import assign_partitions
 
     first = next(chunks, None)
@@ -99,6 +106,7 @@ def _first_checked(chunks: Iterator[pa.RecordBatch], count: int) -> Iterator[pa.
     assign_partitions(first.column("key") if "key" in names else None, count,
                       explicit=first.column("partition") if "partition" in names else None,
                       rows=len(first))  # fmt: skip
+    rules.check(first, topic)
     return itertools.chain([first], chunks)
 
 

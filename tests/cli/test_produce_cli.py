@@ -224,7 +224,8 @@ def test_a_record_too_large_for_the_topic_names_the_settings(tmp_path: Path) -> 
 
 
 def test_a_refused_file_leaves_no_topic_and_no_saved_settings(tmp_path: Path) -> None:
-    """A file refused for its columns or a row's partition: no partition directories (a
+    """A file refused for its columns, a row's partition or the topic's record rules (a
+    timestamp out of range, a missing key): no partition directories (a
     later ``--partitions`` was refused as a re-partitioning of an empty topic) and no saved
     ``--config`` (a ``cleanup.policy=compact`` saved that way blocked every later ``clean``)."""
     logs = tmp_path / "logs"
@@ -235,6 +236,13 @@ def test_a_refused_file_leaves_no_topic_and_no_saved_settings(tmp_path: Path) ->
     done = produce(logs, "ev", out_of_range, "--partitions", "2",
                    "--config", "cleanup.policy=compact")  # fmt: skip
     assert done.returncode == 1 and "partition 9 is outside" in done.stderr
+    old, keyless = tmp_path / "old.csv", tmp_path / "keyless.csv"  # refused by the topic's
+    old.write_text("value,timestamp\na,1000\n")  # settings (outside tester: these created it)
+    keyless.write_text("key,value\n,a\n")
+    done = produce(logs, "ts", old, "--config", "message.timestamp.before.max.ms=60000")
+    assert done.returncode == 1 and "timestamp 1000 is out of range" in done.stderr
+    done = produce(logs, "compacted", keyless, "--config", "cleanup.policy=compact")
+    assert done.returncode == 1 and "cannot accept a record without a key" in done.stderr
     assert sorted(p.name for p in logs.iterdir() if not p.name.startswith(".")) == [
         "kafkatier-writer.generation", "meta.properties"]  # fmt: skip
     assert produce(logs, "orders", out_of_range, "--partitions", "10").returncode == 0
