@@ -23,14 +23,20 @@ def _objects(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in files}
 
 
-def test_every_command_names_a_manifest_that_does_not_parse(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    logs = write_tiered(tmp_path / "logs")
+def _tiered(tmp_path: Path, partitions: int) -> tuple[Path, FsspecStore, Path]:
+    """A tiered topic uploaded by one sidecar pass: its log dir, the store, the sidecar file."""
+    logs = write_tiered(tmp_path / "logs", partitions=partitions)
     store = FsspecStore(f"file://{tmp_path / 'remote'}")
     conf = tmp_path / "sidecar.properties"
     conf.write_text(f"log.dirs={logs}\nremote.storage.url={store.url}\n")
     assert Tierer(TieringConfig.load(conf)).run_once().failures == 0
+    return logs, store, conf
+
+
+def test_every_command_names_a_manifest_that_does_not_parse(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    logs, store, conf = _tiered(tmp_path, 1)
     key = manifest_key(only(store, "tiered", 0))
     store.put_bytes(key, b'{"version": 1, "segments": [{"base')
     before = _objects(tmp_path / "remote")
@@ -58,11 +64,7 @@ def test_status_lists_every_partition_beside_one_whose_manifest_is_damaged(
 ) -> None:
     """One bad manifest failed the whole status: no partition was listed. The others are
     listed as they are, the damaged one with its local side, its error on stderr, exit 1."""
-    logs = write_tiered(tmp_path / "logs", partitions=3)
-    store = FsspecStore(f"file://{tmp_path / 'remote'}")
-    conf = tmp_path / "sidecar.properties"
-    conf.write_text(f"log.dirs={logs}\nremote.storage.url={store.url}\n")
-    assert Tierer(TieringConfig.load(conf)).run_once().failures == 0
+    _, store, conf = _tiered(tmp_path, 3)
     key = manifest_key(only(store, "tiered", 1))
     store.put_bytes(key, b"[]")
     capsys.readouterr()
