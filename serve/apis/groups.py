@@ -85,7 +85,8 @@ async def join_group(ctx: ServeContext, version: int, request: Any) -> Any:
     return build(module.JoinGroupResponse, throttle_time=NO_THROTTLE,
                  error_code=ErrorCode(result.error), generation_id=result.generation,
                  protocol_type=result.protocol_type, protocol_name=name,
-                 leader=result.leader, skip_assignment=False, member_id=result.member_id,
+                 leader=result.leader, skip_assignment=result.skip_assignment,
+                 member_id=result.member_id,
                  members=members)  # fmt: skip
 
 

@@ -19,7 +19,7 @@ import asyncio
 import time
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kio.schema.errors import ErrorCode
 
@@ -134,8 +134,8 @@ class GroupCoordinator:
     async def _join_static(self, group: Group, req: JoinRequest) -> JoinResult:
         """A ``group.instance.id`` joining without a member id (KIP-345; no MEMBER_ID_REQUIRED
         round): a new member, or one back after a restart, which takes its old member's place
-        and assignment (the old id is fenced) and, in a Stable group with the same
-        subscription, gets the current generation at once: no rebalance."""
+        and assignment (the old id is fenced) and, in a Stable group whose protocol its
+        protocols keep, gets the current generation at once: no rebalance."""
         assert req.group_instance_id is not None
         member_id = f"{req.group_instance_id}-{uuid.uuid4()}"
         held = group.static.get(req.group_instance_id)
@@ -143,12 +143,17 @@ class GroupCoordinator:
         if old is None:
             return await self._add_and_wait(group, member_id, req)
         new = self._member(member_id, req)
-        unchanged = old.matches(req.protocols)
         group.replace_static(old, new)
         old.answer_join(JoinResult(E.fenced_instance_id, member_id=old.member_id))
         old.answer_sync(SyncResult(E.fenced_instance_id))
-        if group.is_(S.STABLE) and unchanged:
-            return self._join_result(group, new)
+        # As Kafka's updateStaticMemberAndRebalance: no rebalance unless the group's protocol
+        # would change. Its metadata bytes differ after any restart (a cooperative client's
+        # owned partitions and generation): comparing them rebalanced the whole group.
+        if group.is_(S.STABLE) and group.select_protocol() == group.protocol_name:
+            # KIP-814: a leader gets the members and skips the assignment; it may ask for a
+            # rebalance itself where a subscription changed
+            return replace(self._join_result(group, new),
+                           skip_assignment=new.member_id == group.leader)
         return await self._wait_for_join(group, new)
 
     async def _rejoin(self, group: Group, member: Member, req: JoinRequest) -> JoinResult:

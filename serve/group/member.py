@@ -27,6 +27,7 @@ class JoinResult:
     leader: str = ""
     member_id: str = ""
     members: tuple[tuple[str, str | None, bytes], ...] = ()
+    skip_assignment: bool = False  # KIP-814: a static leader back in a Stable group
 
 
 @dataclass

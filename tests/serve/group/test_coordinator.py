@@ -230,12 +230,22 @@ def test_a_static_member_back_after_a_restart_takes_its_place_without_a_rebalanc
     run(scenario)
 
 
-def test_a_static_member_with_a_new_subscription_rebalances() -> None:
+def test_a_static_member_back_rebalances_only_where_the_groups_protocol_changes() -> None:
+    """Kafka's updateStaticMemberAndRebalance: a restarted static member's metadata differs
+    (a cooperative client's owned partitions and generation), which rebalanced the whole
+    group; only a change of the group's selected protocol does. A leader back gets the members
+    with skip_assignment (KIP-814), so it may ask for a rebalance itself."""
+
     async def scenario(c: GroupCoordinator, clock: Clock) -> None:
         first = await c.join(request(instance="a"))
         await c.sync("g", 1, first.member_id, None, None, {first.member_id: b"A"}, "a")
-        changed = await c.join(request(instance="a", protocols=(("range", b"other"),)))
+        back = await c.join(request(instance="a", protocols=(("range", b"owned 0-3, gen 1"),)))
+        assert (back.error, back.generation, back.skip_assignment) == (E.none, 1, True)
+        assert [m[2] for m in back.members] == [b"owned 0-3, gen 1"]
+        assert c.groups["g"].state is S.STABLE
+        prefers = (("roundrobin", b"x"), ("range", b"r"))  # the group's protocol changes
+        changed = await c.join(request(instance="a", protocols=prefers))
         assert changed.error == E.none and changed.generation == 2  # a new generation
-        assert c.groups["g"].leader == changed.member_id
+        assert c.groups["g"].protocol_name == "roundrobin" and not changed.skip_assignment
 
     run(scenario)
