@@ -11,6 +11,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 from kio.static.constants import EntityType
 
+from kafkatier.serve.apis.authorized import CLUSTER, NOT_ASKED, operations
 from kafkatier.serve.apis.versions import DESCRIBE_CLUSTER
 from kafkatier.serve.context import CLIENT, NODE_ID, ServeContext
 from kafkatier.serve.protocol import build, payload_module
@@ -25,11 +26,12 @@ async def handle(ctx: ServeContext, version: int, request: Any) -> Any:
                      error_code=ErrorCode.mismatched_endpoint_type,
                      error_message="kafkatier serve has broker endpoints only",
                      cluster_id=ctx.cluster_id, controller_id=-1, brokers=(),
-                     cluster_authorized_operations=-2147483648)  # fmt: skip
+                     cluster_authorized_operations=NOT_ASKED)  # fmt: skip
     listener = ctx.advertised_for(CLIENT.get().listener)
     broker = build(module.DescribeClusterBroker, broker_id=NODE_ID, host=listener.host,
                    port=listener.port, rack=None, is_fenced=False)  # fmt: skip
     return build(module.DescribeClusterResponse, throttle_time=datetime.timedelta(0),
                  error_code=ErrorCode.none, error_message=None, endpoint_type=BROKERS,
                  cluster_id=ctx.cluster_id, controller_id=NODE_ID, brokers=(broker,),
-                 cluster_authorized_operations=-2147483648)  # fmt: skip
+                 cluster_authorized_operations=operations(
+                     request, "include_cluster_authorized_operations", CLUSTER))  # fmt: skip

@@ -16,23 +16,26 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 from kio.static.constants import EntityType
 
+from kafkatier.serve.apis.authorized import GROUP, operations
 from kafkatier.serve.apis.versions import DESCRIBE_GROUPS, LIST_GROUPS
 from kafkatier.serve.context import ServeContext
 from kafkatier.serve.group.group import Group, GroupState
 from kafkatier.serve.protocol import build, payload_module
 
 NO_THROTTLE = datetime.timedelta(0)
-NO_OPERATIONS = -2147483648
 
 
 async def describe_groups(ctx: ServeContext, version: int, request: Any) -> Any:
     module = payload_module(DESCRIBE_GROUPS, version, EntityType.response)
-    groups = tuple(_described(module, version, ctx.coordinator.groups.get(group_id), group_id)
-                   for group_id in request.groups)  # fmt: skip
+    allowed = operations(request, "include_authorized_operations", GROUP)
+    groups = tuple(_described(module, version, ctx.coordinator.groups.get(group_id), group_id,
+                              allowed) for group_id in request.groups)  # fmt: skip
     return build(module.DescribeGroupsResponse, throttle_time=NO_THROTTLE, groups=groups)
 
 
-def _described(module: Any, version: int, group: Group | None, group_id: str) -> Any:
+def _described(
+    module: Any, version: int, group: Group | None, group_id: str, allowed: int
+) -> Any:
     if group is None:
         missing = version >= 6
         return build(module.DescribedGroup,
@@ -40,7 +43,7 @@ def _described(module: Any, version: int, group: Group | None, group_id: str) ->
                      error_message=f"group {group_id!r} not found" if missing else None,
                      group_id=group_id, group_state=GroupState.DEAD.value, protocol_type="",
                      protocol_data="", members=(),
-                     authorized_operations=NO_OPERATIONS)  # fmt: skip
+                     authorized_operations=allowed)  # fmt: skip
     stable = group.is_(GroupState.STABLE)
     members = tuple(
         build(module.DescribedGroupMember, member_id=m.member_id,
@@ -54,7 +57,7 @@ def _described(module: Any, version: int, group: Group | None, group_id: str) ->
                  group_id=group.group_id, group_state=group.state.value,
                  protocol_type=group.protocol_type or "",
                  protocol_data=(group.protocol_name or "") if stable else "", members=members,
-                 authorized_operations=NO_OPERATIONS)  # fmt: skip
+                 authorized_operations=allowed)  # fmt: skip
 
 
 async def list_groups(ctx: ServeContext, version: int, request: Any) -> Any:

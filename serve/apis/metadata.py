@@ -15,6 +15,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 from kio.static.constants import EntityType
 
+from kafkatier.serve.apis.authorized import CLUSTER, NOT_ASKED, TOPIC, operations
 from kafkatier.serve.apis.versions import METADATA
 from kafkatier.serve.catalog import TopicInfo
 from kafkatier.serve.context import CLIENT, NODE_ID, ServeContext
@@ -29,11 +30,13 @@ async def handle(ctx: ServeContext, version: int, request: Any) -> Any:
     listener = ctx.advertised_for(CLIENT.get().listener)
     broker = build(module.MetadataResponseBroker, node_id=NODE_ID, host=listener.host,
                    port=listener.port, rack=None)  # fmt: skip
+    allowed = operations(request, "include_topic_authorized_operations", TOPIC)
     return build(
         module.MetadataResponse, throttle_time=datetime.timedelta(0), brokers=(broker,),
         cluster_id=ctx.cluster_id, controller_id=NODE_ID,
-        topics=tuple(_topic(module, topics, one, epochs) for one in asked),
-        cluster_authorized_operations=-2147483648,
+        topics=tuple(_topic(module, topics, one, epochs, allowed) for one in asked),
+        cluster_authorized_operations=operations(
+            request, "include_cluster_authorized_operations", CLUSTER),
     )
 
 
@@ -58,19 +61,19 @@ def _epochs(ctx: ServeContext, topics: dict[str, TopicInfo],
 
 
 def _topic(module: Any, topics: dict[str, TopicInfo], asked: tuple[Any, Any],
-           epochs: dict[tuple[str, int], int]) -> Any:  # fmt: skip
+           epochs: dict[tuple[str, int], int], allowed: int) -> Any:  # fmt: skip
     name, topic_id = asked
     info = topics.get(name) if name else _by_id(topics, topic_id)
     if info is None:
         error = ErrorCode.unknown_topic_or_partition if name else ErrorCode.unknown_topic_id
         return build(module.MetadataResponseTopic, error_code=error, name=name,
                      topic_id=topic_id, partitions=(),
-                     topic_authorized_operations=-2147483648)  # fmt: skip
+                     topic_authorized_operations=NOT_ASKED)  # fmt: skip
     partitions = tuple(_partition(module, info, index, epochs)
                        for index in range(info.count))
     return build(module.MetadataResponseTopic, error_code=ErrorCode.none, name=info.name,
                  topic_id=info.topic_id, is_internal=info.internal, partitions=partitions,
-                 topic_authorized_operations=-2147483648)  # fmt: skip
+                 topic_authorized_operations=allowed)  # fmt: skip
 
 
 def _partition(module: Any, info: TopicInfo, index: int,

@@ -193,3 +193,25 @@ def test_describe_topic_configs(tmp_path: Path, serve: Any) -> None:
         [damaged] = admin.describe_configs([ConfigResource("topic", "a")]).values()
         with pytest.raises(KafkaException, match="settings file is empty"):
             damaged.result(timeout=20)
+
+
+def test_authorized_operations_are_what_serve_lets_a_client_do(
+    tmp_path: Path, serve: Any
+) -> None:
+    """KIP-430 through librdkafka's admin client: asked for, the authorized operations were
+    null; Kafka answers what the client may do (with no authorizer, everything the resource
+    supports). serve is read-only: reading and describing, no writes; not asked, none."""
+    from confluent_kafka import TopicCollection
+    from confluent_kafka.admin import AclOperation, AdminClient
+
+    make_topics(tmp_path)
+    with serve(tmp_path) as port:
+        admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"})
+        cluster = admin.describe_cluster(include_authorized_operations=True).result(timeout=10)
+        [topic] = admin.describe_topics(TopicCollection(["a"]),
+                                        include_authorized_operations=True).values()  # fmt: skip
+        plain = admin.describe_cluster().result(timeout=10)
+    assert set(cluster.authorized_operations) == {AclOperation.DESCRIBE}
+    assert set(topic.result(timeout=10).authorized_operations) == {
+        AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DESCRIBE_CONFIGS}
+    assert plain.authorized_operations is None
