@@ -226,10 +226,12 @@ class KafkaLogSink:
             self._batch(df, batch_id)
 
     def _batch(self, df: DataFrame, batch_id: int) -> None:
-        """One call of ``foreachBatch`` in this sink's turn on the log dir."""
-        state = self._begin()
+        """One call of ``foreachBatch`` in this sink's turn on the log dir. Another query's
+        batch is refused before anything is done: its instance's start would fence the
+        query the sink belongs to (a new epoch) and save its settings."""
         query_id = hooks.query_id(df)
-        self._check_query(state, query_id, batch_id)
+        self._check_query(self._state.load(), query_id, batch_id)
+        state = self._begin()
         if query_id is not None and query_id not in self._watched:
             if not self._watched:
                 close_at_exit(self._close_when_idle)

@@ -282,9 +282,17 @@ def test_another_query_on_the_same_sink_id_is_refused(spark: Any, tmp_path: Path
         sc.setLocalProperty(QUERY_ID_PROPERTY, "query-two")
         with pytest.raises(SinkSchemaError, match="reuse the original checkpointLocation"):
             sink(df, 0)
+        # a new instance for the other query (a restarted driver with a new checkpoint) is
+        # refused before it starts: it fenced the running query and saved its settings
+        other = KafkaLogSink(tmp_path, topic="t", partitions=1, config={"retention.ms": "1000"})
+        with pytest.raises(SinkSchemaError, match="reuse the original checkpointLocation"):
+            other(df, 0)
+        assert TopicConfigStore(tmp_path).get("t").retention_ms != 1000
+        sc.setLocalProperty(QUERY_ID_PROPERTY, "query-one")
+        sink(df, 1)  # not fenced
     finally:
         sc.setLocalProperty(QUERY_ID_PROPERTY, None)
-    assert read_topic(tmp_path, "t").num_rows == 3
+    assert read_topic(tmp_path, "t").num_rows == 6
 
 
 def test_streaming_query_through_foreach_batch(spark: Any, tmp_path: Path) -> None:
