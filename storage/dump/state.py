@@ -23,6 +23,7 @@ from kafkatier.storage.index.txn_index import AbortedTxn, TransactionIndex
 from kafkatier.storage.producer.snapshot import read_snapshot
 from kafkatier.storage.verify.epochs import read_epoch_checkpoint
 from kafkatier.storage.verify.files import Kind
+from kafkatier.storage.verify.index import valid_slots
 from kafkatier.storage.verify.problem import Findings
 from kafkatier.storage.wire import SNAPSHOT_ENTRY, SNAPSHOT_HEADER
 
@@ -50,10 +51,10 @@ def dump_index(path: Path, kind: Kind, base: int) -> Iterator[Item]:
 def _index_entries(
     index: OffsetIndex | TimeIndex, kind: Kind, base: int, file: str
 ) -> Iterator[Item]:  # fmt: skip
-    unwritten = (base, 0) if kind is Kind.INDEX else (0, base)
+    written = valid_slots(index, active=index.entries > 1)  # a one-entry file is trimmed
     for slot in range(index.entries):
         first, second = index.entry(slot)
-        if (first, second) == unwritten:
+        if slot == written:
             left = index.entries - slot
             yield item("note", file, position=slot * index.ENTRY.size,
                        message=f"{left} unused (zero-filled) slots follow")  # fmt: skip

@@ -17,16 +17,22 @@ from kafkatier.storage.verify.problem import Findings
 from kafkatier.storage.verify.segment import SegmentFacts
 
 
-def valid_slots(index: FixedEntryIndex) -> int:
+def valid_slots(index: FixedEntryIndex, active: bool = True) -> int:
     """Slots before the trailing run of all-zero slots: the preallocated, never written part.
 
-    Kafka never writes an entry at position 0 (the first batch of a segment is never indexed),
-    so an all-zero slot is always unwritten space, even the first one.
+    Kafka never writes an offset entry at position 0 (the first batch of a segment is never
+    indexed), so an all-zero offset slot is always unwritten space, even the first one. A time
+    index's first entry is all zeros where the segment's largest timestamp so far was 0 (a
+    record at the epoch, at relative offset 0): Kafka appends it, its time index starting
+    below any timestamp. A rolled segment's index is trimmed to its entries, so there that
+    slot is one; in the active segment's it cannot be told from unwritten space.
     """
     if index.entries == 0:
         return 0
-    used = len(index.path.read_bytes().rstrip(b"\0"))
-    return min(index.entries, -(-used // index.ENTRY.size))
+    used = -(-len(index.path.read_bytes().rstrip(b"\0")) // index.ENTRY.size)
+    if used == 0 and not active and isinstance(index, TimeIndex):
+        used = 1
+    return min(index.entries, used)
 
 
 def _check_layout(index: FixedEntryIndex, active: bool, found: Findings) -> int:
@@ -38,7 +44,7 @@ def _check_layout(index: FixedEntryIndex, active: bool, found: Findings) -> int:
             index.size_in_bytes - index.size_in_bytes % size,
             f"length {index.size_in_bytes} is not a multiple of the {size}-byte entry",
         )
-    used = valid_slots(index)
+    used = valid_slots(index, active)
     if used < index.entries and not active:
         found.add(
             index.path,

@@ -28,11 +28,13 @@ from verify_fixtures import (
 
 from kafkatier.storage.cleaner.compact import compact_log
 from kafkatier.storage.config.log_config import LogConfig
+from kafkatier.storage.dump.state import dump_index
 from kafkatier.storage.index.txn_index import TransactionIndex
 from kafkatier.storage.log.directory import LogDirectory
 from kafkatier.storage.producer.snapshot import encode_snapshot, read_snapshot
 from kafkatier.storage.record.builder import build_batch
 from kafkatier.storage.record.record import Record
+from kafkatier.storage.verify.files import Kind
 from kafkatier.storage.verify.paths import NotKafkaPathError, verify_paths
 from kafkatier.storage.verify.problem import Problem, VerifyStats
 from kafkatier.storage.wire import segment_file_name
@@ -714,3 +716,21 @@ def test_a_data_batch_marked_control_is_reported(tmp_path: Path) -> None:
     assert [p.position for p in problems if "control record key" in p.message] == [
         position for position, _ in batch_positions(path)
     ]
+
+
+def test_a_record_at_the_epoch_gives_a_time_index_entry_of_zeros_that_verifies(
+    tmp_path: Path,
+) -> None:
+    """A rolled segment whose largest timestamp is 0, at its first offset: Kafka's time index
+    appends (0, 0), twelve zero bytes, which verify took for an untrimmed unused slot (and
+    then for no entry at all) and dump for unused space."""
+    with LogDirectory(tmp_path) as logs:
+        log = logs.get_or_create("t", 0)
+        log.append(build_batch([Record(0, 0, b"k", b"at the epoch")]))
+        log.roll()
+        log.append(build_batch([Record(0, 1_700_000_000_000, b"k", b"later")]))
+    index = tmp_path / "t-0" / segment_file_name(0, ".timeindex")
+    assert index.read_bytes() == b"\0" * 12
+    assert verify_paths([tmp_path]) == []
+    entries = list(dump_index(index, Kind.TIME_INDEX, 0))
+    assert [(e.get("timestamp"), e.get("offset")) for e in entries] == [(0, 0)], entries
