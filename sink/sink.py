@@ -161,7 +161,9 @@ class KafkaLogSink:
         self.log_dir = Path(log_dir).absolute()  # a relative one is the driver's, as Spark's
         self.topic = topic
         self.partitions = partitions
-        self.settings = SinkSettings(topic, partitions, Codec.parse(compression), compression_level)
+        codec = Codec.parse(compression)
+        _check_level(codec, compression_level)
+        self.settings = SinkSettings(topic, partitions, codec, compression_level)
         self.config = dict(config or {})
         if topic is not None and not is_valid_topic_name(topic):
             raise SinkSchemaError(
@@ -575,3 +577,12 @@ class KafkaLogSink:
             found = self.logs.get(topic, partition)
         assert found is not None
         return found
+
+
+def _check_level(codec: Codec, level: int | None) -> None:
+    """``compression_level=`` in Kafka's range for the codec (its ``compression.<codec>.level``
+    setting), checked when the sink is made: the JVM encoder wrote an out-of-range level
+    silently or failed mid-job with a bare IllegalArgumentException."""
+    if level is not None and codec in (Codec.GZIP, Codec.LZ4, Codec.ZSTD):
+        key = f"compression.{codec.name.lower()}.level"
+        LogConfig.from_properties({key: str(level)}, source="KafkaLogSink(compression_level=...)")

@@ -27,7 +27,7 @@ from kafkatier.sink.source.datasource import register_data_source
 from kafkatier.sink.stage import sink_staging_root
 from kafkatier.storage.arrow.log import read_arrow
 from kafkatier.storage.config.topic_files import TopicConfigStore
-from kafkatier.storage.errors import CorruptRecordError
+from kafkatier.storage.errors import ConfigError, CorruptRecordError
 from kafkatier.storage.log.directory import LogDirectory
 from kafkatier.storage.log.reader import IsolationLevel
 from kafkatier.storage.partitioner import default_partition
@@ -724,3 +724,16 @@ def test_a_sink_whose_bookkeeping_file_was_deleted_goes_on_above_the_partitions_
     values = sorted(int(v) for v in read_topic(tmp_path, "t").column("value").to_pylist())
     assert values == list(range(30))
     assert verify_paths([tmp_path]) == []
+
+
+@pytest.mark.parametrize(("codec", "level"), [("gzip", 10), ("gzip", 0), ("lz4", 18),
+                                              ("zstd", 23), ("zstd", -200000)])  # fmt: skip
+def test_a_compression_level_outside_kafkas_range_is_refused_when_the_sink_is_made(
+    tmp_path: Path, codec: str, level: int
+) -> None:
+    """The JVM encoder wrote some of these silently and failed on others mid-job with a bare
+    IllegalArgumentException (the Python one refused them in a worker): Kafka's ranges for
+    compression.<codec>.level, checked once, naming the setting."""
+    with pytest.raises(ConfigError, match=f"compression.{codec}.level: out of range"):
+        KafkaLogSink(tmp_path, topic="t", compression=codec, compression_level=level)
+    KafkaLogSink(tmp_path, topic="t", compression=codec, compression_level=1)
