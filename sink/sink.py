@@ -571,6 +571,11 @@ class KafkaLogSink:
     def _log_for(self, topic: str, partition: int) -> Log:
         if (why := not_producible(topic)) is not None:  # a 'topic' column naming one
             raise SinkSchemaError(why, topic=topic)
+        if not is_valid_topic_name(topic):  # a 'topic' column's value (topic= is checked above)
+            raise SinkSchemaError(
+                f"the 'topic' column names an illegal Kafka topic {topic!r}: at most 249 of "
+                "the letters, digits, '.', '_' and '-', and not '.' or '..' (Kafka's rule); "
+                "fix: filter or map those rows before the sink", topic=topic)  # fmt: skip
         found = self.logs.get(topic, partition)
         if found is None:  # a routed topic seen for the first time
             topic_partitions(self.logs, topic, self.partitions)
