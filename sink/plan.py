@@ -48,8 +48,10 @@ def build_plan(
     now = int(time.time() * 1000)
     wanted = ([settings.topic] if settings.topic is not None else
               sorted(t for t in logs.topics() if not_producible(t) is None))  # fmt: skip
+    routed = settings.topic is None  # partitions= is then the count of the topics it creates
     for name in wanted:
-        count = topic_partitions(logs, name, settings.partitions, create=False)
+        count = topic_partitions(logs, name, None if routed else settings.partitions,
+                                 create=False)  # fmt: skip
         config = logs.config_for(name)
         topics[name] = TopicPlan(count, config.max_batch_bytes, RecordRules.of(config, now))
     new_topic = None

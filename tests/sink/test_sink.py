@@ -239,6 +239,15 @@ def test_topic_errors(spark: Any, tmp_path: Path) -> None:
     for bad in ("orders/eu", "..", "x" * 250, "a b"):  # Kafka's rule, not the sink id's
         with pytest.raises(SinkSchemaError, match=f"illegal Kafka topic name '{bad}'"):
             KafkaLogSink(tmp_path, topic=bad, partitions=1)
+    for bad in ("bad name/x", "tópico", "."):  # the same in a 'topic' column: it was a bare
+        routed = df.selectExpr("value", f"'{bad}' AS topic")  # ValueError naming no fix
+        with pytest.raises(SinkSchemaError, match=f"'topic' column names an illegal Kafka topic "
+                                                  f"'{bad}'.*fix: filter"):  # fmt: skip
+            KafkaLogSink(tmp_path / "routed", sink_id="routed", partitions=1)(routed, 0)
+    # a routed sink's partitions= is the count of the topics it creates: another topic of the
+    # log dir ("t", two partitions) refused every batch, although it wrote none to it
+    KafkaLogSink(tmp_path, sink_id="r", partitions=1)(df.selectExpr("value", "'u' AS topic"), 0)
+    assert read_topic(tmp_path, "u").num_rows == 3 and not (tmp_path / "u-1").exists()
     for internal in ("__consumer_offsets", "__transaction_state", "__cluster_metadata"):
         with pytest.raises(SinkSchemaError, match=f"cannot append to internal topic {internal}"):
             KafkaLogSink(tmp_path, topic=internal, partitions=1)
