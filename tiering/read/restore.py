@@ -13,18 +13,16 @@ that later goes missing; a restore of some partitions only records none (they ar
 they are).
 
 Every object lands in a staging directory first, its size and SHA-256 checked against the
-manifest, and is then renamed into place: a file in the partition directory is always complete
-and verified, so an interrupted restore resumes by skipping the files that already match. An
-index or snapshot object missing or damaged in the store is left out, and the partition's first
-open rebuilds it from the segment, as Kafka rebuilds lost indexes (:func:`fetch_or_leave_out`).
+manifest, and is then renamed into place (``downloads.py``): a file in the partition directory
+is always complete and verified, so an interrupted restore resumes by skipping the files that
+already match; an index or snapshot object missing or damaged in the store is left out, and
+the partition's first open rebuilds it from the segment, as Kafka rebuilds lost indexes.
 """
 
 from __future__ import annotations
 
-import logging
 import os
 import shutil
-import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -44,39 +42,31 @@ from kafkatier.storage.checkpoint.metadata import (
     partition_dir_name,
 )
 from kafkatier.storage.config.topic_files import TopicConfigStore
-from kafkatier.storage.fsutil import fitted_name, fsync_dir, fsync_file, naming
-from kafkatier.storage.producer.snapshot import snapshot_path
-from kafkatier.storage.wire import segment_file_name
-from kafkatier.tiering.errors import ObjectNotFoundError, RemoteVerifyError, TieringError
+from kafkatier.storage.fsutil import fitted_name, fsync_dir
+from kafkatier.tiering.errors import TieringError
 from kafkatier.tiering.metadata.identity import RemotePartition, topic_id_of
 from kafkatier.tiering.metadata.local import (
     LEADER_EPOCH_CHECKPOINT,
     PARTITION_METADATA,
-    sha256_file,
 )
 from kafkatier.tiering.metadata.manifest import (
     PartitionManifest,
-    RemoteFile,
     RemoteSegment,
-    object_key,
 )
 from kafkatier.tiering.metadata.manifest_copy import ManifestCopies
 from kafkatier.tiering.metadata.manifest_store import ManifestCache, ManifestStore
+from kafkatier.tiering.read.downloads import (
+    LEFT_OUT,
+    drop_indexes,
+    fetch_or_leave_out,
+    plan_downloads,
+)
 from kafkatier.tiering.read.incarnation import choose, local_topic_ids
 from kafkatier.tiering.store.object_store import ObjectStore, Progress
 
-log = logging.getLogger(__name__)
 STAGING = ".kafkatier-restore"
 STAGING_OBJECTS = "objects"  # under STAGING: downloads before their checks pass
 PARTIAL_SUFFIX = ".partial"  # a new partition being restored, under STAGING
-_SUFFIXES = {"log": ".log", "index": ".index", "timeindex": ".timeindex", "txnindex": ".txnindex"}
-
-
-@dataclass(frozen=True)
-class Download:
-    key: str
-    target: Path
-    meta: RemoteFile
 
 
 @dataclass
@@ -106,87 +96,6 @@ def select_segments(
         first = next((i for i, s in enumerate(chain) if s.max_timestamp >= from_timestamp), None)
         return [] if first is None else chain[first:]
     return chain
-
-
-def plan_downloads(
-    rp: RemotePartition, segments: list[RemoteSegment], directory: Path
-) -> list[Download]:
-    plan: list[Download] = []
-    for seg in segments:
-        for kind, meta in sorted(seg.files.items()):
-            if kind == "snapshot":
-                target = snapshot_path(directory, seg.end_offset + 1)
-            else:
-                target = directory / segment_file_name(seg.base_offset, _SUFFIXES[kind])
-            key = object_key(rp, seg, kind)
-            plan.append(Download(key, target, meta))
-    return plan
-
-
-def _is_complete(path: Path, meta: RemoteFile, sha256: str | None = None) -> bool:
-    """``path`` holds the manifest's bytes (``sha256``: their digest, when already known)."""
-    if not path.exists() or path.stat().st_size != meta.size:
-        return False
-    return (sha256 or sha256_file(path)) == meta.sha256
-
-
-def fetch(
-    store: ObjectStore, item: Download, staging: Path, progress: Progress | None, attempts: int = 3
-) -> int | None:
-    """Download ``item`` unless already in place (None); returns the bytes downloaded. A copy that
-    fails its checksum is discarded and fetched again (a flipped bit in transit), up to
-    ``attempts`` times; a remote copy that is itself wrong is refused, never put in place.
-    The digest is the one the store computed while writing the copy, else a read of it."""
-    if _is_complete(item.target, item.meta):
-        return None
-    staging.mkdir(parents=True, exist_ok=True)
-    temp = staging / item.target.name
-    for attempt in range(attempts):
-        try:
-            with naming(temp):  # a full disk's ENOSPC names the file it was writing
-                digest = store.get_file(item.key, temp, progress=progress, size=item.meta.size)
-            if _is_complete(temp, item.meta, digest):
-                fsync_file(temp)  # durable before its name is: the checkpoints follow the data
-                os.replace(temp, item.target)
-                return item.meta.size
-        except RemoteVerifyError:
-            pass
-        temp.unlink(missing_ok=True)
-        if attempt + 1 < attempts:
-            time.sleep(0.05 * 2**attempt)
-    raise RemoteVerifyError("downloaded object differs from the manifest", key=item.key)
-
-
-LEFT_OUT = -1
-"""What :func:`fetch_or_leave_out` returns for an object it left out."""
-
-
-def fetch_or_leave_out(
-    store: ObjectStore, item: Download, staging: Path, progress: Progress | None
-) -> int | None:
-    """:func:`fetch`; an index or snapshot object that is missing or differs from the manifest
-    is left out (:data:`LEFT_OUT`): Kafka rebuilds a segment's indexes when its offset index is
-    missing, and producer state from the batches, so the records stay restorable where they
-    were refused (a ``.log`` that fails still fails the partition)."""
-    try:
-        return fetch(store, item, staging, progress)
-    except (RemoteVerifyError, ObjectNotFoundError) as exc:
-        if item.target.suffix == ".log":
-            raise
-        log.warning("%s; left out: rebuilt from its segment when the partition is opened",
-                    exc)  # fmt: skip
-        return LEFT_OUT
-
-
-def _drop_indexes(left_out: list[Path]) -> None:
-    """The indexes of each segment one of whose index files was left out: all three go, so
-    that opening the partition recovers the segment (a missing offset index is what starts
-    Kafka's recovery of a segment; a missing time or transaction index alone is taken for an
-    empty one, which would lose the timestamps and the aborted transactions)."""
-    for path in left_out:
-        if path.suffix in (".index", ".timeindex", ".txnindex"):
-            for suffix in (".index", ".timeindex", ".txnindex"):
-                path.with_suffix(suffix).unlink(missing_ok=True)
 
 
 def restore_partition(
@@ -283,7 +192,7 @@ def _restore_into(
                                   plan))  # fmt: skip
     finally:  # a failed download's part is not kept: a full disk gets its space back
         shutil.rmtree(staging, ignore_errors=True)
-    _drop_indexes([d.target for d, n in zip(plan, sizes, strict=True) if n == LEFT_OUT])
+    drop_indexes([d.target for d, n in zip(plan, sizes, strict=True) if n == LEFT_OUT])
     fsync_dir(directory)  # the renames, before any checkpoint names the data
     got = [n for n in sizes if n is not None and n >= 0]  # an empty .txnindex is 0 bytes
     result.files_downloaded = len(got)
