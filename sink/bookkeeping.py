@@ -264,12 +264,17 @@ def rotate_producer_id(state: SinkState) -> None:
 
 
 @contextlib.contextmanager
-def exclusive_lock(log_dir: Path, sink_id: str) -> Iterator[None]:
-    """Hold ``kafkatier-sink.<sink id>.lock`` exclusively (blocks until it is free)."""
+def exclusive_lock(log_dir: Path, sink_id: str, *, wait: bool = True) -> Iterator[bool]:
+    """Hold ``kafkatier-sink.<sink id>.lock`` exclusively (blocks until it is free); with
+    ``wait=False``, yields False at once where an instance holds it."""
     path = lock_path(log_dir, sink_id)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        yield True
     finally:
         os.close(fd)  # closing releases the lock

@@ -18,18 +18,14 @@ whose bookkeeping does not parse is left to its own start, which names the fault
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import functools
 import logging
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from kafkatier.sink.bookkeeping import FILE_PREFIX, SinkState, lock_path
+from kafkatier.sink.bookkeeping import FILE_PREFIX, SinkState, exclusive_lock
 from kafkatier.storage.errors import KafkaTierError
 from kafkatier.storage.log.directory import LogDirectory
-from kafkatier.storage.log.log import Log
 
 log = logging.getLogger("kafkatier.sink")
 
@@ -44,11 +40,11 @@ def complete_other_sinks(logs: LogDirectory, own: str | None, timestamp: int) ->
             continue
         from kafkatier.sink.append import replay_all  # the CLI's writers: only when needed
 
-        with _unless_busy(lock_path(logs.path, state.sink_id)) as free:
+        with exclusive_lock(logs.path, state.sink_id, wait=False) as free:
             if not free:
                 continue
             try:
-                count = replay_all(decided, functools.partial(_log_for, logs),
+                count = replay_all(decided, logs.get_or_create,
                                    lambda wal: wal.producer_epoch, timestamp,
                                    functools.cache(logs.topic_id))  # fmt: skip
             except (KafkaTierError, OSError) as exc:  # its own start names it again
@@ -73,24 +69,3 @@ def _other_states(path: Path, own: str | None) -> Iterator[SinkState]:
             continue
         if state.sink_id != own:
             yield state
-
-
-def _log_for(logs: LogDirectory, topic: str, partition: int) -> Log:
-    """The partition its sink created before deciding the batch (created again where it has
-    gone since, as its sink's own recovery would)."""
-    return logs.get(topic, partition) or logs.get_or_create(topic, partition)
-
-
-@contextlib.contextmanager
-def _unless_busy(path: Path) -> Iterator[bool]:
-    """Hold the sink's lock if no instance holds it: True; else False at once."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            yield False
-            return
-        yield True
-    finally:
-        os.close(fd)
