@@ -138,8 +138,12 @@ class StatusReport:
 def collect_status(
     config: TieringConfig, store: ObjectStore | None = None, *, refresh: bool = False
 ) -> list[PartitionStatus]:
-    """:func:`status_report`'s partitions."""
-    return status_report(config, store, refresh=refresh).partitions
+    """:func:`status_report`'s partitions; a failed listing of the store raises, as it did
+    before the report could carry it (``kafkatier run``'s report must not hide it)."""
+    report = status_report(config, store, refresh=refresh)
+    if report.store_error is not None:
+        raise report.store_error
+    return report.partitions
 
 
 def status_report(
