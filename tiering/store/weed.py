@@ -152,7 +152,9 @@ def _why(log: str, root: Path) -> str:
 def _die_with_parent() -> None:
     """In the server's process before it runs: the kernel stops it when the process that
     started it dies, even by SIGKILL (Linux's PR_SET_PDEATHSIG); a server left running held
-    its data dir and every later command failed to start its own."""
+    its data dir and every later command failed to start its own. The signal follows the
+    *thread* that started the server: every caller starts it in the thread that keeps it
+    (the commands' main thread, the benchmarks', the test fixtures')."""
     if sys.platform.startswith("linux"):
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
