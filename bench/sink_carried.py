@@ -40,11 +40,11 @@ class _Reading(Carried):
 
 
 def _carrying(run: SinkRun) -> None:
-    run.sink._carried = Carried()
+    run.sink._held.carried = Carried()
 
 
 def _reading(run: SinkRun) -> None:
-    run.sink._carried = _Reading()
+    run.sink._held.carried = _Reading()
 
 
 def main() -> int:

@@ -16,10 +16,9 @@ runs entirely under the sink's exclusive lock file and is one Kafka transaction:
    touching the log; the logs' producer state would reject its older epoch anyway.
 2. Recovery, at an instance's first batch and after a failed one: every decided batch whose
    staging files still exist (its partitions may not be durable) is completed, oldest first,
-   where each partition's producer state shows it incomplete
-   (:func:`kafkatier.sink.append.replay_all`); any other open
-   transaction of the producer (left by a version before the write-ahead log) is ended as that
-   version's bookkeeping says.
+   where each partition's producer state shows it incomplete; any other open transaction of
+   the producer (left by a version before the write-ahead log) is ended as that version's
+   bookkeeping says (:mod:`kafkatier.sink.recovery`).
 3. ``batch_id <= last_committed_batch``: a Spark replay of a batch already committed; skip it.
 4. Encode on executors in one parallel job (:mod:`kafkatier.sink.encode`; at most ``max_tasks``
    tasks, by default as many as Spark runs at once and as the batch's size is worth:
@@ -82,13 +81,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kafkatier.sink import hooks
-from kafkatier.sink.append import (
-    check_all,
-    check_space,
-    replay_all,
-    to_wal,
-    write_all,
-)
+from kafkatier.sink.append import check_all, check_space, to_wal, write_all
 from kafkatier.sink.bookkeeping import (
     ProducerFencedError,
     SinkState,
@@ -97,12 +90,13 @@ from kafkatier.sink.bookkeeping import (
     exclusive_lock,
 )
 from kafkatier.sink.encode import EncodePlan
-from kafkatier.sink.flushes import Flushes
+from kafkatier.sink.held_logs import HeldLogs
 from kafkatier.sink.hooks import crash_points, no_crash
 from kafkatier.sink.jvm import EncoderChoice
-from kafkatier.sink.others import complete_other_sinks
+from kafkatier.sink.names import check_topic, sink_id_of
 from kafkatier.sink.pieces import Encoded, encoded_spans
 from kafkatier.sink.plan import SinkSettings, TaskLimit, build_plan, producer_sequences
+from kafkatier.sink.recovery import epoch_in_logs, recover
 from kafkatier.sink.schema import InputColumns, SinkSchemaError, check_schema, normalize
 from kafkatier.sink.stage import (
     LoadBuffers,
@@ -115,14 +109,11 @@ from kafkatier.sink.stage import (
     staging_wanted,
 )
 from kafkatier.sink.stop import close_at_exit, close_when_stopped
-from kafkatier.sink.txn import end_txn, open_txn_logs, split_by_decision, topic_partitions
-from kafkatier.sink.wal import remove_files, sync_files
+from kafkatier.sink.txn import topic_partitions
+from kafkatier.sink.wal import sync_files
 from kafkatier.storage import collector
-from kafkatier.storage.checkpoint.checkpoint_file import is_valid_topic_name
-from kafkatier.storage.config.internal_topics import not_producible
 from kafkatier.storage.config.log_config import LogConfig
 from kafkatier.storage.config.topic_files import TopicConfigStore
-from kafkatier.storage.log.commit_fields import Carried
 from kafkatier.storage.log.committed_all import Later
 from kafkatier.storage.log.directory import LogDirectory
 from kafkatier.storage.log.log import Log, wall_clock_ms
@@ -165,22 +156,9 @@ class KafkaLogSink:
         _check_level(codec, compression_level)
         self.settings = SinkSettings(topic, partitions, codec, compression_level)
         self.config = dict(config or {})
-        if topic is not None and not is_valid_topic_name(topic):
-            raise SinkSchemaError(
-                f"illegal Kafka topic name {topic!r}: at most 249 of the letters, digits, '.', "
-                "'_' and '-', and not '.' or '..' (Kafka's rule)", topic=topic,
-            )  # fmt: skip
-        if topic is not None and (why := not_producible(topic)) is not None:
-            raise SinkSchemaError(why, topic=topic)
-        chosen = sink_id or topic
-        if not chosen or "/" in chosen or chosen.startswith("."):
-            why = ("a sink routing by the 'topic' column needs sink_id='name'" if not chosen
-                   else f"the sink id{'' if sink_id else ' (the topic by default)'} may not "
-                   "start with '.'; fix: pass sink_id='name'")  # fmt: skip
-            raise SinkSchemaError(
-                f"bad sink id {chosen!r}: {why} (no '/'); it names the producer and its "
-                "bookkeeping file", sink_id=chosen,
-            )  # fmt: skip
+        if topic is not None:
+            check_topic(topic, column=False)
+        chosen = sink_id_of(topic, sink_id)
         if self.config and topic is None:
             raise SinkSchemaError("config= applies to one topic; fix: also pass topic=")
         self.sink_id = chosen
@@ -191,19 +169,11 @@ class KafkaLogSink:
         self.tasks = TaskLimit(max_tasks)  # refuses a negative one
         self._epoch: int | None = None  # this instance's producer epoch and id, once started
         self._producer_id: int | None = None
-        self._logs: LogDirectory | None = None
-        self._generation: str | None = None  # the token of this sink's last turn on the log dir
+        self._held = HeldLogs(self.log_dir)  # the open logs, and what waits on them
         self._watched: set[str] = set()  # queries whose end closes the logs (sink/stop.py)
         self._turns = threading.Lock()  # a batch and a close from the listener's thread
         self._recovered = False  # whether this instance's logs need no recovery
         self._state = StateFile(self.log_dir, chosen)  # the bookkeeping file, as last saved
-        self._books: Callable[[], None] | None = None
-        """What sets the last batch's index and producer entries (``committed_all.Later``)."""
-        self._flushes = Flushes()  # decided batches whose partitions wait for a flush
-        self._carried = Carried()
-        """Each partition's state as the last batch's appends left it (``commit_fields``):
-        forgotten whenever the logs are dropped or closed (recovery runs only on logs opened
-        after that)."""
         self._meanwhile: ThreadPoolExecutor | None = None  # see _encode
         self._load_buffers = LoadBuffers()  # the staging files' loads, reused by every batch
 
@@ -219,12 +189,12 @@ class KafkaLogSink:
             exclusive_lock(self.log_dir, self.sink_id),
             writer_turn(self.log_dir, who=f"sink {self.sink_id}") as turn,
         ):
-            if self._logs is not None and turn.changed_since(self._generation):
+            if self._held.is_open and turn.changed_since(self._held.generation):
                 log.info("sink %s: %s changed by another writer", self.sink_id, self.log_dir)
                 self._abandon_logs()
-            elif self._logs is not None:
-                self._logs.release_removed_segments()  # local retention of the sidecar
-            self._generation = turn.token
+            elif self._held.is_open:
+                self.logs.release_removed_segments()  # local retention of the sidecar
+            self._held.generation = turn.token
             self._batch(df, batch_id)
 
     def _batch(self, df: DataFrame, batch_id: int) -> None:
@@ -253,9 +223,7 @@ class KafkaLogSink:
 
     @property
     def logs(self) -> LogDirectory:
-        if self._logs is None:
-            self._logs = LogDirectory(self.log_dir)
-        return self._logs
+        return self._held.logs
 
     def _begin(self) -> SinkState:
         """Fence or be fenced, then finish whatever a previous run (or a failed batch) left.
@@ -265,7 +233,7 @@ class KafkaLogSink:
         state = self._state.load()
         if self._epoch is None:
             if state.producer_epoch < 0:  # no bookkeeping file: the partitions may know more
-                state.producer_epoch = self._epoch_in_logs(state.producer_id)
+                state.producer_epoch = epoch_in_logs(self.logs, state.producer_id)
             bump_epoch(state)  # or a new producer id (bookkeeping.rotate_producer_id)
             self._state.save(state)
             self._epoch = state.producer_epoch
@@ -282,80 +250,17 @@ class KafkaLogSink:
                 producer_epoch=self._epoch,
             )
         if not self._recovered:
-            self._recover(state)
+            self._held.flushes.forget()  # what waited is in the bookkeeping file: recovered
+            recover(self.logs, state, epoch=self._epoch_now(), sink_id=self.sink_id,
+                    log_for=self._log_for, save=self._state.save)  # fmt: skip
             remove_leftovers(self.log_dir, self.sink_id, self.shared_staging)
             self._recovered = True
         return state
 
-    def _epoch_in_logs(self, producer_id: int) -> int:
-        """The newest epoch of ``producer_id`` in the partitions (-1: none). A bookkeeping
-        file deleted by hand (to start another query over the topic) restarted the epoch at
-        0 below the partitions' one: the next batch was decided, refused by the partitions
-        (an older epoch) and then skipped as committed, its rows lost."""
-        entries = (log.producer_state.last_entry(producer_id) for log in self.logs)
-        return max((e.producer_epoch for e in entries if e is not None), default=-1)
-
-    def _recover(self, state: SinkState) -> None:
-        """Complete the last decided batch where its partitions may lack it (module docstring),
-        make that durable and remove its staging files; then end any other open transaction:
-        a rotated-out producer id's first (its markers use the fencing epoch), before anything
-        is written with the new id; then forget the old id. Then complete other sinks' decided
-        batches their drivers left half-appended (``others``): runs at an instance's start and
-        after another writer's turn."""
-        epochs = dict(state.producers_to_recover(self._epoch_now()))
-        self._flushes.forget()  # what waited is in the bookkeeping file, completed here
-        decided = [wal for wal in state.decided if wal.pending()]
-        if decided:
-            topic_id = functools.cache(self.logs.topic_id)  # once a topic, not a partition
-            done = replay_all(decided, self._log_for,
-                              lambda wal: epochs.get(wal.producer_id, self._epoch_now()),
-                              wall_clock_ms(), topic_id)  # fmt: skip
-            if done:
-                log.warning("sink %s: completed decided batches %s in %d partitions that lacked "
-                            "them", self.sink_id, [wal.batch_id for wal in decided],
-                            done)  # fmt: skip
-            self.logs.flush_data()
-            for wal in decided:
-                remove_files(wal.files)
-        self._end_open_txns(state, epochs)
-        complete_other_sinks(self.logs, self.sink_id, wall_clock_ms())
-
-    def _end_open_txns(self, state: SinkState, epochs: dict[int, int]) -> None:
-        """Transactions the write-ahead log does not explain: a version-3 bookkeeping file's
-        ``inflight`` (committed if its commit was decided, else aborted) and ``unflushed_commit``
-        (a committed batch whose markers may be lost); any other is aborted."""
-        inflight = state.inflight
-        decided = inflight is not None and inflight.commit_decided
-        committed = state.unflushed_commit
-        committed_ends = committed.end_offsets() if committed is not None else {}
-        topics = {t for t, _ in self.logs.logs}
-        ended = 0
-        for producer_id, epoch in epochs.items():
-            pending = open_txn_logs(self.logs, topics, producer_id)
-            commit, abort = split_by_decision(pending, producer_id, committed_ends, decided)
-            ended += self._end_txns(commit, producer_id, epoch, commit=True)
-            ended += self._end_txns(abort, producer_id, epoch, commit=False)
-        if ended or decided or committed is not None:
-            self.logs.flush_data()  # the markers (a version 3 file's too), and a decided batch's
-        changed = inflight is not None or committed is not None
-        if ended or changed or state.previous_producer_id is not None:
-            if inflight is not None and decided:
-                state.last_committed_batch = max(state.last_committed_batch, inflight.batch_id)
-            state.inflight = state.unflushed_commit = None
-            state.previous_producer_id = None
-            self._state.save(state)
-
-    def _end_txns(self, logs: list[Log], producer_id: int, epoch: int, *, commit: bool) -> int:
-        if logs:
-            log.warning("sink %s: %s an open transaction of producer %d in %d partitions",
-                        self.sink_id, "committing" if commit else "aborting", producer_id,
-                        len(logs))  # fmt: skip
-        return end_txn(logs, producer_id, epoch, commit=commit, crash=no_crash)
-
     def _close_when_idle(self, wait_s: float) -> None:
         """:meth:`close` unless a batch is still under way after ``wait_s`` (the driver is
         exiting: ``stop.close_at_exit``)."""
-        if self._logs is None:
+        if not self._held.is_open:
             return
         if not self._turns.acquire(timeout=wait_s):
             log.warning("sink %s: a batch still under way at exit; its logs are left for the "
@@ -369,7 +274,7 @@ class KafkaLogSink:
         as every write to it; a later batch reopens them."""
         with self._turns:
             self._load_buffers.clear()
-            if self._logs is not None:
+            if self._held.is_open:
                 self._close_in_turn()
             if self._meanwhile is not None:
                 self._meanwhile.shutdown()
@@ -377,60 +282,19 @@ class KafkaLogSink:
 
     def _close_in_turn(self) -> None:
         with writer_turn(self.log_dir, who=f"sink {self.sink_id}") as turn:
-            if turn.changed_since(self._generation):
+            if turn.changed_since(self._held.generation):
                 self._abandon_logs()
                 if any(wal.pending() for wal in self._state.load().decided):
                     with contextlib.suppress(ProducerFencedError):  # the newer one recovers
                         self._begin()  # what waited, completed in the logs as they are now
+                self._held.forget()
             else:
-                self._carried.forget()
-                self._settle()
-            if self._logs is not None:
-                self._logs.close()
-                self._logs = None
-
-    def _catch_up(self) -> None:
-        """Set the last batch's index and producer entries, then finish the flush under way,
-        if any (its batches' staging files are removed then)."""
-        books, self._books = self._books, None
-        if books is not None:
-            books()
-        self._flushes.finish()
-
-    def _settle(self) -> None:
-        """:meth:`_catch_up`, then every decided batch made durable in the partitions and its
-        staging files removed."""
-        self._catch_up()
-        if self._logs is not None:
-            self._flushes.flush_all(self._logs)
-
-    def _drop_logs(self) -> None:
-        """Close the logs without the clean-shutdown marker: the next use reopens (recovers)."""
-        self._carried.forget()
-        if self._logs is not None:
-            try:
-                self._settle()  # a reopened log would not know its appends are not durable
-            finally:
-                self._logs.__exit__(RuntimeError, None, None)
-                self._logs = None
+                self._held.close()
 
     def _abandon_logs(self) -> None:
-        """Drop the logs after another writer's turn changed the log dir, writing nothing from
-        their stale view (``LogDirectory.abandon``): the last batch's index entries would go
-        into files the other writer changed, closing would trim its indexes to this view's
-        entries, a flush's checkpoints would drop its topics and lower its recovery points.
-        The batches that waited for a flush are left to recovery, at once: the bookkeeping
-        file keeps their write-ahead records, and their staging files stay until a flush in
-        the logs as they are now covers them."""
-        self._books = None
+        """``HeldLogs.abandon``: the logs' stale view dropped, and recovery due at once."""
         self._recovered = False
-        self._carried.forget()
-        try:
-            self._flushes.abandon()
-        finally:
-            if self._logs is not None:
-                self._logs.abandon()
-                self._logs = None
+        self._held.abandon()
 
     def _recover_after_failure(self) -> None:
         """Reload the logs from disk (in-memory state may be half-updated) and complete the
@@ -438,11 +302,11 @@ class KafkaLogSink:
         self._recovered = False
         self._state.forget()  # read the file again
         try:
-            self._drop_logs()
+            self._held.drop()
             self._begin()
         except Exception:  # the next batch or restart recovers from disk
             log.exception("sink %s: recovery after a failed batch failed", self.sink_id)
-            self._logs = None
+            self._held.lost()
 
     def _epoch_now(self) -> int:
         assert self._epoch is not None
@@ -494,7 +358,7 @@ class KafkaLogSink:
                 sync_files(wal.files, place.durable_dirs())
                 crash("after-stage-sync")
                 self._state.save(dataclasses.replace(  # the commit point
-                    state, wal=wal, deferred=self._flushes.deferred,
+                    state, wal=wal, deferred=self._held.flushes.deferred,
                     last_committed_batch=batch_id, query_id=query_id or state.query_id,
                 ))  # fmt: skip
                 decided = True
@@ -502,19 +366,20 @@ class KafkaLogSink:
                 marker = (state.producer_id, self._epoch_now(), wall_clock_ms())
                 hook = None if crash is no_crash else functools.partial(crash, "after-append")
                 books = Later()
-                write_all(checked, self._log_for, files, marker, hook, books, self._carried)
+                write_all(checked, self._log_for, files, marker, hook, books,
+                          self._held.carried)  # fmt: skip
         except BaseException:
             if not decided:
                 place.remove()
             raise
         crash("after-appends")
-        self._books = books.apply
-        self._flushes.add(wal, place)
+        self._held.books = books.apply
+        self._held.flushes.add(wal, place)
         rolled = self.logs.rolled_since_flush  # the sidecar uploads a rolled segment once flushed
-        if rolled or self._flushes.due(self._configs(encode_plan)):
-            self._flushes.begin(self.logs)
+        if rolled or self._held.flushes.due(self._configs(encode_plan)):
+            self._held.flushes.begin(self.logs)
         if rolled:
-            self._settle()
+            self._held.settle()
 
     def _encode(
         self, df: DataFrame, cols: InputColumns, plan: EncodePlan, place: StagingPlace
@@ -542,7 +407,7 @@ class KafkaLogSink:
         return encoded, meanwhile.result()
 
     def _before_decision(self, plan: EncodePlan) -> dict[tuple[str, int], int]:
-        self._catch_up()  # the previous batch's books set, a flush under way finished
+        self._held.catch_up()  # the previous batch's books set, a flush under way finished
         return producer_sequences(self.logs, plan)
 
     def _configs(self, plan: EncodePlan) -> list[LogConfig]:
@@ -569,13 +434,8 @@ class KafkaLogSink:
         return placed
 
     def _log_for(self, topic: str, partition: int) -> Log:
-        if (why := not_producible(topic)) is not None:  # a 'topic' column naming one
-            raise SinkSchemaError(why, topic=topic)
-        if not is_valid_topic_name(topic):  # a 'topic' column's value (topic= is checked above)
-            raise SinkSchemaError(
-                f"the 'topic' column names an illegal Kafka topic {topic!r}: at most 249 of "
-                "the letters, digits, '.', '_' and '-', and not '.' or '..' (Kafka's rule); "
-                "fix: filter or map those rows before the sink", topic=topic)  # fmt: skip
+        if topic != self.topic:  # a 'topic' column's value (topic= is checked when made)
+            check_topic(topic, column=True)
         found = self.logs.get(topic, partition)
         if found is None:  # a routed topic seen for the first time
             topic_partitions(self.logs, topic, self.partitions)

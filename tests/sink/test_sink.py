@@ -605,8 +605,8 @@ def test_an_empty_micro_batch_writes_nothing_and_costs_no_decision(
     rows = spark.range(0, 40, 1, 2).selectExpr("CAST(CONCAT('v', id) AS BINARY) AS value")
     empty = rows.where("length(value) < 0")
     sink(rows, 0)
-    books = sink._books  # batch 0's index and producer entries, set beside the next job
-    waiting = [wal.batch_id for wal in sink._flushes.deferred]  # its flush: deferred
+    books = sink._held.books  # batch 0's index and producer entries, set beside the next job
+    waiting = [wal.batch_id for wal in sink._held.flushes.deferred]  # its flush: deferred
 
     def on_disk() -> dict[Path, bytes]:
         files = [tmp_path / "kafkatier-sink.t.json", *tmp_path.glob("t-*/*.log")]
@@ -616,8 +616,8 @@ def test_an_empty_micro_batch_writes_nothing_and_costs_no_decision(
     sink(empty, 1)
     sink(empty, 1)  # Spark's replay of it
     # Batch 0's books were set beside the empty batch's encode job; nothing waits for it.
-    assert books is not None and sink._books is None
-    assert waiting == [wal.batch_id for wal in sink._flushes.deferred] == [0]
+    assert books is not None and sink._held.books is None
+    assert waiting == [wal.batch_id for wal in sink._held.flushes.deferred] == [0]
     assert on_disk() == before
     assert state(tmp_path, "t")["last_committed_batch"] == 0
     sink(rows, 2)
@@ -695,7 +695,7 @@ def test_partitions_switch_between_the_one_call_and_the_full_path(
             "CAST(id AS STRING) AS key", "CONCAT(CAST(id AS STRING), REPEAT('v', 94)) AS value"
         ), batch_id)  # fmt: skip
         start += rows
-        carried.append(len(sink._carried))
+        carried.append(len(sink._held.carried))
     assert carried == [0, 3, 0, 3, 3, 0, 3, 3]  # the first batch fills empty segments: full way
     sink.close()
     keys = read_topic(tmp_path, "t").column("key").to_pylist()
