@@ -155,7 +155,10 @@ def absent_headers() -> HeaderColumns:
 
 
 def timestamps_column(arr: pa.Array | None, n: int, default: int, name: str) -> NDArray[np.int64]:
-    """Milliseconds per row; nulls (or no column) take ``default``. Kafka allows >= 0 or -1."""
+    """Milliseconds per row; nulls (or no column) take ``default``. Kafka stores >= 0, or -1
+    for "no timestamp": an integer column may give -1 (the field as Kafka writes it), but a
+    timestamp column's -1 ms is an instant (1969-12-31T23:59:59.999) that Kafka would read as
+    none, refused as Kafka's ``ProducerRecord`` (and so Spark's Kafka sink) refuses it."""
     if arr is None or pa.types.is_null(arr.type):  # no column, or nulls only
         return np.full(n, default, np.int64)
     t = arr.type
@@ -170,7 +173,7 @@ def timestamps_column(arr: pa.Array | None, n: int, default: int, name: str) -> 
     if arr.null_count:
         ms = np.where(validity(arr), ms, default)
     ms = np.ascontiguousarray(ms, dtype=np.int64)
-    bad = np.flatnonzero(ms < NO_TIMESTAMP)
+    bad = np.flatnonzero(ms < (0 if pa.types.is_timestamp(t) else NO_TIMESTAMP))
     if len(bad):
         raise InvalidRecordError(
             f"invalid negative timestamp {int(ms[bad[0]])} in column {name!r}", row=int(bad[0])

@@ -376,6 +376,8 @@ def test_a_small_open_budget_closes_batches_early_and_loses_nothing(
          r"record needs about \d+ bytes.*max\.message\.bytes and segment\.bytes"),
         (["'x' AS value", "timestamp_millis(-5) AS timestamp"], InvalidRecordError,
          r"invalid negative timestamp -5 in column 'timestamp'"),
+        (["'x' AS value", "timestamp_millis(-1) AS timestamp"], InvalidRecordError,
+         r"invalid negative timestamp -1 in column 'timestamp'"),  # an instant, not Kafka's -1
         (["'x' AS value", f"CAST(array(named_struct('key', NULL, 'value', NULL)) AS {HEADER_TYPE})"
           " AS headers"], InvalidRecordError, r"null header key in column 'headers'"),
     ],

@@ -104,7 +104,7 @@ final class RowReader implements Serializable {
     r.timestamp = defaultTimestamp;
     if (timestamp >= 0 && !row.isNullAt(timestamp)) {
       r.timestamp = Math.floorDiv(row.getLong(timestamp), 1000L);
-      if (r.timestamp < -1) {
+      if (r.timestamp < 0) { // -1 ms is an instant, but Kafka's "no timestamp" (ProducerRecord)
         throw InputError.invalid("invalid negative timestamp " + r.timestamp
             + " in column 'timestamp' row " + rowIndex + "; fix: timestamps before 1970 "
             + "cannot be stored in Kafka");
