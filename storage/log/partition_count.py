@@ -29,7 +29,7 @@ def checked_count(
     """The count of ``topic``, whose partitions ``found`` are on disk in ``log_dir`` and whose
     ``record`` file names ``recorded`` (None: no count there); a missing one raises."""
     present = set(found)
-    beyond = sorted(p for p in present if recorded is not None and p >= recorded)
+    beyond = count_faults(present, recorded)[1] if recorded is not None else []
     if beyond:  # a stray directory would grow the topic: keys placed by another count
         raise StorageError(
             f"topic {topic!r} has {recorded} partitions (recorded in {record}) but {log_dir} "
@@ -37,7 +37,7 @@ def checked_count(
             "them (kafkatier never adds partitions to a topic, as keys would move)"
         )
     count = max(max(present) + 1, recorded or 0)
-    missing = sorted(set(range(count)) - present)
+    missing = count_faults(present, count)[0]
     if missing:
         where = (f"recorded in {record}" if recorded == count
                  else "its highest partition's number + 1")  # fmt: skip
@@ -47,6 +47,12 @@ def checked_count(
             "(or `kafkatier restore` them from the object store) before writing"
         )
     return count
+
+
+def count_faults(present: set[int], count: int) -> tuple[list[int], list[int]]:
+    """The partitions of a topic of ``count`` missing from ``present``, and those ``present``
+    past the count."""
+    return sorted(set(range(count)) - present), sorted(p for p in present if p >= count)
 
 
 def number_ranges(numbers: list[int]) -> str:

@@ -26,7 +26,7 @@ from kafkatier.storage.checkpoint.metadata import (
     partition_dir_name,
 )
 from kafkatier.storage.errors import CheckpointError, CorruptSnapshotError
-from kafkatier.storage.log.partition_count import number_ranges, recorded_count
+from kafkatier.storage.log.partition_count import count_faults, number_ranges, recorded_count
 from kafkatier.storage.producer.snapshot import read_snapshot
 from kafkatier.storage.verify.epochs import read_epoch_checkpoint
 from kafkatier.storage.verify.files import (
@@ -136,8 +136,7 @@ def _check_counts(path: Path, partitions: Iterable[tuple[str, int]], found: Find
         recorded = recorded_count(path, topic, present)
         if recorded is None:
             continue
-        missing = sorted(set(range(recorded)) - present)
-        beyond = sorted(p for p in present if p >= recorded)
+        missing, beyond = count_faults(present, recorded)
         for numbers, what in ((missing, "missing"), (beyond, "past that count")):
             if numbers:
                 found.add(path / partition_dir_name(topic, numbers[0]), None,
