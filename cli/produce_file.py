@@ -18,7 +18,7 @@ from kafkatier.cli.inputs import prefetched, read_chunks
 from kafkatier.cli.progress import progress_bar
 from kafkatier.sink.others import complete_other_sinks
 from kafkatier.storage.arrow.record_rules import RecordRules
-from kafkatier.storage.checkpoint.checkpoint_file import is_valid_topic_name
+from kafkatier.storage.checkpoint.checkpoint_file import TOPIC_NAME_RULE, is_valid_topic_name
 from kafkatier.storage.config.internal_topics import not_producible
 from kafkatier.storage.config.log_config import parse_overrides
 from kafkatier.storage.errors import ConfigError
@@ -52,8 +52,8 @@ def produce(args: argparse.Namespace) -> int:
         return 2
     if not is_valid_topic_name(args.topic):
         print(
-            f"kafkatier produce: error: illegal topic name {args.topic!r} "
-            "(1-249 characters from a-z A-Z 0-9 . _ -)",
+            f"kafkatier produce: error: illegal Kafka topic name {args.topic!r}: "
+            f"{TOPIC_NAME_RULE}",
             file=sys.stderr,
         )
         return 2

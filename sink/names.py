@@ -4,11 +4,8 @@
 from __future__ import annotations
 
 from kafkatier.sink.schema import SinkSchemaError
-from kafkatier.storage.checkpoint.checkpoint_file import is_valid_topic_name
+from kafkatier.storage.checkpoint.checkpoint_file import TOPIC_NAME_RULE, is_valid_topic_name
 from kafkatier.storage.config.internal_topics import not_producible
-
-KAFKA_RULE = ("at most 249 of the letters, digits, '.', '_' and '-', and not '.' or '..' "
-              "(Kafka's rule)")  # fmt: skip
 
 
 def check_topic(topic: str, *, column: bool) -> None:
@@ -17,9 +14,9 @@ def check_topic(topic: str, *, column: bool) -> None:
     if not is_valid_topic_name(topic):
         if column:
             raise SinkSchemaError(
-                f"the 'topic' column names an illegal Kafka topic {topic!r}: {KAFKA_RULE}; "
+                f"the 'topic' column names an illegal Kafka topic {topic!r}: {TOPIC_NAME_RULE}; "
                 "fix: filter or map those rows before the sink", topic=topic)  # fmt: skip
-        raise SinkSchemaError(f"illegal Kafka topic name {topic!r}: {KAFKA_RULE}", topic=topic)
+        raise SinkSchemaError(f"illegal Kafka topic name {topic!r}: {TOPIC_NAME_RULE}", topic=topic)
     if (why := not_producible(topic)) is not None:
         raise SinkSchemaError(why, topic=topic)
 

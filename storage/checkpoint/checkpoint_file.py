@@ -42,6 +42,12 @@ _NEWLINE: Final = re.compile(r"\r\n|\r|\n")
 _LEGAL_TOPIC: Final = re.compile(r"[a-zA-Z0-9._-]+", re.ASCII)
 
 
+TOPIC_NAME_RULE: Final = (
+    "at most 249 of the letters, digits, '.', '_' and '-', and not '.' or '..' (Kafka's rule)"
+)
+"""What :func:`is_valid_topic_name` accepts, in the words errors use."""
+
+
 def is_valid_topic_name(topic: str) -> bool:
     """Kafka's ``Topic.validate``: 1-249 chars of ``[a-zA-Z0-9._-]``, and not ``.`` or ``..``.
 
