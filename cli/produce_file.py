@@ -64,7 +64,7 @@ def produce(args: argparse.Namespace) -> int:
     overrides = parse_overrides(args.config, source="--config")
     chunks = prefetched(read_chunks(args.input, fmt))  # reading starts now
     summary = Summary()
-    placed: list[tuple[list[Log], list[int]]] = []  # the partitions and their ends before
+    placed: tuple[list[Log], list[int]] | None = None  # the partitions and their ends before
     whole = False
     try:
         with (
@@ -78,12 +78,12 @@ def produce(args: argparse.Namespace) -> int:
             chunks = _first_checked(chunks, count, rules, args.topic)  # nothing saved or created
             # for a refused file
             logs = _partitions(log_dir, args.topic, count, overrides)
-            placed.append((logs, [log.log_end_offset for log in logs]))
+            placed = (logs, [log.log_end_offset for log in logs])
             _append_file(logs, chunks, args.compression, summary)
             whole = True
     except Exception as exc:  # a full disk: say what is in the log, what is not
-        if placed:  # also when closing the log dir failed after every append
-            exc.add_note(_partial(*placed[0], whole=whole))
+        if placed is not None:  # also when closing the log dir failed after every append
+            exc.add_note(_partial(*placed, whole=whole))
         raise
     # closing the log dir flushed every partition once, in parallel: the records are durable
     _print_summary(args.topic, summary)
